@@ -1,0 +1,139 @@
+# apex: one non-recursive Makefile (STYLE S24). All output goes under $(BUILD) and $(BIN).
+#   make            build bin/apex-actor, bin/apex-replay, bin/apex-learner, bin/apex-eval
+#   make test       unit tests (Check) then smoke tests of the real daemons
+#   make asan       full rebuild in build-asan/ with ASan+UBSan, then the whole test suite
+#   make bench      benchmarks side by side with ../shared/peers (prints BENCH lines)
+#   make run        a local cluster learning configs/cartpole.ini
+#   make clean
+# Dependencies (Debian packages) are installed by scripts/install-deps.sh on first use.
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+LDFLAGS ?=
+BUILD ?= build
+BIN ?= bin
+CONFIG ?= configs/cartpole.ini
+
+PKGS := libzmq libprotobuf-c openblas check inih
+# Recursive (=) so that pkg-config runs only after the deps stamp has installed it.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS = $(shell pkg-config --libs $(PKGS))
+
+# Project flags are appended, so a user's CFLAGS never removes warnings (Redis REDIS_CFLAGS).
+APEX_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
+  -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+  -Icommon -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
+ALL_CFLAGS = $(APEX_CFLAGS) $(CFLAGS)
+LIBS = $(PKG_LIBS) -lpthread -lm
+
+# ---- sources ---------------------------------------------------------------------------
+PROTO_C := $(BUILD)/proto/apex.pb-c.c
+PROTO_H := $(BUILD)/proto/apex.pb-c.h
+COMMON_SRC := $(wildcard common/*.c)
+ACTOR_MOD := $(filter-out %main.c,$(wildcard actor/*.c))
+REPLAY_MOD := $(filter-out %main.c,$(wildcard replay/*.c))
+LEARNER_MOD := $(filter-out %main.c,$(wildcard learner/*.c))
+TEST_SRC := $(wildcard tests/check_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(BUILD)/proto/apex.pb-c.o
+ACTOR_OBJ := $(call obj,$(ACTOR_MOD))
+REPLAY_OBJ := $(call obj,$(REPLAY_MOD))
+LEARNER_OBJ := $(call obj,$(LEARNER_MOD))
+LIBCOMMON := $(BUILD)/libapexcommon.a
+
+BINARIES := $(BIN)/apex-actor $(BIN)/apex-replay $(BIN)/apex-learner $(BIN)/apex-eval
+CHECK_BIN := $(BUILD)/check_apex
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+.PHONY: all test unit smoke asan bench run clean deps
+all: $(BINARIES)
+
+# ---- dependencies ----------------------------------------------------------------------
+$(DEPS_STAMP): scripts/install-deps.sh
+	@scripts/install-deps.sh
+	@mkdir -p $(@D) && touch $@
+deps: $(DEPS_STAMP)
+
+# ---- protobuf-c: generated at build time, never committed -------------------------------
+$(PROTO_C) $(PROTO_H) &: proto/apex.proto | $(DEPS_STAMP)
+	@mkdir -p $(BUILD)/proto
+	protoc-c --proto_path=proto --c_out=$(BUILD)/proto apex.proto
+
+$(BUILD)/proto/apex.pb-c.o: $(PROTO_C)
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -Wmissing-prototypes -Wshadow,$(ALL_CFLAGS)) -c $< -o $@
+
+# ---- objects ---------------------------------------------------------------------------
+# Every object waits for the generated header, so the first build needs no manual step.
+$(BUILD)/%.o: %.c | $(DEPS_STAMP) $(PROTO_H) $(BUILD)/gen/suites.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%.o: ALL_CFLAGS += -Iactor -Ireplay -Ilearner
+$(BUILD)/bench/%.o: ALL_CFLAGS += -Iactor -Ireplay -Ilearner
+
+$(LIBCOMMON): $(COMMON_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+# ---- binaries --------------------------------------------------------------------------
+$(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+$(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+$(BIN)/apex-replay: $(BUILD)/replay/main.o $(REPLAY_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+$(BIN)/apex-learner: $(BUILD)/learner/main.o $(LEARNER_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+
+# ---- tests -----------------------------------------------------------------------------
+# The suite list is generated from the "Suite *name_suite(void)" definitions in
+# tests/check_*.c, so adding a test file needs no edit anywhere else.
+$(BUILD)/gen/suites.h: $(TEST_SRC)
+	@mkdir -p $(@D)
+	@{ echo '#define APEX_SUITES(X) \'; \
+	   sed -n 's/^Suite \*\([a-z0-9_]*_suite\)(void).*/    X(\1) \\/p' $(sort $(TEST_SRC)); \
+	   echo; } > $@.tmp && mv $@.tmp $@
+
+$(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBCOMMON)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+
+unit: $(CHECK_BIN) $(BINARIES)
+	APEX_BIN=$(abspath $(BIN)) $(CHECK_BIN)
+
+smoke: $(BINARIES)
+	@set -e; for t in tests/smoke/*.sh; do \
+	  echo "== $$t"; APEX_BIN=$(abspath $(BIN)) bash $$t; done; \
+	echo "smoke: all passed"
+
+test: unit
+	@$(MAKE) --no-print-directory smoke
+
+# ASan + UBSan: a separate tree so the normal build stays untouched (Redis SANITIZER=).
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan: $(DEPS_STAMP)
+	$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin \
+	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
+
+# ---- benchmarks ------------------------------------------------------------------------
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBCOMMON)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+
+bench: $(BENCH_BINS) $(BINARIES)
+	BUILD=$(BUILD) BIN=$(BIN) bash bench/run.sh
+
+# ---- run -------------------------------------------------------------------------------
+run: $(BINARIES)
+	scripts/apex-local $(CONFIG)
+
+clean:
+	rm -rf build build-asan bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

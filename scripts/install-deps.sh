@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages apex needs to build, test and benchmark.
+# Does nothing when they are all present; uses sudo when not root.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config
+  libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev check libinih-dev
+  python3 python3-numpy python3-zmq   # test fixtures and the hostile-peer scripts
+  gnuplot-nox                         # learning_curve.png
+  procps                              # pgrep/pkill in the smoke tests
+)
+if [ "${APEX_BENCH_DEPS:-0}" = 1 ]; then
+  PKGS+=(python3-torch) # the PyTorch peer, only for make bench
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then
+    SUDO="sudo"
+  else
+    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

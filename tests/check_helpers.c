@@ -1,0 +1,63 @@
+// check_helpers.c: helpers shared by the suites (no suite of its own).
+#include "check_apex.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_close(double got, double want, double rtol, double atol) {
+    if (isnan(got) || isnan(want)) {
+        return 0;
+    }
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+#define CLOSE_BODY                                                                                \
+    int bad = 0;                                                                                  \
+    double worst = 0;                                                                             \
+    for (size_t i = 0; i < n; i++) {                                                              \
+        double g = got[i], w = want[i];                                                           \
+        if (!s_close(g, w, rtol, atol)) {                                                         \
+            if (bad < 5) {                                                                        \
+                fprintf(stderr, "%s[%zu]: got %.9g want %.9g\n", what, i, g, w);                  \
+            }                                                                                     \
+            bad++;                                                                                \
+        }                                                                                         \
+        if (fabs(g - w) > worst || isnan(g)) {                                                    \
+            worst = isnan(g) ? INFINITY : fabs(g - w);                                            \
+        }                                                                                         \
+    }                                                                                             \
+    if (bad) {                                                                                    \
+        fprintf(stderr, "%s: %d of %zu mismatched, largest difference %.3g\n", what, bad, n,      \
+                worst);                                                                           \
+    }                                                                                             \
+    return bad == 0;
+
+int check_close_f(const float *got, const float *want, size_t n, double rtol, double atol,
+                  const char *what) {
+    CLOSE_BODY
+}
+
+int check_close_d(const double *got, const double *want, size_t n, double rtol, double atol,
+                  const char *what) {
+    CLOSE_BODY
+}
+
+const char *check_tmpdir(void) {
+    static char path[512];
+    const char *base = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/apex_test_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(path)) {
+        ck_abort_msg("mkdtemp failed");
+    }
+    return path;
+}
+
+void check_rmtree(const char *path) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "check_rmtree: could not remove %s\n", path);
+    }
+}

@@ -1,0 +1,105 @@
+// check_log.c: the rate limiter, level parsing, line format, and that asserts fire.
+#include "check_apex.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apex.h"
+#include "log.h"
+
+START_TEST(test_limiter_first_call_allowed) {
+    log_limiter_t lim = {0};
+    uint64_t sup = 99;
+    ck_assert_int_eq(log_limiter_allow(&lim, 1000, 500, &sup), 1);
+    ck_assert_uint_eq(sup, 0);
+}
+END_TEST
+
+START_TEST(test_limiter_suppresses_and_counts) {
+    log_limiter_t lim = {0};
+    uint64_t sup = 0;
+    ck_assert_int_eq(log_limiter_allow(&lim, 1000, 500, &sup), 1);
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(log_limiter_allow(&lim, 1000 + i * 10, 500, &sup), 0);
+    }
+    ck_assert_int_eq(log_limiter_allow(&lim, 1499, 500, &sup), 0);
+    ck_assert_int_eq(log_limiter_allow(&lim, 1500, 500, &sup), 1);
+    ck_assert_uint_eq(sup, 11);
+    // The counter restarts after a line is written.
+    ck_assert_int_eq(log_limiter_allow(&lim, 1600, 500, &sup), 0);
+    ck_assert_int_eq(log_limiter_allow(&lim, 2000, 500, &sup), 1);
+    ck_assert_uint_eq(sup, 1);
+}
+END_TEST
+
+START_TEST(test_parse_level) {
+    log_level l;
+    ck_assert_int_eq(log_parse_level("debug", &l), 0);
+    ck_assert_int_eq(l, LOG_DEBUG);
+    ck_assert_int_eq(log_parse_level("warn", &l), 0);
+    ck_assert_int_eq(l, LOG_WARN);
+    ck_assert_int_eq(log_parse_level("loud", &l), -1);
+}
+END_TEST
+
+START_TEST(test_line_format_and_filter) {
+    char path[] = "/tmp/apex_log_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(log_open_file(path), 0);
+    log_set_role("apex-test");
+    log_set_level(LOG_INFO);
+    log_debug("hidden %d", 1);
+    log_warn("visible %d", 2);
+    log_limiter_t lim = {0};
+    for (int i = 0; i < 5; i++) {
+        log_every(&lim, 60000, LOG_WARN, "repeated %d", i);
+    }
+    log_close_file();
+    FILE *f = fopen(path, "r");
+    char line[512];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    // 2026-05-01T12:00:00.123Z apex-test[pid] W apex: visible 2
+    ck_assert_int_eq(line[4], '-');
+    ck_assert_int_eq(line[10], 'T');
+    ck_assert_int_eq(line[23], 'Z');
+    char expect[64];
+    snprintf(expect, sizeof expect, " apex-test[%d] W apex: visible 2\n", (int)getpid());
+    ck_assert_str_eq(line + 24, expect);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_ptr_nonnull(strstr(line, "repeated 0"));
+    ck_assert_ptr_null(fgets(line, sizeof line, f)); // the other four were suppressed
+    fclose(f);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_assert_aborts) {
+    int x = 1;
+    APEX_ASSERT(x == 2);
+}
+END_TEST
+
+START_TEST(test_strerror) {
+    ck_assert_str_eq(apex_strerror(APEX_OK), "ok");
+    ck_assert_str_eq(apex_strerror(APEX_EVERSION), "protocol version mismatch");
+    ck_assert_str_eq(apex_strerror(1234), "unknown error");
+}
+END_TEST
+
+Suite *log_suite(void) {
+    Suite *s = suite_create("log");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_limiter_first_call_allowed);
+    tcase_add_test(tc, test_limiter_suppresses_and_counts);
+    tcase_add_test(tc, test_parse_level);
+    tcase_add_test(tc, test_line_format_and_filter);
+    tcase_add_test(tc, test_strerror);
+    tcase_add_test_raise_signal(tc, test_assert_aborts, SIGABRT);
+    suite_add_tcase(s, tc);
+    return s;
+}
