@@ -43,7 +43,11 @@ REPLAY_OBJ := $(call obj,$(REPLAY_MOD))
 LEARNER_OBJ := $(call obj,$(LEARNER_MOD))
 LIBCOMMON := $(BUILD)/libapexcommon.a
 
-BINARIES := $(BIN)/apex-actor $(BIN)/apex-replay $(BIN)/apex-learner $(BIN)/apex-eval
+# A binary is built when its main file exists (so every commit builds, daemon by daemon).
+MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c replay/main.c learner/main.c)
+BINARIES := $(patsubst actor/main,$(BIN)/apex-actor,$(patsubst actor/eval_main,$(BIN)/apex-eval,\
+  $(patsubst replay/main,$(BIN)/apex-replay,$(patsubst learner/main,$(BIN)/apex-learner,\
+  $(MAIN_SRC:.c=)))))
 CHECK_BIN := $(BUILD)/check_apex
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok

@@ -1,0 +1,575 @@
+// config.c: the schema table and the INI loader (see config.h).
+//
+// Defaults are strings parsed by the same code as the file, so a default can never be of
+// the wrong type or out of range without the tests noticing (check_config.c loads the
+// defaults alone and checks they validate).
+#include "config.h"
+
+#include "apex.h"
+#include "envinfo.h"
+#include "log.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_ENUM, T_INTLIST } s_type;
+
+typedef struct {
+    const char *section;
+    const char *key;
+    s_type type;
+    size_t offset; // into apex_config_t
+    size_t size;   // T_STR: buffer size
+    double min, max;
+    const char *def;
+    const char *choices; // T_ENUM: "a|b|c" (stored as the index)
+    const char *help;
+} s_row;
+
+#define OFF(field) offsetof(apex_config_t, field)
+#define STR(field) OFF(field), sizeof(((apex_config_t *)0)->field)
+#define BIG 9.0e18
+
+// ---------------------------------------------------------------------------------------
+// The schema: one row per key. Keep help texts short; configs/*.ini carry the long story.
+static const s_row s_schema[] = {
+    {"run", "name", T_STR, STR(run.name), 1, 0, "cartpole", NULL,
+     "run name; outputs go to <out_dir>/<name>/"},
+    {"run", "seed", T_INT, OFF(run.seed), 0, 0, 1e15, "1", NULL,
+     "seed for every random stream of the run (actors, envs, replay, network init)"},
+    {"run", "out_dir", T_STR, STR(run.out_dir), 1, 0, "runs", NULL,
+     "parent directory of run directories"},
+    {"run", "max_seconds", T_FLOAT, OFF(run.max_seconds), 0, 0, 1e9, "0", NULL,
+     "launcher stops the run after this many seconds (0 = no limit)"},
+    {"run", "target_return", T_FLOAT, OFF(run.target_return), 0, -1e9, 1e9, "475", NULL,
+     "launcher stops the run once the mean return of the last 100 episodes reaches this"},
+    {"run", "log_level", T_ENUM, OFF(run.log_level), 0, 0, 0, "info", "error|warn|info|debug",
+     "log verbosity"},
+
+    {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
+     "environment: CartPole-v1, Acrobot-v1 or MountainCar-v0"},
+
+    {"network", "hidden", T_INTLIST, OFF(network.hidden), 0, 1, 8192, "256,256", NULL,
+     "hidden layer sizes, comma separated (1 to 4 layers)"},
+    {"network", "dueling", T_BOOL, OFF(network.dueling), 0, 0, 1, "true", NULL,
+     "dueling head Q = V + A - mean(A)"},
+
+    {"replay", "capacity", T_INT, OFF(replay.capacity), 0, 1, 1LL << 31, "1048576", NULL,
+     "transitions kept (FIFO ring); memory is allocated once at start-up"},
+    {"replay", "alpha", T_FLOAT, OFF(replay.alpha), 0, 0, 1, "0.6", NULL,
+     "priority exponent: P(i) ~ p_i^alpha"},
+    {"replay", "min_size_to_sample", T_INT, OFF(replay.min_size_to_sample), 0, 1, 1LL << 31,
+     "1000", NULL, "no sample is served before the replay holds this many transitions"},
+    {"replay", "samples_per_insert", T_FLOAT, OFF(replay.samples_per_insert), 0, 0, 1e6, "0",
+     NULL, "target ratio of sampled to inserted transitions (0 = no ratio limit)"},
+    {"replay", "spi_tolerance", T_FLOAT, OFF(replay.spi_tolerance), 0, 0, 1e12, "1e5", NULL,
+     "allowed deviation from samples_per_insert, in sampled transitions"},
+    {"replay", "sample_timeout_ms", T_INT, OFF(replay.sample_timeout_ms), 0, 1, 3600000, "1000",
+     NULL, "a held-back sample request is answered 'not ready' after this long (ms)"},
+    {"replay", "max_batch", T_INT, OFF(replay.max_batch), 0, 1, 65536, "4096", NULL,
+     "largest number of transitions in one insert message or sample request"},
+    {"replay", "stats_interval_ms", T_INT, OFF(replay.stats_interval_ms), 0, 100, 3600000,
+     "5000", NULL, "period of the replay server's stats log line (ms)"},
+    {"replay", "max_message_bytes", T_INT, OFF(replay.max_message_bytes), 0, 0, 1LL << 31,
+     "0", NULL, "larger messages are refused by ZeroMQ (0 = derived from max_batch and obs size)"},
+    {"replay", "durability", T_ENUM, OFF(replay.durability), 0, 0, 0, "none",
+     "none|snapshot|wal", "what survives a replay server crash"},
+    {"replay", "snapshot_interval_s", T_FLOAT, OFF(replay.snapshot_interval_s), 0, 1, 1e7, "300",
+     NULL, "seconds between replay snapshots (durability = snapshot or wal)"},
+    {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 0, 60000, "50", NULL,
+     "write-ahead log group commit: fsync at most this often (ms)"},
+
+    {"learner", "batch_size", T_INT, OFF(learner.batch_size), 0, 1, 65536, "512", NULL,
+     "transitions per update"},
+    {"learner", "lr", T_FLOAT, OFF(learner.lr), 0, 1e-12, 10, "0.0005", NULL, "learning rate"},
+    {"learner", "optimizer", T_ENUM, OFF(learner.optimizer), 0, 0, 0, "adam", "adam|rmsprop",
+     "adam, or centered rmsprop as in the Ape-X paper"},
+    {"learner", "adam_beta1", T_FLOAT, OFF(learner.adam_beta1), 0, 0, 0.999999, "0.9", NULL,
+     "Adam first-moment decay"},
+    {"learner", "adam_beta2", T_FLOAT, OFF(learner.adam_beta2), 0, 0, 0.999999999, "0.999",
+     NULL, "Adam second-moment decay"},
+    {"learner", "adam_eps", T_FLOAT, OFF(learner.adam_eps), 0, 0, 1, "1e-8", NULL,
+     "Adam epsilon"},
+    {"learner", "rms_decay", T_FLOAT, OFF(learner.rms_decay), 0, 0, 0.999999, "0.95", NULL,
+     "centered RMSProp decay (Ape-X: 0.95)"},
+    {"learner", "rms_eps", T_FLOAT, OFF(learner.rms_eps), 0, 0, 1, "1.5e-7", NULL,
+     "centered RMSProp epsilon (Ape-X: 1.5e-7)"},
+    {"learner", "grad_clip", T_FLOAT, OFF(learner.grad_clip), 0, 0, 1e9, "40", NULL,
+     "global gradient-norm clip (0 = off)"},
+    {"learner", "huber_delta", T_FLOAT, OFF(learner.huber_delta), 0, 1e-6, 1e6, "1", NULL,
+     "Huber loss threshold"},
+    {"learner", "target_update", T_INT, OFF(learner.target_update), 0, 1, BIG, "2500", NULL,
+     "updates between target-network syncs (Ape-X: 2500)"},
+    {"learner", "publish_every", T_INT, OFF(learner.publish_every), 0, 1, BIG, "50", NULL,
+     "updates between weight broadcasts to the actors"},
+    {"learner", "prefetch", T_INT, OFF(learner.prefetch), 0, 1, 64, "4", NULL,
+     "sample requests kept in flight to the replay server"},
+    {"learner", "beta_start", T_FLOAT, OFF(learner.beta_start), 0, 0, 1, "0.4", NULL,
+     "importance-sampling exponent at update 0"},
+    {"learner", "beta_end", T_FLOAT, OFF(learner.beta_end), 0, 0, 1, "1.0", NULL,
+     "importance-sampling exponent after beta_steps updates"},
+    {"learner", "beta_steps", T_INT, OFF(learner.beta_steps), 0, 1, BIG, "100000", NULL,
+     "updates over which beta is annealed linearly"},
+    {"learner", "priority_eps", T_FLOAT, OFF(learner.priority_eps), 0, 0, 1, "1e-6", NULL,
+     "added to |TD error| to form a priority"},
+    {"learner", "checkpoint_interval_s", T_FLOAT, OFF(learner.checkpoint_interval_s), 0, 0.1,
+     1e7, "60", NULL, "seconds between checkpoints (one is also written at shutdown)"},
+    {"learner", "max_steps", T_INT, OFF(learner.max_steps), 0, 0, BIG, "0", NULL,
+     "stop after this many updates (0 = no limit)"},
+    {"learner", "threads", T_INT, OFF(learner.threads), 0, 1, 256, "1", NULL,
+     "OpenBLAS threads for the learner"},
+    {"learner", "request_timeout_ms", T_INT, OFF(learner.request_timeout_ms), 0, 10, 3600000,
+     "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
+    {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
+     "1000", NULL, "period of metrics.csv rows (ms)"},
+
+    {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, 100000, "2", NULL,
+     "actor processes in the run (for the epsilon schedule and the launcher)"},
+    {"actor", "envs_per_actor", T_INT, OFF(actor.envs_per_actor), 0, 1, 4096, "16", NULL,
+     "environments each actor steps in lock step"},
+    {"actor", "n_step", T_INT, OFF(actor.n_step), 0, 1, 1000, "3", NULL, "n of n-step returns"},
+    {"actor", "gamma", T_FLOAT, OFF(actor.gamma), 0, 0, 1, "0.99", NULL, "discount factor"},
+    {"actor", "eps_base", T_FLOAT, OFF(actor.eps_base), 0, 0, 1, "0.4", NULL,
+     "epsilon schedule base: eps_i = eps_base^(1 + eps_alpha * i / (N - 1))"},
+    {"actor", "eps_alpha", T_FLOAT, OFF(actor.eps_alpha), 0, 0, 100, "7", NULL,
+     "epsilon schedule exponent"},
+    {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
+     "transitions per message to the replay server"},
+    {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,
+     "actor steps between weight refreshes from the learner"},
+    {"actor", "max_pending_batches", T_INT, OFF(actor.max_pending_batches), 0, 1, 1000000, "256",
+     NULL, "batches buffered while the replay server is unreachable; the oldest are dropped"},
+    {"actor", "stats_interval_ms", T_INT, OFF(actor.stats_interval_ms), 0, 50, 3600000, "1000",
+     NULL, "period of ActorStats messages to the learner (ms)"},
+    {"actor", "max_steps_per_s", T_INT, OFF(actor.max_steps_per_s), 0, 0, BIG, "0", NULL,
+     "cap on vector steps per second per actor (0 = as fast as possible)"},
+
+    {"endpoints", "replay_insert_bind", T_STR, STR(endpoints.replay_insert_bind), 1, 0,
+     "tcp://127.0.0.1:5550", NULL, "replay binds this for actor inserts (PULL)"},
+    {"endpoints", "replay_insert", T_STR, STR(endpoints.replay_insert), 1, 0,
+     "tcp://127.0.0.1:5550", NULL, "actors connect here to push transitions"},
+    {"endpoints", "replay_sample_bind", T_STR, STR(endpoints.replay_sample_bind), 1, 0,
+     "tcp://127.0.0.1:5551", NULL, "replay binds this for learner requests (ROUTER)"},
+    {"endpoints", "replay_sample", T_STR, STR(endpoints.replay_sample), 1, 0,
+     "tcp://127.0.0.1:5551", NULL, "the learner connects here to sample and update"},
+    {"endpoints", "learner_pub_bind", T_STR, STR(endpoints.learner_pub_bind), 1, 0,
+     "tcp://127.0.0.1:5552", NULL, "learner binds this to publish weights (PUB)"},
+    {"endpoints", "learner_pub", T_STR, STR(endpoints.learner_pub), 1, 0, "tcp://127.0.0.1:5552",
+     NULL, "actors connect here for weights"},
+    {"endpoints", "learner_stats_bind", T_STR, STR(endpoints.learner_stats_bind), 1, 0,
+     "tcp://127.0.0.1:5553", NULL, "learner binds this for actor stats (PULL)"},
+    {"endpoints", "learner_stats", T_STR, STR(endpoints.learner_stats), 1, 0,
+     "tcp://127.0.0.1:5553", NULL, "actors connect here to send episode stats"},
+};
+#define N_ROWS (sizeof s_schema / sizeof s_schema[0])
+
+// ---------------------------------------------------------------------------------------
+// Value parsing: one function per type, all with end-pointer and range checks.
+
+static int s_fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int s_parse_int(const char *v, const s_row *r, int64_t *out, char *err, size_t errlen) {
+    errno = 0;
+    char *end = NULL;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno == ERANGE) {
+        return s_fail(err, errlen, "'%s' is not an integer", v);
+    }
+    if ((double)x < r->min || (double)x > r->max) {
+        return s_fail(err, errlen, "%lld is out of range [%.0f, %.0f]", x, r->min, r->max);
+    }
+    *out = x;
+    return 0;
+}
+
+static int s_parse_float(const char *v, const s_row *r, double *out, char *err, size_t errlen) {
+    errno = 0;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || errno == ERANGE || !isfinite(x)) {
+        return s_fail(err, errlen, "'%s' is not a finite number", v);
+    }
+    if (x < r->min || x > r->max) {
+        return s_fail(err, errlen, "%g is out of range [%g, %g]", x, r->min, r->max);
+    }
+    *out = x;
+    return 0;
+}
+
+static int s_parse_bool(const char *v, int *out, char *err, size_t errlen) {
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(v, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(v, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return s_fail(err, errlen, "'%s' is not a boolean (true/false)", v);
+}
+
+static int s_parse_enum(const char *v, const s_row *r, int *out, char *err, size_t errlen) {
+    const char *p = r->choices;
+    for (int i = 0; *p; i++) {
+        size_t n = strcspn(p, "|");
+        if (strlen(v) == n && strncmp(v, p, n) == 0) {
+            *out = i;
+            return 0;
+        }
+        p += n + (p[n] == '|');
+    }
+    return s_fail(err, errlen, "'%s' is not one of %s", v, r->choices);
+}
+
+static int s_parse_intlist(const char *v, const s_row *r, apex_config_t *cfg, char *err,
+                           size_t errlen) {
+    // Only [network] hidden uses this type; its count lives next to it.
+    int vals[CONFIG_MAX_HIDDEN] = {0};
+    int n = 0;
+    const char *p = v;
+    while (1) {
+        errno = 0;
+        char *end = NULL;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno == ERANGE) {
+            return s_fail(err, errlen, "'%s' is not a comma-separated list of integers", v);
+        }
+        if ((double)x < r->min || (double)x > r->max) {
+            return s_fail(err, errlen, "%lld is out of range [%.0f, %.0f]", x, r->min, r->max);
+        }
+        if (n == CONFIG_MAX_HIDDEN) {
+            return s_fail(err, errlen, "at most %d values allowed", CONFIG_MAX_HIDDEN);
+        }
+        vals[n++] = (int)x;
+        while (*end == ' ') {
+            end++;
+        }
+        if (*end == '\0') {
+            break;
+        }
+        if (*end != ',') {
+            return s_fail(err, errlen, "'%s' is not a comma-separated list of integers", v);
+        }
+        p = end + 1;
+    }
+    memcpy(cfg->network.hidden, vals, sizeof vals);
+    cfg->network.n_hidden = n;
+    return 0;
+}
+
+static int s_apply(apex_config_t *cfg, const s_row *r, const char *v, char *err, size_t errlen) {
+    char *base = (char *)cfg + r->offset;
+    switch (r->type) {
+    case T_INT:
+        return s_parse_int(v, r, (int64_t *)base, err, errlen);
+    case T_FLOAT:
+        return s_parse_float(v, r, (double *)base, err, errlen);
+    case T_BOOL:
+        return s_parse_bool(v, (int *)base, err, errlen);
+    case T_ENUM:
+        return s_parse_enum(v, r, (int *)base, err, errlen);
+    case T_INTLIST:
+        return s_parse_intlist(v, r, cfg, err, errlen);
+    case T_STR:
+        if (strlen(v) < r->min) {
+            return s_fail(err, errlen, "must not be empty");
+        }
+        if (strlen(v) >= r->size) {
+            return s_fail(err, errlen, "longer than %zu characters", r->size - 1);
+        }
+        memcpy(base, v, strlen(v) + 1);
+        return 0;
+    }
+    return s_fail(err, errlen, "internal: unknown type");
+}
+
+static const s_row *s_find(const char *section, const char *key) {
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (strcmp(s_schema[i].section, section) == 0 && strcmp(s_schema[i].key, key) == 0) {
+            return &s_schema[i];
+        }
+    }
+    return NULL;
+}
+
+static int s_section_known(const char *section) {
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (strcmp(s_schema[i].section, section) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void config_defaults(apex_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    char err[CONFIG_ERR_LEN];
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (s_apply(cfg, &s_schema[i], s_schema[i].def, err, sizeof err) != 0) {
+            APEX_PANIC("config schema default for [%s] %s: %s", s_schema[i].section,
+                       s_schema[i].key, err);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// INI file reading. libinih does not report line numbers to the handler in Debian's build
+// (INI_HANDLER_LINENO is 0), so a reader wrapper counts lines as inih pulls them.
+
+typedef struct {
+    FILE *f;
+    int line;             // line number of the line inih is processing
+    int next_line;        // line number of the next line to read
+    int indented;         // the current line starts with whitespace (a continuation line)
+    int too_long;         // a line did not fit inih's buffer
+    apex_config_t *cfg;
+    unsigned char seen[N_ROWS];
+    char *err;
+    size_t errlen;
+    int failed;
+} s_ini_ctx;
+
+static char *s_reader(char *str, int num, void *stream) {
+    s_ini_ctx *c = stream;
+    char *r = fgets(str, num, c->f);
+    if (!r) {
+        return NULL;
+    }
+    size_t n = strlen(str);
+    c->line = c->next_line;
+    c->indented = (str[0] == ' ' || str[0] == '\t');
+    if (n > 0 && str[n - 1] == '\n') {
+        c->next_line++;
+    } else if (!feof(c->f)) {
+        c->too_long = 1;
+    }
+    return r;
+}
+
+static int s_handler(void *user, const char *section, const char *key, const char *value) {
+    s_ini_ctx *c = user;
+    if (c->failed) {
+        return 0;
+    }
+    char why[CONFIG_ERR_LEN];
+    const s_row *r = s_find(section, key);
+    if (c->too_long) {
+        snprintf(why, sizeof why, "line too long");
+    } else if (!s_section_known(section)) {
+        snprintf(why, sizeof why, "unknown section");
+    } else if (!r) {
+        snprintf(why, sizeof why, "unknown key (see --help-config)");
+    } else if (c->indented) {
+        snprintf(why, sizeof why, "indented continuation lines are not supported");
+    } else if (c->seen[r - s_schema]) {
+        snprintf(why, sizeof why, "duplicate key");
+    } else if (s_apply(c->cfg, r, value, why, sizeof why) == 0) {
+        c->seen[r - s_schema] = 1;
+        return 1;
+    }
+    snprintf(c->err, c->errlen, "%s:%d: [%s] %s: %s", c->cfg->source, c->line, section, key,
+             why);
+    c->failed = 1;
+    return 0;
+}
+
+static int s_load_file(apex_config_t *cfg, const char *path, char *err, size_t errlen) {
+    s_ini_ctx c = {.line = 0, .next_line = 1, .cfg = cfg, .err = err, .errlen = errlen};
+    c.f = fopen(path, "r");
+    if (!c.f) {
+        return s_fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
+    }
+    int rc = ini_parse_stream(s_reader, &c, s_handler, &c);
+    fclose(c.f);
+    if (c.failed) {
+        return -1;
+    }
+    if (rc != 0) {
+        if (c.too_long) {
+            return s_fail(err, errlen, "%s:%d: line too long", path, c.line);
+        }
+        return s_fail(err, errlen, "%s:%d: syntax error (expected '[section]' or 'key = value')",
+                      path, rc > 0 ? rc : c.line);
+    }
+    return 0;
+}
+
+int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t errlen) {
+    const char *dot = strchr(assignment, '.');
+    const char *eq = strchr(assignment, '=');
+    if (!dot || !eq || dot > eq) {
+        return s_fail(err, errlen, "--set %s: expected section.key=value", assignment);
+    }
+    char section[64], key[64];
+    size_t ls = (size_t)(dot - assignment), lk = (size_t)(eq - dot - 1);
+    if (ls == 0 || ls >= sizeof section || lk == 0 || lk >= sizeof key) {
+        return s_fail(err, errlen, "--set %s: expected section.key=value", assignment);
+    }
+    memcpy(section, assignment, ls);
+    section[ls] = '\0';
+    memcpy(key, dot + 1, lk);
+    key[lk] = '\0';
+    const s_row *r = s_find(section, key);
+    if (!r) {
+        return s_fail(err, errlen, "--set: [%s] %s: unknown key (see --help-config)", section,
+                      key);
+    }
+    char why[CONFIG_ERR_LEN];
+    if (s_apply(cfg, r, eq + 1, why, sizeof why) != 0) {
+        return s_fail(err, errlen, "--set: [%s] %s: %s", section, key, why);
+    }
+    return 0;
+}
+
+// Checks between keys, and the values derived from them.
+static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
+    const char *src = cfg->source;
+    const envinfo_t *e = envinfo_find(cfg->env.id);
+    if (!e) {
+        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s)", src,
+                      cfg->env.id, envinfo_known_ids());
+    }
+    cfg->env.obs_dim = e->obs_dim;
+    cfg->env.n_actions = e->n_actions;
+    cfg->env.max_episode_steps = e->max_episode_steps;
+    if (cfg->replay.min_size_to_sample > cfg->replay.capacity) {
+        return s_fail(err, errlen,
+                      "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (the learner "
+                      "would wait forever)",
+                      src, (long long)cfg->replay.min_size_to_sample,
+                      (long long)cfg->replay.capacity);
+    }
+    if (cfg->learner.batch_size > cfg->replay.max_batch) {
+        return s_fail(err, errlen, "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld",
+                      src, (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
+    }
+    if (cfg->actor.send_batch > cfg->replay.max_batch) {
+        return s_fail(err, errlen, "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld",
+                      src, (long long)cfg->actor.send_batch, (long long)cfg->replay.max_batch);
+    }
+    return 0;
+}
+
+int config_load(apex_config_t *cfg, const char *path, const char *const *sets, int n_sets,
+                char *err, size_t errlen) {
+    config_defaults(cfg);
+    snprintf(cfg->source, sizeof cfg->source, "%s", path ? path : "(defaults)");
+    if (path && s_load_file(cfg, path, err, errlen) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < n_sets; i++) {
+        if (config_set(cfg, sets[i], err, errlen) != 0) {
+            return -1;
+        }
+    }
+    return s_cross_check(cfg, err, errlen);
+}
+
+// ---------------------------------------------------------------------------------------
+// Printing: the resolved config as INI, and the reference.
+
+static void s_format_value(const apex_config_t *cfg, const s_row *r, char *buf, size_t n) {
+    const char *base = (const char *)cfg + r->offset;
+    switch (r->type) {
+    case T_INT:
+        snprintf(buf, n, "%lld", (long long)*(const int64_t *)base);
+        break;
+    case T_FLOAT:
+        snprintf(buf, n, "%.17g", *(const double *)base);
+        break;
+    case T_BOOL:
+        snprintf(buf, n, "%s", *(const int *)base ? "true" : "false");
+        break;
+    case T_STR:
+        snprintf(buf, n, "%s", base);
+        break;
+    case T_ENUM: {
+        const char *p = r->choices;
+        for (int i = *(const int *)base; i > 0 && *p; i--) {
+            p += strcspn(p, "|") + 1;
+        }
+        snprintf(buf, n, "%.*s", (int)strcspn(p, "|"), p);
+        break;
+    }
+    case T_INTLIST: {
+        size_t off = 0;
+        buf[0] = '\0';
+        for (int i = 0; i < cfg->network.n_hidden && off < n; i++) {
+            off += (size_t)snprintf(buf + off, n - off, "%s%d", i ? "," : "",
+                                    cfg->network.hidden[i]);
+        }
+        break;
+    }
+    }
+}
+
+void config_print(const apex_config_t *cfg, FILE *out) {
+    const char *section = "";
+    fprintf(out, "; resolved configuration (from %s)\n", cfg->source);
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (strcmp(section, s_schema[i].section) != 0) {
+            section = s_schema[i].section;
+            fprintf(out, "\n[%s]\n", section);
+        }
+        char v[CONFIG_STR_LEN + 32];
+        s_format_value(cfg, &s_schema[i], v, sizeof v);
+        fprintf(out, "%s = %s\n", s_schema[i].key, v);
+    }
+}
+
+static const char *s_type_name(const s_row *r) {
+    static const char *const names[] = {"int", "float", "bool", "string", "enum", "int list"};
+    return names[r->type];
+}
+
+static void s_range(const s_row *r, char *buf, size_t n) {
+    if (r->type == T_INT || r->type == T_INTLIST) {
+        snprintf(buf, n, "%.0f .. %.4g", r->min, r->max);
+    } else if (r->type == T_FLOAT) {
+        snprintf(buf, n, "%g .. %g", r->min, r->max);
+    } else if (r->type == T_ENUM) {
+        snprintf(buf, n, "%s", r->choices);
+    } else {
+        snprintf(buf, n, "%s", r->type == T_BOOL ? "true|false" : "");
+    }
+}
+
+void config_help(FILE *out) {
+    const char *section = "";
+    for (size_t i = 0; i < N_ROWS; i++) {
+        const s_row *r = &s_schema[i];
+        if (strcmp(section, r->section) != 0) {
+            section = r->section;
+            fprintf(out, "\n[%s]\n", section);
+        }
+        char range[128];
+        s_range(r, range, sizeof range);
+        fprintf(out, "  %-22s %-8s default %-22s %s\n  %-22s %-8s %s\n", r->key, s_type_name(r),
+                r->def, range, "", "", r->help);
+    }
+}
+
+void config_help_markdown(FILE *out) {
+    fprintf(out, "| section | key | type | default | range | meaning |\n|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < N_ROWS; i++) {
+        const s_row *r = &s_schema[i];
+        char range[128];
+        s_range(r, range, sizeof range);
+        fprintf(out, "| %s | %s | %s | `%s` | %s | %s |\n", r->section, r->key, s_type_name(r),
+                r->def, range, r->help);
+    }
+}

@@ -1,0 +1,144 @@
+// config.h: the run configuration, one INI file shared by every daemon (STYLE S17).
+//
+// Every key is one row of the schema table in config.c: section, name, type, range,
+// default and help. From that table come parsing with full validation, defaults,
+// `--set section.key=value` overrides, `--help-config` and `--print-config`. Every daemon
+// validates the whole file, so a typo in any section is caught by whichever daemon starts
+// first. An unknown key, a duplicate key, or a malformed or out-of-range value is an error
+// reported as `file:line: [section] key: reason`; nothing is silently ignored.
+// After loading, the config is an immutable value passed down as `const apex_config_t *`.
+// The INI syntax itself is read by libinih.
+#ifndef APEX_CONFIG_H
+#define APEX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_MAX_HIDDEN 4
+#define CONFIG_STR_LEN 256
+#define CONFIG_ERR_LEN 512
+
+typedef enum { OPTIM_ADAM = 0, OPTIM_RMSPROP = 1 } config_optimizer;
+typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
+
+typedef struct {
+    char name[64];
+    int64_t seed;
+    char out_dir[CONFIG_STR_LEN];
+    double max_seconds;
+    double target_return;
+    int log_level; // log_level from log.h
+} config_run_t;
+
+typedef struct {
+    char id[64];
+    // Derived from id via envinfo (not keys): filled in by config_load.
+    int obs_dim;
+    int n_actions;
+    int max_episode_steps;
+} config_env_t;
+
+typedef struct {
+    int hidden[CONFIG_MAX_HIDDEN];
+    int n_hidden;
+    int dueling;
+} config_network_t;
+
+typedef struct {
+    int64_t capacity;
+    double alpha;
+    int64_t min_size_to_sample;
+    double samples_per_insert;
+    double spi_tolerance;
+    int64_t sample_timeout_ms;
+    int64_t max_batch;
+    int64_t stats_interval_ms;
+    int64_t max_message_bytes;
+    int durability; // config_durability
+    double snapshot_interval_s;
+    int64_t wal_sync_ms;
+} config_replay_t;
+
+typedef struct {
+    int64_t batch_size;
+    double lr;
+    int optimizer; // config_optimizer
+    double adam_beta1;
+    double adam_beta2;
+    double adam_eps;
+    double rms_decay;
+    double rms_eps;
+    double grad_clip;
+    double huber_delta;
+    int64_t target_update;
+    int64_t publish_every;
+    int64_t prefetch;
+    double beta_start;
+    double beta_end;
+    int64_t beta_steps;
+    double priority_eps;
+    double checkpoint_interval_s;
+    int64_t max_steps;
+    int64_t threads;
+    int64_t request_timeout_ms;
+    int64_t metrics_interval_ms;
+} config_learner_t;
+
+typedef struct {
+    int64_t num_actors;
+    int64_t envs_per_actor;
+    int64_t n_step;
+    double gamma;
+    double eps_base;
+    double eps_alpha;
+    int64_t send_batch;
+    int64_t weight_sync_steps;
+    int64_t max_pending_batches;
+    int64_t stats_interval_ms;
+    int64_t max_steps_per_s;
+} config_actor_t;
+
+typedef struct {
+    char replay_insert_bind[CONFIG_STR_LEN];
+    char replay_insert[CONFIG_STR_LEN];
+    char replay_sample_bind[CONFIG_STR_LEN];
+    char replay_sample[CONFIG_STR_LEN];
+    char learner_pub_bind[CONFIG_STR_LEN];
+    char learner_pub[CONFIG_STR_LEN];
+    char learner_stats_bind[CONFIG_STR_LEN];
+    char learner_stats[CONFIG_STR_LEN];
+} config_endpoints_t;
+
+typedef struct {
+    char source[CONFIG_STR_LEN]; // path of the INI file, for messages
+    config_run_t run;
+    config_env_t env;
+    config_network_t network;
+    config_replay_t replay;
+    config_learner_t learner;
+    config_actor_t actor;
+    config_endpoints_t endpoints;
+} apex_config_t;
+
+// Fills cfg with the schema defaults (never fails).
+void config_defaults(apex_config_t *cfg);
+
+// Loads defaults, then the INI file at path (NULL: defaults only), then each "section.key=value"
+// of sets[0..n_sets) in order, then cross-checks keys against each other.
+// Returns 0, or -1 with a one-line message "file:line: [section] key: reason" in err.
+int config_load(apex_config_t *cfg, const char *path, const char *const *sets, int n_sets,
+                char *err, size_t errlen);
+
+// Applies one "section.key=value" override to an already loaded config (used by tests and
+// by config_load). Returns 0 or -1 with a message in err.
+int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t errlen);
+
+// Writes the resolved configuration as a valid INI file (loadable by config_load).
+void config_print(const apex_config_t *cfg, FILE *out);
+// Writes every key with its type, range, default and help text.
+void config_help(FILE *out);
+// Writes the reference as a Markdown table (configs/README.md is generated from this).
+void config_help_markdown(FILE *out);
+
+#endif

@@ -1,0 +1,34 @@
+// loop.h: a small zmq_poll reactor, one per thread (STYLE S13; CZMQ zloop, Redis ae).
+//
+// Readers are called when their socket is readable; timers every interval_ms on the
+// monotonic clock. A handler returns 0 to continue or -1 to stop the loop. The loop also
+// stops when a shutdown signal has been received (signals.h). An optional idle handler is
+// called on every iteration (for the actor, whose real work is stepping environments):
+// when it returns 1 ("I have more work") the loop polls with a zero timeout.
+// Sizes are fixed at creation: no allocation while running. Not thread-safe.
+#ifndef APEX_LOOP_H
+#define APEX_LOOP_H
+
+#include <stdint.h>
+
+typedef struct loop loop_t;
+typedef int (*loop_reader_fn)(loop_t *loop, void *socket, void *arg);
+typedef int (*loop_timer_fn)(loop_t *loop, void *arg);
+typedef int (*loop_idle_fn)(loop_t *loop, void *arg); // 1 = busy, 0 = idle, -1 = stop
+
+#define LOOP_MAX_READERS 16
+#define LOOP_MAX_TIMERS 16
+
+loop_t *loop_new(void);
+void loop_destroy(loop_t **self_p);
+// Register handlers. Return 0, or -1 when the fixed table is full (a programming error).
+int loop_add_reader(loop_t *self, void *socket, loop_reader_fn fn, void *arg);
+int loop_add_timer(loop_t *self, int64_t interval_ms, loop_timer_fn fn, void *arg);
+void loop_set_idle(loop_t *self, loop_idle_fn fn, void *arg);
+// Runs until a handler returns -1 or shutdown is requested. Returns 0 on a clean stop,
+// -1 when zmq_poll itself failed.
+int loop_run(loop_t *self);
+// Asks the loop to return after the current handler (callable from handlers).
+void loop_stop(loop_t *self);
+
+#endif

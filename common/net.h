@@ -1,0 +1,48 @@
+// net.h: a thin, checked layer over libzmq (STYLE S7, S15).
+//
+// Every socket is created with ZMQ_LINGER = 0 (so zmq_ctx_term never hangs on a dead
+// peer), bounded high-water marks, and optionally ZMQ_MAXMSGSIZE (so an oversized message
+// is dropped by libzmq before it is ever buffered). Send and receive retry on EINTR and map
+// libzmq's errno to apex_err codes; every failure is logged with zmq_strerror at a bounded
+// rate. The sockets themselves are plain libzmq sockets: a socket is used only by the thread
+// that created it (zguide rule).
+#ifndef APEX_NET_H
+#define APEX_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+typedef struct {
+    int64_t max_msg_bytes; // ZMQ_MAXMSGSIZE; 0 = unlimited
+    int sndhwm;            // 0 = libzmq default (1000)
+    int rcvhwm;
+    int conflate;          // ZMQ_CONFLATE (SUB of weights: only the newest matters)
+    int64_t reconnect_ivl_ms;     // first reconnect delay; 0 = 100 ms
+    int64_t reconnect_ivl_max_ms; // capped exponential back-off; 0 = 5000 ms
+} net_opts_t;
+
+// Creates a socket of type (ZMQ_PUSH, ...) with the options above; NULL + log_error on
+// failure. Close with net_close.
+void *net_socket(void *ctx, int type, const net_opts_t *opts);
+void net_close(void **sock_p);
+
+// Bind/connect with a log line naming the endpoint on failure. Return 0 or -1.
+// net_bind writes the actual endpoint (ephemeral port resolved) into bound if non-NULL.
+int net_bind(void *sock, const char *endpoint, char *bound, size_t bound_len);
+int net_connect(void *sock, const char *endpoint);
+
+// Sends one frame. flags: ZMQ_DONTWAIT and/or ZMQ_SNDMORE. Returns APEX_OK, APEX_EAGAIN
+// (would block / no peer), APEX_ECLOSED (context terminated) or APEX_EIO.
+int net_send(void *sock, const void *buf, size_t len, int flags);
+
+// Receives one frame into msg (initialised by the caller with zmq_msg_init). Returns
+// APEX_OK, APEX_EAGAIN, APEX_ECLOSED or APEX_EIO. EINTR is returned as APEX_EAGAIN so that
+// the caller's loop can look at the shutdown flag.
+int net_recv(void *sock, zmq_msg_t *msg, int flags);
+
+// Discards the remaining frames of a multipart message (hostile peers send extra frames).
+// Returns how many were dropped.
+int net_drain_more(void *sock);
+
+#endif

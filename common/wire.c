@@ -1,0 +1,573 @@
+// wire.c: see wire.h. The only file that includes apex.pb-c.h (STYLE S18).
+#include "wire.h"
+
+#include "apex.pb-c.h"
+#include "xalloc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+// Bulk arrays are sent as the host's bytes; apex runs on little-endian hosts only.
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "apex's wire format is little-endian");
+
+#define ARENA_ALIGN 16
+// Slack above the largest legal message for the unpacked structs themselves.
+#define ARENA_SLACK_BYTES (64u * 1024u)
+
+// ---------------------------------------------------------------------------------------
+// Arena allocator for protobuf-c: a bump pointer reset before each decode, so decoding a
+// legal message allocates nothing. Hostile inputs (e.g. thousands of unknown fields) can
+// need more than the arena; those allocations fall back to malloc and are freed at the
+// next reset, so memory stays bounded by a small multiple of max_message_bytes.
+
+typedef struct {
+    uint8_t *base;
+    size_t cap;
+    size_t used;
+    void **overflow;
+    size_t n_overflow;
+    size_t cap_overflow;
+} s_arena;
+
+struct wire_decoder {
+    wire_limits_t lim;
+    s_arena arena;
+    ProtobufCAllocator allocator;
+    char last_error[160];
+};
+
+static void *s_arena_alloc(void *data, size_t size) {
+    s_arena *a = data;
+    size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need >= size && a->cap - a->used >= need) {
+        void *p = a->base + a->used;
+        a->used += need;
+        return p;
+    }
+    // Only malformed or hostile input gets here (see the comment above).
+    if (a->n_overflow == a->cap_overflow) {
+        a->cap_overflow = a->cap_overflow ? 2 * a->cap_overflow : 16;
+        a->overflow = xrealloc(a->overflow, a->cap_overflow * sizeof *a->overflow);
+    }
+    void *p = malloc(size ? size : 1);
+    if (p) {
+        a->overflow[a->n_overflow++] = p;
+    }
+    return p; // NULL makes protobuf-c fail the unpack cleanly
+}
+
+static void s_arena_free(void *data, void *p) {
+    (void)data; // everything is released at once by s_arena_reset
+    (void)p;
+}
+
+static void s_arena_reset(s_arena *a) {
+    for (size_t i = 0; i < a->n_overflow; i++) {
+        free(a->overflow[i]);
+    }
+    a->n_overflow = 0;
+    a->used = 0;
+}
+
+// ---------------------------------------------------------------------------------------
+
+const char *wire_msg_name(wire_msg_type t) {
+    static const char *const names[WIRE_MSG_COUNT_] = {
+        "none",           "TransitionBatch", "SampleRequest", "SampleReply",
+        "PriorityUpdate", "Weights",         "ActorStats",    "InsertAck"};
+    return (unsigned)t < WIRE_MSG_COUNT_ ? names[t] : "unknown";
+}
+
+size_t wire_max_message_bytes(const wire_limits_t *lim) {
+    // A sample reply is the largest row-wise message: 2 observations, key, weight,
+    // action, reward, discount per row; Weights carry the parameters. Protobuf adds a few
+    // bytes of tags and lengths per field; 1 KiB covers them.
+    size_t row = 2 * (size_t)lim->obs_dim * 4 + 8 + 4 + 4 + 4 + 4 + 4;
+    size_t rows = (size_t)lim->max_count * row;
+    size_t weights = (size_t)lim->num_params * 4;
+    size_t stats = (size_t)lim->max_episodes * 12;
+    size_t m = rows > weights ? rows : weights;
+    return (m > stats ? m : stats) + 1024;
+}
+
+wire_decoder_t *wire_decoder_new(const wire_limits_t *lim) {
+    wire_decoder_t *d = xcalloc(1, sizeof *d);
+    d->lim = *lim;
+    if (d->lim.max_message_bytes == 0) {
+        d->lim.max_message_bytes = wire_max_message_bytes(lim);
+    }
+    d->arena.cap = d->lim.max_message_bytes + ARENA_SLACK_BYTES;
+    d->arena.base = xaligned_alloc(d->arena.cap);
+    d->allocator.alloc = s_arena_alloc;
+    d->allocator.free = s_arena_free;
+    d->allocator.allocator_data = &d->arena;
+    return d;
+}
+
+void wire_decoder_destroy(wire_decoder_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    wire_decoder_t *d = *self_p;
+    s_arena_reset(&d->arena);
+    free(d->arena.overflow);
+    free(d->arena.base);
+    free(d);
+    *self_p = NULL;
+}
+
+const char *wire_decoder_last_error(const wire_decoder_t *self) { return self->last_error; }
+
+static int s_err(wire_decoder_t *d, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int s_err(wire_decoder_t *d, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->last_error, sizeof d->last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation helpers.
+
+// Finite test on the bit pattern: the exponent is all ones for Inf and NaN. Written so that
+// the compiler vectorises it; this runs over every float that arrives.
+static int s_all_finite(const float *x, size_t n) {
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad |= ((u[i] & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad == 0;
+}
+
+static int s_all_in(const float *x, size_t n, float lo, float hi) {
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        ok &= (x[i] >= lo) & (x[i] <= hi); // false for NaN as well
+    }
+    return ok;
+}
+
+// An array field must hold exactly count * elem bytes (or be empty, if optional).
+static int s_len_ok(const ProtobufCBinaryData *b, size_t count, size_t elem, int optional) {
+    if (optional && b->len == 0) {
+        return 1;
+    }
+    return b->len == count * elem;
+}
+
+static int s_count_ok(wire_decoder_t *d, uint32_t count, const char *what) {
+    if (count == 0 || count > d->lim.max_count) {
+        return s_err(d, APEX_EINVAL, "%s: count %u not in [1, %u]", what, count,
+                     d->lim.max_count);
+    }
+    return APEX_OK;
+}
+
+#define F32(b) ((const float *)(const void *)(b).data)
+
+// ---------------------------------------------------------------------------------------
+// Per-message decoding.
+
+static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32_t obs_dim,
+                     const ProtobufCBinaryData *obs, const ProtobufCBinaryData *actions,
+                     const ProtobufCBinaryData *rewards, const ProtobufCBinaryData *discounts,
+                     const ProtobufCBinaryData *next_obs) {
+    int rc = s_count_ok(d, count, what);
+    if (rc) {
+        return rc;
+    }
+    if (obs_dim != d->lim.obs_dim) {
+        return s_err(d, APEX_EINVAL, "%s: obs_dim %u, expected %u", what, obs_dim,
+                     d->lim.obs_dim);
+    }
+    size_t n_obs = (size_t)count * obs_dim;
+    if (!s_len_ok(obs, n_obs, 4, 0) || !s_len_ok(next_obs, n_obs, 4, 0) ||
+        !s_len_ok(actions, count, 4, 0) || !s_len_ok(rewards, count, 4, 0) ||
+        !s_len_ok(discounts, count, 4, 0)) {
+        return s_err(d, APEX_EPROTO, "%s: array lengths do not match count %u x obs_dim %u",
+                     what, count, obs_dim);
+    }
+    if (!s_all_finite(F32(*obs), n_obs) || !s_all_finite(F32(*next_obs), n_obs) ||
+        !s_all_finite(F32(*rewards), count)) {
+        return s_err(d, APEX_EINVAL, "%s: non-finite observation or reward", what);
+    }
+    if (!s_all_in(F32(*discounts), count, 0.0f, 1.0f)) {
+        return s_err(d, APEX_EINVAL, "%s: discount outside [0, 1] or NaN", what);
+    }
+    const int32_t *a = (const int32_t *)(const void *)actions->data;
+    for (uint32_t i = 0; i < count; i++) {
+        if (a[i] < 0 || (uint32_t)a[i] >= d->lim.n_actions) {
+            return s_err(d, APEX_EINVAL, "%s: action %d at row %u not in [0, %u)", what, a[i], i,
+                         d->lim.n_actions);
+        }
+    }
+    return APEX_OK;
+}
+
+static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wire_batch_t *o) {
+    int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, &m->obs, &m->actions,
+                       &m->rewards, &m->discounts, &m->next_obs);
+    if (rc) {
+        return rc;
+    }
+    if (!s_len_ok(&m->priorities, m->count, 4, 1)) {
+        return s_err(d, APEX_EPROTO, "TransitionBatch: %zu priority bytes for %u rows",
+                     m->priorities.len, m->count);
+    }
+    if (m->priorities.len && !s_all_in(F32(m->priorities), m->count, 0.0f, 3.0e38f)) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: negative or non-finite priority");
+    }
+    *o = (wire_batch_t){
+        .actor_id = m->actor_id,
+        .seq = m->seq,
+        .weights_version = m->weights_version,
+        .count = m->count,
+        .obs_dim = m->obs_dim,
+        .obs = F32(m->obs),
+        .actions = (const int32_t *)(const void *)m->actions.data,
+        .rewards = F32(m->rewards),
+        .discounts = F32(m->discounts),
+        .next_obs = F32(m->next_obs),
+        .priorities = m->priorities.len ? F32(m->priorities) : NULL,
+    };
+    return APEX_OK;
+}
+
+static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest *m,
+                                   wire_sample_request_t *o) {
+    int rc = s_count_ok(d, m->batch_size, "SampleRequest");
+    if (rc) {
+        return rc;
+    }
+    if (!(m->beta >= 0.0f && m->beta <= 1.0f)) {
+        return s_err(d, APEX_EINVAL, "SampleRequest: beta %g not in [0, 1]", (double)m->beta);
+    }
+    *o = (wire_sample_request_t){.id = m->id, .batch_size = m->batch_size, .beta = m->beta};
+    return APEX_OK;
+}
+
+static void s_stats_from(const Apex__ReplayStats *s, wire_replay_stats_t *o) {
+    memset(o, 0, sizeof *o);
+    if (!s) {
+        return;
+    }
+    *o = (wire_replay_stats_t){
+        .size = s->size,
+        .capacity = s->capacity,
+        .inserted = s->inserted,
+        .sampled = s->sampled,
+        .updated = s->updated,
+        .stale_updates = s->stale_updates,
+        .bad_messages = s->bad_messages,
+        .limiter_waits = s->limiter_waits,
+        .duplicate_batches = s->duplicate_batches,
+        .total_priority = s->total_priority == s->total_priority ? s->total_priority : 0.0,
+    };
+}
+
+static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
+                                 wire_sample_reply_t *o) {
+    memset(o, 0, sizeof *o);
+    o->id = m->id;
+    s_stats_from(m->stats, &o->stats);
+    if (m->status == APEX__SAMPLE_STATUS__SAMPLE_NOT_READY ||
+        m->status == APEX__SAMPLE_STATUS__SAMPLE_REFUSED) {
+        o->status = m->status == APEX__SAMPLE_STATUS__SAMPLE_NOT_READY ? WIRE_SAMPLE_NOT_READY
+                                                                       : WIRE_SAMPLE_REFUSED;
+        return APEX_OK;
+    }
+    if (m->status != APEX__SAMPLE_STATUS__SAMPLE_OK) {
+        return s_err(d, APEX_EINVAL, "SampleReply: unknown status %d", (int)m->status);
+    }
+    int rc = s_rows_ok(d, "SampleReply", m->count, m->obs_dim, &m->obs, &m->actions, &m->rewards,
+                       &m->discounts, &m->next_obs);
+    if (rc) {
+        return rc;
+    }
+    if (!s_len_ok(&m->keys, m->count, 8, 0) || !s_len_ok(&m->is_weights, m->count, 4, 0)) {
+        return s_err(d, APEX_EPROTO, "SampleReply: keys/weights lengths do not match count %u",
+                     m->count);
+    }
+    if (!s_all_in(F32(m->is_weights), m->count, 0.0f, 1.0f)) {
+        return s_err(d, APEX_EINVAL, "SampleReply: importance weight outside [0, 1] or NaN");
+    }
+    o->status = WIRE_SAMPLE_OK;
+    o->count = m->count;
+    o->obs_dim = m->obs_dim;
+    o->keys = (const uint64_t *)(const void *)m->keys.data;
+    o->is_weights = F32(m->is_weights);
+    o->obs = F32(m->obs);
+    o->actions = (const int32_t *)(const void *)m->actions.data;
+    o->rewards = F32(m->rewards);
+    o->discounts = F32(m->discounts);
+    o->next_obs = F32(m->next_obs);
+    return APEX_OK;
+}
+
+static int s_decode_priority_update(wire_decoder_t *d, const Apex__PriorityUpdate *m,
+                                    wire_priority_update_t *o) {
+    int rc = s_count_ok(d, m->count, "PriorityUpdate");
+    if (rc) {
+        return rc;
+    }
+    if (!s_len_ok(&m->keys, m->count, 8, 0) || !s_len_ok(&m->priorities, m->count, 4, 0)) {
+        return s_err(d, APEX_EPROTO, "PriorityUpdate: lengths do not match count %u", m->count);
+    }
+    if (!s_all_in(F32(m->priorities), m->count, 0.0f, 3.0e38f)) {
+        return s_err(d, APEX_EINVAL, "PriorityUpdate: negative or non-finite priority");
+    }
+    *o = (wire_priority_update_t){.count = m->count,
+                                  .keys = (const uint64_t *)(const void *)m->keys.data,
+                                  .priorities = F32(m->priorities)};
+    return APEX_OK;
+}
+
+static int s_decode_weights(wire_decoder_t *d, const Apex__Weights *m, wire_weights_t *o) {
+    if (d->lim.num_params == 0 || m->num_params != d->lim.num_params) {
+        return s_err(d, APEX_EINVAL, "Weights: %u parameters, expected %u", m->num_params,
+                     d->lim.num_params);
+    }
+    if (!s_len_ok(&m->params, m->num_params, 4, 0)) {
+        return s_err(d, APEX_EPROTO, "Weights: %zu bytes for %u parameters", m->params.len,
+                     m->num_params);
+    }
+    if (!s_all_finite(F32(m->params), m->num_params)) {
+        return s_err(d, APEX_EINVAL, "Weights: non-finite parameter");
+    }
+    *o = (wire_weights_t){.version = m->version,
+                          .learner_step = m->learner_step,
+                          .num_params = m->num_params,
+                          .params = F32(m->params)};
+    return APEX_OK;
+}
+
+static int s_decode_actor_stats(wire_decoder_t *d, const Apex__ActorStats *m,
+                                wire_actor_stats_t *o) {
+    uint32_t n = m->n_episodes;
+    if (n > d->lim.max_episodes) {
+        return s_err(d, APEX_EINVAL, "ActorStats: %u episodes, at most %u", n,
+                     d->lim.max_episodes);
+    }
+    if (!s_len_ok(&m->returns, n, 4, 0) || !s_len_ok(&m->lengths, n, 4, 0) ||
+        !s_len_ok(&m->epsilons, n, 4, 0)) {
+        return s_err(d, APEX_EPROTO, "ActorStats: lengths do not match n_episodes %u", n);
+    }
+    if (n && (!s_all_finite(F32(m->returns), n) || !s_all_in(F32(m->epsilons), n, 0.0f, 1.0f))) {
+        return s_err(d, APEX_EINVAL, "ActorStats: non-finite return or epsilon outside [0, 1]");
+    }
+    *o = (wire_actor_stats_t){.actor_id = m->actor_id,
+                              .frames = m->frames,
+                              .weights_version = m->weights_version,
+                              .dropped_batches = m->dropped_batches,
+                              .n_episodes = n,
+                              .returns = n ? F32(m->returns) : NULL,
+                              .lengths = n ? (const uint32_t *)(const void *)m->lengths.data : NULL,
+                              .epsilons = n ? F32(m->epsilons) : NULL};
+    return APEX_OK;
+}
+
+static int s_decode_body(wire_decoder_t *d, const Apex__Envelope *env, wire_msg_t *out) {
+    switch (env->body_case) {
+    case APEX__ENVELOPE__BODY_TRANSITION_BATCH:
+        out->type = WIRE_MSG_TRANSITION_BATCH;
+        return s_decode_batch(d, env->transition_batch, &out->u.batch);
+    case APEX__ENVELOPE__BODY_SAMPLE_REQUEST:
+        out->type = WIRE_MSG_SAMPLE_REQUEST;
+        return s_decode_sample_request(d, env->sample_request, &out->u.sample_request);
+    case APEX__ENVELOPE__BODY_SAMPLE_REPLY:
+        out->type = WIRE_MSG_SAMPLE_REPLY;
+        return s_decode_sample_reply(d, env->sample_reply, &out->u.sample_reply);
+    case APEX__ENVELOPE__BODY_PRIORITY_UPDATE:
+        out->type = WIRE_MSG_PRIORITY_UPDATE;
+        return s_decode_priority_update(d, env->priority_update, &out->u.priority_update);
+    case APEX__ENVELOPE__BODY_WEIGHTS:
+        out->type = WIRE_MSG_WEIGHTS;
+        return s_decode_weights(d, env->weights, &out->u.weights);
+    case APEX__ENVELOPE__BODY_ACTOR_STATS:
+        out->type = WIRE_MSG_ACTOR_STATS;
+        return s_decode_actor_stats(d, env->actor_stats, &out->u.actor_stats);
+    case APEX__ENVELOPE__BODY_INSERT_ACK:
+        out->type = WIRE_MSG_INSERT_ACK;
+        out->u.insert_ack = (wire_insert_ack_t){.actor_id = env->insert_ack->actor_id,
+                                                .seq = env->insert_ack->seq};
+        return APEX_OK;
+    default:
+        return s_err(d, APEX_EPROTO, "envelope without a known body (case %d)",
+                     (int)env->body_case);
+    }
+}
+
+int wire_decode(wire_decoder_t *self, const void *buf, size_t len, wire_msg_t *out) {
+    memset(out, 0, sizeof *out);
+    self->last_error[0] = '\0';
+    if (len > self->lim.max_message_bytes) {
+        return s_err(self, APEX_ENOSPC, "message of %zu bytes exceeds the limit of %zu", len,
+                     self->lim.max_message_bytes);
+    }
+    s_arena_reset(&self->arena);
+    Apex__Envelope *env = apex__envelope__unpack(&self->allocator, len, buf);
+    if (!env) {
+        return s_err(self, APEX_EPROTO, "not a valid apex message (%zu bytes)", len);
+    }
+    if (env->version != APEX_PROTOCOL_VERSION) {
+        return s_err(self, APEX_EVERSION, "protocol version %u, this build speaks %u",
+                     env->version, APEX_PROTOCOL_VERSION);
+    }
+    int rc = s_decode_body(self, env, out);
+    if (rc != APEX_OK) {
+        // Keep the kind, so that callers can count bad messages per kind; drop the views.
+        wire_msg_type kind = out->type;
+        memset(out, 0, sizeof *out);
+        out->type = kind;
+    }
+    // The arena owns env; it is released by the next reset. No free_unpacked is needed, and
+    // no protobuf-c pointer escapes: the views in out point at arena bytes, not at env.
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoding. The protobuf-c structs are built on the stack and point at the caller's arrays
+// (protobuf-c only reads them while packing), so the only copy is the pack itself.
+
+void wire_buf_init(wire_buf_t *b, size_t initial_cap) {
+    b->cap = initial_cap ? initial_cap : 256;
+    b->data = xmalloc(b->cap);
+    b->len = 0;
+}
+
+void wire_buf_fini(wire_buf_t *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static ProtobufCBinaryData s_bin(const void *p, size_t bytes) {
+    ProtobufCBinaryData b = {.len = p ? bytes : 0, .data = (uint8_t *)(uintptr_t)p};
+    return b;
+}
+
+static void s_pack(const Apex__Envelope *env, wire_buf_t *out) {
+    size_t n = apex__envelope__get_packed_size(env);
+    if (n > out->cap) {
+        // Grows only for a message larger than any before: not on the steady-state path.
+        out->cap = n + n / 4;
+        out->data = xrealloc(out->data, out->cap);
+    }
+    out->len = apex__envelope__pack(env, out->data);
+    APEX_ASSERT(out->len == n);
+}
+
+void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *out) {
+    Apex__Envelope env = APEX__ENVELOPE__INIT;
+    Apex__TransitionBatch tb = APEX__TRANSITION_BATCH__INIT;
+    Apex__SampleRequest sq = APEX__SAMPLE_REQUEST__INIT;
+    Apex__SampleReply sr = APEX__SAMPLE_REPLY__INIT;
+    Apex__ReplayStats rs = APEX__REPLAY_STATS__INIT;
+    Apex__PriorityUpdate pu = APEX__PRIORITY_UPDATE__INIT;
+    Apex__Weights w = APEX__WEIGHTS__INIT;
+    Apex__ActorStats as = APEX__ACTOR_STATS__INIT;
+    Apex__InsertAck ack = APEX__INSERT_ACK__INIT;
+    env.version = version;
+    switch (msg->type) {
+    case WIRE_MSG_TRANSITION_BATCH: {
+        const wire_batch_t *b = &msg->u.batch;
+        size_t n = b->count, no = (size_t)b->count * b->obs_dim;
+        tb.actor_id = b->actor_id;
+        tb.seq = b->seq;
+        tb.weights_version = b->weights_version;
+        tb.count = b->count;
+        tb.obs_dim = b->obs_dim;
+        tb.obs = s_bin(b->obs, no * 4);
+        tb.actions = s_bin(b->actions, n * 4);
+        tb.rewards = s_bin(b->rewards, n * 4);
+        tb.discounts = s_bin(b->discounts, n * 4);
+        tb.next_obs = s_bin(b->next_obs, no * 4);
+        tb.priorities = s_bin(b->priorities, n * 4);
+        env.body_case = APEX__ENVELOPE__BODY_TRANSITION_BATCH;
+        env.transition_batch = &tb;
+        break;
+    }
+    case WIRE_MSG_SAMPLE_REQUEST:
+        sq.id = msg->u.sample_request.id;
+        sq.batch_size = msg->u.sample_request.batch_size;
+        sq.beta = msg->u.sample_request.beta;
+        env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REQUEST;
+        env.sample_request = &sq;
+        break;
+    case WIRE_MSG_SAMPLE_REPLY: {
+        const wire_sample_reply_t *r = &msg->u.sample_reply;
+        size_t n = r->count, no = (size_t)r->count * r->obs_dim;
+        sr.id = r->id;
+        sr.status = (Apex__SampleStatus)r->status;
+        sr.count = r->count;
+        sr.obs_dim = r->obs_dim;
+        sr.keys = s_bin(r->keys, n * 8);
+        sr.is_weights = s_bin(r->is_weights, n * 4);
+        sr.obs = s_bin(r->obs, no * 4);
+        sr.actions = s_bin(r->actions, n * 4);
+        sr.rewards = s_bin(r->rewards, n * 4);
+        sr.discounts = s_bin(r->discounts, n * 4);
+        sr.next_obs = s_bin(r->next_obs, no * 4);
+        const wire_replay_stats_t *st = &r->stats;
+        rs.size = st->size;
+        rs.capacity = st->capacity;
+        rs.inserted = st->inserted;
+        rs.sampled = st->sampled;
+        rs.updated = st->updated;
+        rs.stale_updates = st->stale_updates;
+        rs.bad_messages = st->bad_messages;
+        rs.limiter_waits = st->limiter_waits;
+        rs.duplicate_batches = st->duplicate_batches;
+        rs.total_priority = st->total_priority;
+        sr.stats = &rs;
+        env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REPLY;
+        env.sample_reply = &sr;
+        break;
+    }
+    case WIRE_MSG_PRIORITY_UPDATE:
+        pu.count = msg->u.priority_update.count;
+        pu.keys = s_bin(msg->u.priority_update.keys, (size_t)pu.count * 8);
+        pu.priorities = s_bin(msg->u.priority_update.priorities, (size_t)pu.count * 4);
+        env.body_case = APEX__ENVELOPE__BODY_PRIORITY_UPDATE;
+        env.priority_update = &pu;
+        break;
+    case WIRE_MSG_WEIGHTS:
+        w.version = msg->u.weights.version;
+        w.learner_step = msg->u.weights.learner_step;
+        w.num_params = msg->u.weights.num_params;
+        w.params = s_bin(msg->u.weights.params, (size_t)w.num_params * 4);
+        env.body_case = APEX__ENVELOPE__BODY_WEIGHTS;
+        env.weights = &w;
+        break;
+    case WIRE_MSG_ACTOR_STATS: {
+        const wire_actor_stats_t *a = &msg->u.actor_stats;
+        as.actor_id = a->actor_id;
+        as.frames = a->frames;
+        as.weights_version = a->weights_version;
+        as.dropped_batches = a->dropped_batches;
+        as.n_episodes = a->n_episodes;
+        as.returns = s_bin(a->returns, (size_t)a->n_episodes * 4);
+        as.lengths = s_bin(a->lengths, (size_t)a->n_episodes * 4);
+        as.epsilons = s_bin(a->epsilons, (size_t)a->n_episodes * 4);
+        env.body_case = APEX__ENVELOPE__BODY_ACTOR_STATS;
+        env.actor_stats = &as;
+        break;
+    }
+    case WIRE_MSG_INSERT_ACK:
+        ack.actor_id = msg->u.insert_ack.actor_id;
+        ack.seq = msg->u.insert_ack.seq;
+        env.body_case = APEX__ENVELOPE__BODY_INSERT_ACK;
+        env.insert_ack = &ack;
+        break;
+    default:
+        APEX_PANIC("wire_encode: message type %d", (int)msg->type);
+    }
+    s_pack(&env, out);
+}
+
+void wire_encode(const wire_msg_t *msg, wire_buf_t *out) {
+    wire_encode_version(msg, APEX_PROTOCOL_VERSION, out);
+}

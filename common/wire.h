@@ -1,0 +1,174 @@
+// wire.h: encode and decode apex messages (STYLE S18).
+//
+// The only module that includes the protobuf-c generated code. Messages are converted
+// between the Envelope of proto/apex.proto and the flat structs below, whose arrays are
+// plain little-endian float32/int32/uint64 buffers.
+//
+// Decoding validates everything before the caller sees it: protocol version, that the body
+// is set, counts within limits and consistent with every array length, dimensions equal to
+// the configured ones, actions in range, and every float finite (discounts in [0, 1],
+// priorities and importance weights >= 0). Any violation returns an apex_err and nothing
+// else happens. Decoding never allocates on the hot path: protobuf-c unpacks into an arena
+// owned by the decoder, and the decoded views point into that arena. The views stay valid
+// until the next wire_decode on the same decoder.
+//
+// Not thread-safe per object: one decoder and one buffer per thread.
+#ifndef APEX_WIRE_H
+#define APEX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "apex.h"
+
+typedef enum {
+    WIRE_MSG_NONE = 0,
+    WIRE_MSG_TRANSITION_BATCH,
+    WIRE_MSG_SAMPLE_REQUEST,
+    WIRE_MSG_SAMPLE_REPLY,
+    WIRE_MSG_PRIORITY_UPDATE,
+    WIRE_MSG_WEIGHTS,
+    WIRE_MSG_ACTOR_STATS,
+    WIRE_MSG_INSERT_ACK,
+    WIRE_MSG_COUNT_
+} wire_msg_type;
+
+// Name of a message type for logs ("TransitionBatch"); static storage.
+const char *wire_msg_name(wire_msg_type t);
+
+typedef enum { WIRE_SAMPLE_OK = 0, WIRE_SAMPLE_NOT_READY = 1, WIRE_SAMPLE_REFUSED = 2 } wire_sample_status;
+
+// Key of a sampled transition: ring slot in the low 32 bits, its generation in the high.
+#define WIRE_KEY(slot, gen) ((uint64_t)(slot) | ((uint64_t)(gen) << 32))
+#define WIRE_KEY_SLOT(key) ((uint32_t)((key) & 0xffffffffu))
+#define WIRE_KEY_GEN(key) ((uint32_t)((key) >> 32))
+
+typedef struct {
+    uint32_t actor_id;
+    uint64_t seq;
+    uint64_t weights_version;
+    uint32_t count;
+    uint32_t obs_dim;
+    const float *obs;        // (count, obs_dim)
+    const int32_t *actions;  // (count)
+    const float *rewards;    // (count) n-step returns
+    const float *discounts;  // (count) gamma^n or 0 at terminal
+    const float *next_obs;   // (count, obs_dim)
+    const float *priorities; // (count), or NULL: the replay uses its max priority
+} wire_batch_t;
+
+typedef struct {
+    uint64_t id;
+    uint32_t batch_size;
+    float beta;
+} wire_sample_request_t;
+
+typedef struct {
+    uint64_t size, capacity, inserted, sampled, updated;
+    uint64_t stale_updates, bad_messages, limiter_waits, duplicate_batches;
+    double total_priority;
+} wire_replay_stats_t;
+
+typedef struct {
+    uint64_t id;
+    wire_sample_status status;
+    uint32_t count; // 0 unless status is OK
+    uint32_t obs_dim;
+    const uint64_t *keys;
+    const float *is_weights;
+    const float *obs;
+    const int32_t *actions;
+    const float *rewards;
+    const float *discounts;
+    const float *next_obs;
+    wire_replay_stats_t stats;
+} wire_sample_reply_t;
+
+typedef struct {
+    uint32_t count;
+    const uint64_t *keys;
+    const float *priorities; // raw |TD| + eps, before the alpha exponent
+} wire_priority_update_t;
+
+typedef struct {
+    uint64_t version;
+    uint64_t learner_step;
+    uint32_t num_params;
+    const float *params;
+} wire_weights_t;
+
+typedef struct {
+    uint32_t actor_id;
+    uint64_t frames;
+    uint64_t weights_version;
+    uint64_t dropped_batches;
+    uint32_t n_episodes;
+    const float *returns;
+    const uint32_t *lengths;
+    const float *epsilons;
+} wire_actor_stats_t;
+
+typedef struct {
+    uint32_t actor_id;
+    uint64_t seq;
+} wire_insert_ack_t;
+
+typedef struct {
+    wire_msg_type type;
+    union {
+        wire_batch_t batch;
+        wire_sample_request_t sample_request;
+        wire_sample_reply_t sample_reply;
+        wire_priority_update_t priority_update;
+        wire_weights_t weights;
+        wire_actor_stats_t actor_stats;
+        wire_insert_ack_t insert_ack;
+    } u;
+} wire_msg_t;
+
+// What a decoder accepts. Dimensions must match exactly; counts must not exceed the maxima.
+typedef struct {
+    uint32_t obs_dim;        // float32 per observation
+    uint32_t n_actions;      // actions must be in [0, n_actions)
+    uint32_t num_params;     // Weights must carry exactly this many (0: refuse Weights)
+    uint32_t max_count;      // most rows in a batch, sample or priority update
+    uint32_t max_episodes;   // most episodes in one ActorStats
+    size_t max_message_bytes; // larger inputs are refused before parsing
+} wire_limits_t;
+
+// Bytes of the largest legal message under lim (for ZMQ_MAXMSGSIZE and buffer sizing).
+size_t wire_max_message_bytes(const wire_limits_t *lim);
+
+typedef struct wire_decoder wire_decoder_t;
+
+// Creates a decoder whose arena is sized for lim. Caller destroys with wire_decoder_destroy.
+wire_decoder_t *wire_decoder_new(const wire_limits_t *lim);
+void wire_decoder_destroy(wire_decoder_t **self_p);
+
+// Decodes and validates buf[0..len). On success returns APEX_OK and fills out, whose array
+// pointers stay valid until the next call on this decoder. Errors: APEX_EPROTO (not a
+// message, no body, wrong sizes of arrays), APEX_EVERSION, APEX_EINVAL (limits, dims,
+// non-finite values), APEX_ENOSPC (longer than max_message_bytes). Never aborts on input.
+int wire_decode(wire_decoder_t *self, const void *buf, size_t len, wire_msg_t *out);
+
+// Why the last wire_decode failed, for the (rate-limited) log line. Static per decoder.
+const char *wire_decoder_last_error(const wire_decoder_t *self);
+
+// A growable output buffer; it grows only when a larger message than ever before is encoded,
+// so after the first few messages encoding does not allocate.
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} wire_buf_t;
+
+void wire_buf_init(wire_buf_t *b, size_t initial_cap);
+void wire_buf_fini(wire_buf_t *b);
+
+// Encodes msg (with the current protocol version) into out->data[0..out->len).
+// msg is trusted (it comes from this process): inconsistent counts are an APEX_ASSERT.
+void wire_encode(const wire_msg_t *msg, wire_buf_t *out);
+// Same, with an explicit protocol version (tests use it to forge other versions).
+void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *out);
+
+#endif

@@ -1,0 +1,183 @@
+// check_config.c: defaults, file loading, overrides, and every error class with its
+// file:line: [section] key: reason message.
+#include "check_apex.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char s_path[256];
+
+// Writes text to a fresh temp file and returns its path.
+static const char *s_write(const char *text) {
+    snprintf(s_path, sizeof s_path, "/tmp/apex_cfg_XXXXXX");
+    int fd = mkstemp(s_path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    return s_path;
+}
+
+static int s_load(const char *text, apex_config_t *cfg, char *err) {
+    const char *p = s_write(text);
+    int rc = config_load(cfg, p, NULL, 0, err, CONFIG_ERR_LEN);
+    unlink(p);
+    return rc;
+}
+
+START_TEST(test_defaults_valid) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    ck_assert_int_eq(config_load(&cfg, NULL, NULL, 0, err, sizeof err), 0);
+    ck_assert_str_eq(cfg.env.id, "CartPole-v1");
+    ck_assert_int_eq(cfg.env.obs_dim, 4);
+    ck_assert_int_eq(cfg.env.n_actions, 2);
+    ck_assert_int_eq(cfg.network.n_hidden, 2);
+    ck_assert_int_eq(cfg.network.hidden[1], 256);
+    ck_assert_int_eq(cfg.replay.capacity, 1 << 20);
+    ck_assert_double_eq_tol(cfg.replay.alpha, 0.6, 1e-12);
+    ck_assert_int_eq(cfg.learner.optimizer, OPTIM_ADAM);
+    ck_assert_int_eq(cfg.actor.n_step, 3);
+}
+END_TEST
+
+START_TEST(test_file_values) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    int rc = s_load("; comment\n[run]\nname = t1\nseed = 9\n\n[network]\nhidden = 64, 32,16\n"
+                    "dueling = false\n[learner]\noptimizer = rmsprop\nlr = 2.5e-4\n"
+                    "[env]\nid = Acrobot-v1\n",
+                    &cfg, err);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_str_eq(cfg.run.name, "t1");
+    ck_assert_int_eq(cfg.run.seed, 9);
+    ck_assert_int_eq(cfg.network.n_hidden, 3);
+    ck_assert_int_eq(cfg.network.hidden[0], 64);
+    ck_assert_int_eq(cfg.network.hidden[2], 16);
+    ck_assert_int_eq(cfg.network.dueling, 0);
+    ck_assert_int_eq(cfg.learner.optimizer, OPTIM_RMSPROP);
+    ck_assert_double_eq_tol(cfg.learner.lr, 2.5e-4, 1e-15);
+    ck_assert_int_eq(cfg.env.obs_dim, 6);
+    ck_assert_int_eq(cfg.env.n_actions, 3);
+}
+END_TEST
+
+// Each bad file must fail with exactly this message suffix (after the temp path).
+static void s_expect_error(const char *text, const char *suffix) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_int_eq(s_load(text, &cfg, err), -1);
+    size_t n = strlen(err), m = strlen(suffix);
+    ck_assert_msg(n >= m && strcmp(err + n - m, suffix) == 0, "got '%s', want suffix '%s'", err,
+                  suffix);
+    ck_assert_msg(strncmp(err, "/tmp/apex_cfg_", 14) == 0, "no file name in '%s'", err);
+}
+
+START_TEST(test_error_classes) {
+    s_expect_error("[run]\nname = a\nnmae = b\n", ":3: [run] nmae: unknown key (see --help-config)");
+    s_expect_error("[run]\nseed = 1\nseed = 2\n", ":3: [run] seed: duplicate key");
+    s_expect_error("[replay]\n\ncapacity = 12x\n", ":3: [replay] capacity: '12x' is not an integer");
+    s_expect_error("[replay]\ncapacity = 0\n",
+                   ":2: [replay] capacity: 0 is out of range [1, 2147483648]");
+    s_expect_error("[replay]\nalpha = 1.5\n", ":2: [replay] alpha: 1.5 is out of range [0, 1]");
+    s_expect_error("[replay]\nalpha = nan\n", ":2: [replay] alpha: 'nan' is not a finite number");
+    s_expect_error("[network]\ndueling = maybe\n",
+                   ":2: [network] dueling: 'maybe' is not a boolean (true/false)");
+    s_expect_error("[learner]\noptimizer = sgd\n",
+                   ":2: [learner] optimizer: 'sgd' is not one of adam|rmsprop");
+    s_expect_error("[network]\nhidden = 64,,32\n",
+                   ":2: [network] hidden: '64,,32' is not a comma-separated list of integers");
+    s_expect_error("[network]\nhidden = 1,2,3,4,5\n", ":2: [network] hidden: at most 4 values allowed");
+    s_expect_error("[bogus]\nx = 1\n", ":2: [bogus] x: unknown section");
+    s_expect_error("[run]\nthis line has no equals\n",
+                   ":2: syntax error (expected '[section]' or 'key = value')");
+    s_expect_error("[run]\nname = a\n  continued\n",
+                   ":3: [run] name: indented continuation lines are not supported");
+    s_expect_error("[env]\nid = Pong-v5\n",
+                   ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
+                   "MountainCar-v0)");
+    s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",
+                   ": [replay] min_size_to_sample: 11 exceeds capacity 10 (the learner would wait "
+                   "forever)");
+}
+END_TEST
+
+START_TEST(test_missing_file) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    ck_assert_int_eq(config_load(&cfg, "/nonexistent/x.ini", NULL, 0, err, sizeof err), -1);
+    ck_assert_str_eq(err, "/nonexistent/x.ini: cannot open config: No such file or directory");
+}
+END_TEST
+
+START_TEST(test_overrides) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    const char *p = s_write("[learner]\nlr = 0.1\n");
+    const char *sets[] = {"learner.lr=1e-4", "network.hidden=8", "run.name=over"};
+    ck_assert_int_eq(config_load(&cfg, p, sets, 3, err, sizeof err), 0);
+    ck_assert_double_eq_tol(cfg.learner.lr, 1e-4, 1e-18);
+    ck_assert_int_eq(cfg.network.n_hidden, 1);
+    ck_assert_str_eq(cfg.run.name, "over");
+    const char *bad1[] = {"learner.lrr=1"};
+    ck_assert_int_eq(config_load(&cfg, p, bad1, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, "--set: [learner] lrr: unknown key (see --help-config)");
+    const char *bad2[] = {"learner.lr=-1"};
+    ck_assert_int_eq(config_load(&cfg, p, bad2, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, "--set: [learner] lr: -1 is out of range [1e-12, 10]");
+    const char *bad3[] = {"nodot=1"};
+    ck_assert_int_eq(config_load(&cfg, p, bad3, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, "--set nodot=1: expected section.key=value");
+    unlink(p);
+}
+END_TEST
+
+START_TEST(test_print_round_trip) {
+    // The printed config is itself a valid config that loads to the same values.
+    apex_config_t a, b;
+    char err[CONFIG_ERR_LEN] = "";
+    const char *sets[] = {"network.hidden=3,5", "learner.optimizer=rmsprop", "run.seed=77",
+                          "replay.alpha=0.123456789"};
+    ck_assert_int_eq(config_load(&a, NULL, sets, 4, err, sizeof err), 0);
+    char path[] = "/tmp/apex_cfgp_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    config_print(&a, f);
+    fclose(f);
+    ck_assert_msg(config_load(&b, path, NULL, 0, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    memcpy(b.source, a.source, sizeof a.source);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+}
+END_TEST
+
+START_TEST(test_shipped_configs_load) {
+    // Every configs/*.ini must load cleanly (they are the user's starting point).
+    const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        if (access(files[i], R_OK) != 0) {
+            continue; // run from another directory; make test runs from the repo root
+        }
+        apex_config_t cfg;
+        char err[CONFIG_ERR_LEN] = "";
+        ck_assert_msg(config_load(&cfg, files[i], NULL, 0, err, sizeof err) == 0, "%s", err);
+    }
+}
+END_TEST
+
+Suite *config_suite(void) {
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_defaults_valid);
+    tcase_add_test(tc, test_file_values);
+    tcase_add_test(tc, test_error_classes);
+    tcase_add_test(tc, test_missing_file);
+    tcase_add_test(tc, test_overrides);
+    tcase_add_test(tc, test_print_round_trip);
+    tcase_add_test(tc, test_shipped_configs_load);
+    suite_add_tcase(s, tc);
+    return s;
+}

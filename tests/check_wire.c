@@ -1,0 +1,439 @@
+// check_wire.c: round trips of every message, and every kind of bad input rejected with the
+// right code: truncation, wrong version, mismatched counts, bad dims, NaN/Inf, oversize.
+// Hostile bytes are built with a tiny independent protobuf writer, not with wire.c.
+#include "check_apex.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "rng.h"
+#include "wire.h"
+
+#define OBS 4
+#define ACT 2
+#define ROWS 5
+
+static const wire_limits_t s_lim = {
+    .obs_dim = OBS, .n_actions = ACT, .num_params = 10, .max_count = 64, .max_episodes = 8};
+
+// Fixture arrays for a ROWS-row batch.
+static float s_obs[ROWS * OBS], s_next[ROWS * OBS], s_rew[ROWS], s_disc[ROWS], s_prio[ROWS];
+static int32_t s_act[ROWS];
+
+static void s_fill(void) {
+    for (int i = 0; i < ROWS * OBS; i++) {
+        s_obs[i] = 0.25f * (float)i - 1.0f;
+        s_next[i] = -0.5f * (float)i;
+    }
+    for (int i = 0; i < ROWS; i++) {
+        s_act[i] = i % ACT;
+        s_rew[i] = (float)i * 1.5f;
+        s_disc[i] = i == 2 ? 0.0f : 0.970299f;
+        s_prio[i] = 0.1f + (float)i;
+    }
+}
+
+static wire_msg_t s_batch_msg(void) {
+    s_fill();
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = 3, .seq = 77, .weights_version = 9, .count = ROWS,
+                               .obs_dim = OBS, .obs = s_obs, .actions = s_act, .rewards = s_rew,
+                               .discounts = s_disc, .next_obs = s_next, .priorities = s_prio};
+    return m;
+}
+
+static int s_decode(const wire_buf_t *b, wire_msg_t *out) {
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    int rc = wire_decode(d, b->data, b->len, out);
+    // Copy nothing out: callers of this helper only look at rc and scalar fields.
+    wire_decoder_destroy(&d);
+    return rc;
+}
+
+START_TEST(test_batch_round_trip) {
+    wire_msg_t m = s_batch_msg();
+    wire_buf_t b;
+    wire_buf_init(&b, 16); // forces growth
+    wire_encode(&m, &b);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    wire_msg_t o;
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_TRANSITION_BATCH);
+    const wire_batch_t *x = &o.u.batch;
+    ck_assert_uint_eq(x->actor_id, 3);
+    ck_assert_uint_eq(x->seq, 77);
+    ck_assert_uint_eq(x->weights_version, 9);
+    ck_assert_uint_eq(x->count, ROWS);
+    ck_assert_mem_eq(x->obs, s_obs, sizeof s_obs);
+    ck_assert_mem_eq(x->next_obs, s_next, sizeof s_next);
+    ck_assert_mem_eq(x->actions, s_act, sizeof s_act);
+    ck_assert_mem_eq(x->rewards, s_rew, sizeof s_rew);
+    ck_assert_mem_eq(x->discounts, s_disc, sizeof s_disc);
+    ck_assert_mem_eq(x->priorities, s_prio, sizeof s_prio);
+    // Without priorities the view is NULL (replay then uses its max priority).
+    m.u.batch.priorities = NULL;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_ptr_null(o.u.batch.priorities);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_small_messages_round_trip) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST}, o;
+    m.u.sample_request = (wire_sample_request_t){.id = 1234567890123ULL, .batch_size = 32,
+                                                 .beta = 0.4f};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_SAMPLE_REQUEST);
+    ck_assert_uint_eq(o.u.sample_request.id, 1234567890123ULL);
+    ck_assert_uint_eq(o.u.sample_request.batch_size, 32);
+    ck_assert_float_eq(o.u.sample_request.beta, 0.4f);
+
+    uint64_t keys[3] = {WIRE_KEY(5, 1), WIRE_KEY(0xffffffffu, 7), 0};
+    float pr[3] = {0.5f, 0.0f, 123.0f};
+    m = (wire_msg_t){.type = WIRE_MSG_PRIORITY_UPDATE};
+    m.u.priority_update = (wire_priority_update_t){.count = 3, .keys = keys, .priorities = pr};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_PRIORITY_UPDATE);
+    ck_assert_mem_eq(o.u.priority_update.keys, keys, sizeof keys);
+    ck_assert_mem_eq(o.u.priority_update.priorities, pr, sizeof pr);
+    ck_assert_uint_eq(WIRE_KEY_SLOT(o.u.priority_update.keys[1]), 0xffffffffu);
+    ck_assert_uint_eq(WIRE_KEY_GEN(o.u.priority_update.keys[1]), 7);
+
+    float params[10];
+    for (int i = 0; i < 10; i++) {
+        params[i] = (float)i / 3.0f;
+    }
+    m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){.version = 42, .learner_step = 4200, .num_params = 10,
+                                   .params = params};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.weights.version, 42);
+    ck_assert_uint_eq(o.u.weights.learner_step, 4200);
+    ck_assert_mem_eq(o.u.weights.params, params, sizeof params);
+
+    float rets[2] = {12.0f, 500.0f}, eps[2] = {0.4f, 0.0001f};
+    uint32_t lens[2] = {12, 500};
+    m = (wire_msg_t){.type = WIRE_MSG_ACTOR_STATS};
+    m.u.actor_stats = (wire_actor_stats_t){.actor_id = 1, .frames = 99999, .weights_version = 3,
+                                           .dropped_batches = 2, .n_episodes = 2,
+                                           .returns = rets, .lengths = lens, .epsilons = eps};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.actor_stats.frames, 99999);
+    ck_assert_uint_eq(o.u.actor_stats.dropped_batches, 2);
+    ck_assert_mem_eq(o.u.actor_stats.returns, rets, sizeof rets);
+    ck_assert_mem_eq(o.u.actor_stats.lengths, lens, sizeof lens);
+    ck_assert_mem_eq(o.u.actor_stats.epsilons, eps, sizeof eps);
+
+    m = (wire_msg_t){.type = WIRE_MSG_ACTOR_STATS}; // zero episodes is legal
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.actor_stats.n_episodes, 0);
+
+    m = (wire_msg_t){.type = WIRE_MSG_INSERT_ACK};
+    m.u.insert_ack = (wire_insert_ack_t){.actor_id = 7, .seq = 1ULL << 40};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_INSERT_ACK);
+    ck_assert_uint_eq(o.u.insert_ack.seq, 1ULL << 40);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_sample_reply_round_trip) {
+    s_fill();
+    uint64_t keys[ROWS];
+    float w[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        keys[i] = WIRE_KEY(i * 3, i);
+        w[i] = 1.0f / (float)(i + 1);
+    }
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY}, o;
+    m.u.sample_reply = (wire_sample_reply_t){
+        .id = 8, .status = WIRE_SAMPLE_OK, .count = ROWS, .obs_dim = OBS, .keys = keys,
+        .is_weights = w, .obs = s_obs, .actions = s_act, .rewards = s_rew, .discounts = s_disc,
+        .next_obs = s_next, .stats = {.size = 100, .capacity = 128, .total_priority = 3.5}};
+    wire_buf_t b;
+    wire_buf_init(&b, 64);
+    wire_encode(&m, &b);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    const wire_sample_reply_t *r = &o.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r->id, 8);
+    ck_assert_mem_eq(r->keys, keys, sizeof keys);
+    ck_assert_mem_eq(r->is_weights, w, sizeof w);
+    ck_assert_mem_eq(r->next_obs, s_next, sizeof s_next);
+    ck_assert_uint_eq(r->stats.size, 100);
+    ck_assert_double_eq(r->stats.total_priority, 3.5);
+    // A not-ready reply carries no rows.
+    m.u.sample_reply = (wire_sample_reply_t){.id = 9, .status = WIRE_SAMPLE_NOT_READY};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.u.sample_reply.status, WIRE_SAMPLE_NOT_READY);
+    ck_assert_uint_eq(o.u.sample_reply.count, 0);
+    // An OK reply whose weight is above 1 is refused.
+    w[0] = 1.5f;
+    m.u.sample_reply = (wire_sample_reply_t){
+        .id = 8, .status = WIRE_SAMPLE_OK, .count = ROWS, .obs_dim = OBS, .keys = keys,
+        .is_weights = w, .obs = s_obs, .actions = s_act, .rewards = s_rew, .discounts = s_disc,
+        .next_obs = s_next};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_every_truncation_rejected) {
+    wire_msg_t m = s_batch_msg(), o;
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    for (size_t len = 0; len < b.len; len++) {
+        int rc = wire_decode(d, b.data, len, &o);
+        ck_assert_msg(rc != APEX_OK, "prefix of %zu/%zu bytes accepted", len, b.len);
+    }
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_wrong_version) {
+    wire_msg_t m = s_batch_msg(), o;
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode_version(&m, APEX_PROTOCOL_VERSION + 1, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EVERSION);
+    wire_encode_version(&m, 0, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EVERSION);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_non_finite_and_ranges) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_msg_t o;
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        wire_msg_t m = s_batch_msg();
+        s_obs[7] = bad[k];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+        ck_assert_int_eq(o.type, WIRE_MSG_TRANSITION_BATCH); // kind kept for counting
+        m = s_batch_msg();
+        s_rew[1] = bad[k];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+        m = s_batch_msg();
+        s_next[ROWS * OBS - 1] = bad[k];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+        m = s_batch_msg();
+        s_prio[0] = bad[k];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    }
+    wire_msg_t m = s_batch_msg();
+    s_disc[0] = 1.01f;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    m = s_batch_msg();
+    s_prio[4] = -1.0f;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    m = s_batch_msg();
+    s_act[3] = ACT; // out of range
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    m = s_batch_msg();
+    s_act[3] = -1;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    // Beta outside [0, 1] and NaN beta.
+    m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 4, .beta = NAN};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    m.u.sample_request.beta = 1.5f;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_counts_and_dims) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_msg_t o;
+    wire_msg_t m = s_batch_msg();
+    m.u.batch.obs_dim = OBS - 1; // consistent lengths, wrong dimension for this run
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 0, .beta = 0.5f};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    m.u.sample_request.batch_size = s_lim.max_count + 1;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    float params[9] = {0};
+    m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){.version = 1, .num_params = 9, .params = params};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    float rets[9] = {0}, eps[9] = {0};
+    uint32_t lens[9] = {0};
+    m = (wire_msg_t){.type = WIRE_MSG_ACTOR_STATS};
+    m.u.actor_stats = (wire_actor_stats_t){.n_episodes = 9, .returns = rets, .lengths = lens,
+                                           .epsilons = eps};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL); // more than max_episodes
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// ---- a minimal independent protobuf writer, for hostile inputs ---------------------------
+
+typedef struct {
+    uint8_t b[4096];
+    size_t n;
+} pb_t;
+
+static void pb_varint(pb_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        p->b[p->n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p->b[p->n++] = (uint8_t)v;
+}
+static void pb_uint(pb_t *p, int field, uint64_t v) {
+    pb_varint(p, (uint64_t)field << 3);
+    pb_varint(p, v);
+}
+static void pb_bytes(pb_t *p, int field, const void *data, size_t len) {
+    pb_varint(p, ((uint64_t)field << 3) | 2);
+    pb_varint(p, len);
+    memcpy(p->b + p->n, data, len);
+    p->n += len;
+}
+
+// Envelope{version, body field=2 (TransitionBatch)} with arrays of the given row counts.
+static void s_forge_batch(pb_t *env, uint32_t count, int obs_rows, int act_rows, int rew_rows) {
+    s_fill();
+    pb_t body = {.n = 0};
+    pb_uint(&body, 1, 1);
+    pb_uint(&body, 4, count);
+    pb_uint(&body, 5, OBS);
+    pb_bytes(&body, 6, s_obs, (size_t)obs_rows * OBS * 4);
+    pb_bytes(&body, 7, s_act, (size_t)act_rows * 4);
+    pb_bytes(&body, 8, s_rew, (size_t)rew_rows * 4);
+    pb_bytes(&body, 9, s_disc, (size_t)ROWS * 4);
+    pb_bytes(&body, 10, s_next, (size_t)ROWS * OBS * 4);
+    env->n = 0;
+    pb_uint(env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(env, 2, body.b, body.n);
+}
+
+static int s_decode_raw(const void *buf, size_t len, wire_msg_t *o) {
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    int rc = wire_decode(d, buf, len, o);
+    wire_decoder_destroy(&d);
+    return rc;
+}
+
+START_TEST(test_forged_mismatched_counts) {
+    pb_t p;
+    wire_msg_t o;
+    s_forge_batch(&p, ROWS, ROWS, ROWS, ROWS);
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_OK); // the forge itself is valid
+    s_forge_batch(&p, ROWS, ROWS - 1, ROWS, ROWS);
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_EPROTO);
+    s_forge_batch(&p, ROWS, ROWS, ROWS - 2, ROWS);
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_EPROTO);
+    s_forge_batch(&p, ROWS, ROWS, ROWS, 1);
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_EPROTO);
+    s_forge_batch(&p, ROWS + 1, ROWS, ROWS, ROWS);
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_EPROTO);
+    s_forge_batch(&p, 1000000, ROWS, ROWS, ROWS); // absurd count
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_EINVAL);
+}
+END_TEST
+
+START_TEST(test_garbage_and_empty) {
+    wire_msg_t o;
+    ck_assert_int_ne(s_decode_raw("", 0, &o), APEX_OK);
+    pb_t p = {.n = 0};
+    pb_uint(&p, 1, APEX_PROTOCOL_VERSION); // an envelope with no body
+    ck_assert_int_eq(s_decode_raw(p.b, p.n, &o), APEX_EPROTO);
+    // Random bytes never crash the decoder (ASan/UBSan run checks memory safety).
+    rng_t r;
+    rng_init(&r, 1);
+    uint8_t buf[512];
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    int accepted = 0;
+    for (int it = 0; it < 20000; it++) {
+        size_t len = rng_below(&r, sizeof buf);
+        for (size_t i = 0; i < len; i++) {
+            buf[i] = (uint8_t)rng_next_u32(&r);
+        }
+        accepted += wire_decode(d, buf, len, &o) == APEX_OK;
+    }
+    // Some random inputs can be legal (e.g. tiny messages); most must not be.
+    ck_assert_int_lt(accepted, 200);
+    // Many unknown fields: more unpacked memory than the arena, still freed and refused.
+    pb_t u = {.n = 0};
+    while (u.n < sizeof u.b - 8) {
+        pb_uint(&u, 15, 1);
+    }
+    ck_assert_int_ne(wire_decode(d, u.b, u.n, &o), APEX_OK);
+    wire_decoder_destroy(&d);
+}
+END_TEST
+
+START_TEST(test_oversized) {
+    wire_limits_t lim = s_lim;
+    lim.max_message_bytes = 100;
+    wire_decoder_t *d = wire_decoder_new(&lim);
+    wire_msg_t m = s_batch_msg(), o;
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_uint_gt(b.len, 100);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(wire_decoder_last_error(d), "exceeds"));
+    wire_decoder_destroy(&d);
+    // The derived limit admits the largest legal message.
+    ck_assert_uint_ge(wire_max_message_bytes(&s_lim), b.len);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+Suite *wire_suite(void) {
+    Suite *s = suite_create("wire");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_batch_round_trip);
+    tcase_add_test(tc, test_small_messages_round_trip);
+    tcase_add_test(tc, test_sample_reply_round_trip);
+    tcase_add_test(tc, test_every_truncation_rejected);
+    tcase_add_test(tc, test_wrong_version);
+    tcase_add_test(tc, test_non_finite_and_ranges);
+    tcase_add_test(tc, test_counts_and_dims);
+    tcase_add_test(tc, test_forged_mismatched_counts);
+    tcase_add_test(tc, test_garbage_and_empty);
+    tcase_add_test(tc, test_oversized);
+    suite_add_tcase(s, tc);
+    return s;
+}

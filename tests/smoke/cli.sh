@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every apex binary: --help, --help-config, --print-config exit 0; a bad config, an unknown
+# key, a bad --set and a missing file exit 2 with a file:line message.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+cat >"$TMP/typo.ini" <<'INI'
+[replay]
+capacity = 1000
+capacit = 5
+INI
+for b in "$APEX_BIN"/apex-*; do
+  n=$(basename "$b")
+  extra=()
+  [ "$n" = apex-actor ] && extra=(--index 0)
+  [ "$n" = apex-eval ] && extra=(--checkpoint /nonexistent)
+  expect_rc 0 "$n --help" "$b" --help
+  expect_rc 0 "$n --help-config" "$b" --help-config
+  expect_rc 0 "$n --print-config" "$b" -c configs/cartpole.ini "${extra[@]}" --print-config
+  grep -q '^capacity = 100000$' "$TMP/out" && ok "$n --print-config shows resolved values" || bad "$n --print-config output"
+  expect_rc 2 "$n unknown key" "$b" -c "$TMP/typo.ini" "${extra[@]}"
+  grep -q "typo.ini:3: \[replay\] capacit: unknown key" "$TMP/err" && ok "$n names file:line:key" || bad "$n error message: $(cat "$TMP/err")"
+  expect_rc 2 "$n bad --set" "$b" -c configs/cartpole.ini "${extra[@]}" --set replay.alpha=2
+  expect_rc 2 "$n missing config" "$b" -c /nonexistent.ini "${extra[@]}"
+  expect_rc 2 "$n bad flag" "$b" --frobnicate
+done
+finish

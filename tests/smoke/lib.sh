@@ -1,0 +1,49 @@
+# lib.sh: helpers shared by the smoke tests (sourced, not run).
+# APEX_BIN is the directory of the binaries under test (set by make).
+set -euo pipefail
+APEX_BIN=${APEX_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bin}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PASS=0
+FAIL=0
+
+ok() { PASS=$((PASS + 1)); echo "  ok   $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "  FAIL $*"; }
+# expect_rc WANT DESCRIPTION CMD...: runs CMD, checks its exit status.
+expect_rc() {
+  local want=$1 what=$2; shift 2
+  local rc=0
+  "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  if [ "$rc" = "$want" ]; then ok "$what"; else bad "$what (exit $rc, want $want)"; sed 's/^/       /' "$TMP/err" | tail -5; fi
+}
+# free_port: an unused TCP port on loopback.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+# endpoint_sets: --set options pointing every endpoint at fresh loopback ports.
+endpoint_sets() {
+  local p1 p2 p3 p4
+  p1=$(free_port); p2=$(free_port); p3=$(free_port); p4=$(free_port)
+  echo "--set endpoints.replay_insert_bind=tcp://127.0.0.1:$p1 --set endpoints.replay_insert=tcp://127.0.0.1:$p1" \
+       "--set endpoints.replay_sample_bind=tcp://127.0.0.1:$p2 --set endpoints.replay_sample=tcp://127.0.0.1:$p2" \
+       "--set endpoints.learner_pub_bind=tcp://127.0.0.1:$p3 --set endpoints.learner_pub=tcp://127.0.0.1:$p3" \
+       "--set endpoints.learner_stats_bind=tcp://127.0.0.1:$p4 --set endpoints.learner_stats=tcp://127.0.0.1:$p4"
+}
+# wait_for SECONDS CMD...: polls CMD every 0.2 s until it succeeds; returns 1 on timeout.
+wait_for() {
+  local deadline=$(( $(date +%s) + $1 )); shift
+  while ! "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.2
+  done
+}
+finish() {
+  echo "$(basename "$0"): $PASS passed, $FAIL failed"
+  [ "$FAIL" -eq 0 ]
+}
+TMP=$(mktemp -d /tmp/apex_smoke.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
