@@ -9,6 +9,7 @@ cat >"$TMP/typo.ini" <<'INI'
 capacity = 1000
 capacit = 5
 INI
+shopt -s nullglob
 for b in "$APEX_BIN"/apex-*; do
   n=$(basename "$b")
   extra=()
