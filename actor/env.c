@@ -100,11 +100,19 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *re
                  uint8_t *terminated, uint8_t *truncated) {
     const env_spec_t *spec = v->spec;
     const size_t S = (size_t)spec->state_dim, O = (size_t)spec->obs_dim;
+    // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
     for (int i = 0; i < v->n; i++) {
-        // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
         APEX_ASSERT(actions[i] >= 0 && actions[i] < spec->n_actions);
-        float *o = next_obs + (size_t)i * O;
-        spec->step(v->state + (size_t)i * S, actions[i], o, &rewards[i], &terminated[i]);
+    }
+    if (spec->step_batch != NULL) {
+        spec->step_batch(v->state, v->n, actions, next_obs, rewards, terminated);
+    } else {
+        for (int i = 0; i < v->n; i++) {
+            spec->step(v->state + (size_t)i * S, actions[i], next_obs + (size_t)i * O,
+                       &rewards[i], &terminated[i]);
+        }
+    }
+    for (int i = 0; i < v->n; i++) {
         v->ep_return[i] += (double)rewards[i];
         v->ep_len[i]++;
         // TimeLimit semantics: truncated depends on the step count only, so a terminal step
@@ -113,7 +121,10 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *re
         if (terminated[i] || truncated[i]) {
             s_vecenv_finish(v, i);
         } else {
-            memcpy(v->obs + (size_t)i * O, o, O * sizeof(float));
+            // obs_dim is tiny (2..6 floats): a loop beats a libc memcpy call here.
+            for (size_t j = 0; j < O; j++) {
+                v->obs[(size_t)i * O + j] = next_obs[(size_t)i * O + j];
+            }
         }
     }
     v->steps += (uint64_t)v->n;

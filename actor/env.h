@@ -56,6 +56,11 @@ typedef struct env_spec {
                  uint8_t *terminated);
     // Writes the observation of state (Gymnasium's _get_ob or np.array(state, float32)).
     void (*observe)(const double *state, float *obs_out);
+    // Optional (may be NULL): step for n envs at once, states (n, state_dim), obs_out
+    // (n, obs_dim), actions/rewards/terminated (n). Must give bit-identical results to n
+    // calls of step; it exists only to be faster (vecenv_step prefers it).
+    void (*step_batch)(double *states, int n, const int32_t *actions, float *obs_out,
+                       float *rewards, uint8_t *terminated);
 } env_spec_t;
 
 // The three built-in specs. Code normally looks them up with env_find.

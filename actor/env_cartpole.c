@@ -46,12 +46,14 @@ static void s_cartpole_reset(double *s, rng_t *rng, float *obs) {
     s_cartpole_observe(s, obs);
 }
 
-static void s_cartpole_step(double *s, int32_t action, float *obs, float *reward,
-                            uint8_t *terminated) {
+// Everything in step after cos/sin, which the caller computes: splitting it out lets the
+// batch version issue the libm calls for many envs back to back, so the long dependency
+// chain below (two divisions deep) of one env overlaps with the next env's.
+static inline void s_cartpole_advance(double *s, int32_t action, double sintheta,
+                                      double costheta, float *obs, float *reward,
+                                      uint8_t *terminated) {
     double x = s[CP_X], x_dot = s[CP_X_DOT], theta = s[CP_THETA], theta_dot = s[CP_THETA_DOT];
     double force = action == 1 ? CP_FORCE_MAG : -CP_FORCE_MAG;
-    double costheta = cos(theta);
-    double sintheta = sin(theta);
 
     // https://coneural.org/florian/papers/05_cart_pole.pdf, in Gymnasium's operand order.
     double temp = (force + CP_POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / CP_TOTAL_MASS;
@@ -78,6 +80,34 @@ static void s_cartpole_step(double *s, int32_t action, float *obs, float *reward
     s_cartpole_observe(s, obs);
 }
 
+static void s_cartpole_step(double *s, int32_t action, float *obs, float *reward,
+                            uint8_t *terminated) {
+    double theta = s[CP_THETA];
+    s_cartpole_advance(s, action, sin(theta), cos(theta), obs, reward, terminated);
+}
+
+// Chunk of envs whose sin/cos are computed ahead of the arithmetic (stack arrays).
+#define CP_BATCH_CHUNK 32
+
+static void s_cartpole_step_batch(double *states, int n, const int32_t *actions, float *obs,
+                                  float *rewards, uint8_t *terminated) {
+    double sn[CP_BATCH_CHUNK], cs[CP_BATCH_CHUNK];
+    for (int i0 = 0; i0 < n; i0 += CP_BATCH_CHUNK) {
+        const int m = APEX_MIN(CP_BATCH_CHUNK, n - i0);
+        double *s = states + (size_t)i0 * CP_STATE_DIM;
+        for (int k = 0; k < m; k++) {
+            double theta = s[(size_t)k * CP_STATE_DIM + CP_THETA];
+            sn[k] = sin(theta); // GCC fuses the pair into one sincos call
+            cs[k] = cos(theta);
+        }
+        for (int k = 0; k < m; k++) {
+            const size_t i = (size_t)(i0 + k);
+            s_cartpole_advance(states + i * CP_STATE_DIM, actions[i], sn[k], cs[k],
+                               obs + i * CP_STATE_DIM, &rewards[i], &terminated[i]);
+        }
+    }
+}
+
 const env_spec_t env_cartpole_spec = {
     .id = "CartPole-v1",
     .obs_dim = 4,
@@ -87,4 +117,5 @@ const env_spec_t env_cartpole_spec = {
     .reset = s_cartpole_reset,
     .step = s_cartpole_step,
     .observe = s_cartpole_observe,
+    .step_batch = s_cartpole_step_batch,
 };

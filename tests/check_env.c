@@ -123,6 +123,43 @@ START_TEST(test_fixture_bit_exact_with_glibc) {
 END_TEST
 #endif
 
+START_TEST(test_step_batch_matches_step) {
+    // step_batch is an optimisation only: bit-identical to step, across chunk boundaries.
+    const env_spec_t *specs[] = {&env_cartpole_spec, &env_acrobot_spec, &env_mountaincar_spec};
+    enum { NB = 70 };
+    for (size_t si = 0; si < 3; si++) {
+        const env_spec_t *spec = specs[si];
+        if (spec->step_batch == NULL) {
+            continue;
+        }
+        const int S = spec->state_dim, O = spec->obs_dim;
+        double a[NB * ENV_MAX_STATE_DIM], b[NB * ENV_MAX_STATE_DIM];
+        float oa[NB * ENV_MAX_OBS_DIM], ob[NB * ENV_MAX_OBS_DIM], ra[NB], rb[NB];
+        uint8_t ta[NB], tb[NB];
+        int32_t act[NB];
+        rng_t r;
+        rng_init_stream(&r, 4, RNG_ROLE_TEST, si);
+        for (int i = 0; i < NB; i++) {
+            spec->reset(a + i * S, &r, oa + i * O);
+            for (int j = 0; j < S; j++) {
+                a[i * S + j] *= 1.0 + 8.0 * rng_uniform(&r); // some beyond the thresholds
+            }
+        }
+        memcpy(b, a, sizeof(a));
+        for (int t = 0; t < 30; t++) {
+            for (int i = 0; i < NB; i++) {
+                act[i] = (int32_t)rng_below(&r, (uint32_t)spec->n_actions);
+                spec->step(a + i * S, act[i], oa + i * O, &ra[i], &ta[i]);
+            }
+            spec->step_batch(b, NB, act, ob, rb, tb);
+            ck_assert(memcmp(a, b, (size_t)(NB * S) * sizeof(double)) == 0);
+            ck_assert(memcmp(oa, ob, (size_t)(NB * O) * sizeof(float)) == 0);
+            ck_assert(memcmp(ra, rb, sizeof(ra)) == 0 && memcmp(ta, tb, sizeof(ta)) == 0);
+        }
+    }
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------
 // Reset distributions
 
@@ -357,6 +394,7 @@ Suite *env_suite(void) {
     tcase_add_loop_test(tc, test_fixture_trajectory, 0,
                         (int)(sizeof(ENV_FIX_TRAJS) / sizeof(ENV_FIX_TRAJS[0])));
     tcase_add_test(tc, test_fixture_terminal_episodes_present);
+    tcase_add_test(tc, test_step_batch_matches_step);
 #ifdef __GLIBC__
     tcase_add_test(tc, test_fixture_bit_exact_with_glibc);
 #endif
