@@ -20,6 +20,7 @@ static const env_spec_t *const s_registry[] = {
     &env_mountaincar_spec,
 };
 
+// A linear scan: three entries, looked up once at startup.
 const env_spec_t *env_find(const char *id) {
     if (id == NULL) {
         return NULL;
@@ -52,6 +53,8 @@ void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint
     APEX_ASSERT(spec != NULL && n > 0 && episodes_cap > 0);
     APEX_ASSERT(spec->obs_dim <= ENV_MAX_OBS_DIM && spec->state_dim <= ENV_MAX_STATE_DIM);
     memset(v, 0, sizeof(*v));
+    // Every array is sized here, once: vecenv_step and the resets it triggers only touch
+    // memory allocated now (STYLE S8).
     v->spec = spec;
     v->n = n;
     const size_t N = (size_t)n;
@@ -62,6 +65,8 @@ void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint
     v->ep_len = xcalloc(N, sizeof(int32_t));
     v->done = xcalloc((size_t)episodes_cap, sizeof(vecenv_episode_t));
     v->done_cap = episodes_cap;
+    // One stream per env keyed by its *global* index, not one stream per actor: an env's
+    // episodes then do not depend on how many envs its actor runs or in what order.
     for (int i = 0; i < n; i++) {
         rng_init_stream(&v->rng[i], seed, RNG_ROLE_ENV, first_index + (uint64_t)i);
         spec->reset(v->state + (size_t)i * (size_t)spec->state_dim, &v->rng[i],
@@ -82,6 +87,8 @@ void vecenv_fini(vecenv_t *v) {
 // Records env i's finished episode (or counts it as dropped when the buffer is full), then
 // starts the next one, writing its first observation into v->obs.
 static void s_vecenv_finish(vecenv_t *v, int i) {
+    // Full buffer: drop the newest report rather than shift the old ones out. Reports are
+    // statistics only; the count of drops says the caller drains too rarely.
     if (v->done_count < v->done_cap) {
         v->done[v->done_count++] =
             (vecenv_episode_t){.ret = v->ep_return[i], .len = v->ep_len[i], .env = i};
@@ -101,9 +108,11 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *re
     const env_spec_t *spec = v->spec;
     const size_t S = (size_t)spec->state_dim, O = (size_t)spec->obs_dim;
     // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
+    // Checked for all envs before any steps, so an abort never leaves half a vector stepped.
     for (int i = 0; i < v->n; i++) {
         APEX_ASSERT(actions[i] >= 0 && actions[i] < spec->n_actions);
     }
+    // Pass 1: physics for all envs (batched where the spec can overlap its libm calls).
     if (spec->step_batch != NULL) {
         spec->step_batch(v->state, v->n, actions, next_obs, rewards, terminated);
     } else {
@@ -112,6 +121,8 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *re
                        &rewards[i], &terminated[i]);
         }
     }
+    // Pass 2: bookkeeping and auto-reset. next_obs keeps the final observation of an ended
+    // episode; only v->obs moves on to the reset one.
     for (int i = 0; i < v->n; i++) {
         v->ep_return[i] += (double)rewards[i];
         v->ep_len[i]++;

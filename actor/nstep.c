@@ -85,9 +85,11 @@ void nstep_out_fini(nstep_out_t *out) {
 static void s_nstep_emit_oldest(nstep_t *ns, int env, const float *next_obs, int terminal,
                                 nstep_out_t *out) {
     const int n = ns->n, O = ns->obs_dim;
+    // m is the window length: n mid-episode, shorter in an end-of-episode flush.
     const int base = env * n, head = ns->head[env], m = ns->count[env];
     APEX_ASSERT(m >= 1 && out->count < out->cap);
-    // R = sum_{k<m} gamma^k r_{t+k}, oldest first.
+    // R = sum_{k<m} gamma^k r_{t+k}, oldest first, in double so that the float result is
+    // the correctly rounded sum for any n (the learner's target is only float anyway).
     double R = 0.0;
     for (int k = 0; k < m; k++) {
         R += ns->gamma_pow[k] * (double)ns->rewards[base + (head + k) % n];
@@ -109,6 +111,8 @@ int nstep_push(nstep_t *ns, int env, const float *obs, int32_t action, float rew
     const int n = ns->n, O = ns->obs_dim;
     // A full window is emitted in the push that fills it, so there is always a free slot.
     APEX_ASSERT(ns->count[env] < n);
+    // Room is checked up front for the worst case (a flush of n rows), not per row, so a
+    // too-small out fails on the first push and not only at the first long episode end.
     APEX_ASSERT(out->cap - out->count >= n);
     const int slot = env * n + (ns->head[env] + ns->count[env]) % n;
     memcpy(ns->obs + (size_t)slot * (size_t)O, obs, (size_t)O * sizeof(float));
@@ -124,6 +128,8 @@ int nstep_push(nstep_t *ns, int env, const float *obs, int32_t action, float rew
             s_nstep_emit_oldest(ns, env, next_obs, terminated != 0, out);
             emitted++;
         }
+        // The ring is empty; restarting at slot 0 keeps the next episode's layout the same
+        // whatever happened before, which makes a failing run easier to read in a debugger.
         ns->head[env] = 0;
     } else if (ns->count[env] == n) {
         s_nstep_emit_oldest(ns, env, next_obs, 0, out);
@@ -137,6 +143,8 @@ int nstep_push_all(nstep_t *ns, const float *obs, const int32_t *actions, const 
                    nstep_out_t *out) {
     const size_t O = (size_t)ns->obs_dim;
     int emitted = 0;
+    // Env order, so the rows of one call are grouped by env (the tests rely on it; replay
+    // does not care).
     for (int e = 0; e < ns->n_envs; e++) {
         emitted += nstep_push(ns, e, obs + (size_t)e * O, actions[e], rewards[e],
                               next_obs + (size_t)e * O, terminated[e], truncated[e], out);
