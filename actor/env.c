@@ -1,0 +1,154 @@
+// env.c: the environment registry and the vectorised lock-step wrapper (vecenv_t).
+//
+// The registry is a static table: adding an environment is one spec in its own env_*.c and
+// one row here. vecenv_t keeps every per-env array flat and preallocated, so the actor's hot
+// loop (vecenv_step) is a loop of spec->step calls plus bookkeeping, with no allocation.
+#include "env.h"
+
+#include "apex.h"
+#include "xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// ---------------------------------------------------------------------------------------
+// Registry
+
+static const env_spec_t *const s_registry[] = {
+    &env_cartpole_spec,
+    &env_acrobot_spec,
+    &env_mountaincar_spec,
+};
+
+// A linear scan: three entries, looked up once at startup.
+const env_spec_t *env_find(const char *id) {
+    if (id == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < APEX_ARRAY_LEN(s_registry); i++) {
+        if (strcmp(s_registry[i]->id, id) == 0) {
+            return s_registry[i];
+        }
+    }
+    return NULL;
+}
+
+const char *env_known_ids(void) {
+    // Kept by hand next to s_registry; check_env asserts the two agree.
+    return "CartPole-v1, Acrobot-v1, MountainCar-v0";
+}
+
+void env_set_state(const env_spec_t *spec, double *state, const double *values, float *obs_out) {
+    memcpy(state, values, (size_t)spec->state_dim * sizeof(double));
+    if (obs_out != NULL) {
+        spec->observe(state, obs_out);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// vecenv_t
+
+void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint64_t first_index,
+                 int episodes_cap) {
+    APEX_ASSERT(spec != NULL && n > 0 && episodes_cap > 0);
+    APEX_ASSERT(spec->obs_dim <= ENV_MAX_OBS_DIM && spec->state_dim <= ENV_MAX_STATE_DIM);
+    memset(v, 0, sizeof(*v));
+    // Every array is sized here, once: vecenv_step and the resets it triggers only touch
+    // memory allocated now (STYLE S8).
+    v->spec = spec;
+    v->n = n;
+    const size_t N = (size_t)n;
+    v->state = xcalloc(N * (size_t)spec->state_dim, sizeof(double));
+    v->rng = xcalloc(N, sizeof(rng_t));
+    v->obs = xcalloc(N * (size_t)spec->obs_dim, sizeof(float));
+    v->ep_return = xcalloc(N, sizeof(double));
+    v->ep_len = xcalloc(N, sizeof(int32_t));
+    v->done = xcalloc((size_t)episodes_cap, sizeof(vecenv_episode_t));
+    v->done_cap = episodes_cap;
+    // One stream per env keyed by its *global* index, not one stream per actor: an env's
+    // episodes then do not depend on how many envs its actor runs or in what order.
+    for (int i = 0; i < n; i++) {
+        rng_init_stream(&v->rng[i], seed, RNG_ROLE_ENV, first_index + (uint64_t)i);
+        spec->reset(v->state + (size_t)i * (size_t)spec->state_dim, &v->rng[i],
+                    v->obs + (size_t)i * (size_t)spec->obs_dim);
+    }
+}
+
+void vecenv_fini(vecenv_t *v) {
+    free(v->state);
+    free(v->rng);
+    free(v->obs);
+    free(v->ep_return);
+    free(v->ep_len);
+    free(v->done);
+    memset(v, 0, sizeof(*v));
+}
+
+// Records env i's finished episode (or counts it as dropped when the buffer is full), then
+// starts the next one, writing its first observation into v->obs.
+static void s_vecenv_finish(vecenv_t *v, int i) {
+    // Full buffer: drop the newest report rather than shift the old ones out. Reports are
+    // statistics only; the count of drops says the caller drains too rarely.
+    if (v->done_count < v->done_cap) {
+        v->done[v->done_count++] =
+            (vecenv_episode_t){.ret = v->ep_return[i], .len = v->ep_len[i], .env = i};
+    } else {
+        v->episodes_dropped++;
+    }
+    v->episodes++;
+    v->ep_return[i] = 0.0;
+    v->ep_len[i] = 0;
+    const env_spec_t *spec = v->spec;
+    spec->reset(v->state + (size_t)i * (size_t)spec->state_dim, &v->rng[i],
+                v->obs + (size_t)i * (size_t)spec->obs_dim);
+}
+
+void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *rewards,
+                 uint8_t *terminated, uint8_t *truncated) {
+    const env_spec_t *spec = v->spec;
+    const size_t S = (size_t)spec->state_dim, O = (size_t)spec->obs_dim;
+    // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
+    // Checked for all envs before any steps, so an abort never leaves half a vector stepped.
+    for (int i = 0; i < v->n; i++) {
+        APEX_ASSERT(actions[i] >= 0 && actions[i] < spec->n_actions);
+    }
+    // Pass 1: physics for all envs (batched where the spec can overlap its libm calls).
+    if (spec->step_batch != NULL) {
+        spec->step_batch(v->state, v->n, actions, next_obs, rewards, terminated);
+    } else {
+        for (int i = 0; i < v->n; i++) {
+            spec->step(v->state + (size_t)i * S, actions[i], next_obs + (size_t)i * O,
+                       &rewards[i], &terminated[i]);
+        }
+    }
+    // Pass 2: bookkeeping and auto-reset. next_obs keeps the final observation of an ended
+    // episode; only v->obs moves on to the reset one.
+    for (int i = 0; i < v->n; i++) {
+        v->ep_return[i] += (double)rewards[i];
+        v->ep_len[i]++;
+        // TimeLimit semantics: truncated depends on the step count only, so a terminal step
+        // that is also the last allowed one reports both.
+        truncated[i] = (uint8_t)(v->ep_len[i] >= spec->max_episode_steps);
+        if (terminated[i] || truncated[i]) {
+            s_vecenv_finish(v, i);
+        } else {
+            // obs_dim is tiny (2..6 floats): a loop beats a libc memcpy call here.
+            for (size_t j = 0; j < O; j++) {
+                v->obs[(size_t)i * O + j] = next_obs[(size_t)i * O + j];
+            }
+        }
+    }
+    v->steps += (uint64_t)v->n;
+}
+
+int vecenv_drain_episodes(vecenv_t *v, vecenv_episode_t *out, int cap) {
+    int k = APEX_MIN(cap, v->done_count);
+    if (k <= 0) {
+        return 0;
+    }
+    memcpy(out, v->done, (size_t)k * sizeof(vecenv_episode_t));
+    // Keep the rest, oldest first; the buffer is small, so the move is cheap.
+    memmove(v->done, v->done + k, (size_t)(v->done_count - k) * sizeof(vecenv_episode_t));
+    v->done_count -= k;
+    return k;
+}
