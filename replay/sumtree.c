@@ -33,6 +33,32 @@ static inline float s_sum16(const float *c) {
     return ((q0 + q1) + q2) + q3;
 }
 
+#if defined(__SSE2__)
+static inline float s_hmin4(__m128 m) {
+    m = _mm_min_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm_min_ps(m, _mm_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtss_f32(m);
+}
+
+static inline float s_min16(const float *c) {
+    __m128 a = _mm_min_ps(_mm_load_ps(c), _mm_load_ps(c + 4));
+    __m128 b = _mm_min_ps(_mm_load_ps(c + 8), _mm_load_ps(c + 12));
+    return s_hmin4(_mm_min_ps(a, b));
+}
+
+// Min over the non-empty (> 0) leaves of one leaf line; +inf when all are empty. This is
+// why the leaves need no min array of their own: an occupied leaf is never 0.
+static inline float s_min16_positive(const float *c) {
+    const __m128 zero = _mm_setzero_ps(), inf = _mm_set1_ps(INFINITY);
+    __m128 m = inf;
+    for (uint32_t q = 0; q < 4; q++) {
+        __m128 v = _mm_load_ps(c + 4 * q);
+        __m128 empty = _mm_cmple_ps(v, zero); // empty lanes become +inf
+        m = _mm_min_ps(m, _mm_or_ps(_mm_and_ps(empty, inf), _mm_andnot_ps(empty, v)));
+    }
+    return s_hmin4(m);
+}
+#else
 static inline float s_min16(const float *c) {
     float m = c[0];
     for (uint32_t k = 1; k < F; k++) {
@@ -41,8 +67,6 @@ static inline float s_min16(const float *c) {
     return m;
 }
 
-// Min over the non-empty (> 0) leaves of one leaf line; +inf when all are empty. This is
-// why the leaves need no min array of their own: an occupied leaf is never 0.
 static inline float s_min16_positive(const float *c) {
     float m = INFINITY;
     for (uint32_t k = 0; k < F; k++) {
@@ -51,6 +75,7 @@ static inline float s_min16_positive(const float *c) {
     }
     return m;
 }
+#endif
 
 // Inclusive prefix sums of c into pre, and returns a 16-bit mask with bit k set iff
 // pre[k] > u. The quad prefix is [a0, a0+a1, a0+(a1+a2), (a0+a1)+(a2+a3)], then each quad
