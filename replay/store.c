@@ -18,18 +18,25 @@
 // preprocessed elsewhere), and it keeps (capacity * obs_dim) checks simple.
 #define STORE_OBS_DIM_MAX (1u << 20)
 
+// Slot layout. Each slot is one record of stride = 16 + 8 D bytes in a single flat array:
+// this header, then obs[D], then next_obs[D]. Sampling reads random slots, and at capacity
+// 2^20 every slot is a cache miss per line touched: one record of 48 bytes (D = 4) costs
+// 1.5 lines on average, where six separate column arrays cost six. The generation lives
+// in the record too, so a priority update's validity check is one line as well.
+typedef struct {
+    int32_t action;
+    float reward;   // n-step return
+    float discount; // gamma^n, 0 at terminal
+    uint32_t gen;   // bumped on every write of the slot
+} store_meta_t;
+
 struct store {
     uint32_t capacity;
     uint32_t obs_dim;
     float alpha;
-    // Transition columns, one row per slot.
-    float *obs;       // (capacity, D)
-    float *next_obs;  // (capacity, D)
-    int32_t *action;  // (capacity)
-    float *reward;    // (capacity) n-step return
-    float *discount;  // (capacity) gamma^n, 0 at terminal
-    uint32_t *gen;    // (capacity) bumped on every write of the slot
-    sumtree_t tree;   // leaves: p^alpha per slot, 0 for never-written slots
+    size_t stride;        // bytes per slot record
+    unsigned char *rows;  // (capacity, stride) slot records
+    sumtree_t tree;       // leaves: p^alpha per slot, 0 for never-written slots
     uint32_t next;    // slot the next added row goes to
     uint64_t size;    // occupied slots; slots [0, size) are the occupied ones
     uint64_t inserted;
@@ -56,17 +63,25 @@ static const char *s_config_error(const store_config_t *cfg) {
     return NULL;
 }
 
-static size_t s_obs_bytes(const store_config_t *cfg) {
-    return (size_t)cfg->capacity * cfg->obs_dim * sizeof(float);
+static size_t s_stride(uint32_t obs_dim) {
+    return sizeof(store_meta_t) + 2 * (size_t)obs_dim * sizeof(float);
+}
+
+static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
+    return (store_meta_t *)(s->rows + slot * s->stride);
+}
+
+// obs of the slot; next_obs follows at + obs_dim.
+static inline float *s_obs(const store_t *s, uint32_t slot) {
+    return (float *)(s->rows + slot * s->stride + sizeof(store_meta_t));
 }
 
 size_t store_bytes(const store_config_t *cfg) {
     if (s_config_error(cfg)) {
         return 0;
     }
-    size_t columns = (size_t)cfg->capacity *
-                     (sizeof(int32_t) + 2 * sizeof(float) + sizeof(uint32_t));
-    return sizeof(store_t) + 2 * s_obs_bytes(cfg) + columns + sumtree_bytes(cfg->capacity);
+    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg->obs_dim) +
+           sumtree_bytes(cfg->capacity);
 }
 
 store_t *store_new(const store_config_t *cfg) {
@@ -80,12 +95,8 @@ store_t *store_new(const store_config_t *cfg) {
     s->capacity = cfg->capacity;
     s->obs_dim = cfg->obs_dim;
     s->alpha = (float)cfg->alpha;
-    s->obs = xaligned_alloc(s_obs_bytes(cfg));
-    s->next_obs = xaligned_alloc(s_obs_bytes(cfg));
-    s->action = xaligned_alloc((size_t)cfg->capacity * sizeof(int32_t));
-    s->reward = xaligned_alloc((size_t)cfg->capacity * sizeof(float));
-    s->discount = xaligned_alloc((size_t)cfg->capacity * sizeof(float));
-    s->gen = xaligned_alloc((size_t)cfg->capacity * sizeof(uint32_t));
+    s->stride = s_stride(cfg->obs_dim);
+    s->rows = xaligned_alloc((size_t)cfg->capacity * s->stride); // zeroed: generation 0
     sumtree_init(&s->tree, cfg->capacity);
     s->max_prio = 1.0f;
     s->max_value = 1.0f; // 1^alpha
@@ -98,12 +109,7 @@ void store_destroy(store_t **self_p) {
     }
     store_t *s = *self_p;
     sumtree_fini(&s->tree);
-    xfree(s->obs);
-    xfree(s->next_obs);
-    xfree(s->action);
-    xfree(s->reward);
-    xfree(s->discount);
-    xfree(s->gen);
+    xfree(s->rows);
     xfree(s);
     *self_p = NULL;
 }
@@ -145,20 +151,23 @@ static inline float s_pow_alpha(const store_t *s, float p) {
 static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const float *obs,
                         const int32_t *actions, const float *rewards, const float *discounts,
                         const float *next_obs, const float *prio) {
-    size_t row = (size_t)s->obs_dim;
-    memcpy(s->obs + slot * row, obs, len * row * sizeof(float));
-    memcpy(s->next_obs + slot * row, next_obs, len * row * sizeof(float));
-    memcpy(s->action + slot, actions, len * sizeof(int32_t));
-    memcpy(s->reward + slot, rewards, len * sizeof(float));
-    memcpy(s->discount + slot, discounts, len * sizeof(float));
+    size_t d = s->obs_dim;
+    for (uint32_t j = 0; j < len; j++) {
+        store_meta_t *meta = s_meta(s, slot + j);
+        meta->action = actions[j];
+        meta->reward = rewards[j];
+        meta->discount = discounts[j];
+        // Wraps after 2^32 writes of one slot: a key held that long is not a real risk.
+        meta->gen++;
+        memcpy(s_obs(s, slot + j), obs + j * d, d * sizeof(float));
+        memcpy(s_obs(s, slot + j) + d, next_obs + j * d, d * sizeof(float));
+    }
     uint32_t idx[STORE_CHUNK];
     float value[STORE_CHUNK];
     for (uint32_t base = 0; base < len; base += STORE_CHUNK) {
         uint32_t m = APEX_MIN(STORE_CHUNK, len - base);
         for (uint32_t j = 0; j < m; j++) {
             idx[j] = slot + base + j;
-            // Wraps after 2^32 writes of one slot: a key held that long is not a real risk.
-            s->gen[idx[j]]++;
             value[j] = prio ? s_pow_alpha(s, s_clamp_prio(s, prio[base + j])) : s->max_value;
         }
         sumtree_set(&s->tree, m, idx, value);
@@ -201,29 +210,27 @@ void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
 static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta,
                      uint32_t out, uint64_t *keys, float *is_w, float *obs, int32_t *actions,
                      float *rewards, float *discounts, float *next_obs) {
-    size_t row = (size_t)s->obs_dim;
+    size_t d = s->obs_dim;
     float p_min = sumtree_min(&s->tree);
-    // Issue all of the chunk's misses before the first copy waits on one of them.
+    // Issue all of the chunk's misses (first and last line of each record) before the
+    // first copy waits on one of them.
     for (uint32_t j = 0; j < m; j++) {
-        uint32_t i = idx[j];
-        __builtin_prefetch(s->obs + i * row);
-        __builtin_prefetch(s->next_obs + i * row);
-        __builtin_prefetch(s->action + i);
-        __builtin_prefetch(s->reward + i);
-        __builtin_prefetch(s->discount + i);
-        __builtin_prefetch(s->gen + i);
+        const unsigned char *rec = (const unsigned char *)s_meta(s, idx[j]);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + s->stride - 1);
     }
     for (uint32_t j = 0; j < m; j++) {
         uint32_t i = idx[j];
         size_t o = (size_t)out + j;
         APEX_ASSERT(i < s->size); // the tree never returns an empty leaf
-        keys[o] = (uint64_t)i | (uint64_t)s->gen[i] << 32;
+        const store_meta_t *meta = s_meta(s, i);
+        keys[o] = (uint64_t)i | (uint64_t)meta->gen << 32;
         is_w[o] = beta == 0.0f ? 1.0f : powf(p_min / sumtree_get(&s->tree, i), beta);
-        memcpy(obs + o * row, s->obs + i * row, row * sizeof(float));
-        memcpy(next_obs + o * row, s->next_obs + i * row, row * sizeof(float));
-        actions[o] = s->action[i];
-        rewards[o] = s->reward[i];
-        discounts[o] = s->discount[i];
+        actions[o] = meta->action;
+        rewards[o] = meta->reward;
+        discounts[o] = meta->discount;
+        memcpy(obs + o * d, s_obs(s, i), d * sizeof(float));
+        memcpy(next_obs + o * d, s_obs(s, i) + d, d * sizeof(float));
     }
 }
 
@@ -258,7 +265,7 @@ uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float 
         for (uint32_t j = 0; j < m; j++) { // generations are random misses: start them all
             uint32_t slot = (uint32_t)keys[base + j];
             if (slot < s->size) {
-                __builtin_prefetch(s->gen + slot);
+                __builtin_prefetch(&s_meta(s, slot)->gen);
             }
         }
         uint32_t a = 0;
@@ -266,7 +273,7 @@ uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float 
             uint32_t slot = (uint32_t)keys[base + j];
             uint32_t gen = (uint32_t)(keys[base + j] >> 32);
             // Peer input (the learner's keys): a bad or stale key is dropped, never asserted.
-            if (slot >= s->size || s->gen[slot] != gen) {
+            if (slot >= s->size || s_meta(s, slot)->gen != gen) {
                 s->stale++;
                 continue;
             }
@@ -301,5 +308,5 @@ double store_slot_priority(const store_t *s, uint32_t slot) {
 }
 
 uint32_t store_slot_generation(const store_t *s, uint32_t slot) {
-    return slot < s->capacity ? s->gen[slot] : 0;
+    return slot < s->capacity ? s_meta(s, slot)->gen : 0;
 }

@@ -1,9 +1,10 @@
 // store.h: the in-process prioritized replay memory of apex-replay.
 //
-// What it does: keeps a fixed-capacity FIFO ring of n-step transitions in flat arrays
-// allocated once (obs and next_obs (capacity, obs_dim) float32, action int32, reward
-// float32 (n-step return), discount float32 (gamma^n, 0 at terminal)), a sum/min tree over
-// p^alpha (sumtree.h), and a per-slot generation counter. Sampling is proportional and
+// What it does: keeps a fixed-capacity FIFO ring of n-step transitions (obs and next_obs
+// float32[obs_dim], action int32, reward float32 (n-step return), discount float32 (gamma^n,
+// 0 at terminal)) in one flat array of slot records allocated once (see store.c for why
+// records and not columns), a sum/min tree over p^alpha (sumtree.h), and a per-slot
+// generation counter. Sampling is proportional and
 // stratified, with importance weights (Schaul et al. 2016 eq. 1 and sec. 3.4; Ape-X):
 //   P(i) = p_i^alpha / sum_k p_k^alpha,   w_i = (N P(i))^-beta / max_j w_j,
 // where max_j w_j = (N P_min)^-beta uses the min-tree over occupied slots, so the weights
