@@ -1,0 +1,312 @@
+// store.c: FIFO ring of transitions in flat arrays + sum/min tree + generations.
+// See store.h for the semantics. Dimension names: N = rows in a call, D = obs_dim.
+#define LOG_MODULE "store"
+#include "store.h"
+
+#include "apex.h"
+#include "log.h"
+#include "sumtree.h"
+#include "xalloc.h"
+
+#include <math.h>
+#include <string.h>
+
+// add, sample and update walk their rows in chunks of this many so that slot indices and
+// tree values fit in stack scratch (no allocation on the hot path, STYLE S8).
+#define STORE_CHUNK 512u
+// The largest obs_dim accepted; far above any environment apex runs (Atari frames are
+// preprocessed elsewhere), and it keeps (capacity * obs_dim) checks simple.
+#define STORE_OBS_DIM_MAX (1u << 20)
+
+// Slot layout. Each slot is one record of stride = 16 + 8 D bytes in a single flat array:
+// this header, then obs[D], then next_obs[D]. Sampling reads random slots, and at capacity
+// 2^20 every slot is a cache miss per line touched: one record of 48 bytes (D = 4) costs
+// 1.5 lines on average, where six separate column arrays cost six. The generation lives
+// in the record too, so a priority update's validity check is one line as well.
+typedef struct {
+    int32_t action;
+    float reward;   // n-step return
+    float discount; // gamma^n, 0 at terminal
+    uint32_t gen;   // bumped on every write of the slot
+} store_meta_t;
+
+struct store {
+    uint32_t capacity;
+    uint32_t obs_dim;
+    float alpha;
+    size_t stride;        // bytes per slot record
+    unsigned char *rows;  // (capacity, stride) slot records
+    sumtree_t tree;       // leaves: p^alpha per slot, 0 for never-written slots
+    uint32_t next;    // slot the next added row goes to
+    uint64_t size;    // occupied slots; slots [0, size) are the occupied ones
+    uint64_t inserted;
+    uint64_t stale;
+    float max_prio;   // largest raw priority ever set (clamped), 1.0 initially
+    float max_value;  // max_prio^alpha, cached for NULL-priority adds
+};
+
+// ---------------------------------------------------------------------------------------
+// Configuration and lifetime
+// ---------------------------------------------------------------------------------------
+
+// Returns NULL when cfg is valid, else a description of the first bad field.
+static const char *s_config_error(const store_config_t *cfg) {
+    if (cfg->capacity < 1 || cfg->capacity > STORE_CAPACITY_MAX) {
+        return "capacity must be in [1, 2^30]";
+    }
+    if (cfg->obs_dim < 1 || cfg->obs_dim > STORE_OBS_DIM_MAX) {
+        return "obs_dim must be in [1, 2^20]";
+    }
+    if (!(cfg->alpha >= 0.0 && cfg->alpha <= 1.0)) { // also rejects NaN
+        return "alpha must be in [0, 1]";
+    }
+    return NULL;
+}
+
+static size_t s_stride(uint32_t obs_dim) {
+    return sizeof(store_meta_t) + 2 * (size_t)obs_dim * sizeof(float);
+}
+
+static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
+    return (store_meta_t *)(s->rows + slot * s->stride);
+}
+
+// obs of the slot; next_obs follows at + obs_dim.
+static inline float *s_obs(const store_t *s, uint32_t slot) {
+    return (float *)(s->rows + slot * s->stride + sizeof(store_meta_t));
+}
+
+size_t store_bytes(const store_config_t *cfg) {
+    if (s_config_error(cfg)) {
+        return 0;
+    }
+    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg->obs_dim) +
+           sumtree_bytes(cfg->capacity);
+}
+
+store_t *store_new(const store_config_t *cfg) {
+    const char *err = s_config_error(cfg);
+    if (err) {
+        log_error("invalid replay store config (capacity %u, obs_dim %u, alpha %g): %s",
+                  cfg->capacity, cfg->obs_dim, cfg->alpha, err);
+        return NULL;
+    }
+    store_t *s = xcalloc(1, sizeof *s);
+    s->capacity = cfg->capacity;
+    s->obs_dim = cfg->obs_dim;
+    s->alpha = (float)cfg->alpha;
+    s->stride = s_stride(cfg->obs_dim);
+    s->rows = xaligned_alloc((size_t)cfg->capacity * s->stride); // zeroed: generation 0
+    sumtree_init(&s->tree, cfg->capacity);
+    s->max_prio = 1.0f;
+    s->max_value = 1.0f; // 1^alpha
+    return s;
+}
+
+void store_destroy(store_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    store_t *s = *self_p;
+    sumtree_fini(&s->tree);
+    xfree(s->rows);
+    xfree(s);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Priorities
+// ---------------------------------------------------------------------------------------
+
+// Clamps a raw priority into [STORE_PRIORITY_MIN, STORE_PRIORITY_MAX] (NaN goes to the
+// minimum: upstream validation should make that impossible, but a NaN leaf would poison
+// every sum above it) and records it as the running maximum.
+static inline float s_clamp_prio(store_t *s, float p) {
+    p = p >= STORE_PRIORITY_MIN ? p : STORE_PRIORITY_MIN;
+    p = p <= STORE_PRIORITY_MAX ? p : STORE_PRIORITY_MAX;
+    if (p > s->max_prio) {
+        s->max_prio = p;
+        s->max_value = powf(p, s->alpha);
+    }
+    return p;
+}
+
+// p^alpha, with the common exponents spared a powf call.
+static inline float s_pow_alpha(const store_t *s, float p) {
+    if (s->alpha == 1.0f) {
+        return p;
+    }
+    if (s->alpha == 0.0f) {
+        return 1.0f;
+    }
+    return powf(p, s->alpha);
+}
+
+// ---------------------------------------------------------------------------------------
+// Add
+// ---------------------------------------------------------------------------------------
+
+// Copies rows [0, len) to slots [slot, slot + len) (no wrap inside) and sets their tree
+// leaves. prio is NULL or points at the priorities of these same rows.
+static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const float *obs,
+                        const int32_t *actions, const float *rewards, const float *discounts,
+                        const float *next_obs, const float *prio) {
+    size_t d = s->obs_dim;
+    for (uint32_t j = 0; j < len; j++) {
+        store_meta_t *meta = s_meta(s, slot + j);
+        meta->action = actions[j];
+        meta->reward = rewards[j];
+        meta->discount = discounts[j];
+        // Wraps after 2^32 writes of one slot: a key held that long is not a real risk.
+        meta->gen++;
+        memcpy(s_obs(s, slot + j), obs + j * d, d * sizeof(float));
+        memcpy(s_obs(s, slot + j) + d, next_obs + j * d, d * sizeof(float));
+    }
+    uint32_t idx[STORE_CHUNK];
+    float value[STORE_CHUNK];
+    for (uint32_t base = 0; base < len; base += STORE_CHUNK) {
+        uint32_t m = APEX_MIN(STORE_CHUNK, len - base);
+        for (uint32_t j = 0; j < m; j++) {
+            idx[j] = slot + base + j;
+            value[j] = prio ? s_pow_alpha(s, s_clamp_prio(s, prio[base + j])) : s->max_value;
+        }
+        sumtree_set(&s->tree, m, idx, value);
+    }
+}
+
+void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
+               const float *rewards, const float *discounts, const float *next_obs,
+               const float *prio) {
+    if (n == 0) {
+        return;
+    }
+    // Rows beyond the last `capacity` would be overwritten within this very call: skip
+    // them, but advance the write position as if they had been written.
+    uint32_t skip = n > s->capacity ? n - s->capacity : 0;
+    uint32_t keep = n - skip;
+    uint32_t slot = (uint32_t)(((uint64_t)s->next + skip) % s->capacity);
+    size_t row = (size_t)s->obs_dim;
+    uint32_t done = 0;
+    while (done < keep) { // at most two runs: up to the end of the ring, then from slot 0
+        uint32_t len = APEX_MIN(keep - done, s->capacity - slot);
+        uint32_t r = skip + done;
+        s_write_run(s, slot, len, obs + r * row, actions + r, rewards + r, discounts + r,
+                    next_obs + r * row, prio ? prio + r : NULL);
+        done += len;
+        slot = slot + len == s->capacity ? 0 : slot + len;
+    }
+    s->next = slot;
+    s->inserted += n;
+    s->size = APEX_MIN((uint64_t)s->capacity, s->size + n);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sample
+// ---------------------------------------------------------------------------------------
+
+// Gathers the m rows of slots idx[] into row offset `out` of the caller's buffers.
+// Importance weight (Schaul et al. 2016 sec. 3.4): w = (N P(i))^-beta / (N P_min)^-beta
+// = (p_min^alpha / p_i^alpha)^beta, so N and the total cancel and w is in (0, 1].
+static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta,
+                     uint32_t out, uint64_t *keys, float *is_w, float *obs, int32_t *actions,
+                     float *rewards, float *discounts, float *next_obs) {
+    size_t d = s->obs_dim;
+    float p_min = sumtree_min(&s->tree);
+    // Issue all of the chunk's misses (first and last line of each record) before the
+    // first copy waits on one of them.
+    for (uint32_t j = 0; j < m; j++) {
+        const unsigned char *rec = (const unsigned char *)s_meta(s, idx[j]);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + s->stride - 1);
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        uint32_t i = idx[j];
+        size_t o = (size_t)out + j;
+        APEX_ASSERT(i < s->size); // the tree never returns an empty leaf
+        const store_meta_t *meta = s_meta(s, i);
+        keys[o] = (uint64_t)i | (uint64_t)meta->gen << 32;
+        is_w[o] = beta == 0.0f ? 1.0f : powf(p_min / sumtree_get(&s->tree, i), beta);
+        actions[o] = meta->action;
+        rewards[o] = meta->reward;
+        discounts[o] = meta->discount;
+        memcpy(obs + o * d, s_obs(s, i), d * sizeof(float));
+        memcpy(next_obs + o * d, s_obs(s, i) + d, d * sizeof(float));
+    }
+}
+
+int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
+                 float *obs, int32_t *actions, float *rewards, float *discounts,
+                 float *next_obs) {
+    APEX_ASSERT(n >= 1 && beta >= 0.0f);
+    if (s->size == 0) {
+        return APEX_EAGAIN;
+    }
+    uint32_t idx[STORE_CHUNK];
+    for (uint32_t base = 0; base < n; base += STORE_CHUNK) {
+        uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
+        // Strata are over the whole batch of n, walked in chunks.
+        sumtree_sample_strata(&s->tree, rng, base, m, n, idx);
+        s_gather(s, m, idx, beta, base, keys, is_w, obs, actions, rewards, discounts,
+                 next_obs);
+    }
+    return APEX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Update
+// ---------------------------------------------------------------------------------------
+
+uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float *prio) {
+    uint32_t idx[STORE_CHUNK];
+    float value[STORE_CHUNK];
+    uint32_t applied = 0;
+    for (uint32_t base = 0; base < n; base += STORE_CHUNK) {
+        uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
+        for (uint32_t j = 0; j < m; j++) { // generations are random misses: start them all
+            uint32_t slot = (uint32_t)keys[base + j];
+            if (slot < s->size) {
+                __builtin_prefetch(&s_meta(s, slot)->gen);
+            }
+        }
+        uint32_t a = 0;
+        for (uint32_t j = 0; j < m; j++) {
+            uint32_t slot = (uint32_t)keys[base + j];
+            uint32_t gen = (uint32_t)(keys[base + j] >> 32);
+            // Peer input (the learner's keys): a bad or stale key is dropped, never asserted.
+            if (slot >= s->size || s_meta(s, slot)->gen != gen) {
+                s->stale++;
+                continue;
+            }
+            idx[a] = slot;
+            value[a] = s_pow_alpha(s, s_clamp_prio(s, prio[base + j]));
+            a++;
+        }
+        sumtree_set(&s->tree, a, idx, value);
+        applied += a;
+    }
+    return applied;
+}
+
+// ---------------------------------------------------------------------------------------
+// Accessors
+// ---------------------------------------------------------------------------------------
+
+uint64_t store_size(const store_t *s) { return s->size; }
+uint32_t store_capacity(const store_t *s) { return s->capacity; }
+uint32_t store_obs_dim(const store_t *s) { return s->obs_dim; }
+double store_total_priority(const store_t *s) { return sumtree_total(&s->tree); }
+uint64_t store_stale_updates(const store_t *s) { return s->stale; }
+uint64_t store_inserted(const store_t *s) { return s->inserted; }
+uint32_t store_next_slot(const store_t *s) { return s->next; }
+
+double store_min_priority(const store_t *s) {
+    return s->size ? (double)sumtree_min(&s->tree) : 0.0;
+}
+
+double store_slot_priority(const store_t *s, uint32_t slot) {
+    return slot < s->capacity ? (double)sumtree_get(&s->tree, slot) : 0.0;
+}
+
+uint32_t store_slot_generation(const store_t *s, uint32_t slot) {
+    return slot < s->capacity ? s_meta(s, slot)->gen : 0;
+}

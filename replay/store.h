@@ -1,0 +1,86 @@
+// store.h: the in-process prioritized replay memory of apex-replay.
+//
+// What it does: keeps a fixed-capacity FIFO ring of n-step transitions (obs and next_obs
+// float32[obs_dim], action int32, reward float32 (n-step return), discount float32 (gamma^n,
+// 0 at terminal)) in one flat array of slot records allocated once (see store.c for why
+// records and not columns), a sum/min tree over p^alpha (sumtree.h), and a per-slot
+// generation counter. Sampling is proportional and
+// stratified, with importance weights (Schaul et al. 2016 eq. 1 and sec. 3.4; Ape-X):
+//   P(i) = p_i^alpha / sum_k p_k^alpha,   w_i = (N P(i))^-beta / max_j w_j,
+// where max_j w_j = (N P_min)^-beta uses the min-tree over occupied slots, so the weights
+// are (p_min^alpha / p_i^alpha)^beta in (0, 1]. A sample hands out keys
+// (slot | generation << 32); a later priority update whose slot has been overwritten since
+// is dropped and counted, so it can never re-prioritise the newer transition.
+// What it does not do: validate input (the wire decoder checks sizes and that priorities
+// are finite and >= 0 before anything reaches here), networking, locking, or persistence.
+// add, sample and update never allocate.
+//
+// Thread-safety: none; one thread owns a store_t.
+#ifndef APEX_STORE_H
+#define APEX_STORE_H
+
+#include "rng.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Raw priorities (|TD| + eps, before ^alpha) are clamped into this range, so that every
+// occupied slot has p^alpha > 0 and the tree's float sums can never overflow.
+#define STORE_PRIORITY_MIN 1e-8f
+#define STORE_PRIORITY_MAX 1e20f
+#define STORE_CAPACITY_MAX (1u << 30)
+
+typedef struct store store_t;
+
+typedef struct {
+    uint32_t capacity; // transitions held, 1 ..= STORE_CAPACITY_MAX (any value)
+    uint32_t obs_dim;  // floats per observation, >= 1
+    double alpha;      // priority exponent, 0 ..= 1 (0 = uniform sampling)
+} store_config_t;
+
+// Bytes store_new would allocate for cfg (0 when cfg is invalid). For a start-up check.
+size_t store_bytes(const store_config_t *cfg);
+
+// Returns a new empty store, or NULL after log_error saying which field of cfg is invalid.
+// The caller destroys it with store_destroy.
+store_t *store_new(const store_config_t *cfg);
+// Frees the store and sets *self_p to NULL. Accepts NULL and *self_p == NULL.
+void store_destroy(store_t **self_p);
+
+// Appends n rows (FIFO: each overwrites the oldest slot once the ring is full; when n >
+// capacity only the last capacity rows are kept). obs and next_obs are (n, obs_dim);
+// actions, rewards, discounts are (n). prio holds n raw priorities, or is NULL meaning "the
+// largest raw priority ever given to add or update" (1.0 before any). Bumps each written
+// slot's generation.
+void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
+               const float *rewards, const float *discounts, const float *next_obs,
+               const float *prio);
+
+// Stratified proportional sample of n >= 1 rows, gathered into caller buffers: keys (n),
+// is_w (n), obs and next_obs (n, obs_dim), actions, rewards, discounts (n). beta >= 0.
+// Returns APEX_OK, or APEX_EAGAIN (outputs untouched) when the store is empty.
+int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
+                 float *obs, int32_t *actions, float *rewards, float *discounts,
+                 float *next_obs);
+
+// Sets the raw priority prio[i] on keys[i] for i < n. A key whose slot is out of range, not
+// yet filled, or overwritten since it was sampled (generation mismatch) is dropped and
+// counted in store_stale_updates. Returns how many were applied. Later duplicates win.
+uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float *prio);
+
+uint64_t store_size(const store_t *s);        // occupied slots, <= capacity
+uint32_t store_capacity(const store_t *s);
+uint32_t store_obs_dim(const store_t *s);
+double store_total_priority(const store_t *s); // sum of p^alpha over occupied slots
+double store_min_priority(const store_t *s);   // min of p^alpha over occupied slots; 0 if empty
+uint64_t store_stale_updates(const store_t *s); // updates dropped since store_new
+uint64_t store_inserted(const store_t *s);      // rows ever given to store_add
+
+// Introspection, for tests and snapshots: the p^alpha of a slot (0 when empty) and its
+// generation (0 when never written; 1 after the first write, +1 per overwrite).
+double store_slot_priority(const store_t *s, uint32_t slot);
+uint32_t store_slot_generation(const store_t *s, uint32_t slot);
+// Slot the next store_add row goes to (the oldest row once the ring is full).
+uint32_t store_next_slot(const store_t *s);
+
+#endif

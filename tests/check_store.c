@@ -1,0 +1,520 @@
+// check_store.c: the replay store against a brute-force model (STYLE S22): config checks,
+// FIFO eviction and wrap-around at capacities 1, 3, 5 and 1000, n > capacity adds, the
+// max-priority default, importance weights against the closed form in double, the
+// generation guard on stale updates, and sampling frequencies (chi-square).
+#include "check_apex.h"
+
+#include "apex.h"
+#include "rng.h"
+#include "store.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+// Rows are generated from their insertion number r, so any gathered row can be checked
+// against the row id it claims to be: obs = [r, r + 0.25, ...], next_obs = obs + 1000,
+// action = r % 7, reward = r, discount = 1 / (1 + r % 5).
+#define D 3
+
+static void s_make_rows(uint64_t first, uint32_t n, float *obs, int32_t *act, float *rew,
+                        float *disc, float *next_obs) {
+    for (uint32_t j = 0; j < n; j++) {
+        uint64_t r = first + j;
+        for (uint32_t k = 0; k < D; k++) {
+            obs[j * D + k] = (float)r + 0.25f * (float)k;
+            next_obs[j * D + k] = obs[j * D + k] + 1000.0f;
+        }
+        act[j] = (int32_t)(r % 7);
+        rew[j] = (float)r;
+        disc[j] = 1.0f / (float)(1 + r % 5);
+    }
+}
+
+// Adds rows first .. first+n-1 with the given raw priorities (or NULL).
+static void s_add_rows(store_t *s, uint64_t first, uint32_t n, const float *prio) {
+    float *obs = malloc((size_t)n * D * sizeof(float));
+    float *next_obs = malloc((size_t)n * D * sizeof(float));
+    float *rew = malloc(n * sizeof(float)), *disc = malloc(n * sizeof(float));
+    int32_t *act = malloc(n * sizeof(int32_t));
+    s_make_rows(first, n, obs, act, rew, disc, next_obs);
+    store_add(s, n, obs, act, rew, disc, next_obs, prio);
+    free(obs);
+    free(next_obs);
+    free(rew);
+    free(disc);
+    free(act);
+}
+
+static store_t *s_new(uint32_t capacity, double alpha) {
+    store_config_t cfg = {.capacity = capacity, .obs_dim = D, .alpha = alpha};
+    store_t *s = store_new(&cfg);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+// One sampled batch with its buffers.
+typedef struct {
+    uint32_t n;
+    uint64_t *keys;
+    float *is_w, *obs, *next_obs, *rew, *disc;
+    int32_t *act;
+} batch_t;
+
+static batch_t s_batch_new(uint32_t n) {
+    batch_t b = {.n = n};
+    b.keys = malloc(n * sizeof(uint64_t));
+    b.is_w = malloc(n * sizeof(float));
+    b.obs = malloc((size_t)n * D * sizeof(float));
+    b.next_obs = malloc((size_t)n * D * sizeof(float));
+    b.rew = malloc(n * sizeof(float));
+    b.disc = malloc(n * sizeof(float));
+    b.act = malloc(n * sizeof(int32_t));
+    return b;
+}
+
+static void s_batch_free(batch_t *b) {
+    free(b->keys);
+    free(b->is_w);
+    free(b->obs);
+    free(b->next_obs);
+    free(b->rew);
+    free(b->disc);
+    free(b->act);
+}
+
+static int s_sample(store_t *s, rng_t *r, batch_t *b, float beta) {
+    return store_sample(s, r, b->n, beta, b->keys, b->is_w, b->obs, b->act, b->rew, b->disc,
+                        b->next_obs);
+}
+
+// Checks that sampled row j is intact (all columns of one generated row) and returns its id.
+static uint64_t s_row_id(const batch_t *b, uint32_t j) {
+    float want[D], want_next[D], rew, disc;
+    int32_t act;
+    uint64_t r = (uint64_t)b->rew[j];
+    s_make_rows(r, 1, want, &act, &rew, &disc, want_next);
+    for (uint32_t k = 0; k < D; k++) {
+        ck_assert_float_eq(b->obs[j * D + k], want[k]);
+        ck_assert_float_eq(b->next_obs[j * D + k], want_next[k]);
+    }
+    ck_assert_int_eq(b->act[j], act);
+    ck_assert_float_eq(b->disc[j], disc);
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// Lifetime and configuration
+// ---------------------------------------------------------------------------------------
+
+START_TEST(test_config_validation) {
+    store_config_t bad[] = {
+        {.capacity = 0, .obs_dim = 4, .alpha = 0.6},
+        {.capacity = STORE_CAPACITY_MAX + 1u, .obs_dim = 4, .alpha = 0.6},
+        {.capacity = 10, .obs_dim = 0, .alpha = 0.6},
+        {.capacity = 10, .obs_dim = 4, .alpha = -0.1},
+        {.capacity = 10, .obs_dim = 4, .alpha = 1.5},
+        {.capacity = 10, .obs_dim = 4, .alpha = NAN},
+    };
+    for (size_t i = 0; i < APEX_ARRAY_LEN(bad); i++) {
+        ck_assert_ptr_null(store_new(&bad[i]));
+        ck_assert_uint_eq(store_bytes(&bad[i]), 0);
+    }
+    store_config_t ok = {.capacity = 1000, .obs_dim = 4, .alpha = 0.6};
+    ck_assert_uint_ge(store_bytes(&ok), 1000 * (2 * 4 * 4 + 4 * 4 + 4));
+    store_t *s = store_new(&ok);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(store_capacity(s), 1000);
+    ck_assert_uint_eq(store_obs_dim(s), 4);
+    ck_assert_uint_eq(store_size(s), 0);
+    store_destroy(&s);
+    ck_assert_ptr_null(s);
+    store_destroy(&s);  // *self_p == NULL
+    store_destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_empty_store_eagain) {
+    store_t *s = s_new(10, 0.6);
+    rng_t r;
+    rng_init_stream(&r, 1, RNG_ROLE_TEST, 0);
+    batch_t b = s_batch_new(4);
+    b.keys[0] = 12345;
+    ck_assert_int_eq(s_sample(s, &r, &b, 0.4f), APEX_EAGAIN);
+    ck_assert_uint_eq(b.keys[0], 12345); // outputs untouched
+    ck_assert_double_eq(store_total_priority(s), 0.0);
+    ck_assert_double_eq(store_min_priority(s), 0.0);
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
+// FIFO, wrap-around, capacity edge cases
+// ---------------------------------------------------------------------------------------
+
+START_TEST(test_fifo_eviction_order) {
+    // Capacity 3, rows 0..4 added one at a time: rows 3, 4, 2 remain in slots 0, 1, 2.
+    store_t *s = s_new(3, 0.6);
+    for (uint64_t r = 0; r < 5; r++) {
+        s_add_rows(s, r, 1, NULL);
+        ck_assert_uint_eq(store_size(s), r + 1 < 3 ? r + 1 : 3);
+    }
+    ck_assert_uint_eq(store_inserted(s), 5);
+    ck_assert_uint_eq(store_next_slot(s), 2); // slot 2 (row 2) is the oldest
+    rng_t rng;
+    rng_init_stream(&rng, 2, RNG_ROLE_TEST, 0);
+    batch_t b = s_batch_new(300);
+    ck_assert_int_eq(s_sample(s, &rng, &b, 0.4f), APEX_OK);
+    int seen[5] = {0};
+    const uint64_t row_in_slot[3] = {3, 4, 2};
+    const uint32_t gen_of_slot[3] = {2, 2, 1}; // writes per slot
+    for (uint32_t j = 0; j < b.n; j++) {
+        uint32_t slot = (uint32_t)b.keys[j];
+        ck_assert_uint_lt(slot, 3);
+        ck_assert_uint_eq(s_row_id(&b, j), row_in_slot[slot]);
+        ck_assert_uint_eq(b.keys[j] >> 32, gen_of_slot[slot]);
+        seen[row_in_slot[slot]]++;
+    }
+    ck_assert(seen[2] > 0 && seen[3] > 0 && seen[4] > 0);
+    ck_assert(seen[0] == 0 && seen[1] == 0);
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+START_TEST(test_capacity_one) {
+    store_t *s = s_new(1, 0.6);
+    rng_t rng;
+    rng_init_stream(&rng, 3, RNG_ROLE_TEST, 0);
+    batch_t b = s_batch_new(8);
+    for (uint64_t r = 0; r < 10; r++) {
+        float p = 0.5f + (float)r;
+        s_add_rows(s, r, 1, &p);
+        ck_assert_uint_eq(store_size(s), 1);
+        ck_assert_int_eq(s_sample(s, &rng, &b, 0.4f), APEX_OK);
+        for (uint32_t j = 0; j < b.n; j++) {
+            ck_assert_uint_eq(b.keys[j], (uint64_t)(r + 1) << 32); // slot 0, gen r+1
+            ck_assert_uint_eq(s_row_id(&b, j), r);
+            ck_assert_float_eq(b.is_w[j], 1.0f);
+        }
+        ck_assert_double_eq_tol(store_total_priority(s), pow(p, 0.6), 1e-6);
+    }
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+START_TEST(test_add_more_than_capacity) {
+    // 13 rows into capacity 5 in one call: rows 8..12 remain, row r in slot r % 5.
+    store_t *s = s_new(5, 1.0);
+    float prio[13];
+    for (int r = 0; r < 13; r++) {
+        prio[r] = (float)(r + 1);
+    }
+    s_add_rows(s, 0, 13, prio);
+    ck_assert_uint_eq(store_size(s), 5);
+    ck_assert_uint_eq(store_inserted(s), 13);
+    ck_assert_uint_eq(store_next_slot(s), 3);
+    double total = 0;
+    for (int r = 8; r < 13; r++) {
+        ck_assert_double_eq(store_slot_priority(s, (uint32_t)(r % 5)), prio[r]);
+        total += prio[r];
+    }
+    ck_assert_double_eq_tol(store_total_priority(s), total, 1e-5);
+    rng_t rng;
+    rng_init_stream(&rng, 4, RNG_ROLE_TEST, 0);
+    batch_t b = s_batch_new(200);
+    ck_assert_int_eq(s_sample(s, &rng, &b, 0.4f), APEX_OK);
+    for (uint32_t j = 0; j < b.n; j++) {
+        uint64_t r = s_row_id(&b, j);
+        ck_assert(r >= 8 && r < 13);
+        ck_assert_uint_eq((uint32_t)b.keys[j], r % 5);
+    }
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+// Brute-force model of a store: row id, raw priority and writes per slot.
+typedef struct {
+    uint32_t cap;
+    uint64_t next_row;
+    uint64_t *row;
+    double *prio;
+    uint32_t *gen;
+} model_t;
+
+START_TEST(test_wraparound_matches_model) {
+    // Capacity 1000 (not a power of two) wrapped ~40 times by batches of awkward sizes,
+    // each crossing the end of the ring at a different place.
+    const uint32_t cap = 1000, sizes[] = {1, 7, 50, 333, 999, 1000, 1001, 2500, 64};
+    const double alpha = 0.6;
+    store_t *s = s_new(cap, alpha);
+    model_t m = {.cap = cap};
+    m.row = calloc(cap, sizeof(uint64_t));
+    m.prio = calloc(cap, sizeof(double));
+    m.gen = calloc(cap, sizeof(uint32_t));
+    rng_t rng;
+    rng_init_stream(&rng, 5, RNG_ROLE_TEST, 0);
+    batch_t b = s_batch_new(2048);
+    float prio[2500];
+    for (int round = 0; round < 36; round++) {
+        uint32_t n = sizes[round % APEX_ARRAY_LEN(sizes)];
+        for (uint32_t j = 0; j < n; j++) {
+            prio[j] = (float)(0.01 + 3.0 * rng_uniform(&rng));
+        }
+        s_add_rows(s, m.next_row, n, prio);
+        for (uint32_t j = (n > cap ? n - cap : 0); j < n; j++) {
+            uint32_t slot = (uint32_t)((m.next_row + j) % cap);
+            m.row[slot] = m.next_row + j;
+            m.prio[slot] = prio[j];
+            m.gen[slot]++;
+        }
+        m.next_row += n;
+        ck_assert_uint_eq(store_size(s), m.next_row < cap ? m.next_row : cap);
+        ck_assert_uint_eq(store_next_slot(s), m.next_row % cap);
+        double total = 0, pmin = INFINITY;
+        for (uint32_t i = 0; i < store_size(s); i++) {
+            double v = pow(m.prio[i], alpha);
+            total += v;
+            pmin = fmin(pmin, v);
+            ck_assert_uint_eq(store_slot_generation(s, i), m.gen[i]);
+        }
+        ck_assert_double_eq_tol(store_total_priority(s), total, 1e-5 * total);
+        ck_assert_double_eq_tol(store_min_priority(s), pmin, 1e-6 * pmin);
+        ck_assert_int_eq(s_sample(s, &rng, &b, 0.5f), APEX_OK);
+        for (uint32_t j = 0; j < b.n; j++) {
+            uint32_t slot = (uint32_t)b.keys[j];
+            ck_assert_uint_lt(slot, store_size(s));
+            ck_assert_uint_eq(s_row_id(&b, j), m.row[slot]);
+            ck_assert_uint_eq(b.keys[j] >> 32, m.gen[slot]);
+        }
+    }
+    s_batch_free(&b);
+    free(m.row);
+    free(m.prio);
+    free(m.gen);
+    store_destroy(&s);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
+// Priorities and importance weights
+// ---------------------------------------------------------------------------------------
+
+START_TEST(test_max_priority_default) {
+    store_t *s = s_new(10, 0.5);
+    rng_t rng;
+    rng_init_stream(&rng, 6, RNG_ROLE_TEST, 0);
+    s_add_rows(s, 0, 1, NULL); // nothing set yet: max is 1.0
+    ck_assert_double_eq_tol(store_slot_priority(s, 0), 1.0, 1e-7);
+    float p[2] = {4.0f, 2.0f};
+    s_add_rows(s, 1, 2, p);
+    ck_assert_double_eq_tol(store_slot_priority(s, 1), 2.0, 1e-6);
+    ck_assert_double_eq_tol(store_slot_priority(s, 2), sqrt(2.0), 1e-6);
+    s_add_rows(s, 3, 2, NULL); // max raw priority is now 4: 4^0.5
+    ck_assert_double_eq_tol(store_slot_priority(s, 3), 2.0, 1e-6);
+    ck_assert_double_eq_tol(store_slot_priority(s, 4), 2.0, 1e-6);
+    // An update raises the max too.
+    uint64_t key = 0 | (uint64_t)store_slot_generation(s, 0) << 32;
+    float nine = 9.0f;
+    ck_assert_uint_eq(store_update(s, 1, &key, &nine), 1);
+    s_add_rows(s, 5, 1, NULL);
+    ck_assert_double_eq_tol(store_slot_priority(s, 5), 3.0, 1e-6);
+    // A priority of 0 is clamped to STORE_PRIORITY_MIN so the slot stays sampleable.
+    float zero = 0.0f;
+    s_add_rows(s, 6, 1, &zero);
+    ck_assert_double_eq_tol(store_slot_priority(s, 6), sqrt(STORE_PRIORITY_MIN), 1e-9);
+    ck_assert_double_eq_tol(store_min_priority(s), sqrt(STORE_PRIORITY_MIN), 1e-9);
+    store_destroy(&s);
+}
+END_TEST
+
+// Checks every weight of a batch against the closed form in double:
+// w_i = (N P(i))^-beta / (N P_min)^-beta with P from the raw priorities of the model.
+static void s_check_weights(const store_t *s, const batch_t *b, const double *raw,
+                            double alpha, double beta) {
+    uint64_t n = store_size(s);
+    double total = 0, pmin = INFINITY;
+    for (uint64_t i = 0; i < n; i++) {
+        total += pow(raw[i], alpha);
+        pmin = fmin(pmin, pow(raw[i], alpha));
+    }
+    double max_w = pow((double)n * pmin / total, -beta);
+    for (uint32_t j = 0; j < b->n; j++) {
+        uint32_t slot = (uint32_t)b->keys[j];
+        double want = pow((double)n * pow(raw[slot], alpha) / total, -beta) / max_w;
+        ck_assert_msg(fabs(b->is_w[j] - want) <= 1e-5 * want,
+                      "slot %u: is_w %.9g want %.9g", slot, b->is_w[j], want);
+        ck_assert(b->is_w[j] > 0.0f && b->is_w[j] <= 1.0f);
+    }
+}
+
+START_TEST(test_is_weights_closed_form) {
+    const double alpha = 0.7;
+    const float beta = 0.4f;
+    store_t *s = s_new(1000, alpha);
+    rng_t rng;
+    rng_init_stream(&rng, 7, RNG_ROLE_TEST, 0);
+    double raw[1000];
+    float p[1000];
+    for (int i = 0; i < 1000; i++) {
+        p[i] = (float)(1e-3 + 10.0 * rng_uniform(&rng));
+        raw[i] = p[i];
+    }
+    batch_t b = s_batch_new(512);
+    // Partly filled (N = 300), then full (N = 1000).
+    s_add_rows(s, 0, 300, p);
+    ck_assert_int_eq(s_sample(s, &rng, &b, beta), APEX_OK);
+    s_check_weights(s, &b, raw, alpha, beta);
+    s_add_rows(s, 300, 700, p + 300);
+    ck_assert_int_eq(s_sample(s, &rng, &b, beta), APEX_OK);
+    s_check_weights(s, &b, raw, alpha, beta);
+    ck_assert_int_eq(s_sample(s, &rng, &b, 0.0f), APEX_OK); // beta 0: no correction
+    for (uint32_t j = 0; j < b.n; j++) {
+        ck_assert_float_eq(b.is_w[j], 1.0f);
+    }
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+START_TEST(test_min_after_eviction_and_update) {
+    // The min-tree (and so the weight normaliser) follows the current contents only.
+    const double alpha = 0.6;
+    store_t *s = s_new(4, alpha);
+    rng_t rng;
+    rng_init_stream(&rng, 8, RNG_ROLE_TEST, 0);
+    double raw[4] = {0.01, 1.0, 2.0, 3.0};
+    float p[4] = {0.01f, 1.0f, 2.0f, 3.0f};
+    s_add_rows(s, 0, 4, p);
+    ck_assert_double_eq_tol(store_min_priority(s), pow(0.01, alpha), 1e-7);
+    float five = 5.0f;
+    s_add_rows(s, 4, 1, &five); // evicts slot 0, the minimum
+    raw[0] = 5.0;
+    ck_assert_double_eq_tol(store_min_priority(s), 1.0, 1e-7);
+    uint64_t key1 = 1 | (uint64_t)store_slot_generation(s, 1) << 32;
+    float four = 4.0f;
+    ck_assert_uint_eq(store_update(s, 1, &key1, &four), 1);
+    raw[1] = 4.0;
+    ck_assert_double_eq_tol(store_min_priority(s), pow(2.0, alpha), 1e-6);
+    batch_t b = s_batch_new(64);
+    ck_assert_int_eq(s_sample(s, &rng, &b, 1.0f), APEX_OK);
+    s_check_weights(s, &b, raw, alpha, 1.0);
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
+// Updates and the generation guard
+// ---------------------------------------------------------------------------------------
+
+START_TEST(test_generation_guard_drops_stale_update) {
+    store_t *s = s_new(4, 1.0);
+    rng_t rng;
+    rng_init_stream(&rng, 9, RNG_ROLE_TEST, 0);
+    float p[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    s_add_rows(s, 0, 4, p);
+    batch_t b = s_batch_new(1);
+    ck_assert_int_eq(s_sample(s, &rng, &b, 0.4f), APEX_OK);
+    uint64_t old_key = b.keys[0];
+    uint32_t slot = (uint32_t)old_key;
+    // Four more adds overwrite every slot, including the sampled one.
+    float q[4] = {0.5f, 0.6f, 0.7f, 0.8f};
+    s_add_rows(s, 4, 4, q);
+    double before = store_slot_priority(s, slot);
+    ck_assert_double_eq_tol(before, q[slot], 1e-7);
+    float big = 100.0f;
+    ck_assert_uint_eq(store_update(s, 1, &old_key, &big), 0);
+    ck_assert_uint_eq(store_stale_updates(s), 1);
+    ck_assert_double_eq(store_slot_priority(s, slot), before); // new transition untouched
+    // The dropped priority did not raise the running max either.
+    s_add_rows(s, 8, 1, NULL);
+    ck_assert_double_eq_tol(store_slot_priority(s, 0), 1.0, 1e-7);
+    // The current key of the same slot is applied.
+    uint64_t new_key = slot | (uint64_t)store_slot_generation(s, slot) << 32;
+    ck_assert_uint_eq(store_update(s, 1, &new_key, &big), 1);
+    ck_assert_double_eq_tol(store_slot_priority(s, slot), 100.0, 1e-4);
+    ck_assert_uint_eq(store_stale_updates(s), 1);
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+START_TEST(test_update_rejects_bad_slots) {
+    store_t *s = s_new(10, 1.0);
+    s_add_rows(s, 0, 4, NULL); // slots 0..3 filled, generation 1
+    uint64_t keys[6] = {
+        2 | 1ull << 32,             // good
+        7 | 1ull << 32,             // in range, but not filled yet
+        10 | 1ull << 32,            // out of range
+        0xffffffffull | 1ull << 32, // far out of range
+        3 | 5ull << 32,             // wrong generation
+        3 | 1ull << 32,             // good
+    };
+    float prio[6] = {2, 2, 2, 2, 2, 3};
+    ck_assert_uint_eq(store_update(s, 6, keys, prio), 2);
+    ck_assert_uint_eq(store_stale_updates(s), 4);
+    ck_assert_double_eq(store_slot_priority(s, 2), 2.0);
+    ck_assert_double_eq(store_slot_priority(s, 3), 3.0);
+    ck_assert_double_eq(store_slot_priority(s, 7), 0.0);
+    ck_assert_double_eq_tol(store_total_priority(s), 1 + 1 + 2 + 3, 1e-6);
+    store_destroy(&s);
+}
+END_TEST
+
+START_TEST(test_sampling_frequencies_chi_square) {
+    // 100 slots, alpha 0.6, 200 stratified batches of 512: frequencies follow p^a / sum.
+    const double alpha = 0.6;
+    const uint32_t cap = 100;
+    store_t *s = s_new(cap, alpha);
+    rng_t rng;
+    rng_init_stream(&rng, 10, RNG_ROLE_TEST, 0);
+    float p[100];
+    double want[100], total = 0;
+    for (uint32_t i = 0; i < cap; i++) {
+        p[i] = (float)(0.1 + 5.0 * rng_uniform(&rng));
+        want[i] = pow(p[i], alpha);
+        total += want[i];
+    }
+    s_add_rows(s, 0, cap, p);
+    uint64_t count[100] = {0};
+    batch_t b = s_batch_new(512);
+    for (int k = 0; k < 200; k++) {
+        ck_assert_int_eq(s_sample(s, &rng, &b, 0.4f), APEX_OK);
+        for (uint32_t j = 0; j < b.n; j++) {
+            count[(uint32_t)b.keys[j]]++;
+        }
+    }
+    double draws = 200.0 * 512, chi2 = 0;
+    for (uint32_t i = 0; i < cap; i++) {
+        double e = draws * want[i] / total;
+        chi2 += (count[i] - e) * (count[i] - e) / e;
+    }
+    // 99.99th percentile of chi-square with 99 degrees of freedom is about 160.
+    ck_assert_msg(chi2 < 160.0, "chi2 %.1f", chi2);
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
+Suite *store_suite(void) {
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_config_validation);
+    tcase_add_test(tc, test_empty_store_eagain);
+    tcase_add_test(tc, test_fifo_eviction_order);
+    tcase_add_test(tc, test_capacity_one);
+    tcase_add_test(tc, test_add_more_than_capacity);
+    tcase_add_test(tc, test_wraparound_matches_model);
+    tcase_add_test(tc, test_max_priority_default);
+    tcase_add_test(tc, test_is_weights_closed_form);
+    tcase_add_test(tc, test_min_after_eviction_and_update);
+    tcase_add_test(tc, test_generation_guard_drops_stale_update);
+    tcase_add_test(tc, test_update_rejects_bad_slots);
+    tcase_add_test(tc, test_sampling_frequencies_chi_square);
+    suite_add_tcase(s, tc);
+    return s;
+}
