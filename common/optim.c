@@ -30,7 +30,15 @@ int optim_parse_kind(const char *s, optim_kind *out) {
     return 0;
 }
 
-const char *optim_kind_name(optim_kind kind) { return kind == OPTIM_ADAM ? "adam" : "rmsprop"; }
+const char *optim_kind_name(optim_kind kind) {
+    switch (kind) {
+    case OPTIM_ADAM:
+        return "adam";
+    case OPTIM_RMSPROP:
+        return "rmsprop";
+    }
+    return "unknown"; // a value read from a file
+}
 
 void optim_init(optim_t *o, const optim_config_t *cfg, size_t n) {
     memset(o, 0, sizeof *o);

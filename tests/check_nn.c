@@ -3,6 +3,7 @@
 #include "check_apex.h"
 
 #include "apex.h"
+#include "check_nn_ref.h"
 #include "nn.h"
 #include "rng.h"
 #include "xalloc.h"
@@ -10,51 +11,11 @@
 #include <math.h>
 #include <string.h>
 
-// ----------------------------------------------------------------------------
-// double-precision reference: plain loops over the layout table, batch-major throughout,
-// sharing nothing with nn.c but nn_layout's offsets (which test_layout checks by hand).
-
-static void s_ref_forward(double *q, const nn_config_t *cfg, const double *theta,
-                          const float *obs, int B) {
-    nn_tensor_t t[NN_MAX_TENSORS];
-    int nt = nn_layout(cfg, t);
-    int A = cfg->n_actions;
-    double x[64], y[64];
-    for (int j = 0; j < B; j++) {
-        int in_dim = cfg->obs_dim;
-        for (int k = 0; k < in_dim; k++) {
-            x[k] = obs[(size_t)j * in_dim + k];
-        }
-        for (int l = 0; l < nt / 2; l++) {
-            const double *w = theta + t[2 * l].offset, *b = theta + t[2 * l + 1].offset;
-            int out_dim = t[2 * l].rows, last = l == nt / 2 - 1;
-            for (int i = 0; i < out_dim; i++) {
-                double acc = b[i];
-                for (int k = 0; k < in_dim; k++) {
-                    acc += w[i * in_dim + k] * x[k];
-                }
-                y[i] = last ? acc : (acc > 0 ? acc : 0); // ReLU on hidden layers only
-            }
-            memcpy(x, y, sizeof(double) * (size_t)out_dim);
-            in_dim = out_dim;
-        }
-        // x holds the head output: [V, A_0..A_{A-1}] (dueling) or [A_0..].
-        double mean = 0;
-        for (int a = 0; a < A; a++) {
-            mean += x[a + cfg->dueling];
-        }
-        mean /= A;
-        for (int a = 0; a < A; a++) {
-            q[j * A + a] = cfg->dueling ? x[0] + x[a + 1] - mean : x[a];
-        }
-    }
-}
-
 // L(theta) = sum_{j,a} c[j,a] * q[j,a], so dL/dq = c.
 static double s_ref_loss(const nn_config_t *cfg, const double *theta, const float *obs,
                          const float *c, int B) {
     double q[256];
-    s_ref_forward(q, cfg, theta, obs, B);
+    nnref_forward(q, cfg, theta, obs, B);
     double L = 0;
     for (int i = 0; i < B * cfg->n_actions; i++) {
         L += c[i] * q[i];
@@ -156,7 +117,7 @@ START_TEST(test_forward_matches_reference) {
             theta[i] = p.data[i];
         }
         nn_forward(&st, &p, obs, B, q);
-        s_ref_forward(qref, cfg, theta, obs, B);
+        nnref_forward(qref, cfg, theta, obs, B);
         double got[8 * 5];
         for (int i = 0; i < B * A; i++) {
             got[i] = q[i];
