@@ -176,18 +176,85 @@ void nn_state_fini(nn_state_t *s) {
 }
 
 // ----------------------------------------------------------------------------
-// kernels (STYLE S10: outputs, inputs, parameters, dimensions)
+// elementwise kernels, branch-free over 4-float vectors
+//
+// GCC/Clang vector extensions (SSE2 on x86-64, NEON on arm64). gcc -O2 vectorizes none of
+// these loops by itself, and its scalar ReLU is a data-dependent branch that mispredicts on
+// about half of the activations: perf showed it at 24% of a whole update before this.
+// Loads and stores go through memcpy, so any alignment is fine.
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f s_load4(const float *p) {
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void s_store4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+
+// x[i] = value for n floats.
+static void s_fill(float *x, float value, size_t n) {
+    const v4f v = {value, value, value, value};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s_store4(x + i, v);
+    }
+    for (; i < n; i++) {
+        x[i] = value;
+    }
+}
+
+// Sum of n floats (four interleaved partial sums).
+static float s_sum(const float *x, size_t n) {
+    v4f acc = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        acc += s_load4(x + i);
+    }
+    float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (; i < n; i++) {
+        sum += x[i];
+    }
+    return sum;
+}
+
+// x = max(x, 0), as a mask: lanes with x > 0 keep their bits, the rest become +0.
+static void s_relu_forward(float *x, size_t n) {
+    const v4f zero = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f v = s_load4(x + i);
+        s_store4(x + i, (v4f)((v4i)v & (v4i)(v > zero)));
+    }
+    for (; i < n; i++) {
+        x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    }
+}
+
+// dx *= relu'(pre) where act = relu(pre): act > 0 exactly when pre > 0.
+static void s_relu_backward(float *dx, const float *act, size_t n) {
+    const v4f zero = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4i keep = (v4i)(s_load4(act + i) > zero);
+        s_store4(dx + i, (v4f)((v4i)s_load4(dx + i) & keep));
+    }
+    for (; i < n; i++) {
+        dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// layer kernels (STYLE S10: outputs, inputs, parameters, dimensions)
 
 // out (out_dim x B) = w (out_dim x in_dim) . in + b. in is (in_dim x B) feature-major, or
 // (B x in_dim) batch-major when in_batch_major (the raw observations).
 static void s_linear_forward(float *out, const float *in, const float *w, const float *b, int B,
                              int in_dim, int out_dim, int in_batch_major) {
     for (int i = 0; i < out_dim; i++) {
-        float bi = b[i];
-        float *row = out + (size_t)i * B;
-        for (int j = 0; j < B; j++) {
-            row[j] = bi;
-        }
+        s_fill(out + (size_t)i * B, b[i], (size_t)B);
     }
     blas_sgemm(out, w, in, 1.0f, 1.0f, BLAS_NO_TRANS,
                in_batch_major ? BLAS_TRANS : BLAS_NO_TRANS, out_dim, B, in_dim);
@@ -203,28 +270,10 @@ static void s_linear_backward(float *din, float *dw, float *db, const float *dou
     blas_sgemm(dw, dout, in, 1.0f, 1.0f, BLAS_NO_TRANS,
                in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS, out_dim, in_dim, B);
     for (int i = 0; i < out_dim; i++) {
-        const float *row = dout + (size_t)i * B;
-        float acc = 0.0f;
-        for (int j = 0; j < B; j++) {
-            acc += row[j];
-        }
-        db[i] += acc;
+        db[i] += s_sum(dout + (size_t)i * B, (size_t)B);
     }
     if (din) {
         blas_sgemm(din, w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, in_dim, B, out_dim);
-    }
-}
-
-static void s_relu_forward(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    }
-}
-
-// dx *= relu'(pre) where act = relu(pre): act > 0 exactly when pre > 0.
-static void s_relu_backward(float *dx, const float *act, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
     }
 }
 
