@@ -1,0 +1,85 @@
+// ckpt.h: the checkpoint file format (STYLE S19) and its atomic writer / validating reader.
+//
+// File = a fixed 168-byte header, then the payload: n_arrays float32 arrays of num_params
+// floats each, back to back, in the nn_params_t layout (the trainer writes online,
+// target, optimizer m, optimizer v). Everything is little-endian (the header is the
+// in-memory struct below; a static assert refuses big-endian hosts).
+//
+// Header fields, in order: magic "APEXCKPT"; format version; header size; the network
+// shape (obs_dim, n_actions, n_hidden, dueling, hidden[4]); num_params; learner step;
+// optimizer kind, n_arrays, optimizer step; the learner's RNG state (xoshiro, 4 x u64);
+// caller extras (weights version, 4 spare counters); payload length in bytes; CRC32C of
+// the payload; CRC32C of the header bytes before it. CRC32C (Castagnoli, reflected poly
+// 0x82F63B78, the iSCSI/ext4 one) is implemented here, table-driven.
+//
+// Writing goes to "<path>.tmp", fsync, rename over path, fsync of the directory, so a
+// reader sees the old file or the new one, never half of one. Any failure unlinks the
+// temp file and leaves the previous checkpoint untouched.
+// Reading validates, in order: size, magic ("not an apex checkpoint"), format version,
+// header CRC, network shape against the configured one (the error names both), payload
+// length against the file size (truncated), payload CRC. The destination arrays are
+// written only after every check has passed.
+// Errors (apex_err, each logged once with the path through log_error):
+//   APEX_EIO (open/read/write/fsync/rename failed), APEX_ENOSPC (disk full, quota, file
+//   size limit), APEX_EPROTO (not a checkpoint, truncated, checksum mismatch),
+//   APEX_EVERSION (other format version), APEX_EINVAL (shape or array count mismatch).
+// Thread-safety: functions are reentrant; two writers to the same path race.
+#ifndef APEX_CKPT_H
+#define APEX_CKPT_H
+
+#include "nn.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_MAGIC "APEXCKPT" // 8 bytes, no NUL in the file
+#define CKPT_FORMAT_VERSION 1u
+#define CKPT_MAX_ARRAYS 8
+
+// Counters the caller wants back on resume; stored verbatim.
+typedef struct {
+    uint64_t weights_version; // last published weights version
+    uint64_t user[4];         // free for the learner (e.g. env frames seen); 0 if unused
+} ckpt_extra_t;
+
+typedef struct {
+    char magic[8];
+    uint32_t format_version;
+    uint32_t header_bytes;    // sizeof(ckpt_header_t)
+    int32_t obs_dim;
+    int32_t n_actions;
+    int32_t n_hidden;
+    int32_t dueling;
+    int32_t hidden[NN_MAX_HIDDEN]; // unused entries are 0
+    uint64_t num_params;
+    uint64_t learner_step;
+    uint32_t optim_kind;      // optim_kind
+    uint32_t n_arrays;        // float arrays of num_params in the payload
+    uint64_t optim_step;
+    uint64_t rng_state[4];
+    ckpt_extra_t extra;
+    uint64_t payload_bytes;
+    uint32_t payload_crc32c;
+    uint32_t header_crc32c;   // over every header byte before this field
+} ckpt_header_t;
+
+// CRC32C of len bytes continuing from crc (start with 0). Thread-safe.
+uint32_t ckpt_crc32c(uint32_t crc, const void *buf, size_t len);
+
+// Zeroes hdr and fills magic, version, header size and the shape fields from cfg.
+void ckpt_header_init(ckpt_header_t *hdr, const nn_config_t *cfg);
+// The network shape recorded in hdr.
+void ckpt_header_config(const ckpt_header_t *hdr, nn_config_t *cfg);
+
+// Writes hdr (its n_arrays, payload length and both checksums are filled in here) and
+// arrays[0..n_arrays-1] (num_params floats each) atomically to path. Returns 0 or an
+// apex_err as above; on error the previous file at path is intact and no .tmp remains.
+int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays);
+
+// Reads and validates path against the configured network cfg and n_arrays; on success
+// fills *hdr and copies the payload into arrays[i] (num_params floats each). On any error
+// the arrays and *hdr are left untouched. Allocates one payload-sized buffer (not a hot path).
+int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *const arrays[],
+              int n_arrays);
+
+#endif

@@ -1,0 +1,98 @@
+// train.h: one Ape-X learner update on a sampled batch, and resumable trainer state.
+//
+// trainer_step does, for a batch of B transitions (s, a, R, disc, s', w):
+//   1. three forward passes: online(s') for the argmax, target(s') for its value, online(s);
+//   2. double-DQN n-step targets and the IS-weighted Huber loss (loss.h), new priorities
+//      |delta| + priority_eps;
+//   3. backward through online(s) into zeroed gradients;
+//   4. global grad-norm clip (grad_clip, default 40), then Adam or centered RMSProp;
+//   5. step++, and every target_update steps target = online (one memcpy).
+// Timings of (1+2), (3) and (4+5) come back in train_stats_t, in ns of CLOCK_MONOTONIC.
+//
+// trainer_t is opaque (STYLE S2): it owns the online and target params, gradients, the
+// optimizer's moments (all in the nn_params_t layout), three nn_state_t sized for
+// batch_size, per-batch scratch, the step counter and the learner's RNG. Nothing is
+// allocated after trainer_new, except a payload buffer inside trainer_load.
+// What it does not do: sampling, networking, publishing; the learner daemon does those,
+// reading the online weights through trainer_online().
+// Not thread-safe: one thread drives a trainer; trainer_online() may be read by another
+// thread only while no trainer_step runs.
+#ifndef APEX_TRAIN_H
+#define APEX_TRAIN_H
+
+#include "ckpt.h"
+#include "nn.h"
+#include "optim.h"
+#include "rng.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    nn_config_t net;
+    int batch_size;          // largest B passed to trainer_step; states are sized for it
+    optim_config_t optim;    // kind, lr, Adam betas/eps, RMSProp decay/eps
+    float grad_clip;         // global L2 norm bound; <= 0 disables
+    int64_t target_update;   // steps between target syncs (>= 1)
+    float priority_eps;      // added to |delta| in the new priorities
+    uint64_t seed;           // [run] seed: network init and the learner RNG derive from it
+} train_config_t;
+
+// One batch as flat arrays, borrowed for the duration of trainer_step.
+typedef struct {
+    const float *obs;        // (B x O) row-major
+    const int32_t *actions;  // (B), in [0, A)
+    const float *rewards;    // (B) n-step discounted return
+    const float *discounts;  // (B) gamma^n, or 0 when the episode ended (no bootstrap)
+    const float *next_obs;   // (B x O) the state n steps later
+    const float *is_weights; // (B) importance weights, max-normalised by the replay
+    int size;                // B, 1..batch_size
+} train_batch_t;
+
+typedef struct {
+    float loss;              // IS-weighted mean Huber loss (before the update)
+    float grad_norm;         // global gradient norm before clipping
+    float q_mean;            // mean Q(s, a) over the batch
+    int64_t forward_ns;      // forward passes + targets + loss
+    int64_t backward_ns;     // gradient zeroing + backward
+    int64_t optim_ns;        // clip + optimizer step + target sync
+} train_stats_t;
+
+typedef struct trainer trainer_t;
+
+// Defaults: batch 512, Adam (optim_config_default), grad_clip 40, target_update 2500,
+// priority_eps 1e-6, seed 0. cfg->net is zeroed: the caller sets the network.
+void train_config_default(train_config_t *cfg);
+
+// Builds a trainer with randomly initialised online params (nn_params_init_random from
+// the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
+// cfg is invalid. Caller destroys with trainer_destroy.
+trainer_t *trainer_new(const train_config_t *cfg);
+// Frees everything; accepts NULL or *self_p == NULL and sets *self_p = NULL.
+void trainer_destroy(trainer_t **self_p);
+
+// One full update (see top). Writes priorities_out (B) and, if stats is not NULL, *stats.
+// Returns the loss. Batch values must be finite and actions in range (wire.c validates).
+float trainer_step(trainer_t *self, const train_batch_t *batch, float *priorities_out,
+                   train_stats_t *stats);
+
+// Borrowed views, valid until trainer_destroy. num_params floats in online->data are what
+// the learner publishes; trainer_load overwrites them in place.
+const nn_params_t *trainer_online(const trainer_t *self);
+const nn_params_t *trainer_target(const trainer_t *self);
+size_t trainer_num_params(const trainer_t *self);
+int64_t trainer_steps(const trainer_t *self);       // updates done (restored by load)
+const optim_t *trainer_optim(const trainer_t *self);
+const train_config_t *trainer_config(const trainer_t *self);
+rng_t *trainer_rng(trainer_t *self);               // the learner's stream; checkpointed
+
+// Checkpoint: online, target, optimizer m and v, step counters, RNG, extra (may be NULL).
+// Returns 0 or an apex_err from ckpt_write; the previous file at path survives a failure.
+int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *extra);
+// Restores everything trainer_save wrote, so training continues exactly. Validates the
+// file against this trainer's network and optimizer kind; on error (apex_err from
+// ckpt_read, or APEX_EINVAL for an optimizer mismatch) the trainer is unchanged.
+// extra_out may be NULL.
+int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out);
+
+#endif
