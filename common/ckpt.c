@@ -227,6 +227,9 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
                   a, b);
         return APEX_EINVAL;
     }
+    if (n_arrays == 0 && h->n_arrays >= 1 && h->n_arrays <= CKPT_MAX_ARRAYS) {
+        n_arrays = (int)h->n_arrays; // ckpt_read_online: any optimizer's layout will do
+    }
     if (h->n_arrays != (uint32_t)n_arrays ||
         h->payload_bytes != (uint64_t)n_arrays * h->num_params * sizeof(float)) {
         log_error("%s: checkpoint holds %u arrays, expected %d", path, h->n_arrays, n_arrays);
@@ -296,6 +299,26 @@ int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, floa
     for (int i = 0; i < n_arrays; i++) {
         memcpy(arrays[i], payload + (size_t)i * n, n * sizeof(float));
     }
+    xfree(payload);
+    *hdr = h;
+    return APEX_OK;
+}
+
+int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
+                     float *online) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("%s: cannot open checkpoint: %s", path, strerror(errno));
+        return APEX_EIO;
+    }
+    ckpt_header_t h;
+    float *payload = NULL;
+    int rc = s_read_file(path, fd, cfg, 0, &h, &payload); // 0: as many arrays as stored
+    close(fd);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    memcpy(online, payload, (size_t)h.num_params * sizeof(float));
     xfree(payload);
     *hdr = h;
     return APEX_OK;

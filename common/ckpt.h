@@ -82,4 +82,9 @@ int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[]
 int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *const arrays[],
               int n_arrays);
 
+// Reads only the first array (the online network) of a checkpoint written with any number of
+// arrays, validating it exactly as ckpt_read does. For apex-eval, which has no optimizer.
+int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
+                     float *online);
+
 #endif

@@ -19,7 +19,7 @@
 #define CONFIG_STR_LEN 256
 #define CONFIG_ERR_LEN 512
 
-typedef enum { OPTIM_ADAM = 0, OPTIM_RMSPROP = 1 } config_optimizer;
+typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
 
 typedef struct {

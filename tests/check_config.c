@@ -39,7 +39,7 @@ START_TEST(test_defaults_valid) {
     ck_assert_int_eq(cfg.network.hidden[1], 256);
     ck_assert_int_eq(cfg.replay.capacity, 1 << 20);
     ck_assert_double_eq_tol(cfg.replay.alpha, 0.6, 1e-12);
-    ck_assert_int_eq(cfg.learner.optimizer, OPTIM_ADAM);
+    ck_assert_int_eq(cfg.learner.optimizer, CONFIG_OPTIM_ADAM);
     ck_assert_int_eq(cfg.actor.n_step, 3);
 }
 END_TEST
@@ -58,7 +58,7 @@ START_TEST(test_file_values) {
     ck_assert_int_eq(cfg.network.hidden[0], 64);
     ck_assert_int_eq(cfg.network.hidden[2], 16);
     ck_assert_int_eq(cfg.network.dueling, 0);
-    ck_assert_int_eq(cfg.learner.optimizer, OPTIM_RMSPROP);
+    ck_assert_int_eq(cfg.learner.optimizer, CONFIG_OPTIM_RMSPROP);
     ck_assert_double_eq_tol(cfg.learner.lr, 2.5e-4, 1e-15);
     ck_assert_int_eq(cfg.env.obs_dim, 6);
     ck_assert_int_eq(cfg.env.n_actions, 3);

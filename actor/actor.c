@@ -1,0 +1,455 @@
+// actor.c: see actor.h.
+#define LOG_MODULE "actor"
+#include "actor.h"
+
+#include "apex.h"
+#include "clock.h"
+#include "env.h"
+#include "explore.h"
+#include "log.h"
+#include "loop.h"
+#include "net.h"
+#include "nn.h"
+#include "nstep.h"
+#include "rng.h"
+#include "wire.h"
+#include "xalloc.h"
+
+#include <cblas.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define FLUSH_TICK_MS 20       // retry pending batches, rate-limit granularity
+#define STOP_CHECK_MS 50
+#define EPISODES_CAP 4096      // finished episodes buffered between two ActorStats
+#define LOG_INTERVAL_MS 5000
+#define STATUS_LOG_MS 10000
+#define MAX_DRAIN 256
+
+struct actor {
+    apex_config_t cfg;
+    int index;
+    const env_spec_t *spec;
+    vecenv_t env;
+    nstep_t nstep;
+    nstep_out_t out;     // transitions waiting to fill a batch
+    nn_config_t net_cfg;
+    nn_params_t params;
+    nn_state_t state;
+    rng_t rng;           // action selection
+    float *q;            // (n_envs, A)
+    float *eps;          // (n_envs)
+    int32_t *actions;    // (n_envs)
+    float *next_obs, *rewards; // (n_envs, O), (n_envs)
+    uint8_t *terminated, *truncated;
+    float *prio;         // (send_batch)
+    float *obs_t;        // (n_envs, O): s_t, kept while vecenv_step auto-resets env.obs
+    // Pending FIFO of encoded batches (bounded; see actor.h).
+    wire_buf_t *pending;
+    int pending_head, pending_len, pending_cap;
+    wire_buf_t scratch;
+    wire_decoder_t *dec;
+    // Episode stats since the last ActorStats.
+    vecenv_episode_t *episodes;
+    float *ep_returns, *ep_eps;
+    uint32_t *ep_lengths;
+    void *ctx, *insert_sock, *weights_sock, *stats_sock;
+    loop_t *loop;
+    uint64_t seq;
+    uint64_t vector_steps, max_vector_steps, steps_since_sync;
+    int64_t rate_start_ms;
+    uint64_t rate_start_steps;
+    actor_stats_t st;
+    log_limiter_t drop_log, bad_log;
+    atomic_int stop_requested;
+};
+
+// ---------------------------------------------------------------------------------------
+// Start-up
+
+static void s_net_config(const apex_config_t *c, nn_config_t *n) {
+    memset(n, 0, sizeof *n);
+    n->obs_dim = c->env.obs_dim;
+    n->n_actions = c->env.n_actions;
+    n->n_hidden = c->network.n_hidden;
+    for (int i = 0; i < c->network.n_hidden; i++) {
+        n->hidden[i] = c->network.hidden[i];
+    }
+    n->dueling = c->network.dueling;
+}
+
+static void s_alloc(actor_t *a) {
+    const config_actor_t *c = &a->cfg.actor;
+    int N = (int)c->envs_per_actor, O = a->spec->obs_dim, A = a->spec->n_actions;
+    int B = (int)c->send_batch;
+    uint64_t first = (uint64_t)a->index * (uint64_t)N;
+    vecenv_init(&a->env, a->spec, N, (uint64_t)a->cfg.run.seed, first, EPISODES_CAP);
+    nstep_init(&a->nstep, N, O, (int)c->n_step, c->gamma);
+    // A step can emit up to n_envs * n transitions on top of a nearly full batch.
+    nstep_out_init(&a->out, B + nstep_max_emit(&a->nstep), O);
+    nn_params_init(&a->params, &a->net_cfg);
+    rng_t init;
+    rng_init_stream(&init, (uint64_t)a->cfg.run.seed, RNG_ROLE_NET_INIT, 0);
+    nn_params_init_random(&a->params, &init);
+    nn_state_init(&a->state, &a->net_cfg, N > B ? N : B);
+    rng_init_stream(&a->rng, (uint64_t)a->cfg.run.seed, RNG_ROLE_ACTOR, (uint64_t)a->index);
+    a->q = xmalloc((size_t)N * (size_t)A * sizeof(float));
+    a->eps = xmalloc((size_t)N * sizeof(float));
+    explore_epsilons(a->eps, N, (int64_t)first, (int64_t)(c->num_actors * c->envs_per_actor),
+                     c->eps_base, c->eps_alpha);
+    a->actions = xmalloc((size_t)N * sizeof(int32_t));
+    a->next_obs = xmalloc((size_t)N * (size_t)O * sizeof(float));
+    a->rewards = xmalloc((size_t)N * sizeof(float));
+    a->terminated = xmalloc((size_t)N);
+    a->truncated = xmalloc((size_t)N);
+    a->prio = xmalloc((size_t)B * sizeof(float));
+    a->obs_t = xmalloc((size_t)N * (size_t)O * sizeof(float));
+    a->pending_cap = (int)c->max_pending_batches;
+    a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
+    size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)O * 4 + 16);
+    for (int i = 0; i < a->pending_cap; i++) {
+        wire_buf_init(&a->pending[i], batch_bytes);
+    }
+    wire_buf_init(&a->scratch, 4 * a->params.num_params + 1024);
+    a->episodes = xmalloc(EPISODES_CAP * sizeof *a->episodes);
+    a->ep_returns = xmalloc(EPISODES_CAP * sizeof(float));
+    a->ep_eps = xmalloc(EPISODES_CAP * sizeof(float));
+    a->ep_lengths = xmalloc(EPISODES_CAP * sizeof(uint32_t));
+}
+
+static int s_open_sockets(actor_t *a) {
+    const config_endpoints_t *e = &a->cfg.endpoints;
+    wire_limits_t lim = {.obs_dim = (uint32_t)a->spec->obs_dim,
+                         .n_actions = (uint32_t)a->spec->n_actions,
+                         .num_params = (uint32_t)a->params.num_params,
+                         .max_count = (uint32_t)a->cfg.replay.max_batch};
+    a->dec = wire_decoder_new(&lim);
+    int64_t max_bytes = (int64_t)wire_max_message_bytes(&lim);
+    a->ctx = zmq_ctx_new();
+    net_opts_t o_insert = {.max_msg_bytes = max_bytes, .sndhwm = 64};
+    net_opts_t o_weights = {.max_msg_bytes = max_bytes, .conflate = 1};
+    net_opts_t o_stats = {.sndhwm = 16};
+    a->insert_sock = net_socket(a->ctx, ZMQ_DEALER, &o_insert);
+    a->weights_sock = net_socket(a->ctx, ZMQ_SUB, &o_weights);
+    a->stats_sock = net_socket(a->ctx, ZMQ_PUSH, &o_stats);
+    if (!a->insert_sock || !a->weights_sock || !a->stats_sock) {
+        return -1;
+    }
+    char id[32];
+    snprintf(id, sizeof id, "actor-%d", a->index);
+    zmq_setsockopt(a->insert_sock, ZMQ_ROUTING_ID, id, strlen(id));
+    int one = 1;
+    // Batches are buffered by us (bounded, counted), not queued by libzmq to a dead peer.
+    zmq_setsockopt(a->insert_sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(a->stats_sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(a->weights_sock, ZMQ_SUBSCRIBE, "", 0);
+    if (net_connect(a->insert_sock, e->replay_insert) != 0 ||
+        net_connect(a->weights_sock, e->learner_pub) != 0 ||
+        net_connect(a->stats_sock, e->learner_stats) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int s_idle_step(loop_t *loop, void *arg);
+static int s_reader_acks(loop_t *loop, void *sock, void *arg);
+static int s_timer_flush(loop_t *loop, void *arg);
+static int s_timer_stats(loop_t *loop, void *arg);
+static int s_timer_status(loop_t *loop, void *arg);
+
+actor_t *actor_new(const apex_config_t *cfg, int index) {
+    const env_spec_t *spec = env_find(cfg->env.id);
+    if (!spec) {
+        log_error("[env] id: unknown environment '%s' (known: %s)", cfg->env.id,
+                  env_known_ids());
+        return NULL;
+    }
+    actor_t *a = xcalloc(1, sizeof *a);
+    a->cfg = *cfg;
+    a->index = index;
+    a->spec = spec;
+    s_net_config(cfg, &a->net_cfg);
+    // Inference on small batches: one BLAS thread per actor process is fastest and leaves
+    // the other cores to the other daemons.
+    openblas_set_num_threads(1);
+    s_alloc(a);
+    if (s_open_sockets(a) != 0) {
+        actor_destroy(&a);
+        return NULL;
+    }
+    a->loop = loop_new();
+    loop_add_reader(a->loop, a->insert_sock, s_reader_acks, a);
+    loop_set_idle(a->loop, s_idle_step, a);
+    loop_add_timer(a->loop, FLUSH_TICK_MS, s_timer_flush, a);
+    loop_add_timer(a->loop, cfg->actor.stats_interval_ms, s_timer_stats, a);
+    loop_add_timer(a->loop, STATUS_LOG_MS, s_timer_status, a);
+    log_info("actor %d: %lld x %s, epsilons %.4g .. %.4g, n-step %lld, batches of %lld to %s",
+             index, (long long)cfg->actor.envs_per_actor, spec->id, (double)a->eps[0],
+             (double)a->eps[cfg->actor.envs_per_actor - 1], (long long)cfg->actor.n_step,
+             (long long)cfg->actor.send_batch, cfg->endpoints.replay_insert);
+    return a;
+}
+
+void actor_destroy(actor_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    actor_t *a = *self_p;
+    loop_destroy(&a->loop);
+    net_close(&a->insert_sock);
+    net_close(&a->weights_sock);
+    net_close(&a->stats_sock);
+    if (a->ctx) {
+        zmq_ctx_term(a->ctx);
+    }
+    wire_decoder_destroy(&a->dec);
+    for (int i = 0; i < a->pending_cap; i++) {
+        wire_buf_fini(&a->pending[i]);
+    }
+    free(a->pending);
+    wire_buf_fini(&a->scratch);
+    vecenv_fini(&a->env);
+    nstep_fini(&a->nstep);
+    nstep_out_fini(&a->out);
+    nn_params_fini(&a->params);
+    nn_state_fini(&a->state);
+    free(a->q);
+    free(a->eps);
+    free(a->actions);
+    free(a->next_obs);
+    free(a->rewards);
+    free(a->terminated);
+    free(a->truncated);
+    free(a->prio);
+    free(a->obs_t);
+    free(a->episodes);
+    free(a->ep_returns);
+    free(a->ep_eps);
+    free(a->ep_lengths);
+    free(a);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sending: batches go out at once when the replay server is connected, else wait in the
+// pending FIFO (bounded; the oldest is dropped when it is full).
+
+static int s_flush_pending(actor_t *a) {
+    while (a->pending_len > 0) {
+        wire_buf_t *b = &a->pending[a->pending_head];
+        if (net_send(a->insert_sock, b->data, b->len, ZMQ_DONTWAIT) != APEX_OK) {
+            return -1;
+        }
+        a->pending_head = (a->pending_head + 1) % a->pending_cap;
+        a->pending_len--;
+        a->st.batches_sent++;
+    }
+    return 0;
+}
+
+static void s_enqueue(actor_t *a, const wire_msg_t *m) {
+    if (a->pending_len == a->pending_cap) {
+        a->pending_head = (a->pending_head + 1) % a->pending_cap;
+        a->pending_len--;
+        a->st.batches_dropped++;
+        log_every(&a->drop_log, LOG_INTERVAL_MS, LOG_WARN,
+                  "replay server at %s unreachable: %d batches buffered, %llu oldest dropped",
+                  a->cfg.endpoints.replay_insert, a->pending_cap,
+                  (unsigned long long)a->st.batches_dropped);
+    }
+    wire_buf_t *b = &a->pending[(a->pending_head + a->pending_len) % a->pending_cap];
+    wire_encode(m, b); // the buffers were sized for a full batch: no allocation here
+    a->pending_len++;
+}
+
+// Ships the first `count` rows of a->out as one batch with initial priorities, and moves
+// the remaining rows to the front.
+static void s_ship(actor_t *a, int count) {
+    nstep_out_t *o = &a->out;
+    int O = a->spec->obs_dim;
+    nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards,
+                     o->discounts, o->next_obs, (float)a->cfg.learner.priority_eps, count);
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index, .seq = a->seq++,
+                               .weights_version = a->st.weights_version, .count = (uint32_t)count,
+                               .obs_dim = (uint32_t)O, .obs = o->obs, .actions = o->actions,
+                               .rewards = o->rewards, .discounts = o->discounts,
+                               .next_obs = o->next_obs, .priorities = a->prio};
+    s_enqueue(a, &m);
+    s_flush_pending(a);
+    int rest = o->count - count;
+    if (rest > 0) {
+        size_t ro = (size_t)count * (size_t)O, no = (size_t)rest * (size_t)O;
+        memmove(o->obs, o->obs + ro, no * sizeof(float));
+        memmove(o->next_obs, o->next_obs + ro, no * sizeof(float));
+        memmove(o->actions, o->actions + count, (size_t)rest * sizeof(int32_t));
+        memmove(o->rewards, o->rewards + count, (size_t)rest * sizeof(float));
+        memmove(o->discounts, o->discounts + count, (size_t)rest * sizeof(float));
+    }
+    o->count = rest;
+}
+
+// ---------------------------------------------------------------------------------------
+// Weights
+
+static void s_sync_weights(actor_t *a) {
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    // CONFLATE keeps only the newest message, so one non-blocking read is enough.
+    if (net_recv(a->weights_sock, &msg, ZMQ_DONTWAIT) == APEX_OK) {
+        wire_msg_t m;
+        int rc = wire_decode(a->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
+        if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
+            if (m.u.weights.version != a->st.weights_version) {
+                memcpy(a->params.data, m.u.weights.params,
+                       a->params.num_params * sizeof(float));
+                a->st.weights_version = m.u.weights.version;
+                a->st.weight_updates++;
+            }
+        } else {
+            a->st.bad_messages++;
+            log_every(&a->bad_log, LOG_INTERVAL_MS, LOG_WARN, "dropped bad weights message: %s",
+                      rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(a->dec));
+        }
+    }
+    zmq_msg_close(&msg);
+}
+
+// ---------------------------------------------------------------------------------------
+// The step
+
+static int s_rate_limited(actor_t *a) {
+    int64_t rate = a->cfg.actor.max_steps_per_s;
+    if (rate <= 0) {
+        return 0;
+    }
+    int64_t now = clock_now_ms();
+    if (a->rate_start_ms == 0 || now - a->rate_start_ms > 1000) {
+        a->rate_start_ms = now; // a fresh window: no catching up on a burst after a stall
+        a->rate_start_steps = a->vector_steps;
+    }
+    double allowed = (double)rate * (double)(now - a->rate_start_ms + 1) / 1000.0;
+    return (double)(a->vector_steps - a->rate_start_steps) >= allowed;
+}
+
+static int s_idle_step(loop_t *loop, void *arg) {
+    (void)loop;
+    actor_t *a = arg;
+    if (a->max_vector_steps && a->vector_steps >= a->max_vector_steps) {
+        return -1;
+    }
+    if (s_rate_limited(a)) {
+        return 0;
+    }
+    int N = a->env.n, A = a->spec->n_actions;
+    nn_forward(&a->state, &a->params, a->env.obs, N, a->q);
+    explore_select(a->actions, a->q, a->eps, N, A, &a->rng);
+    // nstep needs s_t, but vecenv_step overwrites env.obs (auto-reset): keep a copy.
+    float *obs_t = a->obs_t;
+    memcpy(obs_t, a->env.obs, (size_t)N * (size_t)a->spec->obs_dim * sizeof(float));
+    vecenv_step(&a->env, a->actions, a->next_obs, a->rewards, a->terminated, a->truncated);
+    nstep_push_all(&a->nstep, obs_t, a->actions, a->rewards, a->next_obs, a->terminated,
+                   a->truncated, &a->out);
+    a->vector_steps++;
+    a->st.steps = a->env.steps;
+    int B = (int)a->cfg.actor.send_batch;
+    while (a->out.count >= B) {
+        s_ship(a, B);
+    }
+    // weight_sync_steps counts env steps (frames), as in the Ape-X paper (400).
+    a->steps_since_sync += (uint64_t)N;
+    if (a->steps_since_sync >= (uint64_t)a->cfg.actor.weight_sync_steps) {
+        a->steps_since_sync = 0;
+        s_sync_weights(a);
+    }
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------
+// Acks, stats, timers
+
+static int s_reader_acks(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    actor_t *a = arg;
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
+            zmq_msg_close(&msg);
+            break;
+        }
+        wire_msg_t m;
+        int rc = wire_decode(a->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
+        if (zmq_msg_more(&msg)) {
+            net_drain_more(sock);
+            rc = APEX_EPROTO;
+        }
+        if (rc == APEX_OK && m.type == WIRE_MSG_INSERT_ACK) {
+            a->st.batches_acked++;
+        } else {
+            a->st.bad_messages++;
+        }
+        zmq_msg_close(&msg);
+    }
+    return 0;
+}
+
+static int s_timer_flush(loop_t *loop, void *arg) {
+    (void)loop;
+    actor_t *a = arg;
+    s_flush_pending(a);
+    return atomic_load(&a->stop_requested) ? -1 : 0;
+}
+
+static int s_timer_stats(loop_t *loop, void *arg) {
+    (void)loop;
+    actor_t *a = arg;
+    int n = vecenv_drain_episodes(&a->env, a->episodes, EPISODES_CAP);
+    for (int i = 0; i < n; i++) {
+        a->ep_returns[i] = (float)a->episodes[i].ret;
+        a->ep_lengths[i] = (uint32_t)a->episodes[i].len;
+        a->ep_eps[i] = a->eps[a->episodes[i].env];
+    }
+    a->st.episodes += (uint64_t)n;
+    wire_msg_t m = {.type = WIRE_MSG_ACTOR_STATS};
+    m.u.actor_stats = (wire_actor_stats_t){.actor_id = (uint32_t)a->index,
+                                           .frames = a->env.steps,
+                                           .weights_version = a->st.weights_version,
+                                           .dropped_batches = a->st.batches_dropped,
+                                           .n_episodes = (uint32_t)n,
+                                           .returns = a->ep_returns,
+                                           .lengths = a->ep_lengths,
+                                           .epsilons = a->ep_eps};
+    wire_encode(&m, &a->scratch);
+    // Stats are best effort: while the learner is away they are dropped, not buffered.
+    net_send(a->stats_sock, a->scratch.data, a->scratch.len, ZMQ_DONTWAIT);
+    return 0;
+}
+
+static int s_timer_status(loop_t *loop, void *arg) {
+    (void)loop;
+    actor_t *a = arg;
+    log_info("steps %llu  episodes %llu  batches sent %llu acked %llu dropped %llu pending %d  "
+             "weights v%llu",
+             (unsigned long long)a->st.steps, (unsigned long long)a->st.episodes,
+             (unsigned long long)a->st.batches_sent, (unsigned long long)a->st.batches_acked,
+             (unsigned long long)a->st.batches_dropped, a->pending_len,
+             (unsigned long long)a->st.weights_version);
+    return 0;
+}
+
+int actor_run(actor_t *self, uint64_t max_vector_steps) {
+    self->max_vector_steps = max_vector_steps;
+    s_sync_weights(self);
+    loop_run(self->loop);
+    s_flush_pending(self);
+    log_info("stopping after %llu steps, %llu episodes; %llu batches sent, %llu dropped",
+             (unsigned long long)self->st.steps, (unsigned long long)self->st.episodes,
+             (unsigned long long)self->st.batches_sent,
+             (unsigned long long)self->st.batches_dropped);
+    return 0;
+}
+
+void actor_stop(actor_t *self) { atomic_store(&self->stop_requested, 1); }
+
+void actor_get_stats(const actor_t *self, actor_stats_t *out) { *out = self->st; }

@@ -1,0 +1,51 @@
+// actor.h: the apex-actor daemon: step environments, fold n-step transitions, compute
+// initial priorities, and ship them to the replay server.
+//
+// One thread, one loop (common/loop.h) whose idle handler takes one vector step of
+// [actor] envs_per_actor environments:
+//   Q = nn_forward(obs) on the local network -> epsilon-greedy actions (each env has its
+//   own Ape-X epsilon) -> vecenv_step (auto-reset) -> nstep_push_all. Every send_batch
+//   transitions get initial priorities |TD| from the local network (two batched forward
+//   passes) and go out as one TransitionBatch.
+// Sockets:
+//   insert (DEALER -> replay's ROUTER, ZMQ_IMMEDIATE): batches out, InsertAcks back. When the
+//          replay server is unreachable, encoded batches wait in a bounded FIFO of
+//          max_pending_batches; when it is full the oldest is dropped and counted. The actor
+//          never blocks and never exits because a peer is missing.
+//   weights (SUB, ZMQ_CONFLATE): every weight_sync_steps steps the newest Weights message, if
+//          any, replaces the local network. Until the first one arrives the actor acts with
+//          its own initial network (seeded from [run] seed).
+//   stats  (PUSH -> learner): ActorStats (frames, finished episodes, epsilons) every
+//          stats_interval_ms.
+// Determinism: with the same config, seed and index, and before any weights arrive, the
+// transitions are identical byte for byte (all randomness comes from rng_t streams).
+#ifndef APEX_ACTOR_H
+#define APEX_ACTOR_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct actor actor_t;
+
+typedef struct {
+    uint64_t steps;            // env steps (summed over envs)
+    uint64_t episodes;
+    uint64_t batches_sent;
+    uint64_t batches_acked;
+    uint64_t batches_dropped;  // dropped from the pending FIFO while replay was unreachable
+    uint64_t weights_version;  // version of the weights in use (0 = initial network)
+    uint64_t weight_updates;   // times new weights were taken
+    uint64_t bad_messages;
+} actor_stats_t;
+
+// Creates the actor with global index `index` (0 <= index < [actor] num_actors) and connects
+// its sockets (connecting never fails for an absent peer). NULL after logging why.
+actor_t *actor_new(const apex_config_t *cfg, int index);
+void actor_destroy(actor_t **self_p);
+// Runs until SIGINT/SIGTERM, actor_stop, or max_vector_steps (> 0) vector steps. Returns 0.
+int actor_run(actor_t *self, uint64_t max_vector_steps);
+void actor_stop(actor_t *self); // thread-safe
+void actor_get_stats(const actor_t *self, actor_stats_t *out);
+
+#endif

@@ -1,0 +1,22 @@
+// apex-actor: steps environments and feeds the replay server (see actor/actor.h).
+#include "actor.h"
+#include "cli.h"
+
+int main(int argc, char **argv) {
+    cli_args_t args;
+    apex_config_t cfg;
+    int rc = cli_startup("apex-actor", CLI_FLAG_INDEX,
+                         "  --index N             this actor's index, 0 <= N < [actor] "
+                         "num_actors (required)\n",
+                         argc, argv, &args, &cfg);
+    if (rc >= 0) {
+        return rc;
+    }
+    actor_t *actor = actor_new(&cfg, args.index);
+    if (!actor) {
+        return 2; // start-up error, already logged
+    }
+    rc = actor_run(actor, 0);
+    actor_destroy(&actor);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,582 @@
+// learner.c: see learner.h.
+#define LOG_MODULE "learner"
+#include "learner.h"
+
+#include "apex.h"
+#include "clock.h"
+#include "log.h"
+#include "loop.h"
+#include "metrics.h"
+#include "net.h"
+#include "train.h"
+#include "wire.h"
+#include "xalloc.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define REQUEST_TICK_MS 20      // re-issue requests that could not be sent / timed out
+#define REPUBLISH_MS 1000       // weights are re-sent this often even without progress
+#define STATUS_LOG_MS 5000
+#define STOP_CHECK_MS 50
+#define MAX_DRAIN 64
+#define LIVENESS_LOG_MS 5000
+
+typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
+
+// One prefetch slot: a request in flight, then the batch it brought back.
+typedef struct {
+    s_slot_state state;
+    uint64_t id;
+    int64_t sent_ms;
+    uint64_t arrival; // order in which batches became ready
+    uint32_t count;
+    uint64_t *keys;
+    float *is_w, *obs, *next_obs, *rewards, *discounts;
+    int32_t *actions;
+} s_slot;
+
+struct learner {
+    apex_config_t cfg;
+    char run_dir[CONFIG_STR_LEN + 64];
+    char ckpt_path[CONFIG_STR_LEN + 96];
+    trainer_t *trainer;
+    void *ctx, *sample_sock, *pub_sock, *stats_sock;
+    wire_decoder_t *dec;
+    wire_buf_t out;
+    loop_t *loop;
+    s_slot *slots;
+    int n_slots;
+    uint64_t next_id, next_arrival;
+    float *priorities;
+    uint64_t weights_version;
+    int64_t last_publish_ms;
+    int64_t idle_since_ns; // start of the current wait for data; 0 = not waiting
+    int64_t last_reply_ms; // liveness of the replay server
+    uint64_t timeouts, late_replies, not_ready, bad_messages, dropped_updates;
+    int started; // first OK reply seen
+    metrics_t metrics;
+    log_limiter_t bad_log, live_log;
+    atomic_int stop_requested;
+};
+
+void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s/checkpoint.bin", cfg->run.out_dir, cfg->run.name);
+}
+
+// ---------------------------------------------------------------------------------------
+// Start-up
+
+static void s_train_config(const apex_config_t *c, train_config_t *t) {
+    train_config_default(t);
+    t->net.obs_dim = c->env.obs_dim;
+    t->net.n_actions = c->env.n_actions;
+    t->net.n_hidden = c->network.n_hidden;
+    for (int i = 0; i < c->network.n_hidden; i++) {
+        t->net.hidden[i] = c->network.hidden[i];
+    }
+    t->net.dueling = c->network.dueling;
+    t->batch_size = (int)c->learner.batch_size;
+    optim_config_default(&t->optim, c->learner.optimizer == CONFIG_OPTIM_RMSPROP ? OPTIM_RMSPROP
+                                                                                  : OPTIM_ADAM);
+    t->optim.lr = (float)c->learner.lr;
+    t->optim.adam_beta1 = (float)c->learner.adam_beta1;
+    t->optim.adam_beta2 = (float)c->learner.adam_beta2;
+    t->optim.adam_eps = (float)c->learner.adam_eps;
+    t->optim.rms_decay = (float)c->learner.rms_decay;
+    t->optim.rms_eps = (float)c->learner.rms_eps;
+    t->grad_clip = (float)c->learner.grad_clip;
+    t->target_update = c->learner.target_update;
+    t->priority_eps = (float)c->learner.priority_eps;
+    t->seed = (uint64_t)c->run.seed;
+}
+
+static int s_mkdir_p(const char *path) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+                return -1;
+            }
+            *p = '/';
+        }
+    }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void s_alloc_slots(learner_t *l) {
+    size_t B = (size_t)l->cfg.learner.batch_size, O = (size_t)l->cfg.env.obs_dim;
+    l->n_slots = (int)l->cfg.learner.prefetch;
+    l->slots = xcalloc((size_t)l->n_slots, sizeof *l->slots);
+    for (int i = 0; i < l->n_slots; i++) {
+        s_slot *s = &l->slots[i];
+        s->keys = xmalloc(B * sizeof *s->keys);
+        s->is_w = xmalloc(B * sizeof(float));
+        s->obs = xmalloc(B * O * sizeof(float));
+        s->next_obs = xmalloc(B * O * sizeof(float));
+        s->rewards = xmalloc(B * sizeof(float));
+        s->discounts = xmalloc(B * sizeof(float));
+        s->actions = xmalloc(B * sizeof(int32_t));
+    }
+    l->priorities = xmalloc(B * sizeof(float));
+}
+
+static int s_load_or_init(learner_t *l, int resume) {
+    struct stat st;
+    if (!resume || stat(l->ckpt_path, &st) != 0) {
+        log_info("starting from scratch (%s)", resume ? "no checkpoint yet" : "--no-resume");
+        return 0;
+    }
+    ckpt_extra_t extra;
+    int rc = trainer_load(l->trainer, l->ckpt_path, &extra);
+    if (rc != APEX_OK) {
+        log_error("cannot resume from %s: %s\n---> HINT: move the file away to start afresh, or "
+                  "run with --no-resume",
+                  l->ckpt_path, apex_strerror(rc));
+        return -1;
+    }
+    l->weights_version = extra.weights_version;
+    log_info("resumed from %s at update %lld, weights v%llu", l->ckpt_path,
+             (long long)trainer_steps(l->trainer), (unsigned long long)l->weights_version);
+    return 0;
+}
+
+static int s_open_sockets(learner_t *l) {
+    const apex_config_t *c = &l->cfg;
+    wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
+                         .n_actions = (uint32_t)c->env.n_actions,
+                         .max_count = (uint32_t)c->replay.max_batch,
+                         .max_episodes = 65536};
+    size_t max_bytes = wire_max_message_bytes(&lim);
+    l->dec = wire_decoder_new(&lim);
+    wire_buf_init(&l->out, 4 * trainer_num_params(l->trainer) + 1024);
+    l->ctx = zmq_ctx_new();
+    net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
+    net_opts_t o_pub = {.sndhwm = 4};
+    net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
+    l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
+    l->pub_sock = net_socket(l->ctx, ZMQ_PUB, &o_pub);
+    l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
+    if (!l->sample_sock || !l->pub_sock || !l->stats_sock) {
+        return -1;
+    }
+    // Do not queue requests on a connection that is not up: they would be answered by
+    // nobody; the request timer re-issues them once the replay server is reachable.
+    int one = 1;
+    zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, NULL, 0) != 0 ||
+        net_bind(l->stats_sock, c->endpoints.learner_stats_bind, NULL, 0) != 0 ||
+        net_connect(l->sample_sock, c->endpoints.replay_sample) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int s_reader_sample(loop_t *loop, void *sock, void *arg);
+static int s_reader_stats(loop_t *loop, void *sock, void *arg);
+static int s_idle_train(loop_t *loop, void *arg);
+static int s_timer_requests(loop_t *loop, void *arg);
+static int s_timer_metrics(loop_t *loop, void *arg);
+static int s_timer_checkpoint(loop_t *loop, void *arg);
+static int s_timer_status(loop_t *loop, void *arg);
+static int s_timer_publish(loop_t *loop, void *arg);
+
+learner_t *learner_new(const apex_config_t *cfg, int resume) {
+    learner_t *l = xcalloc(1, sizeof *l);
+    l->cfg = *cfg;
+    snprintf(l->run_dir, sizeof l->run_dir, "%s/%s", cfg->run.out_dir, cfg->run.name);
+    learner_checkpoint_path(cfg, l->ckpt_path, sizeof l->ckpt_path);
+    if (s_mkdir_p(l->run_dir) != 0) {
+        log_error("cannot create run directory %s: %s", l->run_dir, strerror(errno));
+        free(l);
+        return NULL;
+    }
+    openblas_set_num_threads((int)cfg->learner.threads);
+    train_config_t tc;
+    s_train_config(cfg, &tc);
+    l->trainer = trainer_new(&tc);
+    if (!l->trainer || s_load_or_init(l, resume) != 0) {
+        learner_destroy(&l);
+        return NULL;
+    }
+    s_alloc_slots(l);
+    char path[CONFIG_STR_LEN + 96];
+    snprintf(path, sizeof path, "%s/metrics.csv", l->run_dir);
+    if (metrics_init(&l->metrics, path) != 0) {
+        log_error("cannot open %s: %s", path, strerror(errno));
+        learner_destroy(&l);
+        return NULL;
+    }
+    l->metrics.updates = (uint64_t)trainer_steps(l->trainer);
+    l->metrics.prev_updates = l->metrics.updates;
+    if (s_open_sockets(l) != 0) {
+        learner_destroy(&l);
+        return NULL;
+    }
+    l->loop = loop_new();
+    loop_add_reader(l->loop, l->sample_sock, s_reader_sample, l);
+    loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
+    loop_set_idle(l->loop, s_idle_train, l);
+    loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
+    loop_add_timer(l->loop, cfg->learner.metrics_interval_ms, s_timer_metrics, l);
+    loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000), s_timer_checkpoint,
+                   l);
+    loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
+    loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
+    l->last_reply_ms = clock_now_ms();
+    log_info("learner: %zu parameters, batch %lld, prefetch %d, %s; replay at %s, weights on %s",
+             trainer_num_params(l->trainer), (long long)cfg->learner.batch_size, l->n_slots,
+             cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam",
+             cfg->endpoints.replay_sample, cfg->endpoints.learner_pub_bind);
+    return l;
+}
+
+void learner_destroy(learner_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    learner_t *l = *self_p;
+    loop_destroy(&l->loop);
+    net_close(&l->sample_sock);
+    net_close(&l->pub_sock);
+    net_close(&l->stats_sock);
+    if (l->ctx) {
+        zmq_ctx_term(l->ctx);
+    }
+    wire_decoder_destroy(&l->dec);
+    wire_buf_fini(&l->out);
+    metrics_fini(&l->metrics);
+    for (int i = 0; i < l->n_slots; i++) {
+        s_slot *s = &l->slots[i];
+        free(s->keys);
+        free(s->is_w);
+        free(s->obs);
+        free(s->next_obs);
+        free(s->rewards);
+        free(s->discounts);
+        free(s->actions);
+    }
+    free(l->slots);
+    free(l->priorities);
+    trainer_destroy(&l->trainer);
+    free(l);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests and replies
+
+static float s_beta(const learner_t *l) {
+    const config_learner_t *c = &l->cfg.learner;
+    double f = (double)trainer_steps(l->trainer) / (double)c->beta_steps;
+    return (float)(c->beta_start + (c->beta_end - c->beta_start) * (f < 1.0 ? f : 1.0));
+}
+
+// Sends a request for every free slot. A send that would block (replay not connected)
+// leaves the slot free for the next tick.
+static void s_issue_requests(learner_t *l) {
+    int64_t now = clock_now_ms();
+    for (int i = 0; i < l->n_slots; i++) {
+        s_slot *s = &l->slots[i];
+        if (s->state != SLOT_FREE) {
+            continue;
+        }
+        wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
+        m.u.sample_request = (wire_sample_request_t){
+            .id = l->next_id + 1, .batch_size = (uint32_t)l->cfg.learner.batch_size,
+            .beta = s_beta(l)};
+        wire_encode(&m, &l->out);
+        if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
+            return;
+        }
+        s->id = ++l->next_id;
+        s->sent_ms = now;
+        s->state = SLOT_IN_FLIGHT;
+    }
+}
+
+static s_slot *s_slot_for_id(learner_t *l, uint64_t id) {
+    for (int i = 0; i < l->n_slots; i++) {
+        if (l->slots[i].state == SLOT_IN_FLIGHT && l->slots[i].id == id) {
+            return &l->slots[i];
+        }
+    }
+    return NULL;
+}
+
+static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
+    l->metrics.replay = r->stats;
+    l->last_reply_ms = clock_now_ms();
+    s_slot *s = s_slot_for_id(l, r->id);
+    if (!s) {
+        l->late_replies++; // answered after its timeout; its slot was already re-issued
+        return;
+    }
+    if (r->status != WIRE_SAMPLE_OK) {
+        // NOT_READY: the replay's limiter is holding learning back (e.g. min_size_to_sample).
+        // REFUSED: a configuration mismatch; logged, and retried so that a fixed replay
+        // server is picked up.
+        if (r->status == WIRE_SAMPLE_REFUSED) {
+            log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_ERROR,
+                      "replay refused a sample of %lld (check [replay] capacity)",
+                      (long long)l->cfg.learner.batch_size);
+        }
+        l->not_ready++;
+        s->state = SLOT_FREE;
+        return;
+    }
+    if (r->count != (uint32_t)l->cfg.learner.batch_size) {
+        l->bad_messages++;
+        s->state = SLOT_FREE;
+        return;
+    }
+    size_t B = r->count, O = r->obs_dim;
+    memcpy(s->keys, r->keys, B * sizeof *s->keys);
+    memcpy(s->is_w, r->is_weights, B * sizeof(float));
+    memcpy(s->obs, r->obs, B * O * sizeof(float));
+    memcpy(s->next_obs, r->next_obs, B * O * sizeof(float));
+    memcpy(s->rewards, r->rewards, B * sizeof(float));
+    memcpy(s->discounts, r->discounts, B * sizeof(float));
+    memcpy(s->actions, r->actions, B * sizeof(int32_t));
+    s->count = r->count;
+    s->arrival = ++l->next_arrival;
+    s->state = SLOT_READY;
+    if (!l->started) {
+        l->started = 1;
+        log_info("first batch received (replay holds %llu transitions): training starts",
+                 (unsigned long long)r->stats.size);
+    }
+}
+
+static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    int64_t t0 = clock_now_ns();
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
+            zmq_msg_close(&msg);
+            break;
+        }
+        int more = zmq_msg_more(&msg);
+        wire_msg_t m;
+        int rc = wire_decode(l->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
+        if (more) {
+            net_drain_more(sock);
+            rc = APEX_EPROTO;
+        }
+        if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REPLY) {
+            s_take_reply(l, &m.u.sample_reply);
+        } else {
+            l->bad_messages++;
+            log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad reply from replay: %s",
+                      wire_decoder_last_error(l->dec));
+        }
+        zmq_msg_close(&msg);
+    }
+    s_issue_requests(l);
+    l->metrics.net_ns += clock_now_ns() - t0;
+    return 0;
+}
+
+static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    int64_t now = clock_now_ms();
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
+            zmq_msg_close(&msg);
+            break;
+        }
+        wire_msg_t m;
+        int rc = wire_decode(l->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
+        if (zmq_msg_more(&msg)) {
+            net_drain_more(sock);
+            rc = APEX_EPROTO;
+        }
+        if (rc == APEX_OK && m.type == WIRE_MSG_ACTOR_STATS) {
+            metrics_add_actor_stats(&l->metrics, &m.u.actor_stats, now);
+        } else {
+            l->bad_messages++;
+            log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad actor stats: %s",
+                      rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(l->dec));
+        }
+        zmq_msg_close(&msg);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Training, publishing, checkpoints
+
+static void s_publish(learner_t *l, int new_version) {
+    if (new_version) {
+        l->weights_version++;
+    }
+    const nn_params_t *p = trainer_online(l->trainer);
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){.version = l->weights_version,
+                                   .learner_step = (uint64_t)trainer_steps(l->trainer),
+                                   .num_params = (uint32_t)p->num_params,
+                                   .params = p->data};
+    wire_encode(&m, &l->out);
+    // PUB never blocks: with no subscriber, or a slow one past its HWM, the message is dropped.
+    net_send(l->pub_sock, l->out.data, l->out.len, ZMQ_DONTWAIT);
+    l->last_publish_ms = clock_now_ms();
+    l->metrics.weights_version = l->weights_version;
+}
+
+static s_slot *s_next_ready(learner_t *l) {
+    s_slot *best = NULL;
+    for (int i = 0; i < l->n_slots; i++) {
+        s_slot *s = &l->slots[i];
+        if (s->state == SLOT_READY && (!best || s->arrival < best->arrival)) {
+            best = s;
+        }
+    }
+    return best;
+}
+
+static void s_train_one(learner_t *l, s_slot *s) {
+    train_batch_t b = {.obs = s->obs, .actions = s->actions, .rewards = s->rewards,
+                       .discounts = s->discounts, .next_obs = s->next_obs,
+                       .is_weights = s->is_w, .size = (int)s->count};
+    train_stats_t st;
+    float loss = trainer_step(l->trainer, &b, l->priorities, &st);
+    int64_t t0 = clock_now_ns();
+    wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
+    m.u.priority_update = (wire_priority_update_t){.count = s->count, .keys = s->keys,
+                                                   .priorities = l->priorities};
+    wire_encode(&m, &l->out);
+    if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
+        l->dropped_updates++;
+    }
+    s->state = SLOT_FREE;
+    s_issue_requests(l);
+    metrics_t *mt = &l->metrics;
+    mt->updates = (uint64_t)trainer_steps(l->trainer);
+    mt->sampled_rows += s->count;
+    mt->last_loss = loss;
+    mt->train_ns += st.forward_ns + st.backward_ns;
+    mt->optim_ns += st.optim_ns;
+    if (mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
+        s_publish(l, 1);
+    }
+    mt->net_ns += clock_now_ns() - t0;
+}
+
+static int s_idle_train(loop_t *loop, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    if (l->cfg.learner.max_steps > 0 && trainer_steps(l->trainer) >= l->cfg.learner.max_steps) {
+        log_info("reached [learner] max_steps = %lld", (long long)l->cfg.learner.max_steps);
+        return -1;
+    }
+    s_slot *s = s_next_ready(l);
+    int64_t now = clock_now_ns();
+    if (!s) {
+        if (!l->idle_since_ns) {
+            l->idle_since_ns = now;
+        }
+        return 0; // the loop now waits in zmq_poll for a reply: that is the wait-for-data time
+    }
+    if (l->idle_since_ns) {
+        l->metrics.wait_ns += now - l->idle_since_ns;
+        l->idle_since_ns = 0;
+    }
+    s_train_one(l, s);
+    return 1;
+}
+
+static int s_timer_requests(loop_t *loop, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    int64_t now = clock_now_ms();
+    for (int i = 0; i < l->n_slots; i++) {
+        s_slot *s = &l->slots[i];
+        if (s->state == SLOT_IN_FLIGHT && now - s->sent_ms > l->cfg.learner.request_timeout_ms) {
+            s->state = SLOT_FREE;
+            l->timeouts++;
+        }
+    }
+    if (now - l->last_reply_ms > l->cfg.learner.request_timeout_ms) {
+        log_every(&l->live_log, LIVENESS_LOG_MS, LOG_WARN,
+                  "replay server at %s has not answered for %.1f s (%llu requests timed out); "
+                  "retrying",
+                  l->cfg.endpoints.replay_sample, (double)(now - l->last_reply_ms) / 1000.0,
+                  (unsigned long long)l->timeouts);
+    }
+    s_issue_requests(l);
+    if (atomic_load(&l->stop_requested)) {
+        return -1;
+    }
+    return 0;
+}
+
+static int s_timer_publish(loop_t *loop, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    if (clock_now_ms() - l->last_publish_ms >= REPUBLISH_MS) {
+        s_publish(l, l->weights_version == 0);
+    }
+    return 0;
+}
+
+static int s_timer_metrics(loop_t *loop, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    metrics_write_row(&l->metrics, clock_now_ms());
+    return 0;
+}
+
+static int s_checkpoint(learner_t *l) {
+    ckpt_extra_t extra = {.weights_version = l->weights_version};
+    extra.user[0] = metrics_frames(&l->metrics);
+    int64_t t0 = clock_now_ms();
+    int rc = trainer_save(l->trainer, l->ckpt_path, &extra);
+    if (rc != APEX_OK) {
+        log_error("checkpoint %s failed: %s; the previous checkpoint is intact, training goes on",
+                  l->ckpt_path, apex_strerror(rc));
+        return -1;
+    }
+    log_debug("checkpoint at update %lld written in %lld ms", (long long)trainer_steps(l->trainer),
+              (long long)(clock_now_ms() - t0));
+    return 0;
+}
+
+static int s_timer_checkpoint(loop_t *loop, void *arg) {
+    (void)loop;
+    s_checkpoint(arg);
+    return 0;
+}
+
+static int s_timer_status(loop_t *loop, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    char line[512];
+    metrics_format_status(&l->metrics, line, sizeof line);
+    log_info("%s", line);
+    return 0;
+}
+
+int learner_run(learner_t *self) {
+    s_publish(self, 1); // actors get the initial (or resumed) weights right away
+    s_issue_requests(self);
+    loop_run(self->loop);
+    metrics_write_row(&self->metrics, clock_now_ms());
+    int rc = s_checkpoint(self);
+    log_info("stopped at update %lld (final checkpoint %s)", (long long)trainer_steps(self->trainer),
+             rc == 0 ? "written" : "FAILED");
+    return rc;
+}
+
+void learner_stop(learner_t *self) { atomic_store(&self->stop_requested, 1); }

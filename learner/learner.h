@@ -1,0 +1,38 @@
+// learner.h: the apex-learner daemon: sample, train, send priorities, publish, checkpoint.
+//
+// One thread runs a loop (common/loop.h) whose idle handler trains whenever a batch is
+// ready. Sockets:
+//   sample (DEALER -> replay's ROUTER): keeps [learner] prefetch SampleRequests in flight;
+//          ZeroMQ's I/O thread receives the replies while the training thread computes, so
+//          the next batch is usually waiting when a step ends (the prefetch). After every
+//          step a PriorityUpdate with the sampled keys goes back on the same socket.
+//   pub    (PUB, bound): Weights{version, learner_step, params} every publish_every steps,
+//          and once a second regardless, so that actors that (re)joined late catch up.
+//   stats  (PULL, bound): ActorStats from the actors, folded into metrics.csv.
+// A request unanswered for request_timeout_ms is forgotten and re-issued (its late reply,
+// if any, is ignored by id), so a restarted replay server is picked up without a restart.
+// Learning starts when the replay server first answers OK (its limiter enforces
+// min_size_to_sample); "not ready" replies are simply re-requested.
+// Checkpoints (<run dir>/checkpoint.bin) every checkpoint_interval_s and at shutdown; with
+// resume set, an existing checkpoint is loaded at start-up and training continues exactly.
+#ifndef APEX_LEARNER_H
+#define APEX_LEARNER_H
+
+#include "config.h"
+
+typedef struct learner learner_t;
+
+// Creates the trainer (loading <run dir>/checkpoint.bin when resume and it exists), opens
+// the run directory's metrics.csv, binds pub/stats and connects to the replay server.
+// Returns NULL after logging why (bad checkpoint, address in use, unwritable run dir).
+learner_t *learner_new(const apex_config_t *cfg, int resume);
+void learner_destroy(learner_t **self_p);
+// Runs until SIGINT/SIGTERM, [learner] max_steps, or learner_stop; then writes the final
+// checkpoint. Returns 0, or -1 when the final checkpoint could not be written.
+int learner_run(learner_t *self);
+void learner_stop(learner_t *self); // thread-safe
+
+// Paths inside the run directory, e.g. for tests: "<out_dir>/<name>/checkpoint.bin".
+void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n);
+
+#endif

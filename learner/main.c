@@ -1,0 +1,22 @@
+// apex-learner: trains the Q-network on replayed experience (see learner/learner.h).
+#include "cli.h"
+#include "learner.h"
+
+int main(int argc, char **argv) {
+    cli_args_t args;
+    apex_config_t cfg;
+    int rc = cli_startup("apex-learner", CLI_FLAG_RESUME,
+                         "  --resume / --no-resume  continue from <run dir>/checkpoint.bin if it "
+                         "exists (default: resume)\n",
+                         argc, argv, &args, &cfg);
+    if (rc >= 0) {
+        return rc;
+    }
+    learner_t *learner = learner_new(&cfg, args.resume);
+    if (!learner) {
+        return 2; // start-up error, already logged
+    }
+    rc = learner_run(learner);
+    learner_destroy(&learner);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,59 @@
+// metrics.h: what the learner knows about the run, and metrics.csv (STYLE S20).
+//
+// Collects ActorStats (frames, finished episodes, weights version per actor) and the
+// learner's own counters, keeps the mean return of the last 100 episodes, and appends one
+// row per interval to <run dir>/metrics.csv with a fixed header. The CSV is append-only:
+// a resumed learner keeps adding rows to the same file. Not thread-safe.
+#ifndef APEX_LEARNER_METRICS_H
+#define APEX_LEARNER_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "wire.h"
+
+#define METRICS_RETURN_WINDOW 100
+#define METRICS_MAX_ACTORS 1024
+
+typedef struct {
+    uint64_t frames;          // latest total reported by the actor
+    uint64_t weights_version; // version the actor acts with
+    uint64_t dropped_batches;
+    int64_t last_seen_ms;     // monotonic time of its last ActorStats; 0 = never
+} metrics_actor_t;
+
+typedef struct {
+    FILE *csv;
+    int64_t start_wall_ms;
+    int64_t start_mono_ms;
+    double returns[METRICS_RETURN_WINDOW]; // ring of the latest episode returns
+    int n_returns;
+    int next_return;
+    uint64_t episodes;
+    metrics_actor_t actors[METRICS_MAX_ACTORS];
+    // Learner counters, updated by the learner.
+    uint64_t updates;
+    uint64_t sampled_rows;
+    double last_loss;
+    uint64_t weights_version;
+    wire_replay_stats_t replay; // from the latest sample reply
+    int64_t wait_ns, train_ns, optim_ns, net_ns; // per-stage time since the last row
+    // Values at the previous row, for rates.
+    int64_t prev_ms;
+    uint64_t prev_updates, prev_rows, prev_frames;
+} metrics_t;
+
+// Opens (appending) path and writes the header if the file is new. Returns 0 or -1 with
+// errno set (the caller logs and runs without metrics).
+int metrics_init(metrics_t *m, const char *path);
+void metrics_fini(metrics_t *m);
+// Folds one decoded ActorStats message in.
+void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t now_ms);
+double metrics_mean_return(const metrics_t *m); // NaN when no episode finished yet
+uint64_t metrics_frames(const metrics_t *m);    // sum over actors
+// Writes one row (and flushes it) and resets the per-interval stage timers.
+void metrics_write_row(metrics_t *m, int64_t now_ms);
+// One status line for the log.
+void metrics_format_status(const metrics_t *m, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,20 @@
+// apex-replay: the central prioritized replay server (see replay/server.h).
+#include "cli.h"
+#include "log.h"
+#include "server.h"
+
+int main(int argc, char **argv) {
+    cli_args_t args;
+    apex_config_t cfg;
+    int rc = cli_startup("apex-replay", 0, "", argc, argv, &args, &cfg);
+    if (rc >= 0) {
+        return rc;
+    }
+    replay_server_t *server = replay_server_new(&cfg);
+    if (!server) {
+        return 2; // start-up error, already logged
+    }
+    rc = replay_server_run(server);
+    replay_server_destroy(&server);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,519 @@
+// server.c: see server.h.
+#define LOG_MODULE "replay"
+#include "server.h"
+
+#include "apex.h"
+#include "clock.h"
+#include "log.h"
+#include "loop.h"
+#include "net.h"
+#include "rng.h"
+#include "store.h"
+#include "xalloc.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PENDING_MAX 256          // held sample requests; more are answered NOT_READY at once
+#define LIMITER_TICK_MS 10       // how often held requests are re-checked and expired
+#define STOP_CHECK_MS 50
+#define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
+#define MAX_DRAIN 256            // messages handled per reader call, for fairness
+#define PEERS_MAX 64             // peers with their own bad-message counter
+#define ROUTING_ID_MAX 256
+
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    size_t id_len;
+    wire_sample_request_t req;
+    int64_t deadline_ms;
+} s_pending;
+
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    size_t id_len;
+    uint64_t bad;
+} s_peer;
+
+typedef struct {
+    int64_t at_ms;
+    uint64_t inserted, sampled, updated;
+} s_rate_mark;
+
+struct replay_server {
+    apex_config_t cfg;
+    void *ctx;
+    void *insert_sock;
+    void *sample_sock;
+    char insert_ep[CONFIG_STR_LEN];
+    char sample_ep[CONFIG_STR_LEN];
+    store_t *store;
+    rng_t rng;
+    wire_decoder_t *dec;
+    wire_buf_t out;
+    loop_t *loop;
+    atomic_int stop_requested;
+    // Gather buffers for one reply, sized for [replay] max_batch (S8: nothing allocated
+    // while serving).
+    uint64_t *keys;
+    float *is_w, *obs, *next_obs, *rewards, *discounts;
+    int32_t *actions;
+    // Held sample requests: a FIFO ring.
+    s_pending *pending;
+    int pending_head, pending_len;
+    // Counters.
+    uint64_t sampled_rows, updated, limiter_waits, not_ready, refused, dropped_replies;
+    uint64_t bad[WIRE_MSG_COUNT_];
+    uint64_t bad_total;
+    s_peer peers[PEERS_MAX];
+    int n_peers;
+    log_limiter_t bad_log;
+    s_rate_mark mark;
+};
+
+// ---------------------------------------------------------------------------------------
+// Start-up
+
+static size_t s_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) {
+        return 0;
+    }
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+static int s_open_sockets(replay_server_t *s) {
+    const apex_config_t *c = &s->cfg;
+    wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
+                         .n_actions = (uint32_t)c->env.n_actions,
+                         .max_count = (uint32_t)c->replay.max_batch};
+    size_t max_bytes = c->replay.max_message_bytes > 0 ? (size_t)c->replay.max_message_bytes
+                                                       : wire_max_message_bytes(&lim);
+    lim.max_message_bytes = max_bytes;
+    s->dec = wire_decoder_new(&lim);
+    net_opts_t o = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000, .sndhwm = 1000};
+    s->ctx = zmq_ctx_new();
+    s->insert_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
+    s->sample_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
+    if (!s->insert_sock || !s->sample_sock) {
+        return -1;
+    }
+    if (net_bind(s->insert_sock, c->endpoints.replay_insert_bind, s->insert_ep,
+                 sizeof s->insert_ep) != 0 ||
+        net_bind(s->sample_sock, c->endpoints.replay_sample_bind, s->sample_ep,
+                 sizeof s->sample_ep) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int s_reader_insert(loop_t *loop, void *sock, void *arg);
+static int s_reader_sample(loop_t *loop, void *sock, void *arg);
+static int s_timer_limiter(loop_t *loop, void *arg);
+static int s_timer_stats(loop_t *loop, void *arg);
+static int s_timer_stop(loop_t *loop, void *arg);
+
+replay_server_t *replay_server_new(const apex_config_t *cfg) {
+    store_config_t sc = {.capacity = (uint32_t)cfg->replay.capacity,
+                         .obs_dim = (uint32_t)cfg->env.obs_dim,
+                         .alpha = cfg->replay.alpha};
+    size_t need = store_bytes(&sc), avail = s_mem_available();
+    if (need == 0 || (avail > 0 && need > avail)) {
+        log_error("[replay] capacity %lld needs %.1f MiB but only %.1f MiB are available"
+                  "\n---> HINT: lower [replay] capacity",
+                  (long long)cfg->replay.capacity, need / 1048576.0, avail / 1048576.0);
+        return NULL;
+    }
+    replay_server_t *s = xcalloc(1, sizeof *s);
+    s->cfg = *cfg;
+    s->store = store_new(&sc);
+    if (!s->store) {
+        replay_server_destroy(&s);
+        return NULL;
+    }
+    rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, 0);
+    size_t B = (size_t)cfg->replay.max_batch, O = (size_t)cfg->env.obs_dim;
+    s->keys = xmalloc(B * sizeof *s->keys);
+    s->is_w = xmalloc(B * sizeof(float));
+    s->obs = xmalloc(B * O * sizeof(float));
+    s->next_obs = xmalloc(B * O * sizeof(float));
+    s->rewards = xmalloc(B * sizeof(float));
+    s->discounts = xmalloc(B * sizeof(float));
+    s->actions = xmalloc(B * sizeof(int32_t));
+    s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
+    wire_buf_init(&s->out, 64 + B * (2 * O * 4 + 24));
+    if (s_open_sockets(s) != 0) {
+        replay_server_destroy(&s);
+        return NULL;
+    }
+    s->loop = loop_new();
+    loop_add_reader(s->loop, s->insert_sock, s_reader_insert, s);
+    loop_add_reader(s->loop, s->sample_sock, s_reader_sample, s);
+    loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
+    loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
+    loop_add_timer(s->loop, STOP_CHECK_MS, s_timer_stop, s);
+    s->mark.at_ms = clock_now_ms();
+    log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
+             "on %s",
+             (long long)cfg->replay.capacity, need / 1048576.0, cfg->env.obs_dim,
+             cfg->replay.alpha, s->insert_ep, s->sample_ep);
+    return s;
+}
+
+void replay_server_destroy(replay_server_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    replay_server_t *s = *self_p;
+    loop_destroy(&s->loop);
+    net_close(&s->insert_sock);
+    net_close(&s->sample_sock);
+    if (s->ctx) {
+        zmq_ctx_term(s->ctx);
+    }
+    wire_decoder_destroy(&s->dec);
+    wire_buf_fini(&s->out);
+    store_destroy(&s->store);
+    free(s->keys);
+    free(s->is_w);
+    free(s->obs);
+    free(s->next_obs);
+    free(s->rewards);
+    free(s->discounts);
+    free(s->actions);
+    free(s->pending);
+    free(s);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input: counted per kind and per peer, logged at most once per BAD_LOG_INTERVAL_MS.
+
+static s_peer *s_peer_for(replay_server_t *s, const uint8_t *id, size_t len) {
+    for (int i = 0; i < s->n_peers; i++) {
+        if (s->peers[i].id_len == len && memcmp(s->peers[i].id, id, len) == 0) {
+            return &s->peers[i];
+        }
+    }
+    // A full table recycles the last entry: hostile peers cycling identities cannot grow it.
+    int i = s->n_peers < PEERS_MAX ? s->n_peers++ : PEERS_MAX - 1;
+    s_peer *p = &s->peers[i];
+    p->id_len = len < ROUTING_ID_MAX ? len : ROUTING_ID_MAX;
+    memcpy(p->id, id, p->id_len);
+    p->bad = 0;
+    return p;
+}
+
+static void s_peer_name(const uint8_t *id, size_t len, char *out, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 3 < n; i++) {
+        // Printable routing ids (actors set "actor-3") are shown as text, others as hex.
+        if (id[i] >= 0x21 && id[i] < 0x7f) {
+            out[o++] = (char)id[i];
+        } else {
+            o += (size_t)snprintf(out + o, n - o, "%02x", id[i]);
+        }
+    }
+    out[o < n ? o : n - 1] = '\0';
+}
+
+static void s_count_bad(replay_server_t *s, const char *where, const uint8_t *id, size_t id_len,
+                        wire_msg_type kind, int err) {
+    s->bad[kind]++;
+    s->bad_total++;
+    s_peer *p = s_peer_for(s, id, id_len);
+    p->bad++;
+    char name[64];
+    s_peer_name(id, id_len, name, sizeof name);
+    log_every(&s->bad_log, BAD_LOG_INTERVAL_MS, LOG_WARN,
+              "%s: dropped bad %s from peer %s (%s: %s); %llu bad from this peer, %llu in all",
+              where, kind == WIRE_MSG_NONE ? "frame" : wire_msg_name(kind), name,
+              apex_strerror(err), wire_decoder_last_error(s->dec), (unsigned long long)p->bad,
+              (unsigned long long)s->bad_total);
+}
+
+// Receives [routing id][payload] from a ROUTER. Returns 1 with both messages filled, 0 when
+// nothing is waiting, -1 on a closed socket. Extra frames are drained and reported via
+// *extra.
+static int s_recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *payload, int *extra) {
+    *extra = 0;
+    int rc = net_recv(sock, id, ZMQ_DONTWAIT);
+    if (rc == APEX_EAGAIN) {
+        return 0;
+    }
+    if (rc != APEX_OK) {
+        return -1;
+    }
+    if (!zmq_msg_more(id) || net_recv(sock, payload, ZMQ_DONTWAIT) != APEX_OK) {
+        *extra = 1; // a ROUTER always delivers id + payload; anything else is malformed
+        return 1;
+    }
+    if (zmq_msg_more(payload)) {
+        *extra = net_drain_more(sock);
+    }
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------
+// Inserts
+
+static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t id_len) {
+    // DONTWAIT: a peer that stopped reading must not stall the loop; its reply is dropped.
+    if (net_send(sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) != APEX_OK ||
+        net_send(sock, s->out.data, s->out.len, ZMQ_DONTWAIT) != APEX_OK) {
+        s->dropped_replies++;
+    }
+}
+
+static void s_serve_pending(replay_server_t *s, int64_t now);
+
+static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload) {
+    wire_msg_t m;
+    const uint8_t *idb = zmq_msg_data((zmq_msg_t *)id);
+    size_t idn = zmq_msg_size(id);
+    int rc = wire_decode(s->dec, zmq_msg_data((zmq_msg_t *)payload), zmq_msg_size(payload), &m);
+    if (rc == APEX_OK && m.type != WIRE_MSG_TRANSITION_BATCH) {
+        rc = APEX_EPROTO; // a valid message of a kind that does not belong on this socket
+    }
+    if (rc != APEX_OK) {
+        s_count_bad(s, "insert", idb, idn, m.type, rc);
+        return;
+    }
+    const wire_batch_t *b = &m.u.batch;
+    store_add(s->store, b->count, b->obs, b->actions, b->rewards, b->discounts, b->next_obs,
+              b->priorities);
+    wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
+    ack.u.insert_ack = (wire_insert_ack_t){.actor_id = b->actor_id, .seq = b->seq};
+    wire_encode(&ack, &s->out);
+    s_send_routed(s, s->insert_sock, idb, idn);
+}
+
+static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    replay_server_t *s = arg;
+    zmq_msg_t id, payload;
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        zmq_msg_init(&id);
+        zmq_msg_init(&payload);
+        int extra;
+        int got = s_recv_routed(sock, &id, &payload, &extra);
+        if (got == 1) {
+            if (extra) {
+                s_count_bad(s, "insert", zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
+                            APEX_EPROTO);
+            } else {
+                s_handle_insert(s, &id, &payload);
+            }
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&payload);
+        if (got != 1) {
+            break;
+        }
+    }
+    s_serve_pending(s, clock_now_ms());
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sampling, the rate limiter, priority updates
+
+static int s_can_sample(const replay_server_t *s, uint32_t n) {
+    const config_replay_t *r = &s->cfg.replay;
+    if (store_size(s->store) < (uint64_t)r->min_size_to_sample) {
+        return 0;
+    }
+    if (r->samples_per_insert > 0) {
+        double allowed = r->samples_per_insert * (double)store_inserted(s->store) +
+                         r->spi_tolerance;
+        return (double)(s->sampled_rows + n) <= allowed;
+    }
+    return 1;
+}
+
+void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
+    *o = (wire_replay_stats_t){
+        .size = store_size(s->store),
+        .capacity = store_capacity(s->store),
+        .inserted = store_inserted(s->store),
+        .sampled = s->sampled_rows,
+        .updated = s->updated,
+        .stale_updates = store_stale_updates(s->store),
+        .bad_messages = s->bad_total,
+        .limiter_waits = s->limiter_waits,
+        .total_priority = store_total_priority(s->store),
+    };
+}
+
+static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
+                    const wire_sample_request_t *req, wire_sample_status status) {
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
+    wire_sample_reply_t *r = &m.u.sample_reply;
+    r->id = req->id;
+    r->status = status;
+    if (status == WIRE_SAMPLE_OK) {
+        uint32_t n = req->batch_size;
+        int rc = store_sample(s->store, &s->rng, n, req->beta, s->keys, s->is_w, s->obs,
+                              s->actions, s->rewards, s->discounts, s->next_obs);
+        APEX_ASSERT(rc == APEX_OK); // s_can_sample guarantees a non-empty store
+        *r = (wire_sample_reply_t){.id = req->id, .status = WIRE_SAMPLE_OK, .count = n,
+                                   .obs_dim = store_obs_dim(s->store), .keys = s->keys,
+                                   .is_weights = s->is_w, .obs = s->obs, .actions = s->actions,
+                                   .rewards = s->rewards, .discounts = s->discounts,
+                                   .next_obs = s->next_obs};
+        s->sampled_rows += n;
+    } else if (status == WIRE_SAMPLE_NOT_READY) {
+        s->not_ready++;
+    } else {
+        s->refused++;
+    }
+    replay_server_stats(s, &r->stats);
+    wire_encode(&m, &s->out);
+    s_send_routed(s, s->sample_sock, id, id_len);
+}
+
+// Answers held requests in arrival order while the limiter allows, and expires those past
+// their deadline with NOT_READY, so that no request is ever left unanswered.
+static void s_serve_pending(replay_server_t *s, int64_t now) {
+    while (s->pending_len > 0) {
+        s_pending *p = &s->pending[s->pending_head];
+        if (s_can_sample(s, p->req.batch_size)) {
+            s_reply(s, p->id, p->id_len, &p->req, WIRE_SAMPLE_OK);
+        } else if (now >= p->deadline_ms) {
+            s_reply(s, p->id, p->id_len, &p->req, WIRE_SAMPLE_NOT_READY);
+        } else {
+            break; // FIFO: later requests wait behind the first
+        }
+        s->pending_head = (s->pending_head + 1) % PENDING_MAX;
+        s->pending_len--;
+    }
+}
+
+static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_t id_len,
+                                    const wire_sample_request_t *req) {
+    if (req->batch_size > (uint32_t)s->cfg.replay.capacity) {
+        s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
+        return;
+    }
+    if (s->pending_len == 0 && s_can_sample(s, req->batch_size)) {
+        s_reply(s, id, id_len, req, WIRE_SAMPLE_OK);
+        return;
+    }
+    s->limiter_waits++;
+    if (s->pending_len == PENDING_MAX || id_len > ROUTING_ID_MAX) {
+        s_reply(s, id, id_len, req, WIRE_SAMPLE_NOT_READY);
+        return;
+    }
+    s_pending *p = &s->pending[(s->pending_head + s->pending_len) % PENDING_MAX];
+    memcpy(p->id, id, id_len);
+    p->id_len = id_len;
+    p->req = *req;
+    p->deadline_ms = clock_now_ms() + s->cfg.replay.sample_timeout_ms;
+    s->pending_len++;
+}
+
+static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
+                                 const zmq_msg_t *payload) {
+    wire_msg_t m;
+    const uint8_t *idb = zmq_msg_data((zmq_msg_t *)id);
+    size_t idn = zmq_msg_size(id);
+    int rc = wire_decode(s->dec, zmq_msg_data((zmq_msg_t *)payload), zmq_msg_size(payload), &m);
+    if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REQUEST) {
+        s_handle_sample_request(s, idb, idn, &m.u.sample_request);
+    } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE) {
+        const wire_priority_update_t *u = &m.u.priority_update;
+        s->updated += store_update(s->store, u->count, u->keys, u->priorities);
+    } else {
+        s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc);
+    }
+}
+
+static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    replay_server_t *s = arg;
+    zmq_msg_t id, payload;
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        zmq_msg_init(&id);
+        zmq_msg_init(&payload);
+        int extra;
+        int got = s_recv_routed(sock, &id, &payload, &extra);
+        if (got == 1) {
+            if (extra) {
+                s_count_bad(s, "sample", zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
+                            APEX_EPROTO);
+            } else {
+                s_handle_sample_sock(s, &id, &payload);
+            }
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&payload);
+        if (got != 1) {
+            break;
+        }
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Timers and the public loop API
+
+static int s_timer_limiter(loop_t *loop, void *arg) {
+    (void)loop;
+    s_serve_pending(arg, clock_now_ms());
+    return 0;
+}
+
+static int s_timer_stats(loop_t *loop, void *arg) {
+    (void)loop;
+    replay_server_t *s = arg;
+    int64_t now = clock_now_ms();
+    double dt = (double)(now - s->mark.at_ms) / 1000.0;
+    wire_replay_stats_t st;
+    replay_server_stats(s, &st);
+    if (dt > 0) {
+        log_info("size %llu/%llu  inserts/s %.0f  samples/s %.0f  updates/s %.0f  total_p %.4g  "
+                 "stale %llu  bad %llu  limiter_waits %llu  not_ready %llu",
+                 (unsigned long long)st.size, (unsigned long long)st.capacity,
+                 (double)(st.inserted - s->mark.inserted) / dt,
+                 (double)(st.sampled - s->mark.sampled) / dt,
+                 (double)(st.updated - s->mark.updated) / dt, st.total_priority,
+                 (unsigned long long)st.stale_updates, (unsigned long long)st.bad_messages,
+                 (unsigned long long)st.limiter_waits, (unsigned long long)s->not_ready);
+    }
+    s->mark = (s_rate_mark){now, st.inserted, st.sampled, st.updated};
+    return 0;
+}
+
+static int s_timer_stop(loop_t *loop, void *arg) {
+    (void)loop;
+    replay_server_t *s = arg;
+    return atomic_load(&s->stop_requested) ? -1 : 0;
+}
+
+int replay_server_run(replay_server_t *self) {
+    int rc = loop_run(self->loop);
+    wire_replay_stats_t st;
+    replay_server_stats(self, &st);
+    log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages",
+             (unsigned long long)st.size, (unsigned long long)st.inserted,
+             (unsigned long long)st.sampled, (unsigned long long)st.bad_messages);
+    return rc;
+}
+
+void replay_server_stop(replay_server_t *self) { atomic_store(&self->stop_requested, 1); }
+
+const char *replay_server_insert_endpoint(const replay_server_t *self) { return self->insert_ep; }
+const char *replay_server_sample_endpoint(const replay_server_t *self) { return self->sample_ep; }
+
+uint64_t replay_server_bad_count(const replay_server_t *self, wire_msg_type kind) {
+    return (unsigned)kind < WIRE_MSG_COUNT_ ? self->bad[kind] : 0;
+}

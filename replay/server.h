@@ -1,0 +1,51 @@
+// server.h: the apex-replay daemon's state and event loop.
+//
+// One thread, one loop (common/loop.h), two bound sockets:
+//   insert (ROUTER, [endpoints] replay_insert_bind): actors' DEALERs send TransitionBatch;
+//          the server stores each valid batch and answers InsertAck{actor_id, seq}.
+//   sample (ROUTER, [endpoints] replay_sample_bind): the learner's DEALER sends SampleRequest
+//          and PriorityUpdate; every SampleRequest is answered exactly once with a
+//          SampleReply carrying the request id: OK with a batch, NOT_READY when the rate
+//          limiter held it for sample_timeout_ms, or REFUSED.
+// Every frame is decoded and validated by common/wire before it touches the store; a bad one
+// is counted per message kind and per peer, logged at most once per interval, and dropped.
+// Oversized frames are refused by libzmq (ZMQ_MAXMSGSIZE) before they are buffered.
+//
+// Rate limiter (Reverb's idea, without its failure modes): sampling waits until the store
+// holds min_size_to_sample transitions and, when samples_per_insert > 0, while
+//   sampled + batch > samples_per_insert * inserted + spi_tolerance.
+// Inserts are never blocked (actors must never stall; the ring evicts FIFO), so the two
+// sides can never wait on each other, and a held request always gets an answer by its
+// deadline, so the learner can never wait forever.
+#ifndef APEX_REPLAY_SERVER_H
+#define APEX_REPLAY_SERVER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "wire.h"
+
+typedef struct replay_server replay_server_t;
+
+// Creates the store (refusing, with a log line, a capacity that does not fit in memory),
+// binds both endpoints. Returns NULL after logging why. Caller destroys.
+replay_server_t *replay_server_new(const apex_config_t *cfg);
+void replay_server_destroy(replay_server_t **self_p);
+
+// Runs the loop until SIGINT/SIGTERM or replay_server_stop. Returns 0, or -1 on a loop error.
+int replay_server_run(replay_server_t *self);
+// Asks a running server to return from replay_server_run within ~50 ms. Thread-safe
+// (the only function that is; used by tests that run the server in a thread).
+void replay_server_stop(replay_server_t *self);
+
+// The endpoints actually bound (ephemeral ports resolved), for tests.
+const char *replay_server_insert_endpoint(const replay_server_t *self);
+const char *replay_server_sample_endpoint(const replay_server_t *self);
+
+// Snapshot of the counters (what SampleReply carries). Only from the server's thread, or
+// after replay_server_run returned.
+void replay_server_stats(const replay_server_t *self, wire_replay_stats_t *out);
+// Bad messages counted for one kind (WIRE_MSG_NONE = undecodable frames).
+uint64_t replay_server_bad_count(const replay_server_t *self, wire_msg_type kind);
+
+#endif
