@@ -237,7 +237,10 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
                  float *obs, int32_t *actions, float *rewards, float *discounts,
                  float *next_obs) {
-    APEX_ASSERT(n >= 1 && beta >= 0.0f);
+    // n and beta come from a peer's request: refuse, never assert (STYLE S6.4).
+    if (n == 0 || !(beta >= 0.0f && beta <= 1e6f)) {
+        return APEX_EINVAL;
+    }
     if (s->size == 0) {
         return APEX_EAGAIN;
     }

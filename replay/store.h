@@ -58,7 +58,8 @@ void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
 
 // Stratified proportional sample of n >= 1 rows, gathered into caller buffers: keys (n),
 // is_w (n), obs and next_obs (n, obs_dim), actions, rewards, discounts (n). beta >= 0.
-// Returns APEX_OK, or APEX_EAGAIN (outputs untouched) when the store is empty.
+// Returns APEX_OK; APEX_EAGAIN when the store is empty; APEX_EINVAL when n == 0 or beta is
+// negative or not finite. Outputs are untouched unless APEX_OK.
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
                  float *obs, int32_t *actions, float *rewards, float *discounts,
                  float *next_obs);

@@ -139,10 +139,18 @@ START_TEST(test_empty_store_eagain) {
     rng_init_stream(&r, 1, RNG_ROLE_TEST, 0);
     batch_t b = s_batch_new(4);
     b.keys[0] = 12345;
-    ck_assert_int_eq(s_sample(s, &r, &b, 0.4f), APEX_EAGAIN);
-    ck_assert_uint_eq(b.keys[0], 12345); // outputs untouched
     ck_assert_double_eq(store_total_priority(s), 0.0);
     ck_assert_double_eq(store_min_priority(s), 0.0);
+    ck_assert_int_eq(s_sample(s, &r, &b, 0.4f), APEX_EAGAIN);
+    ck_assert_uint_eq(b.keys[0], 12345); // outputs untouched
+    // A bad request (peer input) is refused, not asserted, empty or not.
+    ck_assert_int_eq(store_sample(s, &r, 0, 0.4f, b.keys, b.is_w, b.obs, b.act, b.rew, b.disc,
+                                  b.next_obs),
+                     APEX_EINVAL);
+    s_add_rows(s, 0, 1, NULL);
+    ck_assert_int_eq(s_sample(s, &r, &b, -1.0f), APEX_EINVAL);
+    ck_assert_int_eq(s_sample(s, &r, &b, NAN), APEX_EINVAL);
+    ck_assert_uint_eq(b.keys[0], 12345);
     s_batch_free(&b);
     store_destroy(&s);
 }
@@ -247,6 +255,9 @@ typedef struct {
 START_TEST(test_wraparound_matches_model) {
     // Capacity 1000 (not a power of two) wrapped ~40 times by batches of awkward sizes,
     // each crossing the end of the ring at a different place.
+    // The model is updated the obvious way (slot = row id mod capacity, only the last
+    // `capacity` rows of a call land), so any off-by-one in the ring's run splitting shows
+    // up as a wrong row id, generation, total or min at the end of some batch.
     const uint32_t cap = 1000, sizes[] = {1, 7, 50, 333, 999, 1000, 1001, 2500, 64};
     const double alpha = 0.6;
     store_t *s = s_new(cap, alpha);

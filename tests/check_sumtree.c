@@ -305,6 +305,9 @@ END_TEST
 
 // Draws `batches` stratified batches of n and checks the leaf frequencies against
 // v_i / sum(v) with a chi-square test; empty leaves must never be drawn.
+// Stratification makes the counts less variable than multinomial ones, so the chi-square
+// bound is conservative for a correct sampler, while any bias in the descent (a wrong
+// subtraction, an off-by-one child) blows it up by orders of magnitude.
 static void s_check_frequencies(uint32_t cap, double empty, uint32_t n, uint32_t batches,
                                 uint64_t seed) {
     rng_t r;
