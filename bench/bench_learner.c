@@ -16,6 +16,8 @@
 #include "train.h"
 #include "xalloc.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,16 +245,26 @@ static void s_bench_actor_forward(const nn_config_t *net, int runs, const char *
     nn_params_fini(&p);
 }
 
+// Parses a whole decimal int into *out; returns 0, or -1 for anything else (STYLE S17).
+static int s_parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) {
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int threads = 1, runs = 7, iters = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--threads") == 0) {
-            threads = atoi(argv[i + 1]);
-        } else if (strcmp(argv[i], "--runs") == 0) {
-            runs = atoi(argv[i + 1]);
-        } else if (strcmp(argv[i], "--iters") == 0) {
-            iters = atoi(argv[i + 1]);
-        } else {
+    for (int i = 1; i < argc; i += 2) {
+        int *dst = strcmp(argv[i], "--threads") == 0 ? &threads
+                   : strcmp(argv[i], "--runs") == 0  ? &runs
+                   : strcmp(argv[i], "--iters") == 0 ? &iters
+                                                     : NULL;
+        if (!dst || i + 1 >= argc || s_parse_int(argv[i + 1], dst) != 0) {
             fprintf(stderr, "usage: %s [--threads N] [--runs R] [--iters K]\n", argv[0]);
             return 2;
         }
