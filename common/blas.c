@@ -53,6 +53,8 @@ void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, flo
     }
 }
 
+// OpenBLAS's own knob: OPENBLAS_NUM_THREADS is read only at load time, so the daemons and
+// benchmarks set the count explicitly from their config.
 void blas_set_threads(int n) {
     APEX_ASSERT(n >= 1);
     openblas_set_num_threads(n);

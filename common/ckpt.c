@@ -73,6 +73,8 @@ void ckpt_header_config(const ckpt_header_t *hdr, nn_config_t *cfg) {
     }
 }
 
+// The header has its own checksum so that a flipped bit in a size or counter is reported
+// as corruption, not misread as a shape mismatch or silently restored as a wrong step.
 static uint32_t s_header_crc(const ckpt_header_t *hdr) {
     return ckpt_crc32c(0, hdr, offsetof(ckpt_header_t, header_crc32c));
 }
@@ -132,6 +134,10 @@ static int s_write_file(int fd, const ckpt_header_t *hdr, const float *const arr
     return e;
 }
 
+// The sequence is the classic atomic replace: write a sibling temp file (same directory,
+// so rename cannot cross filesystems), fsync its data, rename over the target (atomic in
+// POSIX), then fsync the directory so the new name survives a crash. Until rename, the old
+// file is untouched; every failure before it only has to remove the temp file.
 int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays) {
     APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
     size_t bytes = (size_t)hdr->num_params * sizeof(float);
@@ -201,7 +207,9 @@ static int s_read_all(int fd, void *buf, size_t len) {
     return 0;
 }
 
-// Header checks that need no payload. Returns 0 or an apex_err after logging why.
+// Header checks that need no payload, cheapest and most telling first: a file that is not
+// a checkpoint at all should say so, not report a checksum error. Returns 0 or an apex_err
+// after logging why.
 static int s_check_header(const char *path, const ckpt_header_t *h, const nn_config_t *cfg,
                           int n_arrays, off_t file_size) {
     if (memcmp(h->magic, CKPT_MAGIC, 8) != 0) {
@@ -280,6 +288,8 @@ static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_a
     return rc;
 }
 
+// Reads into a staging buffer first: a checkpoint that fails its checksum must not have
+// already overwritten the live parameters of a running learner.
 int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *const arrays[],
               int n_arrays) {
     APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);

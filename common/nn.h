@@ -28,15 +28,20 @@
 // in place by a transposed operand (W_0 obs^T), so nothing is transposed or copied on
 // input; only q (B x A) is written back batch-major. Bias add is a contiguous row fill
 // followed by sgemm with beta = 1, bias gradients are contiguous row sums, and ReLU masks
-// are contiguous. Why feature-major: the reference measurement for this project had
-// OpenBLAS 0.3.21 (1 thread) at ~9.7 GFLOP/s for batch-major 512x256 . 256x256 but ~31
-// for the feature-major product with N = B. On this machine (AMD EPYC, AVX-512,
-// OPENBLAS_CORETYPE=Haswell) bench/bench_learner measured every variant of the forward
-// and both backward products at 98-106 GFLOP/s for B = 512, H = 256 and 512, against
-// ~105 for 1024^3: no layout penalty either way here. Feature-major is kept because it
-// is never slower, it keeps per-feature loops (bias, ReLU, bias gradient) contiguous,
-// and with small B (an actor's 64 environments) the large dimension stays M = H, which
-// the kernels prefer (B = 64: 102 GFLOP/s feature-major vs 94 batch-major).
+// are contiguous.
+// Why feature-major: the project's reference measurement had OpenBLAS 0.3.21 (1 thread) at
+// ~9.7 GFLOP/s for the batch-major 512x256 . 256x256 product but ~31 for the feature-major
+// one with N = B (and ~36 for 1024^3). On this machine (AMD EPYC, AVX-512, with
+// OPENBLAS_CORETYPE=Haswell) `build/bench/bench_learner` (BENCH sgemm.layout.* lines,
+// best of 5 windows, quiet machine) measures both layouts alike: forward, dW and dX
+// products for B = 512, H = 256 or 512 all run at 98-107 GFLOP/s, as does 1024^3 (~105);
+// we could not reproduce the gap (under load from concurrent builds every variant drops
+// to 40-80 GFLOP/s, noisily). Feature-major is kept because it is never the slower one, it keeps every per-feature loop (bias fill,
+// ReLU, ReLU mask, bias gradient) contiguous and branch-free, and for an actor's small
+// batch (B = 64) the long dimension stays M = H, which the kernels like (feature-major
+// 102 GFLOP/s vs batch-major 94 at B = 64, H = 512). What does cost time is elsewhere:
+// the head GEMM (M = 1 + A rows) runs at 15-55 GFLOP/s, and a branchy scalar ReLU cost a
+// quarter of an update before the elementwise kernels were made branch-free (nn.c).
 //
 // What it does not do: losses (learner/loss.h), optimizers (optim.h), threading.
 // Thread-safety: params are read-only during forward/backward, so many threads may share

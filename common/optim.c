@@ -136,6 +136,7 @@ static void s_rmsprop_step(optim_t *o, float *params, const float *grads) {
     }
 }
 
+// One dispatch per update, not per parameter: each kind is its own tight loop.
 void optim_step(optim_t *o, float *params, const float *grads) {
     if (o->cfg.kind == OPTIM_ADAM) {
         s_adam_step(o, params, grads);

@@ -10,6 +10,9 @@
 
 #include <string.h>
 
+// Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE
+// S8). Three nn states rather than one: online(s') and target(s') run before online(s),
+// and backward needs online(s)'s activations intact, so each pass keeps its own.
 struct trainer {
     train_config_t cfg;
     nn_params_t online;
@@ -38,6 +41,8 @@ void train_config_default(train_config_t *cfg) {
     cfg->priority_eps = 1e-6f;
 }
 
+// Startup-class validation (STYLE S6.3): the learner's config loader should already have
+// range-checked these; this catches a programmatic caller and logs what is wrong.
 static int s_config_check(const train_config_t *cfg) {
     char why[128];
     if (nn_config_check(&cfg->net, why, sizeof why) != APEX_OK) {
@@ -74,6 +79,8 @@ trainer_t *trainer_new(const train_config_t *cfg) {
     self->dq = xaligned_alloc(ba);
     self->y = xaligned_alloc((size_t)cfg->batch_size * sizeof(float));
     self->td = xaligned_alloc((size_t)cfg->batch_size * sizeof(float));
+    // Network init draws from its own stream, so the learner RNG's sequence (checkpointed)
+    // does not depend on the network's size.
     rng_t init;
     rng_init_stream(&init, cfg->seed, RNG_ROLE_NET_INIT, 0);
     nn_params_init_random(&self->online, &init);
@@ -129,6 +136,8 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
                                       self->cfg.grad_clip);
     optim_step(&self->optim, self->online.data, self->grads.data);
     self->step++;
+    // Hard target update (DQN): every target_update steps, counted after this step, so
+    // the first sync happens after exactly target_update updates.
     if (self->step % self->cfg.target_update == 0) {
         nn_params_copy(&self->target, &self->online);
     }
@@ -156,6 +165,9 @@ rng_t *trainer_rng(trainer_t *self) { return &self->rng; }
 
 enum { TRAINER_CKPT_ARRAYS = 4 };
 
+// Everything that trainer_step reads and that is not derived from the config goes into the
+// file: params, target, both moments, both step counters (optimizer's t drives Adam's bias
+// correction) and the RNG, which is what makes a resumed run bit-identical.
 int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *extra) {
     ckpt_header_t hdr;
     ckpt_header_init(&hdr, &self->cfg.net);
