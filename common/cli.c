@@ -16,6 +16,7 @@ static void s_usage(FILE *out, const char *role, const char *usage) {
             "  --set S.K=V           override one key, e.g. --set learner.lr=1e-4 (repeatable)\n"
             "  --print-config        print the resolved configuration and exit\n"
             "  --help-config         list every configuration key and exit\n"
+            "  --help-config-markdown  the same as a Markdown table (configs/README.md)\n"
             "  -h, --help            this message\n%s",
             role, usage);
 }
@@ -49,6 +50,8 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
             a->print_config = 1;
         } else if (!strcmp(o, "--help-config")) {
             a->help_config = 1;
+        } else if (!strcmp(o, "--help-config-markdown")) {
+            a->help_config = 2;
         } else if ((!strcmp(o, "-c") || !strcmp(o, "--config")) && next) {
             a->config_path = argv[++i];
         } else if (!strcmp(o, "--set") && next) {
@@ -96,7 +99,11 @@ int cli_startup(const char *role, unsigned flags, const char *usage, int argc, c
         return rc;
     }
     if (args->help_config) {
-        config_help(stdout);
+        if (args->help_config == 2) {
+            config_help_markdown(stdout); // configs/README.md's table is generated from this
+        } else {
+            config_help(stdout);
+        }
         return 0;
     }
     if (!args->config_path) {

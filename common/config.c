@@ -46,7 +46,7 @@ static const s_row s_schema[] = {
     {"run", "max_seconds", T_FLOAT, OFF(run.max_seconds), 0, 0, 1e9, "0", NULL,
      "launcher stops the run after this many seconds (0 = no limit)"},
     {"run", "target_return", T_FLOAT, OFF(run.target_return), 0, -1e9, 1e9, "475", NULL,
-     "launcher stops the run once the mean return of the last 100 episodes reaches this"},
+     "launcher stops the run once a greedy 100-episode evaluation reaches this mean return"},
     {"run", "log_level", T_ENUM, OFF(run.log_level), 0, 0, 0, "info", "error|warn|info|debug",
      "log verbosity"},
 
@@ -563,13 +563,31 @@ void config_help(FILE *out) {
     }
 }
 
+// Writes s with the characters that Markdown tables and HTML would swallow escaped.
+static void s_md(FILE *out, const char *s) {
+    for (; *s; s++) {
+        if (*s == '|') {
+            fputs(" / ", out);
+        } else if (*s == '<') {
+            fputs("&lt;", out);
+        } else if (*s == '>') {
+            fputs("&gt;", out);
+        } else {
+            fputc(*s, out);
+        }
+    }
+}
+
 void config_help_markdown(FILE *out) {
     fprintf(out, "| section | key | type | default | range | meaning |\n|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < N_ROWS; i++) {
         const s_row *r = &s_schema[i];
         char range[128];
         s_range(r, range, sizeof range);
-        fprintf(out, "| %s | %s | %s | `%s` | %s | %s |\n", r->section, r->key, s_type_name(r),
-                r->def, range, r->help);
+        fprintf(out, "| %s | %s | %s | `%s` | ", r->section, r->key, s_type_name(r), r->def);
+        s_md(out, range);
+        fputs(" | ", out);
+        s_md(out, r->help);
+        fputs(" |\n", out);
     }
 }

@@ -17,12 +17,24 @@ for b in "$APEX_BIN"/apex-*; do
   [ "$n" = apex-eval ] && extra=(--checkpoint /nonexistent)
   expect_rc 0 "$n --help" "$b" --help
   expect_rc 0 "$n --help-config" "$b" --help-config
-  expect_rc 0 "$n --print-config" "$b" -c configs/cartpole.ini "${extra[@]}" --print-config
-  grep -q '^capacity = 100000$' "$TMP/out" && ok "$n --print-config shows resolved values" || bad "$n --print-config output"
+  expect_rc 0 "$n --print-config" "$b" -c configs/cartpole.ini "${extra[@]}" --set replay.capacity=12345 --print-config
+  grep -q '^capacity = 12345$' "$TMP/out" && grep -q '^id = CartPole-v1$' "$TMP/out" \
+    && ok "$n --print-config shows resolved values" || bad "$n --print-config output"
   expect_rc 2 "$n unknown key" "$b" -c "$TMP/typo.ini" "${extra[@]}"
   grep -q "typo.ini:3: \[replay\] capacit: unknown key" "$TMP/err" && ok "$n names file:line:key" || bad "$n error message: $(cat "$TMP/err")"
   expect_rc 2 "$n bad --set" "$b" -c configs/cartpole.ini "${extra[@]}" --set replay.alpha=2
   expect_rc 2 "$n missing config" "$b" -c /nonexistent.ini "${extra[@]}"
   expect_rc 2 "$n bad flag" "$b" --frobnicate
+done
+# configs/README.md's table is generated from the schema and must be current.
+"$APEX_BIN/apex-replay" --help-config-markdown >"$TMP/ref.md"
+if sed -n '/^| section | key/,$p' configs/README.md | diff -q - "$TMP/ref.md" >/dev/null; then
+  ok "configs/README.md matches the schema"
+else
+  bad "configs/README.md is out of date: run scripts/gen-config-reference"
+fi
+# Every shipped config loads.
+for c in configs/*.ini; do
+  expect_rc 0 "$c is valid" "$APEX_BIN/apex-replay" -c "$c" --print-config
 done
 finish
