@@ -2,14 +2,14 @@
 #define LOG_MODULE "ckpt"
 #include "ckpt.h"
 
+#include "fileio.h"
+
 #include "apex.h"
 #include "log.h"
 #include "xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,32 +17,6 @@
 
 _Static_assert(sizeof(ckpt_header_t) == 168, "checkpoint header must have no padding");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint format is little-endian");
-
-// ----------------------------------------------------------------------------
-// CRC32C: byte-at-a-time table. ~1 GB/s; a large-net checkpoint (5 MB) costs ~5 ms.
-
-static uint32_t s_crc_table[256];
-static pthread_once_t s_crc_once = PTHREAD_ONCE_INIT;
-
-static void s_crc_table_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) {
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        }
-        s_crc_table[i] = c;
-    }
-}
-
-uint32_t ckpt_crc32c(uint32_t crc, const void *buf, size_t len) {
-    pthread_once(&s_crc_once, s_crc_table_init);
-    const unsigned char *p = buf;
-    crc = ~crc;
-    for (size_t i = 0; i < len; i++) {
-        crc = s_crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    }
-    return ~crc;
-}
 
 // ----------------------------------------------------------------------------
 // header
@@ -76,136 +50,33 @@ void ckpt_header_config(const ckpt_header_t *hdr, nn_config_t *cfg) {
 // The header has its own checksum so that a flipped bit in a size or counter is reported
 // as corruption, not misread as a shape mismatch or silently restored as a wrong step.
 static uint32_t s_header_crc(const ckpt_header_t *hdr) {
-    return ckpt_crc32c(0, hdr, offsetof(ckpt_header_t, header_crc32c));
+    return fileio_crc32c(0, hdr, offsetof(ckpt_header_t, header_crc32c));
 }
 
 // ----------------------------------------------------------------------------
 // writing
 
-// Disk-full class errors are reported as APEX_ENOSPC so the learner can say so.
-static int s_errno_to_apex(int e) {
-    return (e == ENOSPC || e == EDQUOT || e == EFBIG) ? APEX_ENOSPC : APEX_EIO;
-}
-
-// write(2) until done; EINTR retried. Returns 0 or errno.
-static int s_write_all(int fd, const void *buf, size_t len) {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-// fsync the directory holding path, so the rename itself is durable.
-static int s_fsync_dir(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        return errno;
-    }
-    int e = fsync(fd) < 0 ? errno : 0;
-    close(fd);
-    return e;
-}
-
-// Writes header + arrays into the open fd, then fsyncs. Returns 0 or errno; *what names
-// the call that failed.
-static int s_write_file(int fd, const ckpt_header_t *hdr, const float *const arrays[],
-                        int n_arrays, const char **what) {
-    int e = s_write_all(fd, hdr, sizeof *hdr);
-    size_t bytes = (size_t)hdr->num_params * sizeof(float);
-    for (int i = 0; i < n_arrays && e == 0; i++) {
-        e = s_write_all(fd, arrays[i], bytes);
-    }
-    *what = "write";
-    if (e == 0 && fsync(fd) < 0) {
-        e = errno;
-        *what = "fsync";
-    }
-    return e;
-}
-
-// The sequence is the classic atomic replace: write a sibling temp file (same directory,
-// so rename cannot cross filesystems), fsync its data, rename over the target (atomic in
-// POSIX), then fsync the directory so the new name survives a crash. Until rename, the old
-// file is untouched; every failure before it only has to remove the temp file.
+// Atomic replace through fileio_atomic_write: the previous checkpoint survives any failure.
 int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays) {
     APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
     size_t bytes = (size_t)hdr->num_params * sizeof(float);
     hdr->n_arrays = (uint32_t)n_arrays;
     hdr->payload_bytes = (uint64_t)bytes * n_arrays;
     uint32_t crc = 0;
+    fileio_chunk_t chunks[1 + CKPT_MAX_ARRAYS];
     for (int i = 0; i < n_arrays; i++) {
-        crc = ckpt_crc32c(crc, arrays[i], bytes);
+        crc = fileio_crc32c(crc, arrays[i], bytes);
+        chunks[1 + i] = (fileio_chunk_t){arrays[i], bytes};
     }
     hdr->payload_crc32c = crc;
     hdr->header_crc32c = s_header_crc(hdr);
-
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        log_error("%s: path too long", path);
-        return APEX_EINVAL;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        log_error("%s: cannot create: %s", tmp, strerror(e));
-        return s_errno_to_apex(e);
-    }
-    const char *what = "write";
-    int e = s_write_file(fd, hdr, arrays, n_arrays, &what);
-    if (close(fd) < 0 && e == 0) {
-        e = errno;
-        what = "close";
-    }
-    if (e == 0 && rename(tmp, path) < 0) {
-        e = errno;
-        what = "rename";
-    }
-    if (e != 0) {
-        log_error("%s: %s failed: %s (previous checkpoint left intact)", tmp, what, strerror(e));
-        unlink(tmp);
-        return s_errno_to_apex(e);
-    }
-    // The new file is in place; a failed directory fsync only weakens durability.
-    if ((e = s_fsync_dir(path)) != 0) {
-        log_error("%s: fsync of directory failed: %s", path, strerror(e));
-        return APEX_EIO;
-    }
-    return APEX_OK;
+    chunks[0] = (fileio_chunk_t){hdr, sizeof *hdr};
+    return fileio_atomic_write(path, chunks, 1 + n_arrays);
 }
 
 // ----------------------------------------------------------------------------
 // reading
 
-// read(2) exactly len bytes; returns 0, -1 on a short file, or errno.
-static int s_read_all(int fd, void *buf, size_t len) {
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno;
-        }
-        if (n == 0) {
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
 
 // Header checks that need no payload, cheapest and most telling first: a file that is not
 // a checkpoint at all should say so, not report a checksum error. Returns 0 or an apex_err
@@ -259,7 +130,7 @@ static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_a
         log_error("%s: fstat failed: %s", path, strerror(errno));
         return APEX_EIO;
     }
-    int e = s_read_all(fd, h, sizeof *h);
+    int e = fileio_read_all(fd, h, sizeof *h);
     if (e != 0) {
         if (e < 0) {
             log_error("%s: not an apex checkpoint (only %lld bytes)", path, (long long)st.st_size);
@@ -273,11 +144,11 @@ static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_a
         return rc;
     }
     *payload = xmalloc(h->payload_bytes);
-    e = s_read_all(fd, *payload, h->payload_bytes);
+    e = fileio_read_all(fd, *payload, h->payload_bytes);
     if (e != 0) {
         log_error("%s: read failed: %s", path, e < 0 ? "truncated" : strerror(e));
         rc = e < 0 ? APEX_EPROTO : APEX_EIO;
-    } else if (ckpt_crc32c(0, *payload, h->payload_bytes) != h->payload_crc32c) {
+    } else if (fileio_crc32c(0, *payload, h->payload_bytes) != h->payload_crc32c) {
         log_error("%s: corrupt checkpoint (payload checksum mismatch)", path);
         rc = APEX_EPROTO;
     }

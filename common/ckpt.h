@@ -63,8 +63,6 @@ typedef struct {
     uint32_t header_crc32c;   // over every header byte before this field
 } ckpt_header_t;
 
-// CRC32C of len bytes continuing from crc (start with 0). Thread-safe.
-uint32_t ckpt_crc32c(uint32_t crc, const void *buf, size_t len);
 
 // Zeroes hdr and fills magic, version, header size and the shape fields from cfg.
 void ckpt_header_init(ckpt_header_t *hdr, const nn_config_t *cfg);

@@ -4,6 +4,7 @@
 
 #include "apex.h"
 #include "clock.h"
+#include "fileio.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -95,20 +96,6 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
     t->seed = (uint64_t)c->run.seed;
 }
 
-static int s_mkdir_p(const char *path) {
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-                return -1;
-            }
-            *p = '/';
-        }
-    }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
 
 static void s_alloc_slots(learner_t *l) {
     size_t B = (size_t)l->cfg.learner.batch_size, O = (size_t)l->cfg.env.obs_dim;
@@ -192,8 +179,9 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     l->cfg = *cfg;
     snprintf(l->run_dir, sizeof l->run_dir, "%s/%s", cfg->run.out_dir, cfg->run.name);
     learner_checkpoint_path(cfg, l->ckpt_path, sizeof l->ckpt_path);
-    if (s_mkdir_p(l->run_dir) != 0) {
-        log_error("cannot create run directory %s: %s", l->run_dir, strerror(errno));
+    int e = fileio_mkdir_p(l->run_dir);
+    if (e != 0) {
+        log_error("cannot create run directory %s: %s", l->run_dir, strerror(e));
         free(l);
         return NULL;
     }

@@ -313,3 +313,72 @@ double store_slot_priority(const store_t *s, uint32_t slot) {
 uint32_t store_slot_generation(const store_t *s, uint32_t slot) {
     return slot < s->capacity ? s_meta(s, slot)->gen : 0;
 }
+
+// ---------------------------------------------------------------------------------------
+// Persistence
+// ---------------------------------------------------------------------------------------
+
+int store_read_slot(const store_t *s, uint32_t slot, float *obs, int32_t *action,
+                    float *reward, float *discount, float *next_obs) {
+    if ((uint64_t)slot >= s->size) {
+        return -1;
+    }
+    const store_meta_t *m = s_meta(s, slot);
+    const float *o = s_obs(s, slot);
+    memcpy(obs, o, s->obs_dim * sizeof(float));
+    memcpy(next_obs, o + s->obs_dim, s->obs_dim * sizeof(float));
+    *action = m->action;
+    *reward = m->reward;
+    *discount = m->discount;
+    return 0;
+}
+
+void store_get_state(const store_t *s, store_state_t *out) {
+    *out = (store_state_t){.next = s->next, .size = s->size, .inserted = s->inserted,
+                           .stale = s->stale, .max_prio = s->max_prio};
+}
+
+const void *store_rows(const store_t *s, size_t *bytes) {
+    *bytes = (size_t)s->capacity * s->stride;
+    return s->rows;
+}
+
+void store_copy_leaves(const store_t *s, float *out) {
+    for (uint32_t i = 0; i < s->capacity; i++) {
+        out[i] = sumtree_get(&s->tree, i);
+    }
+}
+
+int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t rows_bytes,
+                  const float *leaves) {
+    if (rows_bytes != (size_t)s->capacity * s->stride || st->next >= s->capacity ||
+        st->size > s->capacity || st->inserted < st->size ||
+        !(st->max_prio >= STORE_PRIORITY_MIN && st->max_prio <= STORE_PRIORITY_MAX)) {
+        return APEX_EINVAL;
+    }
+    for (uint32_t i = 0; i < s->capacity; i++) {
+        int occupied = (uint64_t)i < st->size;
+        if (!(leaves[i] >= 0.0f && leaves[i] < INFINITY) || (occupied != (leaves[i] > 0.0f))) {
+            return APEX_EINVAL;
+        }
+    }
+    memcpy(s->rows, rows, rows_bytes);
+    // Rebuild the sums level by level from the leaves, in chunks of consecutive slots.
+    enum { CHUNK = 4096 };
+    uint32_t idx[CHUNK];
+    sumtree_clear(&s->tree);
+    for (uint32_t first = 0; first < s->capacity; first += CHUNK) {
+        uint32_t n = APEX_MIN((uint32_t)CHUNK, s->capacity - first);
+        for (uint32_t j = 0; j < n; j++) {
+            idx[j] = first + j;
+        }
+        sumtree_set(&s->tree, n, idx, leaves + first);
+    }
+    s->next = st->next;
+    s->size = st->size;
+    s->inserted = st->inserted;
+    s->stale = st->stale;
+    s->max_prio = st->max_prio;
+    s->max_value = s_pow_alpha(s, st->max_prio);
+    return APEX_OK;
+}

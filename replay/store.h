@@ -83,5 +83,36 @@ double store_slot_priority(const store_t *s, uint32_t slot);
 uint32_t store_slot_generation(const store_t *s, uint32_t slot);
 // Slot the next store_add row goes to (the oldest row once the ring is full).
 uint32_t store_next_slot(const store_t *s);
+// Reads slot's row into the caller's buffers (obs and next_obs hold obs_dim floats each).
+// Returns 0, or -1 when the slot is not occupied. For dumps and tests, not the hot path.
+int store_read_slot(const store_t *s, uint32_t slot, float *obs, int32_t *action,
+                    float *reward, float *discount, float *next_obs);
+
+// ---------------------------------------------------------------------------------------
+// Persistence (replay/durable.c writes and reads these in snapshots).
+// The whole state is: the scalar counters below, the slot records (store_rows: capacity *
+// stride bytes, generations included) and the p^alpha leaves (capacity floats). The sums and
+// minima are not saved: store_restore rebuilds them from the leaves.
+
+typedef struct {
+    uint32_t next;      // slot of the next add
+    uint32_t reserved;
+    uint64_t size;
+    uint64_t inserted;
+    uint64_t stale;
+    float max_prio;     // largest raw priority seen (the default for priority-less adds)
+    float reserved2;
+} store_state_t;
+
+void store_get_state(const store_t *s, store_state_t *out);
+// The slot records as one byte array of *bytes bytes. Borrowed; valid until the next add.
+const void *store_rows(const store_t *s, size_t *bytes);
+// Copies the capacity leaves (p^alpha; 0 for empty slots) into out. No allocation.
+void store_copy_leaves(const store_t *s, float *out);
+// Replaces the whole state (a store of the same capacity and obs_dim). Validates before
+// touching anything: APEX_EINVAL when the sizes differ, a counter is out of range, or a leaf
+// is negative, non-finite, or non-zero beyond the occupied slots; the store is unchanged.
+int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t rows_bytes,
+                  const float *leaves);
 
 #endif
