@@ -110,7 +110,7 @@ $(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) 
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit: $(CHECK_BIN) $(BINARIES)
-	APEX_BIN=$(abspath $(BIN)) $(CHECK_BIN)
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) $(CHECK_BIN)
 
 smoke: $(BINARIES)
 	@set -e; for t in $(filter-out tests/smoke/lib.sh,$(wildcard tests/smoke/*.sh)); do \

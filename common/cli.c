@@ -68,6 +68,8 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
             a->resume = 1;
         } else if ((flags & CLI_FLAG_RESUME) && !strcmp(o, "--no-resume")) {
             a->resume = 0;
+        } else if ((flags & CLI_FLAG_DUMP) && !strcmp(o, "--dump") && next) {
+            a->dump = argv[++i];
         } else if ((flags & CLI_FLAG_CHECKPOINT) && !strcmp(o, "--checkpoint") && next) {
             a->checkpoint = argv[++i];
         } else if ((flags & CLI_FLAG_EPISODES) && !strcmp(o, "--episodes") && next &&

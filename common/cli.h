@@ -19,6 +19,7 @@ enum {
     CLI_FLAG_CHECKPOINT = 1 << 2, // --checkpoint PATH (eval)
     CLI_FLAG_EPISODES = 1 << 3,   // --episodes N (eval)
     CLI_FLAG_EPSILON = 1 << 4,    // --epsilon X (eval)
+    CLI_FLAG_DUMP = 1 << 5,       // --dump PATH (replay)
 };
 
 typedef struct {
@@ -30,6 +31,7 @@ typedef struct {
     int index;   // -1 when not given
     int resume;  // 1 = resume when a checkpoint exists (default), 0 = --no-resume
     const char *checkpoint;
+    const char *dump;
     long episodes;
     double epsilon;
 } cli_args_t;

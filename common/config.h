@@ -58,6 +58,7 @@ typedef struct {
     int durability; // config_durability
     double snapshot_interval_s;
     int64_t wal_sync_ms;
+    int reset_limiter_on_restore;
 } config_replay_t;
 
 typedef struct {
@@ -95,6 +96,7 @@ typedef struct {
     int64_t send_batch;
     int64_t weight_sync_steps;
     int64_t max_pending_batches;
+    int64_t ack_timeout_ms;
     int64_t stats_interval_ms;
     int64_t max_steps_per_s;
 } config_actor_t;

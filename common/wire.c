@@ -223,6 +223,7 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
     }
     *o = (wire_batch_t){
         .actor_id = m->actor_id,
+        .epoch = m->epoch,
         .seq = m->seq,
         .weights_version = m->weights_version,
         .count = m->count,
@@ -476,6 +477,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         const wire_batch_t *b = &msg->u.batch;
         size_t n = b->count, no = (size_t)b->count * b->obs_dim;
         tb.actor_id = b->actor_id;
+        tb.epoch = b->epoch;
         tb.seq = b->seq;
         tb.weights_version = b->weights_version;
         tb.count = b->count;

@@ -45,6 +45,7 @@ typedef enum { WIRE_SAMPLE_OK = 0, WIRE_SAMPLE_NOT_READY = 1, WIRE_SAMPLE_REFUSE
 
 typedef struct {
     uint32_t actor_id;
+    uint64_t epoch; // the actor process's run; seq restarts from 0 in each
     uint64_t seq;
     uint64_t weights_version;
     uint32_t count;

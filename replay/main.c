@@ -6,15 +6,23 @@
 int main(int argc, char **argv) {
     cli_args_t args;
     apex_config_t cfg;
-    int rc = cli_startup("apex-replay", 0, "", argc, argv, &args, &cfg);
+    int rc = cli_startup("apex-replay", CLI_FLAG_DUMP,
+                         "  --dump PATH           restore the run's replay state (per [replay] "
+                         "durability),\n"
+                         "                        write it to PATH as CSV and exit\n",
+                         argc, argv, &args, &cfg);
     if (rc >= 0) {
         return rc;
     }
-    replay_server_t *server = replay_server_new(&cfg);
+    replay_server_t *server = replay_server_new(&cfg, args.dump == NULL);
     if (!server) {
         return 2; // start-up error, already logged
     }
-    rc = replay_server_run(server);
+    if (args.dump) {
+        rc = replay_server_dump(server, args.dump);
+    } else {
+        rc = replay_server_run(server);
+    }
     replay_server_destroy(&server);
     return rc == 0 ? 0 : 1;
 }

@@ -1,9 +1,12 @@
 // server.c: see server.h.
 #define LOG_MODULE "replay"
 #include "server.h"
+#include "server_int.h"
 
 #include "apex.h"
 #include "clock.h"
+#include "dedupe.h"
+#include "durable.h"
 #include "log.h"
 #include "loop.h"
 #include "net.h"
@@ -14,63 +17,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-
-#define PENDING_MAX 256          // held sample requests; more are answered NOT_READY at once
-#define LIMITER_TICK_MS 10       // how often held requests are re-checked and expired
-#define STOP_CHECK_MS 50
-#define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
-#define MAX_DRAIN 256            // messages handled per reader call, for fairness
-#define PEERS_MAX 64             // peers with their own bad-message counter
-#define ROUTING_ID_MAX 256
-
-typedef struct {
-    uint8_t id[ROUTING_ID_MAX];
-    size_t id_len;
-    wire_sample_request_t req;
-    int64_t deadline_ms;
-} s_pending;
-
-typedef struct {
-    uint8_t id[ROUTING_ID_MAX];
-    size_t id_len;
-    uint64_t bad;
-} s_peer;
-
-typedef struct {
-    int64_t at_ms;
-    uint64_t inserted, sampled, updated;
-} s_rate_mark;
-
-struct replay_server {
-    apex_config_t cfg;
-    void *ctx;
-    void *insert_sock;
-    void *sample_sock;
-    char insert_ep[CONFIG_STR_LEN];
-    char sample_ep[CONFIG_STR_LEN];
-    store_t *store;
-    rng_t rng;
-    wire_decoder_t *dec;
-    wire_buf_t out;
-    loop_t *loop;
-    atomic_int stop_requested;
-    // Gather buffers for one reply, sized for [replay] max_batch (S8: nothing allocated
-    // while serving).
-    uint64_t *keys;
-    float *is_w, *obs, *next_obs, *rewards, *discounts;
-    int32_t *actions;
-    // Held sample requests: a FIFO ring.
-    s_pending *pending;
-    int pending_head, pending_len;
-    // Counters.
-    uint64_t sampled_rows, updated, limiter_waits, not_ready, refused, dropped_replies;
-    uint64_t bad[WIRE_MSG_COUNT_];
-    uint64_t bad_total;
-    s_peer peers[PEERS_MAX];
-    int n_peers;
-    log_limiter_t bad_log;
-    s_rate_mark mark;
-};
 
 // ---------------------------------------------------------------------------------------
 // Start-up
@@ -91,15 +37,20 @@ static size_t s_mem_available(void) {
     return (size_t)kb * 1024;
 }
 
+static size_t s_max_message_bytes(const apex_config_t *c, wire_limits_t *lim) {
+    *lim = (wire_limits_t){.obs_dim = (uint32_t)c->env.obs_dim,
+                           .n_actions = (uint32_t)c->env.n_actions,
+                           .max_count = (uint32_t)c->replay.max_batch};
+    lim->max_message_bytes = c->replay.max_message_bytes > 0
+                                 ? (size_t)c->replay.max_message_bytes
+                                 : wire_max_message_bytes(lim);
+    return lim->max_message_bytes;
+}
+
 static int s_open_sockets(replay_server_t *s) {
     const apex_config_t *c = &s->cfg;
-    wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
-                         .n_actions = (uint32_t)c->env.n_actions,
-                         .max_count = (uint32_t)c->replay.max_batch};
-    size_t max_bytes = c->replay.max_message_bytes > 0 ? (size_t)c->replay.max_message_bytes
-                                                       : wire_max_message_bytes(&lim);
-    lim.max_message_bytes = max_bytes;
-    s->dec = wire_decoder_new(&lim);
+    wire_limits_t lim;
+    size_t max_bytes = s_max_message_bytes(c, &lim);
     net_opts_t o = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000, .sndhwm = 1000};
     s->ctx = zmq_ctx_new();
     s->insert_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
@@ -122,7 +73,7 @@ static int s_timer_limiter(loop_t *loop, void *arg);
 static int s_timer_stats(loop_t *loop, void *arg);
 static int s_timer_stop(loop_t *loop, void *arg);
 
-replay_server_t *replay_server_new(const apex_config_t *cfg) {
+replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     store_config_t sc = {.capacity = (uint32_t)cfg->replay.capacity,
                          .obs_dim = (uint32_t)cfg->env.obs_dim,
                          .alpha = cfg->replay.alpha};
@@ -151,6 +102,20 @@ replay_server_t *replay_server_new(const apex_config_t *cfg) {
     s->actions = xmalloc(B * sizeof(int32_t));
     s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
     wire_buf_init(&s->out, 64 + B * (2 * O * 4 + 24));
+    wire_limits_t lim;
+    s_max_message_bytes(cfg, &lim);
+    s->dec = wire_decoder_new(&lim);
+    dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
+    s->acks = xmalloc(ACKS_MAX * sizeof *s->acks);
+    s->blob_cap = BLOB_COUNTERS * sizeof(uint64_t) + dedupe_bytes(&s->dedupe);
+    s->blob = xmalloc(s->blob_cap);
+    if (persist_restore(s) != 0) {
+        replay_server_destroy(&s);
+        return NULL;
+    }
+    if (!listen) {
+        return s;
+    }
     if (s_open_sockets(s) != 0) {
         replay_server_destroy(&s);
         return NULL;
@@ -161,6 +126,14 @@ replay_server_t *replay_server_new(const apex_config_t *cfg) {
     loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
     loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
     loop_add_timer(s->loop, STOP_CHECK_MS, s_timer_stop, s);
+    if (cfg->replay.durability != DURABILITY_NONE) {
+        loop_add_timer(s->loop, SNAPSHOT_POLL_MS, persist_timer_poll, s);
+        loop_add_timer(s->loop, (int64_t)(cfg->replay.snapshot_interval_s * 1000),
+                       persist_timer_snapshot, s);
+    }
+    if (cfg->replay.durability == DURABILITY_WAL) {
+        loop_add_timer(s->loop, cfg->replay.wal_sync_ms, persist_timer_sync, s);
+    }
     s->mark.at_ms = clock_now_ms();
     log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
              "on %s",
@@ -180,6 +153,10 @@ void replay_server_destroy(replay_server_t **self_p) {
     if (s->ctx) {
         zmq_ctx_term(s->ctx);
     }
+    durable_destroy(&s->durable);
+    dedupe_fini(&s->dedupe);
+    free(s->acks);
+    free(s->blob);
     wire_decoder_destroy(&s->dec);
     wire_buf_fini(&s->out);
     store_destroy(&s->store);
@@ -276,25 +253,94 @@ static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t
 
 static void s_serve_pending(replay_server_t *s, int64_t now);
 
+// Sends an InsertAck now, or (wal mode, log healthy) queues it until the batch's log record
+// is on disk: an ack promises that the batch survives a crash.
+
+static void s_send_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
+                       uint64_t seq) {
+    wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
+    ack.u.insert_ack = (wire_insert_ack_t){.actor_id = actor, .seq = seq};
+    wire_encode(&ack, &s->out);
+    s_send_routed(s, s->insert_sock, id, id_len);
+}
+
+static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
+                  uint64_t seq) {
+    if (s->cfg.replay.durability != DURABILITY_WAL || durable_degraded(s->durable)) {
+        if (s->cfg.replay.durability == DURABILITY_WAL) {
+            s->acks_without_durability++;
+        }
+        s_send_ack(s, id, id_len, actor, seq);
+        return;
+    }
+    if (s->n_acks == ACKS_MAX || id_len > ROUTING_ID_MAX) {
+        durable_sync(s->durable);
+        server_flush_acks(s);
+    }
+    s_ack *a = &s->acks[s->n_acks++];
+    memcpy(a->id, id, id_len);
+    a->id_len = id_len;
+    a->actor_id = actor;
+    a->seq = seq;
+}
+
+void server_flush_acks(replay_server_t *s) {
+    if (durable_degraded(s->durable)) {
+        s->acks_without_durability += (uint64_t)s->n_acks;
+    }
+    for (int i = 0; i < s->n_acks; i++) {
+        s_send_ack(s, s->acks[i].id, s->acks[i].id_len, s->acks[i].actor_id, s->acks[i].seq);
+    }
+    s->n_acks = 0;
+}
+
+// Applies a decoded batch: stores it unless (actor, epoch, seq) was stored before, and
+// appends its raw message to the log. Shared by live inserts and the start-up log replay
+// (raw == NULL: nothing is appended). Returns 1 when stored, 0 for a duplicate.
+int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw,
+                         size_t raw_len) {
+    if (dedupe_seen(&s->dedupe, b->actor_id, b->epoch, b->seq)) {
+        s->duplicate_batches++;
+        return 0;
+    }
+    store_add(s->store, b->count, b->obs, b->actions, b->rewards, b->discounts, b->next_obs,
+              b->priorities);
+    dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
+    if (raw && durable_append(s->durable, DURABLE_REC_INSERT, raw, raw_len)) {
+        durable_sync(s->durable); // the log buffer is full: write it out now
+        server_flush_acks(s);
+    }
+    return 1;
+}
+
+void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
+                           size_t raw_len) {
+    s->updated += store_update(s->store, u->count, u->keys, u->priorities);
+    if (raw && durable_append(s->durable, DURABLE_REC_UPDATE, raw, raw_len)) {
+        durable_sync(s->durable);
+        server_flush_acks(s);
+    }
+}
+
 static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload) {
     wire_msg_t m;
     const uint8_t *idb = zmq_msg_data((zmq_msg_t *)id);
     size_t idn = zmq_msg_size(id);
-    int rc = wire_decode(s->dec, zmq_msg_data((zmq_msg_t *)payload), zmq_msg_size(payload), &m);
+    const void *raw = zmq_msg_data((zmq_msg_t *)payload);
+    size_t raw_len = zmq_msg_size(payload);
+    int rc = wire_decode(s->dec, raw, raw_len, &m);
     if (rc == APEX_OK && m.type != WIRE_MSG_TRANSITION_BATCH) {
         rc = APEX_EPROTO; // a valid message of a kind that does not belong on this socket
+    }
+    if (rc == APEX_OK && m.u.batch.actor_id >= (uint32_t)s->cfg.actor.num_actors) {
+        rc = APEX_EINVAL; // also bounds the dedupe table
     }
     if (rc != APEX_OK) {
         s_count_bad(s, "insert", idb, idn, m.type, rc);
         return;
     }
-    const wire_batch_t *b = &m.u.batch;
-    store_add(s->store, b->count, b->obs, b->actions, b->rewards, b->discounts, b->next_obs,
-              b->priorities);
-    wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
-    ack.u.insert_ack = (wire_insert_ack_t){.actor_id = b->actor_id, .seq = b->seq};
-    wire_encode(&ack, &s->out);
-    s_send_routed(s, s->insert_sock, idb, idn);
+    server_apply_batch(s, &m.u.batch, raw, raw_len);
+    s_queue_ack(s, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates are acked too
 }
 
 static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
@@ -350,6 +396,7 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
         .stale_updates = store_stale_updates(s->store),
         .bad_messages = s->bad_total,
         .limiter_waits = s->limiter_waits,
+        .duplicate_batches = s->duplicate_batches,
         .total_priority = store_total_priority(s->store),
     };
 }
@@ -430,8 +477,8 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
     if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REQUEST) {
         s_handle_sample_request(s, idb, idn, &m.u.sample_request);
     } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE) {
-        const wire_priority_update_t *u = &m.u.priority_update;
-        s->updated += store_update(s->store, u->count, u->keys, u->priorities);
+        server_apply_update(s, &m.u.priority_update, zmq_msg_data((zmq_msg_t *)payload),
+                       zmq_msg_size(payload));
     } else {
         s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc);
     }
@@ -501,6 +548,7 @@ static int s_timer_stop(loop_t *loop, void *arg) {
 
 int replay_server_run(replay_server_t *self) {
     int rc = loop_run(self->loop);
+    persist_shutdown(self);
     wire_replay_stats_t st;
     replay_server_stats(self, &st);
     log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages",

@@ -28,8 +28,9 @@
 typedef struct replay_server replay_server_t;
 
 // Creates the store (refusing, with a log line, a capacity that does not fit in memory),
+// restores it per [replay] durability from <out_dir>/<name>/replay/, and (listen != 0)
 // binds both endpoints. Returns NULL after logging why. Caller destroys.
-replay_server_t *replay_server_new(const apex_config_t *cfg);
+replay_server_t *replay_server_new(const apex_config_t *cfg, int listen);
 void replay_server_destroy(replay_server_t **self_p);
 
 // Runs the loop until SIGINT/SIGTERM or replay_server_stop. Returns 0, or -1 on a loop error.
@@ -45,6 +46,10 @@ const char *replay_server_sample_endpoint(const replay_server_t *self);
 // Snapshot of the counters (what SampleReply carries). Only from the server's thread, or
 // after replay_server_run returned.
 void replay_server_stats(const replay_server_t *self, wire_replay_stats_t *out);
+// Writes the stored transitions as CSV (slot, generation, p^alpha, action, reward, discount,
+// obs..., next_obs...). For a server created with listen = 0 after a restore. 0 or -1.
+int replay_server_dump(const replay_server_t *self, const char *path);
+
 // Bad messages counted for one kind (WIRE_MSG_NONE = undecodable frames).
 uint64_t replay_server_bad_count(const replay_server_t *self, wire_msg_type kind);
 

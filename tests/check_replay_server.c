@@ -37,7 +37,7 @@ static void s_start(s_fixture *f, int64_t min_size, double spi) {
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
                           "replay.spi_tolerance=0", a, b};
     ck_assert_msg(config_load(&cfg, NULL, sets, 10, err, sizeof err) == 0, "%s", err);
-    f->server = replay_server_new(&cfg);
+    f->server = replay_server_new(&cfg, 1);
     ck_assert_ptr_nonnull(f->server);
     ck_assert_int_eq(pthread_create(&f->thread, NULL, s_run, f->server), 0);
     f->ctx = zmq_ctx_new();
@@ -321,7 +321,7 @@ START_TEST(test_capacity_too_large_refused) {
     const char *sets[] = {"replay.capacity=2147483648", "network.hidden=4"};
     ck_assert_int_eq(config_load(&cfg, NULL, sets, 2, err, sizeof err), 0);
     cfg.env.obs_dim = 8; // the (hypothetical) 128 GiB this needs is not available
-    ck_assert_ptr_null(replay_server_new(&cfg));
+    ck_assert_ptr_null(replay_server_new(&cfg, 1));
 }
 END_TEST
 

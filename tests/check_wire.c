@@ -36,7 +36,7 @@ static void s_fill(void) {
 static wire_msg_t s_batch_msg(void) {
     s_fill();
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = 3, .seq = 77, .weights_version = 9, .count = ROWS,
+    m.u.batch = (wire_batch_t){.actor_id = 3, .epoch = 1ULL << 60, .seq = 77, .weights_version = 9, .count = ROWS,
                                .obs_dim = OBS, .obs = s_obs, .actions = s_act, .rewards = s_rew,
                                .discounts = s_disc, .next_obs = s_next, .priorities = s_prio};
     return m;
@@ -62,6 +62,7 @@ START_TEST(test_batch_round_trip) {
     const wire_batch_t *x = &o.u.batch;
     ck_assert_uint_eq(x->actor_id, 3);
     ck_assert_uint_eq(x->seq, 77);
+    ck_assert_uint_eq(x->epoch, 1ULL << 60);
     ck_assert_uint_eq(x->weights_version, 9);
     ck_assert_uint_eq(x->count, ROWS);
     ck_assert_mem_eq(x->obs, s_obs, sizeof s_obs);

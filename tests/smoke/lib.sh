@@ -40,6 +40,9 @@ finish() {
   echo "$(basename "$0"): $PASS passed, $FAIL failed"
   [ "$FAIL" -eq 0 ]
 }
+# Debian's interpreter has python3-zmq and numpy (another python3 may come first on PATH).
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
 TMP=$(mktemp -d /tmp/apex_smoke.XXXXXX)
 PIDS=()
 cleanup() {

@@ -1,0 +1,564 @@
+// durable.c: see durable.h.
+#define LOG_MODULE "durable"
+#include "durable.h"
+
+#include "apex.h"
+#include "config.h"
+#include "fileio.h"
+#include "log.h"
+#include "xalloc.h"
+
+#include <dirent.h>
+#include <sys/file.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SNAP_MAGIC "APEXSNAP"
+#define SNAP_FORMAT_VERSION 1u
+#define SEG_FMT "%s/wal-%08u.log"
+#define MAX_RECORD_BYTES (256u << 20) // a larger length field can only be corruption
+#define MAX_SEGMENTS 4096
+
+typedef struct {
+    char magic[8];
+    uint32_t format_version;
+    uint32_t header_bytes;
+    uint32_t capacity;
+    uint32_t obs_dim;
+    uint64_t rows_bytes;
+    uint64_t blob_bytes;
+    uint32_t covered_segment; // log segments <= this one are contained in the snapshot
+    uint32_t reserved;
+    store_state_t state;
+    uint32_t payload_crc;
+    uint32_t header_crc; // over every byte before this field
+} s_snap_header;
+
+typedef struct {
+    uint32_t len;  // payload bytes
+    uint32_t kind; // durable_rec_kind
+    uint32_t crc;  // CRC32C of kind and payload
+} s_rec_header;
+
+struct durable {
+    char dir[CONFIG_STR_LEN + 96];
+    char snap_path[CONFIG_STR_LEN + 128];
+    int mode;
+    // The log: the segment appended to, its fd, its size at the last successful sync (a
+    // failed write is cut back to it), and the records buffered since.
+    uint32_t seg;
+    int fd;
+    off_t synced_size;
+    uint8_t *buf;
+    size_t len, cap;
+    int degraded;
+    // The snapshot child.
+    pid_t child;
+    uint32_t child_covers;
+    float *leaves; // capacity floats, filled by the parent just before fork
+    uint32_t leaves_cap;
+    int lock_fd;   // flock on <dir>/lock: one server per directory
+    uint64_t snapshots, failures;
+};
+
+// ---------------------------------------------------------------------------------------
+// Lifetime
+
+durable_t *durable_new(const durable_config_t *cfg) {
+    durable_t *d = xcalloc(1, sizeof *d);
+    d->mode = cfg->mode;
+    d->fd = -1;
+    d->child = -1;
+    d->lock_fd = -1;
+    snprintf(d->dir, sizeof d->dir, "%s", cfg->dir);
+    snprintf(d->snap_path, sizeof d->snap_path, "%s/snapshot.bin", cfg->dir);
+    if (d->mode == DURABILITY_NONE) {
+        return d;
+    }
+    int e = fileio_mkdir_p(d->dir);
+    if (e != 0) {
+        log_error("cannot create replay directory %s: %s", d->dir, strerror(e));
+        free(d);
+        return NULL;
+    }
+    // Two servers appending to one log would corrupt it: the second one refuses to start.
+    char lock[CONFIG_STR_LEN + 128];
+    snprintf(lock, sizeof lock, "%s/lock", d->dir);
+    d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        log_error("%s: %s\n---> HINT: another apex-replay uses this run directory; stop it or "
+                  "change [run] name",
+                  lock, d->lock_fd < 0 ? strerror(errno) : "locked");
+        if (d->lock_fd >= 0) {
+            close(d->lock_fd);
+        }
+        free(d);
+        return NULL;
+    }
+    d->cap = cfg->buffer_bytes ? cfg->buffer_bytes : (4u << 20);
+    d->buf = xmalloc(d->cap);
+    fileio_crc32c(0, "", 0); // build the CRC table now, not in a forked child
+    return d;
+}
+
+void durable_destroy(durable_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    durable_t *d = *self_p;
+    durable_snapshot_poll(d, 1);
+    if (d->fd >= 0) {
+        close(d->fd);
+    }
+    if (d->lock_fd >= 0) {
+        close(d->lock_fd); // releases the flock
+    }
+    free(d->buf);
+    free(d->leaves);
+    free(d);
+    *self_p = NULL;
+}
+
+int durable_degraded(const durable_t *self) { return self->degraded; }
+uint64_t durable_snapshots_written(const durable_t *self) { return self->snapshots; }
+uint64_t durable_failures(const durable_t *self) { return self->failures; }
+
+// ---------------------------------------------------------------------------------------
+// Segments
+
+static void s_seg_path(const durable_t *d, uint32_t seg, char *out, size_t n) {
+    snprintf(out, n, SEG_FMT, d->dir, seg);
+}
+
+static int s_cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+// The numbers of the existing log segments, ascending. Returns how many (at most max).
+static int s_list_segments(const durable_t *d, uint32_t *out, int max) {
+    DIR *dir = opendir(d->dir);
+    if (!dir) {
+        return 0;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) && n < max) {
+        unsigned seg;
+        char tail[8];
+        if (sscanf(e->d_name, "wal-%8u.%7s", &seg, tail) == 2 && strcmp(tail, "log") == 0) {
+            out[n++] = seg;
+        }
+    }
+    closedir(dir);
+    qsort(out, (size_t)n, sizeof *out, s_cmp_u32);
+    return n;
+}
+
+static int s_open_segment(durable_t *d, uint32_t seg) {
+    char path[CONFIG_STR_LEN + 128];
+    s_seg_path(d, seg, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        log_error("%s: cannot open the replay log: %s", path, strerror(e));
+        return fileio_errno_to_apex(e);
+    }
+    fileio_fsync_dir(path); // the new name must survive a crash as well as its records
+    if (d->fd >= 0) {
+        close(d->fd);
+    }
+    d->fd = fd;
+    d->seg = seg;
+    d->synced_size = lseek(fd, 0, SEEK_END);
+    return APEX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Log appends and group commit
+
+static void s_degrade(durable_t *d, const char *what, int e) {
+    d->failures++;
+    d->len = 0;
+    if (d->fd >= 0) {
+        // Cut a partially written record off, so the segment stays a sequence of whole
+        // records (restore would truncate it anyway; this keeps the disk tidy).
+        if (ftruncate(d->fd, d->synced_size) != 0) {
+            log_warn("ftruncate of the replay log failed: %s", strerror(errno));
+        }
+    }
+    if (!d->degraded) {
+        log_error("replay log %s failed in %s: %s; running WITHOUT durability until a snapshot "
+                  "succeeds (retried every sync)",
+                  what, d->dir, strerror(e));
+    }
+    d->degraded = 1;
+}
+
+static int s_write_buffer(durable_t *d) {
+    if (d->len == 0) {
+        return APEX_OK;
+    }
+    int e = fileio_write_all(d->fd, d->buf, d->len);
+    if (e != 0) {
+        s_degrade(d, "write", e);
+        return fileio_errno_to_apex(e);
+    }
+    d->len = 0;
+    return APEX_OK;
+}
+
+int durable_append(durable_t *self, int kind, const void *payload, size_t len) {
+    durable_t *d = self;
+    if (d->mode != DURABILITY_WAL || d->degraded || d->fd < 0) {
+        return 0;
+    }
+    s_rec_header h = {.len = (uint32_t)len, .kind = (uint32_t)kind};
+    h.crc = fileio_crc32c(fileio_crc32c(0, &h.kind, sizeof h.kind), payload, len);
+    size_t need = sizeof h + len;
+    if (d->len + need > d->cap && s_write_buffer(d) != APEX_OK) {
+        return 0;
+    }
+    if (need > d->cap) { // a record larger than the buffer goes straight to the file
+        int e = fileio_write_all(d->fd, &h, sizeof h);
+        e = e ? e : fileio_write_all(d->fd, payload, len);
+        if (e != 0) {
+            s_degrade(d, "write", e);
+        }
+        return 1;
+    }
+    memcpy(d->buf + d->len, &h, sizeof h);
+    memcpy(d->buf + d->len + sizeof h, payload, len);
+    d->len += need;
+    return d->len > d->cap / 2;
+}
+
+int durable_sync(durable_t *self) {
+    durable_t *d = self;
+    if (d->mode != DURABILITY_WAL) {
+        return APEX_OK;
+    }
+    if (d->degraded || d->fd < 0) {
+        return APEX_EIO;
+    }
+    int rc = s_write_buffer(d);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    if (fdatasync(d->fd) != 0) {
+        int e = errno;
+        s_degrade(d, "fdatasync", e);
+        return fileio_errno_to_apex(e);
+    }
+    d->synced_size = lseek(d->fd, 0, SEEK_END);
+    return APEX_OK;
+}
+
+// ---------------------------------------------------------------------------------------
+// Snapshots
+
+static uint32_t s_header_crc(const s_snap_header *h) {
+    return fileio_crc32c(0, h, offsetof(s_snap_header, header_crc));
+}
+
+// Runs in the forked child: only write(2)-based calls (fileio, log) and _exit.
+static _Noreturn void s_child_write(durable_t *d, const store_t *store, const void *blob,
+                                    size_t blob_len) {
+    s_snap_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, SNAP_MAGIC, 8);
+    h.format_version = SNAP_FORMAT_VERSION;
+    h.header_bytes = sizeof h;
+    h.capacity = store_capacity(store);
+    h.obs_dim = store_obs_dim(store);
+    size_t rows_bytes;
+    const void *rows = store_rows(store, &rows_bytes);
+    h.rows_bytes = rows_bytes;
+    h.blob_bytes = blob_len;
+    h.covered_segment = d->child_covers;
+    store_get_state(store, &h.state);
+    size_t leaves_bytes = (size_t)h.capacity * sizeof(float);
+    uint32_t crc = fileio_crc32c(0, rows, rows_bytes);
+    crc = fileio_crc32c(crc, d->leaves, leaves_bytes);
+    h.payload_crc = fileio_crc32c(crc, blob, blob_len);
+    h.header_crc = s_header_crc(&h);
+    fileio_chunk_t chunks[4] = {
+        {&h, sizeof h}, {rows, rows_bytes}, {d->leaves, leaves_bytes}, {blob, blob_len}};
+    int rc = fileio_atomic_write(d->snap_path, chunks, 4);
+    _exit(rc == APEX_OK ? 0 : rc == APEX_ENOSPC ? 3 : 1);
+}
+
+int durable_snapshot_start(durable_t *self, const store_t *store, const void *blob,
+                           size_t blob_len) {
+    durable_t *d = self;
+    if (d->mode == DURABILITY_NONE) {
+        return APEX_OK;
+    }
+    if (d->child > 0) {
+        return APEX_EAGAIN;
+    }
+    if (d->mode == DURABILITY_WAL && !d->degraded) {
+        durable_sync(d); // a failure degrades; the snapshot is then the way back
+    }
+    // Move the log on: the snapshot will contain everything in segments <= covered.
+    uint32_t covered = d->seg;
+    if (d->mode == DURABILITY_WAL) {
+        int rc = s_open_segment(d, covered + 1);
+        if (rc != APEX_OK) {
+            s_degrade(d, "open", rc == APEX_ENOSPC ? ENOSPC : EIO);
+            return rc;
+        }
+    }
+    uint32_t cap = store_capacity(store);
+    if (d->leaves_cap != cap) {
+        free(d->leaves);
+        d->leaves = xmalloc((size_t)cap * sizeof(float));
+        d->leaves_cap = cap;
+    }
+    store_copy_leaves(store, d->leaves);
+    d->child_covers = covered;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        d->failures++;
+        log_error("fork for the replay snapshot failed: %s", strerror(e));
+        return APEX_EIO;
+    }
+    if (pid == 0) {
+#ifdef __linux__
+        // A snapshot finishing after its server died could replace a newer snapshot written
+        // by the restarted server (whose log segments it no longer has): die with the parent.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(1);
+        }
+#endif
+        s_child_write(d, store, blob, blob_len);
+    }
+    d->child = pid;
+    return APEX_OK;
+}
+
+// Deletes the log segments that the finished snapshot contains.
+static void s_drop_covered(durable_t *d, uint32_t covered) {
+    uint32_t segs[MAX_SEGMENTS];
+    int n = s_list_segments(d, segs, MAX_SEGMENTS);
+    char path[CONFIG_STR_LEN + 128];
+    for (int i = 0; i < n && segs[i] <= covered; i++) {
+        s_seg_path(d, segs[i], path, sizeof path);
+        unlink(path);
+    }
+    fileio_fsync_dir(d->snap_path);
+}
+
+int durable_snapshot_poll(durable_t *self, int wait) {
+    durable_t *d = self;
+    if (d->child <= 0) {
+        return 0;
+    }
+    int status = 0;
+    pid_t r = waitpid(d->child, &status, wait ? 0 : WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR)) {
+        return 0;
+    }
+    d->child = -1;
+    if (r > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        s_drop_covered(d, d->child_covers);
+        d->snapshots++;
+        if (d->degraded) {
+            log_info("replay snapshot written: durability restored");
+        }
+        d->degraded = 0;
+        return 1;
+    }
+    d->failures++;
+    if (!d->degraded) {
+        log_error("replay snapshot failed (%s); the previous snapshot is intact; running WITHOUT "
+                  "durability until a snapshot succeeds",
+                  r > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 3 ? "disk full"
+                                                                         : "see above");
+    }
+    d->degraded = 1;
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------
+// Restore
+
+// Reads and checks snapshot.bin into store and blob. Returns APEX_OK (also when there is
+// none: *covered = 0), or an error after logging why.
+#define MAX_BLOB_BYTES (1u << 30) // larger can only be corruption
+
+static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob, void *arg,
+                           uint32_t *covered, durable_restore_info_t *info) {
+    *covered = 0;
+    int fd = open(d->snap_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return APEX_OK;
+        }
+        log_error("%s: cannot open: %s", d->snap_path, strerror(errno));
+        return APEX_EIO;
+    }
+    s_snap_header h;
+    int rc = APEX_EPROTO;
+    void *rows = NULL, *blob = NULL;
+    float *leaves = NULL;
+    size_t leaves_bytes = (size_t)store_capacity(store) * sizeof(float);
+    const char *why = NULL;
+    if (fileio_read_all(fd, &h, sizeof h) != 0 || memcmp(h.magic, SNAP_MAGIC, 8) != 0) {
+        why = "not an apex replay snapshot";
+    } else if (h.format_version != SNAP_FORMAT_VERSION || h.header_bytes != sizeof h) {
+        why = "snapshot format version not supported by this build";
+        rc = APEX_EVERSION;
+    } else if (h.header_crc != s_header_crc(&h)) {
+        why = "corrupt header (checksum mismatch)";
+    } else if (h.capacity != store_capacity(store) || h.obs_dim != store_obs_dim(store) ||
+               h.blob_bytes > MAX_BLOB_BYTES) {
+        log_error("%s: written for capacity %u and obs_dim %u, the config says %u and %u"
+                  "\n---> HINT: use the original [replay] capacity and [env] id, or move the "
+                  "directory away to start empty",
+                  d->snap_path, h.capacity, h.obs_dim, store_capacity(store),
+                  store_obs_dim(store));
+        close(fd);
+        return APEX_EINVAL;
+    } else {
+        rows = xmalloc(h.rows_bytes ? h.rows_bytes : 1);
+        leaves = xmalloc(leaves_bytes);
+        blob = xmalloc(h.blob_bytes ? h.blob_bytes : 1);
+        if (fileio_read_all(fd, rows, h.rows_bytes) != 0 ||
+            fileio_read_all(fd, leaves, leaves_bytes) != 0 ||
+            fileio_read_all(fd, blob, h.blob_bytes) != 0) {
+            why = "truncated";
+        } else if (fileio_crc32c(fileio_crc32c(fileio_crc32c(0, rows, h.rows_bytes), leaves,
+                                               leaves_bytes),
+                                 blob, h.blob_bytes) != h.payload_crc) {
+            why = "corrupt payload (checksum mismatch)";
+        } else if (store_restore(store, &h.state, rows, h.rows_bytes, leaves) != APEX_OK) {
+            why = "inconsistent contents";
+        } else {
+            rc = APEX_OK;
+        }
+    }
+    close(fd);
+    free(rows);
+    free(leaves);
+    if (rc != APEX_OK) {
+        free(blob);
+        log_error("%s: %s\n---> HINT: move it away to start from the log alone (or empty)",
+                  d->snap_path, why);
+        return rc;
+    }
+    on_blob(arg, blob, h.blob_bytes);
+    free(blob);
+    *covered = h.covered_segment;
+    info->had_snapshot = 1;
+    info->snapshot_size = h.state.size;
+    return APEX_OK;
+}
+
+// Feeds the records of one segment to fn. Returns 0 when the whole file was good, 1 when a
+// torn or corrupt tail was cut off (at the last whole record).
+static int s_replay_segment(durable_t *d, uint32_t seg, durable_record_fn fn, void *arg,
+                            durable_restore_info_t *info) {
+    char path[CONFIG_STR_LEN + 128];
+    s_seg_path(d, seg, path, sizeof path);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        log_warn("%s: cannot open: %s; skipped", path, strerror(errno));
+        return 1;
+    }
+    off_t size = lseek(fd, 0, SEEK_END), off = 0;
+    lseek(fd, 0, SEEK_SET);
+    uint8_t *payload = NULL;
+    size_t payload_cap = 0;
+    const char *why = NULL;
+    while (off < size) {
+        s_rec_header h;
+        if (fileio_read_all(fd, &h, sizeof h) != 0) {
+            why = "torn record header";
+            break;
+        }
+        if (h.len > MAX_RECORD_BYTES || (off_t)(off + sizeof h + h.len) > size) {
+            why = h.len > MAX_RECORD_BYTES ? "corrupt record length" : "torn record";
+            break;
+        }
+        if (h.len > payload_cap) {
+            payload_cap = h.len;
+            payload = xrealloc(payload, payload_cap); // start-up only
+        }
+        if (fileio_read_all(fd, payload, h.len) != 0 ||
+            h.crc != fileio_crc32c(fileio_crc32c(0, &h.kind, sizeof h.kind), payload, h.len)) {
+            why = "corrupt record (checksum mismatch)";
+            break;
+        }
+        fn(arg, (int)h.kind, payload, h.len);
+        info->records++;
+        off += (off_t)(sizeof h + h.len);
+    }
+    free(payload);
+    int torn = why != NULL;
+    if (torn) {
+        log_warn("%s: %s at offset %lld: truncating %lld bytes (records after a crash during an "
+                 "append were never acknowledged)",
+                 path, why, (long long)off, (long long)(size - off));
+        info->torn_bytes += (uint64_t)(size - off);
+        if (ftruncate(fd, off) != 0 || fsync(fd) != 0) {
+            log_warn("%s: truncation failed: %s", path, strerror(errno));
+        }
+    }
+    close(fd);
+    return torn;
+}
+
+int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob,
+                    durable_record_fn fn, void *arg, durable_restore_info_t *info) {
+    durable_t *d = self;
+    memset(info, 0, sizeof *info);
+    if (d->mode == DURABILITY_NONE) {
+        return APEX_OK;
+    }
+    uint32_t covered;
+    int rc = s_load_snapshot(d, store, on_blob, arg, &covered, info);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    uint32_t segs[MAX_SEGMENTS];
+    int n = s_list_segments(d, segs, MAX_SEGMENTS);
+    uint32_t last = covered;
+    int torn = 0;
+    for (int i = 0; i < n; i++) {
+        char path[CONFIG_STR_LEN + 128];
+        s_seg_path(d, segs[i], path, sizeof path);
+        if (segs[i] <= covered) {
+            unlink(path); // left over from a crash between a snapshot's rename and cleanup
+            continue;
+        }
+        last = segs[i];
+        if (torn) {
+            // Records after a torn segment would be applied out of order: set them aside.
+            char moved[CONFIG_STR_LEN + 160];
+            snprintf(moved, sizeof moved, "%s.orphaned", path);
+            rename(path, moved);
+            log_warn("%s follows a torn segment: set aside as %s", path, moved);
+            continue;
+        }
+        torn = s_replay_segment(d, segs[i], fn, arg, info);
+        info->segments++;
+    }
+    d->seg = last; // in snapshot mode the next snapshot then removes leftover segments
+    // Appends go to a fresh segment: restore never appends after a truncated tail.
+    return d->mode == DURABILITY_WAL ? s_open_segment(d, last + 1) : APEX_OK;
+}

@@ -1,0 +1,112 @@
+// server_int.h: the replay server's state, shared by server.c (sockets, sampling, the
+// limiter) and persist.c (snapshots, the write-ahead log, restore, dumps). Internal to
+// replay/: nothing outside includes it.
+#ifndef APEX_REPLAY_SERVER_INT_H
+#define APEX_REPLAY_SERVER_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "dedupe.h"
+#include "durable.h"
+#include "log.h"
+#include "loop.h"
+#include "rng.h"
+#include "server.h"
+#include "store.h"
+#include "wire.h"
+
+#define PENDING_MAX 256          // held sample requests; more are answered NOT_READY at once
+#define LIMITER_TICK_MS 10       // how often held requests are re-checked and expired
+#define STOP_CHECK_MS 50
+#define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
+#define MAX_DRAIN 256            // messages handled per reader call, for fairness
+#define PEERS_MAX 64             // peers with their own bad-message counter
+#define ROUTING_ID_MAX 256
+#define ACKS_MAX 4096            // acks waiting for a log sync; more force a sync at once
+#define SNAPSHOT_POLL_MS 100
+#define SNAPSHOT_RETRY_MS 1000   // while degraded, how often a snapshot is tried
+#define BLOB_COUNTERS 4          // u64 counters saved ahead of the dedupe table
+
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    size_t id_len;
+    wire_sample_request_t req;
+    int64_t deadline_ms;
+} s_pending;
+
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    size_t id_len;
+    uint64_t bad;
+} s_peer;
+
+// An InsertAck waiting for the log record of its batch to reach the disk (wal mode).
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    size_t id_len;
+    uint32_t actor_id;
+    uint64_t seq;
+} s_ack;
+
+typedef struct {
+    int64_t at_ms;
+    uint64_t inserted, sampled, updated;
+} s_rate_mark;
+
+struct replay_server {
+    apex_config_t cfg;
+    void *ctx;
+    void *insert_sock;
+    void *sample_sock;
+    char insert_ep[CONFIG_STR_LEN];
+    char sample_ep[CONFIG_STR_LEN];
+    store_t *store;
+    rng_t rng;
+    wire_decoder_t *dec;
+    wire_buf_t out;
+    loop_t *loop;
+    atomic_int stop_requested;
+    // Gather buffers for one reply, sized for [replay] max_batch (S8: nothing allocated
+    // while serving).
+    uint64_t *keys;
+    float *is_w, *obs, *next_obs, *rewards, *discounts;
+    int32_t *actions;
+    // Held sample requests: a FIFO ring.
+    s_pending *pending;
+    int pending_head, pending_len;
+    // Counters.
+    uint64_t sampled_rows, updated, limiter_waits, not_ready, refused, dropped_replies;
+    uint64_t bad[WIRE_MSG_COUNT_];
+    uint64_t bad_total;
+    s_peer peers[PEERS_MAX];
+    int n_peers;
+    log_limiter_t bad_log;
+    s_rate_mark mark;
+    // Durability (replay/durable.h) and exactly-once inserts (replay/dedupe.h).
+    durable_t *durable;
+    dedupe_t dedupe;
+    s_ack *acks;
+    int n_acks;
+    uint8_t *blob; // snapshot blob: counters + dedupe table
+    size_t blob_cap;
+    int64_t last_snapshot_try_ms;
+    uint64_t duplicate_batches, acks_without_durability;
+};
+
+// Defined in server.c; used by persist.c to replay the log through the live code paths.
+// raw == NULL: applying a record at start-up (nothing is appended to the log).
+int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw, size_t len);
+void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
+                         size_t len);
+void server_flush_acks(replay_server_t *s);
+
+// Defined in persist.c.
+int persist_restore(replay_server_t *s);        // at start-up; 0 or -1 (logged)
+int persist_timer_sync(loop_t *loop, void *arg); // wal: group commit, then the acks
+int persist_timer_snapshot(loop_t *loop, void *arg);
+int persist_timer_poll(loop_t *loop, void *arg);
+void persist_shutdown(replay_server_t *s);      // final sync and snapshot
+
+#endif

@@ -1,0 +1,97 @@
+"""apexwire.py: a minimal, independent encoder/decoder of apex's wire format for test
+fixtures (python3-zmq peers). Written from proto/apex.proto, not from common/wire.c, so the
+smoke tests also check that the C code speaks the documented protocol."""
+import struct
+
+VERSION = 1
+
+
+def _varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _uint(field, v):
+    return _varint(field << 3) + _varint(v) if v else b""
+
+
+def _bytes(field, b):
+    return _varint((field << 3) | 2) + _varint(len(b)) + b if b else b""
+
+
+def _f32(field, v):
+    return _varint((field << 3) | 5) + struct.pack("<f", v)
+
+
+def envelope(body_field, body, version=VERSION):
+    return _uint(1, version) + _varint((body_field << 3) | 2) + _varint(len(body)) + body
+
+
+def transition_batch(actor_id, epoch, seq, obs, actions, rewards, discounts, next_obs,
+                     priorities=None, version=VERSION):
+    """obs/next_obs: lists of rows (lists of floats)."""
+    n, d = len(obs), len(obs[0])
+    flat = lambda rows: struct.pack("<%df" % (n * d), *[x for r in rows for x in r])
+    body = (_uint(1, actor_id) + _uint(2, seq) + _uint(4, n) + _uint(5, d) +
+            _bytes(6, flat(obs)) + _bytes(7, struct.pack("<%di" % n, *actions)) +
+            _bytes(8, struct.pack("<%df" % n, *rewards)) +
+            _bytes(9, struct.pack("<%df" % n, *discounts)) + _bytes(10, flat(next_obs)) +
+            (_bytes(11, struct.pack("<%df" % n, *priorities)) if priorities else b"") +
+            _uint(12, epoch))
+    return envelope(2, body, version)
+
+
+def sample_request(req_id, batch_size, beta):
+    return envelope(3, _uint(1, req_id) + _uint(2, batch_size) + _f32(3, beta))
+
+
+def _fields(buf):
+    """Yields (field, wire_type, value) of a protobuf message."""
+    i = 0
+    while i < len(buf):
+        key, i = _read_varint(buf, i)
+        field, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _read_varint(buf, i)
+        elif wt == 2:
+            ln, i = _read_varint(buf, i)
+            v, i = buf[i:i + ln], i + ln
+        elif wt == 5:
+            v, i = buf[i:i + 4], i + 4
+        elif wt == 1:
+            v, i = buf[i:i + 8], i + 8
+        else:
+            raise ValueError("wire type %d" % wt)
+        yield field, wt, v
+
+
+def _read_varint(buf, i):
+    shift = v = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, i
+        shift += 7
+
+
+def decode(buf):
+    """Returns (body_field, {field: value}) of an Envelope."""
+    version, body_field, body = 0, None, b""
+    for f, wt, v in _fields(buf):
+        if f == 1:
+            version = v
+        elif wt == 2:
+            body_field, body = f, v
+    if version != VERSION:
+        raise ValueError("version %d" % version)
+    return body_field, {f: v for f, _, v in _fields(body)}
+
+
+BODY_INSERT_ACK = 8
+BODY_SAMPLE_REPLY = 4
