@@ -16,6 +16,7 @@
 #include "xalloc.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -59,7 +60,11 @@ struct actor {
     uint64_t vector_steps, max_vector_steps, steps_since_sync;
     int64_t rate_start_ms;
     uint64_t rate_start_steps;
-    actor_stats_t st;
+    actor_stats_t st;    // the actor thread's counters
+    // st_lock guards st_shared only: a copy of st published by the actor thread every
+    // FLUSH_TICK_MS and when actor_run returns, so that actor_get_stats may run anywhere.
+    pthread_mutex_t st_lock;
+    actor_stats_t st_shared;
     log_limiter_t drop_log, bad_log;
     atomic_int stop_requested;
 };
@@ -165,6 +170,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
         return NULL;
     }
     actor_t *a = xcalloc(1, sizeof *a);
+    pthread_mutex_init(&a->st_lock, NULL);
     a->cfg = *cfg;
     a->index = index;
     a->spec = spec;
@@ -226,6 +232,7 @@ void actor_destroy(actor_t **self_p) {
     free(a->ep_returns);
     free(a->ep_eps);
     free(a->ep_lengths);
+    pthread_mutex_destroy(&a->st_lock);
     free(a);
     *self_p = NULL;
 }
@@ -394,10 +401,17 @@ static int s_reader_acks(loop_t *loop, void *sock, void *arg) {
     return 0;
 }
 
+static void s_publish_stats(actor_t *a) {
+    pthread_mutex_lock(&a->st_lock);
+    a->st_shared = a->st;
+    pthread_mutex_unlock(&a->st_lock);
+}
+
 static int s_timer_flush(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
     s_flush_pending(a);
+    s_publish_stats(a);
     return atomic_load(&a->stop_requested) ? -1 : 0;
 }
 
@@ -443,6 +457,7 @@ int actor_run(actor_t *self, uint64_t max_vector_steps) {
     s_sync_weights(self);
     loop_run(self->loop);
     s_flush_pending(self);
+    s_publish_stats(self);
     log_info("stopping after %llu steps, %llu episodes; %llu batches sent, %llu dropped",
              (unsigned long long)self->st.steps, (unsigned long long)self->st.episodes,
              (unsigned long long)self->st.batches_sent,
@@ -452,4 +467,10 @@ int actor_run(actor_t *self, uint64_t max_vector_steps) {
 
 void actor_stop(actor_t *self) { atomic_store(&self->stop_requested, 1); }
 
-void actor_get_stats(const actor_t *self, actor_stats_t *out) { *out = self->st; }
+void actor_get_stats(const actor_t *self, actor_stats_t *out) {
+    // Locking does not change the logical state: the cast only lets a const actor be read.
+    pthread_mutex_t *lock = (pthread_mutex_t *)&self->st_lock;
+    pthread_mutex_lock(lock);
+    *out = self->st_shared;
+    pthread_mutex_unlock(lock);
+}

@@ -43,9 +43,12 @@ typedef struct {
 // its sockets (connecting never fails for an absent peer). NULL after logging why.
 actor_t *actor_new(const apex_config_t *cfg, int index);
 void actor_destroy(actor_t **self_p);
-// Runs until SIGINT/SIGTERM, actor_stop, or max_vector_steps (> 0) vector steps. Returns 0.
+// Runs until SIGINT/SIGTERM, actor_stop, or max_vector_steps (> 0) vector steps, counted
+// since actor_new (so a second call continues up to the new total). Returns 0.
 int actor_run(actor_t *self, uint64_t max_vector_steps);
 void actor_stop(actor_t *self); // thread-safe
+// Copies the counters into *out. Thread-safe: while actor_run runs in another thread the
+// copy is at most ~20 ms old; after actor_run returned it is exact.
 void actor_get_stats(const actor_t *self, actor_stats_t *out);
 
 #endif

@@ -60,6 +60,9 @@ struct learner {
     int64_t last_reply_ms; // liveness of the replay server
     uint64_t timeouts, late_replies, not_ready, bad_messages, dropped_updates;
     int started; // first OK reply seen
+    char pub_ep[CONFIG_STR_LEN], stats_ep[CONFIG_STR_LEN]; // as bound (ephemeral ports resolved)
+    // Mirror of trainer_steps for learner_updates(), the only state other threads read.
+    atomic_int_fast64_t updates;
     metrics_t metrics;
     log_limiter_t bad_log, live_log;
     atomic_int stop_requested;
@@ -157,8 +160,9 @@ static int s_open_sockets(learner_t *l) {
     // nobody; the request timer re-issues them once the replay server is reachable.
     int one = 1;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, NULL, 0) != 0 ||
-        net_bind(l->stats_sock, c->endpoints.learner_stats_bind, NULL, 0) != 0 ||
+    if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, l->pub_ep, sizeof l->pub_ep) != 0 ||
+        net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
+                 sizeof l->stats_ep) != 0 ||
         net_connect(l->sample_sock, c->endpoints.replay_sample) != 0) {
         return -1;
     }
@@ -202,6 +206,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         return NULL;
     }
     l->metrics.updates = (uint64_t)trainer_steps(l->trainer);
+    atomic_store(&l->updates, trainer_steps(l->trainer));
     l->metrics.prev_updates = l->metrics.updates;
     if (s_open_sockets(l) != 0) {
         learner_destroy(&l);
@@ -452,6 +457,7 @@ static void s_train_one(learner_t *l, s_slot *s) {
     s_issue_requests(l);
     metrics_t *mt = &l->metrics;
     mt->updates = (uint64_t)trainer_steps(l->trainer);
+    atomic_store_explicit(&l->updates, trainer_steps(l->trainer), memory_order_relaxed);
     mt->sampled_rows += s->count;
     mt->last_loss = loss;
     mt->train_ns += st.forward_ns + st.backward_ns;
@@ -568,3 +574,11 @@ int learner_run(learner_t *self) {
 }
 
 void learner_stop(learner_t *self) { atomic_store(&self->stop_requested, 1); }
+
+const char *learner_pub_endpoint(const learner_t *self) { return self->pub_ep; }
+const char *learner_stats_endpoint(const learner_t *self) { return self->stats_ep; }
+
+int64_t learner_updates(const learner_t *self) {
+    // atomic_load takes a non-const pointer in C11 (DR 459); the object is only read.
+    return atomic_load_explicit((atomic_int_fast64_t *)&self->updates, memory_order_relaxed);
+}

@@ -20,6 +20,9 @@
 
 #include "config.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 typedef struct learner learner_t;
 
 // Creates the trainer (loading <run dir>/checkpoint.bin when resume and it exists), opens
@@ -31,6 +34,15 @@ void learner_destroy(learner_t **self_p);
 // checkpoint. Returns 0, or -1 when the final checkpoint could not be written.
 int learner_run(learner_t *self);
 void learner_stop(learner_t *self); // thread-safe
+
+// The endpoints actually bound for pub and stats (ephemeral ports resolved, e.g.
+// "tcp://127.0.0.1:41234" for a bind of "tcp://127.0.0.1:*"). Borrowed strings, fixed by
+// learner_new and valid until learner_destroy; thread-safe.
+const char *learner_pub_endpoint(const learner_t *self);
+const char *learner_stats_endpoint(const learner_t *self);
+// Updates done so far, counting those restored from a checkpoint (0 for a fresh learner).
+// Thread-safe: may be polled while learner_run is running in another thread.
+int64_t learner_updates(const learner_t *self);
 
 // Paths inside the run directory, e.g. for tests: "<out_dir>/<name>/checkpoint.bin".
 void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n);

@@ -1,0 +1,455 @@
+// check_actor.c: apex-actor through its real interfaces, run in a thread of this process:
+// against a real replay server (batches stored and acknowledged, a replay restart survived),
+// a stub weight publisher (a PUB socket here sending Weights), a stub replay (a ROUTER here,
+// to capture the first TransitionBatch bytes: same seed, same bytes) and a stub learner stats
+// sink (a PULL here, to read ActorStats and their per-episode epsilons).
+// Everything binds ephemeral loopback ports; waits are bounded by WAIT_MS and poll for a
+// condition, never assert on how long something took.
+#include "check_apex.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "actor.h"
+#include "clock.h"
+#include "config.h"
+#include "nn.h"
+#include "rng.h"
+#include "server.h"
+#include "wire.h"
+
+#define OBS 4      // CartPole-v1
+#define ACTIONS 2
+#define ENVS 4     // [actor] envs_per_actor
+#define ACTORS 2   // [actor] num_actors
+#define BATCH 16   // [actor] send_batch
+#define WAIT_MS 10000
+
+// ---------------------------------------------------------------------------------------
+// Config and helpers
+
+static void s_set(apex_config_t *cfg, const char *fmt, ...) {
+    char kv[CONFIG_STR_LEN + 64], err[CONFIG_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kv, sizeof kv, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(config_set(cfg, kv, err, sizeof err) == 0, "%s: %s", kv, err);
+}
+
+// Small network and batches; the actor is rate-limited so that it does not take a whole
+// core of the (shared) machine or flood the replay server.
+static void s_config(apex_config_t *cfg, int64_t seed) {
+    const char *sets[] = {
+        "network.hidden=16", "network.dueling=true", "actor.num_actors=2",
+        "actor.envs_per_actor=4", "actor.n_step=3", "actor.gamma=0.99", "actor.send_batch=16",
+        "actor.weight_sync_steps=40", "actor.max_pending_batches=64",
+        "actor.stats_interval_ms=50", "actor.max_steps_per_s=500", "actor.eps_base=0.4",
+        "actor.eps_alpha=7", "replay.capacity=4096", "replay.min_size_to_sample=1",
+        "replay.max_batch=64", "replay.sample_timeout_ms=200", "learner.batch_size=32",
+        "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+        "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    char err[CONFIG_ERR_LEN];
+    int n = (int)(sizeof sets / sizeof sets[0]);
+    ck_assert_msg(config_load(cfg, NULL, sets, n, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(cfg->env.obs_dim, OBS);
+    ck_assert_int_eq(cfg->env.n_actions, ACTIONS);
+    s_set(cfg, "run.seed=%lld", (long long)seed);
+}
+
+static void s_net_config(nn_config_t *n) {
+    *n = (nn_config_t){.obs_dim = OBS, .n_actions = ACTIONS, .n_hidden = 1, .hidden = {16},
+                       .dueling = 1};
+}
+
+static wire_decoder_t *s_decoder(void) {
+    nn_config_t n;
+    s_net_config(&n);
+    wire_limits_t lim = {.obs_dim = OBS, .n_actions = ACTIONS,
+                         .num_params = (uint32_t)nn_num_params(&n), .max_count = 64,
+                         .max_episodes = 4096};
+    return wire_decoder_new(&lim);
+}
+
+static void s_sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+// A socket of the test's, bound to an ephemeral loopback port whose endpoint goes to ep.
+static void *s_bound(void *ctx, int type, char *ep, size_t ep_len) {
+    void *s = zmq_socket(ctx, type);
+    ck_assert_ptr_nonnull(s);
+    int zero = 0, timeout = 200;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    ck_assert_int_eq(zmq_bind(s, "tcp://127.0.0.1:*"), 0);
+    ck_assert_int_eq(zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &ep_len), 0);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// Daemons in threads
+
+typedef struct {
+    replay_server_t *server;
+    pthread_t thread;
+} s_replay;
+
+typedef struct {
+    actor_t *actor;
+    pthread_t thread;
+    int rc;
+} s_actor;
+
+static void *s_replay_main(void *arg) {
+    replay_server_run(arg);
+    return NULL;
+}
+
+static void *s_actor_main(void *arg) {
+    s_actor *x = arg;
+    x->rc = actor_run(x->actor, 0);
+    return NULL;
+}
+
+static void s_replay_start(s_replay *r, const apex_config_t *cfg) {
+    r->server = replay_server_new(cfg);
+    ck_assert_ptr_nonnull(r->server);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, s_replay_main, r->server), 0);
+}
+
+static void s_replay_stop(s_replay *r, wire_replay_stats_t *st) {
+    replay_server_stop(r->server);
+    ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
+    replay_server_stats(r->server, st);
+    replay_server_destroy(&r->server);
+}
+
+static void s_actor_start(s_actor *x, const apex_config_t *cfg, int index) {
+    x->actor = actor_new(cfg, index);
+    ck_assert_ptr_nonnull(x->actor);
+    x->rc = -2;
+    ck_assert_int_eq(pthread_create(&x->thread, NULL, s_actor_main, x), 0);
+}
+
+// Stops and joins the actor (which must have been running all along: actor_run returns
+// only because it was asked to), leaving its final stats in *st; destroys it.
+static void s_actor_stop(s_actor *x, actor_stats_t *st) {
+    actor_stop(x->actor);
+    ck_assert_int_eq(pthread_join(x->thread, NULL), 0);
+    ck_assert_int_eq(x->rc, 0);
+    actor_get_stats(x->actor, st);
+    actor_destroy(&x->actor);
+}
+
+// Stub learner: publishes Weights{version} with num_params floats of params.
+static void s_publish(void *pub, uint64_t version, const nn_params_t *p) {
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){.version = version, .learner_step = version * 100,
+                                   .num_params = (uint32_t)p->num_params, .params = p->data};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(zmq_send(pub, b.data, b.len, 0), (int)b.len);
+    wire_buf_fini(&b);
+}
+
+// Polls the actor's stats until pred holds (publishing Weights v`version` on pub every
+// round when pub is not NULL); fails the test after WAIT_MS. Returns the last snapshot.
+typedef int (*s_pred)(const actor_stats_t *st, const actor_stats_t *ref);
+
+static actor_stats_t s_wait(const s_actor *x, s_pred pred, const actor_stats_t *ref,
+                            const char *what, void *pub, uint64_t version,
+                            const nn_params_t *p) {
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    actor_stats_t st;
+    for (;;) {
+        if (pub) {
+            s_publish(pub, version, p);
+        }
+        actor_get_stats(x->actor, &st);
+        if (pred(&st, ref)) {
+            return st;
+        }
+        ck_assert_msg(clock_now_ms() < deadline,
+                      "waited in vain for %s: steps %llu acked %llu dropped %llu weights v%llu",
+                      what, (unsigned long long)st.steps, (unsigned long long)st.batches_acked,
+                      (unsigned long long)st.batches_dropped,
+                      (unsigned long long)st.weights_version);
+        s_sleep_ms(20);
+    }
+}
+
+static int s_acked_more(const actor_stats_t *st, const actor_stats_t *ref) {
+    return st->batches_acked >= ref->batches_acked + 3;
+}
+static int s_dropped_more(const actor_stats_t *st, const actor_stats_t *ref) {
+    return st->batches_dropped > ref->batches_dropped && st->steps > ref->steps;
+}
+static int s_has_version(const actor_stats_t *st, const actor_stats_t *ref) {
+    return st->weights_version == ref->weights_version;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests
+
+// Batches reach a real replay server and are acknowledged; published weights are taken,
+// and newer versions replace older ones.
+START_TEST(test_feeds_replay_and_takes_weights) {
+    apex_config_t cfg;
+    s_config(&cfg, 7);
+    s_replay r;
+    s_replay_start(&r, &cfg);
+    void *ctx = zmq_ctx_new();
+    char pub_ep[256], stats_ep[256];
+    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
+    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
+    nn_config_t n;
+    s_net_config(&n);
+    nn_params_t w;
+    nn_params_init(&w, &n);
+    rng_t rng;
+    rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
+    nn_params_init_random(&w, &rng);
+    s_actor x;
+    s_actor_start(&x, &cfg, 0);
+    actor_stats_t zero = {0}, want = {.weights_version = 5};
+    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    s_wait(&x, s_has_version, &want, "weights v5", pub, 5, &w);
+    want.weights_version = 6;
+    s_wait(&x, s_has_version, &want, "weights v6", pub, 6, &w);
+    actor_stats_t st;
+    s_actor_stop(&x, &st);
+    ck_assert_uint_eq(st.weights_version, 6);
+    ck_assert_uint_ge(st.weight_updates, 2);
+    ck_assert_uint_gt(st.batches_acked, 0);
+    ck_assert_uint_le(st.batches_acked, st.batches_sent);
+    ck_assert_uint_eq(st.bad_messages, 0);
+    ck_assert_uint_gt(st.steps, 0);
+    wire_replay_stats_t rs;
+    s_replay_stop(&r, &rs);
+    // Every acknowledged batch was stored, whole; nothing was malformed.
+    ck_assert_uint_ge(rs.inserted, st.batches_acked * BATCH);
+    ck_assert_uint_eq(rs.inserted % BATCH, 0);
+    ck_assert_uint_le(rs.inserted, st.batches_sent * BATCH);
+    ck_assert_uint_eq(rs.bad_messages, 0);
+    nn_params_fini(&w);
+    zmq_close(pub);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+// The replay server goes away: the actor keeps stepping, buffers up to max_pending_batches
+// and then drops the oldest, counted. A new server on the same endpoint gets batches again.
+// The actor never exits on its own.
+START_TEST(test_survives_replay_restart) {
+    apex_config_t cfg;
+    s_config(&cfg, 7);
+    s_set(&cfg, "actor.max_pending_batches=4");
+    s_replay r;
+    s_replay_start(&r, &cfg);
+    s_set(&cfg, "endpoints.replay_insert_bind=%s", replay_server_insert_endpoint(r.server));
+    s_set(&cfg, "endpoints.replay_sample_bind=%s", replay_server_sample_endpoint(r.server));
+    s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
+    void *ctx = zmq_ctx_new();
+    char pub_ep[256], stats_ep[256];
+    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
+    s_actor x;
+    s_actor_start(&x, &cfg, 0);
+    actor_stats_t zero = {0};
+    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    wire_replay_stats_t rs1, rs2;
+    s_replay_stop(&r, &rs1);
+    ck_assert_uint_gt(rs1.inserted, 0);
+    actor_stats_t down;
+    actor_get_stats(x.actor, &down);
+    actor_stats_t dropping =
+        s_wait(&x, s_dropped_more, &down, "drops while replay is down", NULL, 0, NULL);
+    s_replay_start(&r, &cfg); // same ports
+    actor_stats_t back =
+        s_wait(&x, s_acked_more, &dropping, "acks from the new replay", NULL, 0, NULL);
+    ck_assert_uint_gt(back.steps, dropping.steps);
+    actor_stats_t st;
+    s_actor_stop(&x, &st);
+    s_replay_stop(&r, &rs2);
+    ck_assert_uint_gt(rs2.inserted, 0);
+    ck_assert_uint_eq(rs2.bad_messages, 0);
+    ck_assert_uint_gt(st.batches_dropped, 0);
+    zmq_close(pub);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+// Runs actor `index` with seed against a ROUTER of the test's, standing in for the replay
+// server (and with nobody publishing weights), and returns its first n TransitionBatch
+// payloads (malloc'ed, *lens their sizes).
+static void s_first_batches(int64_t seed, int index, int n, unsigned char **bufs, size_t *lens) {
+    apex_config_t cfg;
+    s_config(&cfg, seed);
+    void *ctx = zmq_ctx_new();
+    char ins_ep[256], pub_ep[256], stats_ep[256];
+    void *router = s_bound(ctx, ZMQ_ROUTER, ins_ep, sizeof ins_ep);
+    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep); // silent
+    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
+    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
+    s_actor x;
+    s_actor_start(&x, &cfg, index);
+    wire_decoder_t *dec = s_decoder();
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    for (int k = 0; k < n;) {
+        ck_assert_msg(clock_now_ms() < deadline, "no batch %d from the actor", k);
+        zmq_msg_t id, msg;
+        zmq_msg_init(&id);
+        if (zmq_msg_recv(&id, router, 0) < 0) {
+            zmq_msg_close(&id);
+            continue; // receive timeout: look at the deadline again
+        }
+        ck_assert(zmq_msg_more(&id));
+        zmq_msg_init(&msg);
+        ck_assert_int_ge(zmq_msg_recv(&msg, router, 0), 0);
+        wire_msg_t m;
+        ck_assert_int_eq(wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_TRANSITION_BATCH);
+        ck_assert_uint_eq(m.u.batch.actor_id, (uint32_t)index);
+        ck_assert_uint_eq(m.u.batch.seq, (uint64_t)k); // none lost: these are the first
+        ck_assert_uint_eq(m.u.batch.count, BATCH);
+        ck_assert_uint_eq(m.u.batch.weights_version, 0);
+        ck_assert_ptr_nonnull(m.u.batch.priorities);
+        lens[k] = zmq_msg_size(&msg);
+        bufs[k] = malloc(lens[k]);
+        memcpy(bufs[k], zmq_msg_data(&msg), lens[k]);
+        zmq_msg_close(&id);
+        zmq_msg_close(&msg);
+        k++;
+    }
+    actor_stats_t st;
+    s_actor_stop(&x, &st);
+    ck_assert_uint_eq(st.weights_version, 0);
+    wire_decoder_destroy(&dec);
+    zmq_close(router);
+    zmq_close(pub);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+
+// Same config, seed and index: the first batches are identical byte for byte (STYLE S11).
+// Another seed: different bytes.
+START_TEST(test_deterministic_batches) {
+    enum { N = 3 };
+    unsigned char *a[N], *b[N], *c[N];
+    size_t la[N], lb[N], lc[N];
+    s_first_batches(7, 1, N, a, la);
+    s_first_batches(7, 1, N, b, lb);
+    s_first_batches(8, 1, N, c, lc);
+    for (int k = 0; k < N; k++) {
+        ck_assert_uint_eq(la[k], lb[k]);
+        ck_assert_msg(memcmp(a[k], b[k], la[k]) == 0, "batch %d differs between two runs", k);
+    }
+    ck_assert_msg(la[0] != lc[0] || memcmp(a[0], c[0], la[0]) != 0,
+                  "seed 8 produced the same first batch as seed 7");
+    for (int k = 0; k < N; k++) {
+        free(a[k]);
+        free(b[k]);
+        free(c[k]);
+    }
+}
+END_TEST
+
+// ActorStats carry each finished episode's epsilon: for actor 1 of 2 with 4 envs (N = 8
+// envs in all), Ape-X's eps_i = 0.4^(1 + 7 i / 7) = 0.4^(1 + i) for global i = 4..7.
+// CartPole pays 1 per step, so every return equals its episode's length.
+START_TEST(test_stats_carry_apex_epsilons) {
+    apex_config_t cfg;
+    s_config(&cfg, 7);
+    s_set(&cfg, "actor.max_steps_per_s=2000");
+    void *ctx = zmq_ctx_new();
+    char ins_ep[256], pub_ep[256], stats_ep[256];
+    void *router = s_bound(ctx, ZMQ_ROUTER, ins_ep, sizeof ins_ep); // unread replay stand-in
+    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
+    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
+    double want[ENVS];
+    for (int k = 0; k < ENVS; k++) {
+        want[k] = pow(0.4, 1.0 + (double)(1 * ENVS + k));
+    }
+    s_actor x;
+    s_actor_start(&x, &cfg, 1);
+    wire_decoder_t *dec = s_decoder();
+    int seen[ENVS] = {0}, n_seen = 0, episodes = 0;
+    uint64_t frames = 0;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (n_seen < ENVS) {
+        ck_assert_msg(clock_now_ms() < deadline, "only %d of %d epsilons seen in %d episodes",
+                      n_seen, ENVS, episodes);
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, pull, 0) < 0) {
+            zmq_msg_close(&msg);
+            continue;
+        }
+        wire_msg_t m;
+        ck_assert_int_eq(wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_ACTOR_STATS);
+        const wire_actor_stats_t *s = &m.u.actor_stats;
+        ck_assert_uint_eq(s->actor_id, 1);
+        ck_assert_uint_ge(s->frames, frames);
+        ck_assert_uint_eq(s->weights_version, 0);
+        frames = s->frames;
+        for (uint32_t e = 0; e < s->n_episodes; e++) {
+            int match = -1;
+            for (int k = 0; k < ENVS; k++) {
+                if (fabs((double)s->epsilons[e] - want[k]) <= 1e-6 * want[k]) {
+                    match = k;
+                }
+            }
+            ck_assert_msg(match >= 0, "episode epsilon %.9g is none of actor 1's",
+                          (double)s->epsilons[e]);
+            n_seen += !seen[match];
+            seen[match] = 1;
+            ck_assert_uint_ge(s->lengths[e], 1);
+            ck_assert_float_eq(s->returns[e], (float)s->lengths[e]);
+            episodes++;
+        }
+        zmq_msg_close(&msg);
+    }
+    actor_stats_t st;
+    s_actor_stop(&x, &st);
+    ck_assert_uint_ge(st.episodes, (uint64_t)episodes);
+    wire_decoder_destroy(&dec);
+    zmq_close(router);
+    zmq_close(pub);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+Suite *actor_suite(void) {
+    Suite *s = suite_create("actor");
+    TCase *tc = tcase_create("zmq");
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, test_feeds_replay_and_takes_weights);
+    tcase_add_test(tc, test_survives_replay_restart);
+    tcase_add_test(tc, test_deterministic_batches);
+    tcase_add_test(tc, test_stats_carry_apex_epsilons);
+    suite_add_tcase(s, tc);
+    return s;
+}
