@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FLUSH_TICK_MS 20       // retry pending batches, rate-limit granularity
 #define STOP_CHECK_MS 50
@@ -46,8 +47,14 @@ struct actor {
     float *prio;         // (send_batch)
     float *obs_t;        // (n_envs, O): s_t, kept while vecenv_step auto-resets env.obs
     // Pending FIFO of encoded batches (bounded; see actor.h).
+    // The window of unacknowledged batches, oldest first, with consecutive seqs from
+    // pending_seq0 (see "Sending" below).
     wire_buf_t *pending;
+    int64_t *pending_sent_ms; // 0 = not sent yet
+    uint8_t *pending_acked;
     int pending_head, pending_len, pending_cap;
+    uint64_t pending_seq0;
+    uint64_t epoch;
     wire_buf_t scratch;
     wire_decoder_t *dec;
     // Episode stats since the last ActorStats.
@@ -98,6 +105,13 @@ static void s_alloc(actor_t *a) {
     nn_params_init_random(&a->params, &init);
     nn_state_init(&a->state, &a->net_cfg, N > B ? N : B);
     rng_init_stream(&a->rng, (uint64_t)a->cfg.run.seed, RNG_ROLE_ACTOR, (uint64_t)a->index);
+    // The epoch names this run of the process, so that a restarted actor's seq 0 is not
+    // taken for a re-sent batch of its previous life. It is the one value in a batch that
+    // is not a function of the seed (tests of determinism compare everything else).
+    rng_t e;
+    rng_init(&e, (uint64_t)clock_wall_ms() * 1000003u ^ (uint64_t)clock_now_ns() ^
+                     ((uint64_t)getpid() << 32));
+    a->epoch = rng_next_u64(&e);
     a->q = xmalloc((size_t)N * (size_t)A * sizeof(float));
     a->eps = xmalloc((size_t)N * sizeof(float));
     explore_epsilons(a->eps, N, (int64_t)first, (int64_t)(c->num_actors * c->envs_per_actor),
@@ -111,6 +125,8 @@ static void s_alloc(actor_t *a) {
     a->obs_t = xmalloc((size_t)N * (size_t)O * sizeof(float));
     a->pending_cap = (int)c->max_pending_batches;
     a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
+    a->pending_sent_ms = xcalloc((size_t)a->pending_cap, sizeof *a->pending_sent_ms);
+    a->pending_acked = xcalloc((size_t)a->pending_cap, 1);
     size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)O * 4 + 16);
     for (int i = 0; i < a->pending_cap; i++) {
         wire_buf_init(&a->pending[i], batch_bytes);
@@ -213,6 +229,8 @@ void actor_destroy(actor_t **self_p) {
         wire_buf_fini(&a->pending[i]);
     }
     free(a->pending);
+    free(a->pending_sent_ms);
+    free(a->pending_acked);
     wire_buf_fini(&a->scratch);
     vecenv_fini(&a->env);
     nstep_fini(&a->nstep);
@@ -238,34 +256,75 @@ void actor_destroy(actor_t **self_p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Sending: batches go out at once when the replay server is connected, else wait in the
-// pending FIFO (bounded; the oldest is dropped when it is full).
+// Sending. Every batch stays in a bounded window until the replay server acknowledges it
+// (after storing it, and in wal mode after its log record is on disk). A batch is sent at
+// once if the replay server is connected, and sent again when no ack came within
+// ack_timeout_ms (a lost connection, a restarted server); the server stores each
+// (actor, epoch, seq) once, so re-sending is safe. While the server is unreachable the window
+// fills; when it is full the oldest batch is dropped and counted. Nothing blocks.
 
-static int s_flush_pending(actor_t *a) {
-    while (a->pending_len > 0) {
-        wire_buf_t *b = &a->pending[a->pending_head];
-        if (net_send(a->insert_sock, b->data, b->len, ZMQ_DONTWAIT) != APEX_OK) {
-            return -1;
+static int s_slot(const actor_t *a, int i) { return (a->pending_head + i) % a->pending_cap; }
+
+static void s_flush_pending(actor_t *a) {
+    int64_t now = clock_now_ms();
+    for (int i = 0; i < a->pending_len; i++) {
+        int k = s_slot(a, i);
+        int64_t sent = a->pending_sent_ms[k];
+        if (a->pending_acked[k] || (sent && now - sent < a->cfg.actor.ack_timeout_ms)) {
+            continue;
         }
+        wire_buf_t *b = &a->pending[k];
+        if (net_send(a->insert_sock, b->data, b->len, ZMQ_DONTWAIT) != APEX_OK) {
+            return; // not connected (ZMQ_IMMEDIATE) or the pipe is full: next tick
+        }
+        if (sent) {
+            a->st.batches_resent++;
+        } else {
+            a->st.batches_sent++;
+        }
+        a->pending_sent_ms[k] = now;
+    }
+}
+
+// Pops acknowledged batches off the front of the window.
+static void s_pop_acked(actor_t *a) {
+    while (a->pending_len > 0 && a->pending_acked[a->pending_head]) {
+        a->pending_acked[a->pending_head] = 0;
         a->pending_head = (a->pending_head + 1) % a->pending_cap;
         a->pending_len--;
-        a->st.batches_sent++;
+        a->pending_seq0++;
     }
-    return 0;
+}
+
+static void s_take_ack(actor_t *a, uint64_t seq) {
+    if (seq < a->pending_seq0 || seq - a->pending_seq0 >= (uint64_t)a->pending_len) {
+        return; // a duplicate ack for a re-sent batch, or one dropped meanwhile
+    }
+    int k = s_slot(a, (int)(seq - a->pending_seq0));
+    if (!a->pending_acked[k]) {
+        a->pending_acked[k] = 1;
+        a->st.batches_acked++;
+    }
+    s_pop_acked(a);
 }
 
 static void s_enqueue(actor_t *a, const wire_msg_t *m) {
     if (a->pending_len == a->pending_cap) {
+        a->pending_acked[a->pending_head] = 0;
         a->pending_head = (a->pending_head + 1) % a->pending_cap;
         a->pending_len--;
+        a->pending_seq0++;
         a->st.batches_dropped++;
         log_every(&a->drop_log, LOG_INTERVAL_MS, LOG_WARN,
-                  "replay server at %s unreachable: %d batches buffered, %llu oldest dropped",
+                  "replay server at %s not acknowledging: %d batches unacknowledged, %llu oldest "
+                  "dropped",
                   a->cfg.endpoints.replay_insert, a->pending_cap,
                   (unsigned long long)a->st.batches_dropped);
     }
-    wire_buf_t *b = &a->pending[(a->pending_head + a->pending_len) % a->pending_cap];
-    wire_encode(m, b); // the buffers were sized for a full batch: no allocation here
+    int k = s_slot(a, a->pending_len);
+    wire_encode(m, &a->pending[k]); // the buffers were sized for a full batch: no allocation
+    a->pending_sent_ms[k] = 0;
+    a->pending_acked[k] = 0;
     a->pending_len++;
 }
 
@@ -277,7 +336,8 @@ static void s_ship(actor_t *a, int count) {
     nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards,
                      o->discounts, o->next_obs, (float)a->cfg.learner.priority_eps, count);
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index, .seq = a->seq++,
+    m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index, .epoch = a->epoch,
+                               .seq = a->seq++,
                                .weights_version = a->st.weights_version, .count = (uint32_t)count,
                                .obs_dim = (uint32_t)O, .obs = o->obs, .actions = o->actions,
                                .rewards = o->rewards, .discounts = o->discounts,
@@ -391,8 +451,9 @@ static int s_reader_acks(loop_t *loop, void *sock, void *arg) {
             net_drain_more(sock);
             rc = APEX_EPROTO;
         }
-        if (rc == APEX_OK && m.type == WIRE_MSG_INSERT_ACK) {
-            a->st.batches_acked++;
+        if (rc == APEX_OK && m.type == WIRE_MSG_INSERT_ACK &&
+            m.u.insert_ack.actor_id == (uint32_t)a->index) {
+            s_take_ack(a, m.u.insert_ack.seq);
         } else {
             a->st.bad_messages++;
         }
@@ -443,10 +504,11 @@ static int s_timer_stats(loop_t *loop, void *arg) {
 static int s_timer_status(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
-    log_info("steps %llu  episodes %llu  batches sent %llu acked %llu dropped %llu pending %d  "
-             "weights v%llu",
+    log_info("steps %llu  episodes %llu  batches sent %llu re-sent %llu acked %llu dropped %llu "
+             "unacked %d  weights v%llu",
              (unsigned long long)a->st.steps, (unsigned long long)a->st.episodes,
-             (unsigned long long)a->st.batches_sent, (unsigned long long)a->st.batches_acked,
+             (unsigned long long)a->st.batches_sent, (unsigned long long)a->st.batches_resent,
+             (unsigned long long)a->st.batches_acked,
              (unsigned long long)a->st.batches_dropped, a->pending_len,
              (unsigned long long)a->st.weights_version);
     return 0;

@@ -8,10 +8,12 @@
 //   transitions get initial priorities |TD| from the local network (two batched forward
 //   passes) and go out as one TransitionBatch.
 // Sockets:
-//   insert (DEALER -> replay's ROUTER, ZMQ_IMMEDIATE): batches out, InsertAcks back. When the
-//          replay server is unreachable, encoded batches wait in a bounded FIFO of
-//          max_pending_batches; when it is full the oldest is dropped and counted. The actor
-//          never blocks and never exits because a peer is missing.
+//   insert (DEALER -> replay's ROUTER, ZMQ_IMMEDIATE): batches out, InsertAcks back. Each
+//          batch is named (actor, epoch, seq) and kept in a window of max_pending_batches
+//          until acknowledged; unacknowledged batches are re-sent after ack_timeout_ms (the
+//          server stores each name once). When the window is full the oldest batch is
+//          dropped and counted. The actor never blocks and never exits because a peer is
+//          missing.
 //   weights (SUB, ZMQ_CONFLATE): every weight_sync_steps steps the newest Weights message, if
 //          any, replaces the local network. Until the first one arrives the actor acts with
 //          its own initial network (seeded from [run] seed).
@@ -33,7 +35,8 @@ typedef struct {
     uint64_t episodes;
     uint64_t batches_sent;
     uint64_t batches_acked;
-    uint64_t batches_dropped;  // dropped from the pending FIFO while replay was unreachable
+    uint64_t batches_resent;   // sent again after ack_timeout_ms without an ack
+    uint64_t batches_dropped;  // dropped unacknowledged from the full window
     uint64_t weights_version;  // version of the weights in use (0 = initial network)
     uint64_t weight_updates;   // times new weights were taken
     uint64_t bad_messages;

@@ -108,7 +108,7 @@ static void *s_learner_main(void *arg) {
 }
 
 static void s_replay_start(s_replay *r, const apex_config_t *cfg) {
-    r->server = replay_server_new(cfg);
+    r->server = replay_server_new(cfg, 1);
     ck_assert_ptr_nonnull(r->server);
     ck_assert_int_eq(pthread_create(&r->thread, NULL, s_replay_main, r->server), 0);
 }
