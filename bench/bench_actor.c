@@ -17,7 +17,8 @@
 // core: the actor is single-threaded, OpenBLAS is set to 1 thread) and what the sink saw.
 // Peer: ../shared/peers/cartpole.py (pure env stepping, no network; see bench/run_actor.sh).
 //
-// Usage: bench_actor [--net big|small|both] [--vsteps N per window] [--windows 3..64]
+// Usage: bench_actor [--net big|small|both] [--window s, default 1] [--windows 3..64, 5]
+//                    [--vsteps N vector steps per window; default 0 = calibrated to --window]
 #define LOG_MODULE "bench"
 #include "actor.h"
 #include "apex.h"
@@ -40,6 +41,7 @@
 #define MAX_WINDOWS 64
 #define EP_LEN 64
 #define POLL_MS 20
+#define WARMUP_VSTEPS 500
 
 // ---------------------------------------------------------------------------------------
 // The sink: stands in for apex-replay (insert) and apex-learner (pub, stats)
@@ -216,9 +218,10 @@ static actor_t *s_actor_new(const sink_t *k, const char *hidden) {
     return actor_new(&cfg, 0);
 }
 
-// Runs one actor for a warm-up and `windows` windows of vsteps vector steps each; prints
-// the BENCH line `name`. Returns 0, or -1 when something failed.
-static int s_bench_net(const char *name, const char *hidden, long vsteps, int windows) {
+// Runs one actor for a warm-up and `windows` windows of vsteps vector steps each (0: as
+// many as take about window_s); prints the BENCH line `name`. Returns 0, or -1 on failure.
+static int s_bench_net(const char *name, const char *hidden, long vsteps, double window_s,
+                       int windows) {
     sink_t k;
     if (s_sink_start(&k) != 0) {
         return -1;
@@ -229,15 +232,22 @@ static int s_bench_net(const char *name, const char *hidden, long vsteps, int wi
         return -1;
     }
     actor_stats_t st;
-    uint64_t target = (uint64_t)(vsteps / 4 + 1);
-    actor_run(a, target); // warm-up: connect, page in, fill the n-step rings
+    // Warm-up (connect, page in, fill the n-step rings), which also calibrates vsteps = 0
+    // to windows of about window_s seconds.
+    uint64_t target = WARMUP_VSTEPS;
+    int64_t t0 = clock_now_ns();
+    actor_run(a, target);
+    if (vsteps == 0) {
+        double per_s = WARMUP_VSTEPS / ((double)(clock_now_ns() - t0) * 1e-9);
+        vsteps = APEX_MAX(100, (long)(per_s * window_s));
+    }
     double rate[MAX_WINDOWS], cpu = 0.0, cpu_all = 0.0, wall = 0.0;
     uint64_t steps_timed = 0;
     for (int w = 0; w < windows; w++) {
         actor_get_stats(a, &st);
         uint64_t steps0 = st.steps;
         double c0 = s_cpu_s(CLOCK_THREAD_CPUTIME_ID), p0 = s_cpu_s(CLOCK_PROCESS_CPUTIME_ID);
-        int64_t t0 = clock_now_ns();
+        t0 = clock_now_ns();
         target += (uint64_t)vsteps;
         actor_run(a, target);
         double dt = (double)(clock_now_ns() - t0) * 1e-9;
@@ -274,7 +284,8 @@ static int s_bench_net(const char *name, const char *hidden, long vsteps, int wi
 }
 
 // Parses "--name value" pairs; returns 0, or -1 with a message on anything unknown.
-static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, long *windows) {
+static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, long *windows,
+                        double *window_s) {
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 >= argc) {
             fprintf(stderr, "bench_actor: %s needs a value\n", argv[i]);
@@ -283,6 +294,14 @@ static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, l
         char *end = NULL;
         if (!strcmp(argv[i], "--net")) {
             *net = argv[i + 1];
+            continue;
+        }
+        if (!strcmp(argv[i], "--window")) {
+            *window_s = strtod(argv[i + 1], &end);
+            if (end == argv[i + 1] || *end != '\0') {
+                fprintf(stderr, "bench_actor: bad value for --window: %s\n", argv[i + 1]);
+                return -1;
+            }
             continue;
         }
         long *dst = !strcmp(argv[i], "--vsteps") ? vsteps : !strcmp(argv[i], "--windows") ? windows
@@ -302,26 +321,29 @@ static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, l
 
 int main(int argc, char **argv) {
     const char *net = "both";
-    long vsteps = 2000, windows = 5;
+    long vsteps = 0, windows = 5;
+    double window_s = 1.0;
     int big = 0, small = 0;
-    if (s_parse_args(argc, argv, &net, &vsteps, &windows) == 0) {
+    if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s) == 0) {
         big = !strcmp(net, "big") || !strcmp(net, "both");
         small = !strcmp(net, "small") || !strcmp(net, "both");
     }
-    if (!(big || small) || vsteps < 1 || windows < 3 || windows > MAX_WINDOWS) {
-        fprintf(stderr, "usage: bench_actor [--net big|small|both] [--vsteps N >= 1] "
-                        "[--windows 3..64]\n");
+    if (!(big || small) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
+        !(window_s > 0)) {
+        fprintf(stderr, "usage: bench_actor [--net big|small|both] [--window s] "
+                        "[--vsteps N per window, 0 = from --window] [--windows 3..64]\n");
         return 2;
     }
     log_set_role("bench_actor");
     log_set_level(LOG_WARN);
     int rc = 0;
     if (big) {
-        rc |= s_bench_net("actor.cartpole64.env_steps_per_s", "256,256", vsteps, (int)windows);
+        rc |= s_bench_net("actor.cartpole64.env_steps_per_s", "256,256", vsteps, window_s,
+                          (int)windows);
     }
     if (small) {
         rc |= s_bench_net("actor.cartpole64.net64x64.env_steps_per_s", "64,64", vsteps,
-                          (int)windows);
+                          window_s, (int)windows);
     }
     return rc == 0 ? 0 : 1;
 }
