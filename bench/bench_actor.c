@@ -1,0 +1,349 @@
+// bench_actor.c: env steps/s of one real actor_t (actor/actor.h) on CartPole-v1.
+//
+// Everything an actor does per vector step is timed: batched Q inference for 64 envs,
+// epsilon-greedy selection, vecenv stepping with auto-reset, n-step folding, and per batch of
+// 50 transitions the initial priorities (two batched forward passes), protobuf encoding and
+// the send. The actor talks to a sink thread that binds what the other daemons would:
+//   ROUTER (replay insert): decodes every TransitionBatch and answers InsertAck, as
+//                           apex-replay does, so acks flow back into the actor's loop;
+//   PUB    (learner weights): never publishes, so the actor keeps its initial network;
+//   PULL   (learner stats): drains ActorStats.
+// The actor runs on the calling thread via actor_run(actor, max_vector_steps) for a fixed
+// number of vector steps per window; env steps come from actor_get_stats. The median
+// window is reported, per network:
+//   BENCH actor.cartpole64.env_steps_per_s <v> steps/s              4-256-256-dueling(2)
+//   BENCH actor.cartpole64.net64x64.env_steps_per_s <v> steps/s     4-64-64-dueling(2)
+// plus "#" lines with min/max, the actor thread's CPU use (it should be ~100% of one
+// core: the actor is single-threaded, OpenBLAS is set to 1 thread) and what the sink saw.
+// Peer: ../shared/peers/cartpole.py (pure env stepping, no network; see bench/run_actor.sh).
+//
+// Usage: bench_actor [--net big|small|both] [--window s, default 1] [--windows 3..64, 5]
+//                    [--vsteps N vector steps per window; default 0 = calibrated to --window]
+#define LOG_MODULE "bench"
+#include "actor.h"
+#include "apex.h"
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define N_ENVS 64
+#define SEND_BATCH 50
+#define MAX_WINDOWS 64
+#define EP_LEN 64
+#define POLL_MS 20
+#define WARMUP_VSTEPS 500
+
+// ---------------------------------------------------------------------------------------
+// The sink: stands in for apex-replay (insert) and apex-learner (pub, stats)
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t lock; // guards ready and the endpoints until the sink is ready
+    pthread_cond_t cond;
+    int ready;            // 1 = endpoints bound, -1 = failed
+    char insert_ep[EP_LEN], pub_ep[EP_LEN], stats_ep[EP_LEN];
+    atomic_int stop;
+    atomic_uint_fast64_t rows, batches, stats_msgs, bad;
+} sink_t;
+
+static void *s_bound(void *ctx, int type, char *ep) {
+    void *s = zmq_socket(ctx, type);
+    int zero = 0;
+    size_t len = EP_LEN;
+    if (!s || zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_bind(s, "tcp://127.0.0.1:*") != 0 ||
+        zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
+        fprintf(stderr, "bench_actor: sink socket: %s\n", zmq_strerror(errno));
+        if (s) {
+            zmq_close(s);
+        }
+        return NULL;
+    }
+    return s;
+}
+
+static void s_sink_signal(sink_t *k, int ready) {
+    pthread_mutex_lock(&k->lock);
+    k->ready = ready;
+    pthread_cond_signal(&k->cond);
+    pthread_mutex_unlock(&k->lock);
+}
+
+// Handles one [routing id][TransitionBatch] from the ROUTER: decode, count, ack.
+static void s_sink_insert(sink_t *k, void *router, wire_decoder_t *dec, wire_buf_t *out) {
+    zmq_msg_t id, msg;
+    zmq_msg_init(&id);
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&id, router, ZMQ_DONTWAIT) < 0 || !zmq_msg_more(&id) ||
+        zmq_msg_recv(&msg, router, ZMQ_DONTWAIT) < 0) {
+        atomic_fetch_add(&k->bad, 1);
+    } else {
+        wire_msg_t m;
+        if (wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m) == APEX_OK &&
+            m.type == WIRE_MSG_TRANSITION_BATCH) {
+            atomic_fetch_add(&k->rows, m.u.batch.count);
+            atomic_fetch_add(&k->batches, 1);
+            wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
+            ack.u.insert_ack = (wire_insert_ack_t){m.u.batch.actor_id, m.u.batch.seq};
+            wire_encode(&ack, out);
+            // As the replay server: DONTWAIT, an ack that cannot go out is dropped.
+            zmq_send(router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+            zmq_send(router, out->data, out->len, ZMQ_DONTWAIT);
+        } else {
+            atomic_fetch_add(&k->bad, 1);
+        }
+    }
+    zmq_msg_close(&id);
+    zmq_msg_close(&msg);
+}
+
+static void s_sink_loop(sink_t *k, void *router, void *pull) {
+    wire_limits_t lim = {.obs_dim = 4, .n_actions = 2, .max_count = 4096, .max_episodes = 4096};
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    wire_buf_t out;
+    wire_buf_init(&out, 64);
+    zmq_pollitem_t items[2] = {{.socket = router, .events = ZMQ_POLLIN},
+                               {.socket = pull, .events = ZMQ_POLLIN}};
+    while (!atomic_load(&k->stop)) {
+        if (zmq_poll(items, 2, POLL_MS) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            fprintf(stderr, "bench_actor: sink poll: %s\n", zmq_strerror(errno));
+            atomic_fetch_add(&k->bad, 1);
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            s_sink_insert(k, router, dec, &out);
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            zmq_msg_t msg;
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, pull, ZMQ_DONTWAIT) >= 0) {
+                atomic_fetch_add(&k->stats_msgs, 1);
+            }
+            zmq_msg_close(&msg);
+        }
+    }
+    wire_buf_fini(&out);
+    wire_decoder_destroy(&dec);
+}
+
+static void *s_sink_main(void *arg) {
+    sink_t *k = arg;
+    void *ctx = zmq_ctx_new();
+    void *router = s_bound(ctx, ZMQ_ROUTER, k->insert_ep);
+    void *pub = s_bound(ctx, ZMQ_PUB, k->pub_ep);
+    void *pull = s_bound(ctx, ZMQ_PULL, k->stats_ep);
+    int ok = router && pub && pull;
+    s_sink_signal(k, ok ? 1 : -1);
+    if (ok) {
+        s_sink_loop(k, router, pull);
+    }
+    void *socks[] = {router, pub, pull};
+    for (size_t i = 0; i < APEX_ARRAY_LEN(socks); i++) {
+        if (socks[i]) {
+            zmq_close(socks[i]);
+        }
+    }
+    zmq_ctx_term(ctx);
+    return NULL;
+}
+
+// Starts the sink and waits until its endpoints are bound. Returns 0 or -1.
+static int s_sink_start(sink_t *k) {
+    memset(k, 0, sizeof *k);
+    pthread_mutex_init(&k->lock, NULL);
+    pthread_cond_init(&k->cond, NULL);
+    if (pthread_create(&k->thread, NULL, s_sink_main, k) != 0) {
+        return -1;
+    }
+    pthread_mutex_lock(&k->lock);
+    while (k->ready == 0) {
+        pthread_cond_wait(&k->cond, &k->lock);
+    }
+    int ready = k->ready;
+    pthread_mutex_unlock(&k->lock);
+    return ready == 1 ? 0 : -1;
+}
+
+static void s_sink_stop(sink_t *k) {
+    atomic_store(&k->stop, 1);
+    pthread_join(k->thread, NULL);
+    pthread_mutex_destroy(&k->lock);
+    pthread_cond_destroy(&k->cond);
+}
+
+// ---------------------------------------------------------------------------------------
+// Measurement
+// ---------------------------------------------------------------------------------------
+
+static int s_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double s_cpu_s(clockid_t which) {
+    struct timespec ts;
+    clock_gettime(which, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static actor_t *s_actor_new(const sink_t *k, const char *hidden) {
+    char h[64], ins[96], pub[96], stats[96], err[CONFIG_ERR_LEN];
+    snprintf(h, sizeof h, "network.hidden=%s", hidden);
+    snprintf(ins, sizeof ins, "endpoints.replay_insert=%s", k->insert_ep);
+    snprintf(pub, sizeof pub, "endpoints.learner_pub=%s", k->pub_ep);
+    snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k->stats_ep);
+    const char *sets[] = {"env.id=CartPole-v1", h, "network.dueling=true",
+                          "actor.envs_per_actor=64", "actor.send_batch=50",
+                          "actor.num_actors=1", "actor.max_steps_per_s=0", "run.seed=1",
+                          ins, pub, stats};
+    apex_config_t cfg;
+    if (config_load(&cfg, NULL, sets, (int)APEX_ARRAY_LEN(sets), err, sizeof err) != 0) {
+        fprintf(stderr, "bench_actor: config: %s\n", err);
+        return NULL;
+    }
+    return actor_new(&cfg, 0);
+}
+
+// Runs one actor for a warm-up and `windows` windows of vsteps vector steps each (0: as
+// many as take about window_s); prints the BENCH line `name`. Returns 0, or -1 on failure.
+static int s_bench_net(const char *name, const char *hidden, long vsteps, double window_s,
+                       int windows) {
+    sink_t k;
+    if (s_sink_start(&k) != 0) {
+        return -1;
+    }
+    actor_t *a = s_actor_new(&k, hidden);
+    if (!a) {
+        s_sink_stop(&k);
+        return -1;
+    }
+    actor_stats_t st;
+    // Warm-up (connect, page in, fill the n-step rings), which also calibrates vsteps = 0
+    // to windows of about window_s seconds.
+    uint64_t target = WARMUP_VSTEPS;
+    int64_t t0 = clock_now_ns();
+    actor_run(a, target);
+    if (vsteps == 0) {
+        double per_s = WARMUP_VSTEPS / ((double)(clock_now_ns() - t0) * 1e-9);
+        vsteps = APEX_MAX(100, (long)(per_s * window_s));
+    }
+    double rate[MAX_WINDOWS], cpu = 0.0, cpu_all = 0.0, wall = 0.0;
+    uint64_t steps_timed = 0;
+    for (int w = 0; w < windows; w++) {
+        actor_get_stats(a, &st);
+        uint64_t steps0 = st.steps;
+        double c0 = s_cpu_s(CLOCK_THREAD_CPUTIME_ID), p0 = s_cpu_s(CLOCK_PROCESS_CPUTIME_ID);
+        t0 = clock_now_ns();
+        target += (uint64_t)vsteps;
+        actor_run(a, target);
+        double dt = (double)(clock_now_ns() - t0) * 1e-9;
+        cpu += s_cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+        cpu_all += s_cpu_s(CLOCK_PROCESS_CPUTIME_ID) - p0;
+        wall += dt;
+        actor_get_stats(a, &st);
+        rate[w] = (double)(st.steps - steps0) / dt;
+        steps_timed += st.steps - steps0;
+    }
+    qsort(rate, (size_t)windows, sizeof rate[0], s_cmp_double);
+    double med = windows % 2 ? rate[windows / 2]
+                             : 0.5 * (rate[windows / 2 - 1] + rate[windows / 2]);
+    // The actor thread's share of the wall clock shows how much the machine let it run;
+    // steps per actor-thread cpu second is the one-core rate with that noise removed.
+    printf("# %s (hidden %s, dueling): %d windows of %ld vector steps x %d envs, min %.0f max "
+           "%.0f steps/s; actor thread cpu %.0f%% of wall (%.0f steps per actor-cpu second), "
+           "whole process (actor + sink + libzmq I/O) %.0f%%\n",
+           name, hidden, windows, vsteps, N_ENVS, rate[0], rate[windows - 1], 100 * cpu / wall,
+           (double)steps_timed / cpu, 100 * cpu_all / wall);
+    printf("# %s: actor sent %llu batches (%llu acked, %llu dropped), %llu episodes; sink got "
+           "%llu batches, %llu rows, %llu stats messages, %llu bad\n",
+           name, (unsigned long long)st.batches_sent, (unsigned long long)st.batches_acked,
+           (unsigned long long)st.batches_dropped, (unsigned long long)st.episodes,
+           (unsigned long long)atomic_load(&k.batches), (unsigned long long)atomic_load(&k.rows),
+           (unsigned long long)atomic_load(&k.stats_msgs),
+           (unsigned long long)atomic_load(&k.bad));
+    printf("BENCH %s %.0f steps/s\n", name, med);
+    fflush(stdout);
+    int rc = atomic_load(&k.bad) == 0 && st.batches_sent > 0 ? 0 : -1;
+    actor_destroy(&a);
+    s_sink_stop(&k);
+    return rc;
+}
+
+// Parses "--name value" pairs; returns 0, or -1 with a message on anything unknown.
+static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, long *windows,
+                        double *window_s) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_actor: %s needs a value\n", argv[i]);
+            return -1;
+        }
+        char *end = NULL;
+        if (!strcmp(argv[i], "--net")) {
+            *net = argv[i + 1];
+            continue;
+        }
+        if (!strcmp(argv[i], "--window")) {
+            *window_s = strtod(argv[i + 1], &end);
+            if (end == argv[i + 1] || *end != '\0') {
+                fprintf(stderr, "bench_actor: bad value for --window: %s\n", argv[i + 1]);
+                return -1;
+            }
+            continue;
+        }
+        long *dst = !strcmp(argv[i], "--vsteps") ? vsteps : !strcmp(argv[i], "--windows") ? windows
+                                                                                          : NULL;
+        if (!dst) {
+            fprintf(stderr, "bench_actor: unknown option %s\n", argv[i]);
+            return -1;
+        }
+        *dst = strtol(argv[i + 1], &end, 10);
+        if (!end || end == argv[i + 1] || *end != '\0') {
+            fprintf(stderr, "bench_actor: bad value for %s: %s\n", argv[i], argv[i + 1]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *net = "both";
+    long vsteps = 0, windows = 5;
+    double window_s = 1.0;
+    int big = 0, small = 0;
+    if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s) == 0) {
+        big = !strcmp(net, "big") || !strcmp(net, "both");
+        small = !strcmp(net, "small") || !strcmp(net, "both");
+    }
+    if (!(big || small) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
+        !(window_s > 0)) {
+        fprintf(stderr, "usage: bench_actor [--net big|small|both] [--window s] "
+                        "[--vsteps N per window, 0 = from --window] [--windows 3..64]\n");
+        return 2;
+    }
+    log_set_role("bench_actor");
+    log_set_level(LOG_WARN);
+    int rc = 0;
+    if (big) {
+        rc |= s_bench_net("actor.cartpole64.env_steps_per_s", "256,256", vsteps, window_s,
+                          (int)windows);
+    }
+    if (small) {
+        rc |= s_bench_net("actor.cartpole64.net64x64.env_steps_per_s", "64,64", vsteps,
+                          window_s, (int)windows);
+    }
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,690 @@
+// bench_replay_tcp.c: the replay server end to end over ZeroMQ on TCP loopback.
+//
+// A real replay_server_t (replay/server.h) runs in its own thread on ephemeral loopback
+// ports, CartPole dimensions (obs_dim 4, 2 actions), capacity 2^20 filled to capacity
+// before timing (so inserts overwrite FIFO, as in steady state). Against it:
+//   pushers  (default 4 threads, one DEALER each, routing id "actor-<i>", as the actor):
+//            TransitionBatches of 50 rows with priorities, at most `inflight_insert`
+//            unacknowledged per pusher; each InsertAck is received and decoded.
+//   learner  (1 thread, one DEALER, as learner/learner.c): keeps K SampleRequests of 512 in
+//            flight; per reply it decodes and copies the batch out (as the learner's prefetch
+//            slot does), sends a PriorityUpdate for the 512 keys, then a new request.
+// Measured over `windows` windows of `window` seconds after a warm-up: sample batches/s
+// received by the learner and transitions/s acknowledged to the pushers; the median
+// window is reported:
+//   BENCH replay.tcp.sample512_batches_per_s <v> batches/s
+//   BENCH replay.tcp.insert_transitions_per_s <v> transitions/s
+// plus "#" lines with min/max and the CPU each thread used (% of one core), which shows
+// what the run was limited by. The pushers share one ZeroMQ context and the learner has
+// its own (as separate processes would), so libzmq's I/O threads are counted in "other".
+// No peer: numpy_per.py is in-process only (see bench/run_replay.sh for that comparison).
+//
+// Usage: bench_replay_tcp [--pushers 0..16] [--inflight 1..256] [--windows 3..64]
+//                         [--window s] [--warmup s] [--capacity-log2 10..24]
+//                         [--insert-rate transitions/s total, 0 = unlimited]
+#define LOG_MODULE "bench"
+#include "apex.h"
+#include "clock.h"
+#include "config.h"
+#include "log.h"
+#include "rng.h"
+#include "server.h"
+#include "wire.h"
+#include "xalloc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define OBS_DIM 4 // CartPole-v1
+#define N_ACTIONS 2
+#define INSERT_N 50u      // rows per TransitionBatch ([actor] send_batch)
+#define SAMPLE_N 512u     // rows per SampleRequest ([learner] batch_size)
+#define FILL_N 4096u      // rows per batch while pre-filling (= [replay] max_batch)
+#define FILL_INFLIGHT 8   // unacknowledged pre-fill batches
+#define PUSH_INFLIGHT 64  // unacknowledged batches per pusher (the actor's insert SNDHWM)
+#define PUSH_VARIANTS 16  // distinct pre-generated row sets per pusher, cycled
+#define MAX_PUSHERS 16
+#define MAX_WINDOWS 64
+#define POLL_MS 20        // how often a blocked thread looks at the stop flag
+#define BENCH_BETA 0.4f
+#define PACE_SLACK_NS 10000000 // with --insert-rate: most a late pusher catches up (10 ms)
+
+// ---------------------------------------------------------------------------------------
+// Shared state: each thread owns its sockets; only these atomics cross threads.
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    atomic_int stop;
+    atomic_int failed;                // a thread hit an unexpected error
+    atomic_uint_fast64_t insert_rows; // rows acknowledged to pushers
+    atomic_uint_fast64_t sample_ok;   // OK sample replies received by the learner
+    atomic_uint_fast64_t sample_not_ready;
+    const char *insert_ep, *sample_ep;
+} shared_t;
+
+typedef struct {
+    shared_t *sh;
+    void *ctx;
+    int index;
+    double rows_per_s; // 0 = unlimited
+    pthread_t thread;
+} pusher_t;
+
+typedef struct {
+    shared_t *sh;
+    void *ctx;
+    int inflight;
+    pthread_t thread;
+} sampler_t;
+
+static void s_fail(shared_t *sh, const char *what) {
+    fprintf(stderr, "bench_replay_tcp: %s: %s\n", what, zmq_strerror(errno));
+    atomic_store(&sh->failed, 1);
+    atomic_store(&sh->stop, 1);
+}
+
+static void *s_dealer(void *ctx, const char *ep, const char *id) {
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    if (!s || zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        (id && zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id)) != 0) ||
+        zmq_connect(s, ep) != 0) {
+        if (s) {
+            zmq_close(s);
+        }
+        return NULL;
+    }
+    return s;
+}
+
+// Sends buf; returns 1 when sent, 0 when it would block, -1 on error.
+static int s_send(void *sock, const wire_buf_t *b, int flags) {
+    while (zmq_send(sock, b->data, b->len, flags) < 0) {
+        if (errno == EAGAIN) {
+            return 0;
+        }
+        if (errno != EINTR) {
+            return -1;
+        }
+    }
+    return 1;
+}
+
+// Waits up to ms for input on sock. Returns 0 or -1 on error (EINTR is not an error).
+static int s_wait_in(void *sock, long ms) {
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    return zmq_poll(&it, 1, ms) < 0 && errno != EINTR ? -1 : 0;
+}
+
+static wire_limits_t s_limits(void) {
+    wire_limits_t lim = {.obs_dim = OBS_DIM, .n_actions = N_ACTIONS, .max_count = FILL_N};
+    lim.max_message_bytes = wire_max_message_bytes(&lim);
+    return lim;
+}
+
+// ---------------------------------------------------------------------------------------
+// Rows: random CartPole-like transitions, laid out (n, OBS_DIM) like the actor's batches
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    uint32_t n;
+    float *obs, *next_obs, *rewards, *discounts, *prio;
+    int32_t *actions;
+} rows_t;
+
+static void s_rows_init(rows_t *r, uint32_t n, rng_t *rng) {
+    r->n = n;
+    r->obs = xmalloc((size_t)n * OBS_DIM * sizeof(float));
+    r->next_obs = xmalloc((size_t)n * OBS_DIM * sizeof(float));
+    r->rewards = xmalloc(n * sizeof(float));
+    r->discounts = xmalloc(n * sizeof(float));
+    r->prio = xmalloc(n * sizeof(float));
+    r->actions = xmalloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < (size_t)n * OBS_DIM; i++) {
+        r->obs[i] = (float)rng_normal(rng) * 0.1f;
+        r->next_obs[i] = (float)rng_normal(rng) * 0.1f;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        r->rewards[i] = 2.9701f; // 3-step return of rewards 1
+        r->discounts[i] = rng_below(rng, 20) ? 0.970299f : 0.0f;
+        r->prio[i] = rng_uniform_f(rng) * 2.0f + 1e-3f;
+        r->actions[i] = (int32_t)rng_below(rng, N_ACTIONS);
+    }
+}
+
+static void s_rows_fini(rows_t *r) {
+    xfree(r->obs);
+    xfree(r->next_obs);
+    xfree(r->rewards);
+    xfree(r->discounts);
+    xfree(r->prio);
+    xfree(r->actions);
+}
+
+// Encodes rows [off, off + n) of r as TransitionBatch seq of actor `actor`.
+static void s_encode_batch(wire_buf_t *out, const rows_t *r, uint32_t off, uint32_t n,
+                           uint32_t actor, uint64_t seq) {
+    size_t o = (size_t)off * OBS_DIM;
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = actor, .seq = seq, .count = n, .obs_dim = OBS_DIM,
+                               .obs = r->obs + o, .actions = r->actions + off,
+                               .rewards = r->rewards + off, .discounts = r->discounts + off,
+                               .next_obs = r->next_obs + o, .priorities = r->prio + off};
+    wire_encode(&m, out);
+}
+
+// Receives every waiting InsertAck on sock; returns how many, or -1 on error.
+static int s_drain_acks(void *sock, wire_decoder_t *dec) {
+    int n = 0;
+    for (;;) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            return errno == EAGAIN || errno == EINTR ? n : -1;
+        }
+        wire_msg_t m;
+        int rc = wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
+        zmq_msg_close(&msg);
+        if (rc != APEX_OK || m.type != WIRE_MSG_INSERT_ACK) {
+            errno = EPROTO;
+            return -1;
+        }
+        n++;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pre-fill: the whole capacity in batches of FILL_N, FILL_INFLIGHT unacknowledged
+// ---------------------------------------------------------------------------------------
+
+static int s_prefill(void *ctx, const char *ep, uint64_t rows, rng_t *rng) {
+    void *sock = s_dealer(ctx, ep, "prefill");
+    if (!sock) {
+        return -1;
+    }
+    rows_t r;
+    s_rows_init(&r, FILL_N, rng);
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_limits_t lim = s_limits();
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    uint64_t batches = (rows + FILL_N - 1) / FILL_N, sent = 0, acked = 0;
+    int rc = 0;
+    while (acked < batches && rc == 0) {
+        if (sent < batches && sent - acked < FILL_INFLIGHT) {
+            s_encode_batch(&b, &r, 0, FILL_N, 999, sent);
+            rc = s_send(sock, &b, 0) == 1 ? 0 : -1;
+            sent++;
+            continue;
+        }
+        int n = s_wait_in(sock, 5000) == 0 ? s_drain_acks(sock, dec) : -1;
+        rc = n < 0 ? -1 : 0;
+        acked += n > 0 ? (uint64_t)n : 0;
+    }
+    wire_decoder_destroy(&dec);
+    wire_buf_fini(&b);
+    s_rows_fini(&r);
+    zmq_close(sock);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Pusher thread: an actor's insert traffic without the actor
+// ---------------------------------------------------------------------------------------
+
+static void *s_pusher_main(void *arg) {
+    pusher_t *p = arg;
+    shared_t *sh = p->sh;
+    char id[32];
+    snprintf(id, sizeof id, "actor-%d", p->index);
+    void *sock = s_dealer(p->ctx, sh->insert_ep, id);
+    if (!sock) {
+        s_fail(sh, "pusher socket");
+        return NULL;
+    }
+    rng_t rng;
+    rng_init_stream(&rng, 7, RNG_ROLE_TEST, 100 + (uint64_t)p->index);
+    rows_t r;
+    s_rows_init(&r, INSERT_N * PUSH_VARIANTS, &rng);
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_limits_t lim = s_limits();
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    uint64_t seq = 0, acked = 0;
+    // Optional pacing: batch k may go out at t0 + k * period (no catching up after a stall).
+    int64_t period_ns = p->rows_per_s > 0 ? (int64_t)(1e9 * INSERT_N / p->rows_per_s) : 0;
+    int64_t next_ns = period_ns ? clock_now_ns() : 0;
+    while (!atomic_load(&sh->stop)) {
+        int n = s_drain_acks(sock, dec);
+        if (n < 0) {
+            s_fail(sh, "pusher recv");
+            break;
+        }
+        acked += (uint64_t)n;
+        atomic_fetch_add(&sh->insert_rows, (uint64_t)n * INSERT_N);
+        int64_t now = period_ns ? clock_now_ns() : 0;
+        if (seq - acked < PUSH_INFLIGHT && now >= next_ns) {
+            // Encoded per send, with its own seq, as the actor does.
+            s_encode_batch(&b, &r, (uint32_t)(seq % PUSH_VARIANTS) * INSERT_N, INSERT_N,
+                           (uint32_t)p->index, seq);
+            int rc = s_send(sock, &b, ZMQ_DONTWAIT);
+            if (rc < 0) {
+                s_fail(sh, "pusher send");
+                break;
+            }
+            seq += (uint64_t)rc;
+            // Paced: a late pusher catches up by at most PACE_SLACK_NS worth of batches.
+            next_ns = period_ns ? APEX_MAX(next_ns + period_ns, now - PACE_SLACK_NS) : 0;
+            if (rc == 1) {
+                continue;
+            }
+        }
+        long wait_ms = POLL_MS;
+        if (period_ns && seq - acked < PUSH_INFLIGHT) {
+            // Rounded up: a 0 ms poll would spin until the next batch is due.
+            wait_ms = (long)APEX_MAX(1, (next_ns - clock_now_ns() + 999999) / 1000000);
+        }
+        if (s_wait_in(sock, wait_ms) != 0) {
+            s_fail(sh, "pusher poll");
+            break;
+        }
+    }
+    wire_decoder_destroy(&dec);
+    wire_buf_fini(&b);
+    s_rows_fini(&r);
+    zmq_close(sock);
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sampler thread: the learner's replay traffic without the training step
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    void *sock;
+    wire_decoder_t *dec;
+    wire_buf_t out;
+    rng_t rng;
+    uint64_t next_id;
+    // One prefetch slot's copy of a batch (the learner memcpys each reply out of the decoder).
+    uint64_t *keys;
+    float *is_w, *obs, *next_obs, *rewards, *discounts, *prio;
+    int32_t *actions;
+} sampler_state_t;
+
+static int s_request(sampler_state_t *st) {
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request =
+        (wire_sample_request_t){.id = ++st->next_id, .batch_size = SAMPLE_N, .beta = BENCH_BETA};
+    wire_encode(&m, &st->out);
+    return s_send(st->sock, &st->out, 0) == 1 ? 0 : -1;
+}
+
+// Handles one OK reply as the learner does: copy out, new priorities, PriorityUpdate.
+static int s_take_batch(sampler_state_t *st, const wire_sample_reply_t *r) {
+    size_t B = r->count, O = r->obs_dim;
+    memcpy(st->keys, r->keys, B * sizeof *st->keys);
+    memcpy(st->is_w, r->is_weights, B * sizeof(float));
+    memcpy(st->obs, r->obs, B * O * sizeof(float));
+    memcpy(st->next_obs, r->next_obs, B * O * sizeof(float));
+    memcpy(st->rewards, r->rewards, B * sizeof(float));
+    memcpy(st->discounts, r->discounts, B * sizeof(float));
+    memcpy(st->actions, r->actions, B * sizeof(int32_t));
+    for (size_t i = 0; i < B; i++) { // stand-in for |TD| + eps from the training step
+        st->prio[i] = rng_uniform_f(&st->rng) * 2.0f + 1e-6f;
+    }
+    wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
+    m.u.priority_update =
+        (wire_priority_update_t){.count = r->count, .keys = st->keys, .priorities = st->prio};
+    wire_encode(&m, &st->out);
+    return s_send(st->sock, &st->out, 0) == 1 ? 0 : -1;
+}
+
+// Receives every waiting reply; each is answered with (update and) a new request.
+static int s_drain_replies(sampler_state_t *st, shared_t *sh) {
+    for (;;) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, st->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        }
+        wire_msg_t m;
+        int rc = wire_decode(st->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
+        if (rc != APEX_OK || m.type != WIRE_MSG_SAMPLE_REPLY) {
+            zmq_msg_close(&msg);
+            errno = EPROTO;
+            return -1;
+        }
+        const wire_sample_reply_t *r = &m.u.sample_reply;
+        if (r->status == WIRE_SAMPLE_OK && r->count == SAMPLE_N) {
+            rc = s_take_batch(st, r);
+            atomic_fetch_add(&sh->sample_ok, 1);
+        } else {
+            atomic_fetch_add(&sh->sample_not_ready, 1);
+        }
+        zmq_msg_close(&msg);
+        if (rc != 0 || s_request(st) != 0) {
+            return -1;
+        }
+    }
+}
+
+static void *s_sampler_main(void *arg) {
+    sampler_t *p = arg;
+    shared_t *sh = p->sh;
+    sampler_state_t st = {.sock = s_dealer(p->ctx, sh->sample_ep, NULL)};
+    if (!st.sock) {
+        s_fail(sh, "sampler socket");
+        return NULL;
+    }
+    wire_limits_t lim = s_limits();
+    st.dec = wire_decoder_new(&lim);
+    wire_buf_init(&st.out, 0);
+    rng_init_stream(&st.rng, 7, RNG_ROLE_TEST, 1);
+    st.keys = xmalloc(SAMPLE_N * sizeof *st.keys);
+    float **fbufs[] = {&st.is_w, &st.rewards, &st.discounts, &st.prio};
+    for (size_t i = 0; i < APEX_ARRAY_LEN(fbufs); i++) {
+        *fbufs[i] = xmalloc(SAMPLE_N * sizeof(float));
+    }
+    st.obs = xmalloc((size_t)SAMPLE_N * OBS_DIM * sizeof(float));
+    st.next_obs = xmalloc((size_t)SAMPLE_N * OBS_DIM * sizeof(float));
+    st.actions = xmalloc(SAMPLE_N * sizeof(int32_t));
+    for (int i = 0; i < p->inflight; i++) {
+        if (s_request(&st) != 0) {
+            s_fail(sh, "sampler send");
+        }
+    }
+    while (!atomic_load(&sh->stop)) {
+        if (s_wait_in(st.sock, POLL_MS) != 0 || s_drain_replies(&st, sh) != 0) {
+            s_fail(sh, "sampler");
+            break;
+        }
+    }
+    for (size_t i = 0; i < APEX_ARRAY_LEN(fbufs); i++) {
+        xfree(*fbufs[i]);
+    }
+    xfree(st.keys);
+    xfree(st.obs);
+    xfree(st.next_obs);
+    xfree(st.actions);
+    wire_buf_fini(&st.out);
+    wire_decoder_destroy(&st.dec);
+    zmq_close(st.sock);
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Measurement: counters and per-thread CPU time, sampled at window boundaries
+// ---------------------------------------------------------------------------------------
+
+typedef struct {
+    int pushers, inflight, windows, cap_log2;
+    double window_s, warmup_s, insert_rate;
+} opts_t;
+
+typedef struct {
+    int64_t at_ns;
+    uint64_t insert_rows, sample_ok;
+    double cpu_server, cpu_pushers, cpu_sampler, cpu_process; // seconds
+} mark_t;
+
+typedef struct {
+    pthread_t server;
+    pusher_t *pushers;
+    int n_pushers;
+    sampler_t *sampler;
+} threads_t;
+
+static double s_thread_cpu_s(pthread_t t) {
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &cid) != 0 || clock_gettime(cid, &ts) != 0) {
+        return 0.0;
+    }
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void s_mark(mark_t *m, shared_t *sh, const threads_t *th) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    m->cpu_process = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    m->cpu_server = s_thread_cpu_s(th->server);
+    m->cpu_pushers = 0.0;
+    for (int i = 0; i < th->n_pushers; i++) {
+        m->cpu_pushers += s_thread_cpu_s(th->pushers[i].thread);
+    }
+    m->cpu_sampler = s_thread_cpu_s(th->sampler->thread);
+    m->insert_rows = atomic_load(&sh->insert_rows);
+    m->sample_ok = atomic_load(&sh->sample_ok);
+    m->at_ns = clock_now_ns();
+}
+
+static void s_sleep_s(double s) {
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int s_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double s_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], s_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs the timed windows and prints the BENCH lines.
+static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
+    double samples[MAX_WINDOWS], inserts[MAX_WINDOWS];
+    double cpu[4] = {0, 0, 0, 0}; // server, pushers, sampler, other (libzmq I/O, main)
+    mark_t a, b;
+    s_mark(&a, sh, th);
+    for (int w = 0; w < o->windows; w++) {
+        s_sleep_s(o->window_s);
+        s_mark(&b, sh, th);
+        double dt = (double)(b.at_ns - a.at_ns) * 1e-9;
+        samples[w] = (double)(b.sample_ok - a.sample_ok) / dt;
+        inserts[w] = (double)(b.insert_rows - a.insert_rows) / dt;
+        double mine[3] = {b.cpu_server - a.cpu_server, b.cpu_pushers - a.cpu_pushers,
+                          b.cpu_sampler - a.cpu_sampler};
+        for (int k = 0; k < 3; k++) {
+            cpu[k] += mine[k] / dt;
+        }
+        cpu[3] += (b.cpu_process - a.cpu_process - mine[0] - mine[1] - mine[2]) / dt;
+        printf("# window %d: %.0f sample batches/s, %.0f inserted transitions/s\n", w,
+               samples[w], inserts[w]);
+        a = b;
+    }
+    printf("# cpu (%% of one core, mean over windows): server thread %.0f, pushers %.0f, "
+           "sampler %.0f, other (libzmq I/O threads, main) %.0f\n",
+           100 * cpu[0] / o->windows, 100 * cpu[1] / o->windows, 100 * cpu[2] / o->windows,
+           100 * cpu[3] / o->windows);
+    double smed = s_median(samples, o->windows), imed = s_median(inserts, o->windows);
+    printf("# replay.tcp: %d windows x %.2f s, sample512 min %.0f max %.0f, insert min %.0f "
+           "max %.0f\n",
+           o->windows, o->window_s, samples[0], samples[o->windows - 1], inserts[0],
+           inserts[o->windows - 1]);
+    // The default configuration (4 unpaced pushers, K = 4) owns the plain names; others say
+    // what differs, so that lines from different set-ups never share a name.
+    char name[96] = "replay.tcp";
+    size_t n = strlen(name);
+    if (o->pushers != 4) {
+        n += (size_t)snprintf(name + n, sizeof name - n, ".pushers%d", o->pushers);
+    }
+    if (o->insert_rate > 0) {
+        n += (size_t)snprintf(name + n, sizeof name - n, ".paced%.0fk", o->insert_rate / 1e3);
+    }
+    if (o->inflight != 4) {
+        snprintf(name + n, sizeof name - n, ".k%d", o->inflight);
+    }
+    printf("BENCH %s.sample512_batches_per_s %.0f batches/s\n", name, smed);
+    if (o->pushers > 0) {
+        printf("BENCH %s.insert_transitions_per_s %.0f transitions/s\n", name, imed);
+    }
+    fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------
+// Set-up and main
+// ---------------------------------------------------------------------------------------
+
+// Parses "--name value" pairs; returns 0, or -1 with a message on anything unknown.
+static int s_parse_args(int argc, char **argv, opts_t *o) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_replay_tcp: %s needs a value\n", argv[i]);
+            return -1;
+        }
+        const char *k = argv[i], *v = argv[i + 1];
+        char *end = NULL;
+        double *dd = !strcmp(k, "--window")        ? &o->window_s
+                     : !strcmp(k, "--warmup")      ? &o->warmup_s
+                     : !strcmp(k, "--insert-rate") ? &o->insert_rate
+                                                   : NULL;
+        int *di = !strcmp(k, "--pushers")         ? &o->pushers
+                  : !strcmp(k, "--inflight")      ? &o->inflight
+                  : !strcmp(k, "--windows")       ? &o->windows
+                  : !strcmp(k, "--capacity-log2") ? &o->cap_log2
+                                                  : NULL;
+        if (dd) {
+            *dd = strtod(v, &end);
+        } else if (di) {
+            long x = strtol(v, &end, 10);
+            *di = x >= -1000000 && x <= 1000000 ? (int)x : -1;
+        } else {
+            fprintf(stderr, "bench_replay_tcp: unknown option %s\n", k);
+            return -1;
+        }
+        if (!end || end == v || *end != '\0') {
+            fprintf(stderr, "bench_replay_tcp: bad value for %s: %s\n", k, v);
+            return -1;
+        }
+    }
+    int ok = o->pushers >= 0 && o->pushers <= MAX_PUSHERS && o->inflight >= 1 &&
+             o->inflight <= 256 && o->windows >= 3 && o->windows <= MAX_WINDOWS &&
+             o->cap_log2 >= 10 && o->cap_log2 <= 24 && o->window_s > 0 && o->warmup_s >= 0 &&
+             o->insert_rate >= 0;
+    return ok ? 0 : -1;
+}
+
+static replay_server_t *s_server_new(const opts_t *o) {
+    char cap[64], err[CONFIG_ERR_LEN];
+    snprintf(cap, sizeof cap, "replay.capacity=%ld", 1L << o->cap_log2);
+    const char *sets[] = {cap,
+                          "env.id=CartPole-v1",
+                          "replay.max_batch=4096",
+                          "replay.min_size_to_sample=1000",
+                          "replay.samples_per_insert=0",
+                          "replay.stats_interval_ms=60000",
+                          "learner.batch_size=512",
+                          "actor.send_batch=50",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    apex_config_t cfg;
+    if (config_load(&cfg, NULL, sets, (int)APEX_ARRAY_LEN(sets), err, sizeof err) != 0) {
+        fprintf(stderr, "bench_replay_tcp: config: %s\n", err);
+        return NULL;
+    }
+    return replay_server_new(&cfg);
+}
+
+static void *s_server_main(void *arg) {
+    replay_server_run(arg);
+    return NULL;
+}
+
+// Starts the pushers and the sampler, measures, stops and joins them. Returns 0 or -1.
+static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
+    void *push_ctx = zmq_ctx_new(), *samp_ctx = zmq_ctx_new();
+    pusher_t pushers[MAX_PUSHERS];
+    sampler_t sampler = {.sh = sh, .ctx = samp_ctx, .inflight = o->inflight};
+    threads_t th = {.server = server, .pushers = pushers, .n_pushers = 0, .sampler = &sampler};
+    int rc = pthread_create(&sampler.thread, NULL, s_sampler_main, &sampler);
+    for (int i = 0; i < o->pushers && rc == 0; i++) {
+        pushers[i] = (pusher_t){.sh = sh, .ctx = push_ctx, .index = i,
+                                .rows_per_s = o->insert_rate / o->pushers};
+        rc = pthread_create(&pushers[i].thread, NULL, s_pusher_main, &pushers[i]);
+        th.n_pushers += rc == 0;
+    }
+    if (rc == 0) {
+        s_sleep_s(o->warmup_s);
+        s_measure(o, sh, &th);
+    } else {
+        fprintf(stderr, "bench_replay_tcp: pthread_create: %s\n", strerror(rc));
+    }
+    atomic_store(&sh->stop, 1);
+    for (int i = 0; i < th.n_pushers; i++) {
+        pthread_join(pushers[i].thread, NULL);
+    }
+    pthread_join(sampler.thread, NULL);
+    zmq_ctx_term(push_ctx);
+    zmq_ctx_term(samp_ctx);
+    return rc == 0 && !atomic_load(&sh->failed) ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    opts_t o = {.pushers = 4, .inflight = 4, .windows = 5, .cap_log2 = 20, .window_s = 2.0,
+                .warmup_s = 1.0, .insert_rate = 0};
+    if (s_parse_args(argc, argv, &o) != 0) {
+        fprintf(stderr, "usage: bench_replay_tcp [--pushers 0..16] [--inflight 1..256] "
+                        "[--windows 3..64] [--window s] [--warmup s] [--capacity-log2 10..24] "
+                        "[--insert-rate transitions/s, 0 = unlimited]\n");
+        return 2;
+    }
+    log_set_role("bench_replay_tcp");
+    log_set_level(LOG_WARN);
+    replay_server_t *server = s_server_new(&o);
+    if (!server) {
+        return 2;
+    }
+    shared_t sh = {.insert_ep = replay_server_insert_endpoint(server),
+                   .sample_ep = replay_server_sample_endpoint(server)};
+    pthread_t server_thread;
+    if (pthread_create(&server_thread, NULL, s_server_main, server) != 0) {
+        replay_server_destroy(&server);
+        return 2;
+    }
+    rng_t rng;
+    rng_init_stream(&rng, 7, RNG_ROLE_TEST, 0);
+    void *fill_ctx = zmq_ctx_new();
+    int64_t t0 = clock_now_ns();
+    int rc = s_prefill(fill_ctx, sh.insert_ep, 1ull << o.cap_log2, &rng);
+    zmq_ctx_term(fill_ctx);
+    printf("# apex replay server over tcp loopback: capacity 2^%d pre-filled in %.2f s; "
+           "%d pushers x batches of %u (<= %d unacked each%s), 1 learner thread x %d requests "
+           "of %u in flight\n",
+           o.cap_log2, (double)(clock_now_ns() - t0) * 1e-9, o.pushers, INSERT_N, PUSH_INFLIGHT,
+           o.insert_rate > 0 ? ", paced" : "", o.inflight, SAMPLE_N);
+    fflush(stdout);
+    if (rc != 0) {
+        fprintf(stderr, "bench_replay_tcp: pre-fill failed: %s\n", zmq_strerror(errno));
+    } else {
+        rc = s_run_clients(&o, &sh, server_thread);
+    }
+    replay_server_stop(server);
+    pthread_join(server_thread, NULL);
+    wire_replay_stats_t st;
+    replay_server_stats(server, &st);
+    printf("# server: inserted %llu, sampled %llu rows, updated %llu, stale updates %llu, bad "
+           "messages %llu, learner not-ready replies %llu\n",
+           (unsigned long long)st.inserted, (unsigned long long)st.sampled,
+           (unsigned long long)st.updated, (unsigned long long)st.stale_updates,
+           (unsigned long long)st.bad_messages,
+           (unsigned long long)atomic_load(&sh.sample_not_ready));
+    if (st.bad_messages != 0) {
+        fprintf(stderr, "bench_replay_tcp: the server counted bad messages\n");
+        rc = -1;
+    }
+    replay_server_destroy(&server);
+    return rc == 0 ? 0 : 1;
+}
