@@ -52,7 +52,7 @@ CHECK_BIN := $(BUILD)/check_apex
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all test unit smoke asan bench run clean deps
+.PHONY: all test unit smoke asan bench learn-bench run clean deps
 all: $(BINARIES)
 
 # ---- dependencies ----------------------------------------------------------------------
@@ -132,6 +132,10 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $
 
 bench: $(BENCH_BINS) $(BINARIES)
 	BUILD=$(BUILD) BIN=$(BIN) bash bench/run.sh
+
+# Wall-clock seconds and frames to solve each environment, 3 seeds, with the PyTorch peer.
+learn-bench: $(BINARIES)
+	BIN=$(BIN) bash bench/learn_bench.sh
 
 # ---- run -------------------------------------------------------------------------------
 run: $(BINARIES)

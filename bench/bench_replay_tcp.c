@@ -595,7 +595,7 @@ static replay_server_t *s_server_new(const opts_t *o) {
         fprintf(stderr, "bench_replay_tcp: config: %s\n", err);
         return NULL;
     }
-    return replay_server_new(&cfg);
+    return replay_server_new(&cfg, 1);
 }
 
 static void *s_server_main(void *arg) {

@@ -31,6 +31,7 @@ struct loop {
     int n_timers;
     loop_idle_fn idle;
     void *idle_arg;
+    int busy; // the idle handler's last answer was "more work"
     int stop;
 };
 
@@ -94,9 +95,24 @@ static int64_t s_run_timers(loop_t *self) {
     return wait < 0 ? 0 : wait;
 }
 
+// While the idle handler is busy, sockets and timers are looked at only this often: a
+// zmq_poll is a system call, and the actor's idle handler (one vector step) can run
+// hundreds of thousands of times a second.
+#define BUSY_POLL_NS 200000
+
 int loop_run(loop_t *self) {
     self->stop = 0;
+    int64_t last_poll_ns = 0;
     while (!self->stop && !signals_should_stop()) {
+        if (self->idle && self->busy && clock_now_ns() - last_poll_ns < BUSY_POLL_NS) {
+            int r = self->idle(self, self->idle_arg);
+            if (r < 0) {
+                break;
+            }
+            self->busy = r > 0;
+            continue;
+        }
+        last_poll_ns = clock_now_ns();
         int64_t wait = s_run_timers(self);
         if (wait < 0) {
             break;
@@ -106,6 +122,7 @@ int loop_run(loop_t *self) {
             if (r < 0) {
                 break;
             }
+            self->busy = r > 0;
             if (r > 0) {
                 wait = 0;
             }

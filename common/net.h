@@ -13,13 +13,21 @@
 #include <stdint.h>
 #include <zmq.h>
 
+// Liveness (STYLE S16): ZeroMQ heartbeats (ZMTP PING/PONG) on every connection. A peer that
+// has not answered for HEARTBEAT_TIMEOUT_MS is disconnected, and the connecting side
+// reconnects with capped exponential back-off from RECONNECT_MIN_MS to RECONNECT_MAX_MS.
+#define HEARTBEAT_INTERVAL_MS 1000
+#define HEARTBEAT_TIMEOUT_MS 3000
+#define RECONNECT_MIN_MS 100
+#define RECONNECT_MAX_MS 5000
+
 typedef struct {
     int64_t max_msg_bytes; // ZMQ_MAXMSGSIZE; 0 = unlimited
     int sndhwm;            // 0 = libzmq default (1000)
     int rcvhwm;
     int conflate;          // ZMQ_CONFLATE (SUB of weights: only the newest matters)
-    int64_t reconnect_ivl_ms;     // first reconnect delay; 0 = 100 ms
-    int64_t reconnect_ivl_max_ms; // capped exponential back-off; 0 = 5000 ms
+    int64_t reconnect_ivl_ms;     // first reconnect delay; 0 = RECONNECT_MIN_MS
+    int64_t reconnect_ivl_max_ms; // capped exponential back-off; 0 = RECONNECT_MAX_MS
 } net_opts_t;
 
 // Creates a socket of type (ZMQ_PUSH, ...) with the options above; NULL + log_error on
