@@ -5,7 +5,8 @@
 // TransitionBatch with and without priorities, SampleRequest, SampleReply OK / NOT_READY /
 // REFUSED, PriorityUpdate, Weights, ActorStats with 0 and 3 episodes, InsertAck, plus a few
 // that only some fuzz_wire profiles accept (obs_dim 6, one row) and one of another protocol
-// version. Rerun with `make fuzz-corpus` after a change to proto/apex.proto.
+// version; and two hostile ones made by editing encoded bytes (a short priorities field,
+// and 20000 unknown fields). Rerun with `make fuzz-corpus` after a change to the proto.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,62 @@ static int s_write(const char *dir, const char *name, const wire_msg_t *m, uint3
     return ok ? 0 : -1;
 }
 
+// Hostile seeds, made by editing an encoded message: protobuf fields appended at the end of
+// a message override or extend it, so no protobuf writer is needed here.
+static int s_write_bytes(const char *dir, const char *name, const uint8_t *data, size_t len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, len, f) == len;
+    if (f && fclose(f) != 0) {
+        ok = 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "gen_corpus: %s: %s\n", path, strerror(errno));
+    }
+    return ok ? 0 : -1;
+}
+
+// A one-row batch whose priorities field holds 3 bytes instead of 4 (the length check).
+static int s_write_short_priorities(const char *dir, const wire_msg_t *one_row) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(one_row, &b);
+    // Envelope: 08 <version> 12 <len> <TransitionBatch>, with len < 128 for one row.
+    int ok = b.len > 4 && b.data[0] == 0x08 && b.data[2] == 0x12 && b.data[3] < 125 &&
+             (size_t)b.data[3] + 4 == b.len;
+    uint8_t out[256];
+    size_t n = 0;
+    if (ok) {
+        memcpy(out, b.data, b.len);
+        n = b.len;
+        static const uint8_t prio[] = {0x5a, 0x03, 0x00, 0x00, 0x80}; // field 11, 3 bytes
+        memcpy(out + n, prio, sizeof prio);
+        n += sizeof prio;
+        out[3] = (uint8_t)(out[3] + sizeof prio);
+    }
+    wire_buf_fini(&b);
+    if (!ok) {
+        fprintf(stderr, "gen_corpus: unexpected encoding of a one-row batch\n");
+        return -1;
+    }
+    return s_write_bytes(dir, "hostile_batch_short_priorities", out, n);
+}
+
+// An InsertAck followed by 20000 unknown varint fields: protobuf-c keeps unknown fields,
+// which needs more memory than the decoder's arena (the malloc fallback in wire.c).
+static int s_write_unknown_fields(const char *dir) {
+    static uint8_t out[8 + 2 * 20000];
+    static const uint8_t ack[] = {0x08, 0x01, 0x42, 0x04, 0x08, 0x01, 0x10, 0x2a};
+    memcpy(out, ack, sizeof ack);
+    size_t n = sizeof ack;
+    for (int i = 0; i < 20000; i++) {
+        out[n++] = 0x78; // field 15, varint: not in Envelope
+        out[n++] = (uint8_t)(i & 0x7f);
+    }
+    return s_write_bytes(dir, "hostile_unknown_fields", out, n);
+}
+
 static wire_msg_t s_batch(uint32_t count, uint32_t obs_dim, int with_priorities) {
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
     m.u.batch = (wire_batch_t){.actor_id = 1, .seq = 42, .weights_version = 7, .count = count,
@@ -112,6 +169,8 @@ int main(int argc, char **argv) {
     rc |= s_write(dir, "batch_noprio", &m, APEX_PROTOCOL_VERSION);
     m = s_batch(1, 4, 1);
     rc |= s_write(dir, "batch_one_row", &m, APEX_PROTOCOL_VERSION);
+    rc |= s_write_short_priorities(dir, &m);
+    rc |= s_write_unknown_fields(dir);
     m = s_batch(MAX_ROWS, 4, 1);
     rc |= s_write(dir, "batch_64", &m, APEX_PROTOCOL_VERSION);
     m = s_batch(8, 6, 0); // Acrobot-sized rows: accepted only by the obs_dim 6 profile
