@@ -75,8 +75,8 @@ $(BUILD)/fuzz/gen_corpus: $(BUILD)/fuzz/gen_corpus.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 
 fuzz-corpus: $(BUILD)/fuzz/gen_corpus
-	@mkdir -p fuzz/corpus/wire fuzz/corpus/config
-	$(BUILD)/fuzz/gen_corpus fuzz/corpus/wire
+	@mkdir -p fuzz/corpus/wire fuzz/corpus/config fuzz/replay/wire
+	$(BUILD)/fuzz/gen_corpus fuzz/corpus/wire fuzz/replay/wire
 	cp configs/*.ini fuzz/corpus/config/
 
 fuzz-clean:

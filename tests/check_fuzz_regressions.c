@@ -2,8 +2,9 @@
 // libFuzzer harnesses' own entry points, so that `make test` (gcc, no libFuzzer) keeps each
 // fixed bug fixed and each seed message decodable.
 //
-// Inputs: fuzz/corpus/<target>/ (the seeds; must not be empty) and fuzz/regressions/<target>/
-// (inputs that once crashed; may be empty), relative to the repo root where `make test`
+// Inputs: fuzz/corpus/<target>/ (the seeds; must not be empty), fuzz/regressions/<target>/
+// (inputs that once crashed; may be empty) and fuzz/replay/<target>/ (inputs too slow to
+// fuzz from, e.g. 20000 unknown fields), relative to the repo root where `make test`
 // runs, or to $APEX_SRC_DIR. The harnesses are compiled into this file with FUZZ_NO_ENTRY,
 // so they do not define LLVMFuzzerTestOneInput here. A broken invariant aborts the forked
 // test after printing the harness line and the input's path.
@@ -90,7 +91,10 @@ START_TEST(test_wire_corpus) {
 }
 END_TEST
 
-START_TEST(test_wire_regressions) { s_replay("regressions", "wire", fuzz_wire_one); }
+START_TEST(test_wire_regressions) {
+    s_replay("regressions", "wire", fuzz_wire_one);
+    s_replay("replay", "wire", fuzz_wire_one);
+}
 END_TEST
 
 START_TEST(test_config_corpus) {
@@ -99,7 +103,10 @@ START_TEST(test_config_corpus) {
 }
 END_TEST
 
-START_TEST(test_config_regressions) { s_replay("regressions", "config", fuzz_config_one); }
+START_TEST(test_config_regressions) {
+    s_replay("regressions", "config", fuzz_config_one);
+    s_replay("replay", "config", fuzz_config_one);
+}
 END_TEST
 
 // The harnesses' invariants are live: a hand-made valid message passes, and empty or
