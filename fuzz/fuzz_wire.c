@@ -1,0 +1,301 @@
+// fuzz_wire.c: libFuzzer harness for wire_decode (common/wire.c), every message kind.
+//
+// Each input is a raw Envelope, as a peer would send it. It is decoded by several decoders
+// whose limits differ (see s_profiles), so one input covers both the accepting and the
+// rejecting paths of every check. On every decode:
+//   - the result is one of the codes wire.h documents, and a failure leaves a non-empty
+//     reason and no views (out->u all zero);
+//   - a success satisfies everything wire.h promises: counts within the limits, dimensions
+//     equal to the configured ones, array pointers non-NULL exactly when they carry rows,
+//     floats finite and within their ranges, actions in [0, n_actions);
+//   - round trip: wire_encode of the decoded message decodes again (with a second decoder of
+//     the same limits, since views die at the next decode) to the same values, and encoding
+//     that gives the same bytes again (the canonical encoding is a fixed point).
+// ASan checks that every view lies inside live memory, because the checks read all of it.
+#include <math.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "wire.h"
+
+// ---------------------------------------------------------------------------------------
+// Limit profiles. 0 is a realistic CartPole run; the others exist to reach rejecting paths
+// that profile 0 accepts (small maxima, another obs_dim, Weights refused, a byte limit).
+
+static const wire_limits_t s_profiles[] = {
+    {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 4096, .max_episodes = 1024},
+    {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 8, .max_episodes = 4,
+     .max_message_bytes = 512},
+    {.obs_dim = 6, .n_actions = 3, .num_params = 0, .max_count = 4096, .max_episodes = 0},
+    {.obs_dim = 1, .n_actions = 1, .num_params = 1, .max_count = 1, .max_episodes = 1},
+};
+#define N_PROFILES (sizeof s_profiles / sizeof s_profiles[0])
+
+// Decoders live for the whole process: creating one per input would spend the time in
+// allocating arenas. [p][0] decodes the input, [p][1] the re-encoded message.
+static wire_decoder_t *s_dec[N_PROFILES][2];
+static wire_buf_t s_enc[2];
+
+static void s_setup(void) {
+    if (s_dec[0][0]) {
+        return;
+    }
+    for (size_t p = 0; p < N_PROFILES; p++) {
+        s_dec[p][0] = wire_decoder_new(&s_profiles[p]);
+        s_dec[p][1] = wire_decoder_new(&s_profiles[p]);
+    }
+    wire_buf_init(&s_enc[0], 0);
+    wire_buf_init(&s_enc[1], 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Value checks over decoded views.
+
+static int s_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int s_in(const float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) {
+        if (!(x[i] >= lo && x[i] <= hi)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int s_actions_ok(const int32_t *a, size_t n, uint32_t n_actions) {
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] < 0 || (uint32_t)a[i] >= n_actions) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// Reads every key, so that ASan sees a view that runs past its buffer.
+static uint64_t s_touch_u64(const uint64_t *x, size_t n) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        h = h * 31u + x[i];
+    }
+    return h;
+}
+
+// Rows shared by TransitionBatch and SampleReply.
+static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_dim,
+                         const float *obs, const int32_t *actions, const float *rewards,
+                         const float *discounts, const float *next_obs) {
+    FUZZ_CHECK(count >= 1 && count <= lim->max_count);
+    FUZZ_CHECK(obs_dim == lim->obs_dim);
+    FUZZ_CHECK(obs && actions && rewards && discounts && next_obs);
+    size_t n_obs = (size_t)count * obs_dim;
+    FUZZ_CHECK(s_finite(obs, n_obs) && s_finite(next_obs, n_obs));
+    FUZZ_CHECK(s_finite(rewards, count));
+    FUZZ_CHECK(s_in(discounts, count, 0.0f, 1.0f));
+    FUZZ_CHECK(s_actions_ok(actions, count, lim->n_actions));
+}
+
+static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
+    switch (m->type) {
+    case WIRE_MSG_TRANSITION_BATCH: {
+        const wire_batch_t *b = &m->u.batch;
+        s_check_rows(lim, b->count, b->obs_dim, b->obs, b->actions, b->rewards, b->discounts,
+                     b->next_obs);
+        FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, 3.0e38f));
+        break;
+    }
+    case WIRE_MSG_SAMPLE_REQUEST: {
+        const wire_sample_request_t *r = &m->u.sample_request;
+        FUZZ_CHECK(r->batch_size >= 1 && r->batch_size <= lim->max_count);
+        FUZZ_CHECK(r->beta >= 0.0f && r->beta <= 1.0f);
+        break;
+    }
+    case WIRE_MSG_SAMPLE_REPLY: {
+        const wire_sample_reply_t *r = &m->u.sample_reply;
+        FUZZ_CHECK(!isnan(r->stats.total_priority));
+        if (r->status != WIRE_SAMPLE_OK) {
+            FUZZ_CHECK(r->status == WIRE_SAMPLE_NOT_READY || r->status == WIRE_SAMPLE_REFUSED);
+            FUZZ_CHECK(r->count == 0 && !r->keys && !r->is_weights && !r->obs && !r->actions &&
+                       !r->rewards && !r->discounts && !r->next_obs);
+            break;
+        }
+        s_check_rows(lim, r->count, r->obs_dim, r->obs, r->actions, r->rewards, r->discounts,
+                     r->next_obs);
+        FUZZ_CHECK(r->keys && r->is_weights);
+        (void)s_touch_u64(r->keys, r->count);
+        FUZZ_CHECK(s_in(r->is_weights, r->count, 0.0f, 1.0f));
+        break;
+    }
+    case WIRE_MSG_PRIORITY_UPDATE: {
+        const wire_priority_update_t *u = &m->u.priority_update;
+        FUZZ_CHECK(u->count >= 1 && u->count <= lim->max_count);
+        FUZZ_CHECK(u->keys && u->priorities);
+        (void)s_touch_u64(u->keys, u->count);
+        FUZZ_CHECK(s_in(u->priorities, u->count, 0.0f, 3.0e38f));
+        break;
+    }
+    case WIRE_MSG_WEIGHTS: {
+        const wire_weights_t *w = &m->u.weights;
+        FUZZ_CHECK(lim->num_params != 0 && w->num_params == lim->num_params);
+        FUZZ_CHECK(w->params && s_finite(w->params, w->num_params));
+        break;
+    }
+    case WIRE_MSG_ACTOR_STATS: {
+        const wire_actor_stats_t *a = &m->u.actor_stats;
+        uint32_t n = a->n_episodes;
+        FUZZ_CHECK(n <= lim->max_episodes);
+        FUZZ_CHECK(n ? (a->returns && a->lengths && a->epsilons)
+                     : (!a->returns && !a->lengths && !a->epsilons));
+        FUZZ_CHECK(s_finite(a->returns, n) && s_in(a->epsilons, n, 0.0f, 1.0f));
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            total += a->lengths[i];
+        }
+        (void)total;
+        break;
+    }
+    case WIRE_MSG_INSERT_ACK:
+        break;
+    default:
+        FUZZ_CHECK(!"decode succeeded with an unknown message type");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Equality of two decoded messages: every array byte for byte (bulk floats travel as raw
+// bytes, so they must survive bit for bit), scalars by value. Scalar floats are compared
+// with ==, because protobuf-c, following proto3, does not encode a float or double field
+// equal to zero, so a -0.0 beta or total_priority comes back as +0.0 (the same value).
+
+static int s_same(const void *a, const void *b, size_t bytes) {
+    if (bytes == 0) {
+        return 1;
+    }
+    if (!a || !b) {
+        return a == b;
+    }
+    return memcmp(a, b, bytes) == 0;
+}
+
+static int s_same_batch(const wire_batch_t *a, const wire_batch_t *b) {
+    size_t n = a->count, no = (size_t)a->count * a->obs_dim;
+    return a->actor_id == b->actor_id && a->seq == b->seq &&
+           a->weights_version == b->weights_version && a->count == b->count &&
+           a->obs_dim == b->obs_dim && s_same(a->obs, b->obs, no * 4) &&
+           s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&
+           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no * 4) &&
+           !a->priorities == !b->priorities && s_same(a->priorities, b->priorities, n * 4);
+}
+
+static int s_same_reply(const wire_sample_reply_t *a, const wire_sample_reply_t *b) {
+    size_t n = a->count, no = (size_t)a->count * a->obs_dim;
+    return a->id == b->id && a->status == b->status && a->count == b->count &&
+           a->obs_dim == b->obs_dim && s_same(a->keys, b->keys, n * 8) &&
+           s_same(a->is_weights, b->is_weights, n * 4) && s_same(a->obs, b->obs, no * 4) &&
+           s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&
+           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no * 4) &&
+           memcmp(&a->stats, &b->stats, offsetof(wire_replay_stats_t, total_priority)) == 0 &&
+           a->stats.total_priority == b->stats.total_priority;
+}
+
+static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {
+    if (a->type != b->type) {
+        return 0;
+    }
+    switch (a->type) {
+    case WIRE_MSG_TRANSITION_BATCH:
+        return s_same_batch(&a->u.batch, &b->u.batch);
+    case WIRE_MSG_SAMPLE_REQUEST:
+        return a->u.sample_request.id == b->u.sample_request.id &&
+               a->u.sample_request.batch_size == b->u.sample_request.batch_size &&
+               a->u.sample_request.beta == b->u.sample_request.beta;
+    case WIRE_MSG_SAMPLE_REPLY:
+        return s_same_reply(&a->u.sample_reply, &b->u.sample_reply);
+    case WIRE_MSG_PRIORITY_UPDATE: {
+        const wire_priority_update_t *x = &a->u.priority_update, *y = &b->u.priority_update;
+        return x->count == y->count && s_same(x->keys, y->keys, (size_t)x->count * 8) &&
+               s_same(x->priorities, y->priorities, (size_t)x->count * 4);
+    }
+    case WIRE_MSG_WEIGHTS: {
+        const wire_weights_t *x = &a->u.weights, *y = &b->u.weights;
+        return x->version == y->version && x->learner_step == y->learner_step &&
+               x->num_params == y->num_params &&
+               s_same(x->params, y->params, (size_t)x->num_params * 4);
+    }
+    case WIRE_MSG_ACTOR_STATS: {
+        const wire_actor_stats_t *x = &a->u.actor_stats, *y = &b->u.actor_stats;
+        size_t n = x->n_episodes;
+        return x->actor_id == y->actor_id && x->frames == y->frames &&
+               x->weights_version == y->weights_version &&
+               x->dropped_batches == y->dropped_batches && x->n_episodes == y->n_episodes &&
+               s_same(x->returns, y->returns, n * 4) && s_same(x->lengths, y->lengths, n * 4) &&
+               s_same(x->epsilons, y->epsilons, n * 4);
+    }
+    case WIRE_MSG_INSERT_ACK:
+        return a->u.insert_ack.actor_id == b->u.insert_ack.actor_id &&
+               a->u.insert_ack.seq == b->u.insert_ack.seq;
+    default:
+        return 0;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+static int s_is_zero(const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        if (b[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void s_check_failure(const wire_decoder_t *d, int rc, const wire_msg_t *m) {
+    FUZZ_CHECK(rc == APEX_EINVAL || rc == APEX_EPROTO || rc == APEX_EVERSION ||
+               rc == APEX_ENOSPC);
+    const char *why = wire_decoder_last_error(d);
+    FUZZ_CHECK(why && why[0] != '\0');
+    FUZZ_CHECK((unsigned)m->type < WIRE_MSG_COUNT_);
+    FUZZ_CHECK(s_is_zero(&m->u, sizeof m->u)); // no view of a rejected message survives
+}
+
+static void s_round_trip(size_t p, const wire_msg_t *m) {
+    wire_msg_t again;
+    wire_encode(m, &s_enc[0]);
+    int rc = wire_decode(s_dec[p][1], s_enc[0].data, s_enc[0].len, &again);
+    if (rc != APEX_OK) {
+        fprintf(stderr, "re-decode failed: %s\n", wire_decoder_last_error(s_dec[p][1]));
+    }
+    FUZZ_CHECK(rc == APEX_OK);
+    FUZZ_CHECK(s_same_msg(m, &again));
+    wire_encode(&again, &s_enc[1]);
+    FUZZ_CHECK(s_enc[0].len == s_enc[1].len &&
+               memcmp(s_enc[0].data, s_enc[1].data, s_enc[0].len) == 0);
+}
+
+int fuzz_wire_one(const uint8_t *data, size_t size) {
+    s_setup();
+    for (size_t p = 0; p < N_PROFILES; p++) {
+        wire_msg_t m;
+        int rc = wire_decode(s_dec[p][0], data, size, &m);
+        FUZZ_CHECK(wire_msg_name(m.type) != NULL);
+        if (rc != APEX_OK) {
+            s_check_failure(s_dec[p][0], rc, &m);
+            continue;
+        }
+        s_check_ok(&s_profiles[p], &m);
+        s_round_trip(p, &m);
+    }
+    return 0;
+}
+
+#ifndef FUZZ_NO_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_wire_one(data, size); }
+#endif
