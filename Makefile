@@ -141,7 +141,10 @@ learn-bench: $(BINARIES)
 run: $(BINARIES)
 	scripts/apex-local $(CONFIG)
 
-clean:
+# libFuzzer harnesses: make fuzz, make fuzz-smoke (fuzz/README.md).
+-include fuzz/fuzz.mk
+
+clean: fuzz-clean
 	rm -rf build build-asan bin
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

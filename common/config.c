@@ -294,6 +294,25 @@ static int s_apply(apex_config_t *cfg, const s_row *r, const char *v, char *err,
         if (strlen(v) < r->min) {
             return s_fail(err, errlen, "must not be empty");
         }
+        // --print-config must write a file that loads back to the same values: refuse what
+        // INI cannot carry (a leading comment character, surrounding blanks, control
+        // characters, or a line longer than libinih's INI_MAX_LINE).
+        if (v[0] == ';' || v[0] == '#' || v[0] == ' ' || v[0] == '\t' ||
+            (v[0] && (v[strlen(v) - 1] == ' ' || v[strlen(v) - 1] == '\t'))) {
+            return s_fail(err, errlen, "must not start with ';' or '#' or start/end with blanks");
+        }
+        for (const char *c = v; *c; c++) {
+            if ((unsigned char)*c < 0x20) {
+                return s_fail(err, errlen, "must not contain control characters");
+            }
+            if (c[0] == ' ' && (c[1] == ';' || c[1] == '#')) {
+                return s_fail(err, errlen, "must not contain ' ;' or ' #' (read as a comment)");
+            }
+        }
+        if (strlen(r->key) + 3 + strlen(v) > INI_MAX_LINE - 2) {
+            return s_fail(err, errlen, "too long for one INI line (%d characters)",
+                          INI_MAX_LINE - 2);
+        }
         if (strlen(v) >= r->size) {
             return s_fail(err, errlen, "longer than %zu characters", r->size - 1);
         }

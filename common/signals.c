@@ -25,4 +25,7 @@ void signals_install(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    // A file-size limit (ulimit -f) must make write(2) fail with EFBIG, which is handled like
+    // a full disk, instead of killing the daemon.
+    signal(SIGXFSZ, SIG_IGN);
 }

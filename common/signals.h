@@ -2,8 +2,8 @@
 //
 // The handler only sets a volatile sig_atomic_t flag that the daemon's loop polls; the
 // first signal asks for an orderly shutdown (flush metrics, final checkpoint), a second one
-// exits at once with status 130. SIGPIPE is ignored (a dead peer is an error code, not a
-// death). Install once, from main's start-up path.
+// exits at once with status 130. SIGPIPE and SIGXFSZ are ignored (a dead peer or a
+// file-size limit is an error code, not a death). Install once, from main's start-up path.
 #ifndef APEX_SIGNALS_H
 #define APEX_SIGNALS_H
 

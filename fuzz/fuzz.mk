@@ -37,13 +37,18 @@ FUZZ_BINS := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus fuzz-clean fuzz-clang-check
 fuzz-build: $(FUZZ_BINS)
 
+# clang and its libFuzzer runtime are only needed here: installed on first use.
+$(FUZZ_BUILD)/.deps-ok: scripts/install-deps.sh
+	@APEX_FUZZ_DEPS=1 scripts/install-deps.sh
+	@mkdir -p $(@D) && touch $@
+
 fuzz: $(FUZZ_BINS)
 	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh $(FUZZ_TARGETS)
 
 fuzz-smoke: $(FUZZ_BINS)
 	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=10 bash fuzz/run.sh $(FUZZ_TARGETS)
 
-$(FUZZ_BUILD)/proto/apex.pb-c.c $(FUZZ_BUILD)/proto/apex.pb-c.h &: proto/apex.proto | $(DEPS_STAMP)
+$(FUZZ_BUILD)/proto/apex.pb-c.c $(FUZZ_BUILD)/proto/apex.pb-c.h &: proto/apex.proto | $(DEPS_STAMP) $(FUZZ_BUILD)/.deps-ok
 	@mkdir -p $(FUZZ_BUILD)/proto
 	protoc-c --proto_path=proto --c_out=$(FUZZ_BUILD)/proto apex.proto
 

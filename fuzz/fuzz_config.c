@@ -43,7 +43,7 @@
 // Until config.c rejects such strings or prints them differently, configs whose printed
 // text shows either skip the reload check; build with -DFUZZ_STRICT_PRINT=1 to enforce it.
 #ifndef FUZZ_STRICT_PRINT
-#define FUZZ_STRICT_PRINT 0
+#define FUZZ_STRICT_PRINT 1
 #endif
 
 static char s_cfg_path[2][256]; // [0] the input file, [1] config_print output

@@ -64,7 +64,7 @@ struct learner {
     // Mirror of trainer_steps for learner_updates(), the only state other threads read.
     atomic_int_fast64_t updates;
     metrics_t metrics;
-    log_limiter_t bad_log, live_log;
+    log_limiter_t bad_log, live_log, metrics_log;
     atomic_int stop_requested;
 };
 
@@ -131,7 +131,10 @@ static int s_load_or_init(learner_t *l, int resume) {
                   l->ckpt_path, apex_strerror(rc));
         return -1;
     }
-    l->weights_version = extra.weights_version;
+    // Versions published after that checkpoint died with the previous process, and actors
+    // may already hold them: start a new incarnation (the high 32 bits), so that versions
+    // stay strictly increasing across restarts whatever was lost.
+    l->weights_version = ((extra.weights_version >> 32) + 1) << 32;
     log_info("resumed from %s at update %lld, weights v%llu", l->ckpt_path,
              (long long)trainer_steps(l->trainer), (unsigned long long)l->weights_version);
     return 0;
@@ -528,7 +531,11 @@ static int s_timer_publish(loop_t *loop, void *arg) {
 static int s_timer_metrics(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
-    metrics_write_row(&l->metrics, clock_now_ms());
+    if (metrics_write_row(&l->metrics, clock_now_ms()) != 0) {
+        log_every(&l->metrics_log, LIVENESS_LOG_MS, LOG_ERROR,
+                  "cannot append to %s/metrics.csv: %s; training goes on", l->run_dir,
+                  strerror(errno));
+    }
     return 0;
 }
 

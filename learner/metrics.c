@@ -84,7 +84,8 @@ static uint64_t s_min_actor_version(const metrics_t *m) {
     return v == UINT64_MAX ? 0 : v;
 }
 
-void metrics_write_row(metrics_t *m, int64_t now_ms) {
+int metrics_write_row(metrics_t *m, int64_t now_ms) {
+    int rc = 0;
     double dt = (double)(now_ms - m->prev_ms) / 1000.0;
     uint64_t frames = metrics_frames(m);
     if (m->csv && dt > 0) {
@@ -105,13 +106,17 @@ void metrics_write_row(metrics_t *m, int64_t now_ms) {
                 (unsigned long long)m->replay.updated, (unsigned long long)m->replay.stale_updates,
                 (unsigned long long)m->replay.bad_messages, m->wait_ns / total_ns,
                 m->train_ns / total_ns, m->optim_ns / total_ns, m->net_ns / total_ns);
-        fflush(m->csv);
+        if (fflush(m->csv) != 0 || ferror(m->csv)) {
+            clearerr(m->csv);
+            rc = -1;
+        }
     }
     m->prev_ms = now_ms;
     m->prev_updates = m->updates;
     m->prev_rows = m->sampled_rows;
     m->prev_frames = frames;
     m->wait_ns = m->train_ns = m->optim_ns = m->net_ns = 0;
+    return rc;
 }
 
 void metrics_format_status(const metrics_t *m, char *buf, size_t n) {

@@ -51,8 +51,9 @@ void metrics_fini(metrics_t *m);
 void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t now_ms);
 double metrics_mean_return(const metrics_t *m); // NaN when no episode finished yet
 uint64_t metrics_frames(const metrics_t *m);    // sum over actors
-// Writes one row (and flushes it) and resets the per-interval stage timers.
-void metrics_write_row(metrics_t *m, int64_t now_ms);
+// Writes one row (and flushes it) and resets the per-interval stage timers. Returns 0, or -1
+// with errno set when the row could not be written (full disk): the caller logs it.
+int metrics_write_row(metrics_t *m, int64_t now_ms);
 // One status line for the log.
 void metrics_format_status(const metrics_t *m, char *buf, size_t n);
 

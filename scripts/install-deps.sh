@@ -10,6 +10,9 @@ PKGS=(
   gnuplot-nox                         # learning_curve.png
   procps                              # pgrep/pkill in the smoke tests
 )
+if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
+  PKGS+=(clang libclang-rt-dev) # libFuzzer, for make fuzz
+fi
 if [ "${APEX_BENCH_DEPS:-0}" = 1 ]; then
   PKGS+=(python3-torch) # the PyTorch peer, only for make bench
 fi

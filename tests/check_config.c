@@ -128,6 +128,15 @@ START_TEST(test_overrides) {
     const char *bad2[] = {"learner.lr=-1"};
     ck_assert_int_eq(config_load(&cfg, p, bad2, 1, err, sizeof err), -1);
     ck_assert_str_eq(err, "--set: [learner] lr: -1 is out of range [1e-12, 10]");
+    // Strings that --print-config could not write back are refused.
+    const char *bad4[] = {"run.name=;x"};
+    ck_assert_int_eq(config_load(&cfg, p, bad4, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, "--set: [run] name: must not start with ';' or '#' or start/end with blanks");
+    char longv[300] = "run.out_dir=";
+    memset(longv + 12, 'a', 200);
+    const char *bad5[] = {longv};
+    ck_assert_int_eq(config_load(&cfg, p, bad5, 1, err, sizeof err), -1);
+    ck_assert_str_eq(err, "--set: [run] out_dir: too long for one INI line (198 characters)");
     const char *bad3[] = {"nodot=1"};
     ck_assert_int_eq(config_load(&cfg, p, bad3, 1, err, sizeof err), -1);
     ck_assert_str_eq(err, "--set nodot=1: expected section.key=value");
