@@ -44,10 +44,10 @@ LEARNER_OBJ := $(call obj,$(LEARNER_MOD))
 LIBCOMMON := $(BUILD)/libapexcommon.a
 
 # A binary is built when its main file exists (so every commit builds, daemon by daemon).
-MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c replay/main.c learner/main.c)
+MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c actor/keygen_main.c replay/main.c learner/main.c)
 BINARIES := $(patsubst actor/main,$(BIN)/apex-actor,$(patsubst actor/eval_main,$(BIN)/apex-eval,\
   $(patsubst replay/main,$(BIN)/apex-replay,$(patsubst learner/main,$(BIN)/apex-learner,\
-  $(MAIN_SRC:.c=)))))
+  $(patsubst actor/keygen_main,$(BIN)/apex-keygen,$(MAIN_SRC:.c=))))))
 CHECK_BIN := $(BUILD)/check_apex
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
@@ -88,6 +88,9 @@ $(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+$(BIN)/apex-keygen: $(BUILD)/actor/keygen_main.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BIN)/apex-replay: $(BUILD)/replay/main.o $(REPLAY_OBJ) $(LIBCOMMON)

@@ -10,6 +10,7 @@
 #include "loop.h"
 #include "net.h"
 #include "nn.h"
+#include "security.h"
 #include "nstep.h"
 #include "rng.h"
 #include "wire.h"
@@ -62,6 +63,7 @@ struct actor {
     float *ep_returns, *ep_eps;
     uint32_t *ep_lengths;
     void *ctx, *insert_sock, *weights_sock, *stats_sock;
+    security_t *security;
     loop_t *loop;
     uint64_t seq;
     uint64_t vector_steps, max_vector_steps, steps_since_sync;
@@ -150,10 +152,17 @@ static int s_open_sockets(actor_t *a) {
     net_opts_t o_insert = {.max_msg_bytes = max_bytes, .sndhwm = 64};
     net_opts_t o_weights = {.max_msg_bytes = max_bytes, .conflate = 1};
     net_opts_t o_stats = {.sndhwm = 16};
+    a->security = security_new(a->ctx, &a->cfg, "actor", a->index, 0);
+    if (!a->security) {
+        return -1;
+    }
     a->insert_sock = net_socket(a->ctx, ZMQ_DEALER, &o_insert);
     a->weights_sock = net_socket(a->ctx, ZMQ_SUB, &o_weights);
     a->stats_sock = net_socket(a->ctx, ZMQ_PUSH, &o_stats);
-    if (!a->insert_sock || !a->weights_sock || !a->stats_sock) {
+    if (!a->insert_sock || !a->weights_sock || !a->stats_sock ||
+        security_client(a->security, a->insert_sock, "replay") ||
+        security_client(a->security, a->weights_sock, "learner") ||
+        security_client(a->security, a->stats_sock, "learner")) {
         return -1;
     }
     char id[32];
@@ -221,6 +230,7 @@ void actor_destroy(actor_t **self_p) {
     net_close(&a->insert_sock);
     net_close(&a->weights_sock);
     net_close(&a->stats_sock);
+    security_destroy(&a->security);
     if (a->ctx) {
         zmq_ctx_term(a->ctx);
     }

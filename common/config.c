@@ -170,6 +170,13 @@ static const s_row s_schema[] = {
      "tcp://127.0.0.1:5553", NULL, "learner binds this for actor stats (PULL)"},
     {"endpoints", "learner_stats", T_STR, STR(endpoints.learner_stats), 1, 0,
      "tcp://127.0.0.1:5553", NULL, "actors connect here to send episode stats"},
+
+    {"security", "mode", T_ENUM, OFF(security.mode), 0, 0, 0, "none", "none|curve",
+     "none (plain TCP) or curve (CurveZMQ: encrypted, servers accept only authorized keys)"},
+    {"security", "key_dir", T_STR, STR(security.key_dir), 1, 0, "keys", NULL,
+     "directory of <name>.key / <name>.pub files made by apex-keygen"},
+    {"security", "authorized_keys", T_STR, STR(security.authorized_keys), 1, 0,
+     "keys/authorized_keys", NULL, "client public keys the servers accept, one per line"},
 };
 #define N_ROWS (sizeof s_schema / sizeof s_schema[0])
 

@@ -21,6 +21,7 @@
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
+typedef enum { SECURITY_NONE = 0, SECURITY_CURVE = 1 } config_security_mode;
 
 typedef struct {
     char name[64];
@@ -113,6 +114,12 @@ typedef struct {
 } config_endpoints_t;
 
 typedef struct {
+    int mode; // config_security_mode
+    char key_dir[CONFIG_STR_LEN];
+    char authorized_keys[CONFIG_STR_LEN];
+} config_security_t;
+
+typedef struct {
     char source[CONFIG_STR_LEN]; // path of the INI file, for messages
     config_run_t run;
     config_env_t env;
@@ -121,6 +128,7 @@ typedef struct {
     config_learner_t learner;
     config_actor_t actor;
     config_endpoints_t endpoints;
+    config_security_t security;
 } apex_config_t;
 
 // Fills cfg with the schema defaults (never fails).

@@ -9,6 +9,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "net.h"
+#include "security.h"
 #include "train.h"
 #include "wire.h"
 #include "xalloc.h"
@@ -47,6 +48,7 @@ struct learner {
     char ckpt_path[CONFIG_STR_LEN + 96];
     trainer_t *trainer;
     void *ctx, *sample_sock, *pub_sock, *stats_sock;
+    security_t *security;
     wire_decoder_t *dec;
     wire_buf_t out;
     loop_t *loop;
@@ -150,13 +152,19 @@ static int s_open_sockets(learner_t *l) {
     l->dec = wire_decoder_new(&lim);
     wire_buf_init(&l->out, 4 * trainer_num_params(l->trainer) + 1024);
     l->ctx = zmq_ctx_new();
+    l->security = security_new(l->ctx, c, "learner", -1, 1); // ZAP first, then servers
+    if (!l->security) {
+        return -1;
+    }
     net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
     net_opts_t o_pub = {.sndhwm = 4};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
     l->pub_sock = net_socket(l->ctx, ZMQ_PUB, &o_pub);
     l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
-    if (!l->sample_sock || !l->pub_sock || !l->stats_sock) {
+    if (!l->sample_sock || !l->pub_sock || !l->stats_sock ||
+        security_client(l->security, l->sample_sock, "replay") ||
+        security_server(l->security, l->pub_sock) || security_server(l->security, l->stats_sock)) {
         return -1;
     }
     // Do not queue requests on a connection that is not up: they would be answered by
@@ -218,6 +226,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     l->loop = loop_new();
     loop_add_reader(l->loop, l->sample_sock, s_reader_sample, l);
     loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
+    security_attach(l->security, l->loop);
     loop_set_idle(l->loop, s_idle_train, l);
     loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
     loop_add_timer(l->loop, cfg->learner.metrics_interval_ms, s_timer_metrics, l);
@@ -242,6 +251,7 @@ void learner_destroy(learner_t **self_p) {
     net_close(&l->sample_sock);
     net_close(&l->pub_sock);
     net_close(&l->stats_sock);
+    security_destroy(&l->security);
     if (l->ctx) {
         zmq_ctx_term(l->ctx);
     }

@@ -11,6 +11,7 @@
 #include "loop.h"
 #include "net.h"
 #include "rng.h"
+#include "security.h"
 #include "store.h"
 #include "xalloc.h"
 
@@ -53,9 +54,15 @@ static int s_open_sockets(replay_server_t *s) {
     size_t max_bytes = s_max_message_bytes(c, &lim);
     net_opts_t o = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000, .sndhwm = 1000};
     s->ctx = zmq_ctx_new();
+    // The ZAP handler must be bound before any CURVE server socket accepts a client.
+    s->security = security_new(s->ctx, c, "replay", -1, 1);
+    if (!s->security) {
+        return -1;
+    }
     s->insert_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
     s->sample_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
-    if (!s->insert_sock || !s->sample_sock) {
+    if (!s->insert_sock || !s->sample_sock || security_server(s->security, s->insert_sock) ||
+        security_server(s->security, s->sample_sock)) {
         return -1;
     }
     if (net_bind(s->insert_sock, c->endpoints.replay_insert_bind, s->insert_ep,
@@ -123,6 +130,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->loop = loop_new();
     loop_add_reader(s->loop, s->insert_sock, s_reader_insert, s);
     loop_add_reader(s->loop, s->sample_sock, s_reader_sample, s);
+    security_attach(s->security, s->loop);
     loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
     loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
     loop_add_timer(s->loop, STOP_CHECK_MS, s_timer_stop, s);
@@ -150,6 +158,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     loop_destroy(&s->loop);
     net_close(&s->insert_sock);
     net_close(&s->sample_sock);
+    security_destroy(&s->security);
     if (s->ctx) {
         zmq_ctx_term(s->ctx);
     }
@@ -564,4 +573,8 @@ const char *replay_server_sample_endpoint(const replay_server_t *self) { return 
 
 uint64_t replay_server_bad_count(const replay_server_t *self, wire_msg_type kind) {
     return (unsigned)kind < WIRE_MSG_COUNT_ ? self->bad[kind] : 0;
+}
+
+uint64_t replay_server_denied(const replay_server_t *self) {
+    return self->security ? security_denied(self->security) : 0;
 }

@@ -50,6 +50,9 @@ void replay_server_stats(const replay_server_t *self, wire_replay_stats_t *out);
 // obs..., next_obs...). For a server created with listen = 0 after a restore. 0 or -1.
 int replay_server_dump(const replay_server_t *self, const char *path);
 
+// Clients refused by the CURVE allow-list ([security] mode = curve).
+uint64_t replay_server_denied(const replay_server_t *self);
+
 // Bad messages counted for one kind (WIRE_MSG_NONE = undecodable frames).
 uint64_t replay_server_bad_count(const replay_server_t *self, wire_msg_type kind);
 

@@ -92,6 +92,7 @@ struct replay_server {
     uint8_t *blob; // snapshot blob: counters + dedupe table
     size_t blob_cap;
     int64_t last_snapshot_try_ms;
+    struct security *security; // CURVE (common/security.h)
     uint64_t duplicate_batches, acks_without_durability;
 };
 
