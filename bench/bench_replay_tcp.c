@@ -29,6 +29,7 @@
 #include "log.h"
 #include "rng.h"
 #include "server.h"
+#include "security.h"
 #include "wire.h"
 #include "xalloc.h"
 
@@ -47,7 +48,11 @@
 #define SAMPLE_N 512u     // rows per SampleRequest ([learner] batch_size)
 #define FILL_N 4096u      // rows per batch while pre-filling (= [replay] max_batch)
 #define FILL_INFLIGHT 8   // unacknowledged pre-fill batches
-#define PUSH_INFLIGHT 64  // unacknowledged batches per pusher (the actor's insert SNDHWM)
+// Unacknowledged batches per pusher: the actor's window ([actor] max_pending_batches,
+// default 256). With durability = wal an insert is acknowledged only after its log record is
+// fsynced, so a pusher's rate is bounded by window * batch / wal_sync_ms.
+static int s_push_window = 256;
+#define PUSH_INFLIGHT ((uint64_t)s_push_window)
 #define PUSH_VARIANTS 16  // distinct pre-generated row sets per pusher, cycled
 #define MAX_PUSHERS 16
 #define MAX_WINDOWS 64
@@ -89,10 +94,31 @@ static void s_fail(shared_t *sh, const char *what) {
     atomic_store(&sh->stop, 1);
 }
 
+// With --curve: the key directory made by main, read by every client socket.
+static char s_key_dir[512];
+
+static int s_curve_client(void *s) {
+    char path[600], pub[41], sec[41], spub[41], err[600];
+    snprintf(path, sizeof path, "%s/actor.key", s_key_dir);
+    if (security_read_key_file(path, pub, sec, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_replay_tcp: %s\n", err);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/replay.pub", s_key_dir);
+    if (security_read_key_file(path, spub, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_replay_tcp: %s\n", err);
+        return -1;
+    }
+    return zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, spub, 41) ||
+           zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 41) ||
+           zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 41);
+}
+
 static void *s_dealer(void *ctx, const char *ep, const char *id) {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
-    if (!s || zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+    if (!s || (s_key_dir[0] && s_curve_client(s) != 0) ||
+        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         (id && zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id)) != 0) ||
         zmq_connect(s, ep) != 0) {
         if (s) {
@@ -428,6 +454,9 @@ static void *s_sampler_main(void *arg) {
 typedef struct {
     int pushers, inflight, windows, cap_log2;
     double window_s, warmup_s, insert_rate;
+    int curve;              // 1: [security] mode = curve, all clients authorized
+    int wal_sync_ms;
+    const char *durability; // [replay] durability: none, snapshot or wal
 } opts_t;
 
 typedef struct {
@@ -525,7 +554,16 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".paced%.0fk", o->insert_rate / 1e3);
     }
     if (o->inflight != 4) {
-        snprintf(name + n, sizeof name - n, ".k%d", o->inflight);
+        n += (size_t)snprintf(name + n, sizeof name - n, ".k%d", o->inflight);
+    }
+    if (strcmp(o->durability, "none") != 0) {
+        n += (size_t)snprintf(name + n, sizeof name - n, ".%s", o->durability);
+        if (!strcmp(o->durability, "wal") && o->wal_sync_ms != 50) {
+            n += (size_t)snprintf(name + n, sizeof name - n, "%dms", o->wal_sync_ms);
+        }
+    }
+    if (o->curve) {
+        snprintf(name + n, sizeof name - n, ".curve");
     }
     printf("BENCH %s.sample512_batches_per_s %.0f batches/s\n", name, smed);
     if (o->pushers > 0) {
@@ -547,6 +585,14 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
         }
         const char *k = argv[i], *v = argv[i + 1];
         char *end = NULL;
+        if (!strcmp(k, "--durability")) {
+            if (strcmp(v, "none") && strcmp(v, "snapshot") && strcmp(v, "wal")) {
+                fprintf(stderr, "bench_replay_tcp: --durability none|snapshot|wal\n");
+                return -1;
+            }
+            o->durability = v;
+            continue;
+        }
         double *dd = !strcmp(k, "--window")        ? &o->window_s
                      : !strcmp(k, "--warmup")      ? &o->warmup_s
                      : !strcmp(k, "--insert-rate") ? &o->insert_rate
@@ -555,6 +601,9 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
                   : !strcmp(k, "--inflight")      ? &o->inflight
                   : !strcmp(k, "--windows")       ? &o->windows
                   : !strcmp(k, "--capacity-log2") ? &o->cap_log2
+                  : !strcmp(k, "--curve")         ? &o->curve
+                  : !strcmp(k, "--push-window")   ? &s_push_window
+                  : !strcmp(k, "--wal-sync-ms")   ? &o->wal_sync_ms
                                                   : NULL;
         if (dd) {
             *dd = strtod(v, &end);
@@ -573,14 +622,24 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
     int ok = o->pushers >= 0 && o->pushers <= MAX_PUSHERS && o->inflight >= 1 &&
              o->inflight <= 256 && o->windows >= 3 && o->windows <= MAX_WINDOWS &&
              o->cap_log2 >= 10 && o->cap_log2 <= 24 && o->window_s > 0 && o->warmup_s >= 0 &&
-             o->insert_rate >= 0;
+             o->insert_rate >= 0 && s_push_window >= 1 && s_push_window <= 8192 &&
+             o->wal_sync_ms >= 1;
     return ok ? 0 : -1;
 }
 
+static char s_run_dir[512];
+
 static replay_server_t *s_server_new(const opts_t *o) {
-    char cap[64], err[CONFIG_ERR_LEN];
+    char cap[64], err[CONFIG_ERR_LEN], dur[64], out[600], kd[600], ak[600];
     snprintf(cap, sizeof cap, "replay.capacity=%ld", 1L << o->cap_log2);
-    const char *sets[] = {cap,
+    snprintf(dur, sizeof dur, "replay.durability=%s", o->durability);
+    char sync[64];
+    snprintf(sync, sizeof sync, "replay.wal_sync_ms=%d", o->wal_sync_ms);
+    snprintf(out, sizeof out, "run.out_dir=%s", s_run_dir);
+    snprintf(kd, sizeof kd, "security.key_dir=%s", s_key_dir);
+    snprintf(ak, sizeof ak, "security.authorized_keys=%s/authorized_keys", s_key_dir);
+    const char *curve[] = {"security.mode=curve", kd, ak};
+    const char *sets[] = {cap, dur, out, sync,
                           "env.id=CartPole-v1",
                           "replay.max_batch=4096",
                           "replay.min_size_to_sample=1000",
@@ -588,10 +647,19 @@ static replay_server_t *s_server_new(const opts_t *o) {
                           "replay.stats_interval_ms=60000",
                           "learner.batch_size=512",
                           "actor.send_batch=50",
+                          "actor.num_actors=1000", // the pre-fill writes as actor 999
                           "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    const char *all[APEX_ARRAY_LEN(sets) + APEX_ARRAY_LEN(curve)];
+    int n = 0;
+    for (size_t i = 0; i < APEX_ARRAY_LEN(sets); i++) {
+        all[n++] = sets[i];
+    }
+    for (size_t i = 0; o->curve && i < APEX_ARRAY_LEN(curve); i++) {
+        all[n++] = curve[i];
+    }
     apex_config_t cfg;
-    if (config_load(&cfg, NULL, sets, (int)APEX_ARRAY_LEN(sets), err, sizeof err) != 0) {
+    if (config_load(&cfg, NULL, all, n, err, sizeof err) != 0) {
         fprintf(stderr, "bench_replay_tcp: config: %s\n", err);
         return NULL;
     }
@@ -634,7 +702,7 @@ static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
 
 int main(int argc, char **argv) {
     opts_t o = {.pushers = 4, .inflight = 4, .windows = 5, .cap_log2 = 20, .window_s = 2.0,
-                .warmup_s = 1.0, .insert_rate = 0};
+                .warmup_s = 1.0, .insert_rate = 0, .durability = "none", .wal_sync_ms = 50};
     if (s_parse_args(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_replay_tcp [--pushers 0..16] [--inflight 1..256] "
                         "[--windows 3..64] [--window s] [--warmup s] [--capacity-log2 10..24] "
@@ -643,6 +711,26 @@ int main(int argc, char **argv) {
     }
     log_set_role("bench_replay_tcp");
     log_set_level(LOG_WARN);
+    // A scratch directory for the replay's files (durability) and the keys (curve).
+    snprintf(s_run_dir, sizeof s_run_dir, "/tmp/apex_bench_XXXXXX");
+    if (!mkdtemp(s_run_dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    if (o.curve) {
+        char pub[41], err[512], path[600];
+        snprintf(s_key_dir, sizeof s_key_dir, "%.400s/keys", s_run_dir);
+        if (security_keygen(s_key_dir, "replay", pub, err, sizeof err) != 0 ||
+            security_keygen(s_key_dir, "actor", pub, err, sizeof err) != 0) {
+            fprintf(stderr, "bench_replay_tcp: %s\n", err);
+            return 2;
+        }
+        snprintf(path, sizeof path, "%s/authorized_keys", s_key_dir);
+        FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%s\n", pub) < 0 || fclose(f) != 0) {
+            return 2;
+        }
+    }
     replay_server_t *server = s_server_new(&o);
     if (!server) {
         return 2;
@@ -663,7 +751,7 @@ int main(int argc, char **argv) {
     printf("# apex replay server over tcp loopback: capacity 2^%d pre-filled in %.2f s; "
            "%d pushers x batches of %u (<= %d unacked each%s), 1 learner thread x %d requests "
            "of %u in flight\n",
-           o.cap_log2, (double)(clock_now_ns() - t0) * 1e-9, o.pushers, INSERT_N, PUSH_INFLIGHT,
+           o.cap_log2, (double)(clock_now_ns() - t0) * 1e-9, o.pushers, INSERT_N, s_push_window,
            o.insert_rate > 0 ? ", paced" : "", o.inflight, SAMPLE_N);
     fflush(stdout);
     if (rc != 0) {
@@ -686,5 +774,10 @@ int main(int argc, char **argv) {
         rc = -1;
     }
     replay_server_destroy(&server);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_run_dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "bench_replay_tcp: could not remove %s\n", s_run_dir);
+    }
     return rc == 0 ? 0 : 1;
 }

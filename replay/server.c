@@ -212,8 +212,9 @@ static void s_peer_name(const uint8_t *id, size_t len, char *out, size_t n) {
     out[o < n ? o : n - 1] = '\0';
 }
 
+// why: the reason for the log line; NULL takes the decoder's.
 static void s_count_bad(replay_server_t *s, const char *where, const uint8_t *id, size_t id_len,
-                        wire_msg_type kind, int err) {
+                        wire_msg_type kind, int err, const char *why) {
     s->bad[kind]++;
     s->bad_total++;
     s_peer *p = s_peer_for(s, id, id_len);
@@ -223,7 +224,8 @@ static void s_count_bad(replay_server_t *s, const char *where, const uint8_t *id
     log_every(&s->bad_log, BAD_LOG_INTERVAL_MS, LOG_WARN,
               "%s: dropped bad %s from peer %s (%s: %s); %llu bad from this peer, %llu in all",
               where, kind == WIRE_MSG_NONE ? "frame" : wire_msg_name(kind), name,
-              apex_strerror(err), wire_decoder_last_error(s->dec), (unsigned long long)p->bad,
+              apex_strerror(err), why ? why : wire_decoder_last_error(s->dec),
+              (unsigned long long)p->bad,
               (unsigned long long)s->bad_total);
 }
 
@@ -338,14 +340,19 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
     const void *raw = zmq_msg_data((zmq_msg_t *)payload);
     size_t raw_len = zmq_msg_size(payload);
     int rc = wire_decode(s->dec, raw, raw_len, &m);
+    const char *why = NULL;
+    char buf[96];
     if (rc == APEX_OK && m.type != WIRE_MSG_TRANSITION_BATCH) {
         rc = APEX_EPROTO; // a valid message of a kind that does not belong on this socket
-    }
-    if (rc == APEX_OK && m.u.batch.actor_id >= (uint32_t)s->cfg.actor.num_actors) {
+        why = "wrong message kind for the insert socket";
+    } else if (rc == APEX_OK && m.u.batch.actor_id >= (uint32_t)s->cfg.actor.num_actors) {
         rc = APEX_EINVAL; // also bounds the dedupe table
+        snprintf(buf, sizeof buf, "actor_id %u is not below [actor] num_actors %lld",
+                 m.u.batch.actor_id, (long long)s->cfg.actor.num_actors);
+        why = buf;
     }
     if (rc != APEX_OK) {
-        s_count_bad(s, "insert", idb, idn, m.type, rc);
+        s_count_bad(s, "insert", idb, idn, m.type, rc, why);
         return;
     }
     server_apply_batch(s, &m.u.batch, raw, raw_len);
@@ -364,7 +371,7 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
         if (got == 1) {
             if (extra) {
                 s_count_bad(s, "insert", zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
-                            APEX_EPROTO);
+                            APEX_EPROTO, "extra frames");
             } else {
                 s_handle_insert(s, &id, &payload);
             }
@@ -489,7 +496,8 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
         server_apply_update(s, &m.u.priority_update, zmq_msg_data((zmq_msg_t *)payload),
                        zmq_msg_size(payload));
     } else {
-        s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc);
+        s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc,
+                    rc == APEX_OK ? "wrong message kind for the sample socket" : NULL);
     }
 }
 
@@ -505,7 +513,7 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
         if (got == 1) {
             if (extra) {
                 s_count_bad(s, "sample", zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
-                            APEX_EPROTO);
+                            APEX_EPROTO, "extra frames");
             } else {
                 s_handle_sample_sock(s, &id, &payload);
             }
