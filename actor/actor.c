@@ -370,26 +370,23 @@ static void s_ship(actor_t *a, int count) {
 // Weights
 
 static void s_sync_weights(actor_t *a) {
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
+    wire_msg_t m;
     // CONFLATE keeps only the newest message, so one non-blocking read is enough.
-    if (net_recv(a->weights_sock, &msg, ZMQ_DONTWAIT) == APEX_OK) {
-        wire_msg_t m;
-        int rc = wire_decode(a->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
-        if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
-            if (m.u.weights.version != a->st.weights_version) {
-                memcpy(a->params.data, m.u.weights.params,
-                       a->params.num_params * sizeof(float));
-                a->st.weights_version = m.u.weights.version;
-                a->st.weight_updates++;
-            }
-        } else {
-            a->st.bad_messages++;
-            log_every(&a->bad_log, LOG_INTERVAL_MS, LOG_WARN, "dropped bad weights message: %s",
-                      rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(a->dec));
-        }
+    int rc = net_recv_decode(a->weights_sock, a->dec, &m);
+    if (rc == APEX_EAGAIN) {
+        return;
     }
-    zmq_msg_close(&msg);
+    if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
+        if (m.u.weights.version != a->st.weights_version) {
+            memcpy(a->params.data, m.u.weights.params, a->params.num_params * sizeof(float));
+            a->st.weights_version = m.u.weights.version;
+            a->st.weight_updates++;
+        }
+        return;
+    }
+    a->st.bad_messages++;
+    log_every(&a->bad_log, LOG_INTERVAL_MS, LOG_WARN, "dropped bad weights message: %s",
+              rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(a->dec));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -448,26 +445,15 @@ static int s_idle_step(loop_t *loop, void *arg) {
 static int s_reader_acks(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     actor_t *a = arg;
-    for (int i = 0; i < MAX_DRAIN; i++) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
-            zmq_msg_close(&msg);
-            break;
-        }
-        wire_msg_t m;
-        int rc = wire_decode(a->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
-        if (zmq_msg_more(&msg)) {
-            net_drain_more(sock);
-            rc = APEX_EPROTO;
-        }
+    wire_msg_t m;
+    for (int i = 0, rc; i < MAX_DRAIN && (rc = net_recv_decode(sock, a->dec, &m)) != APEX_EAGAIN;
+         i++) {
         if (rc == APEX_OK && m.type == WIRE_MSG_INSERT_ACK &&
             m.u.insert_ack.actor_id == (uint32_t)a->index) {
             s_take_ack(a, m.u.insert_ack.seq);
         } else {
             a->st.bad_messages++;
         }
-        zmq_msg_close(&msg);
     }
     return 0;
 }

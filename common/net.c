@@ -137,3 +137,19 @@ int net_drain_more(void *sock) {
     }
     return dropped;
 }
+
+int net_recv_decode(void *sock, wire_decoder_t *dec, wire_msg_t *out) {
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
+        zmq_msg_close(&msg);
+        return APEX_EAGAIN;
+    }
+    int rc = wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), out);
+    if (zmq_msg_more(&msg)) {
+        net_drain_more(sock);
+        rc = APEX_EPROTO;
+    }
+    zmq_msg_close(&msg); // the views in *out point into the decoder's arena, not into msg
+    return rc;
+}

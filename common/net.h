@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "wire.h"
+
 // Liveness (STYLE S16): ZeroMQ heartbeats (ZMTP PING/PONG) on every connection. A peer that
 // has not answered for HEARTBEAT_TIMEOUT_MS is disconnected, and the connecting side
 // reconnects with capped exponential back-off from RECONNECT_MIN_MS to RECONNECT_MAX_MS.
@@ -52,5 +54,11 @@ int net_recv(void *sock, zmq_msg_t *msg, int flags);
 // Discards the remaining frames of a multipart message (hostile peers send extra frames).
 // Returns how many were dropped.
 int net_drain_more(void *sock);
+
+// Receives one single-frame message without blocking and decodes it with dec (the views in
+// *out live in the decoder's arena, valid until its next decode). Returns APEX_EAGAIN when
+// nothing is waiting (or the socket failed), APEX_OK, or the decode error; a multipart
+// message is APEX_EPROTO, with its extra frames drained.
+int net_recv_decode(void *sock, wire_decoder_t *dec, wire_msg_t *out);
 
 #endif

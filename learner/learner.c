@@ -364,28 +364,16 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
     int64_t t0 = clock_now_ns();
-    for (int i = 0; i < MAX_DRAIN; i++) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
-            zmq_msg_close(&msg);
-            break;
-        }
-        int more = zmq_msg_more(&msg);
-        wire_msg_t m;
-        int rc = wire_decode(l->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
-        if (more) {
-            net_drain_more(sock);
-            rc = APEX_EPROTO;
-        }
+    wire_msg_t m;
+    for (int i = 0, rc; i < MAX_DRAIN && (rc = net_recv_decode(sock, l->dec, &m)) != APEX_EAGAIN;
+         i++) {
         if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REPLY) {
             s_take_reply(l, &m.u.sample_reply);
         } else {
             l->bad_messages++;
             log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad reply from replay: %s",
-                      wire_decoder_last_error(l->dec));
+                      rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(l->dec));
         }
-        zmq_msg_close(&msg);
     }
     s_issue_requests(l);
     l->metrics.net_ns += clock_now_ns() - t0;
@@ -396,19 +384,9 @@ static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
     int64_t now = clock_now_ms();
-    for (int i = 0; i < MAX_DRAIN; i++) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
-            zmq_msg_close(&msg);
-            break;
-        }
-        wire_msg_t m;
-        int rc = wire_decode(l->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
-        if (zmq_msg_more(&msg)) {
-            net_drain_more(sock);
-            rc = APEX_EPROTO;
-        }
+    wire_msg_t m;
+    for (int i = 0, rc; i < MAX_DRAIN && (rc = net_recv_decode(sock, l->dec, &m)) != APEX_EAGAIN;
+         i++) {
         if (rc == APEX_OK && m.type == WIRE_MSG_ACTOR_STATS) {
             metrics_add_actor_stats(&l->metrics, &m.u.actor_stats, now);
         } else {
@@ -416,7 +394,6 @@ static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
             log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad actor stats: %s",
                       rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(l->dec));
         }
-        zmq_msg_close(&msg);
     }
     return 0;
 }

@@ -359,9 +359,11 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
     s_queue_ack(s, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates are acked too
 }
 
-static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
-    (void)loop;
-    replay_server_t *s = arg;
+// Handles every [routing id][payload] message waiting on a ROUTER (at most MAX_DRAIN, so
+// that one busy socket cannot starve the other), counting malformed framing as bad.
+typedef void (*s_routed_fn)(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload);
+
+static void s_drain_router(replay_server_t *s, void *sock, const char *where, s_routed_fn fn) {
     zmq_msg_t id, payload;
     for (int i = 0; i < MAX_DRAIN; i++) {
         zmq_msg_init(&id);
@@ -370,10 +372,10 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
         int got = s_recv_routed(sock, &id, &payload, &extra);
         if (got == 1) {
             if (extra) {
-                s_count_bad(s, "insert", zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
+                s_count_bad(s, where, zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
                             APEX_EPROTO, "extra frames");
             } else {
-                s_handle_insert(s, &id, &payload);
+                fn(s, &id, &payload);
             }
         }
         zmq_msg_close(&id);
@@ -382,6 +384,12 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
             break;
         }
     }
+}
+
+static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    replay_server_t *s = arg;
+    s_drain_router(s, sock, "insert", s_handle_insert);
     s_serve_pending(s, clock_now_ms());
     return 0;
 }
@@ -503,27 +511,7 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
 
 static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
-    replay_server_t *s = arg;
-    zmq_msg_t id, payload;
-    for (int i = 0; i < MAX_DRAIN; i++) {
-        zmq_msg_init(&id);
-        zmq_msg_init(&payload);
-        int extra;
-        int got = s_recv_routed(sock, &id, &payload, &extra);
-        if (got == 1) {
-            if (extra) {
-                s_count_bad(s, "sample", zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
-                            APEX_EPROTO, "extra frames");
-            } else {
-                s_handle_sample_sock(s, &id, &payload);
-            }
-        }
-        zmq_msg_close(&id);
-        zmq_msg_close(&payload);
-        if (got != 1) {
-            break;
-        }
-    }
+    s_drain_router(arg, sock, "sample", s_handle_sample_sock);
     return 0;
 }
 
