@@ -557,6 +557,10 @@ static int s_timer_status(loop_t *loop, void *arg) {
 }
 
 int learner_run(learner_t *self) {
+    // Record this incarnation (the high 32 bits of the weights version) on disk before any
+    // version of it is published: a learner killed before its first periodic checkpoint then
+    // still cannot hand out a version twice after the next restart.
+    s_checkpoint(self);
     s_publish(self, 1); // actors get the initial (or resumed) weights right away
     s_issue_requests(self);
     loop_run(self->loop);
