@@ -98,38 +98,15 @@ static void *s_bound(void *ctx, int type, char *ep, size_t ep_len) {
 // Daemons in threads
 
 typedef struct {
-    replay_server_t *server;
-    pthread_t thread;
-} s_replay;
-
-typedef struct {
     actor_t *actor;
     pthread_t thread;
     int rc;
 } s_actor;
 
-static void *s_replay_main(void *arg) {
-    replay_server_run(arg);
-    return NULL;
-}
-
 static void *s_actor_main(void *arg) {
     s_actor *x = arg;
     x->rc = actor_run(x->actor, 0);
     return NULL;
-}
-
-static void s_replay_start(s_replay *r, const apex_config_t *cfg) {
-    r->server = replay_server_new(cfg, 1);
-    ck_assert_ptr_nonnull(r->server);
-    ck_assert_int_eq(pthread_create(&r->thread, NULL, s_replay_main, r->server), 0);
-}
-
-static void s_replay_stop(s_replay *r, wire_replay_stats_t *st) {
-    replay_server_stop(r->server);
-    ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
-    replay_server_stats(r->server, st);
-    replay_server_destroy(&r->server);
 }
 
 static void s_actor_start(s_actor *x, const apex_config_t *cfg, int index) {
@@ -205,8 +182,8 @@ static int s_has_version(const actor_stats_t *st, const actor_stats_t *ref) {
 START_TEST(test_feeds_replay_and_takes_weights) {
     apex_config_t cfg;
     s_config(&cfg, 7);
-    s_replay r;
-    s_replay_start(&r, &cfg);
+    check_replay_t r;
+    check_replay_start(&r, &cfg);
     void *ctx = zmq_ctx_new();
     char pub_ep[256], stats_ep[256];
     void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
@@ -237,7 +214,7 @@ START_TEST(test_feeds_replay_and_takes_weights) {
     ck_assert_uint_eq(st.bad_messages, 0);
     ck_assert_uint_gt(st.steps, 0);
     wire_replay_stats_t rs;
-    s_replay_stop(&r, &rs);
+    check_replay_stop(&r, &rs);
     // Every acknowledged batch was stored, whole; nothing was malformed.
     ck_assert_uint_ge(rs.inserted, st.batches_acked * BATCH);
     ck_assert_uint_eq(rs.inserted % BATCH, 0);
@@ -257,8 +234,8 @@ START_TEST(test_survives_replay_restart) {
     apex_config_t cfg;
     s_config(&cfg, 7);
     s_set(&cfg, "actor.max_pending_batches=4");
-    s_replay r;
-    s_replay_start(&r, &cfg);
+    check_replay_t r;
+    check_replay_start(&r, &cfg);
     s_set(&cfg, "endpoints.replay_insert_bind=%s", replay_server_insert_endpoint(r.server));
     s_set(&cfg, "endpoints.replay_sample_bind=%s", replay_server_sample_endpoint(r.server));
     s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
@@ -273,19 +250,19 @@ START_TEST(test_survives_replay_restart) {
     actor_stats_t zero = {0};
     s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
     wire_replay_stats_t rs1, rs2;
-    s_replay_stop(&r, &rs1);
+    check_replay_stop(&r, &rs1);
     ck_assert_uint_gt(rs1.inserted, 0);
     actor_stats_t down;
     actor_get_stats(x.actor, &down);
     actor_stats_t dropping =
         s_wait(&x, s_dropped_more, &down, "drops while replay is down", NULL, 0, NULL);
-    s_replay_start(&r, &cfg); // same ports
+    check_replay_start(&r, &cfg); // same ports
     actor_stats_t back =
         s_wait(&x, s_acked_more, &dropping, "acks from the new replay", NULL, 0, NULL);
     ck_assert_uint_gt(back.steps, dropping.steps);
     actor_stats_t st;
     s_actor_stop(&x, &st);
-    s_replay_stop(&r, &rs2);
+    check_replay_stop(&r, &rs2);
     ck_assert_uint_gt(rs2.inserted, 0);
     ck_assert_uint_eq(rs2.bad_messages, 0);
     ck_assert_uint_gt(st.batches_dropped, 0);

@@ -61,3 +61,23 @@ void check_rmtree(const char *path) {
         fprintf(stderr, "check_rmtree: could not remove %s\n", path);
     }
 }
+
+static void *s_replay_main(void *arg) {
+    replay_server_run(arg);
+    return NULL;
+}
+
+void check_replay_start(check_replay_t *r, const apex_config_t *cfg) {
+    r->server = replay_server_new(cfg, 1);
+    ck_assert_ptr_nonnull(r->server);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, s_replay_main, r->server), 0);
+}
+
+void check_replay_stop(check_replay_t *r, wire_replay_stats_t *st) {
+    replay_server_stop(r->server);
+    ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
+    if (st) {
+        replay_server_stats(r->server, st);
+    }
+    replay_server_destroy(&r->server);
+}

@@ -86,39 +86,15 @@ static void s_net_config(nn_config_t *n) {
 // Daemons in threads
 
 typedef struct {
-    replay_server_t *server;
-    pthread_t thread;
-} s_replay;
-
-typedef struct {
     learner_t *learner;
     pthread_t thread;
     int rc;
 } s_learner;
 
-static void *s_replay_main(void *arg) {
-    replay_server_run(arg);
-    return NULL;
-}
-
 static void *s_learner_main(void *arg) {
     s_learner *x = arg;
     x->rc = learner_run(x->learner);
     return NULL;
-}
-
-static void s_replay_start(s_replay *r, const apex_config_t *cfg) {
-    r->server = replay_server_new(cfg, 1);
-    ck_assert_ptr_nonnull(r->server);
-    ck_assert_int_eq(pthread_create(&r->thread, NULL, s_replay_main, r->server), 0);
-}
-
-// Stops, joins and destroys the server, returning its final counters in *st.
-static void s_replay_stop(s_replay *r, wire_replay_stats_t *st) {
-    replay_server_stop(r->server);
-    ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
-    replay_server_stats(r->server, st);
-    replay_server_destroy(&r->server);
 }
 
 static void s_learner_start(s_learner *x, const apex_config_t *cfg, int resume) {
@@ -300,8 +276,8 @@ static void s_spew(const char *path, const void *buf, size_t len) {
 // A full run: an empty replay server and a fresh (or resumed) learner, the data set inserted,
 // training to cfg's max_steps. Returns the replay's final counters.
 static void s_train_to_max_steps(apex_config_t *cfg, int resume, wire_replay_stats_t *st) {
-    s_replay r;
-    s_replay_start(&r, cfg);
+    check_replay_t r;
+    check_replay_start(&r, cfg);
     s_set(cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
     s_learner x;
     s_learner_start(&x, cfg, resume);
@@ -311,7 +287,7 @@ static void s_train_to_max_steps(apex_config_t *cfg, int resume, wire_replay_sta
     s_learner_join(&x); // returns by itself at max_steps
     ck_assert_int_eq(learner_updates(x.learner), cfg->learner.max_steps);
     learner_destroy(&x.learner);
-    s_replay_stop(&r, st);
+    check_replay_stop(&r, st);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -325,8 +301,8 @@ START_TEST(test_learns_from_replay_over_zmq) {
     snprintf(tmp, sizeof tmp, "%s", dir);
     apex_config_t cfg;
     s_config(&cfg, tmp, 300);
-    s_replay r;
-    s_replay_start(&r, &cfg); // empty: the learner is held back by min_size_to_sample
+    check_replay_t r;
+    check_replay_start(&r, &cfg); // empty: the learner is held back by min_size_to_sample
     s_set(&cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
     s_learner x;
     s_learner_start(&x, &cfg, 0);
@@ -356,7 +332,7 @@ START_TEST(test_learns_from_replay_over_zmq) {
     s_learner_join(&x); // max_steps = 300
     ck_assert_int_eq(learner_updates(x.learner), 300);
     wire_replay_stats_t st;
-    s_replay_stop(&r, &st);
+    check_replay_stop(&r, &st);
     ck_assert_uint_eq(st.inserted, ROWS);
     ck_assert_uint_ge(st.sampled, 300 * 32); // every update trained on a sampled batch...
     ck_assert_uint_gt(st.updated, 0);        // ...and sent its priorities back
@@ -442,8 +418,8 @@ START_TEST(test_resume_restores_state) {
     // 2. Resume with room to train: the first Weights carry exactly the saved online params
     //    and step, and training continues from 200 to max_steps = 260.
     s_set(&cfg, "learner.max_steps=260");
-    s_replay r;
-    s_replay_start(&r, &cfg); // empty until the loaded weights were seen
+    check_replay_t r;
+    check_replay_start(&r, &cfg); // empty until the loaded weights were seen
     s_set(&cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
     s_learner_start(&x, &cfg, 1);
     void *ctx = zmq_ctx_new();
@@ -459,7 +435,7 @@ START_TEST(test_resume_restores_state) {
     s_learner_join(&x);
     ck_assert_int_eq(learner_updates(x.learner), 260);
     learner_destroy(&x.learner);
-    s_replay_stop(&r, &st);
+    check_replay_stop(&r, &st);
     ck_assert_uint_ge(st.sampled, 60 * 32); // 60 more updates, not 260
     ck_assert_uint_lt(st.sampled, 260 * 32);
     ckpt_header_t hdr_c;
@@ -543,8 +519,8 @@ START_TEST(test_survives_replay_restart) {
     snprintf(tmp, sizeof tmp, "%s", check_tmpdir());
     apex_config_t cfg;
     s_config(&cfg, tmp, 0); // no max_steps: stopped by learner_stop
-    s_replay r;
-    s_replay_start(&r, &cfg);
+    check_replay_t r;
+    check_replay_start(&r, &cfg);
     // Pin the ports the first server got, so that its successor binds the same ones.
     s_set(&cfg, "endpoints.replay_insert_bind=%s", replay_server_insert_endpoint(r.server));
     s_set(&cfg, "endpoints.replay_sample_bind=%s", replay_server_sample_endpoint(r.server));
@@ -555,19 +531,19 @@ START_TEST(test_survives_replay_restart) {
     s_learner_start(&x, &cfg, 0);
     s_wait_updates(x.learner, 50);
     wire_replay_stats_t st1, st2;
-    s_replay_stop(&r, &st1);
+    check_replay_stop(&r, &st1);
     ck_assert_uint_gt(st1.updated, 0);
     int64_t at_stop = learner_updates(x.learner);
     s_sleep_ms(400); // > request_timeout_ms: in-flight requests time out while nobody listens
     int64_t before_restart = learner_updates(x.learner);
     ck_assert_int_le(before_restart, at_stop + 2); // at most the prefetched batches
-    s_replay_start(&r, &cfg);
+    check_replay_start(&r, &cfg);
     s_fill(ctx, cfg.endpoints.replay_insert_bind);
     s_wait_updates(x.learner, before_restart + 50);
     learner_stop(x.learner);
     s_learner_join(&x);
     learner_destroy(&x.learner);
-    s_replay_stop(&r, &st2);
+    check_replay_stop(&r, &st2);
     ck_assert_uint_ge(st2.sampled, 50 * 32); // the new server served the new updates
     ck_assert_uint_gt(st2.updated, 0);       // and got their priorities back
     zmq_ctx_term(ctx);
