@@ -115,8 +115,12 @@ $(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) 
 unit: $(CHECK_BIN) $(BINARIES)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) $(CHECK_BIN)
 
+# Scripts marked "# smoke: slow" (long learning runs, namespaces, floods) are skipped when
+# SMOKE_FAST=1, which the sanitizer run sets: they exercise timing, not new code paths.
 smoke: $(BINARIES)
 	@set -e; for t in $(filter-out tests/smoke/lib.sh,$(wildcard tests/smoke/*.sh)); do \
+	  if [ "$${SMOKE_FAST:-0}" = 1 ] && grep -q '^# smoke: slow' $$t; then \
+	    echo "== $$t: skipped (SMOKE_FAST)"; continue; fi; \
 	  echo "== $$t"; APEX_BIN=$(abspath $(BIN)) bash $$t; done; \
 	echo "smoke: all passed"
 
@@ -126,7 +130,7 @@ test: unit
 # ASan + UBSan: a separate tree so the normal build stays untouched (Redis SANITIZER=).
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan: $(DEPS_STAMP)
-	$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin \
+	SMOKE_FAST=1 $(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin \
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
 
 # ---- benchmarks ------------------------------------------------------------------------
