@@ -17,6 +17,7 @@
 #include "xalloc.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -74,7 +75,8 @@ struct actor {
     // FLUSH_TICK_MS and when actor_run returns, so that actor_get_stats may run anywhere.
     pthread_mutex_t st_lock;
     actor_stats_t st_shared;
-    log_limiter_t drop_log, bad_log;
+    log_limiter_t drop_log, bad_log, ack_log, prio_log, reconnect_log;
+    int64_t last_ack_ms, last_weights_ms; // monotonic times of the last good ack / weights
     atomic_int stop_requested;
 };
 
@@ -208,6 +210,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
         actor_destroy(&a);
         return NULL;
     }
+    a->last_ack_ms = a->last_weights_ms = clock_now_ms();
     a->loop = loop_new();
     loop_add_reader(a->loop, a->insert_sock, s_reader_acks, a);
     loop_set_idle(a->loop, s_idle_step, a);
@@ -345,13 +348,28 @@ static void s_ship(actor_t *a, int count) {
     int O = a->spec->obs_dim;
     nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards,
                      o->discounts, o->next_obs, (float)a->cfg.learner.priority_eps, count);
+    // Weights that pass validation (finite) can still overflow in the forward pass, and the
+    // replay refuses a batch with a NaN priority: send none, so it uses its max priority.
+    int prio_ok = 1;
+    for (int i = 0; i < count; i++) {
+        prio_ok &= a->prio[i] >= 0.0f && a->prio[i] < INFINITY; // false for NaN too
+    }
+    if (!prio_ok) {
+        a->st.bad_priorities++;
+        log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
+                  "non-finite initial priorities (weights v%llu overflow): %llu batches sent "
+                  "without priorities",
+                  (unsigned long long)a->st.weights_version,
+                  (unsigned long long)a->st.bad_priorities);
+    }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
     m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index, .epoch = a->epoch,
                                .seq = a->seq++,
                                .weights_version = a->st.weights_version, .count = (uint32_t)count,
                                .obs_dim = (uint32_t)O, .obs = o->obs, .actions = o->actions,
                                .rewards = o->rewards, .discounts = o->discounts,
-                               .next_obs = o->next_obs, .priorities = a->prio};
+                               .next_obs = o->next_obs,
+                               .priorities = prio_ok ? a->prio : NULL};
     s_enqueue(a, &m);
     s_flush_pending(a);
     int rest = o->count - count;
@@ -369,14 +387,34 @@ static void s_ship(actor_t *a, int count) {
 // ---------------------------------------------------------------------------------------
 // Weights
 
+// libzmq stops reconnecting a connecting socket whose peer sent a message above
+// ZMQ_MAXMSGSIZE (it treats it as a protocol error), which a hostile or broken peer can use
+// to cut an actor off for good. A socket whose peer has been silent this long while the
+// actor was listening is therefore reconnected by hand.
+#define SILENT_RECONNECT_MS 5000
+
+static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who) {
+    zmq_disconnect(sock, ep);
+    net_connect(sock, ep);
+    log_every(&a->reconnect_log, LOG_INTERVAL_MS, LOG_WARN, "%s at %s silent for %d s: reconnected",
+              who, ep, SILENT_RECONNECT_MS / 1000);
+}
+
 static void s_sync_weights(actor_t *a) {
     wire_msg_t m;
-    // CONFLATE keeps only the newest message, so one non-blocking read is enough.
+    int64_t now = clock_now_ms();
+    // CONFLATE keeps only the newest message, so one non-blocking read is enough; the
+    // learner re-publishes every second, so finding nothing for long means a dead link.
     int rc = net_recv_decode(a->weights_sock, a->dec, &m);
     if (rc == APEX_EAGAIN) {
+        if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
+            s_reconnect(a, a->weights_sock, a->cfg.endpoints.learner_pub, "learner");
+            a->last_weights_ms = now;
+        }
         return;
     }
     if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
+        a->last_weights_ms = now;
         if (m.u.weights.version != a->st.weights_version) {
             memcpy(a->params.data, m.u.weights.params, a->params.num_params * sizeof(float));
             a->st.weights_version = m.u.weights.version;
@@ -451,8 +489,16 @@ static int s_reader_acks(loop_t *loop, void *sock, void *arg) {
         if (rc == APEX_OK && m.type == WIRE_MSG_INSERT_ACK &&
             m.u.insert_ack.actor_id == (uint32_t)a->index) {
             s_take_ack(a, m.u.insert_ack.seq);
+            a->last_ack_ms = clock_now_ms();
         } else {
             a->st.bad_messages++;
+            log_every(&a->ack_log, LOG_INTERVAL_MS, LOG_WARN,
+                      "dropped bad message from the replay server at %s: %s; %llu bad in all",
+                      a->cfg.endpoints.replay_insert,
+                      rc != APEX_OK ? wire_decoder_last_error(a->dec)
+                                    : (m.type == WIRE_MSG_INSERT_ACK ? "ack for another actor"
+                                                                     : "wrong message kind"),
+                      (unsigned long long)a->st.bad_messages);
         }
     }
     return 0;
@@ -467,6 +513,12 @@ static void s_publish_stats(actor_t *a) {
 static int s_timer_flush(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
+    int64_t now = clock_now_ms();
+    if (a->pending_len > 0 &&
+        now - a->last_ack_ms > APEX_MAX(SILENT_RECONNECT_MS, 2 * a->cfg.actor.ack_timeout_ms)) {
+        s_reconnect(a, a->insert_sock, a->cfg.endpoints.replay_insert, "replay server");
+        a->last_ack_ms = now;
+    }
     s_flush_pending(a);
     s_publish_stats(a);
     return atomic_load(&a->stop_requested) ? -1 : 0;

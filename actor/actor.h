@@ -40,6 +40,7 @@ typedef struct {
     uint64_t weights_version;  // version of the weights in use (0 = initial network)
     uint64_t weight_updates;   // times new weights were taken
     uint64_t bad_messages;
+    uint64_t bad_priorities;   // batches sent without priorities (they were not finite)
 } actor_stats_t;
 
 // Creates the actor with global index `index` (0 <= index < [actor] num_actors) and connects

@@ -157,7 +157,8 @@ static int s_open_sockets(learner_t *l) {
         return -1;
     }
     net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
-    net_opts_t o_pub = {.sndhwm = 4};
+    // A subscriber sends only subscriptions (actors send one, empty): bound their size.
+    net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 64};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
     l->pub_sock = net_socket(l->ctx, ZMQ_PUB, &o_pub);
@@ -169,8 +170,12 @@ static int s_open_sockets(learner_t *l) {
     }
     // Do not queue requests on a connection that is not up: they would be answered by
     // nobody; the request timer re-issues them once the replay server is reachable.
-    int one = 1;
+    int one = 1, zero = 0;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    // No ZMTP heartbeats on the PUB: libzmq 4.3.4 can abort in a heartbeat timer after an I/O
+    // error on a subscriber whose input is stopped (zeromq/libzmq#4364, found by
+    // tests/smoke/hostile.sh). Actors detect a silent learner themselves (actor.c).
+    zmq_setsockopt(l->pub_sock, ZMQ_HEARTBEAT_IVL, &zero, sizeof zero);
     if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, l->pub_ep, sizeof l->pub_ep) != 0 ||
         net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
                  sizeof l->stats_ep) != 0 ||
@@ -387,12 +392,17 @@ static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
     wire_msg_t m;
     for (int i = 0, rc; i < MAX_DRAIN && (rc = net_recv_decode(sock, l->dec, &m)) != APEX_EAGAIN;
          i++) {
+        const char *why = rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(l->dec);
+        if (rc == APEX_OK && m.type == WIRE_MSG_ACTOR_STATS &&
+            m.u.actor_stats.actor_id >= (uint32_t)l->cfg.actor.num_actors) {
+            rc = APEX_EINVAL; // a forged id would corrupt the per-actor metrics
+            why = "actor_id not below [actor] num_actors";
+        }
         if (rc == APEX_OK && m.type == WIRE_MSG_ACTOR_STATS) {
             metrics_add_actor_stats(&l->metrics, &m.u.actor_stats, now);
         } else {
             l->bad_messages++;
-            log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad actor stats: %s",
-                      rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(l->dec));
+            log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad actor stats: %s", why);
         }
     }
     return 0;
@@ -518,6 +528,7 @@ static int s_timer_publish(loop_t *loop, void *arg) {
 static int s_timer_metrics(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
+    l->metrics.own_bad_messages = l->bad_messages;
     if (metrics_write_row(&l->metrics, clock_now_ms()) != 0) {
         log_every(&l->metrics_log, LIVENESS_LOG_MS, LOG_ERROR,
                   "cannot append to %s/metrics.csv: %s; training goes on", l->run_dir,

@@ -104,7 +104,8 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
                 (unsigned long long)m->weights_version,
                 (unsigned long long)s_min_actor_version(m),
                 (unsigned long long)m->replay.updated, (unsigned long long)m->replay.stale_updates,
-                (unsigned long long)m->replay.bad_messages, m->wait_ns / total_ns,
+                (unsigned long long)(m->replay.bad_messages + m->own_bad_messages),
+                m->wait_ns / total_ns,
                 m->train_ns / total_ns, m->optim_ns / total_ns, m->net_ns / total_ns);
         if (fflush(m->csv) != 0 || ferror(m->csv)) {
             clearerr(m->csv);

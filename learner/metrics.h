@@ -37,6 +37,7 @@ typedef struct {
     double last_loss;
     uint64_t weights_version;
     wire_replay_stats_t replay; // from the latest sample reply
+    uint64_t own_bad_messages;  // refused by the learner itself (the CSV column adds both)
     int64_t wait_ns, train_ns, optim_ns, net_ns; // per-stage time since the last row
     // Values at the previous row, for rates.
     int64_t prev_ms;

@@ -42,16 +42,16 @@ void dedupe_mark(dedupe_t *d, uint32_t actor, uint64_t epoch, uint64_t seq) {
     }
     if (seq >= a->hwm) {
         // Clear the bits of the seqs the window slides over (at most the whole window).
-        uint64_t from = a->hwm, n = seq + 1 - a->hwm;
-        if (n >= DEDUPE_WINDOW) {
+        uint64_t from = a->hwm, n = seq - a->hwm; // seqs from..seq: n + 1 of them
+        if (n >= DEDUPE_WINDOW - 1) {
             memset(a->bits, 0, sizeof a->bits);
         } else {
-            for (uint64_t s = from; s <= seq; s++) {
-                uint64_t i = s % DEDUPE_WINDOW;
+            for (uint64_t k = 0; k <= n; k++) { // counted, so seq near 2^64 cannot wrap it
+                uint64_t i = (from + k) % DEDUPE_WINDOW;
                 a->bits[i / 64] &= ~(1ull << (i % 64));
             }
         }
-        a->hwm = seq + 1;
+        a->hwm = seq + 1; // callers refuse seq == UINT64_MAX
     } else if (a->hwm - seq > DEDUPE_WINDOW) {
         return;
     }

@@ -60,7 +60,11 @@ static int s_open_sockets(replay_server_t *s) {
         return -1;
     }
     s->insert_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
-    s->sample_sock = net_socket(s->ctx, ZMQ_ROUTER, &o);
+    // Replies can be [replay] max_batch rows each: keep few queued for a peer that does not
+    // read (a learner keeps at most [learner] prefetch <= 64 requests in flight).
+    net_opts_t o_sample = o;
+    o_sample.sndhwm = 64;
+    s->sample_sock = net_socket(s->ctx, ZMQ_ROUTER, &o_sample);
     if (!s->insert_sock || !s->sample_sock || security_server(s->security, s->insert_sock) ||
         security_server(s->security, s->sample_sock)) {
         return -1;
@@ -350,6 +354,9 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
         snprintf(buf, sizeof buf, "actor_id %u is not below [actor] num_actors %lld",
                  m.u.batch.actor_id, (long long)s->cfg.actor.num_actors);
         why = buf;
+    } else if (rc == APEX_OK && m.u.batch.seq == UINT64_MAX) {
+        rc = APEX_EINVAL; // seq + 1, the actor's high-water mark, must not wrap
+        why = "seq 2^64-1 is out of range";
     }
     if (rc != APEX_OK) {
         s_count_bad(s, "insert", idb, idn, m.type, rc, why);

@@ -17,7 +17,7 @@ expect_rc() {
 }
 # free_port: an unused TCP port on loopback.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 # endpoint_sets: --set options pointing every endpoint at fresh loopback ports.
 endpoint_sets() {
