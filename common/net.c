@@ -43,8 +43,6 @@ void *net_socket(void *ctx, int type, const net_opts_t *opts) {
     s_setopt_int(s, ZMQ_RECONNECT_IVL_MAX,
                  (int)(o.reconnect_ivl_max_ms ? o.reconnect_ivl_max_ms : RECONNECT_MAX_MS),
                  "ZMQ_RECONNECT_IVL_MAX");
-    s_setopt_int(s, ZMQ_HEARTBEAT_IVL, HEARTBEAT_INTERVAL_MS, "ZMQ_HEARTBEAT_IVL");
-    s_setopt_int(s, ZMQ_HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS, "ZMQ_HEARTBEAT_TIMEOUT");
     if (type == ZMQ_ROUTER) {
         // A peer that reconnects under the same routing id (a restarted actor whose old
         // connection is not yet known to be dead) takes the id over instead of being ignored.

@@ -15,11 +15,14 @@
 
 #include "wire.h"
 
-// Liveness (STYLE S16): ZeroMQ heartbeats (ZMTP PING/PONG) on every connection. A peer that
-// has not answered for HEARTBEAT_TIMEOUT_MS is disconnected, and the connecting side
+// Liveness (STYLE S16) is kept by the daemons at the application level, where it also
+// covers a peer that is connected but stuck: the learner re-issues sample requests after
+// [learner] request_timeout_ms and names a silent replay server; actors re-send batches
+// after [actor] ack_timeout_ms and reconnect a socket whose peer stayed silent
+// (actor.c SILENT_RECONNECT_MS). ZeroMQ's own ZMTP heartbeats are deliberately off: libzmq
+// 4.3.4 (Debian 12) aborts in its heartbeat timer after an I/O error on a paused peer
+// (zeromq/libzmq#4364; reproduced by tests/smoke/flood.sh and hostile.sh). The connecting side
 // reconnects with capped exponential back-off from RECONNECT_MIN_MS to RECONNECT_MAX_MS.
-#define HEARTBEAT_INTERVAL_MS 1000
-#define HEARTBEAT_TIMEOUT_MS 3000
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
 

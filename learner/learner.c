@@ -170,12 +170,8 @@ static int s_open_sockets(learner_t *l) {
     }
     // Do not queue requests on a connection that is not up: they would be answered by
     // nobody; the request timer re-issues them once the replay server is reachable.
-    int one = 1, zero = 0;
+    int one = 1;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    // No ZMTP heartbeats on the PUB: libzmq 4.3.4 can abort in a heartbeat timer after an I/O
-    // error on a subscriber whose input is stopped (zeromq/libzmq#4364, found by
-    // tests/smoke/hostile.sh). Actors detect a silent learner themselves (actor.c).
-    zmq_setsockopt(l->pub_sock, ZMQ_HEARTBEAT_IVL, &zero, sizeof zero);
     if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, l->pub_ep, sizeof l->pub_ep) != 0 ||
         net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
                  sizeof l->stats_ep) != 0 ||
