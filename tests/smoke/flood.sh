@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# smoke: slow
 # Producers far faster than the consumer, on loopback: 3 unthrottled actors (16 envs each)
 # feed a small replay ring (20000 transitions) read by a deliberately slow learner (256x256
 # network, batches of 256). Actor 2's replay endpoint is a port where nothing ever listens,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# smoke: slow
 # A run across three (virtual) hosts: network namespaces "srv" (apex-replay, apex-learner),
 # "h1" and "h2" (one apex-actor each), joined by veth pairs srv<->h1 (10.231.1.0/30) and
 # srv<->h2 (10.231.2.0/30). The servers bind 0.0.0.0 and the actors connect to srv's address
