@@ -6,14 +6,14 @@
 # acknowledged probe batch is lost or stored twice, and the cluster's replay stored no batch
 # twice (see scripts/chaos for every check).
 #   CHAOS_MODE=short (default, for make test): configs/smoke.ini, >= 15 kills (5 of each
-#     kind) every 1..2 s, solved = greedy mean >= 475, 120 s budget.
+#     kind) every 1..2 s, solved = greedy mean >= 475, 150 s budget.
 #   CHAOS_MODE=full (make chaos): configs/cartpole.ini, >= 24 kills (8 of each kind) every
 #     1.5..3.5 s, solved = greedy mean >= 475, 180 s budget.
 # CHAOS_THRESHOLD, CHAOS_SEED and CHAOS_KEEP=DIR (keep the run directory) override.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 case "${CHAOS_MODE:-short}" in
-  short) ARGS=(configs/smoke.ini --kills 15 --min-per-kind 5 --interval 1,2 --budget 120) ;;
+  short) ARGS=(configs/smoke.ini --kills 15 --min-per-kind 5 --interval 1,2 --budget 150) ;;
   full) ARGS=(configs/cartpole.ini --kills 24 --min-per-kind 8 --interval 1.5,3.5 --budget 180) ;;
   *) echo "CHAOS_MODE must be short or full"; exit 2 ;;
 esac
