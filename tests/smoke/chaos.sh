@@ -9,9 +9,11 @@
 #     kind) every 1..2 s, solved = greedy mean >= 475, 150 s budget.
 #   CHAOS_MODE=full (make chaos): configs/cartpole.ini, >= 24 kills (8 of each kind) every
 #     1.5..3.5 s, solved = greedy mean >= 475, 180 s budget.
-# CHAOS_THRESHOLD, CHAOS_SEED and CHAOS_KEEP=DIR (keep the run directory) override.
+# CHAOS_THRESHOLD, CHAOS_SEED and CHAOS_KEEP=DIR (keep the run directory) override;
+# APEX_SKIP_CHAOS=1 skips the whole script (e.g. in a CI job short of time).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
+if [ "${APEX_SKIP_CHAOS:-0}" = 1 ]; then echo "chaos.sh: skipped (APEX_SKIP_CHAOS=1)"; exit 0; fi
 case "${CHAOS_MODE:-short}" in
   short) ARGS=(configs/smoke.ini --kills 15 --min-per-kind 5 --interval 1,2 --budget 150) ;;
   full) ARGS=(configs/cartpole.ini --kills 24 --min-per-kind 8 --interval 1.5,3.5 --budget 180) ;;
