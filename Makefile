@@ -52,7 +52,7 @@ CHECK_BIN := $(BUILD)/check_apex
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all test unit smoke asan bench learn-bench run clean deps
+.PHONY: all test unit smoke asan bench learn-bench chaos run clean deps
 all: $(BINARIES)
 
 # ---- dependencies ----------------------------------------------------------------------
@@ -143,6 +143,10 @@ bench: $(BENCH_BINS) $(BINARIES)
 # Wall-clock seconds and frames to solve each environment, 3 seeds, with the PyTorch peer.
 learn-bench: $(BINARIES)
 	BIN=$(BIN) bash bench/learn_bench.sh
+
+# CartPole learning while replay, learner and actors are SIGKILLed (scripts/chaos), ~2 min.
+chaos: $(BINARIES)
+	CHAOS_MODE=full APEX_BIN=$(abspath $(BIN)) bash tests/smoke/chaos.sh
 
 # ---- run -------------------------------------------------------------------------------
 run: $(BINARIES)

@@ -18,7 +18,7 @@ NS_SRV="apex-srv-$ID" NS_H1="apex-h1-$ID" NS_H2="apex-h2-$ID"
 NSES=()
 EVAL_EPISODES=20
 EVAL_MIN=150          # greedy mean return over EVAL_EPISODES the checkpoint must beat
-LEARN_TIMEOUT=60      # seconds allowed to get there
+LEARN_TIMEOUT=${MULTIHOST_LEARN_TIMEOUT:-120}     # seconds allowed to get there
 OUTAGE_S=11
 
 ns_cleanup() {
