@@ -10,7 +10,8 @@
 static const char s_header[] =
     "wall_time,elapsed_s,env_frames,episodes,updates,updates_per_s,samples_per_s,"
     "frames_per_s,mean_return_100,loss,replay_size,replay_inserted,weights_version,"
-    "actor_version_min,priority_updates,stale_updates,bad_messages,wait_frac,train_frac,optim_frac,net_frac\n";
+    "actor_version_min,priority_updates,stale_updates,bad_messages,wait_frac,train_frac,optim_frac,net_frac,"
+    "duplicate_batches\n";
 
 int metrics_init(metrics_t *m, const char *path) {
     memset(m, 0, sizeof *m);
@@ -40,6 +41,9 @@ void metrics_fini(metrics_t *m) {
 void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t now_ms) {
     if (s->actor_id < METRICS_MAX_ACTORS) {
         metrics_actor_t *a = &m->actors[s->actor_id];
+        if (s->frames < a->frames) {
+            a->frames_before += a->frames; // a restarted actor counts from 0 again
+        }
         a->frames = s->frames;
         a->weights_version = s->weights_version;
         a->dropped_batches = s->dropped_batches;
@@ -69,7 +73,7 @@ double metrics_mean_return(const metrics_t *m) {
 uint64_t metrics_frames(const metrics_t *m) {
     uint64_t f = 0;
     for (int i = 0; i < METRICS_MAX_ACTORS; i++) {
-        f += m->actors[i].frames;
+        f += m->actors[i].frames_before + m->actors[i].frames;
     }
     return f;
 }
@@ -94,7 +98,7 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
         clock_iso8601(ts, clock_wall_ms());
         fprintf(m->csv,
                 "%s,%.3f,%llu,%llu,%llu,%.2f,%.1f,%.1f,%.3f,%.6g,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-                "%.3f,%.3f,%.3f,%.3f\n",
+                "%.3f,%.3f,%.3f,%.3f,%llu\n",
                 ts, (double)(now_ms - m->start_mono_ms) / 1000.0, (unsigned long long)frames,
                 (unsigned long long)m->episodes, (unsigned long long)m->updates,
                 (double)(m->updates - m->prev_updates) / dt,
@@ -106,7 +110,8 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
                 (unsigned long long)m->replay.updated, (unsigned long long)m->replay.stale_updates,
                 (unsigned long long)(m->replay.bad_messages + m->own_bad_messages),
                 m->wait_ns / total_ns,
-                m->train_ns / total_ns, m->optim_ns / total_ns, m->net_ns / total_ns);
+                m->train_ns / total_ns, m->optim_ns / total_ns, m->net_ns / total_ns,
+                (unsigned long long)m->replay.duplicate_batches);
         if (fflush(m->csv) != 0 || ferror(m->csv)) {
             clearerr(m->csv);
             rc = -1;

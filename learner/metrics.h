@@ -16,7 +16,8 @@
 #define METRICS_MAX_ACTORS 1024
 
 typedef struct {
-    uint64_t frames;          // latest total reported by the actor
+    uint64_t frames;          // latest total reported by the actor process
+    uint64_t frames_before;   // frames of its earlier processes (an actor restarts from 0)
     uint64_t weights_version; // version the actor acts with
     uint64_t dropped_batches;
     int64_t last_seen_ms;     // monotonic time of its last ActorStats; 0 = never

@@ -146,7 +146,8 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     if (cfg->replay.durability == DURABILITY_WAL) {
         loop_add_timer(s->loop, cfg->replay.wal_sync_ms, persist_timer_sync, s);
     }
-    s->mark.at_ms = clock_now_ms();
+    // Rates start from the restored totals, not from zero.
+    s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->sampled_rows, s->updated};
     log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
              "on %s",
              (long long)cfg->replay.capacity, need / 1048576.0, cfg->env.obs_dim,
@@ -540,13 +541,15 @@ static int s_timer_stats(loop_t *loop, void *arg) {
     replay_server_stats(s, &st);
     if (dt > 0) {
         log_info("size %llu/%llu  inserts/s %.0f  samples/s %.0f  updates/s %.0f  total_p %.4g  "
-                 "stale %llu  bad %llu  limiter_waits %llu  not_ready %llu",
+                 "stale %llu  bad %llu  limiter_waits %llu  not_ready %llu  duplicates %llu%s",
                  (unsigned long long)st.size, (unsigned long long)st.capacity,
                  (double)(st.inserted - s->mark.inserted) / dt,
                  (double)(st.sampled - s->mark.sampled) / dt,
                  (double)(st.updated - s->mark.updated) / dt, st.total_priority,
                  (unsigned long long)st.stale_updates, (unsigned long long)st.bad_messages,
-                 (unsigned long long)st.limiter_waits, (unsigned long long)s->not_ready);
+                 (unsigned long long)st.limiter_waits, (unsigned long long)s->not_ready,
+                 (unsigned long long)st.duplicate_batches,
+                 durable_degraded(s->durable) ? "  DURABILITY OFF (disk)" : "");
     }
     s->mark = (s_rate_mark){now, st.inserted, st.sampled, st.updated};
     return 0;
