@@ -157,8 +157,10 @@ static int s_open_sockets(learner_t *l) {
         return -1;
     }
     net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
-    // A subscriber sends only subscriptions (actors send one, empty): bound their size.
-    net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 64};
+    // A subscriber sends only subscriptions (actors send one, empty): bound their size. The
+    // bound also applies to ZMTP handshake commands, and a CURVE HELLO/INITIATE is a few
+    // hundred bytes, so it cannot be tiny (tests/smoke/curve.sh).
+    net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 4096};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
     l->pub_sock = net_socket(l->ctx, ZMQ_PUB, &o_pub);
