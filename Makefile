@@ -130,9 +130,11 @@ test: unit
 # ASan + UBSan: a separate tree so the normal build stays untouched (Redis SANITIZER=).
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 asan: $(DEPS_STAMP)
-	# Freed memory sits in ASan's quarantine; a smaller one keeps the smoke tests' memory
-	# bounds meaningful. (hostile.sh is marked slow and runs only in make test.)
-	SMOKE_FAST=1 ASAN_OPTIONS=$${ASAN_OPTIONS:-quarantine_size_mb=64} \
+	# Under ASan freed memory sits in quarantine (a smaller one keeps the smoke tests' memory
+	# bounds meaningful) and everything runs several times slower: the hostile test's memory
+	# bound and subscription flood are scaled for that.
+	SMOKE_FAST=1 HOSTILE_MEM_MB=1024 HOSTILE_SUB_FLOOD=1000 \
+	ASAN_OPTIONS=$${ASAN_OPTIONS:-quarantine_size_mb=64} \
 	$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin \
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
 

@@ -23,6 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
+// The weights SUB's queue, and how many queued messages one sync decodes at most.
+#define WEIGHTS_RCVHWM 4
+#define WEIGHTS_DRAIN_MAX 256
+
 #define FLUSH_TICK_MS 20       // retry pending batches, rate-limit granularity
 #define STOP_CHECK_MS 50
 #define EPISODES_CAP 4096      // finished episodes buffered between two ActorStats
@@ -77,6 +81,11 @@ struct actor {
     actor_stats_t st_shared;
     log_limiter_t drop_log, bad_log, ack_log, prio_log, reconnect_log;
     int64_t last_ack_ms, last_weights_ms; // monotonic times of the last good ack / weights
+    // The newest valid Weights received (the SUB is read as messages arrive), taken into
+    // params at the next weight sync.
+    float *staged;
+    uint64_t staged_version;
+    int has_staged;
     atomic_int stop_requested;
 };
 
@@ -104,6 +113,7 @@ static void s_alloc(actor_t *a) {
     // A step can emit up to n_envs * n transitions on top of a nearly full batch.
     nstep_out_init(&a->out, B + nstep_max_emit(&a->nstep), O);
     nn_params_init(&a->params, &a->net_cfg);
+    a->staged = xmalloc(a->params.num_params * sizeof(float));
     rng_t init;
     rng_init_stream(&init, (uint64_t)a->cfg.run.seed, RNG_ROLE_NET_INIT, 0);
     nn_params_init_random(&a->params, &init);
@@ -152,7 +162,10 @@ static int s_open_sockets(actor_t *a) {
     int64_t max_bytes = (int64_t)wire_max_message_bytes(&lim);
     a->ctx = zmq_ctx_new();
     net_opts_t o_insert = {.max_msg_bytes = max_bytes, .sndhwm = 64};
-    net_opts_t o_weights = {.max_msg_bytes = max_bytes, .conflate = 1};
+    // Not ZMQ_CONFLATE: libzmq 4.3.4's conflating pipe asserts on a multipart message, which
+    // anyone who can reach the SUB may send. A short queue, read whenever it is readable
+    // (s_reader_weights), bounds memory to WEIGHTS_RCVHWM messages of at most max_bytes.
+    net_opts_t o_weights = {.max_msg_bytes = max_bytes, .rcvhwm = WEIGHTS_RCVHWM};
     net_opts_t o_stats = {.sndhwm = 16};
     a->security = security_new(a->ctx, &a->cfg, "actor", a->index, 0);
     if (!a->security) {
@@ -185,6 +198,7 @@ static int s_open_sockets(actor_t *a) {
 
 static int s_idle_step(loop_t *loop, void *arg);
 static int s_reader_acks(loop_t *loop, void *sock, void *arg);
+static int s_reader_weights(loop_t *loop, void *sock, void *arg);
 static int s_timer_flush(loop_t *loop, void *arg);
 static int s_timer_stats(loop_t *loop, void *arg);
 static int s_timer_status(loop_t *loop, void *arg);
@@ -213,6 +227,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->last_ack_ms = a->last_weights_ms = clock_now_ms();
     a->loop = loop_new();
     loop_add_reader(a->loop, a->insert_sock, s_reader_acks, a);
+    loop_add_reader(a->loop, a->weights_sock, s_reader_weights, a);
     loop_set_idle(a->loop, s_idle_step, a);
     loop_add_timer(a->loop, FLUSH_TICK_MS, s_timer_flush, a);
     loop_add_timer(a->loop, cfg->actor.stats_interval_ms, s_timer_stats, a);
@@ -263,6 +278,7 @@ void actor_destroy(actor_t **self_p) {
     free(a->ep_returns);
     free(a->ep_eps);
     free(a->ep_lengths);
+    free(a->staged);
     pthread_mutex_destroy(&a->st_lock);
     free(a);
     *self_p = NULL;
@@ -400,31 +416,50 @@ static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who)
               who, ep, SILENT_RECONNECT_MS / 1000);
 }
 
-static void s_sync_weights(actor_t *a) {
+// Reads every queued Weights message in order (at most WEIGHTS_DRAIN_MAX per call, so a
+// flood cannot take the loop) and stages the newest valid one: garbage before or after valid
+// weights cannot hide them, and a publisher flooding the SUB is drained at network speed,
+// not at the weight-sync rate (a conflating socket did that in libzmq's I/O thread).
+static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    actor_t *a = arg;
     wire_msg_t m;
+    for (int i = 0; i < WEIGHTS_DRAIN_MAX; i++) {
+        int rc = net_recv_decode(sock, a->dec, &m);
+        if (rc == APEX_EAGAIN) {
+            break;
+        }
+        if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
+            a->last_weights_ms = clock_now_ms();
+            // The learner re-publishes its current version every second: copy only news.
+            if (!a->has_staged || m.u.weights.version != a->staged_version) {
+                memcpy(a->staged, m.u.weights.params, a->params.num_params * sizeof(float));
+                a->staged_version = m.u.weights.version;
+                a->has_staged = 1;
+            }
+            continue;
+        }
+        a->st.bad_messages++;
+        log_every(&a->bad_log, LOG_INTERVAL_MS, LOG_WARN, "dropped bad weights message: %s",
+                  rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(a->dec));
+    }
+    return 0;
+}
+
+// Every weight_sync_steps: the staged weights, if newer, become the acting network. The
+// learner re-publishes every second, so no weights for long means a dead link.
+static void s_sync_weights(actor_t *a) {
+    s_reader_weights(a->loop, a->weights_sock, a);
+    if (a->has_staged && a->staged_version != a->st.weights_version) {
+        memcpy(a->params.data, a->staged, a->params.num_params * sizeof(float));
+        a->st.weights_version = a->staged_version;
+        a->st.weight_updates++;
+    }
     int64_t now = clock_now_ms();
-    // CONFLATE keeps only the newest message, so one non-blocking read is enough; the
-    // learner re-publishes every second, so finding nothing for long means a dead link.
-    int rc = net_recv_decode(a->weights_sock, a->dec, &m);
-    if (rc == APEX_EAGAIN) {
-        if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
-            s_reconnect(a, a->weights_sock, a->cfg.endpoints.learner_pub, "learner");
-            a->last_weights_ms = now;
-        }
-        return;
-    }
-    if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
+    if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
+        s_reconnect(a, a->weights_sock, a->cfg.endpoints.learner_pub, "learner");
         a->last_weights_ms = now;
-        if (m.u.weights.version != a->st.weights_version) {
-            memcpy(a->params.data, m.u.weights.params, a->params.num_params * sizeof(float));
-            a->st.weights_version = m.u.weights.version;
-            a->st.weight_updates++;
-        }
-        return;
     }
-    a->st.bad_messages++;
-    log_every(&a->bad_log, LOG_INTERVAL_MS, LOG_WARN, "dropped bad weights message: %s",
-              rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(a->dec));
 }
 
 // ---------------------------------------------------------------------------------------

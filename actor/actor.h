@@ -14,8 +14,8 @@
 //          server stores each name once). When the window is full the oldest batch is
 //          dropped and counted. The actor never blocks and never exits because a peer is
 //          missing.
-//   weights (SUB, ZMQ_CONFLATE): every weight_sync_steps steps the newest Weights message, if
-//          any, replaces the local network. Until the first one arrives the actor acts with
+//   weights (SUB, a queue of 4): every weight_sync_steps steps the queued Weights messages are
+//          decoded in order and the newest valid one, if any, replaces the local network. Until the first one arrives the actor acts with
 //          its own initial network (seeded from [run] seed).
 //   stats  (PUSH -> learner): ActorStats (frames, finished episodes, epsilons) every
 //          stats_interval_ms.

@@ -34,9 +34,6 @@ void *net_socket(void *ctx, int type, const net_opts_t *opts) {
     if (o.rcvhwm > 0) {
         s_setopt_int(s, ZMQ_RCVHWM, o.rcvhwm, "ZMQ_RCVHWM");
     }
-    if (o.conflate) {
-        s_setopt_int(s, ZMQ_CONFLATE, 1, "ZMQ_CONFLATE");
-    }
     s_setopt_int(s, ZMQ_RECONNECT_IVL,
                  (int)(o.reconnect_ivl_ms ? o.reconnect_ivl_ms : RECONNECT_MIN_MS),
                  "ZMQ_RECONNECT_IVL");

@@ -30,7 +30,6 @@ typedef struct {
     int64_t max_msg_bytes; // ZMQ_MAXMSGSIZE; 0 = unlimited
     int sndhwm;            // 0 = libzmq default (1000)
     int rcvhwm;
-    int conflate;          // ZMQ_CONFLATE (SUB of weights: only the newest matters)
     int64_t reconnect_ivl_ms;     // first reconnect delay; 0 = RECONNECT_MIN_MS
     int64_t reconnect_ivl_max_ms; // capped exponential back-off; 0 = RECONNECT_MAX_MS
 } net_opts_t;

@@ -227,6 +227,66 @@ START_TEST(test_feeds_replay_and_takes_weights) {
 }
 END_TEST
 
+// A publisher (anyone who reaches the SUB) sends multipart messages and garbage around
+// valid weights: the actor counts the bad ones, keeps stepping and takes the valid weights.
+// (With ZMQ_CONFLATE on the SUB, libzmq 4.3.4 asserted on the multipart message.)
+START_TEST(test_weights_amid_multipart_and_garbage) {
+    apex_config_t cfg;
+    s_config(&cfg, 7);
+    check_replay_t r;
+    check_replay_start(&r, &cfg);
+    void *ctx = zmq_ctx_new();
+    char pub_ep[256], stats_ep[256];
+    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
+    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
+    nn_config_t n;
+    s_net_config(&n);
+    nn_params_t w;
+    nn_params_init(&w, &n);
+    rng_t rng;
+    rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
+    nn_params_init_random(&w, &rng);
+    s_actor x;
+    s_actor_start(&x, &cfg, 0);
+    actor_stats_t zero = {0};
+    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    actor_stats_t st;
+    const char junk[] = "not a protobuf at all";
+    for (;;) {
+        // [junk][junk], then a lone junk frame, then valid weights v9, then junk again:
+        // a queue is decoded in order, so the valid message in the middle must still count.
+        ck_assert_int_eq(zmq_send(pub, junk, sizeof junk, ZMQ_SNDMORE), (int)sizeof junk);
+        ck_assert_int_eq(zmq_send(pub, junk, sizeof junk, 0), (int)sizeof junk);
+        s_publish(pub, 9, &w);
+        ck_assert_int_eq(zmq_send(pub, junk, 3, 0), 3);
+        actor_get_stats(x.actor, &st);
+        if (st.weights_version == 9 && st.bad_messages >= 2) {
+            break;
+        }
+        ck_assert_msg(clock_now_ms() < deadline, "waited in vain: weights v%llu, bad %llu",
+                      (unsigned long long)st.weights_version,
+                      (unsigned long long)st.bad_messages);
+        s_sleep_ms(20);
+    }
+    actor_stats_t before = st;
+    s_wait(&x, s_acked_more, &before, "more acknowledged batches", NULL, 0, NULL);
+    s_actor_stop(&x, &st);
+    ck_assert_uint_eq(st.weights_version, 9);
+    ck_assert_uint_eq(st.weight_updates, 1); // re-published v9 is not copied again
+    ck_assert_uint_gt(st.steps, before.steps);
+    wire_replay_stats_t rs;
+    check_replay_stop(&r, &rs);
+    nn_params_fini(&w);
+    zmq_close(pub);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 // The replay server goes away: the actor keeps stepping, buffers up to max_pending_batches
 // and then drops the oldest, counted. A new server on the same endpoint gets batches again.
 // The actor never exits on its own.
@@ -433,6 +493,7 @@ Suite *actor_suite(void) {
     TCase *tc = tcase_create("zmq");
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_feeds_replay_and_takes_weights);
+    tcase_add_test(tc, test_weights_amid_multipart_and_garbage);
     tcase_add_test(tc, test_survives_replay_restart);
     tcase_add_test(tc, test_deterministic_batches);
     tcase_add_test(tc, test_stats_carry_apex_epsilons);

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# smoke: slow
 # Hostile peers against every endpoint of every daemon (tests/smoke/hostile_peer.py).
 #
 # A real cluster (scripts/apex-local configs/smoke.ini --no-eval, free loopback ports) trains
