@@ -118,6 +118,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->dec = wire_decoder_new(&lim);
     dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
     s->acks = xmalloc(ACKS_MAX * sizeof *s->acks);
+    s->acks_flight = xmalloc(ACKS_MAX * sizeof *s->acks_flight);
     s->blob_cap = BLOB_COUNTERS * sizeof(uint64_t) + dedupe_bytes(&s->dedupe);
     s->blob = xmalloc(s->blob_cap);
     if (persist_restore(s) != 0) {
@@ -146,6 +147,10 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     if (cfg->replay.durability == DURABILITY_WAL) {
         loop_add_timer(s->loop, cfg->replay.wal_sync_ms, persist_timer_sync, s);
     }
+    if (persist_start(s) != 0) {
+        replay_server_destroy(&s);
+        return NULL;
+    }
     // Rates start from the restored totals, not from zero.
     s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->sampled_rows, s->updated};
     log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
@@ -161,6 +166,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     }
     replay_server_t *s = *self_p;
     loop_destroy(&s->loop);
+    persist_stop(s); // before zmq_ctx_term: the writer holds an inproc socket
     net_close(&s->insert_sock);
     net_close(&s->sample_sock);
     security_destroy(&s->security);
@@ -170,6 +176,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     durable_destroy(&s->durable);
     dedupe_fini(&s->dedupe);
     free(s->acks);
+    free(s->acks_flight);
     free(s->blob);
     wire_decoder_destroy(&s->dec);
     wire_buf_fini(&s->out);
@@ -270,7 +277,8 @@ static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t
 static void s_serve_pending(replay_server_t *s, int64_t now);
 
 // Sends an InsertAck now, or (wal mode, log healthy) queues it until the batch's log record
-// is on disk: an ack promises that the batch survives a crash.
+// is on disk: an ack promises that the batch survives a crash. Queued acks go out in
+// persist_commit when the commit covering them has ended.
 
 static void s_send_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
                        uint64_t seq) {
@@ -290,8 +298,15 @@ static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, ui
         return;
     }
     if (s->n_acks == ACKS_MAX || id_len > ROUTING_ID_MAX) {
-        durable_sync(s->durable);
+        durable_sync(s->durable); // back-pressure: waits for the writer, syncs the rest
         server_flush_acks(s);
+        if (id_len > ROUTING_ID_MAX) { // libzmq ids are <= 255 bytes; never queued anyway
+            s_send_ack(s, id, id_len, actor, seq);
+            return;
+        }
+    }
+    if (s->n_acks == 0) {
+        s->first_ack_ms = clock_now_ms();
     }
     s_ack *a = &s->acks[s->n_acks++];
     memcpy(a->id, id, id_len);
@@ -300,13 +315,19 @@ static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, ui
     a->seq = seq;
 }
 
-void server_flush_acks(replay_server_t *s) {
+void server_send_acks(replay_server_t *s, const s_ack *acks, int n) {
     if (durable_degraded(s->durable)) {
-        s->acks_without_durability += (uint64_t)s->n_acks;
+        s->acks_without_durability += (uint64_t)n;
     }
-    for (int i = 0; i < s->n_acks; i++) {
-        s_send_ack(s, s->acks[i].id, s->acks[i].id_len, s->acks[i].actor_id, s->acks[i].seq);
+    for (int i = 0; i < n; i++) {
+        s_send_ack(s, acks[i].id, acks[i].id_len, acks[i].actor_id, acks[i].seq);
     }
+}
+
+void server_flush_acks(replay_server_t *s) {
+    server_send_acks(s, s->acks_flight, s->n_flight); // the older ones first
+    server_send_acks(s, s->acks, s->n_acks);
+    s->n_flight = 0;
     s->n_acks = 0;
 }
 
@@ -323,8 +344,7 @@ int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *ra
               b->priorities);
     dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
     if (raw && durable_append(s->durable, DURABLE_REC_INSERT, raw, raw_len)) {
-        durable_sync(s->durable); // the log buffer is full: write it out now
-        server_flush_acks(s);
+        persist_commit(s); // the log buffer is half full: hand it to the writer if idle
     }
     return 1;
 }
@@ -333,8 +353,7 @@ void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, co
                            size_t raw_len) {
     s->updated += store_update(s->store, u->count, u->keys, u->priorities);
     if (raw && durable_append(s->durable, DURABLE_REC_UPDATE, raw, raw_len)) {
-        durable_sync(s->durable);
-        server_flush_acks(s);
+        persist_commit(s);
     }
 }
 
