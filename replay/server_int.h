@@ -28,6 +28,7 @@
 #define SNAPSHOT_POLL_MS 100
 #define SNAPSHOT_RETRY_MS 1000   // while degraded, how often a snapshot is tried
 #define BLOB_COUNTERS 4          // u64 counters saved ahead of the dedupe table
+#define ACK_GROUPS_MAX 64        // peers whose acks one pass coalesces (more: another pass)
 
 typedef struct {
     uint8_t id[ROUTING_ID_MAX];
@@ -93,6 +94,12 @@ struct replay_server {
     int n_acks, n_flight;
     uint64_t flight_id;
     int64_t first_ack_ms;          // when the oldest ack in acks[] was queued
+    // Acks due now (durability none/snapshot, or wal while degraded), sent coalesced per
+    // peer when the burst of inserts that produced them has been handled.
+    s_ack *acks_ready;
+    int n_ready;
+    int *ack_next;       // ACKS_MAX: per-peer chains while coalescing (server_send_acks)
+    uint64_t *ack_seqs;  // WIRE_ACK_MAX_SEQS: the seqs of one InsertAck
     void *commit_rx, *commit_tx;   // inproc PAIR: the log's writer thread wakes the loop
     uint8_t *blob; // snapshot blob: counters + dedupe table
     size_t blob_cap;
@@ -107,7 +114,8 @@ int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *ra
 void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
                          size_t len);
 void server_flush_acks(replay_server_t *s);      // every queued ack (after durable_sync)
-void server_send_acks(replay_server_t *s, const s_ack *acks, int n);
+void server_send_acks(replay_server_t *s, const s_ack *acks, int n); // coalesced per peer
+void server_send_ready_acks(replay_server_t *s); // the acks due at once (acks_ready)
 
 // Defined in persist.c.
 int persist_restore(replay_server_t *s);        // at start-up; 0 or -1 (logged)
