@@ -523,7 +523,11 @@ static int s_reader_acks(loop_t *loop, void *sock, void *arg) {
          i++) {
         if (rc == APEX_OK && m.type == WIRE_MSG_INSERT_ACK &&
             m.u.insert_ack.actor_id == (uint32_t)a->index) {
+            // One ack may carry many seqs (the server coalesces); each is checked alone.
             s_take_ack(a, m.u.insert_ack.seq);
+            for (uint32_t k = 0; k < m.u.insert_ack.n_more; k++) {
+                s_take_ack(a, m.u.insert_ack.more[k]);
+            }
             a->last_ack_ms = clock_now_ms();
         } else {
             a->st.bad_messages++;

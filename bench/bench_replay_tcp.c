@@ -205,7 +205,8 @@ static void s_encode_batch(wire_buf_t *out, const rows_t *r, uint32_t off, uint3
     wire_encode(&m, out);
 }
 
-// Receives every waiting InsertAck on sock; returns how many, or -1 on error.
+// Receives every waiting InsertAck on sock; returns how many batches they acknowledge (one
+// InsertAck can carry many seqs), or -1 on error.
 static int s_drain_acks(void *sock, wire_decoder_t *dec) {
     int n = 0;
     for (;;) {
@@ -222,7 +223,7 @@ static int s_drain_acks(void *sock, wire_decoder_t *dec) {
             errno = EPROTO;
             return -1;
         }
-        n++;
+        n += 1 + (int)m.u.insert_ack.n_more;
     }
 }
 

@@ -81,7 +81,8 @@ static const s_row s_schema[] = {
     {"replay", "snapshot_interval_s", T_FLOAT, OFF(replay.snapshot_interval_s), 0, 0.1, 1e7, "300",
      NULL, "seconds between replay snapshots (durability = snapshot or wal)"},
     {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 1, 60000, "50", NULL,
-     "write-ahead log group commit: fsync at most this often (ms)"},
+     "write-ahead log group commit: with the log writer idle, a logged insert waits at most "
+     "this long for its fdatasync to start (ms); under load commits run back to back"},
     {"replay", "reset_limiter_on_restore", T_BOOL, OFF(replay.reset_limiter_on_restore), 0, 0,
      1, "true", NULL,
      "after a restore, forget how much was sampled (the learner is never held back by counts "

@@ -16,6 +16,11 @@
 // CRC32C of buf, continuing from crc (start with 0). fileio_crc32c(0, "123456789", 9) is
 // 0xE3069283.
 uint32_t fileio_crc32c(uint32_t crc, const void *buf, size_t len);
+// For tests: the same CRC through one named implementation (0 when the CPU lacks it; ask
+// fileio_crc32c_has_impl first). fileio_crc32c uses the fastest available one.
+enum { FILEIO_CRC_PORTABLE = 0, FILEIO_CRC_SSE42 = 1 };
+uint32_t fileio_crc32c_impl(int impl, uint32_t crc, const void *buf, size_t len);
+int fileio_crc32c_has_impl(int impl);
 
 // write(2)/read(2) until done. Return 0 or errno; read_all returns -1 at end of file.
 int fileio_write_all(int fd, const void *buf, size_t len);

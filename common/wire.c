@@ -81,13 +81,16 @@ const char *wire_msg_name(wire_msg_type t) {
 
 size_t wire_max_message_bytes(const wire_limits_t *lim) {
     // A sample reply is the largest row-wise message: 2 observations, key, weight,
-    // action, reward, discount per row; Weights carry the parameters. Protobuf adds a few
-    // bytes of tags and lengths per field; 1 KiB covers them.
+    // action, reward, discount per row; Weights carry the parameters; an InsertAck up to
+    // WIRE_ACK_MAX_SEQS seqs. Protobuf adds a few bytes of tags and lengths per field;
+    // 1 KiB covers them.
     size_t row = 2 * (size_t)lim->obs_dim * 4 + 8 + 4 + 4 + 4 + 4 + 4;
     size_t rows = (size_t)lim->max_count * row;
     size_t weights = (size_t)lim->num_params * 4;
     size_t stats = (size_t)lim->max_episodes * 12;
+    size_t ack = (size_t)WIRE_ACK_MAX_SEQS * 10; // a full InsertAck of 10-byte varints
     size_t m = rows > weights ? rows : weights;
+    m = m > ack ? m : ack;
     return (m > stats ? m : stats) + 1024;
 }
 
@@ -393,8 +396,15 @@ static int s_decode_body(wire_decoder_t *d, const Apex__Envelope *env, wire_msg_
         return s_decode_actor_stats(d, env->actor_stats, &out->u.actor_stats);
     case APEX__ENVELOPE__BODY_INSERT_ACK:
         out->type = WIRE_MSG_INSERT_ACK;
-        out->u.insert_ack = (wire_insert_ack_t){.actor_id = env->insert_ack->actor_id,
-                                                .seq = env->insert_ack->seq};
+        if (env->insert_ack->n_seqs > WIRE_ACK_MAX_SEQS - 1) {
+            return s_err(d, APEX_EINVAL, "InsertAck with %zu seqs, more than %d",
+                         env->insert_ack->n_seqs + 1, WIRE_ACK_MAX_SEQS);
+        }
+        out->u.insert_ack = (wire_insert_ack_t){
+            .actor_id = env->insert_ack->actor_id,
+            .seq = env->insert_ack->seq,
+            .n_more = (uint32_t)env->insert_ack->n_seqs,
+            .more = env->insert_ack->n_seqs ? env->insert_ack->seqs : NULL};
         return APEX_OK;
     default:
         return s_err(d, APEX_EPROTO, "envelope without a known body (case %d)",
@@ -561,6 +571,9 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     case WIRE_MSG_INSERT_ACK:
         ack.actor_id = msg->u.insert_ack.actor_id;
         ack.seq = msg->u.insert_ack.seq;
+        APEX_ASSERT(msg->u.insert_ack.n_more <= WIRE_ACK_MAX_SEQS - 1);
+        ack.n_seqs = msg->u.insert_ack.n_more;
+        ack.seqs = (uint64_t *)msg->u.insert_ack.more; // protobuf-c only reads it here
         env.body_case = APEX__ENVELOPE__BODY_INSERT_ACK;
         env.insert_ack = &ack;
         break;

@@ -109,9 +109,14 @@ typedef struct {
     const float *epsilons;
 } wire_actor_stats_t;
 
+// An InsertAck acknowledges seq and the n_more seqs in more (a view into the decoder's
+// arena, valid until its next decode; NULL when n_more is 0).
+#define WIRE_ACK_MAX_SEQS 512 // most seqs in one InsertAck (seq + more); more is refused
 typedef struct {
     uint32_t actor_id;
     uint64_t seq;
+    uint32_t n_more;
+    const uint64_t *more;
 } wire_insert_ack_t;
 
 typedef struct {

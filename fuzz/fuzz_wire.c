@@ -161,6 +161,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         break;
     }
     case WIRE_MSG_INSERT_ACK:
+        FUZZ_CHECK(m->u.insert_ack.n_more <= WIRE_ACK_MAX_SEQS - 1);
+        FUZZ_CHECK(m->u.insert_ack.n_more == 0 || m->u.insert_ack.more != NULL);
         break;
     default:
         FUZZ_CHECK(!"decode succeeded with an unknown message type");
@@ -239,7 +241,10 @@ static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {
     }
     case WIRE_MSG_INSERT_ACK:
         return a->u.insert_ack.actor_id == b->u.insert_ack.actor_id &&
-               a->u.insert_ack.seq == b->u.insert_ack.seq;
+               a->u.insert_ack.seq == b->u.insert_ack.seq &&
+               a->u.insert_ack.n_more == b->u.insert_ack.n_more &&
+               s_same(a->u.insert_ack.more, b->u.insert_ack.more,
+                      (size_t)a->u.insert_ack.n_more * 8);
     default:
         return 0;
     }

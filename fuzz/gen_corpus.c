@@ -222,5 +222,9 @@ int main(int argc, char **argv) {
     m.u.insert_ack = (wire_insert_ack_t){.actor_id = 1, .seq = 42};
     rc |= s_write(dir, "insert_ack", &m, APEX_PROTOCOL_VERSION);
 
+    static const uint64_t s_more[5] = {43, 44, 46, 1ull << 40, 45};
+    m.u.insert_ack = (wire_insert_ack_t){.actor_id = 1, .seq = 42, .n_more = 5, .more = s_more};
+    rc |= s_write(dir, "insert_ack_batched", &m, APEX_PROTOCOL_VERSION);
+
     return rc ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +57,31 @@ struct durable {
     char snap_path[CONFIG_STR_LEN + 128];
     int mode;
     // The log: the segment appended to, its fd, its size at the last successful sync (a
-    // failed write is cut back to it), and the records buffered since.
+    // failed write is cut back to it), and the records buffered since (by the loop).
     uint32_t seg;
     int fd;
     off_t synced_size;
     uint8_t *buf;
     size_t len, cap;
+    int dirty; // records written to fd by the loop itself since the last fdatasync
     int degraded;
+    // Commits: each hand-off of the buffer gets the next id (issued); synced_id is the
+    // newest one that has finished (on disk, or failed and degraded).
+    uint64_t issued, synced_id;
+    // The writer thread (durable_writer_start) writes and fdatasyncs wbuf while the loop
+    // fills buf. The w_ fields are guarded by mu; wbuf belongs to the writer while W_POSTED.
+    pthread_t writer;
+    int has_writer;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int w_state, w_quit, w_fd, w_err;
+    const char *w_what;
+    uint8_t *wbuf;
+    size_t wlen;
+    off_t w_synced;
+    uint64_t w_id;
+    durable_notify_fn notify;
+    void *notify_arg;
     // The snapshot child.
     pid_t child;
     uint32_t child_covers;
@@ -108,6 +127,9 @@ durable_t *durable_new(const durable_config_t *cfg) {
     }
     d->cap = cfg->buffer_bytes ? cfg->buffer_bytes : (4u << 20);
     d->buf = xmalloc(d->cap);
+    d->wbuf = xmalloc(d->cap);
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
     fileio_crc32c(0, "", 0); // build the CRC table now, not in a forked child
     return d;
 }
@@ -117,6 +139,7 @@ void durable_destroy(durable_t **self_p) {
         return;
     }
     durable_t *d = *self_p;
+    durable_writer_stop(d);
     durable_snapshot_poll(d, 1);
     if (d->fd >= 0) {
         close(d->fd);
@@ -124,7 +147,12 @@ void durable_destroy(durable_t **self_p) {
     if (d->lock_fd >= 0) {
         close(d->lock_fd); // releases the flock
     }
+    if (d->mode != DURABILITY_NONE) {
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+    }
     free(d->buf);
+    free(d->wbuf);
     free(d->leaves);
     free(d);
     *self_p = NULL;
@@ -187,10 +215,22 @@ static int s_open_segment(durable_t *d, uint32_t seg) {
 
 // ---------------------------------------------------------------------------------------
 // Log appends and group commit
+//
+// The loop appends records (memcpy + CRC) to buf. A commit hands buf to the writer thread
+// (swapping in wbuf) and returns at once; the writer writes it and fdatasyncs the segment,
+// then calls notify. The loop learns the result when it next looks (s_collect): a failure
+// degrades there, on the loop's thread, so that everything except the write and the
+// fdatasync themselves stays single-threaded. Whatever needs the fd to itself (a full
+// buffer written inline, a segment switch, a blocking sync) first waits for the writer:
+// records are never reordered or dropped, the loop is just held back.
+
+enum { W_IDLE = 0, W_POSTED, W_DONE };
 
 static void s_degrade(durable_t *d, const char *what, int e) {
     d->failures++;
     d->len = 0;
+    d->dirty = 0;
+    d->synced_id = d->issued; // every commit has ended: the acks waiting on them go out
     if (d->fd >= 0) {
         // Cut a partially written record off, so the segment stays a sequence of whole
         // records (restore would truncate it anyway; this keeps the disk tidy).
@@ -206,6 +246,106 @@ static void s_degrade(durable_t *d, const char *what, int e) {
     d->degraded = 1;
 }
 
+static void *s_writer_main(void *arg) {
+    durable_t *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (d->w_state != W_POSTED && !d->w_quit) {
+            pthread_cond_wait(&d->cv, &d->mu);
+        }
+        if (d->w_state != W_POSTED) {
+            break; // asked to quit, nothing left to write
+        }
+        int fd = d->w_fd;
+        pthread_mutex_unlock(&d->mu);
+        const char *what = "write";
+        int e = fileio_write_all(fd, d->wbuf, d->wlen);
+        if (e == 0 && fdatasync(fd) != 0) {
+            e = errno;
+            what = "fdatasync";
+        }
+        off_t size = e == 0 ? lseek(fd, 0, SEEK_END) : 0;
+        pthread_mutex_lock(&d->mu);
+        d->w_err = e;
+        d->w_what = what;
+        d->w_synced = size;
+        d->w_state = W_DONE;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        if (d->notify) {
+            d->notify(d->notify_arg);
+        }
+        pthread_mutex_lock(&d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+// The writer's state; with wait set, first waits until it is not busy.
+static int s_writer_state(durable_t *d, int wait) {
+    if (!d->has_writer) {
+        return d->w_state; // never started, or joined: no other thread touches it
+    }
+    pthread_mutex_lock(&d->mu);
+    while (wait && d->w_state == W_POSTED) {
+        pthread_cond_wait(&d->cv, &d->mu);
+    }
+    int st = d->w_state;
+    pthread_mutex_unlock(&d->mu);
+    return st;
+}
+
+// Takes a finished commit's result (loop thread). Returns 0 while the writer is busy.
+static int s_collect(durable_t *d, int wait) {
+    int st = s_writer_state(d, wait);
+    if (st == W_POSTED) {
+        return 0;
+    }
+    if (st == W_DONE) {
+        pthread_mutex_lock(&d->mu);
+        d->w_state = W_IDLE;
+        int e = d->w_err;
+        pthread_mutex_unlock(&d->mu);
+        d->synced_id = d->w_id;
+        if (e != 0) {
+            s_degrade(d, d->w_what, e);
+        } else {
+            d->synced_size = d->w_synced;
+        }
+    }
+    return 1;
+}
+
+int durable_writer_start(durable_t *self, durable_notify_fn notify, void *arg) {
+    durable_t *d = self;
+    if (d->mode != DURABILITY_WAL || d->has_writer) {
+        return APEX_OK;
+    }
+    d->notify = notify;
+    d->notify_arg = arg;
+    int e = pthread_create(&d->writer, NULL, s_writer_main, d);
+    if (e != 0) {
+        log_error("cannot start the replay log's writer thread: %s", strerror(e));
+        return APEX_EIO;
+    }
+    d->has_writer = 1;
+    return APEX_OK;
+}
+
+void durable_writer_stop(durable_t *self) {
+    durable_t *d = self;
+    if (!d->has_writer) {
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    d->w_quit = 1; // the writer finishes a posted buffer first
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->writer, NULL);
+    d->has_writer = 0;
+    s_collect(d, 0);
+}
+
 static int s_write_buffer(durable_t *d) {
     if (d->len == 0) {
         return APEX_OK;
@@ -216,6 +356,25 @@ static int s_write_buffer(durable_t *d) {
         return fileio_errno_to_apex(e);
     }
     d->len = 0;
+    d->dirty = 1;
+    return APEX_OK;
+}
+
+// Writes and fdatasyncs everything on the calling thread (the writer must be idle).
+static int s_sync_inline(durable_t *d) {
+    d->issued++;
+    int rc = s_write_buffer(d);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    if (fdatasync(d->fd) != 0) {
+        int e = errno;
+        s_degrade(d, "fdatasync", e);
+        return fileio_errno_to_apex(e);
+    }
+    d->synced_size = lseek(d->fd, 0, SEEK_END);
+    d->dirty = 0;
+    d->synced_id = d->issued;
     return APEX_OK;
 }
 
@@ -227,8 +386,13 @@ int durable_append(durable_t *self, int kind, const void *payload, size_t len) {
     s_rec_header h = {.len = (uint32_t)len, .kind = (uint32_t)kind};
     h.crc = fileio_crc32c(fileio_crc32c(0, &h.kind, sizeof h.kind), payload, len);
     size_t need = sizeof h + len;
-    if (d->len + need > d->cap && s_write_buffer(d) != APEX_OK) {
-        return 0;
+    if (d->len + need > d->cap) {
+        // No room: back-pressure. Once the writer is idle the buffer is written here; the
+        // next commit's fdatasync covers it.
+        s_collect(d, 1);
+        if (d->degraded || s_write_buffer(d) != APEX_OK) {
+            return 0;
+        }
     }
     if (need > d->cap) { // a record larger than the buffer goes straight to the file
         int e = fileio_write_all(d->fd, &h, sizeof h);
@@ -236,6 +400,7 @@ int durable_append(durable_t *self, int kind, const void *payload, size_t len) {
         if (e != 0) {
             s_degrade(d, "write", e);
         }
+        d->dirty = 1;
         return 1;
     }
     memcpy(d->buf + d->len, &h, sizeof h);
@@ -244,25 +409,58 @@ int durable_append(durable_t *self, int kind, const void *payload, size_t len) {
     return d->len > d->cap / 2;
 }
 
+size_t durable_buffered(const durable_t *self) { return self->len; }
+size_t durable_buffer_cap(const durable_t *self) { return self->cap; }
+
+uint64_t durable_commit_start(durable_t *self) {
+    durable_t *d = self;
+    if (d->mode != DURABILITY_WAL) {
+        return d->synced_id;
+    }
+    if (!s_collect(d, 0)) {
+        return 0; // busy: the caller tries again when the writer is done
+    }
+    if (d->degraded || d->fd < 0 || (d->len == 0 && !d->dirty)) {
+        return d->synced_id; // nothing that is not already on disk (or can be)
+    }
+    if (!d->has_writer) {
+        s_sync_inline(d); // a server without a loop (tests, --dump): no thread
+        return d->issued;
+    }
+    uint8_t *t = d->wbuf;
+    d->wbuf = d->buf;
+    d->buf = t;
+    pthread_mutex_lock(&d->mu);
+    d->wlen = d->len;
+    d->w_fd = d->fd;
+    d->w_id = ++d->issued;
+    d->w_state = W_POSTED;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    d->len = 0;
+    d->dirty = 0; // the writer's fdatasync covers what the loop wrote itself
+    return d->issued;
+}
+
+int durable_commit_done(durable_t *self, uint64_t id) {
+    durable_t *d = self;
+    s_collect(d, 0);
+    return d->synced_id >= id;
+}
+
 int durable_sync(durable_t *self) {
     durable_t *d = self;
     if (d->mode != DURABILITY_WAL) {
         return APEX_OK;
     }
+    s_collect(d, 1);
     if (d->degraded || d->fd < 0) {
         return APEX_EIO;
     }
-    int rc = s_write_buffer(d);
-    if (rc != APEX_OK) {
-        return rc;
+    if (d->len == 0 && !d->dirty) {
+        return APEX_OK;
     }
-    if (fdatasync(d->fd) != 0) {
-        int e = errno;
-        s_degrade(d, "fdatasync", e);
-        return fileio_errno_to_apex(e);
-    }
-    d->synced_size = lseek(d->fd, 0, SEEK_END);
-    return APEX_OK;
+    return s_sync_inline(d);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -5,9 +5,10 @@
 //             generations, counters, per-actor sequence marks) is written atomically to
 //             <dir>/snapshot.bin; a crash loses what arrived since the last snapshot.
 //   wal       snapshots, plus a write-ahead log: every insert and priority update is appended
-//             to <dir>/wal-<segment>.log and fsynced at most every wal_sync_ms (group
-//             commit); the server acknowledges an insert only after its record is on disk,
-//             so nothing acknowledged is ever lost.
+//             to <dir>/wal-<segment>.log; a writer thread writes and fdatasyncs the
+//             buffered records in groups (group commit, see durable_commit_start) while the
+//             server keeps appending; the server acknowledges an insert only after its
+//             record is on disk, so nothing acknowledged is ever lost.
 //
 // Snapshots are written by a forked child (Redis BGSAVE): fork gives the child a
 // copy-on-write image of the state at that instant, so the server's loop never stops for the
@@ -20,7 +21,8 @@
 // A write or fsync that fails (full disk) is reported once, the server keeps serving in
 // memory "without durability" (durable_degraded), stops appending to the log (it would have
 // a hole), and retries a snapshot every sync tick; the first snapshot that succeeds restores
-// durability. Not thread-safe: the replay server's thread owns it.
+// durability. Not thread-safe: the replay server's thread owns it (the writer thread is
+// internal: it only writes and fdatasyncs buffers handed to it).
 #ifndef APEX_DURABLE_H
 #define APEX_DURABLE_H
 
@@ -69,13 +71,35 @@ void durable_destroy(durable_t **self_p);
 int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob,
                     durable_record_fn on_record, void *arg, durable_restore_info_t *info);
 
-// Appends one record to the log buffer (wal mode; otherwise, or when degraded, a no-op).
-// Returns 1 when the buffer is full and durable_sync should run now, else 0.
+// Appends one record (its header, CRC and a copy of payload) to the log buffer (wal mode;
+// otherwise, or when degraded, a no-op). Returns 1 when the buffer is over half full and a
+// commit should start, else 0. When the buffer is full it waits for the writer thread and
+// writes the buffer itself (back-pressure: records are never dropped or reordered).
 int durable_append(durable_t *self, int kind, const void *payload, size_t len);
-// Writes the buffered records and fdatasyncs the segment. APEX_OK means every record
-// appended so far is on disk. On failure returns APEX_ENOSPC/APEX_EIO and enters the
-// degraded state (see top).
+size_t durable_buffered(const durable_t *self); // bytes appended since the last commit
+size_t durable_buffer_cap(const durable_t *self);
+
+// Group commit without blocking: hands the buffered records to the writer thread, which
+// writes them and fdatasyncs the segment. Returns the id of the commit that covers every
+// record appended so far (possibly one that has already finished, when there was nothing
+// new), or 0 when the writer is still busy with the previous commit (try again after its
+// notify). Without a writer thread the commit runs inline.
+uint64_t durable_commit_start(durable_t *self);
+// 1 when commit id has ended: its records are on disk, or the log failed and the server is
+// degraded (durable_degraded tells which). Takes a finished commit's result without waiting.
+int durable_commit_done(durable_t *self, uint64_t id);
+// Blocking: waits for the writer, then writes and fdatasyncs whatever is left. APEX_OK
+// means every record appended so far is on disk (every commit id issued has ended). On
+// failure returns APEX_ENOSPC/APEX_EIO and enters the degraded state (see top).
 int durable_sync(durable_t *self);
+
+// Starts the writer thread (wal mode; otherwise a no-op). notify(arg) is called on the
+// writer's thread after each commit ends; it must be thread-safe (the server sends a message
+// on an inproc socket). Returns APEX_OK or APEX_EIO (logged).
+typedef void (*durable_notify_fn)(void *arg);
+int durable_writer_start(durable_t *self, durable_notify_fn notify, void *arg);
+// Lets the writer finish a posted commit, then joins it. Idempotent.
+void durable_writer_stop(durable_t *self);
 
 // Starts a snapshot of store + blob in a child process (snapshot and wal modes), after
 // syncing the log. Returns APEX_OK, APEX_EAGAIN when one is already running, or an error.

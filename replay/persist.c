@@ -7,6 +7,7 @@
 #include "apex.h"
 #include "clock.h"
 #include "fileio.h"
+#include "net.h"
 #include "xalloc.h"
 
 #include <stdio.h>
@@ -97,19 +98,111 @@ int persist_restore(replay_server_t *s) {
 
 static void s_snapshot(replay_server_t *s) {
     s->last_snapshot_try_ms = clock_now_ms();
-    int rc = durable_snapshot_start(s->durable, s->store, s->blob, s_blob_fill(s));
-    // The log was synced before the fork: the acks waiting for it can go out.
+    // Everything logged so far on disk (or degraded): the acks waiting for it can go out.
+    // (Done here, not only inside durable_snapshot_start, which returns early while a
+    // snapshot child still runs.)
+    durable_sync(s->durable);
     server_flush_acks(s);
+    int rc = durable_snapshot_start(s->durable, s->store, s->blob, s_blob_fill(s));
     if (rc != APEX_OK && rc != APEX_EAGAIN) {
         log_warn("replay snapshot not started: %s", apex_strerror(rc));
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Group commit (wal). The loop appends records; a commit hands them to durable's writer
+// thread, and the acks queued so far move to acks_flight until that commit has ended. A
+// commit starts, if the writer is idle, on the wal_sync_ms timer, when the log buffer passes
+// half full, and as soon as the previous commit has ended if anything waits. So with a
+// trickle of inserts an ack waits at most about wal_sync_ms + one fdatasync, and under load
+// the writer never idles while records wait. (Starting the next commit only once acks had
+// waited wal_sync_ms left the writer idle while actors, their windows full, waited for
+// acks: in bench_replay_tcp, paired runs gave 1.8 vs 1.9, 1.9 vs 3.2 and 3.2 vs 3.4 M
+// transitions/s for that rule vs this one.)
+
+// Called on the writer's thread after each commit: wakes the loop. The tx socket was
+// created by the loop thread before the writer started (pthread_create is the memory
+// barrier libzmq asks for when a socket moves between threads) and only the writer uses it
+// until it has been joined. A full pipe already holds a wake-up, so EAGAIN is fine.
+static void s_notify(void *arg) {
+    replay_server_t *s = arg;
+    zmq_send(s->commit_tx, "", 0, ZMQ_DONTWAIT);
+}
+
+// Sends the acks of the commit in flight once it has ended.
+static void s_send_ended(replay_server_t *s) {
+    if (s->n_flight > 0 && durable_commit_done(s->durable, s->flight_id)) {
+        server_send_acks(s, s->acks_flight, s->n_flight);
+        s->n_flight = 0;
+    }
+}
+
+void persist_commit(replay_server_t *s) {
+    s_send_ended(s);
+    if (s->n_flight > 0) {
+        return; // the writer is busy with them; its notify brings us back
+    }
+    uint64_t id = durable_commit_start(s->durable);
+    if (id == 0 || s->n_acks == 0) {
+        return; // busy (retried after its notify), or no acks wait on this commit
+    }
+    if (durable_commit_done(s->durable, id)) {
+        server_send_acks(s, s->acks, s->n_acks); // nothing new to write, or degraded
+    } else {
+        s_ack *t = s->acks_flight;
+        s->acks_flight = s->acks;
+        s->acks = t;
+        s->n_flight = s->n_acks;
+        s->flight_id = id;
+    }
+    s->n_acks = 0;
+}
+
+static int s_reader_commit(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    replay_server_t *s = arg;
+    char b[1];
+    while (zmq_recv(sock, b, sizeof b, ZMQ_DONTWAIT) >= 0) {
+    }
+    s_send_ended(s);
+    // Continuous group commit: the next commit starts as soon as this one has ended if
+    // anything waits, so under load commits run back to back, each as large as what
+    // arrived during the previous fdatasync (the disk sets the pace, not wal_sync_ms).
+    int due = s->n_acks > 0 || durable_buffered(s->durable) > 0;
+    if (due) {
+        persist_commit(s);
+    }
+    return 0;
+}
+
+int persist_start(replay_server_t *s) {
+    if (s->cfg.replay.durability != DURABILITY_WAL) {
+        return 0;
+    }
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://apex-replay-commit-%p", (void *)s);
+    s->commit_rx = net_socket(s->ctx, ZMQ_PAIR, NULL);
+    s->commit_tx = net_socket(s->ctx, ZMQ_PAIR, NULL);
+    if (!s->commit_rx || !s->commit_tx || net_bind(s->commit_rx, ep, NULL, 0) != 0 ||
+        net_connect(s->commit_tx, ep) != 0) {
+        return -1;
+    }
+    loop_add_reader(s->loop, s->commit_rx, s_reader_commit, s);
+    return durable_writer_start(s->durable, s_notify, s) == APEX_OK ? 0 : -1;
+}
+
+void persist_stop(replay_server_t *s) {
+    if (s->durable) {
+        durable_writer_stop(s->durable);
+    }
+    net_close(&s->commit_tx);
+    net_close(&s->commit_rx);
+}
+
 int persist_timer_sync(loop_t *loop, void *arg) {
     (void)loop;
     replay_server_t *s = arg;
-    durable_sync(s->durable);
-    server_flush_acks(s);
+    persist_commit(s);
     if (durable_degraded(s->durable) &&
         clock_now_ms() - s->last_snapshot_try_ms >= SNAPSHOT_RETRY_MS) {
         s_snapshot(s); // the way back to durability: a snapshot holding everything

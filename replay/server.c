@@ -118,6 +118,13 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->dec = wire_decoder_new(&lim);
     dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
     s->acks = xmalloc(ACKS_MAX * sizeof *s->acks);
+    s->acks_flight = xmalloc(ACKS_MAX * sizeof *s->acks_flight);
+    // One burst is at most MAX_DRAIN inserts; touched now so that the resident size does not
+    // grow later when bursts get long (tests/smoke/flood.sh watches VmRSS).
+    s->acks_ready = xcalloc(READY_MAX, sizeof *s->acks_ready);
+    memset(s->acks_ready, 0, READY_MAX * sizeof *s->acks_ready);
+    s->ack_next = xmalloc(ACKS_MAX * sizeof *s->ack_next);
+    s->ack_seqs = xmalloc(WIRE_ACK_MAX_SEQS * sizeof *s->ack_seqs);
     s->blob_cap = BLOB_COUNTERS * sizeof(uint64_t) + dedupe_bytes(&s->dedupe);
     s->blob = xmalloc(s->blob_cap);
     if (persist_restore(s) != 0) {
@@ -146,6 +153,10 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     if (cfg->replay.durability == DURABILITY_WAL) {
         loop_add_timer(s->loop, cfg->replay.wal_sync_ms, persist_timer_sync, s);
     }
+    if (persist_start(s) != 0) {
+        replay_server_destroy(&s);
+        return NULL;
+    }
     // Rates start from the restored totals, not from zero.
     s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->sampled_rows, s->updated};
     log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
@@ -161,6 +172,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     }
     replay_server_t *s = *self_p;
     loop_destroy(&s->loop);
+    persist_stop(s); // before zmq_ctx_term: the writer holds an inproc socket
     net_close(&s->insert_sock);
     net_close(&s->sample_sock);
     security_destroy(&s->security);
@@ -170,6 +182,10 @@ void replay_server_destroy(replay_server_t **self_p) {
     durable_destroy(&s->durable);
     dedupe_fini(&s->dedupe);
     free(s->acks);
+    free(s->acks_flight);
+    free(s->acks_ready);
+    free(s->ack_next);
+    free(s->ack_seqs);
     free(s->blob);
     wire_decoder_destroy(&s->dec);
     wire_buf_fini(&s->out);
@@ -269,44 +285,125 @@ static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t
 
 static void s_serve_pending(replay_server_t *s, int64_t now);
 
-// Sends an InsertAck now, or (wal mode, log healthy) queues it until the batch's log record
-// is on disk: an ack promises that the batch survives a crash.
+// Acks. An InsertAck carries every seq due to one peer at that moment (proto/apex.proto):
+// at full load that is one message per actor per commit (wal) or per burst of inserts
+// (none/snapshot) instead of one per batch, which matters most under CURVE, where each
+// message is encrypted on its own. An ack is due at once (none/snapshot, or wal while the
+// log is degraded: then it is counted as given without durability), or, with wal, once the
+// log record of its batch is on disk: an ack promises that the batch survives a crash.
 
+// Sends one InsertAck holding seqs[0..n).
 static void s_send_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
-                       uint64_t seq) {
+                       const uint64_t *seqs, uint32_t n) {
     wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
-    ack.u.insert_ack = (wire_insert_ack_t){.actor_id = actor, .seq = seq};
+    ack.u.insert_ack = (wire_insert_ack_t){
+        .actor_id = actor, .seq = seqs[0], .n_more = n - 1, .more = n > 1 ? seqs + 1 : NULL};
     wire_encode(&ack, &s->out);
     s_send_routed(s, s->insert_sock, id, id_len);
 }
 
-static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
-                  uint64_t seq) {
-    if (s->cfg.replay.durability != DURABILITY_WAL || durable_degraded(s->durable)) {
-        if (s->cfg.replay.durability == DURABILITY_WAL) {
-            s->acks_without_durability++;
-        }
-        s_send_ack(s, id, id_len, actor, seq);
-        return;
-    }
-    if (s->n_acks == ACKS_MAX || id_len > ROUTING_ID_MAX) {
-        durable_sync(s->durable);
-        server_flush_acks(s);
-    }
-    s_ack *a = &s->acks[s->n_acks++];
+static void s_push_ack(s_ack *a, const uint8_t *id, size_t id_len, uint32_t actor,
+                       uint64_t seq) {
     memcpy(a->id, id, id_len);
     a->id_len = id_len;
     a->actor_id = actor;
     a->seq = seq;
 }
 
+static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
+                  uint64_t seq) {
+    if (id_len > ROUTING_ID_MAX) { // libzmq's ids are <= 255 bytes: cannot happen
+        return;
+    }
+    if (s->cfg.replay.durability != DURABILITY_WAL || durable_degraded(s->durable)) {
+        if (s->n_ready == READY_MAX) {
+            server_send_ready_acks(s);
+        }
+        s_push_ack(&s->acks_ready[s->n_ready++], id, id_len, actor, seq);
+        return;
+    }
+    if (s->n_acks == ACKS_MAX) {
+        durable_sync(s->durable); // back-pressure: waits for the writer, syncs the rest
+        server_flush_acks(s);
+    }
+    if (s->n_acks == 0) {
+        s->first_ack_ms = clock_now_ms();
+    }
+    s_push_ack(&s->acks[s->n_acks++], id, id_len, actor, seq);
+}
+
+typedef struct {
+    uint64_t key;   // s_ack_key of its acks
+    int head, tail; // its first and last ack
+} s_ack_group;
+
+static uint64_t s_ack_key(const s_ack *a) { // FNV-1a over (routing id, actor)
+    uint64_t h = 1469598103934665603ull ^ a->actor_id;
+    for (size_t i = 0; i < a->id_len; i++) {
+        h = (h ^ a->id[i]) * 1099511628211ull;
+    }
+    return h;
+}
+
+// Sends the acks of one peer: the chain from acks[head] through s->ack_next.
+static void s_send_chain(replay_server_t *s, const s_ack *acks, int head) {
+    const s_ack *a = &acks[head];
+    uint32_t n = 0;
+    for (int i = head; i >= 0; i = s->ack_next[i]) {
+        if (n == WIRE_ACK_MAX_SEQS) {
+            s_send_ack(s, a->id, a->id_len, a->actor_id, s->ack_seqs, n);
+            n = 0;
+        }
+        s->ack_seqs[n++] = acks[i].seq;
+    }
+    s_send_ack(s, a->id, a->id_len, a->actor_id, s->ack_seqs, n);
+}
+
+void server_send_acks(replay_server_t *s, const s_ack *acks, int n) {
+    if (s->cfg.replay.durability == DURABILITY_WAL && durable_degraded(s->durable)) {
+        s->acks_without_durability += (uint64_t)n;
+    }
+    s_ack_group g[ACK_GROUPS_MAX];
+    // Chain the acks of each (peer, actor) in arrival order; a pass that meets more than
+    // ACK_GROUPS_MAX peers sends what it has and goes on from there.
+    for (int i0 = 0, i = 0; i0 < n; i0 = i) {
+        int ng = 0;
+        for (i = i0; i < n; i++) {
+            const s_ack *a = &acks[i];
+            uint64_t key = s_ack_key(a);
+            int k = 0;
+            while (k < ng && (g[k].key != key || acks[g[k].head].id_len != a->id_len ||
+                              acks[g[k].head].actor_id != a->actor_id ||
+                              memcmp(acks[g[k].head].id, a->id, a->id_len) != 0)) {
+                k++;
+            }
+            if (k == ng) {
+                if (ng == ACK_GROUPS_MAX) {
+                    break;
+                }
+                g[ng++] = (s_ack_group){key, i, i};
+            } else {
+                s->ack_next[g[k].tail] = i;
+                g[k].tail = i;
+            }
+            s->ack_next[i] = -1;
+        }
+        for (int k = 0; k < ng; k++) {
+            s_send_chain(s, acks, g[k].head);
+        }
+    }
+}
+
+void server_send_ready_acks(replay_server_t *s) {
+    server_send_acks(s, s->acks_ready, s->n_ready);
+    s->n_ready = 0;
+}
+
 void server_flush_acks(replay_server_t *s) {
-    if (durable_degraded(s->durable)) {
-        s->acks_without_durability += (uint64_t)s->n_acks;
-    }
-    for (int i = 0; i < s->n_acks; i++) {
-        s_send_ack(s, s->acks[i].id, s->acks[i].id_len, s->acks[i].actor_id, s->acks[i].seq);
-    }
+    server_send_ready_acks(s);
+    server_send_acks(s, s->acks_flight, s->n_flight); // the older ones first
+    server_send_acks(s, s->acks, s->n_acks);
+    s->n_flight = 0;
     s->n_acks = 0;
 }
 
@@ -323,8 +420,7 @@ int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *ra
               b->priorities);
     dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
     if (raw && durable_append(s->durable, DURABLE_REC_INSERT, raw, raw_len)) {
-        durable_sync(s->durable); // the log buffer is full: write it out now
-        server_flush_acks(s);
+        persist_commit(s); // the log buffer is half full: hand it to the writer if idle
     }
     return 1;
 }
@@ -333,8 +429,7 @@ void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, co
                            size_t raw_len) {
     s->updated += store_update(s->store, u->count, u->keys, u->priorities);
     if (raw && durable_append(s->durable, DURABLE_REC_UPDATE, raw, raw_len)) {
-        durable_sync(s->durable);
-        server_flush_acks(s);
+        persist_commit(s);
     }
 }
 
@@ -398,6 +493,7 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     replay_server_t *s = arg;
     s_drain_router(s, sock, "insert", s_handle_insert);
+    server_send_ready_acks(s); // the acks of this burst, one message per peer
     s_serve_pending(s, clock_now_ms());
     return 0;
 }

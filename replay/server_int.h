@@ -24,10 +24,12 @@
 #define MAX_DRAIN 256            // messages handled per reader call, for fairness
 #define PEERS_MAX 64             // peers with their own bad-message counter
 #define ROUTING_ID_MAX 256
-#define ACKS_MAX 4096            // acks waiting for a log sync; more force a sync at once
+#define ACKS_MAX 4096            // acks waiting for a log commit; more force a sync at once
 #define SNAPSHOT_POLL_MS 100
 #define SNAPSHOT_RETRY_MS 1000   // while degraded, how often a snapshot is tried
 #define BLOB_COUNTERS 4          // u64 counters saved ahead of the dedupe table
+#define ACK_GROUPS_MAX 64        // peers whose acks one pass coalesces (more: another pass)
+#define READY_MAX MAX_DRAIN      // acks due at once, held until their burst has been drained
 
 typedef struct {
     uint8_t id[ROUTING_ID_MAX];
@@ -87,8 +89,19 @@ struct replay_server {
     // Durability (replay/durable.h) and exactly-once inserts (replay/dedupe.h).
     durable_t *durable;
     dedupe_t dedupe;
-    s_ack *acks;
-    int n_acks;
+    // wal: acks wait in acks[] until a commit is started, then in acks_flight[] until
+    // commit flight_id has ended (one commit is in flight at a time, see durable.h).
+    s_ack *acks, *acks_flight;
+    int n_acks, n_flight;
+    uint64_t flight_id;
+    int64_t first_ack_ms;          // when the oldest ack in acks[] was queued
+    // Acks due now (durability none/snapshot, or wal while degraded), sent coalesced per
+    // peer when the burst of inserts that produced them has been handled.
+    s_ack *acks_ready;
+    int n_ready;
+    int *ack_next;       // ACKS_MAX: per-peer chains while coalescing (server_send_acks)
+    uint64_t *ack_seqs;  // WIRE_ACK_MAX_SEQS: the seqs of one InsertAck
+    void *commit_rx, *commit_tx;   // inproc PAIR: the log's writer thread wakes the loop
     uint8_t *blob; // snapshot blob: counters + dedupe table
     size_t blob_cap;
     int64_t last_snapshot_try_ms;
@@ -101,10 +114,15 @@ struct replay_server {
 int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw, size_t len);
 void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
                          size_t len);
-void server_flush_acks(replay_server_t *s);
+void server_flush_acks(replay_server_t *s);      // every queued ack (after durable_sync)
+void server_send_acks(replay_server_t *s, const s_ack *acks, int n); // coalesced per peer
+void server_send_ready_acks(replay_server_t *s); // the acks due at once (acks_ready)
 
 // Defined in persist.c.
 int persist_restore(replay_server_t *s);        // at start-up; 0 or -1 (logged)
+int persist_start(replay_server_t *s);          // wal: the writer thread; 0 or -1 (logged)
+void persist_stop(replay_server_t *s);          // joins it (idempotent)
+void persist_commit(replay_server_t *s);        // wal: acks of ended commits; start the next
 int persist_timer_sync(loop_t *loop, void *arg); // wal: group commit, then the acks
 int persist_timer_snapshot(loop_t *loop, void *arg);
 int persist_timer_poll(loop_t *loop, void *arg);

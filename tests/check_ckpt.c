@@ -83,6 +83,52 @@ START_TEST(test_crc32c_known_vector) {
 }
 END_TEST
 
+// The textbook bit-at-a-time CRC32C: the reference every fast path must match bit for bit
+// (snapshots, checkpoints and logs written by older builds must still verify).
+static uint32_t s_crc32c_ref(uint32_t crc, const unsigned char *p, size_t len) {
+    crc = ~crc;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) {
+            crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+        }
+    }
+    return ~crc;
+}
+
+START_TEST(test_crc32c_fast_paths_match_reference) {
+    enum { N = 4096 + 64 };
+    static unsigned char buf[N];
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    int impls[] = {FILEIO_CRC_PORTABLE, FILEIO_CRC_SSE42};
+    ck_assert(fileio_crc32c_has_impl(FILEIO_CRC_PORTABLE));
+    for (size_t k = 0; k < sizeof impls / sizeof *impls; k++) {
+        int impl = impls[k];
+        if (!fileio_crc32c_has_impl(impl)) {
+            continue; // e.g. no SSE4.2 on this CPU: the dispatcher never picks it either
+        }
+        ck_assert_uint_eq(fileio_crc32c_impl(impl, 0, "123456789", 9), 0xE3069283u);
+        ck_assert_uint_eq(fileio_crc32c_impl(impl, 0, "", 0), 0);
+        // Every start alignment, lengths around the 8-byte stride and long runs, and a
+        // non-zero running CRC (the log chains kind then payload).
+        for (size_t off = 0; off < 16; off++) {
+            for (size_t len = 0; len < N - 16; len = len < 80 ? len + 1 : len * 3 + 7) {
+                uint32_t want = s_crc32c_ref(0, buf + off, len);
+                ck_assert_uint_eq(fileio_crc32c_impl(impl, 0, buf + off, len), want);
+                ck_assert_uint_eq(fileio_crc32c(0, buf + off, len), want);
+                uint32_t seed = s_crc32c_ref(0, buf, off + 1);
+                ck_assert_uint_eq(fileio_crc32c_impl(impl, seed, buf + off, len),
+                                  s_crc32c_ref(seed, buf + off, len));
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_round_trip_and_exact_resume) {
     const char *dir = check_tmpdir();
     char p1[600], p2[600];
@@ -246,6 +292,7 @@ Suite *ckpt_suite(void) {
     Suite *s = suite_create("ckpt");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_crc32c_known_vector);
+    tcase_add_test(tc, test_crc32c_fast_paths_match_reference);
     tcase_add_test(tc, test_round_trip_and_exact_resume);
     tcase_add_test(tc, test_corrupt_payload_byte);
     tcase_add_test(tc, test_corrupt_header_byte);

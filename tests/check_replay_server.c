@@ -6,7 +6,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "config.h"
@@ -325,6 +328,140 @@ START_TEST(test_capacity_too_large_refused) {
 }
 END_TEST
 
+// wal: every acknowledged batch survives a SIGKILL. The server runs in a child process (so
+// it can be killed mid-stream, its log writer thread and all); the parent streams batches
+// with a window of unacknowledged ones, as an actor does, kills the server right after the
+// last ack, and restores the directory.
+static void s_wal_config(apex_config_t *cfg, const char *dir, int sync_ms) {
+    char err[CONFIG_ERR_LEN], out[700], sync[64];
+    snprintf(out, sizeof out, "run.out_dir=%s", dir);
+    snprintf(sync, sizeof sync, "replay.wal_sync_ms=%d", sync_ms);
+    const char *sets[] = {"replay.capacity=4096", "replay.max_batch=64", "actor.send_batch=8",
+                          "learner.batch_size=32",
+                          "replay.durability=wal", sync,
+                          "replay.snapshot_interval_s=1000", "run.name=walkill",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*", out};
+    ck_assert_msg(config_load(cfg, NULL, sets, 11, err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(test_wal_acked_batches_survive_kill) {
+    const char *tmp = check_tmpdir();
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", tmp);
+    apex_config_t cfg;
+    s_wal_config(&cfg, dir, 5);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        replay_server_t *srv = replay_server_new(&cfg, 1);
+        if (!srv) {
+            _exit(1);
+        }
+        char ep[CONFIG_STR_LEN];
+        snprintf(ep, sizeof ep, "%s", replay_server_insert_endpoint(srv));
+        if (write(fds[1], ep, sizeof ep) != (ssize_t)sizeof ep) {
+            _exit(1);
+        }
+        replay_server_run(srv);
+        _exit(0);
+    }
+    close(fds[1]);
+    char ep[CONFIG_STR_LEN];
+    ck_assert_int_eq(read(fds[0], ep, sizeof ep), (ssize_t)sizeof ep);
+    close(fds[0]);
+    s_fixture f = {.ctx = zmq_ctx_new()};
+    void *a0 = s_dealer(&f, ep, "actor-0");
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    enum { BATCHES = 300, WINDOW = 64 };
+    static uint8_t acked[BATCHES];
+    int n_acked = 0;
+    uint64_t sent = 0;
+    while (n_acked < BATCHES) {
+        if (sent < BATCHES && sent - (uint64_t)n_acked < WINDOW) {
+            s_send_batch(a0, 0, sent, 8, (float)sent, NULL);
+            sent++;
+            continue;
+        }
+        wire_msg_t m;
+        zmq_msg_t msg;
+        ck_assert_int_eq(s_recv(a0, dec, &msg, &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
+        for (uint32_t k = 0; k <= m.u.insert_ack.n_more; k++) {
+            uint64_t seq = k == 0 ? m.u.insert_ack.seq : m.u.insert_ack.more[k - 1];
+            ck_assert_uint_lt(seq, sent);
+            ck_assert(!acked[seq]);
+            acked[seq] = 1;
+            n_acked++;
+        }
+        zmq_msg_close(&msg);
+    }
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status));
+    zmq_close(a0);
+    zmq_ctx_term(f.ctx);
+    wire_decoder_destroy(&dec);
+    // Restore: every acknowledged batch is there, from the log alone (no snapshot was due).
+    replay_server_t *srv = replay_server_new(&cfg, 0);
+    ck_assert_ptr_nonnull(srv);
+    wire_replay_stats_t st;
+    replay_server_stats(srv, &st);
+    ck_assert_uint_eq(st.inserted, BATCHES * 8);
+    ck_assert_uint_eq(st.size, BATCHES * 8);
+    replay_server_destroy(&srv);
+    check_rmtree(dir);
+}
+END_TEST
+
+// Acks are coalesced: with a long commit interval, everything two actors sent before the
+// first commit comes back as one InsertAck per actor, carrying its seqs in order (and only
+// after the commit: acks mean durable).
+START_TEST(test_wal_acks_coalesced_per_actor) {
+    const char *dir = check_tmpdir();
+    apex_config_t cfg;
+    s_wal_config(&cfg, dir, 1500);
+    s_fixture f;
+    f.server = replay_server_new(&cfg, 1);
+    ck_assert_ptr_nonnull(f.server);
+    ck_assert_int_eq(pthread_create(&f.thread, NULL, s_run, f.server), 0);
+    f.ctx = zmq_ctx_new();
+    void *a[2] = {s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0"),
+                  s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-1")};
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    enum { N = 40 };
+    for (int i = 0; i < N; i++) {
+        s_send_batch(a[i % 2], (uint32_t)(i % 2), (uint64_t)(i / 2), 8, (float)i, NULL);
+    }
+    for (uint32_t actor = 0; actor < 2; actor++) {
+        wire_msg_t m;
+        zmq_msg_t msg;
+        ck_assert_int_eq(s_recv(a[actor], dec, &msg, &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
+        ck_assert_uint_eq(m.u.insert_ack.actor_id, actor);
+        ck_assert_uint_eq(m.u.insert_ack.n_more, N / 2 - 1);
+        ck_assert_uint_eq(m.u.insert_ack.seq, 0);
+        for (uint32_t k = 0; k < N / 2 - 1; k++) {
+            ck_assert_uint_eq(m.u.insert_ack.more[k], k + 1);
+        }
+        zmq_msg_close(&msg);
+    }
+    wire_replay_stats_t st;
+    zmq_close(a[0]);
+    zmq_close(a[1]);
+    wire_decoder_destroy(&dec);
+    s_stop(&f);
+    replay_server_stats(f.server, &st);
+    ck_assert_uint_eq(st.inserted, N * 8);
+    replay_server_destroy(&f.server);
+    check_rmtree(dir);
+}
+END_TEST
+
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
@@ -334,6 +471,8 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_samples_per_insert_ratio);
     tcase_add_test(tc, test_hostile_input_counted_and_survived);
     tcase_add_test(tc, test_capacity_too_large_refused);
+    tcase_add_test(tc, test_wal_acked_batches_survive_kill);
+    tcase_add_test(tc, test_wal_acks_coalesced_per_actor);
     suite_add_tcase(s, tc);
     return s;
 }

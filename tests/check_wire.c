@@ -145,6 +145,79 @@ START_TEST(test_small_messages_round_trip) {
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
     ck_assert_int_eq(o.type, WIRE_MSG_INSERT_ACK);
     ck_assert_uint_eq(o.u.insert_ack.seq, 1ULL << 40);
+    ck_assert_uint_eq(o.u.insert_ack.n_more, 0);
+    ck_assert_ptr_null(o.u.insert_ack.more);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// Hand-encoded InsertAck{actor_id = 3, seq = 5, seqs = [1] * n_more} in an Envelope.
+static size_t s_forge_ack(uint8_t *out, uint32_t n_more) {
+    uint8_t body[16 + WIRE_ACK_MAX_SEQS + 8];
+    size_t n = 0;
+    body[n++] = 0x08, body[n++] = 3;    // actor_id
+    body[n++] = 0x10, body[n++] = 5;    // seq
+    body[n++] = 0x1a;                   // seqs, packed
+    for (uint32_t v = n_more; ; v >>= 7) { // its length: n_more one-byte varints
+        body[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        if (v <= 0x7f) {
+            break;
+        }
+    }
+    memset(body + n, 1, n_more);
+    n += n_more;
+    size_t o = 0;
+    out[o++] = 0x08, out[o++] = APEX_PROTOCOL_VERSION; // version
+    out[o++] = 0x42;                                   // insert_ack = 8, length-delimited
+    for (size_t v = n; ; v >>= 7) {
+        out[o++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        if (v <= 0x7f) {
+            break;
+        }
+    }
+    memcpy(out + o, body, n);
+    return o + n;
+}
+
+START_TEST(test_batched_ack) {
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_msg_t m = {.type = WIRE_MSG_INSERT_ACK}, o;
+    // Round trip, including the largest legal count and seqs needing 10-byte varints.
+    static uint64_t more[WIRE_ACK_MAX_SEQS - 1];
+    for (uint32_t i = 0; i < WIRE_ACK_MAX_SEQS - 1; i++) {
+        more[i] = i % 3 == 0 ? UINT64_MAX - i : (uint64_t)i * 7919;
+    }
+    uint32_t counts[] = {1, 2, 17, WIRE_ACK_MAX_SEQS - 1};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        m.u.insert_ack = (wire_insert_ack_t){.actor_id = 2, .seq = 0, .n_more = counts[k],
+                                             .more = more};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.type, WIRE_MSG_INSERT_ACK);
+        ck_assert_uint_eq(o.u.insert_ack.actor_id, 2);
+        ck_assert_uint_eq(o.u.insert_ack.seq, 0);
+        ck_assert_uint_eq(o.u.insert_ack.n_more, counts[k]);
+        ck_assert_mem_eq(o.u.insert_ack.more, more, counts[k] * sizeof *more);
+    }
+    // A single ack is byte for byte what builds without batched acks send.
+    m.u.insert_ack = (wire_insert_ack_t){.actor_id = 1, .seq = 2};
+    wire_encode(&m, &b);
+    const uint8_t single[] = {0x08, APEX_PROTOCOL_VERSION, 0x42, 0x04, 0x08, 0x01, 0x10, 0x02};
+    ck_assert_uint_eq(b.len, sizeof single);
+    ck_assert_mem_eq(b.data, single, sizeof single);
+    // The count is bounded: one seq over the limit is refused, the limit itself is not.
+    uint8_t raw[32 + WIRE_ACK_MAX_SEQS + 16];
+    size_t n = s_forge_ack(raw, WIRE_ACK_MAX_SEQS - 1);
+    ck_assert_int_eq(wire_decode(d, raw, n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.insert_ack.n_more, WIRE_ACK_MAX_SEQS - 1);
+    ck_assert_uint_eq(o.u.insert_ack.more[WIRE_ACK_MAX_SEQS - 2], 1);
+    n = s_forge_ack(raw, WIRE_ACK_MAX_SEQS);
+    ck_assert_int_eq(wire_decode(d, raw, n, &o), APEX_EINVAL);
+    ck_assert_int_eq(o.type, WIRE_MSG_INSERT_ACK);
+    ck_assert_ptr_null(o.u.insert_ack.more);
     wire_decoder_destroy(&d);
     wire_buf_fini(&b);
 }
@@ -427,6 +500,7 @@ Suite *wire_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_batch_round_trip);
     tcase_add_test(tc, test_small_messages_round_trip);
+    tcase_add_test(tc, test_batched_ack);
     tcase_add_test(tc, test_sample_reply_round_trip);
     tcase_add_test(tc, test_every_truncation_rejected);
     tcase_add_test(tc, test_wrong_version);

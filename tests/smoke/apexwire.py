@@ -93,5 +93,15 @@ def decode(buf):
     return body_field, {f: v for f, _, v in _fields(body)}
 
 
+def ack_seqs(f):
+    """The seqs an InsertAck body (field dict from decode) acknowledges: seq (field 2) and
+    the packed repeated seqs (field 3) the replay server uses to coalesce acks."""
+    seqs, packed, i = [f.get(2, 0)], f.get(3, b""), 0
+    while i < len(packed):
+        v, i = _read_varint(packed, i)
+        seqs.append(v)
+    return seqs
+
+
 BODY_INSERT_ACK = 8
 BODY_SAMPLE_REPLY = 4

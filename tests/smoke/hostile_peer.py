@@ -445,7 +445,7 @@ def mode_replay_insert(p):
             while sock.poll(0):
                 body, f = fields(sock.recv())
                 if body == apexwire.BODY_INSERT_ACK:
-                    acks["n"] += 1
+                    acks["n"] += len(apexwire.ack_seqs(f))
                 else:
                     acks["bad"] += 1
 
@@ -838,7 +838,7 @@ def mode_seq_max(p):
         if s.poll(50):
             body, f = fields(s.recv())
             if body == apexwire.BODY_INSERT_ACK:
-                acks.append([f.get(1, 0), f.get(2, 0)])
+                acks.extend([f.get(1, 0), seq] for seq in apexwire.ack_seqs(f))
     p.report(acks=acks, replies=len(acks), probe_acked=[1, 1] in acks)
 
 

@@ -85,10 +85,11 @@ def main():
                     break
                 body, f = apexwire.decode(msg)
                 if body == apexwire.BODY_INSERT_ACK:
-                    actor, seq = f.get(1, 0), f.get(2, 0)
-                    if unacked[actor].pop(seq, None) is not None:
-                        acked_f.write("%d %d\n" % (actor, seq))
-                        acked_f.flush()
+                    actor = f.get(1, 0)
+                    for seq in apexwire.ack_seqs(f):
+                        if unacked[actor].pop(seq, None) is not None:
+                            acked_f.write("%d %d\n" % (actor, seq))
+                    acked_f.flush()
         if stopping_since is not None:
             if all(not u for u in unacked):
                 break
