@@ -132,8 +132,9 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         return NULL;
     }
     s->loop = loop_new();
-    loop_add_reader(s->loop, s->insert_sock, s_reader_insert, s);
+    // Sample socket first: a turn with both readable serves the learner before the actors.
     loop_add_reader(s->loop, s->sample_sock, s_reader_sample, s);
+    loop_add_reader(s->loop, s->insert_sock, s_reader_insert, s);
     security_attach(s->security, s->loop);
     loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
     loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
@@ -367,13 +368,16 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
     s_queue_ack(s, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates are acked too
 }
 
-// Handles every [routing id][payload] message waiting on a ROUTER (at most MAX_DRAIN, so
-// that one busy socket cannot starve the other), counting malformed framing as bad.
+// Handles up to `max` [routing id][payload] messages waiting on a ROUTER, counting
+// malformed framing as bad. Returns how many were taken off the socket: fewer than `max`
+// means the socket is empty.
 typedef void (*s_routed_fn)(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload);
 
-static void s_drain_router(replay_server_t *s, void *sock, const char *where, s_routed_fn fn) {
+static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_routed_fn fn,
+                          int max) {
     zmq_msg_t id, payload;
-    for (int i = 0; i < MAX_DRAIN; i++) {
+    int n = 0;
+    for (; n < max; n++) {
         zmq_msg_init(&id);
         zmq_msg_init(&payload);
         int extra;
@@ -392,13 +396,39 @@ static void s_drain_router(replay_server_t *s, void *sock, const char *where, s_
             break;
         }
     }
+    return n;
+}
+
+static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
+                                 const zmq_msg_t *payload);
+
+// Scheduling (docs/architecture.md, "Replay server"): the learner's SampleRequests are
+// latency-critical (it keeps only a few in flight and waits on each), while an actor has a
+// window of unacknowledged batches and its own buffer, so an insert handled a few
+// microseconds later costs it nothing. Hence:
+//   - the sample socket is registered first, so a loop turn serves it before inserts;
+//   - inserts are taken INSERT_SLICE at a time, and between two slices every message
+//     waiting on the sample socket is handled (up to SAMPLE_BURST) and held requests are
+//     re-checked: a request waits behind at most one slice, not behind MAX_DRAIN inserts;
+//   - the sample socket is read at most SAMPLE_BURST messages at a time, after which a
+//     waiting insert slice runs: a flood of requests or updates cannot starve the actors.
+// tests/check_replay_server.c checks both directions over real sockets.
+static int s_serve_sample_sock(replay_server_t *s) {
+    return s_drain_router(s, s->sample_sock, "sample", s_handle_sample_sock, SAMPLE_BURST);
 }
 
 static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     replay_server_t *s = arg;
-    s_drain_router(s, sock, "insert", s_handle_insert);
-    s_serve_pending(s, clock_now_ms());
+    // At most MAX_DRAIN inserts per call, so that timers (limiter, log sync) still run.
+    for (int done = 0; done < MAX_DRAIN; done += INSERT_SLICE) {
+        int got = s_drain_router(s, sock, "insert", s_handle_insert, INSERT_SLICE);
+        s_serve_pending(s, clock_now_ms());
+        if (got < INSERT_SLICE) {
+            break; // the insert socket is empty: back to the poll, which looks at both
+        }
+        s_serve_sample_sock(s);
+    }
     return 0;
 }
 
@@ -519,7 +549,8 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
 
 static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
-    s_drain_router(arg, sock, "sample", s_handle_sample_sock);
+    (void)sock;
+    s_serve_sample_sock(arg);
     return 0;
 }
 

@@ -21,7 +21,9 @@
 #define LIMITER_TICK_MS 10       // how often held requests are re-checked and expired
 #define STOP_CHECK_MS 50
 #define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
-#define MAX_DRAIN 256            // messages handled per reader call, for fairness
+#define MAX_DRAIN 256            // inserts handled per reader call, so timers run
+#define INSERT_SLICE 16          // inserts handled between two looks at the sample socket
+#define SAMPLE_BURST 64          // sample-socket messages per look, then inserts get a turn
 #define PEERS_MAX 64             // peers with their own bad-message counter
 #define ROUTING_ID_MAX 256
 #define ACKS_MAX 4096            // acks waiting for a log sync; more force a sync at once
