@@ -113,6 +113,11 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->actions = xmalloc(B * sizeof(int32_t));
     s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
     wire_buf_init(&s->out, 64 + B * (2 * O * 4 + 24));
+    s->replies = xcalloc(REPLY_RING, sizeof *s->replies);
+    for (int i = 0; i < REPLY_RING; i++) {
+        wire_buf_init(&s->replies[i].buf, 64 + B * (2 * O * 4 + 24));
+        atomic_init(&s->replies[i].in_use, 0);
+    }
     wire_limits_t lim;
     s_max_message_bytes(cfg, &lim);
     s->dec = wire_decoder_new(&lim);
@@ -166,7 +171,13 @@ void replay_server_destroy(replay_server_t **self_p) {
     net_close(&s->sample_sock);
     security_destroy(&s->security);
     if (s->ctx) {
-        zmq_ctx_term(s->ctx);
+        zmq_ctx_term(s->ctx); // after this no lent reply buffer is still held by libzmq
+    }
+    if (s->replies) {
+        for (int i = 0; i < REPLY_RING; i++) {
+            wire_buf_fini(&s->replies[i].buf);
+        }
+        free(s->replies);
     }
     durable_destroy(&s->durable);
     dedupe_fini(&s->dedupe);
@@ -463,6 +474,46 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
     };
 }
 
+// libzmq's free callback for a lent reply buffer (runs on its I/O thread, or on ours when
+// the message is dropped): the release pairs with the acquire in s_send_reply.
+static void s_reply_released(void *data, void *hint) {
+    (void)data;
+    atomic_store_explicit(&((s_reply_buf *)hint)->in_use, 0, memory_order_release);
+}
+
+// Encodes m and sends it routed to id. A SampleReply is ~28 KB at 512 rows: encoding it
+// straight into a ring buffer that libzmq then owns until its I/O thread has written it
+// saves zmq_send's copy (and its malloc of that size) on every reply. When every ring
+// buffer is still in flight (a learner that does not read), the reply is copied instead.
+static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t *id,
+                         size_t id_len) {
+    s_reply_buf *rb = NULL;
+    for (int k = 0; k < REPLY_RING && !rb; k++) {
+        s_reply_buf *c = &s->replies[(s->reply_next + k) % REPLY_RING];
+        if (!atomic_load_explicit(&c->in_use, memory_order_acquire)) {
+            rb = c;
+            s->reply_next = (s->reply_next + k + 1) % REPLY_RING;
+        }
+    }
+    if (!rb) {
+        s->reply_copies++;
+        wire_encode(m, &s->out);
+        s_send_routed(s, s->sample_sock, id, id_len);
+        return;
+    }
+    wire_encode(m, &rb->buf);
+    atomic_store_explicit(&rb->in_use, 1, memory_order_relaxed); // ours until released
+    zmq_msg_t msg;
+    // zmq_msg_init_data cannot fail for a non-NULL buffer other than by running out of
+    // memory, which libzmq itself treats as fatal.
+    zmq_msg_init_data(&msg, rb->buf.data, rb->buf.len, s_reply_released, rb);
+    if (net_send(s->sample_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) != APEX_OK ||
+        zmq_msg_send(&msg, s->sample_sock, ZMQ_DONTWAIT) < 0) {
+        s->dropped_replies++;
+        zmq_msg_close(&msg); // not sent: releases the buffer through the callback
+    }
+}
+
 static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                     const wire_sample_request_t *req, wire_sample_status status) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
@@ -486,8 +537,7 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
         s->refused++;
     }
     replay_server_stats(s, &r->stats);
-    wire_encode(&m, &s->out);
-    s_send_routed(s, s->sample_sock, id, id_len);
+    s_send_reply(s, &m, id, id_len);
 }
 
 // Answers held requests in arrival order while the limiter allows, and expires those past
