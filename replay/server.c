@@ -138,8 +138,8 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     }
     s->loop = loop_new();
     // Sample socket first: a turn with both readable serves the learner before the actors.
-    loop_add_reader(s->loop, s->sample_sock, s_reader_sample, s);
-    loop_add_reader(s->loop, s->insert_sock, s_reader_insert, s);
+    loop_add_drain_reader(s->loop, s->sample_sock, s_reader_sample, s);
+    loop_add_drain_reader(s->loop, s->insert_sock, s_reader_insert, s);
     security_attach(s->security, s->loop);
     loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
     loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
@@ -271,7 +271,17 @@ static int s_recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *payload, int *ext
 // ---------------------------------------------------------------------------------------
 // Inserts
 
+// Both sockets have drain readers (common/loop.h): every other operation on them (a send
+// from a timer, the sample socket read between insert slices) must tell the loop, or it
+// could block while libzmq holds input whose wake-up signal that operation consumed.
+static void s_used(replay_server_t *s, void *sock) {
+    if (s->loop) {
+        loop_recheck(s->loop, sock);
+    }
+}
+
 static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t id_len) {
+    s_used(s, sock);
     // DONTWAIT: a peer that stopped reading must not stall the loop; its reply is dropped.
     if (net_send(sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) != APEX_OK ||
         net_send(sock, s->out.data, s->out.len, ZMQ_DONTWAIT) != APEX_OK) {
@@ -424,8 +434,10 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
 //   - the sample socket is read at most SAMPLE_BURST messages at a time, after which a
 //     waiting insert slice runs: a flood of requests or updates cannot starve the actors.
 // tests/check_replay_server.c checks both directions over real sockets.
+// Returns LOOP_DRAINED when the sample socket was left empty.
 static int s_serve_sample_sock(replay_server_t *s) {
-    return s_drain_router(s, s->sample_sock, "sample", s_handle_sample_sock, SAMPLE_BURST);
+    int got = s_drain_router(s, s->sample_sock, "sample", s_handle_sample_sock, SAMPLE_BURST);
+    return got < SAMPLE_BURST ? LOOP_DRAINED : 0;
 }
 
 static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
@@ -436,9 +448,10 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
         int got = s_drain_router(s, sock, "insert", s_handle_insert, INSERT_SLICE);
         s_serve_pending(s, clock_now_ms());
         if (got < INSERT_SLICE) {
-            break; // the insert socket is empty: back to the poll, which looks at both
+            return LOOP_DRAINED; // the last receive on the insert socket said EAGAIN
         }
         s_serve_sample_sock(s);
+        s_used(s, s->sample_sock);
     }
     return 0;
 }
@@ -501,6 +514,7 @@ static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t 
         s_send_routed(s, s->sample_sock, id, id_len);
         return;
     }
+    s_used(s, s->sample_sock);
     wire_encode(m, &rb->buf);
     atomic_store_explicit(&rb->in_use, 1, memory_order_relaxed); // ours until released
     zmq_msg_t msg;
@@ -600,8 +614,7 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
 static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     (void)sock;
-    s_serve_sample_sock(arg);
-    return 0;
+    return s_serve_sample_sock(arg);
 }
 
 // ---------------------------------------------------------------------------------------
