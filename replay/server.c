@@ -54,6 +54,10 @@ static int s_open_sockets(replay_server_t *s) {
     size_t max_bytes = s_max_message_bytes(c, &lim);
     net_opts_t o = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000, .sndhwm = 1000};
     s->ctx = zmq_ctx_new();
+    // Two I/O threads, one per socket (ZMQ_AFFINITY below): with one, the learner's
+    // requests and replies queue in the same event loop behind the actors' stream of
+    // batches and acks, and a sample round trip waits for insert traffic it does not need.
+    zmq_ctx_set(s->ctx, ZMQ_IO_THREADS, 2);
     // The ZAP handler must be bound before any CURVE server socket accepts a client.
     s->security = security_new(s->ctx, c, "replay", -1, 1);
     if (!s->security) {
@@ -69,6 +73,11 @@ static int s_open_sockets(replay_server_t *s) {
         security_server(s->security, s->sample_sock)) {
         return -1;
     }
+    // Bit i is I/O thread i. Set before bind, so that the listener and the connections it
+    // accepts use that thread.
+    uint64_t io_insert = 1, io_sample = 2;
+    zmq_setsockopt(s->insert_sock, ZMQ_AFFINITY, &io_insert, sizeof io_insert);
+    zmq_setsockopt(s->sample_sock, ZMQ_AFFINITY, &io_sample, sizeof io_sample);
     if (net_bind(s->insert_sock, c->endpoints.replay_insert_bind, s->insert_ep,
                  sizeof s->insert_ep) != 0 ||
         net_bind(s->sample_sock, c->endpoints.replay_sample_bind, s->sample_ep,
