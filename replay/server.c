@@ -517,6 +517,15 @@ static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t 
             s->reply_next = (s->reply_next + k + 1) % REPLY_RING;
         }
     }
+    zmq_msg_t msg;
+    if (rb) {
+        wire_encode(m, &rb->buf);
+        atomic_store_explicit(&rb->in_use, 1, memory_order_relaxed); // ours until released
+        if (zmq_msg_init_data(&msg, rb->buf.data, rb->buf.len, s_reply_released, rb) != 0) {
+            atomic_store_explicit(&rb->in_use, 0, memory_order_relaxed); // (out of memory)
+            rb = NULL;
+        }
+    }
     if (!rb) {
         s->reply_copies++;
         wire_encode(m, &s->out);
@@ -524,12 +533,6 @@ static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t 
         return;
     }
     s_used(s, s->sample_sock);
-    wire_encode(m, &rb->buf);
-    atomic_store_explicit(&rb->in_use, 1, memory_order_relaxed); // ours until released
-    zmq_msg_t msg;
-    // zmq_msg_init_data cannot fail for a non-NULL buffer other than by running out of
-    // memory, which libzmq itself treats as fatal.
-    zmq_msg_init_data(&msg, rb->buf.data, rb->buf.len, s_reply_released, rb);
     if (net_send(s->sample_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) != APEX_OK ||
         zmq_msg_send(&msg, s->sample_sock, ZMQ_DONTWAIT) < 0) {
         s->dropped_replies++;

@@ -438,6 +438,93 @@ START_TEST(test_insert_served_during_sample_flood) {
 }
 END_TEST
 
+// Zero-copy replies (server.c s_send_reply) lend ring buffers to libzmq until its I/O thread
+// has written them. A learner that stops reading leaves replies queued in libzmq, which
+// holds their buffers; the server must then copy instead of reusing a buffer whose bytes
+// are still queued. Every reply that arrives must be intact and in order.
+START_TEST(test_queued_replies_intact_when_learner_stalls) {
+    enum { ROWS = 4096, BATCHES = ROWS / 64, REQUESTS = 120 };
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {"replay.capacity=8192", "replay.max_batch=4096",
+                          "learner.batch_size=4096", "actor.send_batch=64",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
+                          "replay.min_size_to_sample=1"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, 7, err, sizeof err) == 0, "%s", err);
+    s_fixture f = {.server = replay_server_new(&cfg, 1), .ctx = zmq_ctx_new()};
+    ck_assert_ptr_nonnull(f.server);
+    s_run_loop(&f);
+    wire_limits_t lim = s_lim;
+    lim.max_count = ROWS;
+    lim.max_message_bytes = wire_max_message_bytes(&lim);
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    wire_msg_t m;
+    zmq_msg_t msg;
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    for (int i = 0; i < BATCHES; i++) {
+        s_send_batch(a0, 0, (uint64_t)i, 64, (float)i, NULL);
+    }
+    for (int i = 0; i < BATCHES; i++) {
+        ck_assert_int_eq(s_recv(a0, dec, &msg, &m), APEX_OK);
+        zmq_msg_close(&msg);
+    }
+    // A learner that reads nothing while ~27 MB of replies are produced: more than the
+    // loopback socket buffers hold, so libzmq keeps the rest (and their buffers) queued.
+    void *lr = zmq_socket(f.ctx, ZMQ_DEALER);
+    int one = 1, zero = 0, timeout = 3000;
+    zmq_setsockopt(lr, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(lr, ZMQ_RCVBUF, &one, sizeof one); // the kernel's minimum
+    zmq_setsockopt(lr, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(lr, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    ck_assert_int_eq(zmq_connect(lr, replay_server_sample_endpoint(f.server)), 0);
+    for (int i = 1; i <= REQUESTS; i++) {
+        s_send_request(lr, (uint64_t)i, ROWS);
+    }
+    // Every request is answered before anything is read: a second learner asks for one row
+    // until the stats in its reply count all of them.
+    void *probe = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    uint64_t sampled = 0;
+    for (int k = 0; k < 500 && sampled < (uint64_t)REQUESTS * ROWS; k++) {
+        s_send_request(probe, 1000000 + (uint64_t)k, 1);
+        ck_assert_int_eq(s_recv(probe, dec, &msg, &m), APEX_OK);
+        // Minus the probes' own rows (this one is counted in its own reply).
+        sampled = m.u.sample_reply.stats.sampled - (uint64_t)(k + 1);
+        zmq_msg_close(&msg);
+        struct timespec pause = {0, 5 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_uint_ge(sampled, (uint64_t)REQUESTS * ROWS);
+    zmq_close(probe);
+    uint64_t last = 0;
+    int got = 0;
+    for (int rc; (rc = s_recv(lr, dec, &msg, &m)) != APEX_ETIMEDOUT;) {
+        ck_assert_msg(rc == APEX_OK, "reply %d after id %llu does not decode: %s", got + 1,
+                      (unsigned long long)last, wire_decoder_last_error(dec));
+        const wire_sample_reply_t *r = &m.u.sample_reply;
+        ck_assert_int_eq(m.type, WIRE_MSG_SAMPLE_REPLY);
+        ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+        ck_assert_uint_gt(r->id, last); // replies beyond the high-water mark may be dropped
+        last = r->id;
+        ck_assert_uint_eq(r->count, ROWS);
+        for (uint32_t j = 0; j < ROWS; j++) { // each row is a row that was inserted
+            ck_assert_float_eq(r->next_obs[j * OBS], r->obs[j * OBS] + 0.5f);
+            ck_assert_float_eq(r->rewards[j], r->obs[j * OBS]);
+        }
+        zmq_msg_close(&msg);
+        got++;
+    }
+    zmq_msg_close(&msg);
+    ck_assert_int_gt(got, REPLY_RING);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    ck_assert_uint_gt(f.server->reply_copies, 0); // the ring did run out: the copy path ran
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
 START_TEST(test_capacity_too_large_refused) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
@@ -459,6 +546,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_capacity_too_large_refused);
     tcase_add_test(tc, test_sample_served_between_insert_slices);
     tcase_add_test(tc, test_insert_served_during_sample_flood);
+    tcase_add_test(tc, test_queued_replies_intact_when_learner_stalls);
     suite_add_tcase(s, tc);
     return s;
 }
