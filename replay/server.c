@@ -54,6 +54,10 @@ static int s_open_sockets(replay_server_t *s) {
     size_t max_bytes = s_max_message_bytes(c, &lim);
     net_opts_t o = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000, .sndhwm = 1000};
     s->ctx = zmq_ctx_new();
+    // Two I/O threads, one per socket (ZMQ_AFFINITY below): with one, the learner's
+    // requests and replies queue in the same event loop behind the actors' stream of
+    // batches and acks, and a sample round trip waits for insert traffic it does not need.
+    zmq_ctx_set(s->ctx, ZMQ_IO_THREADS, 2);
     // The ZAP handler must be bound before any CURVE server socket accepts a client.
     s->security = security_new(s->ctx, c, "replay", -1, 1);
     if (!s->security) {
@@ -69,6 +73,11 @@ static int s_open_sockets(replay_server_t *s) {
         security_server(s->security, s->sample_sock)) {
         return -1;
     }
+    // Bit i is I/O thread i. Set before bind, so that the listener and the connections it
+    // accepts use that thread.
+    uint64_t io_insert = 1, io_sample = 2;
+    zmq_setsockopt(s->insert_sock, ZMQ_AFFINITY, &io_insert, sizeof io_insert);
+    zmq_setsockopt(s->sample_sock, ZMQ_AFFINITY, &io_sample, sizeof io_sample);
     if (net_bind(s->insert_sock, c->endpoints.replay_insert_bind, s->insert_ep,
                  sizeof s->insert_ep) != 0 ||
         net_bind(s->sample_sock, c->endpoints.replay_sample_bind, s->sample_ep,
@@ -113,6 +122,11 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->actions = xmalloc(B * sizeof(int32_t));
     s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
     wire_buf_init(&s->out, 64 + B * (2 * O * 4 + 24));
+    s->replies = xcalloc(REPLY_RING, sizeof *s->replies);
+    for (int i = 0; i < REPLY_RING; i++) {
+        wire_buf_init(&s->replies[i].buf, 64 + B * (2 * O * 4 + 24));
+        atomic_init(&s->replies[i].in_use, 0);
+    }
     wire_limits_t lim;
     s_max_message_bytes(cfg, &lim);
     s->dec = wire_decoder_new(&lim);
@@ -139,8 +153,9 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         return NULL;
     }
     s->loop = loop_new();
-    loop_add_reader(s->loop, s->insert_sock, s_reader_insert, s);
-    loop_add_reader(s->loop, s->sample_sock, s_reader_sample, s);
+    // Sample socket first: a turn with both readable serves the learner before the actors.
+    loop_add_drain_reader(s->loop, s->sample_sock, s_reader_sample, s);
+    loop_add_drain_reader(s->loop, s->insert_sock, s_reader_insert, s);
     security_attach(s->security, s->loop);
     loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
     loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
@@ -177,7 +192,13 @@ void replay_server_destroy(replay_server_t **self_p) {
     net_close(&s->sample_sock);
     security_destroy(&s->security);
     if (s->ctx) {
-        zmq_ctx_term(s->ctx);
+        zmq_ctx_term(s->ctx); // after this no lent reply buffer is still held by libzmq
+    }
+    if (s->replies) {
+        for (int i = 0; i < REPLY_RING; i++) {
+            wire_buf_fini(&s->replies[i].buf);
+        }
+        free(s->replies);
     }
     durable_destroy(&s->durable);
     dedupe_fini(&s->dedupe);
@@ -275,7 +296,17 @@ static int s_recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *payload, int *ext
 // ---------------------------------------------------------------------------------------
 // Inserts
 
+// Both sockets have drain readers (common/loop.h): every other operation on them (a send
+// from a timer, the sample socket read between insert slices) must tell the loop, or it
+// could block while libzmq holds input whose wake-up signal that operation consumed.
+static void s_used(replay_server_t *s, void *sock) {
+    if (s->loop) {
+        loop_recheck(s->loop, sock);
+    }
+}
+
 static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t id_len) {
+    s_used(s, sock);
     // DONTWAIT: a peer that stopped reading must not stall the loop; its reply is dropped.
     if (net_send(sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) != APEX_OK ||
         net_send(sock, s->out.data, s->out.len, ZMQ_DONTWAIT) != APEX_OK) {
@@ -462,13 +493,16 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
     s_queue_ack(s, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates are acked too
 }
 
-// Handles every [routing id][payload] message waiting on a ROUTER (at most MAX_DRAIN, so
-// that one busy socket cannot starve the other), counting malformed framing as bad.
+// Handles up to `max` [routing id][payload] messages waiting on a ROUTER, counting
+// malformed framing as bad. Returns how many were taken off the socket: fewer than `max`
+// means the socket is empty.
 typedef void (*s_routed_fn)(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload);
 
-static void s_drain_router(replay_server_t *s, void *sock, const char *where, s_routed_fn fn) {
+static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_routed_fn fn,
+                          int max) {
     zmq_msg_t id, payload;
-    for (int i = 0; i < MAX_DRAIN; i++) {
+    int n = 0;
+    for (; n < max; n++) {
         zmq_msg_init(&id);
         zmq_msg_init(&payload);
         int extra;
@@ -487,14 +521,43 @@ static void s_drain_router(replay_server_t *s, void *sock, const char *where, s_
             break;
         }
     }
+    return n;
+}
+
+static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
+                                 const zmq_msg_t *payload);
+
+// Scheduling (docs/architecture.md, "Replay server"): the learner's SampleRequests are
+// latency-critical (it keeps only a few in flight and waits on each), while an actor has a
+// window of unacknowledged batches and its own buffer, so an insert handled a few
+// microseconds later costs it nothing. Hence:
+//   - the sample socket is registered first, so a loop turn serves it before inserts;
+//   - inserts are taken INSERT_SLICE at a time, and between two slices every message
+//     waiting on the sample socket is handled (up to SAMPLE_BURST) and held requests are
+//     re-checked: a request waits behind at most one slice, not behind MAX_DRAIN inserts;
+//   - the sample socket is read at most SAMPLE_BURST messages at a time, after which a
+//     waiting insert slice runs: a flood of requests or updates cannot starve the actors.
+// tests/check_replay_server.c checks both directions over real sockets.
+// Returns LOOP_DRAINED when the sample socket was left empty.
+static int s_serve_sample_sock(replay_server_t *s) {
+    int got = s_drain_router(s, s->sample_sock, "sample", s_handle_sample_sock, SAMPLE_BURST);
+    return got < SAMPLE_BURST ? LOOP_DRAINED : 0;
 }
 
 static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     replay_server_t *s = arg;
-    s_drain_router(s, sock, "insert", s_handle_insert);
-    server_send_ready_acks(s); // the acks of this burst, one message per peer
-    s_serve_pending(s, clock_now_ms());
+    // At most MAX_DRAIN inserts per call, so that timers (limiter, log sync) still run.
+    for (int done = 0; done < MAX_DRAIN; done += INSERT_SLICE) {
+        int got = s_drain_router(s, sock, "insert", s_handle_insert, INSERT_SLICE);
+        server_send_ready_acks(s); // the acks of this slice, one message per peer
+        s_serve_pending(s, clock_now_ms());
+        if (got < INSERT_SLICE) {
+            return LOOP_DRAINED; // the last receive on the insert socket said EAGAIN
+        }
+        s_serve_sample_sock(s);
+        s_used(s, s->sample_sock);
+    }
     return 0;
 }
 
@@ -529,6 +592,50 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
     };
 }
 
+// libzmq's free callback for a lent reply buffer (runs on its I/O thread, or on ours when
+// the message is dropped): the release pairs with the acquire in s_send_reply.
+static void s_reply_released(void *data, void *hint) {
+    (void)data;
+    atomic_store_explicit(&((s_reply_buf *)hint)->in_use, 0, memory_order_release);
+}
+
+// Encodes m and sends it routed to id. A SampleReply is ~28 KB at 512 rows: encoding it
+// straight into a ring buffer that libzmq then owns until its I/O thread has written it
+// saves zmq_send's copy (and its malloc of that size) on every reply. When every ring
+// buffer is still in flight (a learner that does not read), the reply is copied instead.
+static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t *id,
+                         size_t id_len) {
+    s_reply_buf *rb = NULL;
+    for (int k = 0; k < REPLY_RING && !rb; k++) {
+        s_reply_buf *c = &s->replies[(s->reply_next + k) % REPLY_RING];
+        if (!atomic_load_explicit(&c->in_use, memory_order_acquire)) {
+            rb = c;
+            s->reply_next = (s->reply_next + k + 1) % REPLY_RING;
+        }
+    }
+    zmq_msg_t msg;
+    if (rb) {
+        wire_encode(m, &rb->buf);
+        atomic_store_explicit(&rb->in_use, 1, memory_order_relaxed); // ours until released
+        if (zmq_msg_init_data(&msg, rb->buf.data, rb->buf.len, s_reply_released, rb) != 0) {
+            atomic_store_explicit(&rb->in_use, 0, memory_order_relaxed); // (out of memory)
+            rb = NULL;
+        }
+    }
+    if (!rb) {
+        s->reply_copies++;
+        wire_encode(m, &s->out);
+        s_send_routed(s, s->sample_sock, id, id_len);
+        return;
+    }
+    s_used(s, s->sample_sock);
+    if (net_send(s->sample_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) != APEX_OK ||
+        zmq_msg_send(&msg, s->sample_sock, ZMQ_DONTWAIT) < 0) {
+        s->dropped_replies++;
+        zmq_msg_close(&msg); // not sent: releases the buffer through the callback
+    }
+}
+
 static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                     const wire_sample_request_t *req, wire_sample_status status) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
@@ -552,8 +659,7 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
         s->refused++;
     }
     replay_server_stats(s, &r->stats);
-    wire_encode(&m, &s->out);
-    s_send_routed(s, s->sample_sock, id, id_len);
+    s_send_reply(s, &m, id, id_len);
 }
 
 // Answers held requests in arrival order while the limiter allows, and expires those past
@@ -615,8 +721,8 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
 
 static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
-    s_drain_router(arg, sock, "sample", s_handle_sample_sock);
-    return 0;
+    (void)sock;
+    return s_serve_sample_sock(arg);
 }
 
 // ---------------------------------------------------------------------------------------

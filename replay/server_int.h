@@ -21,7 +21,10 @@
 #define LIMITER_TICK_MS 10       // how often held requests are re-checked and expired
 #define STOP_CHECK_MS 50
 #define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
-#define MAX_DRAIN 256            // messages handled per reader call, for fairness
+#define MAX_DRAIN 256            // inserts handled per reader call, so timers run
+#define INSERT_SLICE 16          // inserts handled between two looks at the sample socket
+#define SAMPLE_BURST 64          // sample-socket messages per look, then inserts get a turn
+#define REPLY_RING 16            // reply buffers lent to libzmq (zero-copy sends)
 #define PEERS_MAX 64             // peers with their own bad-message counter
 #define ROUTING_ID_MAX 256
 #define ACKS_MAX 4096            // acks waiting for a log commit; more force a sync at once
@@ -52,6 +55,14 @@ typedef struct {
     uint64_t seq;
 } s_ack;
 
+// An encoded SampleReply lent to libzmq without a copy (zmq_msg_init_data). libzmq's I/O
+// thread calls the free callback once the bytes are on the socket (or the message is
+// dropped), which hands the buffer back: in_use is the only state that crosses threads.
+typedef struct {
+    wire_buf_t buf;
+    atomic_int in_use;
+} s_reply_buf;
+
 typedef struct {
     int64_t at_ms;
     uint64_t inserted, sampled, updated;
@@ -68,6 +79,9 @@ struct replay_server {
     rng_t rng;
     wire_decoder_t *dec;
     wire_buf_t out;
+    s_reply_buf *replies; // REPLY_RING buffers; a copying send when all are lent out
+    int reply_next;
+    uint64_t reply_copies; // replies sent by copy because every ring buffer was in flight
     loop_t *loop;
     atomic_int stop_requested;
     // Gather buffers for one reply, sized for [replay] max_batch (S8: nothing allocated

@@ -9,11 +9,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "config.h"
 #include "server.h"
+#include "server_int.h" // INSERT_SLICE, SAMPLE_BURST and the sockets, for the scheduling tests
 #include "wire.h"
 
 #define OBS 4
@@ -29,7 +31,7 @@ static void *s_run(void *arg) {
     return NULL;
 }
 
-static void s_start(s_fixture *f, int64_t min_size, double spi) {
+static void s_create(s_fixture *f, int64_t min_size, double spi) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN], a[64], b[64];
     snprintf(a, sizeof a, "replay.min_size_to_sample=%lld", (long long)min_size);
@@ -42,8 +44,18 @@ static void s_start(s_fixture *f, int64_t min_size, double spi) {
     ck_assert_msg(config_load(&cfg, NULL, sets, 10, err, sizeof err) == 0, "%s", err);
     f->server = replay_server_new(&cfg, 1);
     ck_assert_ptr_nonnull(f->server);
-    ck_assert_int_eq(pthread_create(&f->thread, NULL, s_run, f->server), 0);
     f->ctx = zmq_ctx_new();
+}
+
+// Starts the server's loop thread (pthread_create orders the test thread's earlier use of
+// the server's sockets before the loop's).
+static void s_run_loop(s_fixture *f) {
+    ck_assert_int_eq(pthread_create(&f->thread, NULL, s_run, f->server), 0);
+}
+
+static void s_start(s_fixture *f, int64_t min_size, double spi) {
+    s_create(f, min_size, spi);
+    s_run_loop(f);
 }
 
 static void s_stop(s_fixture *f) {
@@ -318,6 +330,219 @@ START_TEST(test_hostile_input_counted_and_survived) {
 }
 END_TEST
 
+// Before the loop runs: waits until the server's socket has a message queued (sent by a
+// client, carried by libzmq's I/O thread), peeking with zmq_poll, which consumes nothing;
+// then gives the rest of a flood a moment to arrive behind it. The assertions below hold
+// however much of the flood has arrived when the loop starts; the pause only makes them
+// sharper (a loop that drained whole sockets first fails them once the flood is queued).
+static void s_wait_queued(void *server_sock) {
+    zmq_pollitem_t it = {.socket = server_sock, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+}
+
+static void s_send_stale_update(void *sock) {
+    uint64_t key = 999; // slot 999 of an empty store: dropped as stale, and counted
+    float prio = 1.0f;
+    wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
+    m.u.priority_update = (wire_priority_update_t){.count = 1, .keys = &key, .priorities = &prio};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
+    wire_buf_fini(&b);
+}
+
+// Receives InsertAcks on sock until n seqs are acknowledged (an ack may carry several);
+// fails on anything else. The seqs go to out in the order they were acknowledged.
+static void s_recv_acked(void *sock, wire_decoder_t *dec, uint64_t *out, int n) {
+    int got = 0;
+    while (got < n) {
+        wire_msg_t m;
+        zmq_msg_t msg;
+        ck_assert_int_eq(s_recv(sock, dec, &msg, &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
+        ck_assert_int_le(got + 1 + (int)m.u.insert_ack.n_more, n);
+        out[got++] = m.u.insert_ack.seq;
+        for (uint32_t k = 0; k < m.u.insert_ack.n_more; k++) {
+            out[got++] = m.u.insert_ack.more[k];
+        }
+        zmq_msg_close(&msg);
+    }
+}
+
+// Sampling is not starved by inserts: with hundreds of insert batches queued, a waiting
+// SampleRequest is answered after at most one slice of them (the old loop drained up to
+// MAX_DRAIN = 256 inserts first).
+START_TEST(test_sample_served_between_insert_slices) {
+    enum { FLOOD = 300, ROWS = 8 };
+    s_fixture f;
+    s_create(&f, ROWS, 0); // the first batch makes sampling possible
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    for (int i = 0; i < FLOOD; i++) {
+        s_send_batch(a0, 0, (uint64_t)i, ROWS, 1.0f, NULL);
+    }
+    s_send_request(lr, 7, ROWS);
+    s_wait_queued(f.server->insert_sock);
+    s_wait_queued(f.server->sample_sock); // the request waits before the loop starts
+    s_run_loop(&f);
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    wire_msg_t m;
+    zmq_msg_t msg;
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    ck_assert_uint_eq(m.u.sample_reply.id, 7);
+    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
+    // Held (the store was empty) and answered right after the first insert slice.
+    ck_assert_uint_ge(m.u.sample_reply.stats.inserted, ROWS);
+    ck_assert_uint_le(m.u.sample_reply.stats.inserted, INSERT_SLICE * ROWS);
+    zmq_msg_close(&msg);
+    // Every insert is still acknowledged, in order (acks are coalesced per slice).
+    uint64_t acked[FLOOD];
+    s_recv_acked(a0, dec, acked, FLOOD);
+    for (int i = 0; i < FLOOD; i++) {
+        ck_assert_uint_eq(acked[i], (uint64_t)i);
+    }
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    wire_replay_stats_t st;
+    replay_server_stats(f.server, &st);
+    ck_assert_uint_eq(st.inserted, FLOOD * ROWS);
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
+// Inserts are not starved by the sample socket: with a request followed by hundreds of
+// priority updates queued there, the waiting insert is handled after at most SAMPLE_BURST
+// of them; the held request, answered right after that insert, shows how many.
+START_TEST(test_insert_served_during_sample_flood) {
+    enum { FLOOD = 500, ROWS = 8 };
+    s_fixture f;
+    s_create(&f, ROWS, 0);
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    s_send_request(lr, 1, ROWS); // held: the store is empty
+    for (int i = 0; i < FLOOD; i++) {
+        s_send_stale_update(lr);
+    }
+    s_send_request(lr, 2, ROWS);
+    s_send_batch(a0, 0, 0, ROWS, 1.0f, NULL);
+    s_wait_queued(f.server->sample_sock);
+    s_wait_queued(f.server->insert_sock);
+    s_run_loop(&f);
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    wire_msg_t m;
+    zmq_msg_t msg;
+    ck_assert_int_eq(s_recv(a0, dec, &msg, &m), APEX_OK);
+    ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
+    zmq_msg_close(&msg);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    ck_assert_uint_eq(m.u.sample_reply.id, 1);
+    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
+    ck_assert_uint_le(m.u.sample_reply.stats.stale_updates, SAMPLE_BURST);
+    zmq_msg_close(&msg);
+    // The rest of the flood is handled too, in order, before the second request.
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    ck_assert_uint_eq(m.u.sample_reply.id, 2);
+    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(m.u.sample_reply.stats.stale_updates, FLOOD);
+    zmq_msg_close(&msg);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
+// Zero-copy replies (server.c s_send_reply) lend ring buffers to libzmq until its I/O thread
+// has written them. A learner that stops reading leaves replies queued in libzmq, which
+// holds their buffers; the server must then copy instead of reusing a buffer whose bytes
+// are still queued. Every reply that arrives must be intact and in order.
+START_TEST(test_queued_replies_intact_when_learner_stalls) {
+    enum { ROWS = 4096, BATCHES = ROWS / 64, REQUESTS = 120 };
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {"replay.capacity=8192", "replay.max_batch=4096",
+                          "learner.batch_size=4096", "actor.send_batch=64",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
+                          "replay.min_size_to_sample=1"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, 7, err, sizeof err) == 0, "%s", err);
+    s_fixture f = {.server = replay_server_new(&cfg, 1), .ctx = zmq_ctx_new()};
+    ck_assert_ptr_nonnull(f.server);
+    s_run_loop(&f);
+    wire_limits_t lim = s_lim;
+    lim.max_count = ROWS;
+    lim.max_message_bytes = wire_max_message_bytes(&lim);
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    wire_msg_t m;
+    zmq_msg_t msg;
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    for (int i = 0; i < BATCHES; i++) {
+        s_send_batch(a0, 0, (uint64_t)i, 64, (float)i, NULL);
+    }
+    uint64_t acked[BATCHES];
+    s_recv_acked(a0, dec, acked, BATCHES);
+    // A learner that reads nothing while ~27 MB of replies are produced: more than the
+    // loopback socket buffers hold, so libzmq keeps the rest (and their buffers) queued.
+    void *lr = zmq_socket(f.ctx, ZMQ_DEALER);
+    int one = 1, zero = 0, timeout = 3000;
+    zmq_setsockopt(lr, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(lr, ZMQ_RCVBUF, &one, sizeof one); // the kernel's minimum
+    zmq_setsockopt(lr, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(lr, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    ck_assert_int_eq(zmq_connect(lr, replay_server_sample_endpoint(f.server)), 0);
+    for (int i = 1; i <= REQUESTS; i++) {
+        s_send_request(lr, (uint64_t)i, ROWS);
+    }
+    // Every request is answered before anything is read: a second learner asks for one row
+    // until the stats in its reply count all of them.
+    void *probe = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    uint64_t sampled = 0;
+    for (int k = 0; k < 500 && sampled < (uint64_t)REQUESTS * ROWS; k++) {
+        s_send_request(probe, 1000000 + (uint64_t)k, 1);
+        ck_assert_int_eq(s_recv(probe, dec, &msg, &m), APEX_OK);
+        // Minus the probes' own rows (this one is counted in its own reply).
+        sampled = m.u.sample_reply.stats.sampled - (uint64_t)(k + 1);
+        zmq_msg_close(&msg);
+        struct timespec pause = {0, 5 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_uint_ge(sampled, (uint64_t)REQUESTS * ROWS);
+    zmq_close(probe);
+    uint64_t last = 0;
+    int got = 0;
+    for (int rc; (rc = s_recv(lr, dec, &msg, &m)) != APEX_ETIMEDOUT;) {
+        ck_assert_msg(rc == APEX_OK, "reply %d after id %llu does not decode: %s", got + 1,
+                      (unsigned long long)last, wire_decoder_last_error(dec));
+        const wire_sample_reply_t *r = &m.u.sample_reply;
+        ck_assert_int_eq(m.type, WIRE_MSG_SAMPLE_REPLY);
+        ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+        ck_assert_uint_gt(r->id, last); // replies beyond the high-water mark may be dropped
+        last = r->id;
+        ck_assert_uint_eq(r->count, ROWS);
+        for (uint32_t j = 0; j < ROWS; j++) { // each row is a row that was inserted
+            ck_assert_float_eq(r->next_obs[j * OBS], r->obs[j * OBS] + 0.5f);
+            ck_assert_float_eq(r->rewards[j], r->obs[j * OBS]);
+        }
+        zmq_msg_close(&msg);
+        got++;
+    }
+    zmq_msg_close(&msg);
+    ck_assert_int_gt(got, REPLY_RING);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    ck_assert_uint_gt(f.server->reply_copies, 0); // the ring did run out: the copy path ran
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
 START_TEST(test_capacity_too_large_refused) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
@@ -473,6 +698,9 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_capacity_too_large_refused);
     tcase_add_test(tc, test_wal_acked_batches_survive_kill);
     tcase_add_test(tc, test_wal_acks_coalesced_per_actor);
+    tcase_add_test(tc, test_sample_served_between_insert_slices);
+    tcase_add_test(tc, test_insert_served_during_sample_flood);
+    tcase_add_test(tc, test_queued_replies_intact_when_learner_stalls);
     suite_add_tcase(s, tc);
     return s;
 }
