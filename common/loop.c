@@ -22,6 +22,9 @@ typedef struct {
     // new input and the loop may block on the fd without asking libzmq first.
     int empty;
     int ready;
+    // loop_recheck was called for this socket while its own reader ran: whatever the
+    // reader returns, an operation may have followed its last receive.
+    int rechecked;
 } s_reader;
 
 typedef struct {
@@ -75,10 +78,19 @@ int loop_add_drain_reader(loop_t *self, void *socket, loop_reader_fn fn, void *a
     return s_add_reader(self, socket, fn, arg, 1);
 }
 
+void loop_drained(loop_t *self, void *socket) {
+    for (int i = 0; i < self->n_readers; i++) {
+        if (self->readers[i].socket == socket) {
+            self->readers[i].rechecked = 0;
+        }
+    }
+}
+
 void loop_recheck(loop_t *self, void *socket) {
     for (int i = 0; i < self->n_readers; i++) {
         if (self->readers[i].socket == socket) {
             self->readers[i].empty = 0;
+            self->readers[i].rechecked = 1;
         }
     }
 }
@@ -229,11 +241,14 @@ int loop_run(loop_t *self) {
                 continue;
             }
             r->empty = 0;
+            r->rechecked = 0;
             int res = r->fn(self, r->socket, r->arg);
             if (res < 0) {
                 return 0;
             }
-            r->empty = r->drains && res == LOOP_DRAINED;
+            // A send on the socket after the reader's last receive (e.g. acks) may have
+            // consumed the fd's wake-up: then LOOP_DRAINED cannot be trusted.
+            r->empty = r->drains && res == LOOP_DRAINED && !r->rechecked;
         }
     }
     return 0;

@@ -7,9 +7,10 @@
 // loop.c). Their contract: receive only with ZMQ_DONTWAIT, and return LOOP_DRAINED when the
 // last receive found the socket empty (EAGAIN) with no operation on the socket after it,
 // or 0 when input may be left. Any other operation on that socket (a send from a timer, a
-// receive from another handler) must be followed by loop_recheck(loop, socket): libzmq may
-// consume the socket's wake-up signal during it, and the loop would otherwise block
-// without seeing the input. The loop also
+// receive from another handler, a send from the reader itself after its last receive)
+// must be accompanied by loop_recheck(loop, socket): libzmq may consume the socket's
+// wake-up signal during it, and the loop would otherwise block without seeing the input.
+// (A recheck during the socket's own reader overrides its LOOP_DRAINED.) The loop also
 // stops when a shutdown signal has been received (signals.h). An optional idle handler is
 // called on every iteration (for the actor, whose real work is stepping environments):
 // when it returns 1 ("I have more work") the loop polls with a zero timeout.
@@ -37,6 +38,9 @@ int loop_add_timer(loop_t *self, int64_t interval_ms, loop_timer_fn fn, void *ar
 // Says that socket (of a drain reader) was used outside its reader: look at it before
 // blocking. Cheap (a flag); callable from handlers.
 void loop_recheck(loop_t *self, void *socket);
+// Says that a receive on socket just returned EAGAIN: uses of it before that receive no
+// longer matter (its commands are processed). A drain reader calls it at its last receive.
+void loop_drained(loop_t *self, void *socket);
 void loop_set_idle(loop_t *self, loop_idle_fn fn, void *arg);
 // Runs until a handler returns -1 or shutdown is requested. Returns 0 on a clean stop,
 // -1 when zmq_poll itself failed.

@@ -518,6 +518,9 @@ static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_r
         zmq_msg_close(&id);
         zmq_msg_close(&payload);
         if (got != 1) {
+            if (got == 0 && s->loop) {
+                loop_drained(s->loop, sock); // EAGAIN: the fd is a reliable signal again
+            }
             break;
         }
     }

@@ -131,6 +131,48 @@ START_TEST(test_recheck_after_outside_receive) {
 }
 END_TEST
 
+// The reader itself uses its socket after its last receive (the replay sends acks after a
+// slice of inserts): the use consumes the wake-up signal of input that arrives meanwhile, so
+// its loop_recheck must override the LOOP_DRAINED it returns.
+static int s_drain_then_use(loop_t *loop, void *sock, void *arg) {
+    s_fix *f = arg;
+    char b[8];
+    for (;;) {
+        if (zmq_recv(sock, b, sizeof b, ZMQ_DONTWAIT) < 0) {
+            ck_assert_int_eq(zmq_errno(), EAGAIN);
+            loop_drained(loop, sock);
+            if (!f->stolen) {
+                ck_assert_int_eq(zmq_send(f->push, "a", 1, 0), 1);
+                ck_assert_int_eq(zmq_send(f->push, "b", 1, 0), 1);
+                ck_assert_int_eq(zmq_recv(sock, b, sizeof b, 0), 1);
+                f->stolen = 1;
+                loop_recheck(loop, sock);
+            }
+            return LOOP_DRAINED;
+        }
+        if (++f->received == f->want) {
+            loop_stop(loop);
+            return 0;
+        }
+    }
+}
+
+START_TEST(test_recheck_inside_reader_overrides_drained) {
+    s_fix f;
+    s_fix_init(&f);
+    f.want = 2; // "x", then "b"
+    loop_t *loop = loop_new();
+    ck_assert_int_eq(loop_add_drain_reader(loop, f.pull, s_drain_then_use, &f), 0);
+    loop_add_timer(loop, 2000, s_give_up, &f);
+    ck_assert_int_eq(zmq_send(f.push, "x", 1, 0), 1);
+    ck_assert_int_eq(loop_run(loop), 0);
+    ck_assert_int_eq(f.stolen, 1);
+    ck_assert_int_eq(f.received, 2);
+    loop_destroy(&loop);
+    s_fix_fini(&f);
+}
+END_TEST
+
 // A plain reader (loop_add_reader) needs no recheck: the loop asks libzmq every time.
 static int s_plain(loop_t *loop, void *sock, void *arg) {
     s_fix *f = arg;
@@ -164,6 +206,7 @@ Suite *loop_suite(void) {
     tcase_add_test(tc, test_drain_reader_sees_every_message);
     tcase_add_test(tc, test_recheck_after_outside_receive);
     tcase_add_test(tc, test_plain_reader_after_outside_receive);
+    tcase_add_test(tc, test_recheck_inside_reader_overrides_drained);
     suite_add_tcase(s, tc);
     return s;
 }
