@@ -33,12 +33,14 @@
 #include "wire.h"
 #include "xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -464,6 +466,9 @@ typedef struct {
     int64_t at_ns;
     uint64_t insert_rows, sample_ok;
     double cpu_server, cpu_pushers, cpu_sampler, cpu_process; // seconds
+    // The whole replay server: its loop thread, its libzmq I/O threads, its log writer and
+    // its (reaped) snapshot children. What a dedicated replay host would spend.
+    double cpu_server_all;
 } mark_t;
 
 typedef struct {
@@ -482,6 +487,48 @@ static double s_thread_cpu_s(pthread_t t) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// CPU seconds of this process's threads that belong to the replay server but are not its
+// loop thread: libzmq I/O threads without a name prefix (the clients' contexts get one, see
+// CLIENT_THREAD_PREFIX) and the log writer "apex-wal"; plus reaped children (snapshots).
+static double s_server_helpers_cpu_s(void) {
+    double total = 0.0;
+    DIR *dir = opendir("/proc/self/task");
+    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%.200s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            continue;
+        }
+        int named = fgets(comm, sizeof comm, f) != NULL;
+        fclose(f);
+        if (!named || (strncmp(comm, "ZMQbg/IO/", 9) != 0 && strncmp(comm, "apex-wal", 8) != 0)) {
+            continue;
+        }
+        unsigned long long ns = 0; // schedstat: time on a CPU, in ns
+        snprintf(path, sizeof path, "/proc/self/task/%.200s/schedstat", e->d_name);
+        f = fopen(path, "r");
+        if (f && fscanf(f, "%llu", &ns) == 1) {
+            total += 1e-9 * (double)ns;
+        }
+        if (f) {
+            fclose(f);
+        }
+    }
+    if (dir) {
+        closedir(dir);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+        total += (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    }
+    return total;
+}
+
 static void s_mark(mark_t *m, shared_t *sh, const threads_t *th) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -491,7 +538,8 @@ static void s_mark(mark_t *m, shared_t *sh, const threads_t *th) {
     for (int i = 0; i < th->n_pushers; i++) {
         m->cpu_pushers += s_thread_cpu_s(th->pushers[i].thread);
     }
-    m->cpu_sampler = s_thread_cpu_s(th->sampler->thread);
+    m->cpu_sampler = th->sampler ? s_thread_cpu_s(th->sampler->thread) : 0.0;
+    m->cpu_server_all = m->cpu_server + s_server_helpers_cpu_s();
     m->insert_rows = atomic_load(&sh->insert_rows);
     m->sample_ok = atomic_load(&sh->sample_ok);
     m->at_ns = clock_now_ns();
@@ -516,6 +564,7 @@ static double s_median(double *v, int n) {
 // Runs the timed windows and prints the BENCH lines.
 static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     double samples[MAX_WINDOWS], inserts[MAX_WINDOWS], cpu_per_k[MAX_WINDOWS];
+    double server_per_k[MAX_WINDOWS], server_cpu = 0.0;
     double cpu[4] = {0, 0, 0, 0}; // server, pushers, sampler, other (libzmq I/O, main)
     mark_t a, b;
     s_mark(&a, sh, th);
@@ -535,14 +584,19 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
         // both ends) per 1000 inserted transitions: what a set-up costs, whatever the load.
         double rows = (double)(b.insert_rows - a.insert_rows);
         cpu_per_k[w] = rows > 0 ? (b.cpu_process - a.cpu_process) * 1e6 / rows * 1e3 : 0;
+        // The replay server's own share (see mark_t): with no sampler (--inflight 0) it is
+        // the server's cost per insert, and 1 / it bounds a dedicated host's insert rate.
+        server_per_k[w] = rows > 0 ? (b.cpu_server_all - a.cpu_server_all) * 1e6 / rows * 1e3 : 0;
+        server_cpu += (b.cpu_server_all - a.cpu_server_all) / dt;
         printf("# window %d: %.0f sample batches/s, %.0f inserted transitions/s\n", w,
                samples[w], inserts[w]);
         a = b;
     }
     printf("# cpu (%% of one core, mean over windows): server thread %.0f, pushers %.0f, "
-           "sampler %.0f, other (libzmq I/O threads, main) %.0f\n",
+           "sampler %.0f, other (libzmq I/O threads, main) %.0f; the whole replay server "
+           "(loop, its I/O threads, log writer, snapshot children) %.0f\n",
            100 * cpu[0] / o->windows, 100 * cpu[1] / o->windows, 100 * cpu[2] / o->windows,
-           100 * cpu[3] / o->windows);
+           100 * cpu[3] / o->windows, 100 * server_cpu / o->windows);
     double smed = s_median(samples, o->windows), imed = s_median(inserts, o->windows);
     printf("# replay.tcp: %d windows x %.2f s, sample512 min %.0f max %.0f, insert min %.0f "
            "max %.0f\n",
@@ -558,7 +612,9 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     if (o->insert_rate > 0) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".paced%.0fk", o->insert_rate / 1e3);
     }
-    if (o->inflight != 4) {
+    if (o->inflight == 0) {
+        n += (size_t)snprintf(name + n, sizeof name - n, ".nosampler");
+    } else if (o->inflight != 4) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".k%d", o->inflight);
     }
     if (strcmp(o->durability, "none") != 0) {
@@ -570,8 +626,14 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     if (o->curve) {
         snprintf(name + n, sizeof name - n, ".curve");
     }
-    printf("BENCH %s.sample512_batches_per_s %.0f batches/s\n", name, smed);
+    if (o->inflight > 0) {
+        printf("BENCH %s.sample512_batches_per_s %.0f batches/s\n", name, smed);
+    }
     printf("BENCH %s.cpu_us_per_1k_inserts %.1f us\n", name, s_median(cpu_per_k, o->windows));
+    if (o->pushers > 0) {
+        printf("BENCH %s.server_cpu_us_per_1k_inserts %.1f us\n", name,
+               s_median(server_per_k, o->windows));
+    }
     if (o->pushers > 0) {
         printf("BENCH %s.insert_transitions_per_s %.0f transitions/s\n", name, imed);
     }
@@ -625,7 +687,7 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
             return -1;
         }
     }
-    int ok = o->pushers >= 0 && o->pushers <= MAX_PUSHERS && o->inflight >= 1 &&
+    int ok = o->pushers >= 0 && o->pushers <= MAX_PUSHERS && o->inflight >= 0 &&
              o->inflight <= 256 && o->windows >= 3 && o->windows <= MAX_WINDOWS &&
              o->cap_log2 >= 10 && o->cap_log2 <= 24 && o->window_s > 0 && o->warmup_s >= 0 &&
              o->insert_rate >= 0 && s_push_window >= 1 && s_push_window <= 8192 &&
@@ -672,6 +734,15 @@ static replay_server_t *s_server_new(const opts_t *o) {
     return replay_server_new(&cfg, 1);
 }
 
+// The clients' libzmq threads are named "1/ZMQbg/..." so that s_server_helpers_cpu_s can
+// tell the server's own I/O threads (no prefix) from them.
+#define CLIENT_THREAD_PREFIX 1
+static void *s_client_ctx(void) {
+    void *ctx = zmq_ctx_new();
+    zmq_ctx_set(ctx, ZMQ_THREAD_NAME_PREFIX, CLIENT_THREAD_PREFIX);
+    return ctx;
+}
+
 static void *s_server_main(void *arg) {
     replay_server_run(arg);
     return NULL;
@@ -679,11 +750,12 @@ static void *s_server_main(void *arg) {
 
 // Starts the pushers and the sampler, measures, stops and joins them. Returns 0 or -1.
 static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
-    void *push_ctx = zmq_ctx_new(), *samp_ctx = zmq_ctx_new();
+    void *push_ctx = s_client_ctx(), *samp_ctx = s_client_ctx();
     pusher_t pushers[MAX_PUSHERS];
     sampler_t sampler = {.sh = sh, .ctx = samp_ctx, .inflight = o->inflight};
-    threads_t th = {.server = server, .pushers = pushers, .n_pushers = 0, .sampler = &sampler};
-    int rc = pthread_create(&sampler.thread, NULL, s_sampler_main, &sampler);
+    threads_t th = {.server = server, .pushers = pushers, .n_pushers = 0,
+                    .sampler = o->inflight > 0 ? &sampler : NULL};
+    int rc = th.sampler ? pthread_create(&sampler.thread, NULL, s_sampler_main, &sampler) : 0;
     for (int i = 0; i < o->pushers && rc == 0; i++) {
         pushers[i] = (pusher_t){.sh = sh, .ctx = push_ctx, .index = i,
                                 .rows_per_s = o->insert_rate / o->pushers};
@@ -700,7 +772,9 @@ static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
     for (int i = 0; i < th.n_pushers; i++) {
         pthread_join(pushers[i].thread, NULL);
     }
-    pthread_join(sampler.thread, NULL);
+    if (th.sampler) {
+        pthread_join(sampler.thread, NULL);
+    }
     zmq_ctx_term(push_ctx);
     zmq_ctx_term(samp_ctx);
     return rc == 0 && !atomic_load(&sh->failed) ? 0 : -1;
@@ -710,9 +784,10 @@ int main(int argc, char **argv) {
     opts_t o = {.pushers = 4, .inflight = 4, .windows = 5, .cap_log2 = 20, .window_s = 2.0,
                 .warmup_s = 1.0, .insert_rate = 0, .durability = "none", .wal_sync_ms = 50};
     if (s_parse_args(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_replay_tcp [--pushers 0..16] [--inflight 1..256] "
+        fprintf(stderr, "usage: bench_replay_tcp [--pushers 0..16] [--inflight 0..256, 0 = no sampler] "
                         "[--windows 3..64] [--window s] [--warmup s] [--capacity-log2 10..24] "
-                        "[--insert-rate transitions/s, 0 = unlimited]\n");
+                        "[--insert-rate transitions/s, 0 = unlimited] [--durability none|snapshot|wal] "
+                        "[--wal-sync-ms ms] [--curve 0|1] [--push-window batches]\n");
         return 2;
     }
     log_set_role("bench_replay_tcp");
@@ -750,7 +825,7 @@ int main(int argc, char **argv) {
     }
     rng_t rng;
     rng_init_stream(&rng, 7, RNG_ROLE_TEST, 0);
-    void *fill_ctx = zmq_ctx_new();
+    void *fill_ctx = s_client_ctx();
     int64_t t0 = clock_now_ns();
     int rc = s_prefill(fill_ctx, sh.insert_ep, 1ull << o.cap_log2, &rng);
     zmq_ctx_term(fill_ctx);

@@ -248,6 +248,7 @@ static void s_degrade(durable_t *d, const char *what, int e) {
 
 static void *s_writer_main(void *arg) {
     durable_t *d = arg;
+    prctl(PR_SET_NAME, "apex-wal"); // named in top -H, and in bench_replay_tcp's CPU split
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (d->w_state != W_POSTED && !d->w_quit) {
