@@ -177,36 +177,59 @@ static int s_has_version(const actor_stats_t *st, const actor_stats_t *ref) {
 // ---------------------------------------------------------------------------------------
 // Tests
 
+// A real replay server, a stub learner (PUB of weights, PULL of stats) and a running
+// actor 0 wired to them; w holds random weights for the stub to publish.
+typedef struct {
+    apex_config_t cfg;
+    check_replay_t r;
+    void *ctx, *pub, *pull;
+    nn_params_t w;
+    s_actor x;
+} s_upstream;
+
+static void s_upstream_start(s_upstream *u) {
+    s_config(&u->cfg, 7);
+    check_replay_start(&u->r, &u->cfg);
+    u->ctx = zmq_ctx_new();
+    char pub_ep[256], stats_ep[256];
+    u->pub = s_bound(u->ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    u->pull = s_bound(u->ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&u->cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(u->r.server));
+    s_set(&u->cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&u->cfg, "endpoints.learner_stats=%s", stats_ep);
+    nn_config_t n;
+    s_net_config(&n);
+    nn_params_init(&u->w, &n);
+    rng_t rng;
+    rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
+    nn_params_init_random(&u->w, &rng);
+    s_actor_start(&u->x, &u->cfg, 0);
+}
+
+// After s_actor_stop: stops the replay (its final stats in *rs) and frees the rest.
+static void s_upstream_fini(s_upstream *u, wire_replay_stats_t *rs) {
+    check_replay_stop(&u->r, rs);
+    nn_params_fini(&u->w);
+    zmq_close(u->pub);
+    zmq_close(u->pull);
+    zmq_ctx_term(u->ctx);
+}
+
 // Batches reach a real replay server and are acknowledged; published weights are taken,
 // and newer versions replace older ones.
 START_TEST(test_feeds_replay_and_takes_weights) {
-    apex_config_t cfg;
-    s_config(&cfg, 7);
-    check_replay_t r;
-    check_replay_start(&r, &cfg);
-    void *ctx = zmq_ctx_new();
-    char pub_ep[256], stats_ep[256];
-    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
-    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
-    s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
-    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
-    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
-    nn_config_t n;
-    s_net_config(&n);
-    nn_params_t w;
-    nn_params_init(&w, &n);
-    rng_t rng;
-    rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
-    nn_params_init_random(&w, &rng);
-    s_actor x;
-    s_actor_start(&x, &cfg, 0);
+    s_upstream u;
+    s_upstream_start(&u);
+    s_actor *x = &u.x;
+    void *pub = u.pub;
+    nn_params_t *w = &u.w;
     actor_stats_t zero = {0}, want = {.weights_version = 5};
-    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
-    s_wait(&x, s_has_version, &want, "weights v5", pub, 5, &w);
+    s_wait(x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    s_wait(x, s_has_version, &want, "weights v5", pub, 5, w);
     want.weights_version = 6;
-    s_wait(&x, s_has_version, &want, "weights v6", pub, 6, &w);
+    s_wait(x, s_has_version, &want, "weights v6", pub, 6, w);
     actor_stats_t st;
-    s_actor_stop(&x, &st);
+    s_actor_stop(x, &st);
     ck_assert_uint_eq(st.weights_version, 6);
     ck_assert_uint_ge(st.weight_updates, 2);
     ck_assert_uint_gt(st.batches_acked, 0);
@@ -214,16 +237,12 @@ START_TEST(test_feeds_replay_and_takes_weights) {
     ck_assert_uint_eq(st.bad_messages, 0);
     ck_assert_uint_gt(st.steps, 0);
     wire_replay_stats_t rs;
-    check_replay_stop(&r, &rs);
+    s_upstream_fini(&u, &rs);
     // Every acknowledged batch was stored, whole; nothing was malformed.
     ck_assert_uint_ge(rs.inserted, st.batches_acked * BATCH);
     ck_assert_uint_eq(rs.inserted % BATCH, 0);
     ck_assert_uint_le(rs.inserted, st.batches_sent * BATCH);
     ck_assert_uint_eq(rs.bad_messages, 0);
-    nn_params_fini(&w);
-    zmq_close(pub);
-    zmq_close(pull);
-    zmq_ctx_term(ctx);
 }
 END_TEST
 
@@ -231,28 +250,13 @@ END_TEST
 // valid weights: the actor counts the bad ones, keeps stepping and takes the valid weights.
 // (With ZMQ_CONFLATE on the SUB, libzmq 4.3.4 asserted on the multipart message.)
 START_TEST(test_weights_amid_multipart_and_garbage) {
-    apex_config_t cfg;
-    s_config(&cfg, 7);
-    check_replay_t r;
-    check_replay_start(&r, &cfg);
-    void *ctx = zmq_ctx_new();
-    char pub_ep[256], stats_ep[256];
-    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
-    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
-    s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
-    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
-    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
-    nn_config_t n;
-    s_net_config(&n);
-    nn_params_t w;
-    nn_params_init(&w, &n);
-    rng_t rng;
-    rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
-    nn_params_init_random(&w, &rng);
-    s_actor x;
-    s_actor_start(&x, &cfg, 0);
+    s_upstream u;
+    s_upstream_start(&u);
+    s_actor *x = &u.x;
+    void *pub = u.pub;
+    nn_params_t *w = &u.w;
     actor_stats_t zero = {0};
-    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    s_wait(x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
     int64_t deadline = clock_now_ms() + WAIT_MS;
     actor_stats_t st;
     const char junk[] = "not a protobuf at all";
@@ -261,9 +265,9 @@ START_TEST(test_weights_amid_multipart_and_garbage) {
         // a queue is decoded in order, so the valid message in the middle must still count.
         ck_assert_int_eq(zmq_send(pub, junk, sizeof junk, ZMQ_SNDMORE), (int)sizeof junk);
         ck_assert_int_eq(zmq_send(pub, junk, sizeof junk, 0), (int)sizeof junk);
-        s_publish(pub, 9, &w);
+        s_publish(pub, 9, w);
         ck_assert_int_eq(zmq_send(pub, junk, 3, 0), 3);
-        actor_get_stats(x.actor, &st);
+        actor_get_stats(x->actor, &st);
         if (st.weights_version == 9 && st.bad_messages >= 2) {
             break;
         }
@@ -273,17 +277,13 @@ START_TEST(test_weights_amid_multipart_and_garbage) {
         s_sleep_ms(20);
     }
     actor_stats_t before = st;
-    s_wait(&x, s_acked_more, &before, "more acknowledged batches", NULL, 0, NULL);
-    s_actor_stop(&x, &st);
+    s_wait(x, s_acked_more, &before, "more acknowledged batches", NULL, 0, NULL);
+    s_actor_stop(x, &st);
     ck_assert_uint_eq(st.weights_version, 9);
     ck_assert_uint_eq(st.weight_updates, 1); // re-published v9 is not copied again
     ck_assert_uint_gt(st.steps, before.steps);
     wire_replay_stats_t rs;
-    check_replay_stop(&r, &rs);
-    nn_params_fini(&w);
-    zmq_close(pub);
-    zmq_close(pull);
-    zmq_ctx_term(ctx);
+    s_upstream_fini(&u, &rs);
 }
 END_TEST
 
