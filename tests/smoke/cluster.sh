@@ -11,17 +11,6 @@ SETS=($(endpoint_sets) --set run.out_dir="$RUNS" --set run.target_return=100000 
 RUN="$RUNS/smoke"
 
 # col NAME: value of a column in the last row of metrics.csv (empty if none yet).
-col() {
-  python3 - "$RUN/metrics.csv" "$1" <<'PY'
-import csv, sys
-try:
-    rows = list(csv.DictReader(open(sys.argv[1])))
-    print(rows[-1][sys.argv[2]] if rows else "")
-except Exception:
-    print("")
-PY
-}
-gt() { local v; v=$(col "$1"); [ -n "$v" ] && python3 -c "import sys; sys.exit(0 if float('$v') > float('$2') else 1)"; }
 
 scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --no-eval "${SETS[@]}" >"$TMP/launcher.out" 2>&1 &
 LPID=$!

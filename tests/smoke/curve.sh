@@ -13,8 +13,6 @@ scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --no-eval --actors 2 "${S
   --set actor.num_actors=2 >"$TMP/launcher.out" 2>&1 &
 LPID=$!; PIDS+=("$LPID")
 RUN="$RUNS/smoke"
-col() { "$PY" -c "import csv,sys; r=list(csv.DictReader(open('$RUN/metrics.csv'))); print(r[-1]['$1'] if r else 0)" 2>/dev/null || echo 0; }
-gt() { [ "$(col "$1" | cut -d. -f1)" -gt "$2" ] 2>/dev/null; }
 wait_for 60 gt updates 20 && ok "the cluster trains over CURVE ($(col updates) updates)" || bad "no training over CURVE"
 wait_for 60 gt actor_version_min 2 && ok "actors receive weights over CURVE" || bad "no weights over CURVE"
 grep -q "CURVE on" "$RUN/replay.log" && grep -q "CURVE on" "$RUN/learner.log" && ok "both servers run CURVE" || bad "no CURVE lines"

@@ -49,16 +49,6 @@ start() {
   eval "PID_$name=$!"
 }
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
-col() {
-  "$PY" - "$RUN/metrics.csv" "$1" <<'PY'
-import csv, sys
-try:
-    rows = list(csv.DictReader(open(sys.argv[1])))
-    print(rows[-1][sys.argv[2]] if rows else "")
-except Exception:
-    print("")
-PY
-}
 
 start replay apex-replay "${SETS[@]}"
 wait_for 10 grep -q "inserts on" "$RUN/replay.log" || bad "replay did not start: $(tail -3 "$RUN/replay.log")"

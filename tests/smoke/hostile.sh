@@ -48,17 +48,6 @@ alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1
 HP=("$PY" tests/smoke/hostile_peer.py)
 T_START=$(date +%s.%N)
 
-col() {
-  "$PY" - "$RUN/metrics.csv" "$1" <<'PY'
-import csv, sys
-try:
-    rows = list(csv.DictReader(open(sys.argv[1])))
-    print(rows[-1][sys.argv[2]] if rows else "")
-except Exception:
-    print("")
-PY
-}
-gt() { local v; v=$(col "$1"); [ -n "$v" ] && "$PY" -c "import sys; sys.exit(0 if float('$v') > float('$2') else 1)"; }
 trains() { gt updates 20 && gt replay_inserted 0 && gt env_frames 0 && gt actor_version_min 0; }
 
 # mem_one LABEL NAME PID: VmRSS and VmHWM (kB) of one process into $TMP/mem.txt.

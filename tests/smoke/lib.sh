@@ -43,6 +43,20 @@ finish() {
 # Debian's interpreter has python3-zmq and numpy (another python3 may come first on PATH).
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
+
+# col NAME: column NAME of the last row of $RUN/metrics.csv ("" when there is none yet).
+col() {
+  "$PY" - "$RUN/metrics.csv" "$1" <<'PY'
+import csv, sys
+try:
+    rows = list(csv.DictReader(open(sys.argv[1])))
+    print(rows[-1][sys.argv[2]] if rows else "")
+except Exception:
+    print("")
+PY
+}
+# gt NAME X: the metric NAME is above X (false while it is missing).
+gt() { local v; v=$(col "$1"); [ -n "$v" ] && "$PY" -c "import sys; sys.exit(0 if float('$v') > float('$2') else 1)"; }
 TMP=$(mktemp -d /tmp/apex_smoke.XXXXXX)
 PIDS=()
 cleanup() {

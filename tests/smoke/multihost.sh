@@ -113,16 +113,6 @@ DAEMONS="replay learner actor0 actor1"
 T0=$(date +%s.%N)
 
 # col NAME: value of a column in the last row of metrics.csv (empty if none yet).
-col() {
-  "$PY" - "$RUN/metrics.csv" "$1" <<'PY'
-import csv, sys
-try:
-    rows = list(csv.DictReader(open(sys.argv[1])))
-    print(rows[-1][sys.argv[2]] if rows else "")
-except Exception:
-    print("")
-PY
-}
 # cols NAME...: the values of several columns of the same (last) row, space separated.
 cols() {
   "$PY" - "$RUN/metrics.csv" "$@" <<'PY'
@@ -131,7 +121,6 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 print(" ".join(rows[-1][c] for c in sys.argv[2:]))
 PY
 }
-gt() { local v; v=$(col "$1"); [ -n "$v" ] && "$PY" -c "import sys; sys.exit(0 if float('$v') > float('$2') else 1)"; }
 # status N FIELD: FIELD (steps, sent, re-sent, acked, dropped, unacked) of actor N's last
 # status line ("steps 1 episodes 2 batches sent 3 re-sent 4 acked 5 dropped 6 unacked 7").
 status() {
