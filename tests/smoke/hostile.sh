@@ -102,7 +102,7 @@ for name in replay learner actor0 actor1; do
   DPID[$name]=$(echo "$up" | sed -n "s/.* $name\[\([0-9]*\)\].*/\1/p")
 done
 [ -n "${DPID[replay]}" ] && [ -n "${DPID[learner]}" ] && ok "daemon pids: $up" || bad "no daemon pids in: $up"
-NUM_PARAMS=$(grep -o "learner: [0-9]* parameters" "$RUN/learner.log" | head -1 | tr -dc 0-9)
+NUM_PARAMS=$({ grep -o "learner: [0-9]* parameters" "$RUN/learner.log" || true; } | head -1 | tr -dc 0-9)
 [ -n "$NUM_PARAMS" ] || NUM_PARAMS=1315
 mark "training; attacks start"
 mem_snap baseline

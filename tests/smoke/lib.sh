@@ -1,6 +1,10 @@
 # lib.sh: helpers shared by the smoke tests (sourced, not run).
 # APEX_BIN is the directory of the binaries under test (set by make).
 set -euo pipefail
+# A command that fails outside a condition ends the script (set -e); say where, or a smoke
+# test that stops early (a grep that found nothing yet, under pipefail) fails silently.
+set -E
+trap '__rc=$?; [ "$BASH_SUBSHELL" = 0 ] && echo "  FAIL ${0##*/} stopped at line $LINENO: $BASH_COMMAND (exit $__rc)" >&2' ERR
 APEX_BIN=${APEX_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bin}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PASS=0

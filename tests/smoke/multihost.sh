@@ -124,7 +124,7 @@ PY
 # status N FIELD: FIELD (steps, sent, re-sent, acked, dropped, unacked) of actor N's last
 # status line ("steps 1 episodes 2 batches sent 3 re-sent 4 acked 5 dropped 6 unacked 7").
 status() {
-  grep "batches sent" "$RUN/actor$1.log" | tail -1 |
+  { grep "batches sent" "$RUN/actor$1.log" || true; } | tail -1 |
     sed -E 's/.*steps ([0-9]+) .*sent ([0-9]+) re-sent ([0-9]+) acked ([0-9]+) dropped ([0-9]+) unacked ([0-9]+).*/steps=\1 sent=\2 re-sent=\3 acked=\4 dropped=\5 unacked=\6/' |
     tr ' ' '\n' | sed -n "s/^$2=//p"
 }
@@ -187,7 +187,7 @@ T_UP=$(date +%s.%N)
 rate_one=$("$PY" -c "print(round(($ins2 - $ins1) / ($el2 - $el1)))")
 echo "       outage: insert rate $rate_both/s before, $rate_one/s during; actor_version_min v$avm_mid -> v$avm_end, weights v$ver_up"
 tail -n +"$((log_at + 1))" "$RUN/actor0.log" >"$TMP/actor0.outage"
-out_line=$(grep "batches sent" "$TMP/actor0.outage" | tail -1)
+out_line=$({ grep "batches sent" "$TMP/actor0.outage" || true; } | tail -1)
 dropped=$(sed -nE 's/.* dropped ([0-9]+) .*/\1/p' <<<"$out_line")
 if [ -z "$out_line" ]; then
   bad "no status line from actor 0 during the outage"
