@@ -490,9 +490,13 @@ START_TEST(test_queued_replies_intact_when_learner_stalls) {
     // A learner that reads nothing while ~27 MB of replies are produced: more than the
     // loopback socket buffers hold, so libzmq keeps the rest (and their buffers) queued.
     void *lr = zmq_socket(f.ctx, ZMQ_DEALER);
-    int one = 1, zero = 0, timeout = 3000;
+    // A small kernel buffer, but not the minimum: at ~2 KB the TCP window and delayed ACKs
+    // brought a 230 KB reply down to ~60 KB/s, and under ASan on a loaded CI machine the
+    // first reply took longer than the read timeout. The first read waits long; later ones
+    // only until the queue is seen to be empty.
+    int one = 1, zero = 0, rcvbuf = 64 * 1024, timeout = 10000, timeout_after_first = 3000;
     zmq_setsockopt(lr, ZMQ_RCVHWM, &one, sizeof one);
-    zmq_setsockopt(lr, ZMQ_RCVBUF, &one, sizeof one); // the kernel's minimum
+    zmq_setsockopt(lr, ZMQ_RCVBUF, &rcvbuf, sizeof rcvbuf);
     zmq_setsockopt(lr, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(lr, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
     ck_assert_int_eq(zmq_connect(lr, replay_server_sample_endpoint(f.server)), 0);
@@ -530,7 +534,9 @@ START_TEST(test_queued_replies_intact_when_learner_stalls) {
             ck_assert_float_eq(r->rewards[j], r->obs[j * OBS]);
         }
         zmq_msg_close(&msg);
-        got++;
+        if (got++ == 0) {
+            zmq_setsockopt(lr, ZMQ_RCVTIMEO, &timeout_after_first, sizeof timeout_after_first);
+        }
     }
     zmq_msg_close(&msg);
     ck_assert_int_gt(got, REPLY_RING);
@@ -690,7 +696,7 @@ END_TEST
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 20);
+    tcase_set_timeout(tc, 60); // under ASan on a loaded 2-core CI machine, not 20
     tcase_add_test(tc, test_insert_sample_update);
     tcase_add_test(tc, test_limiter_not_ready_then_ok);
     tcase_add_test(tc, test_samples_per_insert_ratio);
