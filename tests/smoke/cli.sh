@@ -12,6 +12,8 @@ INI
 shopt -s nullglob
 for b in "$APEX_BIN"/apex-*; do
   n=$(basename "$b")
+  # common/pidcache.c: libzmq's getpid calls must bind to the binary's cached one.
+  nm -D --defined-only "$b" | grep -qw getpid && ok "$n exports its cached getpid" || bad "$n does not export getpid (pidcache.o not linked?)"
   [ "$n" = apex-keygen ] && continue # no config: tested below
   extra=()
   [ "$n" = apex-actor ] && extra=(--index 0)
