@@ -206,8 +206,12 @@ static int s_timer_status(loop_t *loop, void *arg);
 actor_t *actor_new(const apex_config_t *cfg, int index) {
     const env_spec_t *spec = env_find(cfg->env.id);
     if (!spec) {
-        log_error("[env] id: unknown environment '%s' (known: %s)", cfg->env.id,
-                  env_known_ids());
+        log_error("[env] id: '%s' is not an environment apex-actor can step (it runs: %s)%s",
+                  cfg->env.id, env_known_ids(),
+                  strcmp(cfg->env.id, CONFIG_ENV_EXTERNAL) == 0
+                      ? "\n---> HINT: with id = external, the replay server and the learner "
+                        "run with your own actors, which speak proto/apex.proto"
+                      : "");
         return NULL;
     }
     actor_t *a = xcalloc(1, sizeof *a);

@@ -85,6 +85,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     const env_spec_t *spec = env_find(cfg.env.id);
+    if (!spec) { // id = external: nothing here can step it
+        fprintf(stderr, "apex-eval: [env] id '%s' is not an environment apex can step (%s)\n",
+                cfg.env.id, env_known_ids());
+        return 2;
+    }
     nn_config_t nc = {.obs_dim = spec->obs_dim, .n_actions = spec->n_actions,
                       .n_hidden = cfg.network.n_hidden, .dueling = cfg.network.dueling};
     memcpy(nc.hidden, cfg.network.hidden, sizeof(int) * (size_t)cfg.network.n_hidden);

@@ -95,7 +95,8 @@ static void s_sink_insert(sink_t *k, void *router, wire_decoder_t *dec, wire_buf
             atomic_fetch_add(&k->rows, m.u.batch.count);
             atomic_fetch_add(&k->batches, 1);
             wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
-            ack.u.insert_ack = (wire_insert_ack_t){m.u.batch.actor_id, m.u.batch.seq};
+            ack.u.insert_ack =
+                (wire_insert_ack_t){.actor_id = m.u.batch.actor_id, .seq = m.u.batch.seq};
             wire_encode(&ack, out);
             // As the replay server: DONTWAIT, an ack that cannot go out is dropped.
             zmq_send(router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE | ZMQ_DONTWAIT);

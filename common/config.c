@@ -51,7 +51,15 @@ static const s_row s_schema[] = {
      "log verbosity"},
 
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
-     "environment: CartPole-v1, Acrobot-v1 or MountainCar-v0"},
+     "environment: CartPole-v1, Acrobot-v1, MountainCar-v0, or external (stepped by your "
+     "own actors; set obs_dim, n_actions and obs_dtype)"},
+    {"env", "obs_dim", T_INT, OFF(env.ext_obs_dim), 0, 0, 1 << 20, "0", NULL,
+     "observation length for id = external (0 = the built-in id's)"},
+    {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, 1 << 16, "0", NULL,
+     "number of discrete actions for id = external (0 = the built-in id's)"},
+    {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "float32", "float32|uint8",
+     "observation element type (uint8: byte observations, fed to the network scaled by "
+     "1/255; external only)"},
 
     {"network", "hidden", T_INTLIST, OFF(network.hidden), 0, 1, 8192, "256,256", NULL,
      "hidden layer sizes, comma separated (1 to 4 layers)"},
@@ -468,17 +476,51 @@ int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t err
     return 0;
 }
 
+static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen);
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     const char *src = cfg->source;
-    const envinfo_t *e = envinfo_find(cfg->env.id);
-    if (!e) {
-        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s)", src,
-                      cfg->env.id, envinfo_known_ids());
+    config_env_t *env = &cfg->env;
+    if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0) {
+        if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
+            return s_fail(err, errlen,
+                          "%s: [env] id = external needs obs_dim >= 1 and n_actions >= 2 "
+                          "(have %lld and %lld)",
+                          src, (long long)env->ext_obs_dim, (long long)env->ext_n_actions);
+        }
+        env->obs_dim = (int)env->ext_obs_dim;
+        env->n_actions = (int)env->ext_n_actions;
+        env->max_episode_steps = 0;
+        return s_cross_check_sizes(cfg, err, errlen);
     }
-    cfg->env.obs_dim = e->obs_dim;
-    cfg->env.n_actions = e->n_actions;
-    cfg->env.max_episode_steps = e->max_episode_steps;
+    const envinfo_t *e = envinfo_find(env->id);
+    if (!e) {
+        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s, or %s)",
+                      src, env->id, envinfo_known_ids(), CONFIG_ENV_EXTERNAL);
+    }
+    // --print-config writes the derived values back, so a matching value is accepted.
+    if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
+        (env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions)) {
+        return s_fail(err, errlen,
+                      "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
+                      src, e->id, e->obs_dim, e->n_actions);
+    }
+    if (env->obs_dtype != CONFIG_OBS_FLOAT32) {
+        return s_fail(err, errlen, "%s: [env] obs_dtype: %s's observations are float32", src,
+                      e->id);
+    }
+    env->obs_dim = e->obs_dim;
+    env->n_actions = e->n_actions;
+    env->max_episode_steps = e->max_episode_steps;
+    env->ext_obs_dim = e->obs_dim;
+    env->ext_n_actions = e->n_actions;
+    return s_cross_check_sizes(cfg, err, errlen);
+}
+
+// The batch-size checks of s_cross_check.
+static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
+    const char *src = cfg->source;
     if (cfg->replay.min_size_to_sample > cfg->replay.capacity) {
         return s_fail(err, errlen,
                       "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (the learner "

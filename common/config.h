@@ -32,13 +32,30 @@ typedef struct {
     int log_level; // log_level from log.h
 } config_run_t;
 
+// Element type of observations in transitions, replay and samples. uint8 is for
+// observations that are bytes (image frames): a quarter of float32's memory and bandwidth.
+typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1 } config_obs_dtype;
+
+// [env] id = external: the environment is stepped by the user's own actors (speaking
+// proto/apex.proto), not by apex-actor; its shape and dtype come from these keys.
+#define CONFIG_ENV_EXTERNAL "external"
+
 typedef struct {
     char id[64];
-    // Derived from id via envinfo (not keys): filled in by config_load.
+    // Keys for id = external (0 = derived from a built-in id, which they must then match).
+    int64_t ext_obs_dim;
+    int64_t ext_n_actions;
+    int obs_dtype; // config_obs_dtype; float32 for every built-in id
+    // Derived from id via envinfo, or from the keys above: filled in by config_load.
     int obs_dim;
     int n_actions;
-    int max_episode_steps;
+    int max_episode_steps; // 0 for external
 } config_env_t;
+
+// Bytes per observation element: 4 (float32) or 1 (uint8).
+static inline int config_obs_elem_bytes(int obs_dtype) {
+    return obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4;
+}
 
 typedef struct {
     int hidden[CONFIG_MAX_HIDDEN];

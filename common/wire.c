@@ -84,7 +84,8 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
     // action, reward, discount per row; Weights carry the parameters; an InsertAck up to
     // WIRE_ACK_MAX_SEQS seqs. Protobuf adds a few bytes of tags and lengths per field;
     // 1 KiB covers them.
-    size_t row = 2 * (size_t)lim->obs_dim * 4 + 8 + 4 + 4 + 4 + 4 + 4;
+    size_t row = 2 * (size_t)lim->obs_dim * wire_obs_elem_bytes(lim->obs_dtype) + 8 + 4 + 4 +
+                 4 + 4 + 4;
     size_t rows = (size_t)lim->max_count * row;
     size_t weights = (size_t)lim->num_params * 4;
     size_t stats = (size_t)lim->max_episodes * 12;
@@ -175,8 +176,12 @@ static int s_count_ok(wire_decoder_t *d, uint32_t count, const char *what) {
 // ---------------------------------------------------------------------------------------
 // Per-message decoding.
 
+static const char *s_dtype_name(uint32_t t) {
+    return t == WIRE_OBS_FLOAT32 ? "float32" : t == WIRE_OBS_UINT8 ? "uint8" : "unknown";
+}
+
 static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32_t obs_dim,
-                     const ProtobufCBinaryData *obs, const ProtobufCBinaryData *actions,
+                     uint32_t obs_dtype, const ProtobufCBinaryData *obs, const ProtobufCBinaryData *actions,
                      const ProtobufCBinaryData *rewards, const ProtobufCBinaryData *discounts,
                      const ProtobufCBinaryData *next_obs) {
     int rc = s_count_ok(d, count, what);
@@ -187,15 +192,21 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
         return s_err(d, APEX_EINVAL, "%s: obs_dim %u, expected %u", what, obs_dim,
                      d->lim.obs_dim);
     }
-    size_t n_obs = (size_t)count * obs_dim;
-    if (!s_len_ok(obs, n_obs, 4, 0) || !s_len_ok(next_obs, n_obs, 4, 0) ||
+    if (obs_dtype != d->lim.obs_dtype) {
+        return s_err(d, APEX_EINVAL, "%s: observations of dtype %s (%u), the run's are %s", what,
+                     s_dtype_name(obs_dtype), obs_dtype, s_dtype_name(d->lim.obs_dtype));
+    }
+    size_t n_obs = (size_t)count * obs_dim, elem = wire_obs_elem_bytes(obs_dtype);
+    if (!s_len_ok(obs, n_obs, elem, 0) || !s_len_ok(next_obs, n_obs, elem, 0) ||
         !s_len_ok(actions, count, 4, 0) || !s_len_ok(rewards, count, 4, 0) ||
         !s_len_ok(discounts, count, 4, 0)) {
         return s_err(d, APEX_EPROTO, "%s: array lengths do not match count %u x obs_dim %u",
                      what, count, obs_dim);
     }
-    if (!s_all_finite(F32(*obs), n_obs) || !s_all_finite(F32(*next_obs), n_obs) ||
-        !s_all_finite(F32(*rewards), count)) {
+    // Any byte is a valid uint8 observation; float32 ones must be finite.
+    int obs_ok = obs_dtype != WIRE_OBS_FLOAT32 ||
+                 (s_all_finite(F32(*obs), n_obs) && s_all_finite(F32(*next_obs), n_obs));
+    if (!obs_ok || !s_all_finite(F32(*rewards), count)) {
         return s_err(d, APEX_EINVAL, "%s: non-finite observation or reward", what);
     }
     if (!s_all_in(F32(*discounts), count, 0.0f, 1.0f)) {
@@ -212,8 +223,8 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
 }
 
 static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wire_batch_t *o) {
-    int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, &m->obs, &m->actions,
-                       &m->rewards, &m->discounts, &m->next_obs);
+    int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, (uint32_t)m->obs_dtype,
+                       &m->obs, &m->actions, &m->rewards, &m->discounts, &m->next_obs);
     if (rc) {
         return rc;
     }
@@ -231,11 +242,12 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         .weights_version = m->weights_version,
         .count = m->count,
         .obs_dim = m->obs_dim,
-        .obs = F32(m->obs),
+        .obs_dtype = (uint32_t)m->obs_dtype,
+        .obs = m->obs.data,
         .actions = (const int32_t *)(const void *)m->actions.data,
         .rewards = F32(m->rewards),
         .discounts = F32(m->discounts),
-        .next_obs = F32(m->next_obs),
+        .next_obs = m->next_obs.data,
         .priorities = m->priorities.len ? F32(m->priorities) : NULL,
     };
     return APEX_OK;
@@ -287,8 +299,8 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
     if (m->status != APEX__SAMPLE_STATUS__SAMPLE_OK) {
         return s_err(d, APEX_EINVAL, "SampleReply: unknown status %d", (int)m->status);
     }
-    int rc = s_rows_ok(d, "SampleReply", m->count, m->obs_dim, &m->obs, &m->actions, &m->rewards,
-                       &m->discounts, &m->next_obs);
+    int rc = s_rows_ok(d, "SampleReply", m->count, m->obs_dim, (uint32_t)m->obs_dtype, &m->obs,
+                       &m->actions, &m->rewards, &m->discounts, &m->next_obs);
     if (rc) {
         return rc;
     }
@@ -302,13 +314,14 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
     o->status = WIRE_SAMPLE_OK;
     o->count = m->count;
     o->obs_dim = m->obs_dim;
+    o->obs_dtype = (uint32_t)m->obs_dtype;
     o->keys = (const uint64_t *)(const void *)m->keys.data;
     o->is_weights = F32(m->is_weights);
-    o->obs = F32(m->obs);
+    o->obs = m->obs.data;
     o->actions = (const int32_t *)(const void *)m->actions.data;
     o->rewards = F32(m->rewards);
     o->discounts = F32(m->discounts);
-    o->next_obs = F32(m->next_obs);
+    o->next_obs = m->next_obs.data;
     return APEX_OK;
 }
 
@@ -485,18 +498,19 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     switch (msg->type) {
     case WIRE_MSG_TRANSITION_BATCH: {
         const wire_batch_t *b = &msg->u.batch;
-        size_t n = b->count, no = (size_t)b->count * b->obs_dim;
+        size_t n = b->count, no = (size_t)b->count * b->obs_dim * wire_obs_elem_bytes(b->obs_dtype);
         tb.actor_id = b->actor_id;
         tb.epoch = b->epoch;
         tb.seq = b->seq;
         tb.weights_version = b->weights_version;
         tb.count = b->count;
         tb.obs_dim = b->obs_dim;
-        tb.obs = s_bin(b->obs, no * 4);
+        tb.obs_dtype = (Apex__ObsDtype)b->obs_dtype;
+        tb.obs = s_bin(b->obs, no);
         tb.actions = s_bin(b->actions, n * 4);
         tb.rewards = s_bin(b->rewards, n * 4);
         tb.discounts = s_bin(b->discounts, n * 4);
-        tb.next_obs = s_bin(b->next_obs, no * 4);
+        tb.next_obs = s_bin(b->next_obs, no);
         tb.priorities = s_bin(b->priorities, n * 4);
         env.body_case = APEX__ENVELOPE__BODY_TRANSITION_BATCH;
         env.transition_batch = &tb;
@@ -511,18 +525,19 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         break;
     case WIRE_MSG_SAMPLE_REPLY: {
         const wire_sample_reply_t *r = &msg->u.sample_reply;
-        size_t n = r->count, no = (size_t)r->count * r->obs_dim;
+        size_t n = r->count, no = (size_t)r->count * r->obs_dim * wire_obs_elem_bytes(r->obs_dtype);
         sr.id = r->id;
         sr.status = (Apex__SampleStatus)r->status;
         sr.count = r->count;
         sr.obs_dim = r->obs_dim;
+        sr.obs_dtype = (Apex__ObsDtype)r->obs_dtype;
         sr.keys = s_bin(r->keys, n * 8);
         sr.is_weights = s_bin(r->is_weights, n * 4);
-        sr.obs = s_bin(r->obs, no * 4);
+        sr.obs = s_bin(r->obs, no);
         sr.actions = s_bin(r->actions, n * 4);
         sr.rewards = s_bin(r->rewards, n * 4);
         sr.discounts = s_bin(r->discounts, n * 4);
-        sr.next_obs = s_bin(r->next_obs, no * 4);
+        sr.next_obs = s_bin(r->next_obs, no);
         const wire_replay_stats_t *st = &r->stats;
         rs.size = st->size;
         rs.capacity = st->capacity;

@@ -36,6 +36,11 @@ typedef enum {
 // Name of a message type for logs ("TransitionBatch"); static storage.
 const char *wire_msg_name(wire_msg_type t);
 
+// Element type of obs and next_obs (the values of config.h's config_obs_dtype).
+typedef enum { WIRE_OBS_FLOAT32 = 0, WIRE_OBS_UINT8 = 1 } wire_obs_dtype;
+// Bytes per observation element of dtype t.
+static inline size_t wire_obs_elem_bytes(uint32_t t) { return t == WIRE_OBS_UINT8 ? 1 : 4; }
+
 typedef enum { WIRE_SAMPLE_OK = 0, WIRE_SAMPLE_NOT_READY = 1, WIRE_SAMPLE_REFUSED = 2 } wire_sample_status;
 
 // Key of a sampled transition: ring slot in the low 32 bits, its generation in the high.
@@ -50,11 +55,12 @@ typedef struct {
     uint64_t weights_version;
     uint32_t count;
     uint32_t obs_dim;
-    const float *obs;        // (count, obs_dim)
+    uint32_t obs_dtype;      // wire_obs_dtype of obs and next_obs
+    const void *obs;         // (count, obs_dim) of obs_dtype
     const int32_t *actions;  // (count)
     const float *rewards;    // (count) n-step returns
     const float *discounts;  // (count) gamma^n or 0 at terminal
-    const float *next_obs;   // (count, obs_dim)
+    const void *next_obs;    // (count, obs_dim) of obs_dtype
     const float *priorities; // (count), or NULL: the replay uses its max priority
 } wire_batch_t;
 
@@ -75,13 +81,14 @@ typedef struct {
     wire_sample_status status;
     uint32_t count; // 0 unless status is OK
     uint32_t obs_dim;
+    uint32_t obs_dtype; // wire_obs_dtype of obs and next_obs
     const uint64_t *keys;
     const float *is_weights;
-    const float *obs;
+    const void *obs;
     const int32_t *actions;
     const float *rewards;
     const float *discounts;
-    const float *next_obs;
+    const void *next_obs;
     wire_replay_stats_t stats;
 } wire_sample_reply_t;
 
@@ -134,7 +141,8 @@ typedef struct {
 
 // What a decoder accepts. Dimensions must match exactly; counts must not exceed the maxima.
 typedef struct {
-    uint32_t obs_dim;        // float32 per observation
+    uint32_t obs_dim;        // elements per observation
+    uint32_t obs_dtype;      // wire_obs_dtype observations must have
     uint32_t n_actions;      // actions must be in [0, n_actions)
     uint32_t num_params;     // Weights must carry exactly this many (0: refuse Weights)
     uint32_t max_count;      // most rows in a batch, sample or priority update

@@ -145,6 +145,7 @@ static int s_load_or_init(learner_t *l, int resume) {
 static int s_open_sockets(learner_t *l) {
     const apex_config_t *c = &l->cfg;
     wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
+                         .obs_dtype = (uint32_t)c->env.obs_dtype,
                          .n_actions = (uint32_t)c->env.n_actions,
                          .max_count = (uint32_t)c->replay.max_batch,
                          .max_episodes = 65536};
@@ -348,8 +349,8 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
     size_t B = r->count, O = r->obs_dim;
     memcpy(s->keys, r->keys, B * sizeof *s->keys);
     memcpy(s->is_w, r->is_weights, B * sizeof(float));
-    memcpy(s->obs, r->obs, B * O * sizeof(float));
-    memcpy(s->next_obs, r->next_obs, B * O * sizeof(float));
+    learner_obs_to_float(r->obs_dtype, r->obs, B * O, s->obs);
+    learner_obs_to_float(r->obs_dtype, r->next_obs, B * O, s->next_obs);
     memcpy(s->rewards, r->rewards, B * sizeof(float));
     memcpy(s->discounts, r->discounts, B * sizeof(float));
     memcpy(s->actions, r->actions, B * sizeof(int32_t));
@@ -360,6 +361,19 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
         l->started = 1;
         log_info("first batch received (replay holds %llu transitions): training starts",
                  (unsigned long long)r->stats.size);
+    }
+}
+
+void learner_obs_to_float(uint32_t obs_dtype, const void *src, size_t n, float *dst) {
+    if (obs_dtype != WIRE_OBS_UINT8) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    // Byte observations (image frames) enter the network in [0, 1], as in DQN's Atari
+    // preprocessing; a raw 0..255 input would need its own learning rate.
+    const uint8_t *u = src;
+    for (size_t i = 0; i < n; i++) {
+        dst[i] = (float)u[i] * (1.0f / 255.0f);
     }
 }
 

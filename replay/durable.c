@@ -40,7 +40,7 @@ typedef struct {
     uint64_t rows_bytes;
     uint64_t blob_bytes;
     uint32_t covered_segment; // log segments <= this one are contained in the snapshot
-    uint32_t reserved;
+    uint32_t obs_elem_bytes;  // 4 (float32) or 1 (uint8); 0 in snapshots from before uint8: 4
     store_state_t state;
     uint32_t payload_crc;
     uint32_t header_crc; // over every byte before this field
@@ -481,6 +481,7 @@ static _Noreturn void s_child_write(durable_t *d, const store_t *store, const vo
     h.header_bytes = sizeof h;
     h.capacity = store_capacity(store);
     h.obs_dim = store_obs_dim(store);
+    h.obs_elem_bytes = store_obs_elem_bytes(store);
     size_t rows_bytes;
     const void *rows = store_rows(store, &rows_bytes);
     h.rows_bytes = rows_bytes;
@@ -625,12 +626,14 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
     } else if (h.header_crc != s_header_crc(&h)) {
         why = "corrupt header (checksum mismatch)";
     } else if (h.capacity != store_capacity(store) || h.obs_dim != store_obs_dim(store) ||
+               (h.obs_elem_bytes ? h.obs_elem_bytes : 4) != store_obs_elem_bytes(store) ||
                h.blob_bytes > MAX_BLOB_BYTES) {
-        log_error("%s: written for capacity %u and obs_dim %u, the config says %u and %u"
-                  "\n---> HINT: use the original [replay] capacity and [env] id, or move the "
-                  "directory away to start empty",
-                  d->snap_path, h.capacity, h.obs_dim, store_capacity(store),
-                  store_obs_dim(store));
+        log_error("%s: written for capacity %u, obs_dim %u and %u-byte observation elements, "
+                  "the config says %u, %u and %u"
+                  "\n---> HINT: use the original [replay] capacity and [env] id, obs_dim and "
+                  "obs_dtype, or move the directory away to start empty",
+                  d->snap_path, h.capacity, h.obs_dim, h.obs_elem_bytes ? h.obs_elem_bytes : 4,
+                  store_capacity(store), store_obs_dim(store), store_obs_elem_bytes(store));
         close(fd);
         return APEX_EINVAL;
     } else {

@@ -268,22 +268,28 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
         fprintf(f, ",next_obs%u", j);
     }
     fputc('\n', f);
-    float *obs = xmalloc(O * sizeof(float)), *next = xmalloc(O * sizeof(float)), r, d;
+    // Both observations of a row, as bytes of the run's dtype; printed as numbers.
+    int u8 = store_obs_elem_bytes(s->store) == 1;
+    size_t ob = (size_t)O * store_obs_elem_bytes(s->store);
+    unsigned char *obs = xmalloc(2 * ob), *next = obs + ob;
+    float r, d;
     int32_t a;
     for (uint32_t slot = 0; slot < store_size(s->store); slot++) {
         store_read_slot(s->store, slot, obs, &a, &r, &d, next);
         fprintf(f, "%u,%u,%.9g,%d,%.9g,%.9g", slot, store_slot_generation(s->store, slot),
                 store_slot_priority(s->store, slot), a, (double)r, (double)d);
-        for (uint32_t j = 0; j < O; j++) {
-            fprintf(f, ",%.9g", (double)obs[j]);
-        }
-        for (uint32_t j = 0; j < O; j++) {
-            fprintf(f, ",%.9g", (double)next[j]);
+        for (uint32_t j = 0; j < 2 * O; j++) {
+            if (u8) {
+                fprintf(f, ",%u", (unsigned)obs[j]);
+            } else {
+                float v;
+                memcpy(&v, obs + (size_t)j * 4, 4);
+                fprintf(f, ",%.9g", (double)v);
+            }
         }
         fputc('\n', f);
     }
     free(obs);
-    free(next);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
         log_error("writing %s failed", path);

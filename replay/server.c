@@ -40,6 +40,7 @@ static size_t s_mem_available(void) {
 
 static size_t s_max_message_bytes(const apex_config_t *c, wire_limits_t *lim) {
     *lim = (wire_limits_t){.obs_dim = (uint32_t)c->env.obs_dim,
+                           .obs_dtype = (uint32_t)c->env.obs_dtype,
                            .n_actions = (uint32_t)c->env.n_actions,
                            .max_count = (uint32_t)c->replay.max_batch};
     lim->max_message_bytes = c->replay.max_message_bytes > 0
@@ -94,8 +95,12 @@ static int s_timer_stats(loop_t *loop, void *arg);
 static int s_timer_stop(loop_t *loop, void *arg);
 
 replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
+    _Static_assert((int)WIRE_OBS_UINT8 == (int)CONFIG_OBS_UINT8 &&
+                       (int)WIRE_OBS_FLOAT32 == (int)CONFIG_OBS_FLOAT32,
+                   "wire and config dtypes share their values");
     store_config_t sc = {.capacity = (uint32_t)cfg->replay.capacity,
                          .obs_dim = (uint32_t)cfg->env.obs_dim,
+                         .obs_elem_bytes = (uint32_t)config_obs_elem_bytes(cfg->env.obs_dtype),
                          .alpha = cfg->replay.alpha};
     size_t need = store_bytes(&sc), avail = s_mem_available();
     if (need == 0 || (avail > 0 && need > avail)) {
@@ -112,19 +117,21 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         return NULL;
     }
     rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, 0);
-    size_t B = (size_t)cfg->replay.max_batch, O = (size_t)cfg->env.obs_dim;
+    // O: bytes of one observation.
+    size_t B = (size_t)cfg->replay.max_batch,
+           O = (size_t)cfg->env.obs_dim * (size_t)config_obs_elem_bytes(cfg->env.obs_dtype);
     s->keys = xmalloc(B * sizeof *s->keys);
     s->is_w = xmalloc(B * sizeof(float));
-    s->obs = xmalloc(B * O * sizeof(float));
-    s->next_obs = xmalloc(B * O * sizeof(float));
+    s->obs = xmalloc(B * O);
+    s->next_obs = xmalloc(B * O);
     s->rewards = xmalloc(B * sizeof(float));
     s->discounts = xmalloc(B * sizeof(float));
     s->actions = xmalloc(B * sizeof(int32_t));
     s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
-    wire_buf_init(&s->out, 64 + B * (2 * O * 4 + 24));
+    wire_buf_init(&s->out, 64 + B * (2 * O + 24));
     s->replies = xcalloc(REPLY_RING, sizeof *s->replies);
     for (int i = 0; i < REPLY_RING; i++) {
-        wire_buf_init(&s->replies[i].buf, 64 + B * (2 * O * 4 + 24));
+        wire_buf_init(&s->replies[i].buf, 64 + B * (2 * O + 24));
         atomic_init(&s->replies[i].in_use, 0);
     }
     wire_limits_t lim;
@@ -651,7 +658,8 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                               s->actions, s->rewards, s->discounts, s->next_obs);
         APEX_ASSERT(rc == APEX_OK); // s_can_sample guarantees a non-empty store
         *r = (wire_sample_reply_t){.id = req->id, .status = WIRE_SAMPLE_OK, .count = n,
-                                   .obs_dim = store_obs_dim(s->store), .keys = s->keys,
+                                   .obs_dim = store_obs_dim(s->store),
+                                   .obs_dtype = (uint32_t)s->cfg.env.obs_dtype, .keys = s->keys,
                                    .is_weights = s->is_w, .obs = s->obs, .actions = s->actions,
                                    .rewards = s->rewards, .discounts = s->discounts,
                                    .next_obs = s->next_obs};

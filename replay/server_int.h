@@ -87,7 +87,8 @@ struct replay_server {
     // Gather buffers for one reply, sized for [replay] max_batch (S8: nothing allocated
     // while serving).
     uint64_t *keys;
-    float *is_w, *obs, *next_obs, *rewards, *discounts;
+    float *is_w, *rewards, *discounts;
+    void *obs, *next_obs; // max_batch observations of the run's dtype
     int32_t *actions;
     // Held sample requests: a FIFO ring.
     s_pending *pending;

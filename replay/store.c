@@ -18,8 +18,9 @@
 // preprocessed elsewhere), and it keeps (capacity * obs_dim) checks simple.
 #define STORE_OBS_DIM_MAX (1u << 20)
 
-// Slot layout. Each slot is one record of stride = 16 + 8 D bytes in a single flat array:
-// this header, then obs[D], then next_obs[D]. Sampling reads random slots, and at capacity
+// Slot layout. Each slot is one record of stride = 16 + 2 D E bytes (E = bytes per obs
+// element, 4 or 1; rounded up to a multiple of 4 so every header stays aligned) in a single
+// flat array: this header, then obs[D], then next_obs[D]. Sampling reads random slots, and at capacity
 // 2^20 every slot is a cache miss per line touched: one record of 48 bytes (D = 4) costs
 // 1.5 lines on average, where six separate column arrays cost six. The generation lives
 // in the record too, so a priority update's validity check is one line as well.
@@ -33,6 +34,7 @@ typedef struct {
 struct store {
     uint32_t capacity;
     uint32_t obs_dim;
+    uint32_t obs_bytes;   // bytes of one observation: obs_dim * (4 or 1)
     float alpha;
     size_t stride;        // bytes per slot record
     unsigned char *rows;  // (capacity, stride) slot records
@@ -57,30 +59,37 @@ static const char *s_config_error(const store_config_t *cfg) {
     if (cfg->obs_dim < 1 || cfg->obs_dim > STORE_OBS_DIM_MAX) {
         return "obs_dim must be in [1, 2^20]";
     }
+    if (cfg->obs_elem_bytes != 0 && cfg->obs_elem_bytes != 4 && cfg->obs_elem_bytes != 1) {
+        return "obs_elem_bytes must be 4 (float32) or 1 (uint8)";
+    }
     if (!(cfg->alpha >= 0.0 && cfg->alpha <= 1.0)) { // also rejects NaN
         return "alpha must be in [0, 1]";
     }
     return NULL;
 }
 
-static size_t s_stride(uint32_t obs_dim) {
-    return sizeof(store_meta_t) + 2 * (size_t)obs_dim * sizeof(float);
+static size_t s_obs_bytes(const store_config_t *cfg) {
+    return (size_t)cfg->obs_dim * (cfg->obs_elem_bytes ? cfg->obs_elem_bytes : 4);
+}
+
+static size_t s_stride(const store_config_t *cfg) {
+    return (sizeof(store_meta_t) + 2 * s_obs_bytes(cfg) + 3) & ~(size_t)3;
 }
 
 static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
     return (store_meta_t *)(s->rows + slot * s->stride);
 }
 
-// obs of the slot; next_obs follows at + obs_dim.
-static inline float *s_obs(const store_t *s, uint32_t slot) {
-    return (float *)(s->rows + slot * s->stride + sizeof(store_meta_t));
+// obs of the slot; next_obs follows at + obs_bytes.
+static inline unsigned char *s_obs(const store_t *s, uint32_t slot) {
+    return s->rows + slot * s->stride + sizeof(store_meta_t);
 }
 
 size_t store_bytes(const store_config_t *cfg) {
     if (s_config_error(cfg)) {
         return 0;
     }
-    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg->obs_dim) +
+    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg) +
            sumtree_bytes(cfg->capacity);
 }
 
@@ -94,8 +103,9 @@ store_t *store_new(const store_config_t *cfg) {
     store_t *s = xcalloc(1, sizeof *s);
     s->capacity = cfg->capacity;
     s->obs_dim = cfg->obs_dim;
+    s->obs_bytes = (uint32_t)s_obs_bytes(cfg);
     s->alpha = (float)cfg->alpha;
-    s->stride = s_stride(cfg->obs_dim);
+    s->stride = s_stride(cfg);
     s->rows = xaligned_alloc((size_t)cfg->capacity * s->stride); // zeroed: generation 0
     sumtree_init(&s->tree, cfg->capacity);
     s->max_prio = 1.0f;
@@ -148,10 +158,10 @@ static inline float s_pow_alpha(const store_t *s, float p) {
 
 // Copies rows [0, len) to slots [slot, slot + len) (no wrap inside) and sets their tree
 // leaves. prio is NULL or points at the priorities of these same rows.
-static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const float *obs,
+static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const unsigned char *obs,
                         const int32_t *actions, const float *rewards, const float *discounts,
-                        const float *next_obs, const float *prio) {
-    size_t d = s->obs_dim;
+                        const unsigned char *next_obs, const float *prio) {
+    size_t d = s->obs_bytes;
     for (uint32_t j = 0; j < len; j++) {
         store_meta_t *meta = s_meta(s, slot + j);
         meta->action = actions[j];
@@ -159,8 +169,8 @@ static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const float *ob
         meta->discount = discounts[j];
         // Wraps after 2^32 writes of one slot: a key held that long is not a real risk.
         meta->gen++;
-        memcpy(s_obs(s, slot + j), obs + j * d, d * sizeof(float));
-        memcpy(s_obs(s, slot + j) + d, next_obs + j * d, d * sizeof(float));
+        memcpy(s_obs(s, slot + j), obs + j * d, d);
+        memcpy(s_obs(s, slot + j) + d, next_obs + j * d, d);
     }
     uint32_t idx[STORE_CHUNK];
     float value[STORE_CHUNK];
@@ -174,9 +184,10 @@ static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const float *ob
     }
 }
 
-void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
-               const float *rewards, const float *discounts, const float *next_obs,
+void store_add(store_t *s, uint32_t n, const void *obs_v, const int32_t *actions,
+               const float *rewards, const float *discounts, const void *next_obs_v,
                const float *prio) {
+    const unsigned char *obs = obs_v, *next_obs = next_obs_v;
     if (n == 0) {
         return;
     }
@@ -185,7 +196,7 @@ void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
     uint32_t skip = n > s->capacity ? n - s->capacity : 0;
     uint32_t keep = n - skip;
     uint32_t slot = (uint32_t)(((uint64_t)s->next + skip) % s->capacity);
-    size_t row = (size_t)s->obs_dim;
+    size_t row = s->obs_bytes;
     uint32_t done = 0;
     while (done < keep) { // at most two runs: up to the end of the ring, then from slot 0
         uint32_t len = APEX_MIN(keep - done, s->capacity - slot);
@@ -208,9 +219,10 @@ void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
 // Importance weight (Schaul et al. 2016 sec. 3.4): w = (N P(i))^-beta / (N P_min)^-beta
 // = (p_min^alpha / p_i^alpha)^beta, so N and the total cancel and w is in (0, 1].
 static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta,
-                     uint32_t out, uint64_t *keys, float *is_w, float *obs, int32_t *actions,
-                     float *rewards, float *discounts, float *next_obs) {
-    size_t d = s->obs_dim;
+                     uint32_t out, uint64_t *keys, float *is_w, unsigned char *obs,
+                     int32_t *actions, float *rewards, float *discounts,
+                     unsigned char *next_obs) {
+    size_t d = s->obs_bytes;
     float p_min = sumtree_min(&s->tree);
     // Issue all of the chunk's misses (first and last line of each record) before the
     // first copy waits on one of them.
@@ -229,14 +241,14 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
         actions[o] = meta->action;
         rewards[o] = meta->reward;
         discounts[o] = meta->discount;
-        memcpy(obs + o * d, s_obs(s, i), d * sizeof(float));
-        memcpy(next_obs + o * d, s_obs(s, i) + d, d * sizeof(float));
+        memcpy(obs + o * d, s_obs(s, i), d);
+        memcpy(next_obs + o * d, s_obs(s, i) + d, d);
     }
 }
 
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
-                 float *obs, int32_t *actions, float *rewards, float *discounts,
-                 float *next_obs) {
+                 void *obs, int32_t *actions, float *rewards, float *discounts,
+                 void *next_obs) {
     // n and beta come from a peer's request: refuse, never assert (STYLE S6.4).
     if (n == 0 || !(beta >= 0.0f && beta <= 1e6f)) {
         return APEX_EINVAL;
@@ -297,6 +309,7 @@ uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float 
 uint64_t store_size(const store_t *s) { return s->size; }
 uint32_t store_capacity(const store_t *s) { return s->capacity; }
 uint32_t store_obs_dim(const store_t *s) { return s->obs_dim; }
+uint32_t store_obs_elem_bytes(const store_t *s) { return s->obs_bytes / s->obs_dim; }
 double store_total_priority(const store_t *s) { return sumtree_total(&s->tree); }
 uint64_t store_stale_updates(const store_t *s) { return s->stale; }
 uint64_t store_inserted(const store_t *s) { return s->inserted; }
@@ -318,15 +331,15 @@ uint32_t store_slot_generation(const store_t *s, uint32_t slot) {
 // Persistence
 // ---------------------------------------------------------------------------------------
 
-int store_read_slot(const store_t *s, uint32_t slot, float *obs, int32_t *action,
-                    float *reward, float *discount, float *next_obs) {
+int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
+                    float *reward, float *discount, void *next_obs) {
     if ((uint64_t)slot >= s->size) {
         return -1;
     }
     const store_meta_t *m = s_meta(s, slot);
-    const float *o = s_obs(s, slot);
-    memcpy(obs, o, s->obs_dim * sizeof(float));
-    memcpy(next_obs, o + s->obs_dim, s->obs_dim * sizeof(float));
+    const unsigned char *o = s_obs(s, slot);
+    memcpy(obs, o, s->obs_bytes);
+    memcpy(next_obs, o + s->obs_bytes, s->obs_bytes);
     *action = m->action;
     *reward = m->reward;
     *discount = m->discount;

@@ -1,7 +1,7 @@
 // store.h: the in-process prioritized replay memory of apex-replay.
 //
 // What it does: keeps a fixed-capacity FIFO ring of n-step transitions (obs and next_obs
-// float32[obs_dim], action int32, reward float32 (n-step return), discount float32 (gamma^n,
+// of obs_dim elements of obs_elem_bytes each (float32 or uint8, copied as bytes), action int32, reward float32 (n-step return), discount float32 (gamma^n,
 // 0 at terminal)) in one flat array of slot records allocated once (see store.c for why
 // records and not columns), a sum/min tree over p^alpha (sumtree.h), and a per-slot
 // generation counter. Sampling is proportional and
@@ -34,7 +34,8 @@ typedef struct store store_t;
 
 typedef struct {
     uint32_t capacity; // transitions held, 1 ..= STORE_CAPACITY_MAX (any value)
-    uint32_t obs_dim;  // floats per observation, >= 1
+    uint32_t obs_dim;  // elements per observation, >= 1
+    uint32_t obs_elem_bytes; // bytes per element: 4 (float32) or 1 (uint8); 0 means 4
     double alpha;      // priority exponent, 0 ..= 1 (0 = uniform sampling)
 } store_config_t;
 
@@ -48,12 +49,13 @@ store_t *store_new(const store_config_t *cfg);
 void store_destroy(store_t **self_p);
 
 // Appends n rows (FIFO: each overwrites the oldest slot once the ring is full; when n >
-// capacity only the last capacity rows are kept). obs and next_obs are (n, obs_dim);
+// capacity only the last capacity rows are kept). obs and next_obs are (n, obs_dim) elements
+// of obs_elem_bytes;
 // actions, rewards, discounts are (n). prio holds n raw priorities, or is NULL meaning "the
 // largest raw priority ever given to add or update" (1.0 before any). Bumps each written
 // slot's generation.
-void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
-               const float *rewards, const float *discounts, const float *next_obs,
+void store_add(store_t *s, uint32_t n, const void *obs, const int32_t *actions,
+               const float *rewards, const float *discounts, const void *next_obs,
                const float *prio);
 
 // Stratified proportional sample of n >= 1 rows, gathered into caller buffers: keys (n),
@@ -61,8 +63,8 @@ void store_add(store_t *s, uint32_t n, const float *obs, const int32_t *actions,
 // Returns APEX_OK; APEX_EAGAIN when the store is empty; APEX_EINVAL when n == 0 or beta is
 // negative or not finite. Outputs are untouched unless APEX_OK.
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
-                 float *obs, int32_t *actions, float *rewards, float *discounts,
-                 float *next_obs);
+                 void *obs, int32_t *actions, float *rewards, float *discounts,
+                 void *next_obs);
 
 // Sets the raw priority prio[i] on keys[i] for i < n. A key whose slot is out of range, not
 // yet filled, or overwritten since it was sampled (generation mismatch) is dropped and
@@ -72,6 +74,7 @@ uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float 
 uint64_t store_size(const store_t *s);        // occupied slots, <= capacity
 uint32_t store_capacity(const store_t *s);
 uint32_t store_obs_dim(const store_t *s);
+uint32_t store_obs_elem_bytes(const store_t *s); // 4 or 1
 double store_total_priority(const store_t *s); // sum of p^alpha over occupied slots
 double store_min_priority(const store_t *s);   // min of p^alpha over occupied slots; 0 if empty
 uint64_t store_stale_updates(const store_t *s); // updates dropped since store_new
@@ -83,10 +86,10 @@ double store_slot_priority(const store_t *s, uint32_t slot);
 uint32_t store_slot_generation(const store_t *s, uint32_t slot);
 // Slot the next store_add row goes to (the oldest row once the ring is full).
 uint32_t store_next_slot(const store_t *s);
-// Reads slot's row into the caller's buffers (obs and next_obs hold obs_dim floats each).
+// Reads slot's row into the caller's buffers (obs and next_obs hold obs_dim elements each).
 // Returns 0, or -1 when the slot is not occupied. For dumps and tests, not the hot path.
-int store_read_slot(const store_t *s, uint32_t slot, float *obs, int32_t *action,
-                    float *reward, float *discount, float *next_obs);
+int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
+                    float *reward, float *discount, void *next_obs);
 
 // ---------------------------------------------------------------------------------------
 // Persistence (replay/durable.c writes and reads these in snapshots).

@@ -98,7 +98,15 @@ START_TEST(test_error_classes) {
                    ":3: [run] name: indented continuation lines are not supported");
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
-                   "MountainCar-v0)");
+                   "MountainCar-v0, or external)");
+    // The external environment's keys: both needed; built-in ids keep their own shape and
+    // float32 observations.
+    s_expect_error("[env]\nid = external\nobs_dim = 8\n",
+                   ": [env] id = external needs obs_dim >= 1 and n_actions >= 2 (have 8 and 0)");
+    s_expect_error("[env]\nid = CartPole-v1\nobs_dim = 5\n",
+                   ": [env] obs_dim and n_actions are for id = external; CartPole-v1 has 4 and 2");
+    s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
+                   ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",
                    ": [replay] min_size_to_sample: 11 exceeds capacity 10 (the learner would wait "
                    "forever)");
@@ -163,6 +171,35 @@ START_TEST(test_print_round_trip) {
 }
 END_TEST
 
+START_TEST(test_external_env) {
+    // id = external takes its shape and dtype from the keys, and prints back to itself.
+    apex_config_t a, b;
+    char err[CONFIG_ERR_LEN] = "";
+    const char *sets[] = {"env.id=external", "env.obs_dim=7056", "env.n_actions=6",
+                          "env.obs_dtype=uint8"};
+    ck_assert_msg(config_load(&a, NULL, sets, 4, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.env.obs_dim, 7056);
+    ck_assert_int_eq(a.env.n_actions, 6);
+    ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_UINT8);
+    ck_assert_int_eq(config_obs_elem_bytes(a.env.obs_dtype), 1);
+    ck_assert_int_eq(a.env.max_episode_steps, 0);
+    char path[] = "/tmp/apex_cfgx_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    config_print(&a, f);
+    fclose(f);
+    ck_assert_msg(config_load(&b, path, NULL, 0, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    memcpy(b.source, a.source, sizeof a.source);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    // A built-in id: the derived shape, which the keys may repeat but not contradict.
+    const char *same[] = {"env.id=Acrobot-v1", "env.obs_dim=6", "env.n_actions=3"};
+    ck_assert_msg(config_load(&a, NULL, same, 3, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_FLOAT32);
+    ck_assert_int_eq(config_obs_elem_bytes(a.env.obs_dtype), 4);
+}
+END_TEST
+
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
     const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini"};
@@ -186,6 +223,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_missing_file);
     tcase_add_test(tc, test_overrides);
     tcase_add_test(tc, test_print_round_trip);
+    tcase_add_test(tc, test_external_env);
     tcase_add_test(tc, test_shipped_configs_load);
     suite_add_tcase(s, tc);
     return s;

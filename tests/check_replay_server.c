@@ -157,9 +157,10 @@ START_TEST(test_insert_sample_update) {
         ck_assert_uint_eq(rep->count, 32);
         ck_assert_uint_eq(rep->stats.size, 16);
         int from_hi = 0;
+        const float *obs = rep->obs, *next_obs = rep->next_obs;
         for (int i = 0; i < 32; i++) {
-            from_hi += rep->obs[i * OBS] == 2.0f;
-            ck_assert_float_eq(rep->next_obs[i * OBS], rep->obs[i * OBS] + 0.5f);
+            from_hi += obs[i * OBS] == 2.0f;
+            ck_assert_float_eq(next_obs[i * OBS], obs[i * OBS] + 0.5f);
         }
         // priority 100 vs the default max (100, the largest seen): both batches equal...
         ck_assert_int_gt(from_hi, 0);
@@ -529,9 +530,10 @@ START_TEST(test_queued_replies_intact_when_learner_stalls) {
         ck_assert_uint_gt(r->id, last); // replies beyond the high-water mark may be dropped
         last = r->id;
         ck_assert_uint_eq(r->count, ROWS);
+        const float *obs = r->obs, *next_obs = r->next_obs;
         for (uint32_t j = 0; j < ROWS; j++) { // each row is a row that was inserted
-            ck_assert_float_eq(r->next_obs[j * OBS], r->obs[j * OBS] + 0.5f);
-            ck_assert_float_eq(r->rewards[j], r->obs[j * OBS]);
+            ck_assert_float_eq(next_obs[j * OBS], obs[j * OBS] + 0.5f);
+            ck_assert_float_eq(r->rewards[j], obs[j * OBS]);
         }
         zmq_msg_close(&msg);
         if (got++ == 0) {
