@@ -56,8 +56,10 @@ static void s_set(apex_config_t *cfg, const char *fmt, ...) {
 
 // One config for both daemons: a tiny network, small batches, short timeouts, ephemeral
 // binds. endpoints.replay_sample is set once the replay server has bound.
-static void s_config(apex_config_t *cfg, const char *dir, int64_t max_steps) {
-    const char *sets[] = {
+// extra: more assignments (n_extra of them) applied after these, at load.
+static void s_config_with(apex_config_t *cfg, const char *dir, int64_t max_steps,
+                          const char *const *extra, int n_extra) {
+    const char *sets[32] = {
         "run.name=t", "run.seed=7", "network.hidden=32", "network.dueling=true",
         "replay.capacity=256", "replay.min_size_to_sample=64", "replay.max_batch=64",
         "replay.sample_timeout_ms=200", "learner.batch_size=32", "learner.lr=0.01",
@@ -69,12 +71,23 @@ static void s_config(apex_config_t *cfg, const char *dir, int64_t max_steps) {
         "endpoints.learner_pub_bind=tcp://127.0.0.1:*",
         "endpoints.learner_stats_bind=tcp://127.0.0.1:*"};
     char err[CONFIG_ERR_LEN];
-    int n = (int)(sizeof sets / sizeof sets[0]);
+    int n = 0;
+    while (sets[n]) {
+        n++;
+    }
+    ck_assert_int_le(n + n_extra, (int)(sizeof sets / sizeof sets[0]));
+    for (int i = 0; i < n_extra; i++) {
+        sets[n++] = extra[i];
+    }
     ck_assert_msg(config_load(cfg, NULL, sets, n, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(cfg->env.obs_dim, OBS);
     ck_assert_int_eq(cfg->env.n_actions, ACTIONS);
     s_set(cfg, "run.out_dir=%s", dir);
     s_set(cfg, "learner.max_steps=%lld", (long long)max_steps);
+}
+
+static void s_config(apex_config_t *cfg, const char *dir, int64_t max_steps) {
+    s_config_with(cfg, dir, max_steps, NULL, 0);
 }
 
 static void s_net_config(nn_config_t *n) {
@@ -138,7 +151,9 @@ static void *s_socket(void *ctx, int type, int rcvtimeo_ms) {
 
 // Inserts the whole data set as one TransitionBatch, as an actor would, and waits for the
 // InsertAck.
-static void s_fill(void *ctx, const char *insert_ep) {
+// uint8: the same data set as byte observations (one-hot 255, which the learner scales to
+// 1.0, so the learned Q must be the same function of the float one-hot vectors).
+static void s_fill_dtype(void *ctx, const char *insert_ep, int uint8) {
     void *d = s_socket(ctx, ZMQ_DEALER, 5000);
     zmq_setsockopt(d, ZMQ_ROUTING_ID, "actor-0", 7);
     ck_assert_int_eq(zmq_connect(d, insert_ep), 0);
@@ -158,10 +173,17 @@ static void s_fill(void *ctx, const char *insert_ep) {
             }
         }
     }
+    static uint8_t obs8[ROWS * OBS], next8[ROWS * OBS];
+    for (int k = 0; k < ROWS * OBS; k++) {
+        obs8[k] = (uint8_t)(obs[k] * 255.0f);
+        next8[k] = (uint8_t)(next[k] * 255.0f);
+    }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
     m.u.batch = (wire_batch_t){.actor_id = 0, .seq = 0, .count = ROWS, .obs_dim = OBS,
-                               .obs = obs, .actions = act, .rewards = rew, .discounts = disc,
-                               .next_obs = next};
+                               .obs_dtype = uint8 ? WIRE_OBS_UINT8 : WIRE_OBS_FLOAT32,
+                               .obs = uint8 ? (const void *)obs8 : obs, .actions = act,
+                               .rewards = rew, .discounts = disc,
+                               .next_obs = uint8 ? (const void *)next8 : next};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);
@@ -171,6 +193,8 @@ static void s_fill(void *ctx, const char *insert_ep) {
     ck_assert_int_gt(zmq_recv(d, ack, sizeof ack, 0), 0);
     zmq_close(d);
 }
+
+static void s_fill(void *ctx, const char *insert_ep) { s_fill_dtype(ctx, insert_ep, 0); }
 
 typedef struct {
     uint64_t version, learner_step;
@@ -369,6 +393,57 @@ START_TEST(test_learns_from_replay_over_zmq) {
 }
 END_TEST
 
+// [env] id = external with uint8 observations: replay and learner agree on the dtype, and
+// the learner's 1/255 scaling makes byte observations the same inputs as the float ones,
+// so the network learns the same reward table (evaluated on float one-hot vectors).
+START_TEST(test_learns_from_uint8_observations) {
+    const char *dir = check_tmpdir();
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    apex_config_t cfg;
+    const char *ext[] = {"env.id=external", "env.obs_dim=4", "env.n_actions=2",
+                         "env.obs_dtype=uint8"};
+    s_config_with(&cfg, tmp, 300, ext, 4);
+    ck_assert_int_eq(cfg.env.obs_dtype, CONFIG_OBS_UINT8);
+    check_replay_t r;
+    check_replay_start(&r, &cfg);
+    s_set(&cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
+    s_learner x;
+    s_learner_start(&x, &cfg, 0);
+    void *ctx = zmq_ctx_new();
+    s_fill_dtype(ctx, replay_server_insert_endpoint(r.server), 1);
+    s_learner_join(&x); // max_steps = 300
+    wire_replay_stats_t st;
+    check_replay_stop(&r, &st);
+    ck_assert_uint_eq(st.inserted, ROWS);
+    ck_assert_uint_ge(st.sampled, 300 * 32);
+    ck_assert_uint_eq(st.bad_messages, 0);
+    char path[600];
+    learner_checkpoint_path(&cfg, path, sizeof path);
+    nn_params_t p;
+    ckpt_header_t hdr;
+    s_read_online(path, &p, &hdr);
+    double err_final = s_q_error(&p);
+    ck_assert_msg(err_final < 0.05, "max |Q - r| = %g after 300 updates on uint8 observations",
+                  err_final);
+    nn_params_fini(&p);
+    // The conversion itself, against its closed form.
+    const uint8_t bytes[4] = {0, 1, 128, 255};
+    float out[4];
+    learner_obs_to_float(WIRE_OBS_UINT8, bytes, 4, out);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_float_eq_tol(out[k], (float)bytes[k] / 255.0f, 1e-7f);
+    }
+    ck_assert_float_eq(out[3], 1.0f);
+    const float f[2] = {-3.5f, 1e30f};
+    learner_obs_to_float(WIRE_OBS_FLOAT32, f, 2, out);
+    ck_assert_mem_eq(out, f, sizeof f);
+    zmq_ctx_term(ctx);
+    learner_destroy(&x.learner);
+    check_rmtree(tmp);
+}
+END_TEST
+
 // resume = 1 restores the whole trainer state: the counters, the published parameters, and
 // (byte for byte) online, target and optimizer moments; max_steps then continues from the
 // saved count. resume = 0 ignores the checkpoint.
@@ -556,6 +631,7 @@ Suite *learner_suite(void) {
     TCase *tc = tcase_create("zmq");
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_learns_from_replay_over_zmq);
+    tcase_add_test(tc, test_learns_from_uint8_observations);
     tcase_add_test(tc, test_resume_restores_state);
     tcase_add_test(tc, test_bad_checkpoint_refused);
     tcase_add_test(tc, test_survives_replay_restart);

@@ -551,6 +551,106 @@ START_TEST(test_queued_replies_intact_when_learner_stalls) {
 }
 END_TEST
 
+// [env] id = external with obs_dtype = uint8, end to end over the sockets: the server
+// stores and serves the exact bytes, its replies say uint8, a float32 batch is refused and
+// counted, and the store's rows are a quarter of the float32 ones.
+START_TEST(test_uint8_observations) {
+    enum { D = 5, N = 16, ROWS_OUT = 32 }; // odd D: uint8 rows are padded to 4 bytes
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {"env.id=external", "env.obs_dim=5", "env.n_actions=3",
+                          "env.obs_dtype=uint8", "replay.capacity=100", "replay.max_batch=64",
+                          "replay.min_size_to_sample=1", "learner.batch_size=32",
+                          "actor.send_batch=16", "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, 11, err, sizeof err) == 0, "%s", err);
+    s_fixture f = {.server = replay_server_new(&cfg, 1), .ctx = zmq_ctx_new()};
+    ck_assert_ptr_nonnull(f.server);
+    ck_assert_uint_eq(store_obs_elem_bytes(f.server->store), 1);
+    s_run_loop(&f);
+    const wire_limits_t lim = {.obs_dim = D, .obs_dtype = WIRE_OBS_UINT8, .n_actions = 3,
+                               .max_count = 64};
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    // Row r: obs bytes 251 - (r * D + k) (some of them 0xff, which no float check may
+    // reject), next_obs their complement, reward r, action r % 3.
+    uint8_t obs[N * D], next[N * D];
+    float rew[N], disc[N];
+    int32_t act[N];
+    for (int r = 0; r < N; r++) {
+        for (int k = 0; k < D; k++) {
+            obs[r * D + k] = (uint8_t)(251 - (r * D + k) + (r == 0 ? 4 : 0));
+            next[r * D + k] = (uint8_t)~obs[r * D + k];
+        }
+        rew[r] = (float)r;
+        disc[r] = 0.99f;
+        act[r] = r % 3;
+    }
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = 0, .seq = 0, .count = N, .obs_dim = D,
+                               .obs_dtype = WIRE_OBS_UINT8, .obs = obs, .actions = act,
+                               .rewards = rew, .discounts = disc, .next_obs = next};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(zmq_send(a0, b.data, b.len, 0), (int)b.len);
+    uint64_t acked;
+    s_recv_acked(a0, dec, &acked, 1);
+    ck_assert_uint_eq(acked, 0);
+    // The same rows as float32 (as a CartPole actor would send them): refused, not acked.
+    float fobs[N * D], fnext[N * D];
+    for (int i = 0; i < N * D; i++) {
+        fobs[i] = fnext[i] = (float)obs[i];
+    }
+    m.u.batch.seq = 1;
+    m.u.batch.obs_dtype = WIRE_OBS_FLOAT32;
+    m.u.batch.obs = fobs;
+    m.u.batch.next_obs = fnext;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(zmq_send(a0, b.data, b.len, 0), (int)b.len);
+    // Sampling: every row served is one of the inserted rows, byte for byte.
+    zmq_msg_t msg;
+    wire_msg_t rep;
+    s_send_request(lr, 1, ROWS_OUT);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &rep), APEX_OK);
+    const wire_sample_reply_t *r = &rep.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r->obs_dtype, WIRE_OBS_UINT8);
+    ck_assert_uint_eq(r->count, ROWS_OUT);
+    const uint8_t *ro = r->obs, *rn = r->next_obs;
+    for (int j = 0; j < ROWS_OUT; j++) {
+        int row = (int)r->rewards[j];
+        ck_assert(row >= 0 && row < N && r->actions[j] == row % 3);
+        ck_assert_mem_eq(ro + j * D, obs + row * D, D);
+        ck_assert_mem_eq(rn + j * D, next + row * D, D);
+    }
+    zmq_msg_close(&msg);
+    // The float32 batch is refused and counted (the sample socket may have been served first).
+    wire_replay_stats_t st;
+    for (int k = 0; k < 100; k++) {
+        replay_server_stats(f.server, &st);
+        if (st.bad_messages > 0) {
+            break;
+        }
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_uint_eq(st.bad_messages, 1);
+    ck_assert_uint_eq(st.inserted, N);
+    wire_buf_fini(&b);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    // Rows of 16 + 2 * 5 bytes, padded to 28, against 56 for float32.
+    store_config_t u8 = {.capacity = 100, .obs_dim = D, .obs_elem_bytes = 1, .alpha = 0.6};
+    store_config_t f32 = {.capacity = 100, .obs_dim = D, .obs_elem_bytes = 4, .alpha = 0.6};
+    ck_assert_uint_eq(store_bytes(&f32) - store_bytes(&u8), 100 * (56 - 28));
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
 START_TEST(test_capacity_too_large_refused) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
@@ -703,6 +803,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_limiter_not_ready_then_ok);
     tcase_add_test(tc, test_samples_per_insert_ratio);
     tcase_add_test(tc, test_hostile_input_counted_and_survived);
+    tcase_add_test(tc, test_uint8_observations);
     tcase_add_test(tc, test_capacity_too_large_refused);
     tcase_add_test(tc, test_wal_acked_batches_survive_kill);
     tcase_add_test(tc, test_wal_acks_coalesced_per_actor);
