@@ -20,7 +20,8 @@
 
 // ---------------------------------------------------------------------------------------
 // Limit profiles. 0 is a realistic CartPole run; the others exist to reach rejecting paths
-// that profile 0 accepts (small maxima, another obs_dim, Weights refused, a byte limit).
+// that profile 0 accepts (small maxima, another obs_dim, Weights refused, a byte limit) and
+// the uint8 observations of [env] id = external (profile 4).
 
 static const wire_limits_t s_profiles[] = {
     {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 4096, .max_episodes = 1024},
@@ -28,6 +29,8 @@ static const wire_limits_t s_profiles[] = {
      .max_message_bytes = 512},
     {.obs_dim = 6, .n_actions = 3, .num_params = 0, .max_count = 4096, .max_episodes = 0},
     {.obs_dim = 1, .n_actions = 1, .num_params = 1, .max_count = 1, .max_episodes = 1},
+    {.obs_dim = 4, .obs_dtype = WIRE_OBS_UINT8, .n_actions = 2, .num_params = 100,
+     .max_count = 4096, .max_episodes = 1024},
 };
 #define N_PROFILES (sizeof s_profiles / sizeof s_profiles[0])
 
@@ -88,14 +91,27 @@ static uint64_t s_touch_u64(const uint64_t *x, size_t n) {
 }
 
 // Rows shared by TransitionBatch and SampleReply.
+// Reads every byte, so that ASan sees a uint8 view that runs past its buffer.
+static unsigned s_touch_u8(const uint8_t *x, size_t n) {
+    unsigned h = 0;
+    for (size_t i = 0; i < n; i++) {
+        h = h * 31u + x[i];
+    }
+    return h;
+}
+
 static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_dim,
-                         const float *obs, const int32_t *actions, const float *rewards,
-                         const float *discounts, const float *next_obs) {
+                         uint32_t obs_dtype, const void *obs, const int32_t *actions,
+                         const float *rewards, const float *discounts, const void *next_obs) {
     FUZZ_CHECK(count >= 1 && count <= lim->max_count);
-    FUZZ_CHECK(obs_dim == lim->obs_dim);
+    FUZZ_CHECK(obs_dim == lim->obs_dim && obs_dtype == lim->obs_dtype);
     FUZZ_CHECK(obs && actions && rewards && discounts && next_obs);
     size_t n_obs = (size_t)count * obs_dim;
-    FUZZ_CHECK(s_finite(obs, n_obs) && s_finite(next_obs, n_obs));
+    if (obs_dtype == WIRE_OBS_UINT8) {
+        (void)(s_touch_u8(obs, n_obs) + s_touch_u8(next_obs, n_obs));
+    } else {
+        FUZZ_CHECK(s_finite(obs, n_obs) && s_finite(next_obs, n_obs));
+    }
     FUZZ_CHECK(s_finite(rewards, count));
     FUZZ_CHECK(s_in(discounts, count, 0.0f, 1.0f));
     FUZZ_CHECK(s_actions_ok(actions, count, lim->n_actions));
@@ -105,8 +121,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
     switch (m->type) {
     case WIRE_MSG_TRANSITION_BATCH: {
         const wire_batch_t *b = &m->u.batch;
-        s_check_rows(lim, b->count, b->obs_dim, b->obs, b->actions, b->rewards, b->discounts,
-                     b->next_obs);
+        s_check_rows(lim, b->count, b->obs_dim, b->obs_dtype, b->obs, b->actions, b->rewards,
+                     b->discounts, b->next_obs);
         FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, 3.0e38f));
         break;
     }
@@ -125,8 +141,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
                        !r->rewards && !r->discounts && !r->next_obs);
             break;
         }
-        s_check_rows(lim, r->count, r->obs_dim, r->obs, r->actions, r->rewards, r->discounts,
-                     r->next_obs);
+        s_check_rows(lim, r->count, r->obs_dim, r->obs_dtype, r->obs, r->actions, r->rewards,
+                     r->discounts, r->next_obs);
         FUZZ_CHECK(r->keys && r->is_weights);
         (void)s_touch_u64(r->keys, r->count);
         FUZZ_CHECK(s_in(r->is_weights, r->count, 0.0f, 1.0f));
@@ -186,22 +202,23 @@ static int s_same(const void *a, const void *b, size_t bytes) {
 }
 
 static int s_same_batch(const wire_batch_t *a, const wire_batch_t *b) {
-    size_t n = a->count, no = (size_t)a->count * a->obs_dim;
+    size_t n = a->count, no = (size_t)a->count * a->obs_dim * wire_obs_elem_bytes(a->obs_dtype);
     return a->actor_id == b->actor_id && a->seq == b->seq &&
            a->weights_version == b->weights_version && a->count == b->count &&
-           a->obs_dim == b->obs_dim && s_same(a->obs, b->obs, no * 4) &&
+           a->obs_dim == b->obs_dim && a->obs_dtype == b->obs_dtype && s_same(a->obs, b->obs, no) &&
            s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&
-           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no * 4) &&
+           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no) &&
            !a->priorities == !b->priorities && s_same(a->priorities, b->priorities, n * 4);
 }
 
 static int s_same_reply(const wire_sample_reply_t *a, const wire_sample_reply_t *b) {
-    size_t n = a->count, no = (size_t)a->count * a->obs_dim;
+    size_t n = a->count, no = (size_t)a->count * a->obs_dim * wire_obs_elem_bytes(a->obs_dtype);
     return a->id == b->id && a->status == b->status && a->count == b->count &&
-           a->obs_dim == b->obs_dim && s_same(a->keys, b->keys, n * 8) &&
-           s_same(a->is_weights, b->is_weights, n * 4) && s_same(a->obs, b->obs, no * 4) &&
+           a->obs_dim == b->obs_dim && a->obs_dtype == b->obs_dtype &&
+           s_same(a->keys, b->keys, n * 8) &&
+           s_same(a->is_weights, b->is_weights, n * 4) && s_same(a->obs, b->obs, no) &&
            s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&
-           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no * 4) &&
+           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no) &&
            memcmp(&a->stats, &b->stats, offsetof(wire_replay_stats_t, total_priority)) == 0 &&
            a->stats.total_priority == b->stats.total_priority;
 }

@@ -181,6 +181,11 @@ int main(int argc, char **argv) {
     rc |= s_write(dir, "batch_obs1", &m, APEX_PROTOCOL_VERSION);
     m = s_batch(16, 4, 1);
     rc |= s_write(dir, "batch_version2", &m, APEX_PROTOCOL_VERSION + 1);
+    // uint8 observations ([env] id = external): the bytes of the float rows' first quarter,
+    // accepted only by the uint8 profile.
+    m = s_batch(16, 4, 1);
+    m.u.batch.obs_dtype = WIRE_OBS_UINT8;
+    rc |= s_write(dir, "batch_uint8", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request = (wire_sample_request_t){.id = 5, .batch_size = 64, .beta = 0.4f};
@@ -190,6 +195,8 @@ int main(int argc, char **argv) {
 
     m = s_reply(WIRE_SAMPLE_OK, 16);
     rc |= s_write(dir, "sample_reply_ok", &m, APEX_PROTOCOL_VERSION);
+    m.u.sample_reply.obs_dtype = WIRE_OBS_UINT8;
+    rc |= s_write(dir, "sample_reply_uint8", &m, APEX_PROTOCOL_VERSION);
     m = s_reply(WIRE_SAMPLE_NOT_READY, 0);
     rc |= s_write(dir, "sample_reply_not_ready", &m, APEX_PROTOCOL_VERSION);
     m = s_reply(WIRE_SAMPLE_REFUSED, 0);
