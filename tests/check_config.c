@@ -152,28 +152,34 @@ START_TEST(test_overrides) {
 }
 END_TEST
 
+// The printed config is itself a valid config that loads to the same values.
+static void s_assert_prints_back(const apex_config_t *a) {
+    apex_config_t b;
+    char err[CONFIG_ERR_LEN] = "";
+    char path[] = "/tmp/apex_cfgp_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    config_print(a, f);
+    fclose(f);
+    ck_assert_msg(config_load(&b, path, NULL, 0, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    memcpy(b.source, a->source, sizeof a->source);
+    ck_assert_mem_eq(a, &b, sizeof b);
+}
+
 START_TEST(test_print_round_trip) {
-    // The printed config is itself a valid config that loads to the same values.
-    apex_config_t a, b;
+    apex_config_t a;
     char err[CONFIG_ERR_LEN] = "";
     const char *sets[] = {"network.hidden=3,5", "learner.optimizer=rmsprop", "run.seed=77",
                           "replay.alpha=0.123456789"};
     ck_assert_int_eq(config_load(&a, NULL, sets, 4, err, sizeof err), 0);
-    char path[] = "/tmp/apex_cfgp_XXXXXX";
-    int fd = mkstemp(path);
-    FILE *f = fdopen(fd, "w");
-    config_print(&a, f);
-    fclose(f);
-    ck_assert_msg(config_load(&b, path, NULL, 0, err, sizeof err) == 0, "%s", err);
-    unlink(path);
-    memcpy(b.source, a.source, sizeof a.source);
-    ck_assert_mem_eq(&a, &b, sizeof a);
+    s_assert_prints_back(&a);
 }
 END_TEST
 
 START_TEST(test_external_env) {
     // id = external takes its shape and dtype from the keys, and prints back to itself.
-    apex_config_t a, b;
+    apex_config_t a;
     char err[CONFIG_ERR_LEN] = "";
     const char *sets[] = {"env.id=external", "env.obs_dim=7056", "env.n_actions=6",
                           "env.obs_dtype=uint8"};
@@ -183,15 +189,7 @@ START_TEST(test_external_env) {
     ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_UINT8);
     ck_assert_int_eq(config_obs_elem_bytes(a.env.obs_dtype), 1);
     ck_assert_int_eq(a.env.max_episode_steps, 0);
-    char path[] = "/tmp/apex_cfgx_XXXXXX";
-    int fd = mkstemp(path);
-    FILE *f = fdopen(fd, "w");
-    config_print(&a, f);
-    fclose(f);
-    ck_assert_msg(config_load(&b, path, NULL, 0, err, sizeof err) == 0, "%s", err);
-    unlink(path);
-    memcpy(b.source, a.source, sizeof a.source);
-    ck_assert_mem_eq(&a, &b, sizeof a);
+    s_assert_prints_back(&a);
     // A built-in id: the derived shape, which the keys may repeat but not contradict.
     const char *same[] = {"env.id=Acrobot-v1", "env.obs_dim=6", "env.n_actions=3"};
     ck_assert_msg(config_load(&a, NULL, same, 3, err, sizeof err) == 0, "%s", err);
