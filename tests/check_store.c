@@ -1,7 +1,9 @@
 // check_store.c: the replay store against a brute-force model (STYLE S22): config checks,
 // FIFO eviction and wrap-around at capacities 1, 3, 5 and 1000, n > capacity adds, the
 // max-priority default, importance weights against the closed form in double, the
-// generation guard on stale updates, and sampling frequencies (chi-square).
+// generation guard on stale updates, and sampling frequencies (chi-square). uint8
+// observations: byte-exact rows at odd obs_dim through wrap-around, sampling and a
+// persistence round trip, and the smaller records (stride rounded up to 4 bytes).
 #include "check_apex.h"
 
 #include "apex.h"
@@ -10,6 +12,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 // Rows are generated from their insertion number r, so any gathered row can be checked
 // against the row id it claims to be: obs = [r, r + 0.25, ...], next_obs = obs + 1000,
@@ -510,6 +513,280 @@ START_TEST(test_sampling_frequencies_chi_square) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// uint8 observations
+// ---------------------------------------------------------------------------------------
+
+// Row r of a uint8 store of obs_dim d: every byte depends on r and its position, so no two
+// rows within 256 of each other share an observation; action r % 7, reward r, discount
+// 1 / (1 + r % 5).
+static uint8_t s_byte8(uint64_t r, uint32_t k, int next) {
+    return (uint8_t)(next ? 255u - (uint32_t)(r * 3u + k * 101u) : (uint32_t)(r + 37u * k));
+}
+
+static void s_make_rows8(uint32_t d, uint64_t first, uint32_t n, uint8_t *obs, int32_t *act,
+                         float *rew, float *disc, uint8_t *next_obs) {
+    for (uint32_t j = 0; j < n; j++) {
+        uint64_t r = first + j;
+        for (uint32_t k = 0; k < d; k++) {
+            obs[(size_t)j * d + k] = s_byte8(r, k, 0);
+            next_obs[(size_t)j * d + k] = s_byte8(r, k, 1);
+        }
+        act[j] = (int32_t)(r % 7);
+        rew[j] = (float)r;
+        disc[j] = 1.0f / (float)(1 + r % 5);
+    }
+}
+
+static void s_add_rows8(store_t *s, uint64_t first, uint32_t n, const float *prio) {
+    uint32_t d = store_obs_dim(s);
+    uint8_t *obs = malloc((size_t)n * d), *next_obs = malloc((size_t)n * d);
+    float *rew = malloc(n * sizeof(float)), *disc = malloc(n * sizeof(float));
+    int32_t *act = malloc(n * sizeof(int32_t));
+    s_make_rows8(d, first, n, obs, act, rew, disc, next_obs);
+    store_add(s, n, obs, act, rew, disc, next_obs, prio);
+    free(obs);
+    free(next_obs);
+    free(rew);
+    free(disc);
+    free(act);
+}
+
+static store_t *s_new8(uint32_t capacity, uint32_t obs_dim, double alpha) {
+    store_config_t cfg = {.capacity = capacity, .obs_dim = obs_dim, .obs_elem_bytes = 1,
+                          .alpha = alpha};
+    store_t *s = store_new(&cfg);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(store_obs_elem_bytes(s), 1);
+    return s;
+}
+
+// Record stride for obs_dim d of e-byte elements: 16 header bytes + both observations,
+// rounded up to a multiple of 4.
+static size_t s_want_stride(uint32_t d, uint32_t e) { return (16 + 2 * (size_t)d * e + 3) / 4 * 4; }
+
+#define GUARD 16    // canary bytes after each output buffer
+#define CANARY 0xa5
+
+static void s_check_guard(const uint8_t *p, const char *what) {
+    for (int i = 0; i < GUARD; i++) {
+        ck_assert_msg(p[i] == CANARY, "%s: byte %d past the end was written", what, i);
+    }
+}
+
+// Checks slot's row of a uint8 store of obs_dim d against generated row r, through
+// store_read_slot, with canaries after the observation buffers.
+static void s_check_slot8(const store_t *s, uint32_t d, uint32_t slot, uint64_t r) {
+    uint8_t obs[8 + GUARD], next[8 + GUARD], want[8], want_next[8];
+    int32_t act, want_act;
+    float rew, disc, want_rew, want_disc;
+    ck_assert_uint_le(d, 8);
+    memset(obs, CANARY, sizeof obs);
+    memset(next, CANARY, sizeof next);
+    ck_assert_int_eq(store_read_slot(s, slot, obs, &act, &rew, &disc, next), 0);
+    s_make_rows8(d, r, 1, want, &want_act, &want_rew, &want_disc, want_next);
+    ck_assert_msg(memcmp(obs, want, d) == 0, "slot %u: obs is not row %llu's", slot,
+                  (unsigned long long)r);
+    ck_assert_msg(memcmp(next, want_next, d) == 0, "slot %u: next_obs is not row %llu's",
+                  slot, (unsigned long long)r);
+    ck_assert_int_eq(act, want_act);
+    ck_assert_float_eq(rew, want_rew);
+    ck_assert_float_eq(disc, want_disc);
+    s_check_guard(obs + d, "read_slot obs");
+    s_check_guard(next + d, "read_slot next_obs");
+}
+
+START_TEST(test_uint8_odd_dims_wraparound_and_sample) {
+    // Capacity 37 (not a power of two) wrapped five times by batches of awkward sizes;
+    // obs_dim 5 and 1 make records whose observations end off a 4-byte boundary.
+    const uint32_t cap = 37, dims[] = {5, 1, 2}, sizes[] = {1, 5, 36, 37, 38, 80, 3};
+    for (size_t di = 0; di < APEX_ARRAY_LEN(dims); di++) {
+        const uint32_t d = dims[di];
+        store_t *s = s_new8(cap, d, 0.6);
+        size_t rows_bytes;
+        store_rows(s, &rows_bytes);
+        ck_assert_uint_eq(rows_bytes, cap * s_want_stride(d, 1));
+        uint64_t row_of[37], next_row = 0;
+        uint32_t gen_of[37] = {0};
+        rng_t rng;
+        rng_init_stream(&rng, 11 + di, RNG_ROLE_TEST, 0);
+        const uint32_t n = 300;
+        uint64_t keys[300];
+        float is_w[300], rew[300], disc[300], prio[80];
+        int32_t act[300];
+        uint8_t *obs = malloc((size_t)n * d + GUARD), *next = malloc((size_t)n * d + GUARD);
+        for (size_t round = 0; round < APEX_ARRAY_LEN(sizes); round++) {
+            uint32_t m = sizes[round];
+            for (uint32_t j = 0; j < m; j++) {
+                prio[j] = (float)(0.05 + 2.0 * rng_uniform(&rng));
+            }
+            s_add_rows8(s, next_row, m, round % 2 ? prio : NULL);
+            for (uint32_t j = (m > cap ? m - cap : 0); j < m; j++) {
+                uint32_t slot = (uint32_t)((next_row + j) % cap);
+                row_of[slot] = next_row + j;
+                gen_of[slot]++;
+            }
+            next_row += m;
+            ck_assert_uint_eq(store_size(s), next_row < cap ? next_row : cap);
+            ck_assert_uint_eq(store_next_slot(s), next_row % cap);
+            // Each slot holds exactly the bytes of the latest row written to it.
+            for (uint32_t i = 0; i < store_size(s); i++) {
+                s_check_slot8(s, d, i, row_of[i]);
+                ck_assert_uint_eq(store_slot_generation(s, i), gen_of[i]);
+            }
+            // A sample gathers the exact bytes of the rows its keys name.
+            memset(obs, CANARY, (size_t)n * d + GUARD);
+            memset(next, CANARY, (size_t)n * d + GUARD);
+            ck_assert_int_eq(store_sample(s, &rng, n, 0.4f, keys, is_w, obs, act, rew, disc,
+                                          next),
+                             APEX_OK);
+            s_check_guard(obs + (size_t)n * d, "sample obs");
+            s_check_guard(next + (size_t)n * d, "sample next_obs");
+            for (uint32_t j = 0; j < n; j++) {
+                uint32_t slot = (uint32_t)(keys[j] & 0xffffffffu);
+                ck_assert_uint_lt(slot, store_size(s));
+                ck_assert_uint_eq(keys[j] >> 32, gen_of[slot]);
+                uint64_t r = row_of[slot];
+                for (uint32_t k = 0; k < d; k++) {
+                    ck_assert_uint_eq(obs[(size_t)j * d + k], s_byte8(r, k, 0));
+                    ck_assert_uint_eq(next[(size_t)j * d + k], s_byte8(r, k, 1));
+                }
+                ck_assert_int_eq(act[j], (int32_t)(r % 7));
+                ck_assert_float_eq(rew[j], (float)r);
+                ck_assert_float_eq(disc[j], 1.0f / (float)(1 + r % 5));
+                ck_assert(is_w[j] > 0.0f && is_w[j] <= 1.0f);
+            }
+        }
+        ck_assert_uint_ge(next_row, 5 * cap);
+        free(obs);
+        free(next);
+        store_destroy(&s);
+    }
+}
+END_TEST
+
+START_TEST(test_uint8_store_bytes) {
+    const uint32_t cap = 1000;
+    store_config_t f32 = {.capacity = cap, .obs_dim = 84, .obs_elem_bytes = 4, .alpha = 0.6};
+    store_config_t u8 = f32, dflt = f32;
+    u8.obs_elem_bytes = 1;
+    dflt.obs_elem_bytes = 0; // 0 means 4
+    size_t b32 = store_bytes(&f32), b8 = store_bytes(&u8);
+    ck_assert_uint_gt(b8, 0);
+    ck_assert_uint_eq(store_bytes(&dflt), b32);
+    // obs_dim 84: records of 16 + 2 * 84 = 184 bytes against 16 + 2 * 336 = 688.
+    ck_assert_uint_eq(s_want_stride(84, 1), 184);
+    ck_assert_uint_eq(s_want_stride(84, 4), 688);
+    ck_assert_uint_eq(b32 - b8, (size_t)cap * (688 - 184));
+    // Odd obs_dim: 16 + 10 = 26 rounds up to 28, against 16 + 40 = 56; 28 fewer bytes per
+    // slot, not the 2 * 5 * 3 = 30 of unrounded records.
+    f32.obs_dim = u8.obs_dim = 5;
+    ck_assert_uint_eq(store_bytes(&f32) - store_bytes(&u8), (size_t)cap * (56 - 28));
+    f32.obs_dim = u8.obs_dim = 1; // 18 rounds up to 20, against 24
+    ck_assert_uint_eq(store_bytes(&f32) - store_bytes(&u8), (size_t)cap * (24 - 20));
+    // store_rows agrees with the strides, and the element size is reported.
+    u8.obs_dim = 5;
+    store_t *s8 = store_new(&u8), *s0 = store_new(&dflt);
+    ck_assert_ptr_nonnull(s8);
+    ck_assert_ptr_nonnull(s0);
+    size_t rb;
+    store_rows(s8, &rb);
+    ck_assert_uint_eq(rb, (size_t)cap * 28);
+    store_rows(s0, &rb);
+    ck_assert_uint_eq(rb, (size_t)cap * 688);
+    ck_assert_uint_eq(store_obs_elem_bytes(s8), 1);
+    ck_assert_uint_eq(store_obs_elem_bytes(s0), 4);
+    store_destroy(&s8);
+    store_destroy(&s0);
+}
+END_TEST
+
+START_TEST(test_uint8_bad_elem_bytes) {
+    const uint32_t bad[] = {2, 3, 8, 0xffffffffu};
+    for (size_t i = 0; i < APEX_ARRAY_LEN(bad); i++) {
+        store_config_t cfg = {.capacity = 10, .obs_dim = 4, .obs_elem_bytes = bad[i],
+                              .alpha = 0.6};
+        ck_assert_ptr_null(store_new(&cfg));
+        ck_assert_uint_eq(store_bytes(&cfg), 0);
+    }
+}
+END_TEST
+
+START_TEST(test_uint8_persistence_round_trip) {
+    const uint32_t cap = 37, d = 5;
+    store_t *a = s_new8(cap, d, 0.6);
+    float prio[100];
+    for (int i = 0; i < 100; i++) {
+        prio[i] = 0.1f + (float)(i % 13);
+    }
+    s_add_rows8(a, 0, 100, prio); // wrapped: rows 63..99 remain
+    s_add_rows8(a, 100, 10, NULL);
+    uint64_t key = 4 | (uint64_t)store_slot_generation(a, 4) << 32;
+    float seven = 7.0f;
+    ck_assert_uint_eq(store_update(a, 1, &key, &seven), 1);
+    store_state_t st;
+    store_get_state(a, &st);
+    size_t rows_bytes;
+    const void *rows = store_rows(a, &rows_bytes);
+    ck_assert_uint_eq(rows_bytes, cap * s_want_stride(d, 1));
+    float leaves[37];
+    store_copy_leaves(a, leaves);
+
+    store_t *b = s_new8(cap, d, 0.6);
+    ck_assert_int_eq(store_restore(b, &st, rows, rows_bytes, leaves), APEX_OK);
+    ck_assert_uint_eq(store_size(b), store_size(a));
+    ck_assert_uint_eq(store_next_slot(b), store_next_slot(a));
+    ck_assert_uint_eq(store_inserted(b), 110);
+    ck_assert_double_eq_tol(store_total_priority(b), store_total_priority(a),
+                            1e-6 * store_total_priority(a));
+    for (uint32_t i = 0; i < cap; i++) {
+        uint8_t oa[8], na[8], ob[8], nb[8];
+        int32_t aa, ab;
+        float ra, rb, da, db;
+        ck_assert_int_eq(store_read_slot(a, i, oa, &aa, &ra, &da, na), 0);
+        ck_assert_int_eq(store_read_slot(b, i, ob, &ab, &rb, &db, nb), 0);
+        ck_assert_mem_eq(ob, oa, d);
+        ck_assert_mem_eq(nb, na, d);
+        ck_assert_int_eq(ab, aa);
+        ck_assert_float_eq(rb, ra);
+        ck_assert_float_eq(db, da);
+        // And they are the rows the FIFO says: the latest row r < 110 with r % cap == i.
+        s_check_slot8(b, d, i, 109 - (109 - i) % cap);
+        ck_assert_uint_eq(store_slot_generation(b, i), store_slot_generation(a, i));
+        ck_assert_double_eq(store_slot_priority(b, i), store_slot_priority(a, i));
+    }
+    // The restored store keeps going: its next row lands where a's would.
+    s_add_rows8(b, 110, 1, NULL);
+    s_check_slot8(b, d, 110 % cap, 110);
+
+    // Rows of a float32 store of the same capacity and obs_dim have other sizes: refused,
+    // and the uint8 store is unchanged; likewise the other way round.
+    store_config_t cfg32 = {.capacity = cap, .obs_dim = d, .alpha = 0.6};
+    store_t *f = store_new(&cfg32);
+    ck_assert_ptr_nonnull(f);
+    float obs32[5] = {1, 2, 3, 4, 5}, next32[5] = {0}, r32 = 1, d32 = 1;
+    int32_t a32 = 0;
+    store_add(f, 1, obs32, &a32, &r32, &d32, next32, NULL);
+    store_state_t st32;
+    store_get_state(f, &st32);
+    size_t rows32_bytes;
+    const void *rows32 = store_rows(f, &rows32_bytes);
+    ck_assert_uint_eq(rows32_bytes, cap * s_want_stride(d, 4));
+    float leaves32[37];
+    store_copy_leaves(f, leaves32);
+    ck_assert_int_eq(store_restore(b, &st32, rows32, rows32_bytes, leaves32), APEX_EINVAL);
+    ck_assert_uint_eq(store_size(b), cap);
+    ck_assert_uint_eq(store_inserted(b), 111);
+    s_check_slot8(b, d, 110 % cap, 110);
+    s_check_slot8(b, d, 0, 74);
+    ck_assert_int_eq(store_restore(f, &st, rows, rows_bytes, leaves), APEX_EINVAL);
+    ck_assert_uint_eq(store_size(f), 1);
+    store_destroy(&f);
+    store_destroy(&a);
+    store_destroy(&b);
+}
+END_TEST
+
 Suite *store_suite(void) {
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("core");
@@ -526,6 +803,10 @@ Suite *store_suite(void) {
     tcase_add_test(tc, test_generation_guard_drops_stale_update);
     tcase_add_test(tc, test_update_rejects_bad_slots);
     tcase_add_test(tc, test_sampling_frequencies_chi_square);
+    tcase_add_test(tc, test_uint8_odd_dims_wraparound_and_sample);
+    tcase_add_test(tc, test_uint8_store_bytes);
+    tcase_add_test(tc, test_uint8_bad_elem_bytes);
+    tcase_add_test(tc, test_uint8_persistence_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }

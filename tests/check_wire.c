@@ -1,9 +1,12 @@
 // check_wire.c: round trips of every message, and every kind of bad input rejected with the
 // right code: truncation, wrong version, mismatched counts, bad dims, NaN/Inf, oversize.
+// uint8 observations: byte-exact round trips (bytes that would be NaN as float32 included),
+// a dtype other than the run's refused, lengths checked against the declared dtype.
 // Hostile bytes are built with a tiny independent protobuf writer, not with wire.c.
 #include "check_apex.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rng.h"
@@ -495,6 +498,348 @@ START_TEST(test_oversized) {
 }
 END_TEST
 
+// ---- uint8 observations ------------------------------------------------------------------
+
+static const wire_limits_t s_lim8 = {.obs_dim = OBS, .obs_dtype = WIRE_OBS_UINT8,
+                                     .n_actions = ACT, .num_params = 10, .max_count = 64,
+                                     .max_episodes = 8};
+
+// Little-endian float32 NaN and +Inf: harmless as bytes, refused as float32 observations.
+static const uint8_t s_nan_le[4] = {0xff, 0xff, 0xc0, 0x7f}, s_inf_le[4] = {0x00, 0x00, 0x80, 0x7f};
+
+// uint8 fixture of ROWS rows of OBS bytes: 0, 255, and rows that read as float32 would be
+// NaN or Inf (with OBS = 4 each row is exactly one float's bytes).
+static uint8_t s_obs8[ROWS * OBS], s_next8[ROWS * OBS];
+
+static void s_fill8(void) {
+    for (int i = 0; i < ROWS * OBS; i++) {
+        s_obs8[i] = (uint8_t)(37 * i + 11);
+        s_next8[i] = (uint8_t)(250 - 13 * i);
+    }
+    memcpy(s_obs8, s_nan_le, 4);                // obs row 0
+    memcpy(s_obs8 + 2 * OBS, s_inf_le, 4);      // obs row 2
+    memcpy(s_next8 + (ROWS - 1) * OBS, s_nan_le, 4); // next_obs row 4
+    s_obs8[OBS] = 0, s_obs8[OBS + 1] = 255;
+    s_next8[0] = 255, s_next8[1] = 0;
+}
+
+// The fixture batch with uint8 observations.
+static wire_msg_t s_batch_msg8(void) {
+    wire_msg_t m = s_batch_msg();
+    s_fill8();
+    m.u.batch.obs_dtype = WIRE_OBS_UINT8;
+    m.u.batch.obs = s_obs8;
+    m.u.batch.next_obs = s_next8;
+    return m;
+}
+
+static uint64_t s_keys[ROWS];
+static float s_isw[ROWS];
+
+// Fills the float32 and uint8 fixtures and the keys and weights of a reply.
+static void s_fill_reply(void) {
+    s_fill();
+    s_fill8();
+    for (int i = 0; i < ROWS; i++) {
+        s_keys[i] = WIRE_KEY(i * 5 + 1, 0xfffffff0u + (uint32_t)i);
+        s_isw[i] = i == 0 ? 0.0f : 1.0f / (float)i;
+    }
+}
+
+// A SampleReply of the fixture rows with observations of dtype t.
+static wire_msg_t s_reply_msg(uint32_t t) {
+    s_fill_reply();
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
+    m.u.sample_reply = (wire_sample_reply_t){
+        .id = 11, .status = WIRE_SAMPLE_OK, .count = ROWS, .obs_dim = OBS, .obs_dtype = t,
+        .keys = s_keys, .is_weights = s_isw,
+        .obs = t == WIRE_OBS_UINT8 ? (const void *)s_obs8 : (const void *)s_obs,
+        .actions = s_act, .rewards = s_rew, .discounts = s_disc,
+        .next_obs = t == WIRE_OBS_UINT8 ? (const void *)s_next8 : (const void *)s_next,
+        .stats = {.size = 5, .capacity = 37}};
+    return m;
+}
+
+START_TEST(test_uint8_batch_round_trip) {
+    wire_msg_t m = s_batch_msg8(), o;
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    size_t len8 = b.len;
+    wire_decoder_t *d = wire_decoder_new(&s_lim8);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_TRANSITION_BATCH);
+    const wire_batch_t *x = &o.u.batch;
+    ck_assert_uint_eq(x->obs_dtype, WIRE_OBS_UINT8);
+    ck_assert_uint_eq(x->count, ROWS);
+    ck_assert_uint_eq(x->obs_dim, OBS);
+    ck_assert_uint_eq(x->seq, 77);
+    ck_assert_mem_eq(x->obs, s_obs8, sizeof s_obs8);
+    ck_assert_mem_eq(x->next_obs, s_next8, sizeof s_next8);
+    ck_assert_mem_eq(x->actions, s_act, sizeof s_act);
+    ck_assert_mem_eq(x->rewards, s_rew, sizeof s_rew);
+    ck_assert_mem_eq(x->discounts, s_disc, sizeof s_disc);
+    ck_assert_mem_eq(x->priorities, s_prio, sizeof s_prio);
+    // On the wire each observation is OBS bytes, not OBS floats: the float32 encoding of
+    // the same rows is 2 * ROWS * OBS * 3 bytes longer, less the 2 bytes of the obs_dtype
+    // field (tag 13, value 1) that a float32 message (proto3 default 0) leaves out.
+    wire_msg_t f = s_batch_msg();
+    wire_encode(&f, &b);
+    ck_assert_uint_eq(b.len - len8, 2 * ROWS * OBS * 3 - 2);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL); // float32: wrong run
+    wire_decoder_destroy(&d);
+
+    // Every byte value, at an odd obs_dim (no row is a whole number of floats), with the
+    // NaN and Inf patterns at unaligned offsets.
+    enum { DIM = 7, N = 37 };
+    wire_limits_t lim = s_lim8;
+    lim.obs_dim = DIM;
+    uint8_t obs[N * DIM], next[N * DIM];
+    int32_t act[N];
+    float rew[N], disc[N];
+    for (int i = 0; i < N * DIM; i++) {
+        obs[i] = (uint8_t)i;
+        next[i] = (uint8_t)(255 - i);
+    }
+    memcpy(obs + 3, s_nan_le, 4);
+    memcpy(next + N * DIM - 5, s_nan_le, 4);
+    memcpy(next + 9, s_inf_le, 4);
+    for (int i = 0; i < N; i++) {
+        act[i] = (i * 7) % ACT;
+        rew[i] = -(float)i;
+        disc[i] = 0.5f;
+    }
+    m.u.batch = (wire_batch_t){.actor_id = 1, .seq = 2, .count = N, .obs_dim = DIM,
+                               .obs_dtype = WIRE_OBS_UINT8, .obs = obs, .actions = act,
+                               .rewards = rew, .discounts = disc, .next_obs = next};
+    wire_encode(&m, &b);
+    d = wire_decoder_new(&lim);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.batch.obs_dtype, WIRE_OBS_UINT8);
+    ck_assert_uint_eq(o.u.batch.count, N);
+    ck_assert_mem_eq(o.u.batch.obs, obs, sizeof obs);
+    ck_assert_mem_eq(o.u.batch.next_obs, next, sizeof next);
+    ck_assert_mem_eq(o.u.batch.actions, act, sizeof act);
+    ck_assert_mem_eq(o.u.batch.rewards, rew, sizeof rew);
+    ck_assert_ptr_null(o.u.batch.priorities);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// Decodes buf with d, expects APEX_EINVAL and a message naming both dtypes.
+static void s_expect_dtype_refused(wire_decoder_t *d, const wire_buf_t *b, wire_msg_type kind) {
+    wire_msg_t o;
+    ck_assert_int_eq(wire_decode(d, b->data, b->len, &o), APEX_EINVAL);
+    ck_assert_int_eq(o.type, kind); // kind kept for counting, views dropped
+    ck_assert_ptr_null(kind == WIRE_MSG_TRANSITION_BATCH ? o.u.batch.obs : o.u.sample_reply.obs);
+    const char *e = wire_decoder_last_error(d);
+    ck_assert_msg(strstr(e, "uint8") && strstr(e, "float32"), "last error: %s", e);
+}
+
+START_TEST(test_obs_dtype_mismatch_refused) {
+    wire_decoder_t *d32 = wire_decoder_new(&s_lim), *d8 = wire_decoder_new(&s_lim8);
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_msg_t m = s_batch_msg8(), o;
+    wire_encode(&m, &b);
+    s_expect_dtype_refused(d32, &b, WIRE_MSG_TRANSITION_BATCH); // uint8 to a float32 run
+    ck_assert_int_eq(wire_decode(d8, b.data, b.len, &o), APEX_OK);
+    m = s_batch_msg();
+    wire_encode(&m, &b);
+    s_expect_dtype_refused(d8, &b, WIRE_MSG_TRANSITION_BATCH); // float32 to a uint8 run
+    ck_assert_int_eq(wire_decode(d32, b.data, b.len, &o), APEX_OK);
+    m = s_reply_msg(WIRE_OBS_UINT8);
+    wire_encode(&m, &b);
+    s_expect_dtype_refused(d32, &b, WIRE_MSG_SAMPLE_REPLY);
+    ck_assert_int_eq(wire_decode(d8, b.data, b.len, &o), APEX_OK);
+    m = s_reply_msg(WIRE_OBS_FLOAT32);
+    wire_encode(&m, &b);
+    s_expect_dtype_refused(d8, &b, WIRE_MSG_SAMPLE_REPLY);
+    ck_assert_int_eq(wire_decode(d32, b.data, b.len, &o), APEX_OK);
+    wire_decoder_destroy(&d32);
+    wire_decoder_destroy(&d8);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// Envelope{TransitionBatch} of the ROWS fixture rows declaring obs_dtype dtype, whose obs
+// and next_obs carry obs_elem and next_elem bytes per element (1: s_obs8, 4: s_obs).
+static void s_forge_batch_dtype(pb_t *env, uint64_t dtype, size_t obs_elem, size_t next_elem) {
+    s_fill();
+    s_fill8();
+    pb_t body = {.n = 0};
+    pb_uint(&body, 1, 1);
+    pb_uint(&body, 4, ROWS);
+    pb_uint(&body, 5, OBS);
+    pb_bytes(&body, 6, obs_elem == 1 ? (const void *)s_obs8 : (const void *)s_obs,
+             (size_t)ROWS * OBS * obs_elem);
+    pb_bytes(&body, 7, s_act, (size_t)ROWS * 4);
+    pb_bytes(&body, 8, s_rew, (size_t)ROWS * 4);
+    pb_bytes(&body, 9, s_disc, (size_t)ROWS * 4);
+    pb_bytes(&body, 10, next_elem == 1 ? (const void *)s_next8 : (const void *)s_next,
+             (size_t)ROWS * OBS * next_elem);
+    pb_uint(&body, 13, dtype);
+    env->n = 0;
+    pb_uint(env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(env, 2, body.b, body.n);
+}
+
+// Envelope{SampleReply}, likewise (status OK by omission).
+static void s_forge_reply_dtype(pb_t *env, uint64_t dtype, size_t obs_elem, size_t next_elem) {
+    s_fill_reply();
+    pb_t body = {.n = 0};
+    pb_uint(&body, 1, 11);
+    pb_uint(&body, 3, ROWS);
+    pb_uint(&body, 4, OBS);
+    pb_bytes(&body, 5, s_keys, sizeof s_keys);
+    pb_bytes(&body, 6, s_isw, sizeof s_isw);
+    pb_bytes(&body, 7, obs_elem == 1 ? (const void *)s_obs8 : (const void *)s_obs,
+             (size_t)ROWS * OBS * obs_elem);
+    pb_bytes(&body, 8, s_act, (size_t)ROWS * 4);
+    pb_bytes(&body, 9, s_rew, (size_t)ROWS * 4);
+    pb_bytes(&body, 10, s_disc, (size_t)ROWS * 4);
+    pb_bytes(&body, 11, next_elem == 1 ? (const void *)s_next8 : (const void *)s_next,
+             (size_t)ROWS * OBS * next_elem);
+    pb_uint(&body, 13, dtype);
+    env->n = 0;
+    pb_uint(env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(env, 4, body.b, body.n);
+}
+
+START_TEST(test_obs_dtype_length_mismatch) {
+    wire_decoder_t *d32 = wire_decoder_new(&s_lim), *d8 = wire_decoder_new(&s_lim8);
+    pb_t p;
+    wire_msg_t o;
+    void (*const forge[2])(pb_t *, uint64_t, size_t, size_t) = {s_forge_batch_dtype,
+                                                                s_forge_reply_dtype};
+    for (int k = 0; k < 2; k++) {
+        // The forges themselves are valid when the lengths agree with the declared dtype.
+        forge[k](&p, WIRE_OBS_UINT8, 1, 1);
+        ck_assert_int_eq(wire_decode(d8, p.b, p.n, &o), APEX_OK);
+        ck_assert_uint_eq((k ? o.u.sample_reply.obs_dtype : o.u.batch.obs_dtype), WIRE_OBS_UINT8);
+        forge[k](&p, WIRE_OBS_FLOAT32, 4, 4);
+        ck_assert_int_eq(wire_decode(d32, p.b, p.n, &o), APEX_OK);
+        // uint8 declared, float-sized (count * obs_dim * 4) observations, or just next_obs.
+        forge[k](&p, WIRE_OBS_UINT8, 4, 4);
+        ck_assert_int_eq(wire_decode(d8, p.b, p.n, &o), APEX_EPROTO);
+        forge[k](&p, WIRE_OBS_UINT8, 1, 4);
+        ck_assert_int_eq(wire_decode(d8, p.b, p.n, &o), APEX_EPROTO);
+        forge[k](&p, WIRE_OBS_UINT8, 4, 1);
+        ck_assert_int_eq(wire_decode(d8, p.b, p.n, &o), APEX_EPROTO);
+        // float32 declared, byte-sized observations.
+        forge[k](&p, WIRE_OBS_FLOAT32, 1, 1);
+        ck_assert_int_eq(wire_decode(d32, p.b, p.n, &o), APEX_EPROTO);
+        forge[k](&p, WIRE_OBS_FLOAT32, 4, 1);
+        ck_assert_int_eq(wire_decode(d32, p.b, p.n, &o), APEX_EPROTO);
+        // A dtype neither run knows is refused by both, whatever the lengths.
+        for (size_t e = 1; e <= 4; e += 3) {
+            forge[k](&p, 2, e, e);
+            ck_assert_int_eq(wire_decode(d8, p.b, p.n, &o), APEX_EINVAL);
+            ck_assert_int_eq(wire_decode(d32, p.b, p.n, &o), APEX_EINVAL);
+        }
+    }
+    wire_decoder_destroy(&d32);
+    wire_decoder_destroy(&d8);
+}
+END_TEST
+
+START_TEST(test_uint8_sample_reply_round_trip) {
+    wire_msg_t m = s_reply_msg(WIRE_OBS_UINT8), o;
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    wire_decoder_t *d8 = wire_decoder_new(&s_lim8);
+    ck_assert_int_eq(wire_decode(d8, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_SAMPLE_REPLY);
+    const wire_sample_reply_t *r = &o.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r->id, 11);
+    ck_assert_uint_eq(r->count, ROWS);
+    ck_assert_uint_eq(r->obs_dim, OBS);
+    ck_assert_uint_eq(r->obs_dtype, WIRE_OBS_UINT8);
+    ck_assert_mem_eq(r->keys, s_keys, sizeof s_keys);
+    ck_assert_mem_eq(r->is_weights, s_isw, sizeof s_isw);
+    ck_assert_mem_eq(r->obs, s_obs8, sizeof s_obs8);
+    ck_assert_mem_eq(r->next_obs, s_next8, sizeof s_next8);
+    ck_assert_mem_eq(r->actions, s_act, sizeof s_act);
+    ck_assert_mem_eq(r->rewards, s_rew, sizeof s_rew);
+    ck_assert_mem_eq(r->discounts, s_disc, sizeof s_disc);
+    ck_assert_uint_eq(r->stats.capacity, 37);
+    // Non-finite float32 observations are still refused, in obs and in next_obs.
+    wire_decoder_t *d32 = wire_decoder_new(&s_lim);
+    m = s_reply_msg(WIRE_OBS_FLOAT32);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d32, b.data, b.len, &o), APEX_OK);
+    memcpy(&s_obs[6], s_nan_le, 4);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d32, b.data, b.len, &o), APEX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(wire_decoder_last_error(d32), "non-finite"));
+    m = s_reply_msg(WIRE_OBS_FLOAT32);
+    memcpy(&s_next[ROWS * OBS - 1], s_inf_le, 4);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d32, b.data, b.len, &o), APEX_EINVAL);
+    // And uint8 replies still check the rest: a NaN reward is refused.
+    m = s_reply_msg(WIRE_OBS_UINT8);
+    s_rew[3] = NAN;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d8, b.data, b.len, &o), APEX_EINVAL);
+    wire_decoder_destroy(&d32);
+    wire_decoder_destroy(&d8);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_uint8_max_message_bytes) {
+    enum { DIM = 84, MAXC = 256, NA = 6 };
+    wire_limits_t l32 = {.obs_dim = DIM, .obs_dtype = WIRE_OBS_FLOAT32, .n_actions = NA,
+                         .num_params = 100, .max_count = MAXC, .max_episodes = 8};
+    wire_limits_t l8 = l32;
+    l8.obs_dtype = WIRE_OBS_UINT8;
+    size_t m32 = wire_max_message_bytes(&l32), m8 = wire_max_message_bytes(&l8);
+    ck_assert_uint_lt(m8, m32);
+    // Two observations per row, 3 bytes fewer per element, max_count rows.
+    ck_assert_uint_eq(m32 - m8, (size_t)2 * DIM * 3 * MAXC);
+    // The uint8 limit still admits the largest legal uint8 message: a full SampleReply
+    // through a decoder with the derived limit.
+    uint8_t *obs = malloc((size_t)MAXC * DIM), *next = malloc((size_t)MAXC * DIM);
+    uint64_t keys[MAXC];
+    float w[MAXC], rew[MAXC], disc[MAXC];
+    int32_t act[MAXC];
+    for (size_t i = 0; i < (size_t)MAXC * DIM; i++) {
+        obs[i] = (uint8_t)(i * 31);
+        next[i] = (uint8_t)~i;
+    }
+    for (int i = 0; i < MAXC; i++) {
+        keys[i] = WIRE_KEY(0xffffffffu - (uint32_t)i, 0xffffffffu); // 10-byte varints
+        w[i] = 1.0f;
+        rew[i] = -1e30f;
+        disc[i] = 1.0f;
+        act[i] = i % NA;
+    }
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY}, o;
+    m.u.sample_reply = (wire_sample_reply_t){
+        .id = UINT64_MAX, .status = WIRE_SAMPLE_OK, .count = MAXC, .obs_dim = DIM,
+        .obs_dtype = WIRE_OBS_UINT8, .keys = keys, .is_weights = w, .obs = obs, .actions = act,
+        .rewards = rew, .discounts = disc, .next_obs = next,
+        .stats = {.size = UINT64_MAX, .capacity = UINT64_MAX, .inserted = UINT64_MAX,
+                  .sampled = UINT64_MAX, .updated = UINT64_MAX, .stale_updates = UINT64_MAX,
+                  .bad_messages = UINT64_MAX, .limiter_waits = UINT64_MAX,
+                  .duplicate_batches = UINT64_MAX, .total_priority = 1e300}};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_uint_le(b.len, m8);
+    wire_decoder_t *d = wire_decoder_new(&l8);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_mem_eq(o.u.sample_reply.next_obs, next, (size_t)MAXC * DIM);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+    free(obs);
+    free(next);
+}
+END_TEST
+
 Suite *wire_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("core");
@@ -509,6 +854,11 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_forged_mismatched_counts);
     tcase_add_test(tc, test_garbage_and_empty);
     tcase_add_test(tc, test_oversized);
+    tcase_add_test(tc, test_uint8_batch_round_trip);
+    tcase_add_test(tc, test_obs_dtype_mismatch_refused);
+    tcase_add_test(tc, test_obs_dtype_length_mismatch);
+    tcase_add_test(tc, test_uint8_sample_reply_round_trip);
+    tcase_add_test(tc, test_uint8_max_message_bytes);
     suite_add_tcase(s, tc);
     return s;
 }
