@@ -377,4 +377,16 @@ expect_rc 2 "apex-replay refuses obs_dtype = uint8 for CartPole-v1" "$APEX_BIN/a
   $(endpoint_sets) --set run.out_dir="$RUNS" --set env.obs_dtype=uint8
 grep -q "\[env\] obs_dtype: CartPole-v1's observations are float32" "$TMP/err" "$TMP/out" \
   && ok "named reason: $(cat "$TMP/err" "$TMP/out" | grep -o "\[env\] obs_dtype.*" | head -1)" || bad "message: $(cat "$TMP/err")"
+
+# --- the launcher: replay and learner only, no apex-actor, no evaluation -------------------
+rc=0
+"$PY" "$ROOT/scripts/apex-local" configs/smoke.ini --bin "$APEX_BIN" $(endpoint_sets) "${EXT[@]}" \
+  --set env.obs_dtype=uint8 --set run.out_dir="$RUNS" --set run.name=ext-local \
+  --set run.max_seconds=2 >"$TMP/local.out" 2>&1 || rc=$?
+grep -q "all daemons up: replay\[[0-9]*\], learner\[[0-9]*\]$" "$TMP/local.out" \
+  && ok "apex-local starts only replay and learner for id = external" || bad "apex-local: $(grep "daemons up" "$TMP/local.out" || tail -3 "$TMP/local.out")"
+grep -q "id = external: no apex-actor started; your actors push TransitionBatches (uint8" "$TMP/local.out" \
+  && ok "apex-local says where external actors push" || bad "apex-local: no external-actor line"
+[ "$rc" = 0 ] && ! grep -q "evaluation\|gnuplot" "$TMP/local.out" && ok "apex-local ends with 0, no evaluation or plot" \
+  || { bad "apex-local exit $rc"; tail -5 "$TMP/local.out"; }
 finish
