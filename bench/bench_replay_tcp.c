@@ -54,6 +54,10 @@
 // default 256). With durability = wal an insert is acknowledged only after its log record is
 // fsynced, so a pusher's rate is bounded by window * batch / wal_sync_ms.
 static int s_push_window = 256;
+// Batches of SAMPLE_N per SampleRequest ([learner] batches_per_request): each reply brings
+// this many, and each is answered with its own PriorityUpdate, as the learner trains them.
+#define MAX_BATCHES_PER_REQUEST 8 // * SAMPLE_N = FILL_N = the server's max_batch
+static int s_batches = 1;
 #define PUSH_INFLIGHT ((uint64_t)s_push_window)
 #define PUSH_VARIANTS 16  // distinct pre-generated row sets per pusher, cycled
 #define MAX_PUSHERS 16
@@ -70,7 +74,7 @@ typedef struct {
     atomic_int stop;
     atomic_int failed;                // a thread hit an unexpected error
     atomic_uint_fast64_t insert_rows; // rows acknowledged to pushers
-    atomic_uint_fast64_t sample_ok;   // OK sample replies received by the learner
+    atomic_uint_fast64_t sample_ok;   // batches of SAMPLE_N received by the learner in OK replies
     atomic_uint_fast64_t sample_not_ready;
     const char *insert_ep, *sample_ep;
 } shared_t;
@@ -351,12 +355,14 @@ typedef struct {
 static int s_request(sampler_state_t *st) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request =
-        (wire_sample_request_t){.id = ++st->next_id, .batch_size = SAMPLE_N, .beta = BENCH_BETA};
+        (wire_sample_request_t){.id = ++st->next_id, .batch_size = SAMPLE_N, .beta = BENCH_BETA,
+                                .batches = (uint32_t)s_batches};
     wire_encode(&m, &st->out);
     return s_send(st->sock, &st->out, 0) == 1 ? 0 : -1;
 }
 
-// Handles one OK reply as the learner does: copy out, new priorities, PriorityUpdate.
+// Handles one OK reply as the learner does: copy out, then per batch new priorities and a
+// PriorityUpdate.
 static int s_take_batch(sampler_state_t *st, const wire_sample_reply_t *r) {
     size_t B = r->count, O = r->obs_dim;
     memcpy(st->keys, r->keys, B * sizeof *st->keys);
@@ -366,14 +372,19 @@ static int s_take_batch(sampler_state_t *st, const wire_sample_reply_t *r) {
     memcpy(st->rewards, r->rewards, B * sizeof(float));
     memcpy(st->discounts, r->discounts, B * sizeof(float));
     memcpy(st->actions, r->actions, B * sizeof(int32_t));
-    for (size_t i = 0; i < B; i++) { // stand-in for |TD| + eps from the training step
-        st->prio[i] = rng_uniform_f(&st->rng) * 2.0f + 1e-6f;
+    for (size_t k = 0; k < B; k += SAMPLE_N) {
+        for (size_t i = 0; i < SAMPLE_N; i++) { // stand-in for |TD| + eps from training
+            st->prio[i] = rng_uniform_f(&st->rng) * 2.0f + 1e-6f;
+        }
+        wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
+        m.u.priority_update = (wire_priority_update_t){.count = SAMPLE_N, .keys = st->keys + k,
+                                                       .priorities = st->prio};
+        wire_encode(&m, &st->out);
+        if (s_send(st->sock, &st->out, 0) != 1) {
+            return -1;
+        }
     }
-    wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
-    m.u.priority_update =
-        (wire_priority_update_t){.count = r->count, .keys = st->keys, .priorities = st->prio};
-    wire_encode(&m, &st->out);
-    return s_send(st->sock, &st->out, 0) == 1 ? 0 : -1;
+    return 0;
 }
 
 // Receives every waiting reply; each is answered with (update and) a new request.
@@ -393,9 +404,9 @@ static int s_drain_replies(sampler_state_t *st, shared_t *sh) {
             return -1;
         }
         const wire_sample_reply_t *r = &m.u.sample_reply;
-        if (r->status == WIRE_SAMPLE_OK && r->count == SAMPLE_N) {
+        if (r->status == WIRE_SAMPLE_OK && r->count == SAMPLE_N * (uint32_t)s_batches) {
             rc = s_take_batch(st, r);
-            atomic_fetch_add(&sh->sample_ok, 1);
+            atomic_fetch_add(&sh->sample_ok, (uint64_t)s_batches); // batches of SAMPLE_N
         } else {
             atomic_fetch_add(&sh->sample_not_ready, 1);
         }
@@ -418,14 +429,15 @@ static void *s_sampler_main(void *arg) {
     st.dec = wire_decoder_new(&lim);
     wire_buf_init(&st.out, 0);
     rng_init_stream(&st.rng, 7, RNG_ROLE_TEST, 1);
-    st.keys = xmalloc(SAMPLE_N * sizeof *st.keys);
+    size_t rows = (size_t)SAMPLE_N * (size_t)s_batches;
+    st.keys = xmalloc(rows * sizeof *st.keys);
     float **fbufs[] = {&st.is_w, &st.rewards, &st.discounts, &st.prio};
     for (size_t i = 0; i < APEX_ARRAY_LEN(fbufs); i++) {
-        *fbufs[i] = xmalloc(SAMPLE_N * sizeof(float));
+        *fbufs[i] = xmalloc(rows * sizeof(float));
     }
-    st.obs = xmalloc((size_t)SAMPLE_N * OBS_DIM * sizeof(float));
-    st.next_obs = xmalloc((size_t)SAMPLE_N * OBS_DIM * sizeof(float));
-    st.actions = xmalloc(SAMPLE_N * sizeof(int32_t));
+    st.obs = xmalloc(rows * OBS_DIM * sizeof(float));
+    st.next_obs = xmalloc(rows * OBS_DIM * sizeof(float));
+    st.actions = xmalloc(rows * sizeof(int32_t));
     for (int i = 0; i < p->inflight; i++) {
         if (s_request(&st) != 0) {
             s_fail(sh, "sampler send");
@@ -617,6 +629,9 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     } else if (o->inflight != 4) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".k%d", o->inflight);
     }
+    if (o->inflight > 0 && s_batches != 1) {
+        n += (size_t)snprintf(name + n, sizeof name - n, ".batches%d", s_batches);
+    }
     if (strcmp(o->durability, "none") != 0) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".%s", o->durability);
         if (!strcmp(o->durability, "wal") && o->wal_sync_ms != 50) {
@@ -672,6 +687,7 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
                   : !strcmp(k, "--curve")         ? &o->curve
                   : !strcmp(k, "--push-window")   ? &s_push_window
                   : !strcmp(k, "--wal-sync-ms")   ? &o->wal_sync_ms
+                  : !strcmp(k, "--batches")       ? &s_batches
                                                   : NULL;
         if (dd) {
             *dd = strtod(v, &end);
@@ -691,7 +707,7 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
              o->inflight <= 256 && o->windows >= 3 && o->windows <= MAX_WINDOWS &&
              o->cap_log2 >= 10 && o->cap_log2 <= 24 && o->window_s > 0 && o->warmup_s >= 0 &&
              o->insert_rate >= 0 && s_push_window >= 1 && s_push_window <= 8192 &&
-             o->wal_sync_ms >= 1;
+             o->wal_sync_ms >= 1 && s_batches >= 1 && s_batches <= MAX_BATCHES_PER_REQUEST;
     return ok ? 0 : -1;
 }
 
@@ -787,7 +803,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_replay_tcp [--pushers 0..16] [--inflight 0..256, 0 = no sampler] "
                         "[--windows 3..64] [--window s] [--warmup s] [--capacity-log2 10..24] "
                         "[--insert-rate transitions/s, 0 = unlimited] [--durability none|snapshot|wal] "
-                        "[--wal-sync-ms ms] [--curve 0|1] [--push-window batches]\n");
+                        "[--wal-sync-ms ms] [--curve 0|1] [--push-window batches] "
+                        "[--batches 1..8 per request]\n");
         return 2;
     }
     log_set_role("bench_replay_tcp");

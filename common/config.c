@@ -121,6 +121,10 @@ static const s_row s_schema[] = {
      "updates between weight broadcasts to the actors"},
     {"learner", "prefetch", T_INT, OFF(learner.prefetch), 0, 1, 64, "4", NULL,
      "sample requests kept in flight to the replay server"},
+    {"learner", "batches_per_request", T_INT, OFF(learner.batches_per_request), 0, 1, 64, "1",
+     NULL,
+     "batches each sample request brings (each its own stratified sample; one round trip "
+     "for several updates)"},
     {"learner", "beta_start", T_FLOAT, OFF(learner.beta_start), 0, 0, 1, "0.4", NULL,
      "importance-sampling exponent at update 0"},
     {"learner", "beta_end", T_FLOAT, OFF(learner.beta_end), 0, 0, 1, "1.0", NULL,
@@ -531,6 +535,13 @@ static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
     if (cfg->learner.batch_size > cfg->replay.max_batch) {
         return s_fail(err, errlen, "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld",
                       src, (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
+    }
+    if (cfg->learner.batch_size * cfg->learner.batches_per_request > cfg->replay.max_batch) {
+        return s_fail(err, errlen,
+                      "%s: [learner] batches_per_request: %lld batches of %lld exceed [replay] "
+                      "max_batch %lld (the rows of one reply)",
+                      src, (long long)cfg->learner.batches_per_request,
+                      (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
     }
     if (cfg->actor.send_batch > cfg->replay.max_batch) {
         return s_fail(err, errlen, "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld",

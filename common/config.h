@@ -93,6 +93,7 @@ typedef struct {
     int64_t target_update;
     int64_t publish_every;
     int64_t prefetch;
+    int64_t batches_per_request;
     double beta_start;
     double beta_end;
     int64_t beta_steps;

@@ -262,7 +262,15 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
     if (!(m->beta >= 0.0f && m->beta <= 1.0f)) {
         return s_err(d, APEX_EINVAL, "SampleRequest: beta %g not in [0, 1]", (double)m->beta);
     }
-    *o = (wire_sample_request_t){.id = m->id, .batch_size = m->batch_size, .beta = m->beta};
+    uint32_t k = m->batches ? m->batches : 1;
+    if (k > WIRE_MAX_BATCHES_PER_REQUEST ||
+        (uint64_t)k * m->batch_size > (uint64_t)d->lim.max_count) {
+        return s_err(d, APEX_EINVAL, "SampleRequest: %u batches of %u rows (at most %u batches, "
+                     "%u rows)", m->batches, m->batch_size, WIRE_MAX_BATCHES_PER_REQUEST,
+                     d->lim.max_count);
+    }
+    *o = (wire_sample_request_t){.id = m->id, .batch_size = m->batch_size, .beta = m->beta,
+                                 .batches = k};
     return APEX_OK;
 }
 
@@ -520,6 +528,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         sq.id = msg->u.sample_request.id;
         sq.batch_size = msg->u.sample_request.batch_size;
         sq.beta = msg->u.sample_request.beta;
+        sq.batches = msg->u.sample_request.batches > 1 ? msg->u.sample_request.batches : 0;
         env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REQUEST;
         env.sample_request = &sq;
         break;

@@ -64,10 +64,14 @@ typedef struct {
     const float *priorities; // (count), or NULL: the replay uses its max priority
 } wire_batch_t;
 
+// Most batches one SampleRequest may ask for (batch_size * batches is also <= max_count).
+#define WIRE_MAX_BATCHES_PER_REQUEST 64
 typedef struct {
     uint64_t id;
     uint32_t batch_size;
     float beta;
+    uint32_t batches; // >= 1 once decoded (the wire's 0 means 1); the reply has
+                      // batch_size * batches rows, batch after batch
 } wire_sample_request_t;
 
 typedef struct {

@@ -130,6 +130,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         const wire_sample_request_t *r = &m->u.sample_request;
         FUZZ_CHECK(r->batch_size >= 1 && r->batch_size <= lim->max_count);
         FUZZ_CHECK(r->beta >= 0.0f && r->beta <= 1.0f);
+        FUZZ_CHECK(r->batches >= 1 && r->batches <= WIRE_MAX_BATCHES_PER_REQUEST &&
+                   (uint64_t)r->batches * r->batch_size <= lim->max_count);
         break;
     }
     case WIRE_MSG_SAMPLE_REPLY: {
@@ -233,7 +235,8 @@ static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {
     case WIRE_MSG_SAMPLE_REQUEST:
         return a->u.sample_request.id == b->u.sample_request.id &&
                a->u.sample_request.batch_size == b->u.sample_request.batch_size &&
-               a->u.sample_request.beta == b->u.sample_request.beta;
+               a->u.sample_request.beta == b->u.sample_request.beta &&
+               a->u.sample_request.batches == b->u.sample_request.batches;
     case WIRE_MSG_SAMPLE_REPLY:
         return s_same_reply(&a->u.sample_reply, &b->u.sample_reply);
     case WIRE_MSG_PRIORITY_UPDATE: {

@@ -192,6 +192,9 @@ int main(int argc, char **argv) {
     rc |= s_write(dir, "sample_request", &m, APEX_PROTOCOL_VERSION);
     m.u.sample_request = (wire_sample_request_t){.id = 6, .batch_size = 1, .beta = 1.0f};
     rc |= s_write(dir, "sample_request_one", &m, APEX_PROTOCOL_VERSION);
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 7, .batch_size = 512, .beta = 0.5f, .batches = 4};
+    rc |= s_write(dir, "sample_request_batches4", &m, APEX_PROTOCOL_VERSION);
 
     m = s_reply(WIRE_SAMPLE_OK, 16);
     rc |= s_write(dir, "sample_reply_ok", &m, APEX_PROTOCOL_VERSION);

@@ -30,13 +30,15 @@
 
 typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
 
-// One prefetch slot: a request in flight, then the batch it brought back.
+// One prefetch slot: a request in flight, then the batches it brought back
+// ([learner] batches_per_request of them, trained one after the other).
 typedef struct {
     s_slot_state state;
     uint64_t id;
     int64_t sent_ms;
     uint64_t arrival; // order in which batches became ready
-    uint32_t count;
+    uint32_t count;   // rows per batch
+    uint32_t next, n_batches; // the next batch to train, of n_batches held
     uint64_t *keys;
     float *is_w, *obs, *next_obs, *rewards, *discounts;
     int32_t *actions;
@@ -103,7 +105,9 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
 
 
 static void s_alloc_slots(learner_t *l) {
-    size_t B = (size_t)l->cfg.learner.batch_size, O = (size_t)l->cfg.env.obs_dim;
+    // B: rows of every batch one request brings.
+    size_t B = (size_t)(l->cfg.learner.batch_size * l->cfg.learner.batches_per_request),
+           O = (size_t)l->cfg.env.obs_dim;
     l->n_slots = (int)l->cfg.learner.prefetch;
     l->slots = xcalloc((size_t)l->n_slots, sizeof *l->slots);
     for (int i = 0; i < l->n_slots; i++) {
@@ -300,7 +304,7 @@ static void s_issue_requests(learner_t *l) {
         wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
         m.u.sample_request = (wire_sample_request_t){
             .id = l->next_id + 1, .batch_size = (uint32_t)l->cfg.learner.batch_size,
-            .beta = s_beta(l)};
+            .beta = s_beta(l), .batches = (uint32_t)l->cfg.learner.batches_per_request};
         wire_encode(&m, &l->out);
         if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
             return;
@@ -341,7 +345,9 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
         s->state = SLOT_FREE;
         return;
     }
-    if (r->count != (uint32_t)l->cfg.learner.batch_size) {
+    uint32_t per_batch = (uint32_t)l->cfg.learner.batch_size,
+             n_batches = (uint32_t)l->cfg.learner.batches_per_request;
+    if (r->count != per_batch * n_batches) {
         l->bad_messages++;
         s->state = SLOT_FREE;
         return;
@@ -354,7 +360,9 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
     memcpy(s->rewards, r->rewards, B * sizeof(float));
     memcpy(s->discounts, r->discounts, B * sizeof(float));
     memcpy(s->actions, r->actions, B * sizeof(int32_t));
-    s->count = r->count;
+    s->count = per_batch;
+    s->next = 0;
+    s->n_batches = n_batches;
     s->arrival = ++l->next_arrival;
     s->state = SLOT_READY;
     if (!l->started) {
@@ -451,22 +459,28 @@ static s_slot *s_next_ready(learner_t *l) {
     return best;
 }
 
+// Trains the slot's next batch and sends its priorities; the slot's request is re-issued
+// once its last batch is trained.
 static void s_train_one(learner_t *l, s_slot *s) {
-    train_batch_t b = {.obs = s->obs, .actions = s->actions, .rewards = s->rewards,
-                       .discounts = s->discounts, .next_obs = s->next_obs,
-                       .is_weights = s->is_w, .size = (int)s->count};
+    size_t r0 = (size_t)s->next * s->count, o0 = r0 * (size_t)l->cfg.env.obs_dim;
+    train_batch_t b = {.obs = s->obs + o0, .actions = s->actions + r0,
+                       .rewards = s->rewards + r0, .discounts = s->discounts + r0,
+                       .next_obs = s->next_obs + o0, .is_weights = s->is_w + r0,
+                       .size = (int)s->count};
     train_stats_t st;
     float loss = trainer_step(l->trainer, &b, l->priorities, &st);
     int64_t t0 = clock_now_ns();
     wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
-    m.u.priority_update = (wire_priority_update_t){.count = s->count, .keys = s->keys,
+    m.u.priority_update = (wire_priority_update_t){.count = s->count, .keys = s->keys + r0,
                                                    .priorities = l->priorities};
     wire_encode(&m, &l->out);
     if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
         l->dropped_updates++;
     }
-    s->state = SLOT_FREE;
-    s_issue_requests(l);
+    if (++s->next == s->n_batches) {
+        s->state = SLOT_FREE;
+        s_issue_requests(l);
+    }
     metrics_t *mt = &l->metrics;
     mt->updates = (uint64_t)trainer_steps(l->trainer);
     atomic_store_explicit(&l->updates, trainer_steps(l->trainer), memory_order_relaxed);

@@ -646,6 +646,11 @@ static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t 
     }
 }
 
+// Rows a request asks for (the decoder bounds it by max_batch, the size of the buffers).
+static uint32_t s_request_rows(const wire_sample_request_t *req) {
+    return req->batch_size * (req->batches ? req->batches : 1);
+}
+
 static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                     const wire_sample_request_t *req, wire_sample_status status) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
@@ -653,10 +658,18 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
     r->id = req->id;
     r->status = status;
     if (status == WIRE_SAMPLE_OK) {
-        uint32_t n = req->batch_size;
-        int rc = store_sample(s->store, &s->rng, n, req->beta, s->keys, s->is_w, s->obs,
-                              s->actions, s->rewards, s->discounts, s->next_obs);
-        APEX_ASSERT(rc == APEX_OK); // s_can_sample guarantees a non-empty store
+        // Batch after batch, each stratified over the whole priority mass on its own: the
+        // same rows as `batches` requests served back to back.
+        uint32_t b = req->batch_size, n = s_request_rows(req);
+        size_t ob = (size_t)b * store_obs_dim(s->store) * store_obs_elem_bytes(s->store);
+        for (uint32_t k = 0; k * b < n; k++) {
+            size_t r0 = (size_t)k * b;
+            int rc = store_sample(s->store, &s->rng, b, req->beta, s->keys + r0, s->is_w + r0,
+                                  (unsigned char *)s->obs + k * ob, s->actions + r0,
+                                  s->rewards + r0, s->discounts + r0,
+                                  (unsigned char *)s->next_obs + k * ob);
+            APEX_ASSERT(rc == APEX_OK); // s_can_sample guarantees a non-empty store
+        }
         *r = (wire_sample_reply_t){.id = req->id, .status = WIRE_SAMPLE_OK, .count = n,
                                    .obs_dim = store_obs_dim(s->store),
                                    .obs_dtype = (uint32_t)s->cfg.env.obs_dtype, .keys = s->keys,
@@ -678,7 +691,7 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
 static void s_serve_pending(replay_server_t *s, int64_t now) {
     while (s->pending_len > 0) {
         s_pending *p = &s->pending[s->pending_head];
-        if (s_can_sample(s, p->req.batch_size)) {
+        if (s_can_sample(s, s_request_rows(&p->req))) {
             s_reply(s, p->id, p->id_len, &p->req, WIRE_SAMPLE_OK);
         } else if (now >= p->deadline_ms) {
             s_reply(s, p->id, p->id_len, &p->req, WIRE_SAMPLE_NOT_READY);
@@ -696,7 +709,7 @@ static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_
         s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
         return;
     }
-    if (s->pending_len == 0 && s_can_sample(s, req->batch_size)) {
+    if (s->pending_len == 0 && s_can_sample(s, s_request_rows(req))) {
         s_reply(s, id, id_len, req, WIRE_SAMPLE_OK);
         return;
     }

@@ -393,30 +393,33 @@ START_TEST(test_learns_from_replay_over_zmq) {
 }
 END_TEST
 
-// [env] id = external with uint8 observations: replay and learner agree on the dtype, and
-// the learner's 1/255 scaling makes byte observations the same inputs as the float ones,
-// so the network learns the same reward table (evaluated on float one-hot vectors).
-START_TEST(test_learns_from_uint8_observations) {
+// Trains 300 updates on the bandit with the given extra config, over a real replay server,
+// and checks the checkpoint's Q table and what the replay saw. uint8: the data set is sent as
+// byte observations (the config must say so).
+static void s_learn_bandit(const char *const *extra, int n_extra, int uint8) {
     const char *dir = check_tmpdir();
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s", dir);
     apex_config_t cfg;
-    const char *ext[] = {"env.id=external", "env.obs_dim=4", "env.n_actions=2",
-                         "env.obs_dtype=uint8"};
-    s_config_with(&cfg, tmp, 300, ext, 4);
-    ck_assert_int_eq(cfg.env.obs_dtype, CONFIG_OBS_UINT8);
+    s_config_with(&cfg, tmp, 300, extra, n_extra);
+    ck_assert_int_eq(cfg.env.obs_dtype, uint8 ? CONFIG_OBS_UINT8 : CONFIG_OBS_FLOAT32);
     check_replay_t r;
     check_replay_start(&r, &cfg);
     s_set(&cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
     s_learner x;
     s_learner_start(&x, &cfg, 0);
     void *ctx = zmq_ctx_new();
-    s_fill_dtype(ctx, replay_server_insert_endpoint(r.server), 1);
+    s_fill_dtype(ctx, replay_server_insert_endpoint(r.server), uint8);
     s_learner_join(&x); // max_steps = 300
+    ck_assert_int_eq(learner_updates(x.learner), 300);
     wire_replay_stats_t st;
     check_replay_stop(&r, &st);
     ck_assert_uint_eq(st.inserted, ROWS);
+    // Every batch a reply brought was trained: sampled rows exceed trained ones only by the
+    // requests in flight at the stop (and a rare late reply), never by a factor.
     ck_assert_uint_ge(st.sampled, 300 * 32);
+    ck_assert_uint_lt(st.sampled, 300 * 32 * 3 / 2);
+    ck_assert_uint_ge(st.updated, 300 * 32 - 4 * 32 * cfg.learner.batches_per_request);
     ck_assert_uint_eq(st.bad_messages, 0);
     char path[600];
     learner_checkpoint_path(&cfg, path, sizeof path);
@@ -424,9 +427,20 @@ START_TEST(test_learns_from_uint8_observations) {
     ckpt_header_t hdr;
     s_read_online(path, &p, &hdr);
     double err_final = s_q_error(&p);
-    ck_assert_msg(err_final < 0.05, "max |Q - r| = %g after 300 updates on uint8 observations",
-                  err_final);
+    ck_assert_msg(err_final < 0.05, "max |Q - r| = %g after 300 updates", err_final);
     nn_params_fini(&p);
+    zmq_ctx_term(ctx);
+    learner_destroy(&x.learner);
+    check_rmtree(tmp);
+}
+
+// [env] id = external with uint8 observations: replay and learner agree on the dtype, and
+// the learner's 1/255 scaling makes byte observations the same inputs as the float ones,
+// so the network learns the same reward table (evaluated on float one-hot vectors).
+START_TEST(test_learns_from_uint8_observations) {
+    const char *ext[] = {"env.id=external", "env.obs_dim=4", "env.n_actions=2",
+                         "env.obs_dtype=uint8"};
+    s_learn_bandit(ext, 4, 1);
     // The conversion itself, against its closed form.
     const uint8_t bytes[4] = {0, 1, 128, 255};
     float out[4];
@@ -438,9 +452,14 @@ START_TEST(test_learns_from_uint8_observations) {
     const float f[2] = {-3.5f, 1e30f};
     learner_obs_to_float(WIRE_OBS_FLOAT32, f, 2, out);
     ck_assert_mem_eq(out, f, sizeof f);
-    zmq_ctx_term(ctx);
-    learner_destroy(&x.learner);
-    check_rmtree(tmp);
+}
+END_TEST
+
+// batches_per_request = 2: each reply brings two batches of 32, trained one after the other,
+// each with its own priority update (the replay's `updated` count covers every update).
+START_TEST(test_learns_with_two_batches_per_request) {
+    const char *two[] = {"learner.batches_per_request=2"};
+    s_learn_bandit(two, 1, 0);
 }
 END_TEST
 
@@ -632,6 +651,7 @@ Suite *learner_suite(void) {
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_learns_from_replay_over_zmq);
     tcase_add_test(tc, test_learns_from_uint8_observations);
+    tcase_add_test(tc, test_learns_with_two_batches_per_request);
     tcase_add_test(tc, test_resume_restores_state);
     tcase_add_test(tc, test_bad_checkpoint_refused);
     tcase_add_test(tc, test_survives_replay_restart);

@@ -651,6 +651,67 @@ START_TEST(test_uint8_observations) {
 }
 END_TEST
 
+// A SampleRequest for several batches: one reply of batches * batch_size rows, each batch a
+// stratified sample of its own (with equal priorities, row j of every batch comes from
+// stratum j), and a request beyond max_batch rows refused as a bad message.
+START_TEST(test_several_batches_per_request) {
+    enum { ROWS = 32, B = 8, K = 3 };
+    s_fixture f;
+    s_start(&f, ROWS, 0);
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    for (int i = 0; i < ROWS / 8; i++) {
+        s_send_batch(a0, 0, (uint64_t)i, 8, (float)i, NULL); // no priorities: all equal
+    }
+    uint64_t acked[ROWS / 8];
+    s_recv_acked(a0, dec, acked, ROWS / 8);
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 7, .batch_size = B, .beta = 0.5f, .batches = K};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(zmq_send(lr, b.data, b.len, 0), (int)b.len);
+    zmq_msg_t msg;
+    wire_msg_t rep;
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &rep), APEX_OK);
+    const wire_sample_reply_t *r = &rep.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r->id, 7);
+    ck_assert_uint_eq(r->count, B * K);
+    for (int k = 0; k < K; k++) {
+        for (int j = 0; j < B; j++) {
+            uint32_t slot = WIRE_KEY_SLOT(r->keys[k * B + j]);
+            ck_assert_msg(slot / (ROWS / B) == (uint32_t)j, "batch %d row %d: slot %u", k, j,
+                          slot);
+            ck_assert_float_eq(r->is_weights[k * B + j], 1.0f); // equal priorities
+        }
+    }
+    ck_assert_uint_eq(r->stats.sampled, B * K);
+    zmq_msg_close(&msg);
+    // 9 batches of 8 = 72 rows > max_batch 64: refused by the decoder, counted, no reply.
+    m.u.sample_request.batches = 9;
+    m.u.sample_request.id = 8;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(zmq_send(lr, b.data, b.len, 0), (int)b.len);
+    s_send_request(lr, 9, B); // answered: the bad one was dropped
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &rep), APEX_OK);
+    ck_assert_uint_eq(rep.u.sample_reply.id, 9);
+    ck_assert_uint_eq(rep.u.sample_reply.count, B);
+    zmq_msg_close(&msg);
+    wire_buf_fini(&b);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    wire_replay_stats_t st;
+    replay_server_stats(f.server, &st);
+    ck_assert_uint_eq(st.bad_messages, 1);
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
 START_TEST(test_capacity_too_large_refused) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
@@ -804,6 +865,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_samples_per_insert_ratio);
     tcase_add_test(tc, test_hostile_input_counted_and_survived);
     tcase_add_test(tc, test_uint8_observations);
+    tcase_add_test(tc, test_several_batches_per_request);
     tcase_add_test(tc, test_capacity_too_large_refused);
     tcase_add_test(tc, test_wal_acked_batches_survive_kill);
     tcase_add_test(tc, test_wal_acks_coalesced_per_actor);

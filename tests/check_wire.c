@@ -97,6 +97,14 @@ START_TEST(test_small_messages_round_trip) {
     ck_assert_uint_eq(o.u.sample_request.id, 1234567890123ULL);
     ck_assert_uint_eq(o.u.sample_request.batch_size, 32);
     ck_assert_float_eq(o.u.sample_request.beta, 0.4f);
+    ck_assert_uint_eq(o.u.sample_request.batches, 1); // absent on the wire: one batch
+    m.u.sample_request.batches = 2;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.sample_request.batches, 2);
+    ck_assert_uint_eq(o.u.sample_request.batch_size, 32);
+    m.u.sample_request = (wire_sample_request_t){.id = 1234567890123ULL, .batch_size = 32,
+                                                 .beta = 0.4f};
 
     uint64_t keys[3] = {WIRE_KEY(5, 1), WIRE_KEY(0xffffffffu, 7), 0};
     float pr[3] = {0.5f, 0.0f, 123.0f};
@@ -366,6 +374,26 @@ START_TEST(test_counts_and_dims) {
     m.u.sample_request.batch_size = s_lim.max_count + 1;
     wire_encode(&m, &b);
     ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
+    // Several batches: their rows together within max_count, and at most 64 batches.
+    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 16, .beta = 0.5f,
+                                                 .batches = 4};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_OK); // 64 rows
+    m.u.sample_request.batches = 5;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL); // 80 rows
+    wire_limits_t big = s_lim;
+    big.max_count = 4096;
+    big.max_message_bytes = wire_max_message_bytes(&big);
+    wire_decoder_t *dbig = wire_decoder_new(&big);
+    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 1, .beta = 0.5f,
+                                                 .batches = WIRE_MAX_BATCHES_PER_REQUEST};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(dbig, b.data, b.len, &o), APEX_OK);
+    m.u.sample_request.batches = WIRE_MAX_BATCHES_PER_REQUEST + 1; // few rows, too many batches
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(dbig, b.data, b.len, &o), APEX_EINVAL);
+    wire_decoder_destroy(&dbig);
     float params[9] = {0};
     m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
     m.u.weights = (wire_weights_t){.version = 1, .num_params = 9, .params = params};
