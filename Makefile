@@ -124,7 +124,9 @@ smoke: $(BINARIES)
 	  echo "== $$t"; APEX_BIN=$(abspath $(BIN)) bash $$t; done; \
 	echo "smoke: all passed"
 
-test: unit
+# The benchmarks are built (not run) too, so that a change of an interface they use cannot
+# leave `make bench` broken unnoticed (bench_actor.c once was).
+test: unit $(BENCH_BINS)
 	@$(MAKE) --no-print-directory smoke
 
 # ASan + UBSan: a separate tree so the normal build stays untouched (Redis SANITIZER=).
