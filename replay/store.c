@@ -152,6 +152,24 @@ static inline float s_pow_alpha(const store_t *s, float p) {
     return powf(p, s->alpha);
 }
 
+// Copies one observation (n bytes). Observations are small (16 bytes for CartPole), and
+// with n unknown at compile time memcpy is a libc call per row, two per sampled or added
+// row. Fixed 8-byte copies are inlined as single moves: sample-512 +6 %, add-50 +17 %
+// (bench_replay, 4 alternated runs; bench/RESULTS.md).
+static inline void s_copy_obs(unsigned char *dst, const unsigned char *src, size_t n) {
+    if (n > 128) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        memcpy(dst + k, src + k, 8);
+    }
+    for (; k < n; k++) {
+        dst[k] = src[k];
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Add
 // ---------------------------------------------------------------------------------------
@@ -169,8 +187,8 @@ static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const unsigned 
         meta->discount = discounts[j];
         // Wraps after 2^32 writes of one slot: a key held that long is not a real risk.
         meta->gen++;
-        memcpy(s_obs(s, slot + j), obs + j * d, d);
-        memcpy(s_obs(s, slot + j) + d, next_obs + j * d, d);
+        s_copy_obs(s_obs(s, slot + j), obs + j * d, d);
+        s_copy_obs(s_obs(s, slot + j) + d, next_obs + j * d, d);
     }
     uint32_t idx[STORE_CHUNK];
     float value[STORE_CHUNK];
@@ -241,8 +259,8 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
         actions[o] = meta->action;
         rewards[o] = meta->reward;
         discounts[o] = meta->discount;
-        memcpy(obs + o * d, s_obs(s, i), d);
-        memcpy(next_obs + o * d, s_obs(s, i) + d, d);
+        s_copy_obs(obs + o * d, s_obs(s, i), d);
+        s_copy_obs(next_obs + o * d, s_obs(s, i) + d, d);
     }
 }
 
