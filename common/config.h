@@ -34,6 +34,8 @@ typedef struct {
 
 // Element type of observations in transitions, replay and samples. uint8 is for
 // observations that are bytes (image frames): a quarter of float32's memory and bandwidth.
+// The values are wire.h's wire_obs_dtype (server.c asserts it); wire_obs_elem_bytes gives
+// the element size.
 typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1 } config_obs_dtype;
 
 // [env] id = external: the environment is stepped by the user's own actors (speaking
@@ -51,11 +53,6 @@ typedef struct {
     int n_actions;
     int max_episode_steps; // 0 for external
 } config_env_t;
-
-// Bytes per observation element: 4 (float32) or 1 (uint8).
-static inline int config_obs_elem_bytes(int obs_dtype) {
-    return obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4;
-}
 
 typedef struct {
     int hidden[CONFIG_MAX_HIDDEN];

@@ -181,9 +181,9 @@ static const char *s_dtype_name(uint32_t t) {
 }
 
 static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32_t obs_dim,
-                     uint32_t obs_dtype, const ProtobufCBinaryData *obs, const ProtobufCBinaryData *actions,
-                     const ProtobufCBinaryData *rewards, const ProtobufCBinaryData *discounts,
-                     const ProtobufCBinaryData *next_obs) {
+                     uint32_t obs_dtype, const ProtobufCBinaryData *obs,
+                     const ProtobufCBinaryData *actions, const ProtobufCBinaryData *rewards,
+                     const ProtobufCBinaryData *discounts, const ProtobufCBinaryData *next_obs) {
     int rc = s_count_ok(d, count, what);
     if (rc) {
         return rc;
@@ -506,7 +506,8 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     switch (msg->type) {
     case WIRE_MSG_TRANSITION_BATCH: {
         const wire_batch_t *b = &msg->u.batch;
-        size_t n = b->count, no = (size_t)b->count * b->obs_dim * wire_obs_elem_bytes(b->obs_dtype);
+        size_t n = b->count,
+               no = (size_t)b->count * b->obs_dim * wire_obs_elem_bytes(b->obs_dtype); // bytes
         tb.actor_id = b->actor_id;
         tb.epoch = b->epoch;
         tb.seq = b->seq;
@@ -534,7 +535,8 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         break;
     case WIRE_MSG_SAMPLE_REPLY: {
         const wire_sample_reply_t *r = &msg->u.sample_reply;
-        size_t n = r->count, no = (size_t)r->count * r->obs_dim * wire_obs_elem_bytes(r->obs_dtype);
+        size_t n = r->count,
+               no = (size_t)r->count * r->obs_dim * wire_obs_elem_bytes(r->obs_dtype); // bytes
         sr.id = r->id;
         sr.status = (Apex__SampleStatus)r->status;
         sr.count = r->count;

@@ -38,7 +38,7 @@ typedef struct {
     int64_t sent_ms;
     uint64_t arrival; // order in which batches became ready
     uint32_t count;   // rows per batch
-    uint32_t next, n_batches; // the next batch to train, of n_batches held
+    uint32_t next;    // the next batch to train, of [learner] batches_per_request
     uint64_t *keys;
     float *is_w, *obs, *next_obs, *rewards, *discounts;
     int32_t *actions;
@@ -362,7 +362,6 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
     memcpy(s->actions, r->actions, B * sizeof(int32_t));
     s->count = per_batch;
     s->next = 0;
-    s->n_batches = n_batches;
     s->arrival = ++l->next_arrival;
     s->state = SLOT_READY;
     if (!l->started) {
@@ -477,7 +476,7 @@ static void s_train_one(learner_t *l, s_slot *s) {
     if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
         l->dropped_updates++;
     }
-    if (++s->next == s->n_batches) {
+    if (++s->next == (uint32_t)l->cfg.learner.batches_per_request) {
         s->state = SLOT_FREE;
         s_issue_requests(l);
     }

@@ -246,6 +246,12 @@ static void s_degrade(durable_t *d, const char *what, int e) {
     d->degraded = 1;
 }
 
+// Bytes per observation element a snapshot header describes (0 in snapshots written before
+// uint8 observations, which were all float32).
+static uint32_t s_header_elem_bytes(const s_snap_header *h) {
+    return h->obs_elem_bytes ? h->obs_elem_bytes : 4;
+}
+
 static void *s_writer_main(void *arg) {
     durable_t *d = arg;
     prctl(PR_SET_NAME, "apex-wal"); // named in top -H, and in bench_replay_tcp's CPU split
@@ -626,13 +632,13 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
     } else if (h.header_crc != s_header_crc(&h)) {
         why = "corrupt header (checksum mismatch)";
     } else if (h.capacity != store_capacity(store) || h.obs_dim != store_obs_dim(store) ||
-               (h.obs_elem_bytes ? h.obs_elem_bytes : 4) != store_obs_elem_bytes(store) ||
+               s_header_elem_bytes(&h) != store_obs_elem_bytes(store) ||
                h.blob_bytes > MAX_BLOB_BYTES) {
         log_error("%s: written for capacity %u, obs_dim %u and %u-byte observation elements, "
                   "the config says %u, %u and %u"
                   "\n---> HINT: use the original [replay] capacity and [env] id, obs_dim and "
                   "obs_dtype, or move the directory away to start empty",
-                  d->snap_path, h.capacity, h.obs_dim, h.obs_elem_bytes ? h.obs_elem_bytes : 4,
+                  d->snap_path, h.capacity, h.obs_dim, s_header_elem_bytes(&h),
                   store_capacity(store), store_obs_dim(store), store_obs_elem_bytes(store));
         close(fd);
         return APEX_EINVAL;

@@ -98,9 +98,10 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     _Static_assert((int)WIRE_OBS_UINT8 == (int)CONFIG_OBS_UINT8 &&
                        (int)WIRE_OBS_FLOAT32 == (int)CONFIG_OBS_FLOAT32,
                    "wire and config dtypes share their values");
+    uint32_t elem = (uint32_t)wire_obs_elem_bytes((uint32_t)cfg->env.obs_dtype);
     store_config_t sc = {.capacity = (uint32_t)cfg->replay.capacity,
                          .obs_dim = (uint32_t)cfg->env.obs_dim,
-                         .obs_elem_bytes = (uint32_t)config_obs_elem_bytes(cfg->env.obs_dtype),
+                         .obs_elem_bytes = elem,
                          .alpha = cfg->replay.alpha};
     size_t need = store_bytes(&sc), avail = s_mem_available();
     if (need == 0 || (avail > 0 && need > avail)) {
@@ -119,7 +120,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, 0);
     // O: bytes of one observation.
     size_t B = (size_t)cfg->replay.max_batch,
-           O = (size_t)cfg->env.obs_dim * (size_t)config_obs_elem_bytes(cfg->env.obs_dtype);
+           O = (size_t)cfg->env.obs_dim * elem;
     s->keys = xmalloc(B * sizeof *s->keys);
     s->is_w = xmalloc(B * sizeof(float));
     s->obs = xmalloc(B * O);
@@ -646,9 +647,10 @@ static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t 
     }
 }
 
-// Rows a request asks for (the decoder bounds it by max_batch, the size of the buffers).
+// Rows a request asks for (decoded: batches >= 1, and the rows within max_batch, the size of
+// the buffers).
 static uint32_t s_request_rows(const wire_sample_request_t *req) {
-    return req->batch_size * (req->batches ? req->batches : 1);
+    return req->batch_size * req->batches;
 }
 
 static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,

@@ -20,10 +20,11 @@
 
 // Slot layout. Each slot is one record of stride = 16 + 2 D E bytes (E = bytes per obs
 // element, 4 or 1; rounded up to a multiple of 4 so every header stays aligned) in a single
-// flat array: this header, then obs[D], then next_obs[D]. Sampling reads random slots, and at capacity
-// 2^20 every slot is a cache miss per line touched: one record of 48 bytes (D = 4) costs
-// 1.5 lines on average, where six separate column arrays cost six. The generation lives
-// in the record too, so a priority update's validity check is one line as well.
+// flat array: this header, then obs[D], then next_obs[D]. Sampling reads random slots, and
+// at capacity 2^20 every slot is a cache miss per line touched: one record of 48 bytes
+// (float32, D = 4) costs 1.5 lines on average, where six separate column arrays cost six.
+// The generation lives in the record too, so a priority update's validity check is one
+// line as well.
 typedef struct {
     int32_t action;
     float reward;   // n-step return

@@ -1,10 +1,11 @@
 // store.h: the in-process prioritized replay memory of apex-replay.
 //
 // What it does: keeps a fixed-capacity FIFO ring of n-step transitions (obs and next_obs
-// of obs_dim elements of obs_elem_bytes each (float32 or uint8, copied as bytes), action int32, reward float32 (n-step return), discount float32 (gamma^n,
-// 0 at terminal)) in one flat array of slot records allocated once (see store.c for why
-// records and not columns), a sum/min tree over p^alpha (sumtree.h), and a per-slot
-// generation counter. Sampling is proportional and
+// of obs_dim elements of obs_elem_bytes each (float32 or uint8, copied as bytes), action
+// int32, reward float32 (n-step return), discount float32 (gamma^n, 0 at terminal)) in one
+// flat array of slot records allocated once (see store.c for why records and not
+// columns), a sum/min tree over p^alpha (sumtree.h), and a per-slot generation counter.
+// Sampling is proportional and
 // stratified, with importance weights (Schaul et al. 2016 eq. 1 and sec. 3.4; Ape-X):
 //   P(i) = p_i^alpha / sum_k p_k^alpha,   w_i = (N P(i))^-beta / max_j w_j,
 // where max_j w_j = (N P_min)^-beta uses the min-tree over occupied slots, so the weights

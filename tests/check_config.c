@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "wire.h"
 
 static char s_path[256];
 
@@ -187,14 +188,14 @@ START_TEST(test_external_env) {
     ck_assert_int_eq(a.env.obs_dim, 7056);
     ck_assert_int_eq(a.env.n_actions, 6);
     ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_UINT8);
-    ck_assert_int_eq(config_obs_elem_bytes(a.env.obs_dtype), 1);
+    ck_assert_int_eq(wire_obs_elem_bytes((uint32_t)a.env.obs_dtype), 1);
     ck_assert_int_eq(a.env.max_episode_steps, 0);
     s_assert_prints_back(&a);
     // A built-in id: the derived shape, which the keys may repeat but not contradict.
     const char *same[] = {"env.id=Acrobot-v1", "env.obs_dim=6", "env.n_actions=3"};
     ck_assert_msg(config_load(&a, NULL, same, 3, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_FLOAT32);
-    ck_assert_int_eq(config_obs_elem_bytes(a.env.obs_dtype), 4);
+    ck_assert_int_eq(wire_obs_elem_bytes((uint32_t)a.env.obs_dtype), 4);
 }
 END_TEST
 

@@ -121,6 +121,21 @@ def ack_seqs(f):
     return seqs
 
 
+def drain_acks(sock):
+    """The (actor, seq) pairs of every InsertAck already waiting on a pyzmq socket, read
+    without blocking; other messages are skipped."""
+    import zmq  # only the socket helpers need pyzmq
+    out = []
+    while True:
+        try:
+            msg = sock.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return out
+        body, f = decode(msg)
+        if body == BODY_INSERT_ACK:
+            out.extend((f.get(1, 0), q) for q in ack_seqs(f))
+
+
 def sample_reply(f):
     """The fields of a SampleReply body (field dict from decode) as a dict: id, status,
     count, obs_dim, obs_dtype ("float32" or "uint8"; field 13, absent = float32), keys,

@@ -138,17 +138,7 @@ def dealer(ctx, ep, ident):
 
 def recv_acks(s, timeout_ms):
     """The (actor, seq) pairs of the InsertAcks that arrive within timeout_ms."""
-    out = []
-    if s.poll(timeout_ms):
-        while True:
-            try:
-                msg = s.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            body, f = apexwire.decode(msg)
-            if body == apexwire.BODY_INSERT_ACK:
-                out.extend((f.get(1, 0), q) for q in apexwire.ack_seqs(f))
-    return out
+    return apexwire.drain_acks(s) if s.poll(timeout_ms) else []
 
 
 def produce(ep, workdir, actor, first, n, pace_ms, window=32, drain_s=30.0):

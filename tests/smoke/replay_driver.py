@@ -78,18 +78,10 @@ def main():
                     except zmq.Again:
                         break  # not connected: try again next round
         for s, _ in poller.poll(timeout=a.pace_ms):
-            while True:
-                try:
-                    msg = s.recv(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                body, f = apexwire.decode(msg)
-                if body == apexwire.BODY_INSERT_ACK:
-                    actor = f.get(1, 0)
-                    for seq in apexwire.ack_seqs(f):
-                        if unacked[actor].pop(seq, None) is not None:
-                            acked_f.write("%d %d\n" % (actor, seq))
-                    acked_f.flush()
+            for actor, seq in apexwire.drain_acks(s):
+                if unacked[actor].pop(seq, None) is not None:
+                    acked_f.write("%d %d\n" % (actor, seq))
+            acked_f.flush()
         if stopping_since is not None:
             if all(not u for u in unacked):
                 break
