@@ -249,6 +249,61 @@ START_TEST(test_single_leaf_at_either_end) {
 }
 END_TEST
 
+START_TEST(test_find_at_subtree_edges) {
+    // Whole subtrees empty (runs of 256 and 4096 zero leaves) between occupied ones, with
+    // values of very different magnitudes, and masses exactly at and one float ulp either
+    // side of every occupied run's edges: where rounding in the upper levels' prefix sums
+    // can put a search past the end of a node, it must still land on a non-empty leaf
+    // next to the edge, at every level (4 levels above the leaves at 70 000).
+    const uint32_t cap = 70000;
+    sumtree_t t;
+    sumtree_init(&t, cap);
+    float *v = calloc(cap, sizeof(float));
+    uint32_t *idx = malloc(cap * sizeof(uint32_t));
+    rng_t r;
+    rng_init_stream(&r, 19, RNG_ROLE_TEST, 0);
+    for (uint32_t i = 0; i < cap; i++) {
+        idx[i] = i;
+        uint32_t run = i / 256 % 16 < 8 ? i / 256 : i / 4096; // mixed run lengths
+        if (run % 3 == 1) {
+            v[i] = (float)(1e-3 * pow(1e6, rng_uniform(&r)));
+        }
+    }
+    sumtree_set(&t, cap, idx, v);
+    double *prefix = malloc((cap + 1) * sizeof(double));
+    s_ref_prefix(v, cap, prefix);
+    double total = prefix[cap], tol = 1e-5 * total;
+    enum { MAX_MASS = 6 * 300 };
+    float mass[MAX_MASS];
+    uint32_t out[MAX_MASS], n = 0;
+    for (uint32_t i = 1; i < cap && n + 6 <= MAX_MASS; i++) {
+        if ((v[i] > 0) != (v[i - 1] > 0)) { // an edge between an empty and an occupied run
+            float e = (float)prefix[i];
+            float around[3] = {nextafterf(e, 0.0f), e, nextafterf(e, INFINITY)};
+            for (int k = 0; k < 3; k++) {
+                mass[n++] = around[k];
+                mass[n++] = around[k] * (1.0f + 1e-6f);
+            }
+        }
+    }
+    ck_assert_uint_gt(n, 100);
+    sumtree_find(&t, n, mass, out);
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = out[j];
+        ck_assert_uint_lt(i, cap);
+        ck_assert_msg(v[i] > 0, "mass %.9g: empty leaf %u chosen", mass[j], i);
+        double u = fmin(mass[j], total);
+        ck_assert_msg(prefix[i] - tol <= u && u <= prefix[i + 1] + tol,
+                      "mass %.9g gave leaf %u covering [%.9g, %.9g)", u, i, prefix[i],
+                      prefix[i + 1]);
+    }
+    free(prefix);
+    free(idx);
+    free(v);
+    sumtree_fini(&t);
+}
+END_TEST
+
 START_TEST(test_stratified_one_per_stratum) {
     rng_t r;
     rng_init_stream(&r, 14, RNG_ROLE_TEST, 0);
@@ -379,6 +434,7 @@ Suite *sumtree_suite(void) {
     tcase_add_test(tc, test_no_drift_after_many_updates);
     tcase_add_test(tc, test_find_matches_prefix_sums);
     tcase_add_test(tc, test_single_leaf_at_either_end);
+    tcase_add_test(tc, test_find_at_subtree_edges);
     tcase_add_test(tc, test_stratified_one_per_stratum);
     tcase_add_test(tc, test_strata_chunks_match_whole_batch);
     tcase_add_test(tc, test_sampling_frequencies_chi_square);
