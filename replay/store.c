@@ -5,6 +5,7 @@
 
 #include "apex.h"
 #include "log.h"
+#include "powbatch.h"
 #include "sumtree.h"
 #include "xalloc.h"
 
@@ -129,6 +130,27 @@ void store_destroy(store_t **self_p) {
 // Priorities
 // ---------------------------------------------------------------------------------------
 
+// p[i] = p[i]^alpha in place, with the common exponents spared the arithmetic. pow_batch's
+// result does not depend on a value's place in the batch, so a priority gets the same leaf
+// value whether it came alone, in a batch, or as the running maximum below.
+static void s_pow_alpha(const store_t *s, float *p, uint32_t n) {
+    if (s->alpha == 1.0f) {
+        return;
+    }
+    for (uint32_t i = 0; s->alpha == 0.0f && i < n; i++) {
+        p[i] = 1.0f;
+    }
+    if (s->alpha != 0.0f) {
+        pow_batch(p, n, s->alpha);
+    }
+}
+
+static void s_set_max_prio(store_t *s, float p) {
+    s->max_prio = p;
+    s->max_value = p;
+    s_pow_alpha(s, &s->max_value, 1);
+}
+
 // Clamps a raw priority into [STORE_PRIORITY_MIN, STORE_PRIORITY_MAX] (NaN goes to the
 // minimum: upstream validation should make that impossible, but a NaN leaf would poison
 // every sum above it) and records it as the running maximum.
@@ -136,21 +158,9 @@ static inline float s_clamp_prio(store_t *s, float p) {
     p = p >= STORE_PRIORITY_MIN ? p : STORE_PRIORITY_MIN;
     p = p <= STORE_PRIORITY_MAX ? p : STORE_PRIORITY_MAX;
     if (p > s->max_prio) {
-        s->max_prio = p;
-        s->max_value = powf(p, s->alpha);
+        s_set_max_prio(s, p);
     }
     return p;
-}
-
-// p^alpha, with the common exponents spared a powf call.
-static inline float s_pow_alpha(const store_t *s, float p) {
-    if (s->alpha == 1.0f) {
-        return p;
-    }
-    if (s->alpha == 0.0f) {
-        return 1.0f;
-    }
-    return powf(p, s->alpha);
 }
 
 // Copies one observation (n bytes). Observations are small (16 bytes for CartPole), and
@@ -197,7 +207,10 @@ static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const unsigned 
         uint32_t m = APEX_MIN(STORE_CHUNK, len - base);
         for (uint32_t j = 0; j < m; j++) {
             idx[j] = slot + base + j;
-            value[j] = prio ? s_pow_alpha(s, s_clamp_prio(s, prio[base + j])) : s->max_value;
+            value[j] = prio ? s_clamp_prio(s, prio[base + j]) : s->max_value;
+        }
+        if (prio) {
+            s_pow_alpha(s, value, m);
         }
         sumtree_set(&s->tree, m, idx, value);
     }
@@ -256,12 +269,18 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
         APEX_ASSERT(i < s->size); // the tree never returns an empty leaf
         const store_meta_t *meta = s_meta(s, i);
         keys[o] = (uint64_t)i | (uint64_t)meta->gen << 32;
-        is_w[o] = beta == 0.0f ? 1.0f : powf(p_min / sumtree_get(&s->tree, i), beta);
+        is_w[o] = beta == 0.0f ? 1.0f : p_min / sumtree_get(&s->tree, i); // ^beta below
         actions[o] = meta->action;
         rewards[o] = meta->reward;
         discounts[o] = meta->discount;
         s_copy_obs(obs + o * d, s_obs(s, i), d);
         s_copy_obs(next_obs + o * d, s_obs(s, i) + d, d);
+    }
+    if (beta != 0.0f) {
+        pow_batch(is_w + out, m, beta);
+        for (uint32_t j = 0; j < m; j++) { // p_min / p_i <= 1: only rounding could pass 1
+            is_w[out + j] = is_w[out + j] < 1.0f ? is_w[out + j] : 1.0f;
+        }
     }
 }
 
@@ -312,9 +331,10 @@ uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float 
                 continue;
             }
             idx[a] = slot;
-            value[a] = s_pow_alpha(s, s_clamp_prio(s, prio[base + j]));
+            value[a] = s_clamp_prio(s, prio[base + j]);
             a++;
         }
+        s_pow_alpha(s, value, a);
         sumtree_set(&s->tree, a, idx, value);
         applied += a;
     }
@@ -411,6 +431,6 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     s->inserted = st->inserted;
     s->stale = st->stale;
     s->max_prio = st->max_prio;
-    s->max_value = s_pow_alpha(s, st->max_prio);
+    s_set_max_prio(s, st->max_prio);
     return APEX_OK;
 }

@@ -393,6 +393,39 @@ START_TEST(test_is_weights_closed_form) {
 }
 END_TEST
 
+START_TEST(test_is_weights_wide_range) {
+    // Priorities across the whole accepted range [1e-8, 1e20] in small stores: the weight
+    // of a high-priority row is then as small as (1e-28)^beta. This exercises the batched
+    // x^beta kernel over its domain, and its powf fallback where the result nears the
+    // float range's bottom (beta 1.35: 2^y with y < -125).
+    rng_t rng;
+    rng_init_stream(&rng, 8, RNG_ROLE_TEST, 0);
+    const float betas[] = {1.0f, 0.4f, 1.35f, 0.05f, 0.7f};
+    batch_t b = s_batch_new(64);
+    for (int trial = 0; trial < 200; trial++) {
+        double alpha = trial % 2 ? 1.0 : 0.6;
+        uint32_t cap = 2 + (uint32_t)trial % 7;
+        store_t *s = s_new(cap, alpha);
+        double raw[8];
+        float p[8];
+        for (uint32_t i = 0; i < cap; i++) {
+            p[i] = (float)(1e-8 * pow(1e28, rng_uniform(&rng)));
+            raw[i] = p[i];
+        }
+        p[0] = 1e-8f;   // both ends of the range, so the extremes are always present
+        p[1] = 1e20f;
+        raw[0] = p[0];
+        raw[1] = p[1];
+        s_add_rows(s, 0, cap, p);
+        float beta = betas[trial % APEX_ARRAY_LEN(betas)];
+        ck_assert_int_eq(s_sample(s, &rng, &b, beta), APEX_OK);
+        s_check_weights(s, &b, raw, alpha, beta);
+        store_destroy(&s);
+    }
+    s_batch_free(&b);
+}
+END_TEST
+
 START_TEST(test_min_after_eviction_and_update) {
     // The min-tree (and so the weight normaliser) follows the current contents only.
     const double alpha = 0.6;
@@ -799,6 +832,7 @@ Suite *store_suite(void) {
     tcase_add_test(tc, test_wraparound_matches_model);
     tcase_add_test(tc, test_max_priority_default);
     tcase_add_test(tc, test_is_weights_closed_form);
+    tcase_add_test(tc, test_is_weights_wide_range);
     tcase_add_test(tc, test_min_after_eviction_and_update);
     tcase_add_test(tc, test_generation_guard_drops_stale_update);
     tcase_add_test(tc, test_update_rejects_bad_slots);
