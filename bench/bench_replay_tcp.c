@@ -6,9 +6,11 @@
 //   pushers  (default 4 threads, one DEALER each, routing id "actor-<i>", as the actor):
 //            TransitionBatches of 50 rows with priorities, at most `inflight_insert`
 //            unacknowledged per pusher; each InsertAck is received and decoded.
-//   learner  (1 thread, one DEALER, as learner/learner.c): keeps K SampleRequests of 512 in
-//            flight; per reply it decodes and copies the batch out (as the learner's prefetch
-//            slot does), sends a PriorityUpdate for the 512 keys, then a new request.
+//   learner  (1 thread, one DEALER, as learner/learner.c): keeps 4 SampleRequests (the
+//            learner's prefetch) in flight, each for `batches` batches of 512 (default 4,
+//            what the learner's batches_per_request = auto picks for CartPole); per reply it
+//            decodes and copies the batches out (as the learner's prefetch slot does), sends
+//            a PriorityUpdate per batch of 512 keys, then a new request.
 // Measured over `windows` windows of `window` seconds after a warm-up: sample batches/s
 // received by the learner and transitions/s acknowledged to the pushers; the median
 // window is reported:
@@ -22,6 +24,7 @@
 // Usage: bench_replay_tcp [--pushers 0..16] [--inflight 1..256] [--windows 3..64]
 //                         [--window s] [--warmup s] [--capacity-log2 10..24]
 //                         [--insert-rate transitions/s total, 0 = unlimited]
+//                         [--batches 1..8] (names get .batchesK unless K is 4)
 #define LOG_MODULE "bench"
 #include "apex.h"
 #include "clock.h"
@@ -56,8 +59,10 @@
 static int s_push_window = 256;
 // Batches of SAMPLE_N per SampleRequest ([learner] batches_per_request): each reply brings
 // this many, and each is answered with its own PriorityUpdate, as the learner trains them.
+// The default, 4, is what the learner's batches_per_request = 0 (auto) picks for CartPole.
 #define MAX_BATCHES_PER_REQUEST 8 // * SAMPLE_N = FILL_N = the server's max_batch
-static int s_batches = 1;
+#define DEFAULT_BATCHES 4
+static int s_batches = DEFAULT_BATCHES;
 #define PUSH_INFLIGHT ((uint64_t)s_push_window)
 #define PUSH_VARIANTS 16  // distinct pre-generated row sets per pusher, cycled
 #define MAX_PUSHERS 16
@@ -629,7 +634,7 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     } else if (o->inflight != 4) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".k%d", o->inflight);
     }
-    if (o->inflight > 0 && s_batches != 1) {
+    if (o->inflight > 0 && s_batches != DEFAULT_BATCHES) {
         n += (size_t)snprintf(name + n, sizeof name - n, ".batches%d", s_batches);
     }
     if (strcmp(o->durability, "none") != 0) {

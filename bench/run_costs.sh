@@ -2,7 +2,8 @@
 # run_costs.sh: what durability and CurveZMQ cost, measured side by side in one run with
 # build/bench/bench_replay_tcp (the real replay server over TCP loopback; 4 pushers with
 # the actors' default window of 256 unacknowledged batches of 50; one learner thread with 4
-# sample requests of 512 in flight). Set-ups, back to back:
+# sample requests of 4 batches of 512 in flight, the learner's defaults). Set-ups, back to
+# back:
 #   baseline               durability none, security none      -> replay.tcp.*
 #   --durability snapshot  background snapshots                -> replay.tcp.snapshot.*
 #   --durability wal       write-ahead log, acks after fsync   -> replay.tcp.wal.*

@@ -10,8 +10,9 @@
 #                                                                 -> replay.tcp.paced200k.*
 #   no inserts   sampling alone, the server's ceiling for the learner
 #                                                                 -> replay.tcp.pushers0.*
-# each once with one batch per SampleRequest (the learner's default) and once with four
-# ([learner] batches_per_request = 4; names get .batches4).
+# each once with four batches per SampleRequest (what the learner's default
+# [learner] batches_per_request = 0, auto, picks for CartPole) and once with one
+# (batches_per_request = 1; names get .batches1).
 # Goal: >= 10 k sample batches/s to the learner. There is no peer for this benchmark:
 # numpy_per.py is in-process only (bench/run_replay.sh compares the store with it).
 # Everything (server thread, pushers, learner thread, libzmq I/O threads) shares this
@@ -27,7 +28,7 @@ bin="$BUILD/bench/bench_replay_tcp"
 status=0
 # shellcheck disable=SC2086 # REPLAY_TCP_ARGS is a list of flags
 for args in "" "--insert-rate 200000" "--pushers 0" \
-            "--batches 4" "--insert-rate 200000 --batches 4" "--pushers 0 --batches 4"; do
+            "--batches 1" "--insert-rate 200000 --batches 1" "--pushers 0 --batches 1"; do
   echo "# apex:  $bin $args ${REPLAY_TCP_ARGS:-}"
   "$bin" $args ${REPLAY_TCP_ARGS:-} || { echo "run_replay_tcp: '$bin $args' failed" >&2; status=1; }
 done

@@ -121,10 +121,10 @@ static const s_row s_schema[] = {
      "updates between weight broadcasts to the actors"},
     {"learner", "prefetch", T_INT, OFF(learner.prefetch), 0, 1, 64, "4", NULL,
      "sample requests kept in flight to the replay server"},
-    {"learner", "batches_per_request", T_INT, OFF(learner.batches_per_request), 0, 1, 64, "1",
+    {"learner", "batches_per_request", T_INT, OFF(learner.batches_per_request), 0, 0, 64, "0",
      NULL,
      "batches each sample request brings (each its own stratified sample; one round trip "
-     "for several updates)"},
+     "for several updates); 0 = up to 4 while a reply stays within 1 MiB and max_batch"},
     {"learner", "beta_start", T_FLOAT, OFF(learner.beta_start), 0, 0, 1, "0.4", NULL,
      "importance-sampling exponent at update 0"},
     {"learner", "beta_end", T_FLOAT, OFF(learner.beta_end), 0, 0, 1, "1.0", NULL,
@@ -522,6 +522,21 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     return s_cross_check_sizes(cfg, err, errlen);
 }
 
+// [learner] batches_per_request = 0. Every request/reply pair costs each side a few
+// system calls and I/O-thread wake-ups whatever its size (~28 per batch over TCP), so small
+// replies are merged: up to 4 batches (3x the batches/s over TCP, bench/RESULTS.md), while
+// a reply stays within 1 MiB (beyond that the copy, not the message, is the cost, and the
+// learner's prefetch slots grow with it) and within [replay] max_batch.
+static int64_t s_auto_batches_per_request(const apex_config_t *cfg) {
+    const int64_t elem = cfg->env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4;
+    // obs and next_obs, key, weight, action, reward, discount
+    const int64_t row_bytes = 2 * cfg->env.obs_dim * elem + 8 + 4 * 4;
+    int64_t k = 4;
+    k = APEX_MIN(k, cfg->replay.max_batch / cfg->learner.batch_size);
+    k = APEX_MIN(k, (int64_t)(1 << 20) / (cfg->learner.batch_size * row_bytes));
+    return APEX_MAX(k, (int64_t)1);
+}
+
 // The batch-size checks of s_cross_check.
 static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
     const char *src = cfg->source;
@@ -535,6 +550,9 @@ static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
     if (cfg->learner.batch_size > cfg->replay.max_batch) {
         return s_fail(err, errlen, "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld",
                       src, (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
+    }
+    if (cfg->learner.batches_per_request == 0) {
+        cfg->learner.batches_per_request = s_auto_batches_per_request(cfg);
     }
     if (cfg->learner.batch_size * cfg->learner.batches_per_request > cfg->replay.max_batch) {
         return s_fail(err, errlen,

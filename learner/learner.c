@@ -243,8 +243,10 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
     loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
     l->last_reply_ms = clock_now_ms();
-    log_info("learner: %zu parameters, batch %lld, prefetch %d, %s; replay at %s, weights on %s",
+    log_info("learner: %zu parameters, batch %lld, prefetch %d x %lld batches per request, %s; "
+             "replay at %s, weights on %s",
              trainer_num_params(l->trainer), (long long)cfg->learner.batch_size, l->n_slots,
+             (long long)cfg->learner.batches_per_request,
              cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam",
              cfg->endpoints.replay_sample, cfg->endpoints.learner_pub_bind);
     return l;

@@ -199,6 +199,40 @@ START_TEST(test_external_env) {
 }
 END_TEST
 
+START_TEST(test_batches_per_request_auto) {
+    // 0 (the default) resolves at load: up to 4, within max_batch and a 1 MiB reply; an
+    // explicit value is kept, and one that overflows max_batch is an error.
+    struct {
+        const char *sets[4];
+        int n;
+        int64_t want;
+    } cases[] = {
+        {{"learner.batch_size=512"}, 1, 4},                          // CartPole: 28 KB a batch
+        {{"learner.batch_size=2048"}, 1, 2},                         // max_batch 4096
+        {{"learner.batch_size=4096"}, 1, 1},
+        {{"env.id=external", "env.obs_dim=7056", "env.n_actions=6", "env.obs_dtype=uint8"},
+         4, 1},                                                      // 7 MB a batch
+        {{"env.id=external", "env.obs_dim=1024", "env.n_actions=6", "learner.batch_size=32"},
+         4, 3},                                                      // 263 KB a batch
+        {{"learner.batches_per_request=1"}, 1, 1},
+        {{"learner.batches_per_request=8"}, 1, 8},
+    };
+    for (size_t i = 0; i < APEX_ARRAY_LEN(cases); i++) {
+        apex_config_t cfg;
+        char err[CONFIG_ERR_LEN] = "";
+        ck_assert_msg(config_load(&cfg, NULL, cases[i].sets, cases[i].n, err, sizeof err) == 0,
+                      "case %zu: %s", i, err);
+        ck_assert_msg(cfg.learner.batches_per_request == cases[i].want,
+                      "case %zu: %lld batches per request, want %lld", i,
+                      (long long)cfg.learner.batches_per_request, (long long)cases[i].want);
+        s_assert_prints_back(&cfg);
+    }
+    s_expect_error("[learner]\nbatch_size = 2048\nbatches_per_request = 3\n",
+                   ": [learner] batches_per_request: 3 batches of 2048 exceed [replay] max_batch "
+                   "4096 (the rows of one reply)");
+}
+END_TEST
+
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
     const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini"};
@@ -223,6 +257,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_overrides);
     tcase_add_test(tc, test_print_round_trip);
     tcase_add_test(tc, test_external_env);
+    tcase_add_test(tc, test_batches_per_request_auto);
     tcase_add_test(tc, test_shipped_configs_load);
     suite_add_tcase(s, tc);
     return s;
