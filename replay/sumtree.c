@@ -279,9 +279,10 @@ static void s_recompute_level(sumtree_t *t, uint32_t l, uint32_t m, uint32_t *no
     int has_next = l < t->levels;
     // Near the root a batch of random slots shares most nodes (512 updates at 2^20 touch
     // ~220 of level 3's 256 and all 16 of level 4): there a bitmap skips every repeat,
-    // not just consecutive ones. Lower down, repeats are rare and the bitmap would be big.
+    // not just consecutive ones. Lower down, repeats are rare and the bitmap would be big;
+    // a small batch (an actor's 50 consecutive rows) repeats only consecutively.
     uint64_t seen[SUMTREE_DEDUPE_NODES / 64];
-    int dedupe = t->entries[l] <= SUMTREE_DEDUPE_NODES;
+    int dedupe = t->entries[l] <= SUMTREE_DEDUPE_NODES && m >= 128;
     if (dedupe) {
         memset(seen, 0, (t->entries[l] + 63) / 64 * sizeof(uint64_t));
     }
