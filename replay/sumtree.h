@@ -24,8 +24,8 @@
 //   source of truth; an update recomputes a touched line's prefix from them as it computes
 //   the parent's sum, and the parent's sum is that prefix's last element. The picked child
 //   is never empty: pre[k] > u >= pre[k-1] implies pre[k] != pre[k-1], which a child adding
-//   exactly 0 cannot produce. Cost: 1/15 more tree memory, ~5 % on updates; sampling a
-//   batch of 512 at 2^20 is ~1.6x faster (bench/RESULTS.md). The leaves keep raw values only:
+//   exactly 0 cannot produce. Cost: 1/15 more tree memory and ~2 % on updates; sampling a
+//   batch of 512 at 2^20 is ~1.44x faster (bench/RESULTS.md). The leaves keep raw values only:
 //   the store needs each p^alpha exactly for the weights, and a difference of prefixes
 //   would lose it.
 // - Floats, not doubles: a double node would span two lines. Float drift is avoided by
