@@ -25,9 +25,9 @@
 // 16-wide kernels over one node (one cache line)
 // ---------------------------------------------------------------------------------------
 
-// The one association order for a node's sum: four pairwise quad sums, then added left to
-// right. s_prefix16 produces exactly this value as its last element (SIMD and scalar paths
-// alike), so a parent's stored sum is bit-identical to what the search sees below it.
+// The association order of a leaf line's sum: four pairwise quad sums, then added left to
+// right. s_prefix16_gt produces exactly this value as its last element (SIMD and scalar
+// paths alike), so a level-1 sum is bit-identical to what the leaf search sees below it.
 static inline float s_sum16(const float *c) {
     float q0 = (c[0] + c[1]) + (c[2] + c[3]);
     float q1 = (c[4] + c[5]) + (c[6] + c[7]);
@@ -167,6 +167,56 @@ static inline uint32_t s_pick(const float *c, float *u) {
     return k;
 }
 
+// The stored prefix of an upper line. s_pick_prefix relies on "pre[k] rises only where
+// c[k] > 0" and on pre never falling. The SIMD association of s_prefix16_gt breaks the
+// first: within a quad it adds (a1 + a2) + a0, so a zero at a quad's end can still show a
+// rise in the last bit, and the search would enter an empty subtree. Here every element is
+// carry_q + local_k, with local_k summed left to right within quad q and carry_q = the
+// previous quad's last element, so a zero child repeats its left neighbour's operands and
+// its value exactly, and neither term ever falls. The 4 quads are independent chains, so
+// this is 3 + 2 + 1 dependent adds deep instead of 16, and the line is written with vector
+// stores (scalar stores would stall the search's vector loads of the same line). Returns
+// pre[15], the line's sum.
+#if defined(__SSE2__)
+static inline float s_prefix16_seq(const float *c, float *pre) {
+    // Transposed, lane q holds quad q, so the 4 left-to-right chains run side by side.
+    __m128 r0 = _mm_load_ps(c), r1 = _mm_load_ps(c + 4), r2 = _mm_load_ps(c + 8),
+           r3 = _mm_load_ps(c + 12);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    __m128 l1 = _mm_add_ps(r0, r1);
+    __m128 l2 = _mm_add_ps(l1, r2);
+    __m128 l3 = _mm_add_ps(l2, r3);
+    _Alignas(16) float t[4];
+    _mm_store_ps(t, l3); // the quads' own sums
+    float c1 = t[0], c2 = c1 + t[1], c3 = c2 + t[2];
+    __m128 carry = _mm_setr_ps(0.0f, c1, c2, c3); // quad 0 adds +0: exact
+    r0 = _mm_add_ps(carry, r0);
+    r1 = _mm_add_ps(carry, l1);
+    r2 = _mm_add_ps(carry, l2);
+    r3 = _mm_add_ps(carry, l3);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_store_ps(pre, r0);
+    _mm_store_ps(pre + 4, r1);
+    _mm_store_ps(pre + 8, r2);
+    _mm_store_ps(pre + 12, r3);
+    return pre[F - 1];
+}
+#else
+static inline float s_prefix16_seq(const float *c, float *pre) {
+    float carry = 0.0f;
+    for (uint32_t q = 0; q < 4; q++) {
+        const float *a = c + 4 * q;
+        float l0 = a[0], l1 = l0 + a[1], l2 = l1 + a[2], l3 = l2 + a[3];
+        pre[4 * q] = carry + l0;
+        pre[4 * q + 1] = carry + l1;
+        pre[4 * q + 2] = carry + l2;
+        pre[4 * q + 3] = carry + l3;
+        carry = pre[4 * q + 3];
+    }
+    return carry;
+}
+#endif
+
 // Rare path of s_pick_prefix: *u is at or past the node's total (rounding, or the INFINITY
 // this function leaves for the levels below). The last non-empty child is the one whose
 // prefix rises; *u becomes INFINITY, "the top end of this subtree", so every level below
@@ -183,7 +233,7 @@ static uint32_t s_pick_prefix_slow(const float *pre, float *u) {
 
 // Picks the child of an upper node from its stored prefix sums (see the header): the first
 // prefix above *u. That child is never empty: pre[k] > *u >= pre[k-1] means pre[k] !=
-// pre[k-1], and a prefix only stays equal when the child adds exactly 0.
+// pre[k-1], and a sequential prefix (s_prefix16_seq) stays equal when the child adds 0.
 static inline uint32_t s_pick_prefix(const float *pre, float *u) {
     uint32_t gt = s_gt16(pre, *u);
     if (__builtin_expect(gt == 0, 0)) {
@@ -306,8 +356,7 @@ static void s_recompute_level(sumtree_t *t, uint32_t l, uint32_t m, uint32_t *no
             sum[g] = s_sum16(child_sum + c);
             min[g] = s_min16_positive(child_sum + c);
         } else {
-            (void)s_prefix16_gt(child_sum + c, INFINITY, child_pre + c);
-            sum[g] = child_pre[c + F - 1];
+            sum[g] = s_prefix16_seq(child_sum + c, child_pre + c);
             min[g] = s_min16(child_min + c);
         }
         if (has_next) {
@@ -348,8 +397,7 @@ void sumtree_set(sumtree_t *t, uint32_t n, const uint32_t *idx, const float *val
     // The root is the single line at the top level; total and min are read from it.
     const float *root = t->sum[t->levels];
     if (t->levels > 0) {
-        (void)s_prefix16_gt(root, INFINITY, t->pre[t->levels]);
-        t->total = t->pre[t->levels][F - 1];
+        t->total = s_prefix16_seq(root, t->pre[t->levels]);
         t->min_value = s_min16(t->min[t->levels]);
     } else {
         t->total = s_sum16(root);

@@ -22,18 +22,21 @@
 //   search step there is 4 compares and a count instead of computing the prefix (the
 //   search was compute-bound: ~16 cycles a step, 5 steps a sample). The raw sums stay the
 //   source of truth; an update recomputes a touched line's prefix from them as it computes
-//   the parent's sum, and the parent's sum is that prefix's last element. The picked child
-//   is never empty: pre[k] > u >= pre[k-1] implies pre[k] != pre[k-1], which a child adding
-//   exactly 0 cannot produce. Cost: 1/15 more tree memory and ~2 % on updates; sampling a
+//   the parent's sum, and the parent's sum is that prefix's last element. The prefix is
+//   summed strictly left to right, so a child adding exactly 0 leaves it equal, and the
+//   picked child, where pre[k] > u >= pre[k-1], is never empty. (The SIMD prefix the
+//   leaves use pairs values within quads; a zero at a quad's end could then still show a
+//   rise in the last bit, and a search would enter an empty subtree.) Cost: 1/15 more tree memory and ~2 % on updates; sampling a
 //   batch of 512 at 2^20 is ~1.44x faster (bench/RESULTS.md). The leaves keep raw values only:
 //   the store needs each p^alpha exactly for the weights, and a difference of prefixes
 //   would lose it.
 // - Floats, not doubles: a double node would span two lines. Float drift is avoided by
 //   construction: a parent is always recomputed from its 16 children, never adjusted by a
 //   delta, so every node is a pure function of the current leaves and its relative error is
-//   bounded (about depth * 16 ulp, ~1e-6) no matter how many updates came before. All
-//   16-wide sums use one fixed association order, the same one the search uses for its
-//   prefix sums, so a parent's stored value equals the last prefix its children produce.
+//   bounded (about depth * 16 ulp, ~1e-6) no matter how many updates came before. Every
+//   16-wide sum uses the association order the search uses for that line's prefix (the
+//   SIMD one for leaf lines, left to right above), so a parent's stored value equals the
+//   last prefix its children produce.
 // - Empty leaves (value 0) can never be sampled: a search picks the first child whose
 //   prefix sum exceeds the target, and when rounding leaves the target past the last
 //   prefix it falls back to the last non-zero child.

@@ -304,6 +304,75 @@ START_TEST(test_find_at_subtree_edges) {
 }
 END_TEST
 
+// The stored prefix lines above the leaves (see sumtree.h) against their raw sums: each
+// is non-decreasing, rises exactly where its child is non-empty (the search relies on it
+// to never enter an empty subtree), and ends on the parent's sum (or the total at the root).
+static void s_check_prefix_lines(const sumtree_t *t) {
+    for (uint32_t l = 1; l <= t->levels; l++) {
+        uint32_t lines = (t->entries[l] + SUMTREE_FANOUT - 1) / SUMTREE_FANOUT;
+        for (uint32_t g = 0; g < lines; g++) {
+            const float *pre = t->pre[l] + (size_t)g * SUMTREE_FANOUT;
+            const float *raw = t->sum[l] + (size_t)g * SUMTREE_FANOUT;
+            for (uint32_t k = 0; k < SUMTREE_FANOUT; k++) {
+                float below = k ? pre[k - 1] : 0.0f;
+                ck_assert_msg(pre[k] >= below, "level %u line %u: prefix falls at %u", l, g, k);
+                ck_assert_msg((pre[k] > below) == (raw[k] > 0.0f) || raw[k] < 1e-6f * pre[k],
+                              "level %u line %u child %u: sum %g but prefix %.9g -> %.9g", l,
+                              g, k, raw[k], below, pre[k]);
+            }
+            float parent = l < t->levels ? t->sum[l + 1][g] : sumtree_total(t);
+            ck_assert_float_eq(pre[SUMTREE_FANOUT - 1], parent);
+        }
+    }
+}
+
+START_TEST(test_no_empty_subtree_is_entered) {
+    // Sibling subtrees of which the first three of a quad are occupied and the fourth is
+    // empty, as while the ring fills (capacity 50 000, 3 x 4096 slots written), and full
+    // rings whose last node is partial (100 000 and 20 000, the shipped configs' sizes).
+    // find(total), find at every subtree edge and many stratified batches must all land
+    // on occupied leaves inside the capacity.
+    rng_t r;
+    rng_init_stream(&r, 20, RNG_ROLE_TEST, 0);
+    const struct {
+        uint32_t cap, filled;
+        int fills;
+    } cases[] = {{50000, 3 * 4096, 40}, {100000, 100000, 20}, {20000, 20000, 40}};
+    for (size_t c = 0; c < APEX_ARRAY_LEN(cases); c++) {
+        uint32_t cap = cases[c].cap, filled = cases[c].filled;
+        sumtree_t t;
+        sumtree_init(&t, cap);
+        uint32_t *idx = malloc(filled * sizeof(uint32_t));
+        float *v = malloc(filled * sizeof(float));
+        uint32_t out[512];
+        for (int f = 0; f < cases[c].fills; f++) {
+            for (uint32_t i = 0; i < filled; i++) {
+                idx[i] = i;
+                v[i] = s_rand_value(&r, 0.0, 1e-3, 10.0);
+            }
+            sumtree_set(&t, filled, idx, v);
+            s_check_prefix_lines(&t);
+            float mass[3] = {sumtree_total(&t), nextafterf(sumtree_total(&t), 0.0f), 1e30f};
+            sumtree_find(&t, 3, mass, out);
+            for (int j = 0; j < 3; j++) {
+                ck_assert_msg(out[j] < filled, "cap %u fill %d: mass %.9g gave leaf %u", cap,
+                              f, mass[j], out[j]);
+            }
+            for (int b = 0; b < 20; b++) {
+                sumtree_sample(&t, &r, 512, out);
+                for (uint32_t j = 0; j < 512; j++) {
+                    ck_assert_msg(out[j] < filled, "cap %u fill %d: sampled leaf %u", cap, f,
+                                  out[j]);
+                }
+            }
+        }
+        free(idx);
+        free(v);
+        sumtree_fini(&t);
+    }
+}
+END_TEST
+
 START_TEST(test_stratified_one_per_stratum) {
     rng_t r;
     rng_init_stream(&r, 14, RNG_ROLE_TEST, 0);
@@ -435,6 +504,7 @@ Suite *sumtree_suite(void) {
     tcase_add_test(tc, test_find_matches_prefix_sums);
     tcase_add_test(tc, test_single_leaf_at_either_end);
     tcase_add_test(tc, test_find_at_subtree_edges);
+    tcase_add_test(tc, test_no_empty_subtree_is_entered);
     tcase_add_test(tc, test_stratified_one_per_stratum);
     tcase_add_test(tc, test_strata_chunks_match_whole_batch);
     tcase_add_test(tc, test_sampling_frequencies_chi_square);
