@@ -402,6 +402,7 @@ static void s_learn_bandit(const char *const *extra, int n_extra, int uint8) {
     snprintf(tmp, sizeof tmp, "%s", dir);
     apex_config_t cfg;
     s_config_with(&cfg, tmp, 300, extra, n_extra);
+    ck_assert_int_eq(cfg.learner.batches_per_request, uint8 ? 2 : 1); // see the callers
     ck_assert_int_eq(cfg.env.obs_dtype, uint8 ? CONFIG_OBS_UINT8 : CONFIG_OBS_FLOAT32);
     check_replay_t r;
     check_replay_start(&r, &cfg);
@@ -455,11 +456,13 @@ START_TEST(test_learns_from_uint8_observations) {
 }
 END_TEST
 
-// batches_per_request = 2: each reply brings two batches of 32, trained one after the other,
+// The default batches_per_request (0 = auto) resolves to 2 here (max_batch 64 / batch 32),
+// so test_learns_from_uint8_observations trains two batches per reply, one after the other,
 // each with its own priority update (the replay's `updated` count covers every update).
-START_TEST(test_learns_with_two_batches_per_request) {
-    const char *two[] = {"learner.batches_per_request=2"};
-    s_learn_bandit(two, 1, 0);
+// This one pins 1.
+START_TEST(test_learns_with_one_batch_per_request) {
+    const char *one[] = {"learner.batches_per_request=1"};
+    s_learn_bandit(one, 1, 0);
 }
 END_TEST
 
@@ -630,7 +633,9 @@ START_TEST(test_survives_replay_restart) {
     int64_t at_stop = learner_updates(x.learner);
     s_sleep_ms(400); // > request_timeout_ms: in-flight requests time out while nobody listens
     int64_t before_restart = learner_updates(x.learner);
-    ck_assert_int_le(before_restart, at_stop + 2); // at most the prefetched batches
+    // At most the batches already received: prefetch replies of batches_per_request each.
+    ck_assert_int_le(before_restart,
+                     at_stop + cfg.learner.prefetch * cfg.learner.batches_per_request);
     check_replay_start(&r, &cfg);
     s_fill(ctx, cfg.endpoints.replay_insert_bind);
     s_wait_updates(x.learner, before_restart + 50);
@@ -651,7 +656,7 @@ Suite *learner_suite(void) {
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_learns_from_replay_over_zmq);
     tcase_add_test(tc, test_learns_from_uint8_observations);
-    tcase_add_test(tc, test_learns_with_two_batches_per_request);
+    tcase_add_test(tc, test_learns_with_one_batch_per_request);
     tcase_add_test(tc, test_resume_restores_state);
     tcase_add_test(tc, test_bad_checkpoint_refused);
     tcase_add_test(tc, test_survives_replay_restart);

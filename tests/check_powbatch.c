@@ -1,5 +1,6 @@
 // check_powbatch.c: the batched x^beta of the importance weights against double-precision
-// pow (an independent reference): relative error < 1e-6 over every normal positive x, for
+// pow (an independent reference): relative error < 1e-6 for normal positive x drawn over
+// the whole range (65 536 per exponent beta, over every binary exponent, plus edge values), for
 // the exponents prioritized replay uses (alpha for priorities, beta for weights) and
 // beyond; exactly powf where the fast path steps aside (subnormal or overflowing results,
 // x not a positive normal, beta > 10); results independent of the position in the batch;
