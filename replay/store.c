@@ -410,7 +410,9 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     }
     for (uint32_t i = 0; i < s->capacity; i++) {
         int occupied = (uint64_t)i < st->size;
-        if (!(leaves[i] >= 0.0f && leaves[i] < INFINITY) || (occupied != (leaves[i] > 0.0f))) {
+        // The tree's own bound (a larger leaf would assert there); also false for NaN.
+        if (!(leaves[i] >= 0.0f && leaves[i] <= SUMTREE_VALUE_MAX) ||
+            (occupied != (leaves[i] > 0.0f))) {
             return APEX_EINVAL;
         }
     }

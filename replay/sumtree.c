@@ -381,7 +381,7 @@ static void s_set_chunk(sumtree_t *t, uint32_t m, const uint32_t *idx, const flo
     }
     for (uint32_t j = 0; j < m; j++) {
         float v = values[j];
-        APEX_ASSERT(v >= 0.0f && v <= 3.0e38f); // finite, non-negative (false for NaN)
+        APEX_ASSERT(v >= 0.0f && v <= SUMTREE_VALUE_MAX); // also false for NaN
         leaf[idx[j]] = v;
         node[j] = idx[j] / F;
     }

@@ -51,6 +51,10 @@
 #define SUMTREE_FANOUT 16u
 #define SUMTREE_MAX_LEVELS 9u // 16^8 = 2^32 leaves, more than a uint32_t capacity needs
 #define SUMTREE_CAPACITY_MAX (1u << 30)
+// Largest leaf value: 2^30 leaves of it still sum to a finite float (1e28 * 2^30 ~ 1.1e37 <
+// FLT_MAX), so the total and every node stay finite and sampling stays proportional. The
+// store's leaves are p^alpha <= 1e20.
+#define SUMTREE_VALUE_MAX 1e28f
 
 // Plain data (STYLE S2): embed it and use sumtree_init / sumtree_fini. Fields are read-only
 // outside sumtree.c. Not thread-safe; concurrent const calls (total, min, find) are fine.
@@ -74,7 +78,8 @@ void sumtree_init(sumtree_t *t, uint32_t capacity);
 void sumtree_fini(sumtree_t *t);
 
 // Sets leaf idx[i] to values[i] for i < n, then recomputes the affected sums and minima
-// bottom-up, level by level. values must be finite and >= 0 (0 empties the leaf); idx[i] <
+// bottom-up, level by level. values must be in [0, SUMTREE_VALUE_MAX] (0 empties the leaf),
+// asserted; idx[i] <
 // capacity (asserted). With duplicate indices the last value wins. No allocation.
 void sumtree_set(sumtree_t *t, uint32_t n, const uint32_t *idx, const float *values);
 // Empties every leaf.

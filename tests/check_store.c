@@ -766,6 +766,16 @@ START_TEST(test_uint8_persistence_round_trip) {
     store_copy_leaves(a, leaves);
 
     store_t *b = s_new8(cap, d, 0.6);
+    // Leaves the tree could not hold are refused before anything changes: negative, NaN,
+    // infinite, above the tree's bound, or 0 on an occupied slot.
+    const float bad_leaf[] = {-1.0f, NAN, INFINITY, 1e29f, 0.0f};
+    for (size_t k = 0; k < APEX_ARRAY_LEN(bad_leaf); k++) {
+        float saved = leaves[5];
+        leaves[5] = bad_leaf[k];
+        ck_assert_int_eq(store_restore(b, &st, rows, rows_bytes, leaves), APEX_EINVAL);
+        ck_assert_uint_eq(store_size(b), 0);
+        leaves[5] = saved;
+    }
     ck_assert_int_eq(store_restore(b, &st, rows, rows_bytes, leaves), APEX_OK);
     ck_assert_uint_eq(store_size(b), store_size(a));
     ck_assert_uint_eq(store_next_slot(b), store_next_slot(a));

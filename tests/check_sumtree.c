@@ -493,6 +493,20 @@ START_TEST(test_negative_value_asserts) {
 }
 END_TEST
 
+START_TEST(test_too_large_value_asserts) {
+    // Two leaves of 3e38 would sum past FLT_MAX: the total would be +inf and sampling no
+    // longer proportional. The largest accepted value keeps 2^30 leaves finite.
+    sumtree_t t;
+    sumtree_init(&t, 100);
+    uint32_t i[2] = {3, 4};
+    float ok[2] = {SUMTREE_VALUE_MAX, SUMTREE_VALUE_MAX};
+    sumtree_set(&t, 2, i, ok);
+    ck_assert(isfinite(sumtree_total(&t)));
+    float big = 3e38f;
+    sumtree_set(&t, 1, i, &big);
+}
+END_TEST
+
 Suite *sumtree_suite(void) {
     Suite *s = suite_create("sumtree");
     TCase *tc = tcase_create("core");
@@ -510,6 +524,7 @@ Suite *sumtree_suite(void) {
     tcase_add_test(tc, test_sampling_frequencies_chi_square);
     tcase_add_test_raise_signal(tc, test_set_out_of_range_asserts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_negative_value_asserts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_too_large_value_asserts, SIGABRT);
     suite_add_tcase(s, tc);
     return s;
 }
