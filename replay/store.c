@@ -137,12 +137,13 @@ static void s_pow_alpha(const store_t *s, float *p, uint32_t n) {
     if (s->alpha == 1.0f) {
         return;
     }
-    for (uint32_t i = 0; s->alpha == 0.0f && i < n; i++) {
-        p[i] = 1.0f;
+    if (s->alpha == 0.0f) {
+        for (uint32_t i = 0; i < n; i++) {
+            p[i] = 1.0f;
+        }
+        return;
     }
-    if (s->alpha != 0.0f) {
-        pow_batch(p, n, s->alpha);
-    }
+    pow_batch(p, n, s->alpha);
 }
 
 static void s_set_max_prio(store_t *s, float p) {
@@ -432,7 +433,6 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     s->size = st->size;
     s->inserted = st->inserted;
     s->stale = st->stale;
-    s->max_prio = st->max_prio;
     s_set_max_prio(s, st->max_prio);
     return APEX_OK;
 }

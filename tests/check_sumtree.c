@@ -192,6 +192,22 @@ static float *s_fill_random(sumtree_t *t, uint32_t cap, rng_t *r, double empty) 
     return v;
 }
 
+// Checks find's answers out[0..n) for mass[0..n) against the brute-force prefix sums of v
+// (cap leaves): in range, non-empty, and covering the clamped mass within tol.
+static void s_check_found(const float *v, const double *prefix, uint32_t cap, double tol,
+                          const float *mass, const uint32_t *out, uint32_t n) {
+    double total = prefix[cap];
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = out[j];
+        ck_assert_uint_lt(i, cap);
+        ck_assert_msg(v[i] > 0, "cap %u mass %.9g: empty leaf %u chosen", cap, mass[j], i);
+        double u = fmin(fmax(mass[j], 0.0), total);
+        ck_assert_msg(prefix[i] - tol <= u && u <= prefix[i + 1] + tol,
+                      "cap %u: mass %.9g gave leaf %u covering [%.9g, %.9g)", cap, u, i,
+                      prefix[i], prefix[i + 1]);
+    }
+}
+
 START_TEST(test_find_matches_prefix_sums) {
     rng_t r;
     rng_init_stream(&r, 13, RNG_ROLE_TEST, 0);
@@ -214,15 +230,7 @@ START_TEST(test_find_matches_prefix_sums) {
         mass[2] = 1e30f;
         mass[3] = -1.0f;              // below 0: clamped to the start
         sumtree_find(&t, N, mass, out);
-        for (uint32_t j = 0; j < N; j++) {
-            uint32_t i = out[j];
-            ck_assert_uint_lt(i, cap);
-            ck_assert_msg(v[i] > 0, "cap %u: empty leaf %u chosen", cap, i);
-            double u = fmin(fmax(mass[j], 0.0), total);
-            ck_assert_msg(prefix[i] - tol <= u && u <= prefix[i + 1] + tol,
-                          "cap %u: mass %.9g gave leaf %u covering [%.9g, %.9g)", cap, u, i,
-                          prefix[i], prefix[i + 1]);
-        }
+        s_check_found(v, prefix, cap, tol, mass, out, N);
         free(prefix);
         free(v);
         sumtree_fini(&t);
@@ -288,15 +296,7 @@ START_TEST(test_find_at_subtree_edges) {
     }
     ck_assert_uint_gt(n, 100);
     sumtree_find(&t, n, mass, out);
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t i = out[j];
-        ck_assert_uint_lt(i, cap);
-        ck_assert_msg(v[i] > 0, "mass %.9g: empty leaf %u chosen", mass[j], i);
-        double u = fmin(mass[j], total);
-        ck_assert_msg(prefix[i] - tol <= u && u <= prefix[i + 1] + tol,
-                      "mass %.9g gave leaf %u covering [%.9g, %.9g)", u, i, prefix[i],
-                      prefix[i + 1]);
-    }
+    s_check_found(v, prefix, cap, tol, mass, out, n);
     free(prefix);
     free(idx);
     free(v);
