@@ -27,9 +27,9 @@
 #define WEIGHTS_RCVHWM 4
 #define WEIGHTS_DRAIN_MAX 256
 
-#define FLUSH_TICK_MS 20       // retry pending batches, rate-limit granularity
+#define FLUSH_TICK_MS 20 // retry pending batches, rate-limit granularity
 #define STOP_CHECK_MS 50
-#define EPISODES_CAP 4096      // finished episodes buffered between two ActorStats
+#define EPISODES_CAP 4096 // finished episodes buffered between two ActorStats
 #define LOG_INTERVAL_MS 5000
 #define STATUS_LOG_MS 10000
 #define MAX_DRAIN 256
@@ -40,18 +40,18 @@ struct actor {
     const env_spec_t *spec;
     vecenv_t env;
     nstep_t nstep;
-    nstep_out_t out;     // transitions waiting to fill a batch
+    nstep_out_t out; // transitions waiting to fill a batch
     nn_config_t net_cfg;
     nn_params_t params;
     nn_state_t state;
-    rng_t rng;           // action selection
-    float *q;            // (n_envs, A)
-    float *eps;          // (n_envs)
-    int32_t *actions;    // (n_envs)
+    rng_t rng;                 // action selection
+    float *q;                  // (n_envs, A)
+    float *eps;                // (n_envs)
+    int32_t *actions;          // (n_envs)
     float *next_obs, *rewards; // (n_envs, O), (n_envs)
     uint8_t *terminated, *truncated;
-    float *prio;         // (send_batch)
-    float *obs_t;        // (n_envs, O): s_t, kept while vecenv_step auto-resets env.obs
+    float *prio;  // (send_batch)
+    float *obs_t; // (n_envs, O): s_t, kept while vecenv_step auto-resets env.obs
     // Pending FIFO of encoded batches (bounded; see actor.h).
     // The window of unacknowledged batches, oldest first, with consecutive seqs from
     // pending_seq0 (see "Sending" below).
@@ -74,7 +74,7 @@ struct actor {
     uint64_t vector_steps, max_vector_steps, steps_since_sync;
     int64_t rate_start_ms;
     uint64_t rate_start_steps;
-    actor_stats_t st;    // the actor thread's counters
+    actor_stats_t st; // the actor thread's counters
     // st_lock guards st_shared only: a copy of st published by the actor thread every
     // FLUSH_TICK_MS and when actor_run returns, so that actor_get_stats may run anywhere.
     pthread_mutex_t st_lock;
@@ -366,8 +366,8 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
 static void s_ship(actor_t *a, int count) {
     nstep_out_t *o = &a->out;
     int O = a->spec->obs_dim;
-    nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards,
-                     o->discounts, o->next_obs, (float)a->cfg.learner.priority_eps, count);
+    nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards, o->discounts,
+                     o->next_obs, (float)a->cfg.learner.priority_eps, count);
     // Weights that pass validation (finite) can still overflow in the forward pass, and the
     // replay refuses a batch with a NaN priority: send none, so it uses its max priority.
     int prio_ok = 1;
@@ -383,11 +383,16 @@ static void s_ship(actor_t *a, int count) {
                   (unsigned long long)a->st.bad_priorities);
     }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index, .epoch = a->epoch,
+    m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index,
+                               .epoch = a->epoch,
                                .seq = a->seq++,
-                               .weights_version = a->st.weights_version, .count = (uint32_t)count,
-                               .obs_dim = (uint32_t)O, .obs = o->obs, .actions = o->actions,
-                               .rewards = o->rewards, .discounts = o->discounts,
+                               .weights_version = a->st.weights_version,
+                               .count = (uint32_t)count,
+                               .obs_dim = (uint32_t)O,
+                               .obs = o->obs,
+                               .actions = o->actions,
+                               .rewards = o->rewards,
+                               .discounts = o->discounts,
                                .next_obs = o->next_obs,
                                .priorities = prio_ok ? a->prio : NULL};
     s_enqueue(a, &m);
@@ -599,9 +604,8 @@ static int s_timer_status(loop_t *loop, void *arg) {
              "unacked %d  weights v%llu",
              (unsigned long long)a->st.steps, (unsigned long long)a->st.episodes,
              (unsigned long long)a->st.batches_sent, (unsigned long long)a->st.batches_resent,
-             (unsigned long long)a->st.batches_acked,
-             (unsigned long long)a->st.batches_dropped, a->pending_len,
-             (unsigned long long)a->st.weights_version);
+             (unsigned long long)a->st.batches_acked, (unsigned long long)a->st.batches_dropped,
+             a->pending_len, (unsigned long long)a->st.weights_version);
     return 0;
 }
 

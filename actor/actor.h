@@ -31,16 +31,16 @@
 typedef struct actor actor_t;
 
 typedef struct {
-    uint64_t steps;            // env steps (summed over envs)
+    uint64_t steps; // env steps (summed over envs)
     uint64_t episodes;
     uint64_t batches_sent;
     uint64_t batches_acked;
-    uint64_t batches_resent;   // sent again after ack_timeout_ms without an ack
-    uint64_t batches_dropped;  // dropped unacknowledged from the full window
-    uint64_t weights_version;  // version of the weights in use (0 = initial network)
-    uint64_t weight_updates;   // times new weights were taken
+    uint64_t batches_resent;  // sent again after ack_timeout_ms without an ack
+    uint64_t batches_dropped; // dropped unacknowledged from the full window
+    uint64_t weights_version; // version of the weights in use (0 = initial network)
+    uint64_t weight_updates;  // times new weights were taken
     uint64_t bad_messages;
-    uint64_t bad_priorities;   // batches sent without priorities (they were not finite)
+    uint64_t bad_priorities; // batches sent without priorities (they were not finite)
 } actor_stats_t;
 
 // Creates the actor with global index `index` (0 <= index < [actor] num_actors) and connects

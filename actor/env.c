@@ -117,8 +117,8 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *re
         spec->step_batch(v->state, v->n, actions, next_obs, rewards, terminated);
     } else {
         for (int i = 0; i < v->n; i++) {
-            spec->step(v->state + (size_t)i * S, actions[i], next_obs + (size_t)i * O,
-                       &rewards[i], &terminated[i]);
+            spec->step(v->state + (size_t)i * S, actions[i], next_obs + (size_t)i * O, &rewards[i],
+                       &terminated[i]);
         }
     }
     // Pass 2: bookkeeping and auto-reset. next_obs keeps the final observation of an ended

@@ -52,8 +52,7 @@ typedef struct env_spec {
     // One Gymnasium step: advances state, writes the new observation, the reward and whether
     // the episode terminated (1) or not (0). action outside [0, n_actions) is a programming
     // error (asserted by callers that take actions from outside, such as vecenv_step).
-    void (*step)(double *state, int32_t action, float *obs_out, float *reward,
-                 uint8_t *terminated);
+    void (*step)(double *state, int32_t action, float *obs_out, float *reward, uint8_t *terminated);
     // Writes the observation of state (Gymnasium's _get_ob or np.array(state, float32)).
     void (*observe)(const double *state, float *obs_out);
     // Optional (may be NULL): step for n envs at once, states (n, state_dim), obs_out
@@ -88,9 +87,9 @@ void env_set_state(const env_spec_t *spec, double *state, const double *values, 
 
 // One finished episode (terminated or truncated).
 typedef struct {
-    double ret;      // undiscounted sum of rewards
-    int32_t len;     // steps in the episode
-    int32_t env;     // local env index 0 .. n-1
+    double ret;  // undiscounted sum of rewards
+    int32_t len; // steps in the episode
+    int32_t env; // local env index 0 .. n-1
 } vecenv_episode_t;
 
 typedef struct {

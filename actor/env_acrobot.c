@@ -16,15 +16,15 @@
 // ---------------------------------------------------------------------------------------
 // Constants (AcrobotEnv class attributes).
 
-#define AB_DT 0.2            // [s] one env step
-#define AB_L1 1.0            // LINK_LENGTH_1 [m]
-#define AB_M1 1.0            // LINK_MASS_1 [kg]
-#define AB_M2 1.0            // LINK_MASS_2 [kg]
-#define AB_LC1 0.5           // LINK_COM_POS_1 [m]
-#define AB_LC2 0.5           // LINK_COM_POS_2 [m]
-#define AB_I1 1.0            // LINK_MOI
-#define AB_I2 1.0            // LINK_MOI
-#define AB_G 9.8             // [m/s^2]
+#define AB_DT 0.2               // [s] one env step
+#define AB_L1 1.0               // LINK_LENGTH_1 [m]
+#define AB_M1 1.0               // LINK_MASS_1 [kg]
+#define AB_M2 1.0               // LINK_MASS_2 [kg]
+#define AB_LC1 0.5              // LINK_COM_POS_1 [m]
+#define AB_LC2 0.5              // LINK_COM_POS_2 [m]
+#define AB_I1 1.0               // LINK_MOI
+#define AB_I2 1.0               // LINK_MOI
+#define AB_G 9.8                // [m/s^2]
 #define AB_MAX_VEL_1 (4 * M_PI) // [rad/s]
 #define AB_MAX_VEL_2 (9 * M_PI) // [rad/s]
 
@@ -47,9 +47,9 @@ static void s_acrobot_dsdt(double *ds, const double *s, double a) {
                   2 * AB_M2 * AB_L1 * AB_LC2 * dtheta2 * dtheta1 * sin(theta2) +
                   (AB_M1 * AB_LC1 + AB_M2 * AB_L1) * AB_G * cos(theta1 - M_PI / 2) + phi2;
     // "book" variant: consistent with the java implementation and Sutton & Barto.
-    double ddtheta2 = (a + d2 / d1 * phi1 -
-                       AB_M2 * AB_L1 * AB_LC2 * (dtheta1 * dtheta1) * sin(theta2) - phi2) /
-                      (AB_M2 * (AB_LC2 * AB_LC2) + AB_I2 - (d2 * d2) / d1);
+    double ddtheta2 =
+        (a + d2 / d1 * phi1 - AB_M2 * AB_L1 * AB_LC2 * (dtheta1 * dtheta1) * sin(theta2) - phi2) /
+        (AB_M2 * (AB_LC2 * AB_LC2) + AB_I2 - (d2 * d2) / d1);
     double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
     ds[0] = dtheta1;
     ds[1] = dtheta2;

@@ -49,9 +49,8 @@ static void s_cartpole_reset(double *s, rng_t *rng, float *obs) {
 // Everything in step after cos/sin, which the caller computes: splitting it out lets the
 // batch version issue the libm calls for many envs back to back, so the long dependency
 // chain below (two divisions deep) of one env overlaps with the next env's.
-static inline void s_cartpole_advance(double *s, int32_t action, double sintheta,
-                                      double costheta, float *obs, float *reward,
-                                      uint8_t *terminated) {
+static inline void s_cartpole_advance(double *s, int32_t action, double sintheta, double costheta,
+                                      float *obs, float *reward, uint8_t *terminated) {
     double x = s[CP_X], x_dot = s[CP_X_DOT], theta = s[CP_THETA], theta_dot = s[CP_THETA_DOT];
     double force = action == 1 ? CP_FORCE_MAG : -CP_FORCE_MAG;
 

@@ -28,8 +28,8 @@ typedef struct {
 } s_summary;
 
 // Runs one round of n envs until each has finished its first episode.
-static void s_round(const env_spec_t *spec, nn_params_t *p, nn_state_t *st, int n,
-                    uint64_t seed, uint64_t first, float epsilon, s_summary *sum) {
+static void s_round(const env_spec_t *spec, nn_params_t *p, nn_state_t *st, int n, uint64_t seed,
+                    uint64_t first, float epsilon, s_summary *sum) {
     vecenv_t v;
     vecenv_init(&v, spec, n, seed, first, n);
     int A = spec->n_actions, O = spec->obs_dim;
@@ -90,8 +90,10 @@ int main(int argc, char **argv) {
                 cfg.env.id, env_known_ids());
         return 2;
     }
-    nn_config_t nc = {.obs_dim = spec->obs_dim, .n_actions = spec->n_actions,
-                      .n_hidden = cfg.network.n_hidden, .dueling = cfg.network.dueling};
+    nn_config_t nc = {.obs_dim = spec->obs_dim,
+                      .n_actions = spec->n_actions,
+                      .n_hidden = cfg.network.n_hidden,
+                      .dueling = cfg.network.dueling};
     memcpy(nc.hidden, cfg.network.hidden, sizeof(int) * (size_t)cfg.network.n_hidden);
     nn_params_t p;
     nn_params_init(&p, &nc);

@@ -23,24 +23,24 @@
 typedef struct {
     int n_envs;
     int obs_dim;
-    int n;              // steps folded into one transition
-    double gamma;       // per-step discount
-    float *obs;         // (n_envs, n, obs_dim) ring of s_t
-    int32_t *actions;   // (n_envs, n)
-    float *rewards;     // (n_envs, n)
-    int32_t *head;      // (n_envs) ring slot of the oldest pending step
-    int32_t *count;     // (n_envs) pending steps, 0 .. n-1 between pushes
-    double *gamma_pow;  // (n + 1) gamma^k
+    int n;             // steps folded into one transition
+    double gamma;      // per-step discount
+    float *obs;        // (n_envs, n, obs_dim) ring of s_t
+    int32_t *actions;  // (n_envs, n)
+    float *rewards;    // (n_envs, n)
+    int32_t *head;     // (n_envs) ring slot of the oldest pending step
+    int32_t *count;    // (n_envs) pending steps, 0 .. n-1 between pushes
+    double *gamma_pow; // (n + 1) gamma^k
 } nstep_t;
 
 // Caller-provided flat output arrays for emitted transitions. Emission appends at index
 // count; the caller resets count to 0 after consuming them. cap is the rows allocated.
 typedef struct {
-    float *obs;        // (cap, obs_dim) s_t
-    int32_t *actions;  // (cap) a_t
-    float *rewards;    // (cap) n-step return R
-    float *discounts;  // (cap) gamma^m, or 0 at a terminal
-    float *next_obs;   // (cap, obs_dim) s_{t+m}
+    float *obs;       // (cap, obs_dim) s_t
+    int32_t *actions; // (cap) a_t
+    float *rewards;   // (cap) n-step return R
+    float *discounts; // (cap) gamma^m, or 0 at a terminal
+    float *next_obs;  // (cap, obs_dim) s_{t+m}
     int count;
     int cap;
 } nstep_out_t;

@@ -51,7 +51,7 @@ typedef struct {
     pthread_t thread;
     pthread_mutex_t lock; // guards ready and the endpoints until the sink is ready
     pthread_cond_t cond;
-    int ready;            // 1 = endpoints bound, -1 = failed
+    int ready; // 1 = endpoints bound, -1 = failed
     char insert_ep[EP_LEN], pub_ep[EP_LEN], stats_ep[EP_LEN];
     atomic_int stop;
     atomic_uint_fast64_t rows, batches, stats_msgs, bad;
@@ -95,8 +95,8 @@ static void s_sink_insert(sink_t *k, void *router, wire_decoder_t *dec, wire_buf
             atomic_fetch_add(&k->rows, m.u.batch.count);
             atomic_fetch_add(&k->batches, 1);
             wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
-            ack.u.insert_ack =
-                (wire_insert_ack_t){.actor_id = m.u.batch.actor_id, .seq = m.u.batch.seq};
+            ack.u.insert_ack = (wire_insert_ack_t){.actor_id = m.u.batch.actor_id,
+                                                   .seq = m.u.batch.seq};
             wire_encode(&ack, out);
             // As the replay server: DONTWAIT, an ack that cannot go out is dropped.
             zmq_send(router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -207,10 +207,17 @@ static actor_t *s_actor_new(const sink_t *k, const char *hidden) {
     snprintf(ins, sizeof ins, "endpoints.replay_insert=%s", k->insert_ep);
     snprintf(pub, sizeof pub, "endpoints.learner_pub=%s", k->pub_ep);
     snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k->stats_ep);
-    const char *sets[] = {"env.id=CartPole-v1", h, "network.dueling=true",
-                          "actor.envs_per_actor=64", "actor.send_batch=50",
-                          "actor.num_actors=1", "actor.max_steps_per_s=0", "run.seed=1",
-                          ins, pub, stats};
+    const char *sets[] = {"env.id=CartPole-v1",
+                          h,
+                          "network.dueling=true",
+                          "actor.envs_per_actor=64",
+                          "actor.send_batch=50",
+                          "actor.num_actors=1",
+                          "actor.max_steps_per_s=0",
+                          "run.seed=1",
+                          ins,
+                          pub,
+                          stats};
     apex_config_t cfg;
     if (config_load(&cfg, NULL, sets, (int)APEX_ARRAY_LEN(sets), err, sizeof err) != 0) {
         fprintf(stderr, "bench_actor: config: %s\n", err);
@@ -274,8 +281,7 @@ static int s_bench_net(const char *name, const char *hidden, long vsteps, double
            name, (unsigned long long)st.batches_sent, (unsigned long long)st.batches_acked,
            (unsigned long long)st.batches_dropped, (unsigned long long)st.episodes,
            (unsigned long long)atomic_load(&k.batches), (unsigned long long)atomic_load(&k.rows),
-           (unsigned long long)atomic_load(&k.stats_msgs),
-           (unsigned long long)atomic_load(&k.bad));
+           (unsigned long long)atomic_load(&k.stats_msgs), (unsigned long long)atomic_load(&k.bad));
     printf("BENCH %s %.0f steps/s\n", name, med);
     fflush(stdout);
     int rc = atomic_load(&k.bad) == 0 && st.batches_sent > 0 ? 0 : -1;
@@ -305,8 +311,9 @@ static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, l
             }
             continue;
         }
-        long *dst = !strcmp(argv[i], "--vsteps") ? vsteps : !strcmp(argv[i], "--windows") ? windows
-                                                                                          : NULL;
+        long *dst = !strcmp(argv[i], "--vsteps")    ? vsteps
+                    : !strcmp(argv[i], "--windows") ? windows
+                                                    : NULL;
         if (!dst) {
             fprintf(stderr, "bench_actor: unknown option %s\n", argv[i]);
             return -1;
@@ -329,8 +336,7 @@ int main(int argc, char **argv) {
         big = !strcmp(net, "big") || !strcmp(net, "both");
         small = !strcmp(net, "small") || !strcmp(net, "both");
     }
-    if (!(big || small) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
-        !(window_s > 0)) {
+    if (!(big || small) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS || !(window_s > 0)) {
         fprintf(stderr, "usage: bench_actor [--net big|small|both] [--window s] "
                         "[--vsteps N per window, 0 = from --window] [--windows 3..64]\n");
         return 2;
@@ -343,8 +349,8 @@ int main(int argc, char **argv) {
                           (int)windows);
     }
     if (small) {
-        rc |= s_bench_net("actor.cartpole64.net64x64.env_steps_per_s", "64,64", vsteps,
-                          window_s, (int)windows);
+        rc |= s_bench_net("actor.cartpole64.net64x64.env_steps_per_s", "64,64", vsteps, window_s,
+                          (int)windows);
     }
     return rc == 0 ? 0 : 1;
 }

@@ -192,7 +192,8 @@ static void s_bench_layouts(void) {
         {"batch_major.fwd_b64_h512", BLAS_NO_TRANS, BLAS_TRANS, 64, 512, 512},
         {"feature_major.fwd_b64_h512", BLAS_NO_TRANS, BLAS_NO_TRANS, 512, 64, 512},
     };
-    float *a = xaligned_alloc(512 * 512 * sizeof(float)), *b = xaligned_alloc(512 * 512 * sizeof(float));
+    float *a = xaligned_alloc(512 * 512 * sizeof(float)),
+          *b = xaligned_alloc(512 * 512 * sizeof(float));
     float *c = xaligned_alloc(512 * 512 * sizeof(float));
     for (size_t i = 0; i < 512 * 512; i++) {
         a[i] = (float)(i % 11) * 0.01f;
@@ -204,8 +205,8 @@ static void s_bench_layouts(void) {
             int reps = 0;
             int64_t t0 = clock_now_ns(), dt;
             do {
-                blas_sgemm(c, a, b, 1.0f, 0.0f, cases[k].ta, cases[k].tb, cases[k].M,
-                           cases[k].N, cases[k].K);
+                blas_sgemm(c, a, b, 1.0f, 0.0f, cases[k].ta, cases[k].tb, cases[k].M, cases[k].N,
+                           cases[k].K);
                 reps++;
             } while ((dt = clock_now_ns() - t0) < 20000000);
             double rate = 2.0 * cases[k].M * cases[k].N * (double)cases[k].K * reps / dt;

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BENCH_ALPHA 0.6   // the peer's ALPHA and BETA
+#define BENCH_ALPHA 0.6 // the peer's ALPHA and BETA
 #define BENCH_BETA 0.4f
 #define BENCH_MAX_REPS 64
-#define BENCH_INPUTS 64   // distinct pre-generated inputs per op, cycled (as the peer does)
+#define BENCH_INPUTS 64 // distinct pre-generated inputs per op, cycled (as the peer does)
 #define ADD_N 50u
 #define SAMPLE_N 512u
 
@@ -56,8 +56,8 @@ static void s_op_add50(bench_t *b) {
 }
 
 static void s_op_sample512(bench_t *b) {
-    int rc = store_sample(b->store, &b->rng, SAMPLE_N, BENCH_BETA, b->keys, b->is_w, b->obs,
-                          b->act, b->rew, b->disc, b->next_obs);
+    int rc = store_sample(b->store, &b->rng, SAMPLE_N, BENCH_BETA, b->keys, b->is_w, b->obs, b->act,
+                          b->rew, b->disc, b->next_obs);
     APEX_ASSERT(rc == APEX_OK);
 }
 
@@ -170,9 +170,9 @@ static void s_make_inputs(bench_t *b, uint32_t capacity) {
 }
 
 static void s_free_inputs(bench_t *b) {
-    void *bufs[] = {b->add_obs, b->add_next_obs, b->add_rew, b->add_disc, b->add_prio,
-                    b->add_act, b->upd_keys, b->upd_prio, b->keys, b->is_w, b->obs,
-                    b->next_obs, b->rew, b->disc, b->act};
+    void *bufs[] = {b->add_obs, b->add_next_obs, b->add_rew,  b->add_disc, b->add_prio,
+                    b->add_act, b->upd_keys,     b->upd_prio, b->keys,     b->is_w,
+                    b->obs,     b->next_obs,     b->rew,      b->disc,     b->act};
     for (size_t i = 0; i < APEX_ARRAY_LEN(bufs); i++) {
         xfree(bufs[i]);
     }
@@ -229,8 +229,8 @@ int main(int argc, char **argv) {
     s_fill(&b, cfg.capacity);
     printf("# apex replay store: capacity 2^%ld obs_dim %ld, %.1f MiB, filled in %.2f s, "
            "%ld windows x %.2f s\n",
-           cap_log2, d, (double)store_bytes(&cfg) / (1 << 20),
-           (double)(clock_now_ns() - t0) * 1e-9, reps, window);
+           cap_log2, d, (double)store_bytes(&cfg) / (1 << 20), (double)(clock_now_ns() - t0) * 1e-9,
+           reps, window);
     s_make_inputs(&b, cfg.capacity);
     // Updates first, while every prepared key still matches its slot's generation.
     s_measure(&b, "update512", s_op_update512, 1.0, "batches/s", (int)reps, window);

@@ -49,10 +49,10 @@
 
 #define OBS_DIM 4 // CartPole-v1
 #define N_ACTIONS 2
-#define INSERT_N 50u      // rows per TransitionBatch ([actor] send_batch)
-#define SAMPLE_N 512u     // rows per SampleRequest ([learner] batch_size)
-#define FILL_N 4096u      // rows per batch while pre-filling (= [replay] max_batch)
-#define FILL_INFLIGHT 8   // unacknowledged pre-fill batches
+#define INSERT_N 50u    // rows per TransitionBatch ([actor] send_batch)
+#define SAMPLE_N 512u   // rows per SampleRequest ([learner] batch_size)
+#define FILL_N 4096u    // rows per batch while pre-filling (= [replay] max_batch)
+#define FILL_INFLIGHT 8 // unacknowledged pre-fill batches
 // Unacknowledged batches per pusher: the actor's window ([actor] max_pending_batches,
 // default 256). With durability = wal an insert is acknowledged only after its log record is
 // fsynced, so a pusher's rate is bounded by window * batch / wal_sync_ms.
@@ -64,10 +64,10 @@ static int s_push_window = 256;
 #define DEFAULT_BATCHES 4
 static int s_batches = DEFAULT_BATCHES;
 #define PUSH_INFLIGHT ((uint64_t)s_push_window)
-#define PUSH_VARIANTS 16  // distinct pre-generated row sets per pusher, cycled
+#define PUSH_VARIANTS 16 // distinct pre-generated row sets per pusher, cycled
 #define MAX_PUSHERS 16
 #define MAX_WINDOWS 64
-#define POLL_MS 20        // how often a blocked thread looks at the stop flag
+#define POLL_MS 20 // how often a blocked thread looks at the stop flag
 #define BENCH_BETA 0.4f
 #define PACE_SLACK_NS 10000000 // with --insert-rate: most a late pusher catches up (10 ms)
 
@@ -130,8 +130,7 @@ static void *s_dealer(void *ctx, const char *ep, const char *id) {
     int zero = 0;
     if (!s || (s_key_dir[0] && s_curve_client(s) != 0) ||
         zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        (id && zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id)) != 0) ||
-        zmq_connect(s, ep) != 0) {
+        (id && zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id)) != 0) || zmq_connect(s, ep) != 0) {
         if (s) {
             zmq_close(s);
         }
@@ -209,10 +208,16 @@ static void s_encode_batch(wire_buf_t *out, const rows_t *r, uint32_t off, uint3
                            uint32_t actor, uint64_t seq) {
     size_t o = (size_t)off * OBS_DIM;
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = actor, .seq = seq, .count = n, .obs_dim = OBS_DIM,
-                               .obs = r->obs + o, .actions = r->actions + off,
-                               .rewards = r->rewards + off, .discounts = r->discounts + off,
-                               .next_obs = r->next_obs + o, .priorities = r->prio + off};
+    m.u.batch = (wire_batch_t){.actor_id = actor,
+                               .seq = seq,
+                               .count = n,
+                               .obs_dim = OBS_DIM,
+                               .obs = r->obs + o,
+                               .actions = r->actions + off,
+                               .rewards = r->rewards + off,
+                               .discounts = r->discounts + off,
+                               .next_obs = r->next_obs + o,
+                               .priorities = r->prio + off};
     wire_encode(&m, out);
 }
 
@@ -359,9 +364,10 @@ typedef struct {
 
 static int s_request(sampler_state_t *st) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
-    m.u.sample_request =
-        (wire_sample_request_t){.id = ++st->next_id, .batch_size = SAMPLE_N, .beta = BENCH_BETA,
-                                .batches = (uint32_t)s_batches};
+    m.u.sample_request = (wire_sample_request_t){.id = ++st->next_id,
+                                                 .batch_size = SAMPLE_N,
+                                                 .beta = BENCH_BETA,
+                                                 .batches = (uint32_t)s_batches};
     wire_encode(&m, &st->out);
     return s_send(st->sock, &st->out, 0) == 1 ? 0 : -1;
 }
@@ -382,8 +388,8 @@ static int s_take_batch(sampler_state_t *st, const wire_sample_reply_t *r) {
             st->prio[i] = rng_uniform_f(&st->rng) * 2.0f + 1e-6f;
         }
         wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
-        m.u.priority_update = (wire_priority_update_t){.count = SAMPLE_N, .keys = st->keys + k,
-                                                       .priorities = st->prio};
+        m.u.priority_update = (wire_priority_update_t){
+            .count = SAMPLE_N, .keys = st->keys + k, .priorities = st->prio};
         wire_encode(&m, &st->out);
         if (s_send(st->sock, &st->out, 0) != 1) {
             return -1;
@@ -474,7 +480,7 @@ static void *s_sampler_main(void *arg) {
 typedef struct {
     int pushers, inflight, windows, cap_log2;
     double window_s, warmup_s, insert_rate;
-    int curve;              // 1: [security] mode = curve, all clients authorized
+    int curve; // 1: [security] mode = curve, all clients authorized
     int wal_sync_ms;
     const char *durability; // [replay] durability: none, snapshot or wal
 } opts_t;
@@ -605,8 +611,8 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
         // the server's cost per insert, and 1 / it bounds a dedicated host's insert rate.
         server_per_k[w] = rows > 0 ? (b.cpu_server_all - a.cpu_server_all) * 1e6 / rows * 1e3 : 0;
         server_cpu += (b.cpu_server_all - a.cpu_server_all) / dt;
-        printf("# window %d: %.0f sample batches/s, %.0f inserted transitions/s\n", w,
-               samples[w], inserts[w]);
+        printf("# window %d: %.0f sample batches/s, %.0f inserted transitions/s\n", w, samples[w],
+               inserts[w]);
         a = b;
     }
     printf("# cpu (%% of one core, mean over windows): server thread %.0f, pushers %.0f, "
@@ -728,7 +734,10 @@ static replay_server_t *s_server_new(const opts_t *o) {
     snprintf(kd, sizeof kd, "security.key_dir=%s", s_key_dir);
     snprintf(ak, sizeof ak, "security.authorized_keys=%s/authorized_keys", s_key_dir);
     const char *curve[] = {"security.mode=curve", kd, ak};
-    const char *sets[] = {cap, dur, out, sync,
+    const char *sets[] = {cap,
+                          dur,
+                          out,
+                          sync,
                           "env.id=CartPole-v1",
                           "replay.max_batch=4096",
                           "replay.min_size_to_sample=1000",
@@ -774,12 +783,14 @@ static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
     void *push_ctx = s_client_ctx(), *samp_ctx = s_client_ctx();
     pusher_t pushers[MAX_PUSHERS];
     sampler_t sampler = {.sh = sh, .ctx = samp_ctx, .inflight = o->inflight};
-    threads_t th = {.server = server, .pushers = pushers, .n_pushers = 0,
+    threads_t th = {.server = server,
+                    .pushers = pushers,
+                    .n_pushers = 0,
                     .sampler = o->inflight > 0 ? &sampler : NULL};
     int rc = th.sampler ? pthread_create(&sampler.thread, NULL, s_sampler_main, &sampler) : 0;
     for (int i = 0; i < o->pushers && rc == 0; i++) {
-        pushers[i] = (pusher_t){.sh = sh, .ctx = push_ctx, .index = i,
-                                .rows_per_s = o->insert_rate / o->pushers};
+        pushers[i] = (pusher_t){
+            .sh = sh, .ctx = push_ctx, .index = i, .rows_per_s = o->insert_rate / o->pushers};
         rc = pthread_create(&pushers[i].thread, NULL, s_pusher_main, &pushers[i]);
         th.n_pushers += rc == 0;
     }
@@ -802,14 +813,22 @@ static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {.pushers = 4, .inflight = 4, .windows = 5, .cap_log2 = 20, .window_s = 2.0,
-                .warmup_s = 1.0, .insert_rate = 0, .durability = "none", .wal_sync_ms = 50};
+    opts_t o = {.pushers = 4,
+                .inflight = 4,
+                .windows = 5,
+                .cap_log2 = 20,
+                .window_s = 2.0,
+                .warmup_s = 1.0,
+                .insert_rate = 0,
+                .durability = "none",
+                .wal_sync_ms = 50};
     if (s_parse_args(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_replay_tcp [--pushers 0..16] [--inflight 0..256, 0 = no sampler] "
-                        "[--windows 3..64] [--window s] [--warmup s] [--capacity-log2 10..24] "
-                        "[--insert-rate transitions/s, 0 = unlimited] [--durability none|snapshot|wal] "
-                        "[--wal-sync-ms ms] [--curve 0|1] [--push-window batches] "
-                        "[--batches 1..8 per request]\n");
+        fprintf(stderr,
+                "usage: bench_replay_tcp [--pushers 0..16] [--inflight 0..256, 0 = no sampler] "
+                "[--windows 3..64] [--window s] [--warmup s] [--capacity-log2 10..24] "
+                "[--insert-rate transitions/s, 0 = unlimited] [--durability none|snapshot|wal] "
+                "[--wal-sync-ms ms] [--curve 0|1] [--push-window batches] "
+                "[--batches 1..8 per request]\n");
         return 2;
     }
     log_set_role("bench_replay_tcp");

@@ -41,11 +41,11 @@ _Noreturn void apex_panic_at(const char *file, int line, const char *fmt, ...)
 #define APEX_PANIC(...) apex_panic_at(__FILE__, __LINE__, __VA_ARGS__)
 // Programming errors only; never for input from peers, files or users.
 // The condition must have no side effects.
-#define APEX_ASSERT(cond)                                                                        \
-    do {                                                                                         \
-        if (__builtin_expect(!(cond), 0)) {                                                      \
-            apex_panic_at(__FILE__, __LINE__, "assertion failed: %s", #cond);                    \
-        }                                                                                        \
+#define APEX_ASSERT(cond)                                                                          \
+    do {                                                                                           \
+        if (__builtin_expect(!(cond), 0)) {                                                        \
+            apex_panic_at(__FILE__, __LINE__, "assertion failed: %s", #cond);                      \
+        }                                                                                          \
     } while (0)
 
 #define APEX_MIN(a, b) ((a) < (b) ? (a) : (b))

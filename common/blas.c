@@ -20,8 +20,8 @@ void blas_sgemm(float *c, const float *a, const float *b, float alpha, float bet
         // same K contiguous floats, so tb does not matter. gemv skips GEMM's packing.
         // (beta == 0 must not read C; sgemv with beta 0 does not, by the BLAS contract.)
         cblas_sgemv(CblasRowMajor, ta == BLAS_TRANS ? CblasTrans : CblasNoTrans,
-                    ta == BLAS_TRANS ? K : M, ta == BLAS_TRANS ? M : K, alpha, a, lda, b, 1,
-                    0.0f, c, 1);
+                    ta == BLAS_TRANS ? K : M, ta == BLAS_TRANS ? M : K, alpha, a, lda, b, 1, 0.0f,
+                    c, 1);
         return;
     }
     if (K == 0) {

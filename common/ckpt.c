@@ -77,7 +77,6 @@ int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[]
 // ----------------------------------------------------------------------------
 // reading
 
-
 // Header checks that need no payload, cheapest and most telling first: a file that is not
 // a checkpoint at all should say so, not report a checksum error. Returns 0 or an apex_err
 // after logging why.
@@ -88,8 +87,8 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
         return APEX_EPROTO;
     }
     if (h->format_version != CKPT_FORMAT_VERSION || h->header_bytes != sizeof *h) {
-        log_error("%s: checkpoint format version %u, this build reads %u", path,
-                  h->format_version, CKPT_FORMAT_VERSION);
+        log_error("%s: checkpoint format version %u, this build reads %u", path, h->format_version,
+                  CKPT_FORMAT_VERSION);
         return APEX_EVERSION;
     }
     if (h->header_crc32c != s_header_crc(h)) {
@@ -102,8 +101,7 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
         char a[128], b[128];
         nn_config_format(&got, a, sizeof a);
         nn_config_format(cfg, b, sizeof b);
-        log_error("%s: checkpoint network %s does not match the configured network %s", path,
-                  a, b);
+        log_error("%s: checkpoint network %s does not match the configured network %s", path, a, b);
         return APEX_EINVAL;
     }
     if (n_arrays == 0 && h->n_arrays >= 1 && h->n_arrays <= CKPT_MAX_ARRAYS) {
@@ -185,8 +183,7 @@ int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, floa
     return APEX_OK;
 }
 
-int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
-                     float *online) {
+int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *online) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         log_error("%s: cannot open checkpoint: %s", path, strerror(errno));

@@ -45,7 +45,7 @@ typedef struct {
 typedef struct {
     char magic[8];
     uint32_t format_version;
-    uint32_t header_bytes;    // sizeof(ckpt_header_t)
+    uint32_t header_bytes; // sizeof(ckpt_header_t)
     int32_t obs_dim;
     int32_t n_actions;
     int32_t n_hidden;
@@ -53,16 +53,15 @@ typedef struct {
     int32_t hidden[NN_MAX_HIDDEN]; // unused entries are 0
     uint64_t num_params;
     uint64_t learner_step;
-    uint32_t optim_kind;      // optim_kind
-    uint32_t n_arrays;        // float arrays of num_params in the payload
+    uint32_t optim_kind; // optim_kind
+    uint32_t n_arrays;   // float arrays of num_params in the payload
     uint64_t optim_step;
     uint64_t rng_state[4];
     ckpt_extra_t extra;
     uint64_t payload_bytes;
     uint32_t payload_crc32c;
-    uint32_t header_crc32c;   // over every header byte before this field
+    uint32_t header_crc32c; // over every header byte before this field
 } ckpt_header_t;
-
 
 // Zeroes hdr and fills magic, version, header size and the shape fields from cfg.
 void ckpt_header_init(ckpt_header_t *hdr, const nn_config_t *cfg);
@@ -82,7 +81,6 @@ int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, floa
 
 // Reads only the first array (the online network) of a checkpoint written with any number of
 // arrays, validating it exactly as ckpt_read does. For apex-eval, which has no optimizer.
-int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
-                     float *online);
+int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *online);
 
 #endif

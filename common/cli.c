@@ -85,8 +85,7 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
             }
             i++;
         } else {
-            fprintf(stderr, "%s: bad argument '%s'%s\n", role, o,
-                    next ? "" : " (missing value?)");
+            fprintf(stderr, "%s: bad argument '%s'%s\n", role, o, next ? "" : " (missing value?)");
             s_usage(stderr, role, usage);
             return 2;
         }
@@ -109,8 +108,7 @@ int cli_startup(const char *role, unsigned flags, const char *usage, int argc, c
         return 0;
     }
     if (!args->config_path) {
-        fprintf(stderr, "%s: no config given\n---> HINT: %s -c configs/cartpole.ini\n", role,
-                role);
+        fprintf(stderr, "%s: no config given\n---> HINT: %s -c configs/cartpole.ini\n", role, role);
         return 2;
     }
     if ((flags & CLI_FLAG_INDEX) && args->index < 0) {

@@ -28,8 +28,8 @@ typedef struct {
     int n_sets;
     int print_config;
     int help_config;
-    int index;   // -1 when not given
-    int resume;  // 1 = resume when a checkpoint exists (default), 0 = --no-resume
+    int index;  // -1 when not given
+    int resume; // 1 = resume when a checkpoint exists (default), 0 = --no-resume
     const char *checkpoint;
     const char *dump;
     long episodes;

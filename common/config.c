@@ -70,29 +70,29 @@ static const s_row s_schema[] = {
      "transitions kept (FIFO ring); memory is allocated once at start-up"},
     {"replay", "alpha", T_FLOAT, OFF(replay.alpha), 0, 0, 1, "0.6", NULL,
      "priority exponent: P(i) ~ p_i^alpha"},
-    {"replay", "min_size_to_sample", T_INT, OFF(replay.min_size_to_sample), 0, 1, 1LL << 31,
-     "1000", NULL, "no sample is served before the replay holds this many transitions"},
-    {"replay", "samples_per_insert", T_FLOAT, OFF(replay.samples_per_insert), 0, 0, 1e6, "0",
-     NULL, "target ratio of sampled to inserted transitions (0 = no ratio limit)"},
+    {"replay", "min_size_to_sample", T_INT, OFF(replay.min_size_to_sample), 0, 1, 1LL << 31, "1000",
+     NULL, "no sample is served before the replay holds this many transitions"},
+    {"replay", "samples_per_insert", T_FLOAT, OFF(replay.samples_per_insert), 0, 0, 1e6, "0", NULL,
+     "target ratio of sampled to inserted transitions (0 = no ratio limit)"},
     {"replay", "spi_tolerance", T_FLOAT, OFF(replay.spi_tolerance), 0, 0, 1e12, "1e5", NULL,
      "allowed deviation from samples_per_insert, in sampled transitions"},
     {"replay", "sample_timeout_ms", T_INT, OFF(replay.sample_timeout_ms), 0, 1, 3600000, "1000",
      NULL, "a held-back sample request is answered 'not ready' after this long (ms)"},
     {"replay", "max_batch", T_INT, OFF(replay.max_batch), 0, 1, 65536, "4096", NULL,
      "largest number of transitions in one insert message or sample request"},
-    {"replay", "stats_interval_ms", T_INT, OFF(replay.stats_interval_ms), 0, 100, 3600000,
-     "5000", NULL, "period of the replay server's stats log line (ms)"},
-    {"replay", "max_message_bytes", T_INT, OFF(replay.max_message_bytes), 0, 0, 1LL << 31,
-     "0", NULL, "larger messages are refused by ZeroMQ (0 = derived from max_batch and obs size)"},
-    {"replay", "durability", T_ENUM, OFF(replay.durability), 0, 0, 0, "none",
-     "none|snapshot|wal", "what survives a replay server crash"},
+    {"replay", "stats_interval_ms", T_INT, OFF(replay.stats_interval_ms), 0, 100, 3600000, "5000",
+     NULL, "period of the replay server's stats log line (ms)"},
+    {"replay", "max_message_bytes", T_INT, OFF(replay.max_message_bytes), 0, 0, 1LL << 31, "0",
+     NULL, "larger messages are refused by ZeroMQ (0 = derived from max_batch and obs size)"},
+    {"replay", "durability", T_ENUM, OFF(replay.durability), 0, 0, 0, "none", "none|snapshot|wal",
+     "what survives a replay server crash"},
     {"replay", "snapshot_interval_s", T_FLOAT, OFF(replay.snapshot_interval_s), 0, 0.1, 1e7, "300",
      NULL, "seconds between replay snapshots (durability = snapshot or wal)"},
     {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 1, 60000, "50", NULL,
      "write-ahead log group commit: with the log writer idle, a logged insert waits at most "
      "this long for its fdatasync to start (ms); under load commits run back to back"},
-    {"replay", "reset_limiter_on_restore", T_BOOL, OFF(replay.reset_limiter_on_restore), 0, 0,
-     1, "true", NULL,
+    {"replay", "reset_limiter_on_restore", T_BOOL, OFF(replay.reset_limiter_on_restore), 0, 0, 1,
+     "true", NULL,
      "after a restore, forget how much was sampled (the learner is never held back by counts "
      "from before the crash)"},
 
@@ -103,10 +103,9 @@ static const s_row s_schema[] = {
      "adam, or centered rmsprop as in the Ape-X paper"},
     {"learner", "adam_beta1", T_FLOAT, OFF(learner.adam_beta1), 0, 0, 0.999999, "0.9", NULL,
      "Adam first-moment decay"},
-    {"learner", "adam_beta2", T_FLOAT, OFF(learner.adam_beta2), 0, 0, 0.999999999, "0.999",
-     NULL, "Adam second-moment decay"},
-    {"learner", "adam_eps", T_FLOAT, OFF(learner.adam_eps), 0, 0, 1, "1e-8", NULL,
-     "Adam epsilon"},
+    {"learner", "adam_beta2", T_FLOAT, OFF(learner.adam_beta2), 0, 0, 0.999999999, "0.999", NULL,
+     "Adam second-moment decay"},
+    {"learner", "adam_eps", T_FLOAT, OFF(learner.adam_eps), 0, 0, 1, "1e-8", NULL, "Adam epsilon"},
     {"learner", "rms_decay", T_FLOAT, OFF(learner.rms_decay), 0, 0, 0.999999, "0.95", NULL,
      "centered RMSProp decay (Ape-X: 0.95)"},
     {"learner", "rms_eps", T_FLOAT, OFF(learner.rms_eps), 0, 0, 1, "1.5e-7", NULL,
@@ -121,8 +120,7 @@ static const s_row s_schema[] = {
      "updates between weight broadcasts to the actors"},
     {"learner", "prefetch", T_INT, OFF(learner.prefetch), 0, 1, 64, "4", NULL,
      "sample requests kept in flight to the replay server"},
-    {"learner", "batches_per_request", T_INT, OFF(learner.batches_per_request), 0, 0, 64, "0",
-     NULL,
+    {"learner", "batches_per_request", T_INT, OFF(learner.batches_per_request), 0, 0, 64, "0", NULL,
      "batches each sample request brings (each its own stratified sample; one round trip "
      "for several updates); 0 = up to 4 while a reply stays within 1 MiB and max_batch"},
     {"learner", "beta_start", T_FLOAT, OFF(learner.beta_start), 0, 0, 1, "0.4", NULL,
@@ -133,8 +131,8 @@ static const s_row s_schema[] = {
      "updates over which beta is annealed linearly"},
     {"learner", "priority_eps", T_FLOAT, OFF(learner.priority_eps), 0, 0, 1, "1e-6", NULL,
      "added to |TD error| to form a priority"},
-    {"learner", "checkpoint_interval_s", T_FLOAT, OFF(learner.checkpoint_interval_s), 0, 0.1,
-     1e7, "60", NULL, "seconds between checkpoints (one is also written at shutdown)"},
+    {"learner", "checkpoint_interval_s", T_FLOAT, OFF(learner.checkpoint_interval_s), 0, 0.1, 1e7,
+     "60", NULL, "seconds between checkpoints (one is also written at shutdown)"},
     {"learner", "max_steps", T_INT, OFF(learner.max_steps), 0, 0, BIG, "0", NULL,
      "stop after this many updates (0 = no limit)"},
     {"learner", "threads", T_INT, OFF(learner.threads), 0, 1, 256, "1", NULL,
@@ -158,8 +156,8 @@ static const s_row s_schema[] = {
      "transitions per message to the replay server"},
     {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,
      "actor steps between weight refreshes from the learner"},
-    {"actor", "max_pending_batches", T_INT, OFF(actor.max_pending_batches), 0, 1, 8192, "256",
-     NULL, "unacknowledged batches kept for re-sending; when full the oldest is dropped"},
+    {"actor", "max_pending_batches", T_INT, OFF(actor.max_pending_batches), 0, 1, 8192, "256", NULL,
+     "unacknowledged batches kept for re-sending; when full the oldest is dropped"},
     {"actor", "ack_timeout_ms", T_INT, OFF(actor.ack_timeout_ms), 0, 10, 3600000, "3000", NULL,
      "a batch not acknowledged this long is sent again (ms)"},
     {"actor", "stats_interval_ms", T_INT, OFF(actor.stats_interval_ms), 0, 50, 3600000, "1000",
@@ -377,10 +375,10 @@ void config_defaults(apex_config_t *cfg) {
 
 typedef struct {
     FILE *f;
-    int line;             // line number of the line inih is processing
-    int next_line;        // line number of the next line to read
-    int indented;         // the current line starts with whitespace (a continuation line)
-    int too_long;         // a line did not fit inih's buffer
+    int line;      // line number of the line inih is processing
+    int next_line; // line number of the next line to read
+    int indented;  // the current line starts with whitespace (a continuation line)
+    int too_long;  // a line did not fit inih's buffer
     apex_config_t *cfg;
     unsigned char seen[N_ROWS];
     char *err;
@@ -426,8 +424,7 @@ static int s_handler(void *user, const char *section, const char *key, const cha
         c->seen[r - s_schema] = 1;
         return 1;
     }
-    snprintf(c->err, c->errlen, "%s:%d: [%s] %s: %s", c->cfg->source, c->line, section, key,
-             why);
+    snprintf(c->err, c->errlen, "%s:%d: [%s] %s: %s", c->cfg->source, c->line, section, key, why);
     c->failed = 1;
     return 0;
 }
@@ -470,8 +467,7 @@ int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t err
     key[lk] = '\0';
     const s_row *r = s_find(section, key);
     if (!r) {
-        return s_fail(err, errlen, "--set: [%s] %s: unknown key (see --help-config)", section,
-                      key);
+        return s_fail(err, errlen, "--set: [%s] %s: unknown key (see --help-config)", section, key);
     }
     char why[CONFIG_ERR_LEN];
     if (s_apply(cfg, r, eq + 1, why, sizeof why) != 0) {
@@ -500,8 +496,8 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     }
     const envinfo_t *e = envinfo_find(env->id);
     if (!e) {
-        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s, or %s)",
-                      src, env->id, envinfo_known_ids(), CONFIG_ENV_EXTERNAL);
+        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s, or %s)", src,
+                      env->id, envinfo_known_ids(), CONFIG_ENV_EXTERNAL);
     }
     // --print-config writes the derived values back, so a matching value is accepted.
     if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
@@ -683,7 +679,8 @@ static void s_md(FILE *out, const char *s) {
 }
 
 void config_help_markdown(FILE *out) {
-    fprintf(out, "| section | key | type | default | range | meaning |\n|---|---|---|---|---|---|\n");
+    fprintf(out,
+            "| section | key | type | default | range | meaning |\n|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < N_ROWS; i++) {
         const s_row *r = &s_schema[i];
         char range[128];

@@ -42,9 +42,8 @@ static uint32_t s_crc_slice8(uint32_t crc, const unsigned char *p, size_t len) {
     }
     for (; len >= 8; len -= 8, p += 8) {
         uint32_t lo = s_load_u32le(p) ^ crc, hi = s_load_u32le(p + 4);
-        crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^
-              t[4][lo >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
-              t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+        crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+              t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
     }
     for (; len > 0; len--) {
         crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
@@ -54,8 +53,7 @@ static uint32_t s_crc_slice8(uint32_t crc, const unsigned char *p, size_t len) {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CRC_HAVE_SSE42 1
-__attribute__((target("sse4.2"))) static uint32_t s_crc_sse42(uint32_t crc,
-                                                              const unsigned char *p,
+__attribute__((target("sse4.2"))) static uint32_t s_crc_sse42(uint32_t crc, const unsigned char *p,
                                                               size_t len) {
     for (; len > 0 && ((uintptr_t)p & 7) != 0; len--) {
         crc = __builtin_ia32_crc32qi(crc, *p++);

@@ -33,11 +33,11 @@ void log_write(log_level level, const char *module, const char *fmt, ...)
 #define LOG_MODULE "apex"
 #endif
 
-#define log_at_(lvl, ...)                                                                         \
-    do {                                                                                          \
-        if ((int)(lvl) <= log_level_current) {                                                    \
-            log_write((lvl), LOG_MODULE, __VA_ARGS__);                                            \
-        }                                                                                         \
+#define log_at_(lvl, ...)                                                                          \
+    do {                                                                                           \
+        if ((int)(lvl) <= log_level_current) {                                                     \
+            log_write((lvl), LOG_MODULE, __VA_ARGS__);                                             \
+        }                                                                                          \
     } while (0)
 #define log_error(...) log_at_(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_at_(LOG_WARN, __VA_ARGS__)
@@ -46,7 +46,7 @@ void log_write(log_level level, const char *module, const char *fmt, ...)
 
 // Rate limiter state for one repeating message; zero-initialise it (static or in a struct).
 typedef struct {
-    int64_t last_ms;    // monotonic time of the last line written; 0 = never
+    int64_t last_ms;     // monotonic time of the last line written; 0 = never
     uint64_t suppressed; // calls swallowed since then
 } log_limiter_t;
 
@@ -57,18 +57,18 @@ int log_limiter_allow(log_limiter_t *lim, int64_t now_ms, int64_t interval_ms,
                       uint64_t *suppressed);
 
 // Writes at most one line per interval_ms through lim, appending "(N similar suppressed)".
-#define log_every(lim, interval_ms, lvl, fmt, ...)                                                \
-    do {                                                                                          \
-        uint64_t log_sup_;                                                                        \
-        if ((int)(lvl) <= log_level_current &&                                                    \
-            log_limiter_allow((lim), clock_now_ms(), (interval_ms), &log_sup_)) {                 \
-            if (log_sup_) {                                                                       \
-                log_write((lvl), LOG_MODULE, fmt " (%llu similar suppressed)", ##__VA_ARGS__,     \
-                          (unsigned long long)log_sup_);                                          \
-            } else {                                                                              \
-                log_write((lvl), LOG_MODULE, fmt, ##__VA_ARGS__);                                 \
-            }                                                                                     \
-        }                                                                                         \
+#define log_every(lim, interval_ms, lvl, fmt, ...)                                                 \
+    do {                                                                                           \
+        uint64_t log_sup_;                                                                         \
+        if ((int)(lvl) <= log_level_current &&                                                     \
+            log_limiter_allow((lim), clock_now_ms(), (interval_ms), &log_sup_)) {                  \
+            if (log_sup_) {                                                                        \
+                log_write((lvl), LOG_MODULE, fmt " (%llu similar suppressed)", ##__VA_ARGS__,      \
+                          (unsigned long long)log_sup_);                                           \
+            } else {                                                                               \
+                log_write((lvl), LOG_MODULE, fmt, ##__VA_ARGS__);                                  \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 // Async-signal-safe: writes msg with write(2) only. For signal handlers (STYLE S20).

@@ -113,8 +113,7 @@ int loop_add_timer(loop_t *self, int64_t interval_ms, loop_timer_fn fn, void *ar
         return -1;
     }
     APEX_ASSERT(interval_ms > 0);
-    self->timers[self->n_timers++] =
-        (s_timer){interval_ms, clock_now_ms() + interval_ms, fn, arg};
+    self->timers[self->n_timers++] = (s_timer){interval_ms, clock_now_ms() + interval_ms, fn, arg};
     return 0;
 }
 

@@ -58,8 +58,7 @@ void net_close(void **sock_p) {
 int net_bind(void *sock, const char *endpoint, char *bound, size_t bound_len) {
     if (zmq_bind(sock, endpoint) != 0) {
         log_error("cannot bind %s: %s%s", endpoint, zmq_strerror(errno),
-                  errno == EADDRINUSE ? " (another apex daemon running? change [endpoints])"
-                                      : "");
+                  errno == EADDRINUSE ? " (another apex daemon running? change [endpoints])" : "");
         return -1;
     }
     if (bound && bound_len) {

@@ -52,8 +52,8 @@ void nn_config_format(const nn_config_t *cfg, char *buf, size_t len) {
 }
 
 int nn_config_equal(const nn_config_t *a, const nn_config_t *b) {
-    if (a->obs_dim != b->obs_dim || a->n_actions != b->n_actions ||
-        a->n_hidden != b->n_hidden || a->dueling != b->dueling) {
+    if (a->obs_dim != b->obs_dim || a->n_actions != b->n_actions || a->n_hidden != b->n_hidden ||
+        a->dueling != b->dueling) {
         return 0;
     }
     for (int l = 0; l < a->n_hidden && l < NN_MAX_HIDDEN; l++) {
@@ -143,7 +143,9 @@ void nn_params_zero(nn_params_t *p) { memset(p->data, 0, p->num_params * sizeof(
 // ----------------------------------------------------------------------------
 // state
 
-static size_t s_round_up(size_t n) { return (n + NN_ALIGN_FLOATS - 1) / NN_ALIGN_FLOATS * NN_ALIGN_FLOATS; }
+static size_t s_round_up(size_t n) {
+    return (n + NN_ALIGN_FLOATS - 1) / NN_ALIGN_FLOATS * NN_ALIGN_FLOATS;
+}
 
 void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch) {
     APEX_ASSERT(nn_config_check(cfg, NULL, 0) == APEX_OK && max_batch >= 1);
@@ -256,19 +258,18 @@ static void s_linear_forward(float *out, const float *in, const float *w, const 
     for (int i = 0; i < out_dim; i++) {
         s_fill(out + (size_t)i * B, b[i], (size_t)B);
     }
-    blas_sgemm(out, w, in, 1.0f, 1.0f, BLAS_NO_TRANS,
-               in_batch_major ? BLAS_TRANS : BLAS_NO_TRANS, out_dim, B, in_dim);
+    blas_sgemm(out, w, in, 1.0f, 1.0f, BLAS_NO_TRANS, in_batch_major ? BLAS_TRANS : BLAS_NO_TRANS,
+               out_dim, B, in_dim);
 }
 
 // dw += dout . in^T, db += row sums of dout, and (unless din is NULL) din = w^T . dout.
 // dout is (out_dim x B); in as for s_linear_forward.
-static void s_linear_backward(float *din, float *dw, float *db, const float *dout,
-                              const float *in, const float *w, int B, int in_dim, int out_dim,
-                              int in_batch_major) {
+static void s_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+                              const float *w, int B, int in_dim, int out_dim, int in_batch_major) {
     // dW (out x in): feature-major input is (in x B), so it enters transposed; the raw
     // batch-major observations (B x in) enter as they are.
-    blas_sgemm(dw, dout, in, 1.0f, 1.0f, BLAS_NO_TRANS,
-               in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS, out_dim, in_dim, B);
+    blas_sgemm(dw, dout, in, 1.0f, 1.0f, BLAS_NO_TRANS, in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS,
+               out_dim, in_dim, B);
     for (int i = 0; i < out_dim; i++) {
         db[i] += s_sum(dout + (size_t)i * B, (size_t)B);
     }

@@ -59,11 +59,11 @@
 #define NN_MAX_TENSORS (2 * NN_MAX_LAYERS)
 
 typedef struct {
-    int obs_dim;                // O
-    int n_actions;              // A
-    int n_hidden;               // 1..NN_MAX_HIDDEN
-    int hidden[NN_MAX_HIDDEN];  // H_l; entries past n_hidden are ignored
-    int dueling;                // 0 or 1
+    int obs_dim;               // O
+    int n_actions;             // A
+    int n_hidden;              // 1..NN_MAX_HIDDEN
+    int hidden[NN_MAX_HIDDEN]; // H_l; entries past n_hidden are ignored
+    int dueling;               // 0 or 1
 } nn_config_t;
 
 // One linear layer's views into the flat array. w is (out_dim x in_dim) row-major.
@@ -75,31 +75,31 @@ typedef struct {
 } nn_linear_t;
 
 typedef struct {
-    float *data;        // num_params floats, 64-byte aligned, owned
+    float *data; // num_params floats, 64-byte aligned, owned
     size_t num_params;
-    int n_layers;       // n_hidden + 1; layer[n_layers - 1] is the head
+    int n_layers; // n_hidden + 1; layer[n_layers - 1] is the head
     nn_linear_t layer[NN_MAX_LAYERS];
 } nn_params_t;
 
 // One row of the layout table: where a named tensor lives in the flat array.
 typedef struct {
-    const char *name;   // "fc1.w", "fc1.b", ..., "head.w", "head.b"; static storage
-    size_t offset;      // in floats from data
+    const char *name; // "fc1.w", "fc1.b", ..., "head.w", "head.b"; static storage
+    size_t offset;    // in floats from data
     int rows;
-    int cols;           // 1 for biases
+    int cols; // 1 for biases
 } nn_tensor_t;
 
 typedef struct {
     nn_config_t cfg;
     int max_batch;
-    int batch;                      // B of the last nn_forward
-    const float *obs;               // borrowed: the obs of the last nn_forward (B x O)
-    float *act[NN_MAX_HIDDEN];      // post-ReLU hidden activations, (H_l x max_batch)
-    float *head;                    // head output, (P x max_batch): [V; A] or A
-    float *grad[2];                 // ping-pong dL/dh buffers, (H_max x max_batch)
-    float *dhead;                   // dL/d(head output), (P x max_batch)
-    float *q;                       // scratch q (max_batch x A) for helpers
-    float *block;                   // the single allocation behind all of the above
+    int batch;                 // B of the last nn_forward
+    const float *obs;          // borrowed: the obs of the last nn_forward (B x O)
+    float *act[NN_MAX_HIDDEN]; // post-ReLU hidden activations, (H_l x max_batch)
+    float *head;               // head output, (P x max_batch): [V; A] or A
+    float *grad[2];            // ping-pong dL/dh buffers, (H_max x max_batch)
+    float *dhead;              // dL/d(head output), (P x max_batch)
+    float *q;                  // scratch q (max_batch x A) for helpers
+    float *block;              // the single allocation behind all of the above
 } nn_state_t;
 
 // Returns 0 when cfg is usable, else APEX_EINVAL with the reason written to why.

@@ -25,19 +25,19 @@ typedef enum { OPTIM_ADAM = 0, OPTIM_RMSPROP = 1 } optim_kind;
 typedef struct {
     optim_kind kind;
     float lr;
-    float adam_beta1;   // 0.9
-    float adam_beta2;   // 0.999
-    float adam_eps;     // 1e-8 (PyTorch default)
-    float rms_decay;    // rho, 0.95
-    float rms_eps;      // 1.5e-7, inside the sqrt
+    float adam_beta1; // 0.9
+    float adam_beta2; // 0.999
+    float adam_eps;   // 1e-8 (PyTorch default)
+    float rms_decay;  // rho, 0.95
+    float rms_eps;    // 1.5e-7, inside the sqrt
 } optim_config_t;
 
 typedef struct {
     optim_config_t cfg;
-    size_t n;           // floats in params, grads, m, v
-    int64_t step;       // updates applied so far (Adam's t after the next step is step+1)
-    float *m;           // Adam first moment / RMSProp mean gradient mg
-    float *v;           // Adam second moment / RMSProp mean square ms
+    size_t n;     // floats in params, grads, m, v
+    int64_t step; // updates applied so far (Adam's t after the next step is step+1)
+    float *m;     // Adam first moment / RMSProp mean gradient mg
+    float *v;     // Adam second moment / RMSProp mean square ms
 } optim_t;
 
 // Defaults for kind: Adam lr 1e-4 (the torch peer's), betas 0.9 / 0.999, eps 1e-8;

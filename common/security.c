@@ -82,8 +82,7 @@ int security_read_key_file(const char *path, char *public_out, char *secret_out,
     }
     text[n] = '\0';
     if (s_key_value(text, "public-key", public_out) != 0) {
-        return s_fail(err, errlen, "%s: no valid public-key = \"<40 Z85 characters>\" line",
-                      path);
+        return s_fail(err, errlen, "%s: no valid public-key = \"<40 Z85 characters>\" line", path);
     }
     if (secret_out && s_key_value(text, "secret-key", secret_out) != 0) {
         return s_fail(err, errlen, "%s: no valid secret-key line (is this the .pub file?)", path);
@@ -97,8 +96,7 @@ int security_read_key_file(const char *path, char *public_out, char *secret_out,
     return 0;
 }
 
-static int s_write_file(const char *path, const char *text, mode_t mode, char *err,
-                        size_t errlen) {
+static int s_write_file(const char *path, const char *text, mode_t mode, char *err, size_t errlen) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) {
         return s_fail(err, errlen, "%s: %s", path, strerror(errno));
@@ -211,8 +209,8 @@ static int s_load_own_key(security_t *s, const apex_config_t *cfg, const char *n
     return 0;
 }
 
-security_t *security_new(void *ctx, const apex_config_t *cfg, const char *name,
-                         int actor_index, int is_server) {
+security_t *security_new(void *ctx, const apex_config_t *cfg, const char *name, int actor_index,
+                         int is_server) {
     security_t *s = xcalloc(1, sizeof *s);
     s->enabled = cfg->security.mode == SECURITY_CURVE;
     snprintf(s->key_dir, sizeof s->key_dir, "%s", cfg->security.key_dir);
@@ -235,8 +233,7 @@ security_t *security_new(void *ctx, const apex_config_t *cfg, const char *name,
             security_destroy(&s);
             return NULL;
         }
-        log_info("CURVE on: %d authorized client keys, server key %s", s->n_allowed,
-                 s->public_z85);
+        log_info("CURVE on: %d authorized client keys, server key %s", s->n_allowed, s->public_z85);
     }
     return s;
 }

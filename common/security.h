@@ -31,8 +31,8 @@ typedef struct security security_t;
 // ZAP handler in ctx (before any server socket binds). name: "replay", "learner", "actor";
 // actor_index selects "actor<i>" when that key exists (-1 otherwise). With mode none,
 // returns an object whose functions do nothing. NULL after logging why.
-security_t *security_new(void *ctx, const apex_config_t *cfg, const char *name,
-                         int actor_index, int is_server);
+security_t *security_new(void *ctx, const apex_config_t *cfg, const char *name, int actor_index,
+                         int is_server);
 void security_destroy(security_t **self_p);
 
 // Makes sock a CURVE server (before bind). Returns 0 or -1 (logged).

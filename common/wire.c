@@ -84,8 +84,8 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
     // action, reward, discount per row; Weights carry the parameters; an InsertAck up to
     // WIRE_ACK_MAX_SEQS seqs. Protobuf adds a few bytes of tags and lengths per field;
     // 1 KiB covers them.
-    size_t row = 2 * (size_t)lim->obs_dim * wire_obs_elem_bytes(lim->obs_dtype) + 8 + 4 + 4 +
-                 4 + 4 + 4;
+    size_t row = 2 * (size_t)lim->obs_dim * wire_obs_elem_bytes(lim->obs_dtype) + 8 + 4 + 4 + 4 +
+                 4 + 4;
     size_t rows = (size_t)lim->max_count * row;
     size_t weights = (size_t)lim->num_params * 4;
     size_t stats = (size_t)lim->max_episodes * 12;
@@ -165,8 +165,7 @@ static int s_len_ok(const ProtobufCBinaryData *b, size_t count, size_t elem, int
 
 static int s_count_ok(wire_decoder_t *d, uint32_t count, const char *what) {
     if (count == 0 || count > d->lim.max_count) {
-        return s_err(d, APEX_EINVAL, "%s: count %u not in [1, %u]", what, count,
-                     d->lim.max_count);
+        return s_err(d, APEX_EINVAL, "%s: count %u not in [1, %u]", what, count, d->lim.max_count);
     }
     return APEX_OK;
 }
@@ -189,8 +188,7 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
         return rc;
     }
     if (obs_dim != d->lim.obs_dim) {
-        return s_err(d, APEX_EINVAL, "%s: obs_dim %u, expected %u", what, obs_dim,
-                     d->lim.obs_dim);
+        return s_err(d, APEX_EINVAL, "%s: obs_dim %u, expected %u", what, obs_dim, d->lim.obs_dim);
     }
     if (obs_dtype != d->lim.obs_dtype) {
         return s_err(d, APEX_EINVAL, "%s: observations of dtype %s (%u), the run's are %s", what,
@@ -200,8 +198,8 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
     if (!s_len_ok(obs, n_obs, elem, 0) || !s_len_ok(next_obs, n_obs, elem, 0) ||
         !s_len_ok(actions, count, 4, 0) || !s_len_ok(rewards, count, 4, 0) ||
         !s_len_ok(discounts, count, 4, 0)) {
-        return s_err(d, APEX_EPROTO, "%s: array lengths do not match count %u x obs_dim %u",
-                     what, count, obs_dim);
+        return s_err(d, APEX_EPROTO, "%s: array lengths do not match count %u x obs_dim %u", what,
+                     count, obs_dim);
     }
     // Any byte is a valid uint8 observation; float32 ones must be finite.
     int obs_ok = obs_dtype != WIRE_OBS_FLOAT32 ||
@@ -223,8 +221,8 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
 }
 
 static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wire_batch_t *o) {
-    int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, (uint32_t)m->obs_dtype,
-                       &m->obs, &m->actions, &m->rewards, &m->discounts, &m->next_obs);
+    int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, (uint32_t)m->obs_dtype, &m->obs,
+                       &m->actions, &m->rewards, &m->discounts, &m->next_obs);
     if (rc) {
         return rc;
     }
@@ -265,12 +263,13 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
     uint32_t k = m->batches ? m->batches : 1;
     if (k > WIRE_MAX_BATCHES_PER_REQUEST ||
         (uint64_t)k * m->batch_size > (uint64_t)d->lim.max_count) {
-        return s_err(d, APEX_EINVAL, "SampleRequest: %u batches of %u rows (at most %u batches, "
-                     "%u rows)", m->batches, m->batch_size, WIRE_MAX_BATCHES_PER_REQUEST,
-                     d->lim.max_count);
+        return s_err(d, APEX_EINVAL,
+                     "SampleRequest: %u batches of %u rows (at most %u batches, "
+                     "%u rows)",
+                     m->batches, m->batch_size, WIRE_MAX_BATCHES_PER_REQUEST, d->lim.max_count);
     }
-    *o = (wire_sample_request_t){.id = m->id, .batch_size = m->batch_size, .beta = m->beta,
-                                 .batches = k};
+    *o = (wire_sample_request_t){
+        .id = m->id, .batch_size = m->batch_size, .beta = m->beta, .batches = k};
     return APEX_OK;
 }
 
@@ -374,8 +373,7 @@ static int s_decode_actor_stats(wire_decoder_t *d, const Apex__ActorStats *m,
                                 wire_actor_stats_t *o) {
     uint32_t n = m->n_episodes;
     if (n > d->lim.max_episodes) {
-        return s_err(d, APEX_EINVAL, "ActorStats: %u episodes, at most %u", n,
-                     d->lim.max_episodes);
+        return s_err(d, APEX_EINVAL, "ActorStats: %u episodes, at most %u", n, d->lim.max_episodes);
     }
     if (!s_len_ok(&m->returns, n, 4, 0) || !s_len_ok(&m->lengths, n, 4, 0) ||
         !s_len_ok(&m->epsilons, n, 4, 0)) {
@@ -421,11 +419,11 @@ static int s_decode_body(wire_decoder_t *d, const Apex__Envelope *env, wire_msg_
             return s_err(d, APEX_EINVAL, "InsertAck with %zu seqs, more than %d",
                          env->insert_ack->n_seqs + 1, WIRE_ACK_MAX_SEQS);
         }
-        out->u.insert_ack = (wire_insert_ack_t){
-            .actor_id = env->insert_ack->actor_id,
-            .seq = env->insert_ack->seq,
-            .n_more = (uint32_t)env->insert_ack->n_seqs,
-            .more = env->insert_ack->n_seqs ? env->insert_ack->seqs : NULL};
+        out->u.insert_ack =
+            (wire_insert_ack_t){.actor_id = env->insert_ack->actor_id,
+                                .seq = env->insert_ack->seq,
+                                .n_more = (uint32_t)env->insert_ack->n_seqs,
+                                .more = env->insert_ack->n_seqs ? env->insert_ack->seqs : NULL};
         return APEX_OK;
     default:
         return s_err(d, APEX_EPROTO, "envelope without a known body (case %d)",
@@ -446,8 +444,8 @@ int wire_decode(wire_decoder_t *self, const void *buf, size_t len, wire_msg_t *o
         return s_err(self, APEX_EPROTO, "not a valid apex message (%zu bytes)", len);
     }
     if (env->version != APEX_PROTOCOL_VERSION) {
-        return s_err(self, APEX_EVERSION, "protocol version %u, this build speaks %u",
-                     env->version, APEX_PROTOCOL_VERSION);
+        return s_err(self, APEX_EVERSION, "protocol version %u, this build speaks %u", env->version,
+                     APEX_PROTOCOL_VERSION);
     }
     int rc = s_decode_body(self, env, out);
     if (rc != APEX_OK) {

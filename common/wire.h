@@ -41,11 +41,15 @@ typedef enum { WIRE_OBS_FLOAT32 = 0, WIRE_OBS_UINT8 = 1 } wire_obs_dtype;
 // Bytes per observation element of dtype t.
 static inline size_t wire_obs_elem_bytes(uint32_t t) { return t == WIRE_OBS_UINT8 ? 1 : 4; }
 
-typedef enum { WIRE_SAMPLE_OK = 0, WIRE_SAMPLE_NOT_READY = 1, WIRE_SAMPLE_REFUSED = 2 } wire_sample_status;
+typedef enum {
+    WIRE_SAMPLE_OK = 0,
+    WIRE_SAMPLE_NOT_READY = 1,
+    WIRE_SAMPLE_REFUSED = 2
+} wire_sample_status;
 
 // Key of a sampled transition: ring slot in the low 32 bits, its generation in the high.
 #define WIRE_KEY(slot, gen) ((uint64_t)(slot) | ((uint64_t)(gen) << 32))
-#define WIRE_KEY_SLOT(key) ((uint32_t)((key) & 0xffffffffu))
+#define WIRE_KEY_SLOT(key) ((uint32_t)((key)&0xffffffffu))
 #define WIRE_KEY_GEN(key) ((uint32_t)((key) >> 32))
 
 typedef struct {
@@ -145,12 +149,12 @@ typedef struct {
 
 // What a decoder accepts. Dimensions must match exactly; counts must not exceed the maxima.
 typedef struct {
-    uint32_t obs_dim;        // elements per observation
-    uint32_t obs_dtype;      // wire_obs_dtype observations must have
-    uint32_t n_actions;      // actions must be in [0, n_actions)
-    uint32_t num_params;     // Weights must carry exactly this many (0: refuse Weights)
-    uint32_t max_count;      // most rows in a batch, sample or priority update
-    uint32_t max_episodes;   // most episodes in one ActorStats
+    uint32_t obs_dim;         // elements per observation
+    uint32_t obs_dtype;       // wire_obs_dtype observations must have
+    uint32_t n_actions;       // actions must be in [0, n_actions)
+    uint32_t num_params;      // Weights must carry exactly this many (0: refuse Weights)
+    uint32_t max_count;       // most rows in a batch, sample or priority update
+    uint32_t max_episodes;    // most episodes in one ActorStats
     size_t max_message_bytes; // larger inputs are refused before parsing
 } wire_limits_t;
 

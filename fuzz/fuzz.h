@@ -34,11 +34,11 @@ static inline _Noreturn void fuzz_fail(const char *file, int line, const char *w
 
 // Not APEX_ASSERT: an invariant of the code under test, checked from outside it, whose
 // failure must be reported as a finding of the fuzzer rather than a bug in the harness.
-#define FUZZ_CHECK(cond)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fuzz_fail(__FILE__, __LINE__, #cond);                                                \
-        }                                                                                        \
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fuzz_fail(__FILE__, __LINE__, #cond);                                                  \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -157,8 +157,8 @@ static void s_check_print_round_trip(const apex_config_t *c) {
     FUZZ_CHECK(rc == 0);
     char *text2 = s_print_body(&again, &len2);
     if (len1 != len2 || memcmp(text1, text2, len1) != 0) {
-        fprintf(stderr, "config_print changed after a reload:\n--- first\n%s--- second\n%s",
-                text1, text2);
+        fprintf(stderr, "config_print changed after a reload:\n--- first\n%s--- second\n%s", text1,
+                text2);
     }
     FUZZ_CHECK(len1 == len2 && memcmp(text1, text2, len1) == 0);
     free(text1);
@@ -216,7 +216,5 @@ int fuzz_config_one(const uint8_t *data, size_t size) {
 }
 
 #ifndef FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return fuzz_config_one(data, size);
-}
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_config_one(data, size); }
 #endif

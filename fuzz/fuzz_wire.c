@@ -25,12 +25,20 @@
 
 static const wire_limits_t s_profiles[] = {
     {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 4096, .max_episodes = 1024},
-    {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 8, .max_episodes = 4,
+    {.obs_dim = 4,
+     .n_actions = 2,
+     .num_params = 100,
+     .max_count = 8,
+     .max_episodes = 4,
      .max_message_bytes = 512},
     {.obs_dim = 6, .n_actions = 3, .num_params = 0, .max_count = 4096, .max_episodes = 0},
     {.obs_dim = 1, .n_actions = 1, .num_params = 1, .max_count = 1, .max_episodes = 1},
-    {.obs_dim = 4, .obs_dtype = WIRE_OBS_UINT8, .n_actions = 2, .num_params = 100,
-     .max_count = 4096, .max_episodes = 1024},
+    {.obs_dim = 4,
+     .obs_dtype = WIRE_OBS_UINT8,
+     .n_actions = 2,
+     .num_params = 100,
+     .max_count = 4096,
+     .max_episodes = 1024},
 };
 #define N_PROFILES (sizeof s_profiles / sizeof s_profiles[0])
 
@@ -217,10 +225,10 @@ static int s_same_reply(const wire_sample_reply_t *a, const wire_sample_reply_t 
     size_t n = a->count, no = (size_t)a->count * a->obs_dim * wire_obs_elem_bytes(a->obs_dtype);
     return a->id == b->id && a->status == b->status && a->count == b->count &&
            a->obs_dim == b->obs_dim && a->obs_dtype == b->obs_dtype &&
-           s_same(a->keys, b->keys, n * 8) &&
-           s_same(a->is_weights, b->is_weights, n * 4) && s_same(a->obs, b->obs, no) &&
-           s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&
-           s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no) &&
+           s_same(a->keys, b->keys, n * 8) && s_same(a->is_weights, b->is_weights, n * 4) &&
+           s_same(a->obs, b->obs, no) && s_same(a->actions, b->actions, n * 4) &&
+           s_same(a->rewards, b->rewards, n * 4) && s_same(a->discounts, b->discounts, n * 4) &&
+           s_same(a->next_obs, b->next_obs, no) &&
            memcmp(&a->stats, &b->stats, offsetof(wire_replay_stats_t, total_priority)) == 0 &&
            a->stats.total_priority == b->stats.total_priority;
 }
@@ -283,8 +291,7 @@ static int s_is_zero(const void *p, size_t n) {
 }
 
 static void s_check_failure(const wire_decoder_t *d, int rc, const wire_msg_t *m) {
-    FUZZ_CHECK(rc == APEX_EINVAL || rc == APEX_EPROTO || rc == APEX_EVERSION ||
-               rc == APEX_ENOSPC);
+    FUZZ_CHECK(rc == APEX_EINVAL || rc == APEX_EPROTO || rc == APEX_EVERSION || rc == APEX_ENOSPC);
     const char *why = wire_decoder_last_error(d);
     FUZZ_CHECK(why && why[0] != '\0');
     FUZZ_CHECK((unsigned)m->type < WIRE_MSG_COUNT_);

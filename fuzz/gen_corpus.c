@@ -125,9 +125,16 @@ static int s_write_unknown_fields(const char *dir) {
 
 static wire_msg_t s_batch(uint32_t count, uint32_t obs_dim, int with_priorities) {
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = 1, .seq = 42, .weights_version = 7, .count = count,
-                               .obs_dim = obs_dim, .obs = s_obs, .actions = s_act,
-                               .rewards = s_rew, .discounts = s_disc, .next_obs = s_next,
+    m.u.batch = (wire_batch_t){.actor_id = 1,
+                               .seq = 42,
+                               .weights_version = 7,
+                               .count = count,
+                               .obs_dim = obs_dim,
+                               .obs = s_obs,
+                               .actions = s_act,
+                               .rewards = s_rew,
+                               .discounts = s_disc,
+                               .next_obs = s_next,
                                .priorities = with_priorities ? s_prio : NULL};
     return m;
 }
@@ -137,10 +144,16 @@ static wire_msg_t s_reply(wire_sample_status status, uint32_t count) {
     wire_sample_reply_t *r = &m.u.sample_reply;
     r->id = 9;
     r->status = status;
-    r->stats = (wire_replay_stats_t){.size = 5000, .capacity = 1u << 20, .inserted = 5000,
-                                     .sampled = 640, .updated = 576, .stale_updates = 2,
-                                     .bad_messages = 1, .limiter_waits = 3,
-                                     .duplicate_batches = 1, .total_priority = 1234.5};
+    r->stats = (wire_replay_stats_t){.size = 5000,
+                                     .capacity = 1u << 20,
+                                     .inserted = 5000,
+                                     .sampled = 640,
+                                     .updated = 576,
+                                     .stale_updates = 2,
+                                     .bad_messages = 1,
+                                     .limiter_waits = 3,
+                                     .duplicate_batches = 1,
+                                     .total_priority = 1234.5};
     if (status == WIRE_SAMPLE_OK) {
         r->count = count;
         r->obs_dim = 4;
@@ -206,20 +219,20 @@ int main(int argc, char **argv) {
     rc |= s_write(dir, "sample_reply_refused", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_PRIORITY_UPDATE};
-    m.u.priority_update = (wire_priority_update_t){.count = 16, .keys = s_keys,
-                                                   .priorities = s_prio};
+    m.u.priority_update =
+        (wire_priority_update_t){.count = 16, .keys = s_keys, .priorities = s_prio};
     rc |= s_write(dir, "priority_update", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
-    m.u.weights = (wire_weights_t){.version = 3, .learner_step = 150, .num_params = N_PARAMS,
-                                   .params = s_params};
+    m.u.weights = (wire_weights_t){
+        .version = 3, .learner_step = 150, .num_params = N_PARAMS, .params = s_params};
     rc |= s_write(dir, "weights_100", &m, APEX_PROTOCOL_VERSION);
     m.u.weights.num_params = 1;
     rc |= s_write(dir, "weights_1", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_ACTOR_STATS};
-    m.u.actor_stats = (wire_actor_stats_t){.actor_id = 2, .frames = 100000,
-                                           .weights_version = 12, .dropped_batches = 0};
+    m.u.actor_stats = (wire_actor_stats_t){
+        .actor_id = 2, .frames = 100000, .weights_version = 12, .dropped_batches = 0};
     rc |= s_write(dir, "actor_stats_empty", &m, APEX_PROTOCOL_VERSION);
     m.u.actor_stats.n_episodes = 3;
     m.u.actor_stats.returns = s_ret;

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define REQUEST_TICK_MS 20      // re-issue requests that could not be sent / timed out
-#define REPUBLISH_MS 1000       // weights are re-sent this often even without progress
+#define REQUEST_TICK_MS 20 // re-issue requests that could not be sent / timed out
+#define REPUBLISH_MS 1000  // weights are re-sent this often even without progress
 #define STATUS_LOG_MS 5000
 #define STOP_CHECK_MS 50
 #define MAX_DRAIN 64
@@ -63,7 +63,7 @@ struct learner {
     int64_t idle_since_ns; // start of the current wait for data; 0 = not waiting
     int64_t last_reply_ms; // liveness of the replay server
     uint64_t timeouts, late_replies, not_ready, bad_messages, dropped_updates;
-    int started; // first OK reply seen
+    int started;                                           // first OK reply seen
     char pub_ep[CONFIG_STR_LEN], stats_ep[CONFIG_STR_LEN]; // as bound (ephemeral ports resolved)
     // Mirror of trainer_steps for learner_updates(), the only state other threads read.
     atomic_int_fast64_t updates;
@@ -89,8 +89,8 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
     }
     t->net.dueling = c->network.dueling;
     t->batch_size = (int)c->learner.batch_size;
-    optim_config_default(&t->optim, c->learner.optimizer == CONFIG_OPTIM_RMSPROP ? OPTIM_RMSPROP
-                                                                                  : OPTIM_ADAM);
+    optim_config_default(&t->optim,
+                         c->learner.optimizer == CONFIG_OPTIM_RMSPROP ? OPTIM_RMSPROP : OPTIM_ADAM);
     t->optim.lr = (float)c->learner.lr;
     t->optim.adam_beta1 = (float)c->learner.adam_beta1;
     t->optim.adam_beta2 = (float)c->learner.adam_beta2;
@@ -102,7 +102,6 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
     t->priority_eps = (float)c->learner.priority_eps;
     t->seed = (uint64_t)c->run.seed;
 }
-
 
 static void s_alloc_slots(learner_t *l) {
     // B: rows of every batch one request brings.
@@ -180,8 +179,8 @@ static int s_open_sockets(learner_t *l) {
     int one = 1;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
     if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, l->pub_ep, sizeof l->pub_ep) != 0 ||
-        net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
-                 sizeof l->stats_ep) != 0 ||
+        net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep, sizeof l->stats_ep) !=
+            0 ||
         net_connect(l->sample_sock, c->endpoints.replay_sample) != 0) {
         return -1;
     }
@@ -238,8 +237,8 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     loop_set_idle(l->loop, s_idle_train, l);
     loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
     loop_add_timer(l->loop, cfg->learner.metrics_interval_ms, s_timer_metrics, l);
-    loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000), s_timer_checkpoint,
-                   l);
+    loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000),
+                   s_timer_checkpoint, l);
     loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
     loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
     l->last_reply_ms = clock_now_ms();
@@ -304,9 +303,11 @@ static void s_issue_requests(learner_t *l) {
             continue;
         }
         wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
-        m.u.sample_request = (wire_sample_request_t){
-            .id = l->next_id + 1, .batch_size = (uint32_t)l->cfg.learner.batch_size,
-            .beta = s_beta(l), .batches = (uint32_t)l->cfg.learner.batches_per_request};
+        m.u.sample_request =
+            (wire_sample_request_t){.id = l->next_id + 1,
+                                    .batch_size = (uint32_t)l->cfg.learner.batch_size,
+                                    .beta = s_beta(l),
+                                    .batches = (uint32_t)l->cfg.learner.batches_per_request};
         wire_encode(&m, &l->out);
         if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
             return;
@@ -464,16 +465,19 @@ static s_slot *s_next_ready(learner_t *l) {
 // once its last batch is trained.
 static void s_train_one(learner_t *l, s_slot *s) {
     size_t r0 = (size_t)s->next * s->count, o0 = r0 * (size_t)l->cfg.env.obs_dim;
-    train_batch_t b = {.obs = s->obs + o0, .actions = s->actions + r0,
-                       .rewards = s->rewards + r0, .discounts = s->discounts + r0,
-                       .next_obs = s->next_obs + o0, .is_weights = s->is_w + r0,
+    train_batch_t b = {.obs = s->obs + o0,
+                       .actions = s->actions + r0,
+                       .rewards = s->rewards + r0,
+                       .discounts = s->discounts + r0,
+                       .next_obs = s->next_obs + o0,
+                       .is_weights = s->is_w + r0,
                        .size = (int)s->count};
     train_stats_t st;
     float loss = trainer_step(l->trainer, &b, l->priorities, &st);
     int64_t t0 = clock_now_ns();
     wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
-    m.u.priority_update = (wire_priority_update_t){.count = s->count, .keys = s->keys + r0,
-                                                   .priorities = l->priorities};
+    m.u.priority_update = (wire_priority_update_t){
+        .count = s->count, .keys = s->keys + r0, .priorities = l->priorities};
     wire_encode(&m, &l->out);
     if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
         l->dropped_updates++;
@@ -604,8 +608,8 @@ int learner_run(learner_t *self) {
     loop_run(self->loop);
     metrics_write_row(&self->metrics, clock_now_ms());
     int rc = s_checkpoint(self);
-    log_info("stopped at update %lld (final checkpoint %s)", (long long)trainer_steps(self->trainer),
-             rc == 0 ? "written" : "FAILED");
+    log_info("stopped at update %lld (final checkpoint %s)",
+             (long long)trainer_steps(self->trainer), rc == 0 ? "written" : "FAILED");
     return rc;
 }
 

@@ -10,7 +10,8 @@
 static const char s_header[] =
     "wall_time,elapsed_s,env_frames,episodes,updates,updates_per_s,samples_per_s,"
     "frames_per_s,mean_return_100,loss,replay_size,replay_inserted,weights_version,"
-    "actor_version_min,priority_updates,stale_updates,bad_messages,wait_frac,train_frac,optim_frac,net_frac,"
+    "actor_version_min,priority_updates,stale_updates,bad_messages,wait_frac,train_frac,optim_frac,"
+    "net_frac,"
     "duplicate_batches\n";
 
 int metrics_init(metrics_t *m, const char *path) {
@@ -96,22 +97,21 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
         double total_ns = dt * 1e9;
         char ts[32];
         clock_iso8601(ts, clock_wall_ms());
-        fprintf(m->csv,
-                "%s,%.3f,%llu,%llu,%llu,%.2f,%.1f,%.1f,%.3f,%.6g,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-                "%.3f,%.3f,%.3f,%.3f,%llu\n",
-                ts, (double)(now_ms - m->start_mono_ms) / 1000.0, (unsigned long long)frames,
-                (unsigned long long)m->episodes, (unsigned long long)m->updates,
-                (double)(m->updates - m->prev_updates) / dt,
-                (double)(m->sampled_rows - m->prev_rows) / dt,
-                (double)(frames - m->prev_frames) / dt, metrics_mean_return(m), m->last_loss,
-                (unsigned long long)m->replay.size, (unsigned long long)m->replay.inserted,
-                (unsigned long long)m->weights_version,
-                (unsigned long long)s_min_actor_version(m),
-                (unsigned long long)m->replay.updated, (unsigned long long)m->replay.stale_updates,
-                (unsigned long long)(m->replay.bad_messages + m->own_bad_messages),
-                m->wait_ns / total_ns,
-                m->train_ns / total_ns, m->optim_ns / total_ns, m->net_ns / total_ns,
-                (unsigned long long)m->replay.duplicate_batches);
+        fprintf(
+            m->csv,
+            "%s,%.3f,%llu,%llu,%llu,%.2f,%.1f,%.1f,%.3f,%.6g,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
+            "%.3f,%.3f,%.3f,%.3f,%llu\n",
+            ts, (double)(now_ms - m->start_mono_ms) / 1000.0, (unsigned long long)frames,
+            (unsigned long long)m->episodes, (unsigned long long)m->updates,
+            (double)(m->updates - m->prev_updates) / dt,
+            (double)(m->sampled_rows - m->prev_rows) / dt, (double)(frames - m->prev_frames) / dt,
+            metrics_mean_return(m), m->last_loss, (unsigned long long)m->replay.size,
+            (unsigned long long)m->replay.inserted, (unsigned long long)m->weights_version,
+            (unsigned long long)s_min_actor_version(m), (unsigned long long)m->replay.updated,
+            (unsigned long long)m->replay.stale_updates,
+            (unsigned long long)(m->replay.bad_messages + m->own_bad_messages),
+            m->wait_ns / total_ns, m->train_ns / total_ns, m->optim_ns / total_ns,
+            m->net_ns / total_ns, (unsigned long long)m->replay.duplicate_batches);
         if (fflush(m->csv) != 0 || ferror(m->csv)) {
             clearerr(m->csv);
             rc = -1;

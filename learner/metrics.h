@@ -20,7 +20,7 @@ typedef struct {
     uint64_t frames_before;   // frames of its earlier processes (an actor restarts from 0)
     uint64_t weights_version; // version the actor acts with
     uint64_t dropped_batches;
-    int64_t last_seen_ms;     // monotonic time of its last ActorStats; 0 = never
+    int64_t last_seen_ms; // monotonic time of its last ActorStats; 0 = never
 } metrics_actor_t;
 
 typedef struct {

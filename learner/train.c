@@ -19,15 +19,15 @@ struct trainer {
     nn_params_t target;
     nn_params_t grads;
     optim_t optim;
-    nn_state_t st_obs;          // online(s): the only pass that is backpropagated
-    nn_state_t st_next_online;  // online(s'): argmax for double DQN
-    nn_state_t st_next_target;  // target(s'): bootstrap value
-    float *q;                   // (B x A) online(s)
-    float *q_next_online;       // (B x A)
-    float *q_next_target;       // (B x A)
-    float *dq;                  // (B x A) dL/dq
-    float *y;                   // (B) targets
-    float *td;                  // (B) y - Q(s, a)
+    nn_state_t st_obs;         // online(s): the only pass that is backpropagated
+    nn_state_t st_next_online; // online(s'): argmax for double DQN
+    nn_state_t st_next_target; // target(s'): bootstrap value
+    float *q;                  // (B x A) online(s)
+    float *q_next_online;      // (B x A)
+    float *q_next_target;      // (B x A)
+    float *dq;                 // (B x A) dL/dq
+    float *y;                  // (B) targets
+    float *td;                 // (B) y - Q(s, a)
     int64_t step;
     rng_t rng;
 };
@@ -178,8 +178,8 @@ int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *ex
     if (extra) {
         hdr.extra = *extra;
     }
-    const float *arrays[TRAINER_CKPT_ARRAYS] = {self->online.data, self->target.data,
-                                                self->optim.m, self->optim.v};
+    const float *arrays[TRAINER_CKPT_ARRAYS] = {self->online.data, self->target.data, self->optim.m,
+                                                self->optim.v};
     return ckpt_write(path, &hdr, arrays, TRAINER_CKPT_ARRAYS);
 }
 

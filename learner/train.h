@@ -30,12 +30,12 @@
 
 typedef struct {
     nn_config_t net;
-    int batch_size;          // largest B passed to trainer_step; states are sized for it
-    optim_config_t optim;    // kind, lr, Adam betas/eps, RMSProp decay/eps
-    float grad_clip;         // global L2 norm bound; <= 0 disables
-    int64_t target_update;   // steps between target syncs (>= 1)
-    float priority_eps;      // added to |delta| in the new priorities
-    uint64_t seed;           // [run] seed: network init and the learner RNG derive from it
+    int batch_size;        // largest B passed to trainer_step; states are sized for it
+    optim_config_t optim;  // kind, lr, Adam betas/eps, RMSProp decay/eps
+    float grad_clip;       // global L2 norm bound; <= 0 disables
+    int64_t target_update; // steps between target syncs (>= 1)
+    float priority_eps;    // added to |delta| in the new priorities
+    uint64_t seed;         // [run] seed: network init and the learner RNG derive from it
 } train_config_t;
 
 // One batch as flat arrays, borrowed for the duration of trainer_step.
@@ -50,12 +50,12 @@ typedef struct {
 } train_batch_t;
 
 typedef struct {
-    float loss;              // IS-weighted mean Huber loss (before the update)
-    float grad_norm;         // global gradient norm before clipping
-    float q_mean;            // mean Q(s, a) over the batch
-    int64_t forward_ns;      // forward passes + targets + loss
-    int64_t backward_ns;     // gradient zeroing + backward
-    int64_t optim_ns;        // clip + optimizer step + target sync
+    float loss;          // IS-weighted mean Huber loss (before the update)
+    float grad_norm;     // global gradient norm before clipping
+    float q_mean;        // mean Q(s, a) over the batch
+    int64_t forward_ns;  // forward passes + targets + loss
+    int64_t backward_ns; // gradient zeroing + backward
+    int64_t optim_ns;    // clip + optimizer step + target sync
 } train_stats_t;
 
 typedef struct trainer trainer_t;
@@ -81,10 +81,10 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
 const nn_params_t *trainer_online(const trainer_t *self);
 const nn_params_t *trainer_target(const trainer_t *self);
 size_t trainer_num_params(const trainer_t *self);
-int64_t trainer_steps(const trainer_t *self);       // updates done (restored by load)
+int64_t trainer_steps(const trainer_t *self); // updates done (restored by load)
 const optim_t *trainer_optim(const trainer_t *self);
 const train_config_t *trainer_config(const trainer_t *self);
-rng_t *trainer_rng(trainer_t *self);               // the learner's stream; checkpointed
+rng_t *trainer_rng(trainer_t *self); // the learner's stream; checkpointed
 
 // Checkpoint: online, target, optimizer m and v, step counters, RNG, extra (may be NULL).
 // Returns 0 or an apex_err from ckpt_write; the previous file at path survives a failure.

@@ -87,7 +87,7 @@ struct durable {
     uint32_t child_covers;
     float *leaves; // capacity floats, filled by the parent just before fork
     uint32_t leaves_cap;
-    int lock_fd;   // flock on <dir>/lock: one server per directory
+    int lock_fd; // flock on <dir>/lock: one server per directory
     uint64_t snapshots, failures;
 };
 
@@ -650,9 +650,9 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
             fileio_read_all(fd, leaves, leaves_bytes) != 0 ||
             fileio_read_all(fd, blob, h.blob_bytes) != 0) {
             why = "truncated";
-        } else if (fileio_crc32c(fileio_crc32c(fileio_crc32c(0, rows, h.rows_bytes), leaves,
-                                               leaves_bytes),
-                                 blob, h.blob_bytes) != h.payload_crc) {
+        } else if (fileio_crc32c(
+                       fileio_crc32c(fileio_crc32c(0, rows, h.rows_bytes), leaves, leaves_bytes),
+                       blob, h.blob_bytes) != h.payload_crc) {
             why = "corrupt payload (checksum mismatch)";
         } else if (store_restore(store, &h.state, rows, h.rows_bytes, leaves) != APEX_OK) {
             why = "inconsistent contents";
@@ -731,8 +731,8 @@ static int s_replay_segment(durable_t *d, uint32_t seg, durable_record_fn fn, vo
     return torn;
 }
 
-int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob,
-                    durable_record_fn fn, void *arg, durable_restore_info_t *info) {
+int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob, durable_record_fn fn,
+                    void *arg, durable_restore_info_t *info) {
     durable_t *d = self;
     memset(info, 0, sizeof *info);
     if (d->mode == DURABILITY_NONE) {

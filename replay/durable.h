@@ -36,18 +36,18 @@ typedef enum { DURABLE_REC_INSERT = 1, DURABLE_REC_UPDATE = 2 } durable_rec_kind
 typedef struct durable durable_t;
 
 typedef struct {
-    const char *dir;       // created if missing
-    int mode;              // config_durability (DURABILITY_NONE/SNAPSHOT/WAL)
-    size_t buffer_bytes;   // log records buffered between two syncs before a forced write
+    const char *dir;     // created if missing
+    int mode;            // config_durability (DURABILITY_NONE/SNAPSHOT/WAL)
+    size_t buffer_bytes; // log records buffered between two syncs before a forced write
 } durable_config_t;
 
 // What durable_restore found, for the start-up log line.
 typedef struct {
     int had_snapshot;
-    uint64_t snapshot_size;     // transitions in the snapshot
-    uint32_t segments;          // log segments replayed
-    uint64_t records;           // log records replayed
-    uint64_t torn_bytes;        // bytes cut from a torn or corrupt tail
+    uint64_t snapshot_size; // transitions in the snapshot
+    uint32_t segments;      // log segments replayed
+    uint64_t records;       // log records replayed
+    uint64_t torn_bytes;    // bytes cut from a torn or corrupt tail
 } durable_restore_info_t;
 
 // Called for each log record during restore, in order (a record the server cannot apply is

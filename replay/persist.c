@@ -51,8 +51,7 @@ static void s_replay_record(void *arg, int kind, const void *payload, size_t len
     if (rc == APEX_OK && kind == DURABLE_REC_INSERT && m.type == WIRE_MSG_TRANSITION_BATCH &&
         m.u.batch.actor_id < s->dedupe.n_actors) {
         server_apply_batch(s, &m.u.batch, NULL, 0);
-    } else if (rc == APEX_OK && kind == DURABLE_REC_UPDATE &&
-               m.type == WIRE_MSG_PRIORITY_UPDATE) {
+    } else if (rc == APEX_OK && kind == DURABLE_REC_UPDATE && m.type == WIRE_MSG_PRIORITY_UPDATE) {
         server_apply_update(s, &m.u.priority_update, NULL, 0);
     } else {
         // Only possible if the config changed between runs (e.g. another [env] id).

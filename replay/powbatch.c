@@ -28,8 +28,8 @@ static inline uint32_t s_pow4(__m128 x, __m128 beta, __m128 *out) {
     const __m128 one = _mm_set1_ps(1.0f), half = _mm_set1_ps(0.5f);
     __m128i bits = _mm_castps_si128(x);
     __m128i e = _mm_sub_epi32(_mm_srli_epi32(bits, 23), _mm_set1_epi32(127));
-    __m128 m = _mm_castsi128_ps(_mm_or_si128(_mm_and_si128(bits, _mm_set1_epi32(0x7fffff)),
-                                             _mm_castps_si128(one)));
+    __m128 m = _mm_castsi128_ps(
+        _mm_or_si128(_mm_and_si128(bits, _mm_set1_epi32(0x7fffff)), _mm_castps_si128(one)));
     __m128 big = _mm_cmpgt_ps(m, _mm_set1_ps(1.41421356f)); // m -> m/2, e -> e+1
     m = _mm_sub_ps(m, _mm_and_ps(big, _mm_mul_ps(m, half)));
     e = _mm_sub_epi32(e, _mm_castps_si128(big)); // the mask is -1 where big
@@ -47,9 +47,9 @@ static inline uint32_t s_pow4(__m128 x, __m128 beta, __m128 *out) {
     __m128 beta_hi = _mm_and_ps(beta, _mm_castsi128_ps(_mm_set1_epi32((int)0xffffff00)));
     __m128 a = _mm_mul_ps(beta_hi, ef);
     __m128i n = _mm_cvtps_epi32(a); // nearest (the default rounding mode)
-    __m128 f = _mm_add_ps(_mm_sub_ps(a, _mm_cvtepi32_ps(n)),
-                          _mm_add_ps(_mm_mul_ps(_mm_sub_ps(beta, beta_hi), ef),
-                                     _mm_mul_ps(beta, log2m)));
+    __m128 f =
+        _mm_add_ps(_mm_sub_ps(a, _mm_cvtepi32_ps(n)),
+                   _mm_add_ps(_mm_mul_ps(_mm_sub_ps(beta, beta_hi), ef), _mm_mul_ps(beta, log2m)));
     __m128i n2 = _mm_cvtps_epi32(f);
     n = _mm_add_epi32(n, n2);
     f = _mm_sub_ps(f, _mm_cvtepi32_ps(n2));
@@ -116,4 +116,3 @@ void pow_batch(float *x, uint32_t n, float beta) {
         x[i] = powf(x[i], beta);
     }
 }
-

@@ -43,9 +43,8 @@ static size_t s_max_message_bytes(const apex_config_t *c, wire_limits_t *lim) {
                            .obs_dtype = (uint32_t)c->env.obs_dtype,
                            .n_actions = (uint32_t)c->env.n_actions,
                            .max_count = (uint32_t)c->replay.max_batch};
-    lim->max_message_bytes = c->replay.max_message_bytes > 0
-                                 ? (size_t)c->replay.max_message_bytes
-                                 : wire_max_message_bytes(lim);
+    lim->max_message_bytes = c->replay.max_message_bytes > 0 ? (size_t)c->replay.max_message_bytes
+                                                             : wire_max_message_bytes(lim);
     return lim->max_message_bytes;
 }
 
@@ -119,8 +118,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     }
     rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, 0);
     // O: bytes of one observation.
-    size_t B = (size_t)cfg->replay.max_batch,
-           O = (size_t)cfg->env.obs_dim * elem;
+    size_t B = (size_t)cfg->replay.max_batch, O = (size_t)cfg->env.obs_dim * elem;
     s->keys = xmalloc(B * sizeof *s->keys);
     s->is_w = xmalloc(B * sizeof(float));
     s->obs = xmalloc(B * O);
@@ -184,8 +182,8 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->sampled_rows, s->updated};
     log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
              "on %s",
-             (long long)cfg->replay.capacity, need / 1048576.0, cfg->env.obs_dim,
-             cfg->replay.alpha, s->insert_ep, s->sample_ep);
+             (long long)cfg->replay.capacity, need / 1048576.0, cfg->env.obs_dim, cfg->replay.alpha,
+             s->insert_ep, s->sample_ep);
     return s;
 }
 
@@ -275,8 +273,7 @@ static void s_count_bad(replay_server_t *s, const char *where, const uint8_t *id
               "%s: dropped bad %s from peer %s (%s: %s); %llu bad from this peer, %llu in all",
               where, kind == WIRE_MSG_NONE ? "frame" : wire_msg_name(kind), name,
               apex_strerror(err), why ? why : wire_decoder_last_error(s->dec),
-              (unsigned long long)p->bad,
-              (unsigned long long)s->bad_total);
+              (unsigned long long)p->bad, (unsigned long long)s->bad_total);
 }
 
 // Receives [routing id][payload] from a ROUTER. Returns 1 with both messages filled, 0 when
@@ -341,8 +338,7 @@ static void s_send_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uin
     s_send_routed(s, s->insert_sock, id, id_len);
 }
 
-static void s_push_ack(s_ack *a, const uint8_t *id, size_t id_len, uint32_t actor,
-                       uint64_t seq) {
+static void s_push_ack(s_ack *a, const uint8_t *id, size_t id_len, uint32_t actor, uint64_t seq) {
     memcpy(a->id, id, id_len);
     a->id_len = id_len;
     a->actor_id = actor;
@@ -350,7 +346,7 @@ static void s_push_ack(s_ack *a, const uint8_t *id, size_t id_len, uint32_t acto
 }
 
 static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
-                  uint64_t seq) {
+                        uint64_t seq) {
     if (id_len > ROUTING_ID_MAX) { // libzmq's ids are <= 255 bytes: cannot happen
         return;
     }
@@ -449,8 +445,7 @@ void server_flush_acks(replay_server_t *s) {
 // Applies a decoded batch: stores it unless (actor, epoch, seq) was stored before, and
 // appends its raw message to the log. Shared by live inserts and the start-up log replay
 // (raw == NULL: nothing is appended). Returns 1 when stored, 0 for a duplicate.
-int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw,
-                         size_t raw_len) {
+int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw, size_t raw_len) {
     if (dedupe_seen(&s->dedupe, b->actor_id, b->epoch, b->seq)) {
         s->duplicate_batches++;
         return 0;
@@ -465,7 +460,7 @@ int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *ra
 }
 
 void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
-                           size_t raw_len) {
+                         size_t raw_len) {
     s->updated += store_update(s->store, u->count, u->keys, u->priorities);
     if (raw && durable_append(s->durable, DURABLE_REC_UPDATE, raw, raw_len)) {
         persist_commit(s);
@@ -535,8 +530,7 @@ static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_r
     return n;
 }
 
-static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
-                                 const zmq_msg_t *payload);
+static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload);
 
 // Scheduling (docs/architecture.md, "Replay server"): the learner's SampleRequests are
 // latency-critical (it keeps only a few in flight and waits on each), while an actor has a
@@ -672,11 +666,17 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                                   (unsigned char *)s->next_obs + k * ob);
             APEX_ASSERT(rc == APEX_OK); // s_can_sample guarantees a non-empty store
         }
-        *r = (wire_sample_reply_t){.id = req->id, .status = WIRE_SAMPLE_OK, .count = n,
+        *r = (wire_sample_reply_t){.id = req->id,
+                                   .status = WIRE_SAMPLE_OK,
+                                   .count = n,
                                    .obs_dim = store_obs_dim(s->store),
-                                   .obs_dtype = (uint32_t)s->cfg.env.obs_dtype, .keys = s->keys,
-                                   .is_weights = s->is_w, .obs = s->obs, .actions = s->actions,
-                                   .rewards = s->rewards, .discounts = s->discounts,
+                                   .obs_dtype = (uint32_t)s->cfg.env.obs_dtype,
+                                   .keys = s->keys,
+                                   .is_weights = s->is_w,
+                                   .obs = s->obs,
+                                   .actions = s->actions,
+                                   .rewards = s->rewards,
+                                   .discounts = s->discounts,
                                    .next_obs = s->next_obs};
         s->sampled_rows += n;
     } else if (status == WIRE_SAMPLE_NOT_READY) {
@@ -738,7 +738,7 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
         s_handle_sample_request(s, idb, idn, &m.u.sample_request);
     } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE) {
         server_apply_update(s, &m.u.priority_update, zmq_msg_data((zmq_msg_t *)payload),
-                       zmq_msg_size(payload));
+                            zmq_msg_size(payload));
     } else {
         s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc,
                     rc == APEX_OK ? "wrong message kind for the sample socket" : NULL);

@@ -17,8 +17,8 @@
 #include "store.h"
 #include "wire.h"
 
-#define PENDING_MAX 256          // held sample requests; more are answered NOT_READY at once
-#define LIMITER_TICK_MS 10       // how often held requests are re-checked and expired
+#define PENDING_MAX 256    // held sample requests; more are answered NOT_READY at once
+#define LIMITER_TICK_MS 10 // how often held requests are re-checked and expired
 #define STOP_CHECK_MS 50
 #define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
 #define MAX_DRAIN 256            // inserts handled per reader call, so timers run
@@ -27,12 +27,12 @@
 #define REPLY_RING 16            // reply buffers lent to libzmq (zero-copy sends)
 #define PEERS_MAX 64             // peers with their own bad-message counter
 #define ROUTING_ID_MAX 256
-#define ACKS_MAX 4096            // acks waiting for a log commit; more force a sync at once
+#define ACKS_MAX 4096 // acks waiting for a log commit; more force a sync at once
 #define SNAPSHOT_POLL_MS 100
-#define SNAPSHOT_RETRY_MS 1000   // while degraded, how often a snapshot is tried
-#define BLOB_COUNTERS 4          // u64 counters saved ahead of the dedupe table
-#define ACK_GROUPS_MAX 64        // peers whose acks one pass coalesces (more: another pass)
-#define READY_MAX MAX_DRAIN      // acks due at once, held until their burst has been drained
+#define SNAPSHOT_RETRY_MS 1000 // while degraded, how often a snapshot is tried
+#define BLOB_COUNTERS 4        // u64 counters saved ahead of the dedupe table
+#define ACK_GROUPS_MAX 64      // peers whose acks one pass coalesces (more: another pass)
+#define READY_MAX MAX_DRAIN    // acks due at once, held until their burst has been drained
 
 typedef struct {
     uint8_t id[ROUTING_ID_MAX];
@@ -109,15 +109,15 @@ struct replay_server {
     s_ack *acks, *acks_flight;
     int n_acks, n_flight;
     uint64_t flight_id;
-    int64_t first_ack_ms;          // when the oldest ack in acks[] was queued
+    int64_t first_ack_ms; // when the oldest ack in acks[] was queued
     // Acks due now (durability none/snapshot, or wal while degraded), sent coalesced per
     // peer when the burst of inserts that produced them has been handled.
     s_ack *acks_ready;
     int n_ready;
-    int *ack_next;       // ACKS_MAX: per-peer chains while coalescing (server_send_acks)
-    uint64_t *ack_seqs;  // WIRE_ACK_MAX_SEQS: the seqs of one InsertAck
-    void *commit_rx, *commit_tx;   // inproc PAIR: the log's writer thread wakes the loop
-    uint8_t *blob; // snapshot blob: counters + dedupe table
+    int *ack_next;               // ACKS_MAX: per-peer chains while coalescing (server_send_acks)
+    uint64_t *ack_seqs;          // WIRE_ACK_MAX_SEQS: the seqs of one InsertAck
+    void *commit_rx, *commit_tx; // inproc PAIR: the log's writer thread wakes the loop
+    uint8_t *blob;               // snapshot blob: counters + dedupe table
     size_t blob_cap;
     int64_t last_snapshot_try_ms;
     struct security *security; // CURVE (common/security.h)
@@ -129,18 +129,18 @@ struct replay_server {
 int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw, size_t len);
 void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
                          size_t len);
-void server_flush_acks(replay_server_t *s);      // every queued ack (after durable_sync)
+void server_flush_acks(replay_server_t *s); // every queued ack (after durable_sync)
 void server_send_acks(replay_server_t *s, const s_ack *acks, int n); // coalesced per peer
 void server_send_ready_acks(replay_server_t *s); // the acks due at once (acks_ready)
 
 // Defined in persist.c.
-int persist_restore(replay_server_t *s);        // at start-up; 0 or -1 (logged)
-int persist_start(replay_server_t *s);          // wal: the writer thread; 0 or -1 (logged)
-void persist_stop(replay_server_t *s);          // joins it (idempotent)
-void persist_commit(replay_server_t *s);        // wal: acks of ended commits; start the next
+int persist_restore(replay_server_t *s);         // at start-up; 0 or -1 (logged)
+int persist_start(replay_server_t *s);           // wal: the writer thread; 0 or -1 (logged)
+void persist_stop(replay_server_t *s);           // joins it (idempotent)
+void persist_commit(replay_server_t *s);         // wal: acks of ended commits; start the next
 int persist_timer_sync(loop_t *loop, void *arg); // wal: group commit, then the acks
 int persist_timer_snapshot(loop_t *loop, void *arg);
 int persist_timer_poll(loop_t *loop, void *arg);
-void persist_shutdown(replay_server_t *s);      // final sync and snapshot
+void persist_shutdown(replay_server_t *s); // final sync and snapshot
 
 #endif

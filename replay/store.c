@@ -36,17 +36,17 @@ typedef struct {
 struct store {
     uint32_t capacity;
     uint32_t obs_dim;
-    uint32_t obs_bytes;   // bytes of one observation: obs_dim * (4 or 1)
+    uint32_t obs_bytes; // bytes of one observation: obs_dim * (4 or 1)
     float alpha;
-    size_t stride;        // bytes per slot record
-    unsigned char *rows;  // (capacity, stride) slot records
-    sumtree_t tree;       // leaves: p^alpha per slot, 0 for never-written slots
-    uint32_t next;    // slot the next added row goes to
-    uint64_t size;    // occupied slots; slots [0, size) are the occupied ones
+    size_t stride;       // bytes per slot record
+    unsigned char *rows; // (capacity, stride) slot records
+    sumtree_t tree;      // leaves: p^alpha per slot, 0 for never-written slots
+    uint32_t next;       // slot the next added row goes to
+    uint64_t size;       // occupied slots; slots [0, size) are the occupied ones
     uint64_t inserted;
     uint64_t stale;
-    float max_prio;   // largest raw priority ever set (clamped), 1.0 initially
-    float max_value;  // max_prio^alpha, cached for NULL-priority adds
+    float max_prio;  // largest raw priority ever set (clamped), 1.0 initially
+    float max_value; // max_prio^alpha, cached for NULL-priority adds
 };
 
 // ---------------------------------------------------------------------------------------
@@ -91,8 +91,7 @@ size_t store_bytes(const store_config_t *cfg) {
     if (s_config_error(cfg)) {
         return 0;
     }
-    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg) +
-           sumtree_bytes(cfg->capacity);
+    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg) + sumtree_bytes(cfg->capacity);
 }
 
 store_t *store_new(const store_config_t *cfg) {
@@ -251,10 +250,9 @@ void store_add(store_t *s, uint32_t n, const void *obs_v, const int32_t *actions
 // Gathers the m rows of slots idx[] into row offset `out` of the caller's buffers.
 // Importance weight (Schaul et al. 2016 sec. 3.4): w = (N P(i))^-beta / (N P_min)^-beta
 // = (p_min^alpha / p_i^alpha)^beta, so N and the total cancel and w is in (0, 1].
-static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta,
-                     uint32_t out, uint64_t *keys, float *is_w, unsigned char *obs,
-                     int32_t *actions, float *rewards, float *discounts,
-                     unsigned char *next_obs) {
+static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta, uint32_t out,
+                     uint64_t *keys, float *is_w, unsigned char *obs, int32_t *actions,
+                     float *rewards, float *discounts, unsigned char *next_obs) {
     size_t d = s->obs_bytes;
     float p_min = sumtree_min(&s->tree);
     // Issue all of the chunk's misses (first and last line of each record) before the
@@ -286,8 +284,7 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
 }
 
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
-                 void *obs, int32_t *actions, float *rewards, float *discounts,
-                 void *next_obs) {
+                 void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs) {
     // n and beta come from a peer's request: refuse, never assert (STYLE S6.4).
     if (n == 0 || !(beta >= 0.0f && beta <= 1e6f)) {
         return APEX_EINVAL;
@@ -300,8 +297,7 @@ int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys,
         uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
         // Strata are over the whole batch of n, walked in chunks.
         sumtree_sample_strata(&s->tree, rng, base, m, n, idx);
-        s_gather(s, m, idx, beta, base, keys, is_w, obs, actions, rewards, discounts,
-                 next_obs);
+        s_gather(s, m, idx, beta, base, keys, is_w, obs, actions, rewards, discounts, next_obs);
     }
     return APEX_OK;
 }
@@ -371,8 +367,8 @@ uint32_t store_slot_generation(const store_t *s, uint32_t slot) {
 // Persistence
 // ---------------------------------------------------------------------------------------
 
-int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
-                    float *reward, float *discount, void *next_obs) {
+int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action, float *reward,
+                    float *discount, void *next_obs) {
     if ((uint64_t)slot >= s->size) {
         return -1;
     }
@@ -387,8 +383,11 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
 }
 
 void store_get_state(const store_t *s, store_state_t *out) {
-    *out = (store_state_t){.next = s->next, .size = s->size, .inserted = s->inserted,
-                           .stale = s->stale, .max_prio = s->max_prio};
+    *out = (store_state_t){.next = s->next,
+                           .size = s->size,
+                           .inserted = s->inserted,
+                           .stale = s->stale,
+                           .max_prio = s->max_prio};
 }
 
 const void *store_rows(const store_t *s, size_t *bytes) {

@@ -34,10 +34,10 @@
 typedef struct store store_t;
 
 typedef struct {
-    uint32_t capacity; // transitions held, 1 ..= STORE_CAPACITY_MAX (any value)
-    uint32_t obs_dim;  // elements per observation, >= 1
+    uint32_t capacity;       // transitions held, 1 ..= STORE_CAPACITY_MAX (any value)
+    uint32_t obs_dim;        // elements per observation, >= 1
     uint32_t obs_elem_bytes; // bytes per element: 4 (float32) or 1 (uint8); 0 means 4
-    double alpha;      // priority exponent, 0 ..= 1 (0 = uniform sampling)
+    double alpha;            // priority exponent, 0 ..= 1 (0 = uniform sampling)
 } store_config_t;
 
 // Bytes store_new would allocate for cfg (0 when cfg is invalid). For a start-up check.
@@ -64,22 +64,21 @@ void store_add(store_t *s, uint32_t n, const void *obs, const int32_t *actions,
 // Returns APEX_OK; APEX_EAGAIN when the store is empty; APEX_EINVAL when n == 0 or beta is
 // negative or not finite. Outputs are untouched unless APEX_OK.
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
-                 void *obs, int32_t *actions, float *rewards, float *discounts,
-                 void *next_obs);
+                 void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs);
 
 // Sets the raw priority prio[i] on keys[i] for i < n. A key whose slot is out of range, not
 // yet filled, or overwritten since it was sampled (generation mismatch) is dropped and
 // counted in store_stale_updates. Returns how many were applied. Later duplicates win.
 uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float *prio);
 
-uint64_t store_size(const store_t *s);        // occupied slots, <= capacity
+uint64_t store_size(const store_t *s); // occupied slots, <= capacity
 uint32_t store_capacity(const store_t *s);
 uint32_t store_obs_dim(const store_t *s);
 uint32_t store_obs_elem_bytes(const store_t *s); // 4 or 1
-double store_total_priority(const store_t *s); // sum of p^alpha over occupied slots
-double store_min_priority(const store_t *s);   // min of p^alpha over occupied slots; 0 if empty
-uint64_t store_stale_updates(const store_t *s); // updates dropped since store_new
-uint64_t store_inserted(const store_t *s);      // rows ever given to store_add
+double store_total_priority(const store_t *s);   // sum of p^alpha over occupied slots
+double store_min_priority(const store_t *s);     // min of p^alpha over occupied slots; 0 if empty
+uint64_t store_stale_updates(const store_t *s);  // updates dropped since store_new
+uint64_t store_inserted(const store_t *s);       // rows ever given to store_add
 
 // Introspection, for tests and snapshots: the p^alpha of a slot (0 when empty) and its
 // generation (0 when never written; 1 after the first write, +1 per overwrite).
@@ -89,8 +88,8 @@ uint32_t store_slot_generation(const store_t *s, uint32_t slot);
 uint32_t store_next_slot(const store_t *s);
 // Reads slot's row into the caller's buffers (obs and next_obs hold obs_dim elements each).
 // Returns 0, or -1 when the slot is not occupied. For dumps and tests, not the hot path.
-int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
-                    float *reward, float *discount, void *next_obs);
+int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action, float *reward,
+                    float *discount, void *next_obs);
 
 // ---------------------------------------------------------------------------------------
 // Persistence (replay/durable.c writes and reads these in snapshots).
@@ -99,12 +98,12 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
 // minima are not saved: store_restore rebuilds them from the leaves.
 
 typedef struct {
-    uint32_t next;      // slot of the next add
+    uint32_t next; // slot of the next add
     uint32_t reserved;
     uint64_t size;
     uint64_t inserted;
     uint64_t stale;
-    float max_prio;     // largest raw priority seen (the default for priority-less adds)
+    float max_prio; // largest raw priority seen (the default for priority-less adds)
     float reserved2;
 } store_state_t;
 

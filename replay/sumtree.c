@@ -444,8 +444,8 @@ void sumtree_find(const sumtree_t *t, uint32_t n, const float *mass, uint32_t *o
     }
 }
 
-void sumtree_sample_strata(const sumtree_t *t, rng_t *rng, uint32_t first, uint32_t m,
-                           uint32_t n, uint32_t *out) {
+void sumtree_sample_strata(const sumtree_t *t, rng_t *rng, uint32_t first, uint32_t m, uint32_t n,
+                           uint32_t *out) {
     APEX_ASSERT(t->total > 0.0f && n >= 1 && m <= n && first <= n - m);
     float u[SUMTREE_CHUNK];
     // Stratum j is [j, j+1) * total/n (Schaul et al. 2016, App. B.2.1); in double so the

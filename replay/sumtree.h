@@ -100,7 +100,7 @@ void sumtree_sample(const sumtree_t *t, rng_t *rng, uint32_t n, uint32_t *out);
 // The same for strata first .. first+m-1 of n only (out has m entries), so a caller can
 // walk a large batch in chunks with bounded scratch. Sampling strata 0..n-1 in chunks,
 // in order, draws the same leaves as one sumtree_sample call.
-void sumtree_sample_strata(const sumtree_t *t, rng_t *rng, uint32_t first, uint32_t m,
-                           uint32_t n, uint32_t *out);
+void sumtree_sample_strata(const sumtree_t *t, rng_t *rng, uint32_t first, uint32_t m, uint32_t n,
+                           uint32_t *out);
 
 #endif

@@ -9,6 +9,7 @@ PKGS=(
   python3 python3-numpy python3-zmq   # test fixtures and the hostile-peer scripts
   gnuplot-nox                         # learning_curve.png
   procps                              # pgrep/pkill in the smoke tests
+  clang-format-14                     # make format-check (part of make test)
 )
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
   PKGS+=(clang libclang-rt-dev) # libFuzzer, for make fuzz

@@ -24,11 +24,11 @@
 #include "server.h"
 #include "wire.h"
 
-#define OBS 4      // CartPole-v1
+#define OBS 4 // CartPole-v1
 #define ACTIONS 2
-#define ENVS 4     // [actor] envs_per_actor
-#define ACTORS 2   // [actor] num_actors
-#define BATCH 16   // [actor] send_batch
+#define ENVS 4   // [actor] envs_per_actor
+#define ACTORS 2 // [actor] num_actors
+#define BATCH 16 // [actor] send_batch
 #define WAIT_MS 10000
 
 // ---------------------------------------------------------------------------------------
@@ -46,15 +46,26 @@ static void s_set(apex_config_t *cfg, const char *fmt, ...) {
 // Small network and batches; the actor is rate-limited so that it does not take a whole
 // core of the (shared) machine or flood the replay server.
 static void s_config(apex_config_t *cfg, int64_t seed) {
-    const char *sets[] = {
-        "network.hidden=16", "network.dueling=true", "actor.num_actors=2",
-        "actor.envs_per_actor=4", "actor.n_step=3", "actor.gamma=0.99", "actor.send_batch=16",
-        "actor.weight_sync_steps=40", "actor.max_pending_batches=64",
-        "actor.stats_interval_ms=50", "actor.max_steps_per_s=500", "actor.eps_base=0.4",
-        "actor.eps_alpha=7", "replay.capacity=4096", "replay.min_size_to_sample=1",
-        "replay.max_batch=64", "replay.sample_timeout_ms=200", "learner.batch_size=32",
-        "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
-        "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    const char *sets[] = {"network.hidden=16",
+                          "network.dueling=true",
+                          "actor.num_actors=2",
+                          "actor.envs_per_actor=4",
+                          "actor.n_step=3",
+                          "actor.gamma=0.99",
+                          "actor.send_batch=16",
+                          "actor.weight_sync_steps=40",
+                          "actor.max_pending_batches=64",
+                          "actor.stats_interval_ms=50",
+                          "actor.max_steps_per_s=500",
+                          "actor.eps_base=0.4",
+                          "actor.eps_alpha=7",
+                          "replay.capacity=4096",
+                          "replay.min_size_to_sample=1",
+                          "replay.max_batch=64",
+                          "replay.sample_timeout_ms=200",
+                          "learner.batch_size=32",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
     char err[CONFIG_ERR_LEN];
     int n = (int)(sizeof sets / sizeof sets[0]);
     ck_assert_msg(config_load(cfg, NULL, sets, n, err, sizeof err) == 0, "%s", err);
@@ -64,15 +75,17 @@ static void s_config(apex_config_t *cfg, int64_t seed) {
 }
 
 static void s_net_config(nn_config_t *n) {
-    *n = (nn_config_t){.obs_dim = OBS, .n_actions = ACTIONS, .n_hidden = 1, .hidden = {16},
-                       .dueling = 1};
+    *n = (nn_config_t){
+        .obs_dim = OBS, .n_actions = ACTIONS, .n_hidden = 1, .hidden = {16}, .dueling = 1};
 }
 
 static wire_decoder_t *s_decoder(void) {
     nn_config_t n;
     s_net_config(&n);
-    wire_limits_t lim = {.obs_dim = OBS, .n_actions = ACTIONS,
-                         .num_params = (uint32_t)nn_num_params(&n), .max_count = 64,
+    wire_limits_t lim = {.obs_dim = OBS,
+                         .n_actions = ACTIONS,
+                         .num_params = (uint32_t)nn_num_params(&n),
+                         .max_count = 64,
                          .max_episodes = 4096};
     return wire_decoder_new(&lim);
 }
@@ -129,8 +142,10 @@ static void s_actor_stop(s_actor *x, actor_stats_t *st) {
 // Stub learner: publishes Weights{version} with num_params floats of params.
 static void s_publish(void *pub, uint64_t version, const nn_params_t *p) {
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
-    m.u.weights = (wire_weights_t){.version = version, .learner_step = version * 100,
-                                   .num_params = (uint32_t)p->num_params, .params = p->data};
+    m.u.weights = (wire_weights_t){.version = version,
+                                   .learner_step = version * 100,
+                                   .num_params = (uint32_t)p->num_params,
+                                   .params = p->data};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);
@@ -143,8 +158,7 @@ static void s_publish(void *pub, uint64_t version, const nn_params_t *p) {
 typedef int (*s_pred)(const actor_stats_t *st, const actor_stats_t *ref);
 
 static actor_stats_t s_wait(const s_actor *x, s_pred pred, const actor_stats_t *ref,
-                            const char *what, void *pub, uint64_t version,
-                            const nn_params_t *p) {
+                            const char *what, void *pub, uint64_t version, const nn_params_t *p) {
     int64_t deadline = clock_now_ms() + WAIT_MS;
     actor_stats_t st;
     for (;;) {
@@ -272,8 +286,7 @@ START_TEST(test_weights_amid_multipart_and_garbage) {
             break;
         }
         ck_assert_msg(clock_now_ms() < deadline, "waited in vain: weights v%llu, bad %llu",
-                      (unsigned long long)st.weights_version,
-                      (unsigned long long)st.bad_messages);
+                      (unsigned long long)st.weights_version, (unsigned long long)st.bad_messages);
         s_sleep_ms(20);
     }
     actor_stats_t before = st;
@@ -314,11 +327,11 @@ START_TEST(test_survives_replay_restart) {
     ck_assert_uint_gt(rs1.inserted, 0);
     actor_stats_t down;
     actor_get_stats(x.actor, &down);
-    actor_stats_t dropping =
-        s_wait(&x, s_dropped_more, &down, "drops while replay is down", NULL, 0, NULL);
+    actor_stats_t dropping = s_wait(&x, s_dropped_more, &down, "drops while replay is down", NULL,
+                                    0, NULL);
     check_replay_start(&r, &cfg); // same ports
-    actor_stats_t back =
-        s_wait(&x, s_acked_more, &dropping, "acks from the new replay", NULL, 0, NULL);
+    actor_stats_t back = s_wait(&x, s_acked_more, &dropping, "acks from the new replay", NULL, 0,
+                                NULL);
     ck_assert_uint_gt(back.steps, dropping.steps);
     actor_stats_t st;
     s_actor_stop(&x, &st);

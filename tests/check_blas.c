@@ -46,7 +46,7 @@ static int s_compare(int M, int N, int K, blas_trans ta, blas_trans tb, float al
 START_TEST(test_odd_shapes_all_transposes) {
     rng_t r;
     rng_init_stream(&r, 1, RNG_ROLE_TEST, 0);
-    static const int shapes[][3] = {{1, 1, 1},  {3, 5, 7},   {17, 1, 33}, {1, 19, 4},
+    static const int shapes[][3] = {{1, 1, 1},   {3, 5, 7},   {17, 1, 33},  {1, 19, 4},
                                     {65, 31, 9}, {7, 130, 2}, {33, 64, 129}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         for (int t = 0; t < 4; t++) {

@@ -71,8 +71,8 @@ static int s_same_state(const trainer_t *a, const trainer_t *b) {
            memcmp(trainer_target(a)->data, trainer_target(b)->data, bytes) == 0 &&
            memcmp(oa->m, ob->m, bytes) == 0 && memcmp(oa->v, ob->v, bytes) == 0 &&
            oa->step == ob->step && trainer_steps(a) == trainer_steps(b) &&
-           memcmp(trainer_rng((trainer_t *)a)->s, trainer_rng((trainer_t *)b)->s,
-                  sizeof(rng_t)) == 0;
+           memcmp(trainer_rng((trainer_t *)a)->s, trainer_rng((trainer_t *)b)->s, sizeof(rng_t)) ==
+               0;
 }
 
 START_TEST(test_crc32c_known_vector) {

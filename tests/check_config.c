@@ -78,9 +78,11 @@ static void s_expect_error(const char *text, const char *suffix) {
 }
 
 START_TEST(test_error_classes) {
-    s_expect_error("[run]\nname = a\nnmae = b\n", ":3: [run] nmae: unknown key (see --help-config)");
+    s_expect_error("[run]\nname = a\nnmae = b\n",
+                   ":3: [run] nmae: unknown key (see --help-config)");
     s_expect_error("[run]\nseed = 1\nseed = 2\n", ":3: [run] seed: duplicate key");
-    s_expect_error("[replay]\n\ncapacity = 12x\n", ":3: [replay] capacity: '12x' is not an integer");
+    s_expect_error("[replay]\n\ncapacity = 12x\n",
+                   ":3: [replay] capacity: '12x' is not an integer");
     s_expect_error("[replay]\ncapacity = 0\n",
                    ":2: [replay] capacity: 0 is out of range [1, 2147483648]");
     s_expect_error("[replay]\nalpha = 1.5\n", ":2: [replay] alpha: 1.5 is out of range [0, 1]");
@@ -91,7 +93,8 @@ START_TEST(test_error_classes) {
                    ":2: [learner] optimizer: 'sgd' is not one of adam|rmsprop");
     s_expect_error("[network]\nhidden = 64,,32\n",
                    ":2: [network] hidden: '64,,32' is not a comma-separated list of integers");
-    s_expect_error("[network]\nhidden = 1,2,3,4,5\n", ":2: [network] hidden: at most 4 values allowed");
+    s_expect_error("[network]\nhidden = 1,2,3,4,5\n",
+                   ":2: [network] hidden: at most 4 values allowed");
     s_expect_error("[bogus]\nx = 1\n", ":2: [bogus] x: unknown section");
     s_expect_error("[run]\nthis line has no equals\n",
                    ":2: syntax error (expected '[section]' or 'key = value')");
@@ -140,7 +143,8 @@ START_TEST(test_overrides) {
     // Strings that --print-config could not write back are refused.
     const char *bad4[] = {"run.name=;x"};
     ck_assert_int_eq(config_load(&cfg, p, bad4, 1, err, sizeof err), -1);
-    ck_assert_str_eq(err, "--set: [run] name: must not start with ';' or '#' or start/end with blanks");
+    ck_assert_str_eq(err,
+                     "--set: [run] name: must not start with ';' or '#' or start/end with blanks");
     char longv[300] = "run.out_dir=";
     memset(longv + 12, 'a', 200);
     const char *bad5[] = {longv};
@@ -207,13 +211,15 @@ START_TEST(test_batches_per_request_auto) {
         int n;
         int64_t want;
     } cases[] = {
-        {{"learner.batch_size=512"}, 1, 4},                          // CartPole: 28 KB a batch
-        {{"learner.batch_size=2048"}, 1, 2},                         // max_batch 4096
+        {{"learner.batch_size=512"}, 1, 4},  // CartPole: 28 KB a batch
+        {{"learner.batch_size=2048"}, 1, 2}, // max_batch 4096
         {{"learner.batch_size=4096"}, 1, 1},
         {{"env.id=external", "env.obs_dim=7056", "env.n_actions=6", "env.obs_dtype=uint8"},
-         4, 1},                                                      // 7 MB a batch
+         4,
+         1}, // 7 MB a batch
         {{"env.id=external", "env.obs_dim=1024", "env.n_actions=6", "learner.batch_size=32"},
-         4, 3},                                                      // 263 KB a batch
+         4,
+         3}, // 263 KB a batch
         {{"learner.batches_per_request=1"}, 1, 1},
         {{"learner.batches_per_request=8"}, 1, 8},
     };

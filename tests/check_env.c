@@ -44,8 +44,7 @@ START_TEST(test_registry_known_ids_lists_every_spec) {
     const char *ids = env_known_ids();
     const env_spec_t *specs[] = {&env_cartpole_spec, &env_acrobot_spec, &env_mountaincar_spec};
     for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
-        ck_assert_msg(strstr(ids, specs[i]->id) != NULL, "%s missing from '%s'", specs[i]->id,
-                      ids);
+        ck_assert_msg(strstr(ids, specs[i]->id) != NULL, "%s missing from '%s'", specs[i]->id, ids);
         ck_assert_ptr_eq(env_find(specs[i]->id), specs[i]);
     }
 }
@@ -70,16 +69,16 @@ static int s_replay_fixture(const env_fix_traj_t *t) {
         uint8_t term = 2;
         spec->step(state, want->action, obs, &reward, &term);
         snprintf(what, sizeof(what), "%s/%s step %d state", t->env_id, t->name, k);
-        ck_assert_msg(check_close_d(state, want->state, (size_t)spec->state_dim, 1e-12, 1e-12,
-                                    what),
-                      "%s", what);
+        ck_assert_msg(
+            check_close_d(state, want->state, (size_t)spec->state_dim, 1e-12, 1e-12, what), "%s",
+            what);
         snprintf(what, sizeof(what), "%s/%s step %d obs", t->env_id, t->name, k);
-        ck_assert_msg(check_close_f(obs, want->obs, (size_t)spec->obs_dim, 1e-6, 1e-7, what),
-                      "%s", what);
-        ck_assert_msg(reward == want->reward, "%s/%s step %d reward %g want %g", t->env_id,
-                      t->name, k, reward, want->reward);
-        ck_assert_msg(term == want->terminated, "%s/%s step %d terminated %d want %d",
-                      t->env_id, t->name, k, term, want->terminated);
+        ck_assert_msg(check_close_f(obs, want->obs, (size_t)spec->obs_dim, 1e-6, 1e-7, what), "%s",
+                      what);
+        ck_assert_msg(reward == want->reward, "%s/%s step %d reward %g want %g", t->env_id, t->name,
+                      k, reward, want->reward);
+        ck_assert_msg(term == want->terminated, "%s/%s step %d terminated %d want %d", t->env_id,
+                      t->name, k, term, want->terminated);
         for (int j = 0; j < spec->state_dim; j++) {
             exact += memcmp(&state[j], &want->state[j], sizeof(double)) == 0;
         }
@@ -116,8 +115,8 @@ START_TEST(test_fixture_bit_exact_with_glibc) {
         const env_fix_traj_t *t = &ENV_FIX_TRAJS[i];
         int total = t->n_steps * env_find(t->env_id)->state_dim;
         int exact = s_replay_fixture(t);
-        ck_assert_msg(exact == total, "%s/%s: %d of %d state values bit-exact", t->env_id,
-                      t->name, exact, total);
+        ck_assert_msg(exact == total, "%s/%s: %d of %d state values bit-exact", t->env_id, t->name,
+                      exact, total);
     }
 }
 END_TEST

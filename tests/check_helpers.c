@@ -13,25 +13,25 @@ static int s_close(double got, double want, double rtol, double atol) {
     return fabs(got - want) <= atol + rtol * fabs(want);
 }
 
-#define CLOSE_BODY                                                                                \
-    int bad = 0;                                                                                  \
-    double worst = 0;                                                                             \
-    for (size_t i = 0; i < n; i++) {                                                              \
-        double g = got[i], w = want[i];                                                           \
-        if (!s_close(g, w, rtol, atol)) {                                                         \
-            if (bad < 5) {                                                                        \
-                fprintf(stderr, "%s[%zu]: got %.9g want %.9g\n", what, i, g, w);                  \
-            }                                                                                     \
-            bad++;                                                                                \
-        }                                                                                         \
-        if (fabs(g - w) > worst || isnan(g)) {                                                    \
-            worst = isnan(g) ? INFINITY : fabs(g - w);                                            \
-        }                                                                                         \
-    }                                                                                             \
-    if (bad) {                                                                                    \
-        fprintf(stderr, "%s: %d of %zu mismatched, largest difference %.3g\n", what, bad, n,      \
-                worst);                                                                           \
-    }                                                                                             \
+#define CLOSE_BODY                                                                                 \
+    int bad = 0;                                                                                   \
+    double worst = 0;                                                                              \
+    for (size_t i = 0; i < n; i++) {                                                               \
+        double g = got[i], w = want[i];                                                            \
+        if (!s_close(g, w, rtol, atol)) {                                                          \
+            if (bad < 5) {                                                                         \
+                fprintf(stderr, "%s[%zu]: got %.9g want %.9g\n", what, i, g, w);                   \
+            }                                                                                      \
+            bad++;                                                                                 \
+        }                                                                                          \
+        if (fabs(g - w) > worst || isnan(g)) {                                                     \
+            worst = isnan(g) ? INFINITY : fabs(g - w);                                             \
+        }                                                                                          \
+    }                                                                                              \
+    if (bad) {                                                                                     \
+        fprintf(stderr, "%s: %d of %zu mismatched, largest difference %.3g\n", what, bad, n,       \
+                worst);                                                                            \
+    }                                                                                              \
     return bad == 0;
 
 int check_close_f(const float *got, const float *want, size_t n, double rtol, double atol,

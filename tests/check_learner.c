@@ -30,10 +30,10 @@
 #include "server.h"
 #include "wire.h"
 
-#define OBS 4        // CartPole-v1 obs_dim (from [env] id via envinfo)
-#define ACTIONS 2    // CartPole-v1 n_actions
+#define OBS 4     // CartPole-v1 obs_dim (from [env] id via envinfo)
+#define ACTIONS 2 // CartPole-v1 n_actions
 #define STATES 4
-#define REPEATS 8    // copies of each (state, action) in the data set
+#define REPEATS 8 // copies of each (state, action) in the data set
 #define ROWS (STATES * ACTIONS * REPEATS)
 #define HIDDEN 32
 #define WAIT_MS 10000 // generous bound on waiting for a condition; never a timing assertion
@@ -59,17 +59,28 @@ static void s_set(apex_config_t *cfg, const char *fmt, ...) {
 // extra: more assignments (n_extra of them) applied after these, at load.
 static void s_config_with(apex_config_t *cfg, const char *dir, int64_t max_steps,
                           const char *const *extra, int n_extra) {
-    const char *sets[32] = {
-        "run.name=t", "run.seed=7", "network.hidden=32", "network.dueling=true",
-        "replay.capacity=256", "replay.min_size_to_sample=64", "replay.max_batch=64",
-        "replay.sample_timeout_ms=200", "learner.batch_size=32", "learner.lr=0.01",
-        "learner.target_update=50", "learner.publish_every=10", "learner.prefetch=2",
-        "learner.request_timeout_ms=300", "learner.checkpoint_interval_s=600",
-        "learner.metrics_interval_ms=200", "learner.threads=1", "actor.send_batch=16",
-        "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
-        "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
-        "endpoints.learner_pub_bind=tcp://127.0.0.1:*",
-        "endpoints.learner_stats_bind=tcp://127.0.0.1:*"};
+    const char *sets[32] = {"run.name=t",
+                            "run.seed=7",
+                            "network.hidden=32",
+                            "network.dueling=true",
+                            "replay.capacity=256",
+                            "replay.min_size_to_sample=64",
+                            "replay.max_batch=64",
+                            "replay.sample_timeout_ms=200",
+                            "learner.batch_size=32",
+                            "learner.lr=0.01",
+                            "learner.target_update=50",
+                            "learner.publish_every=10",
+                            "learner.prefetch=2",
+                            "learner.request_timeout_ms=300",
+                            "learner.checkpoint_interval_s=600",
+                            "learner.metrics_interval_ms=200",
+                            "learner.threads=1",
+                            "actor.send_batch=16",
+                            "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                            "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
+                            "endpoints.learner_pub_bind=tcp://127.0.0.1:*",
+                            "endpoints.learner_stats_bind=tcp://127.0.0.1:*"};
     char err[CONFIG_ERR_LEN];
     int n = 0;
     while (sets[n]) {
@@ -91,8 +102,8 @@ static void s_config(apex_config_t *cfg, const char *dir, int64_t max_steps) {
 }
 
 static void s_net_config(nn_config_t *n) {
-    *n = (nn_config_t){.obs_dim = OBS, .n_actions = ACTIONS, .n_hidden = 1,
-                       .hidden = {HIDDEN}, .dueling = 1};
+    *n = (nn_config_t){
+        .obs_dim = OBS, .n_actions = ACTIONS, .n_hidden = 1, .hidden = {HIDDEN}, .dueling = 1};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -179,10 +190,15 @@ static void s_fill_dtype(void *ctx, const char *insert_ep, int uint8) {
         next8[k] = (uint8_t)(next[k] * 255.0f);
     }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = 0, .seq = 0, .count = ROWS, .obs_dim = OBS,
+    m.u.batch = (wire_batch_t){.actor_id = 0,
+                               .seq = 0,
+                               .count = ROWS,
+                               .obs_dim = OBS,
                                .obs_dtype = uint8 ? WIRE_OBS_UINT8 : WIRE_OBS_FLOAT32,
-                               .obs = uint8 ? (const void *)obs8 : obs, .actions = act,
-                               .rewards = rew, .discounts = disc,
+                               .obs = uint8 ? (const void *)obs8 : obs,
+                               .actions = act,
+                               .rewards = rew,
+                               .discounts = disc,
                                .next_obs = uint8 ? (const void *)next8 : next};
     wire_buf_t b;
     wire_buf_init(&b, 0);
@@ -226,8 +242,10 @@ static int s_recv_weights(void *sub, wire_decoder_t *dec, s_weights_info *w, flo
 static wire_decoder_t *s_weights_decoder(void) {
     nn_config_t n;
     s_net_config(&n);
-    wire_limits_t lim = {.obs_dim = OBS, .n_actions = ACTIONS,
-                         .num_params = (uint32_t)nn_num_params(&n), .max_count = 64};
+    wire_limits_t lim = {.obs_dim = OBS,
+                         .n_actions = ACTIONS,
+                         .num_params = (uint32_t)nn_num_params(&n),
+                         .max_count = 64};
     return wire_decoder_new(&lim);
 }
 
@@ -348,7 +366,7 @@ START_TEST(test_learns_from_replay_over_zmq) {
         if (w.version > prev.version) {
             increases++;
             ck_assert_uint_gt(w.learner_step, prev.learner_step); // new version = new params
-            ck_assert_uint_eq(w.learner_step % 10, 0);             // publish_every = 10
+            ck_assert_uint_eq(w.learner_step % 10, 0);            // publish_every = 10
         }
         prev = w;
     }
@@ -375,10 +393,9 @@ START_TEST(test_learns_from_replay_over_zmq) {
     rng_init_stream(&init, 7, RNG_ROLE_NET_INIT, 0);
     nn_params_init_random(&p, &init);
     double err_init = s_q_error(&p);
-    ck_assert_msg(err_final < 0.05, "max |Q - r| = %g after 300 updates (initially %g)",
-                  err_final, err_init);
-    ck_assert_msg(err_init > 0.5, "the initial network already fits (max |Q - r| = %g)",
+    ck_assert_msg(err_final < 0.05, "max |Q - r| = %g after 300 updates (initially %g)", err_final,
                   err_init);
+    ck_assert_msg(err_init > 0.5, "the initial network already fits (max |Q - r| = %g)", err_init);
     nn_params_fini(&p);
     // metrics.csv was written next to it.
     snprintf(path, sizeof path, "%s/t/metrics.csv", tmp);
@@ -508,8 +525,7 @@ START_TEST(test_resume_restores_state) {
     ck_assert_uint_eq(hdr_b.optim_step, hdr_a.optim_step);
     ck_assert_int_eq(memcmp(hdr_b.rng_state, hdr_a.rng_state, sizeof hdr_a.rng_state), 0);
     ck_assert_uint_eq(hdr_b.payload_crc32c, hdr_a.payload_crc32c);
-    ck_assert_msg(memcmp(file_b + sizeof hdr_b, file_a + sizeof hdr_a,
-                         len_a - sizeof hdr_a) == 0,
+    ck_assert_msg(memcmp(file_b + sizeof hdr_b, file_a + sizeof hdr_a, len_a - sizeof hdr_a) == 0,
                   "online/target/optimizer arrays changed across a resume");
 
     // 2. Resume with room to train: the first Weights carry exactly the saved online params

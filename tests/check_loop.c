@@ -11,15 +11,15 @@
 
 typedef struct {
     void *ctx, *push, *pull;
-    int received;     // messages the drain reader took
-    int per_call;     // most it takes per call
-    int want;         // stop the loop once this many were received
+    int received; // messages the drain reader took
+    int per_call; // most it takes per call
+    int want;     // stop the loop once this many were received
     int sent;
-    int send_total;   // the sending timer sends this many in all, burst per tick
+    int send_total; // the sending timer sends this many in all, burst per tick
     int burst;
-    int steal;        // the stealing timer: send 2, receive 1 itself, once
+    int steal; // the stealing timer: send 2, receive 1 itself, once
     int stolen;
-    int recheck;      // whether the stealing timer calls loop_recheck
+    int recheck; // whether the stealing timer calls loop_recheck
 } s_fix;
 
 static void s_fix_init(s_fix *f) {

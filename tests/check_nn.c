@@ -30,11 +30,8 @@ static void s_fill(float *x, size_t n, rng_t *r, float scale) {
 }
 
 static const nn_config_t s_shapes[] = {
-    {3, 2, 1, {5}, 0},
-    {4, 3, 2, {7, 6}, 1},
-    {2, 4, 4, {4, 5, 3, 6}, 1},
-    {5, 1, 2, {8, 8}, 1},
-    {6, 5, 3, {9, 4, 7}, 0},
+    {3, 2, 1, {5}, 0},    {4, 3, 2, {7, 6}, 1},    {2, 4, 4, {4, 5, 3, 6}, 1},
+    {5, 1, 2, {8, 8}, 1}, {6, 5, 3, {9, 4, 7}, 0},
 };
 static const int s_batches[] = {1, 4, 7, 3, 5};
 
@@ -52,9 +49,9 @@ START_TEST(test_layout) {
     ck_assert_int_eq(n, 6);
     ck_assert_str_eq(t[0].name, "fc1.w");
     ck_assert_str_eq(t[5].name, "head.b");
-    ck_assert_uint_eq(t[1].offset, 1024);  // fc1.b right after the 256 x 4 weights
+    ck_assert_uint_eq(t[1].offset, 1024); // fc1.b right after the 256 x 4 weights
     ck_assert_uint_eq(t[2].offset, 1280);
-    ck_assert_int_eq(t[4].rows, 3);        // head: value row + 2 advantage rows
+    ck_assert_int_eq(t[4].rows, 3); // head: value row + 2 advantage rows
     ck_assert_int_eq(t[4].cols, 256);
     nn_params_t p;
     nn_params_init(&p, &small);

@@ -10,7 +10,6 @@
 
 // q (B x A) in double from theta (num_params doubles in the nn_layout order) and obs
 // (B x O). Plain loops, batch-major, sharing nothing with nn.c except the layout table.
-void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const float *obs,
-                   int B);
+void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const float *obs, int B);
 
 #endif

@@ -33,8 +33,8 @@ static void s_expect(const nstep_out_t *out, int i, int e, int t, double R, doub
                   "row %d: obs (%g, %g), want step %d env %d", i, out->obs[i * OD],
                   out->obs[i * OD + 1], t, e);
     ck_assert_int_eq(out->actions[i], 10 * e + t);
-    ck_assert_msg(fabs(out->rewards[i] - R) <= 1e-5 * fabs(R) + 1e-6, "row %d: R %.9g want %.9g",
-                  i, out->rewards[i], R);
+    ck_assert_msg(fabs(out->rewards[i] - R) <= 1e-5 * fabs(R) + 1e-6, "row %d: R %.9g want %.9g", i,
+                  out->rewards[i], R);
     ck_assert_msg(fabs(out->discounts[i] - d) <= 1e-6, "row %d: discount %.9g want %.9g", i,
                   out->discounts[i], d);
     ck_assert_msg(out->next_obs[i * OD] == (float)tn, "row %d: next step %g want %d", i,

@@ -59,8 +59,8 @@ START_TEST(test_relative_error_against_double_pow) {
                 ck_assert_msg(y[i] <= 1.0f, "beta %g: %.9g^beta = %.9g > 1", beta, x[i], y[i]);
             }
             if (want < FLT_MIN || want > 0x1.7p127) { // the fast path steps aside: powf
-                ck_assert_msg(y[i] == powf(x[i], beta), "beta %g x %.9g: %.9g, powf %.9g",
-                              beta, x[i], y[i], powf(x[i], beta));
+                ck_assert_msg(y[i] == powf(x[i], beta), "beta %g x %.9g: %.9g, powf %.9g", beta,
+                              x[i], y[i], powf(x[i], beta));
                 continue;
             }
             double err = fabs(y[i] - want) / want;
@@ -69,8 +69,8 @@ START_TEST(test_relative_error_against_double_pow) {
                 at = i;
             }
         }
-        ck_assert_msg(worst < 1e-6, "beta %g: relative error %.3g at x = %.9g (%.9g vs %.9g)",
-                      beta, worst, x[at], y[at], pow(x[at], beta));
+        ck_assert_msg(worst < 1e-6, "beta %g: relative error %.3g at x = %.9g (%.9g vs %.9g)", beta,
+                      worst, x[at], y[at], pow(x[at], beta));
         ck_assert_float_eq(y[0], 1.0f); // 1^beta is exactly 1: the minimum's weight
     }
     free(x);
@@ -98,8 +98,8 @@ END_TEST
 START_TEST(test_outside_the_domain_is_powf) {
     // Zero, subnormals, negatives, infinities and NaN: powf's answer, bit for bit (NaN
     // compared as NaN).
-    float x[] = {0.0f, -0.0f, 1e-40f, FLT_MIN / 2, -1.0f, -2.5f, INFINITY, -INFINITY, NAN,
-                 0.25f, 4.0f};
+    float x[] = {0.0f,     -0.0f,     1e-40f, FLT_MIN / 2, -1.0f, -2.5f,
+                 INFINITY, -INFINITY, NAN,    0.25f,       4.0f};
     const uint32_t n = APEX_ARRAY_LEN(x);
     for (int k = 0; k < 2; k++) {
         float beta = k ? 0.6f : 2.0f, y[APEX_ARRAY_LEN(x)];

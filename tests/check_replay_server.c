@@ -36,11 +36,16 @@ static void s_create(s_fixture *f, int64_t min_size, double spi) {
     char err[CONFIG_ERR_LEN], a[64], b[64];
     snprintf(a, sizeof a, "replay.min_size_to_sample=%lld", (long long)min_size);
     snprintf(b, sizeof b, "replay.samples_per_insert=%g", spi);
-    const char *sets[] = {"replay.capacity=1000", "replay.max_batch=64",
-                          "replay.sample_timeout_ms=200", "learner.batch_size=32",
-                          "actor.send_batch=8", "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+    const char *sets[] = {"replay.capacity=1000",
+                          "replay.max_batch=64",
+                          "replay.sample_timeout_ms=200",
+                          "learner.batch_size=32",
+                          "actor.send_batch=8",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
-                          "replay.spi_tolerance=0", a, b};
+                          "replay.spi_tolerance=0",
+                          a,
+                          b};
     ck_assert_msg(config_load(&cfg, NULL, sets, 10, err, sizeof err) == 0, "%s", err);
     f->server = replay_server_new(&cfg, 1);
     ck_assert_ptr_nonnull(f->server);
@@ -93,9 +98,16 @@ static void s_send_batch(void *sock, uint32_t actor, uint64_t seq, int n, float 
         act[i] = i % 2;
     }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = actor, .seq = seq, .count = (uint32_t)n,
-                               .obs_dim = OBS, .obs = obs, .actions = act, .rewards = rew,
-                               .discounts = disc, .next_obs = next, .priorities = prio};
+    m.u.batch = (wire_batch_t){.actor_id = actor,
+                               .seq = seq,
+                               .count = (uint32_t)n,
+                               .obs_dim = OBS,
+                               .obs = obs,
+                               .actions = act,
+                               .rewards = rew,
+                               .discounts = disc,
+                               .next_obs = next,
+                               .priorities = prio};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);
@@ -273,8 +285,13 @@ START_TEST(test_hostile_input_counted_and_survived) {
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
     float obs[OBS] = {0, 1, 2, 3}, next[OBS] = {0, 1, 2, NAN}, r = 1, d = 1;
     int32_t a = 0;
-    m.u.batch = (wire_batch_t){.count = 1, .obs_dim = OBS, .obs = obs, .actions = &a,
-                               .rewards = &r, .discounts = &d, .next_obs = obs};
+    m.u.batch = (wire_batch_t){.count = 1,
+                               .obs_dim = OBS,
+                               .obs = obs,
+                               .actions = &a,
+                               .rewards = &r,
+                               .discounts = &d,
+                               .next_obs = obs};
     wire_buf_t good, other, nan;
     wire_buf_init(&good, 0);
     wire_buf_init(&other, 0);
@@ -467,8 +484,10 @@ START_TEST(test_queued_replies_intact_when_learner_stalls) {
     enum { ROWS = 4096, BATCHES = ROWS / 64, REQUESTS = 120 };
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
-    const char *sets[] = {"replay.capacity=8192", "replay.max_batch=4096",
-                          "learner.batch_size=4096", "actor.send_batch=64",
+    const char *sets[] = {"replay.capacity=8192",
+                          "replay.max_batch=4096",
+                          "learner.batch_size=4096",
+                          "actor.send_batch=64",
                           "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
                           "replay.min_size_to_sample=1"};
@@ -558,18 +577,24 @@ START_TEST(test_uint8_observations) {
     enum { D = 5, N = 16, ROWS_OUT = 32 }; // odd D: uint8 rows are padded to 4 bytes
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
-    const char *sets[] = {"env.id=external", "env.obs_dim=5", "env.n_actions=3",
-                          "env.obs_dtype=uint8", "replay.capacity=100", "replay.max_batch=64",
-                          "replay.min_size_to_sample=1", "learner.batch_size=32",
-                          "actor.send_batch=16", "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+    const char *sets[] = {"env.id=external",
+                          "env.obs_dim=5",
+                          "env.n_actions=3",
+                          "env.obs_dtype=uint8",
+                          "replay.capacity=100",
+                          "replay.max_batch=64",
+                          "replay.min_size_to_sample=1",
+                          "learner.batch_size=32",
+                          "actor.send_batch=16",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
     ck_assert_msg(config_load(&cfg, NULL, sets, 11, err, sizeof err) == 0, "%s", err);
     s_fixture f = {.server = replay_server_new(&cfg, 1), .ctx = zmq_ctx_new()};
     ck_assert_ptr_nonnull(f.server);
     ck_assert_uint_eq(store_obs_elem_bytes(f.server->store), 1);
     s_run_loop(&f);
-    const wire_limits_t lim = {.obs_dim = D, .obs_dtype = WIRE_OBS_UINT8, .n_actions = 3,
-                               .max_count = 64};
+    const wire_limits_t lim = {
+        .obs_dim = D, .obs_dtype = WIRE_OBS_UINT8, .n_actions = 3, .max_count = 64};
     wire_decoder_t *dec = wire_decoder_new(&lim);
     void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
     void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
@@ -588,9 +613,16 @@ START_TEST(test_uint8_observations) {
         act[r] = r % 3;
     }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = 0, .seq = 0, .count = N, .obs_dim = D,
-                               .obs_dtype = WIRE_OBS_UINT8, .obs = obs, .actions = act,
-                               .rewards = rew, .discounts = disc, .next_obs = next};
+    m.u.batch = (wire_batch_t){.actor_id = 0,
+                               .seq = 0,
+                               .count = N,
+                               .obs_dim = D,
+                               .obs_dtype = WIRE_OBS_UINT8,
+                               .obs = obs,
+                               .actions = act,
+                               .rewards = rew,
+                               .discounts = disc,
+                               .next_obs = next};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);
@@ -683,8 +715,7 @@ START_TEST(test_several_batches_per_request) {
     for (int k = 0; k < K; k++) {
         for (int j = 0; j < B; j++) {
             uint32_t slot = WIRE_KEY_SLOT(r->keys[k * B + j]);
-            ck_assert_msg(slot / (ROWS / B) == (uint32_t)j, "batch %d row %d: slot %u", k, j,
-                          slot);
+            ck_assert_msg(slot / (ROWS / B) == (uint32_t)j, "batch %d row %d: slot %u", k, j, slot);
             ck_assert_float_eq(r->is_weights[k * B + j], 1.0f); // equal priorities
         }
     }
@@ -730,12 +761,17 @@ static void s_wal_config(apex_config_t *cfg, const char *dir, int sync_ms) {
     char err[CONFIG_ERR_LEN], out[700], sync[64];
     snprintf(out, sizeof out, "run.out_dir=%s", dir);
     snprintf(sync, sizeof sync, "replay.wal_sync_ms=%d", sync_ms);
-    const char *sets[] = {"replay.capacity=4096", "replay.max_batch=64", "actor.send_batch=8",
+    const char *sets[] = {"replay.capacity=4096",
+                          "replay.max_batch=64",
+                          "actor.send_batch=8",
                           "learner.batch_size=32",
-                          "replay.durability=wal", sync,
-                          "replay.snapshot_interval_s=1000", "run.name=walkill",
+                          "replay.durability=wal",
+                          sync,
+                          "replay.snapshot_interval_s=1000",
+                          "run.name=walkill",
                           "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
-                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*", out};
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
+                          out};
     ck_assert_msg(config_load(cfg, NULL, sets, 11, err, sizeof err) == 0, "%s", err);
 }
 

@@ -73,7 +73,10 @@ static void s_config(apex_config_t *cfg, const char *authorized) {
     char err[CONFIG_ERR_LEN], kd[600], ak[600];
     snprintf(kd, sizeof kd, "security.key_dir=%s", s_dir);
     snprintf(ak, sizeof ak, "security.authorized_keys=%s", authorized);
-    const char *sets[] = {"security.mode=curve", kd, ak, "replay.capacity=1000",
+    const char *sets[] = {"security.mode=curve",
+                          kd,
+                          ak,
+                          "replay.capacity=1000",
                           "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
     ck_assert_msg(config_load(cfg, NULL, sets, 6, err, sizeof err) == 0, "%s", err);
@@ -100,8 +103,15 @@ static int s_try_insert(void *ctx, const char *ep, const char *client, const cha
     float obs[4] = {1, 2, 3, 4}, r = 1, d = 0.9f;
     int32_t a = 0;
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = 0, .epoch = 1, .count = 1, .obs_dim = 4, .obs = obs,
-                               .actions = &a, .rewards = &r, .discounts = &d, .next_obs = obs};
+    m.u.batch = (wire_batch_t){.actor_id = 0,
+                               .epoch = 1,
+                               .count = 1,
+                               .obs_dim = 4,
+                               .obs = obs,
+                               .actions = &a,
+                               .rewards = &r,
+                               .discounts = &d,
+                               .next_obs = obs};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);

@@ -131,7 +131,7 @@ START_TEST(test_config_validation) {
     ck_assert_uint_eq(store_size(s), 0);
     store_destroy(&s);
     ck_assert_ptr_null(s);
-    store_destroy(&s);  // *self_p == NULL
+    store_destroy(&s); // *self_p == NULL
     store_destroy(NULL);
 }
 END_TEST
@@ -147,9 +147,9 @@ START_TEST(test_empty_store_eagain) {
     ck_assert_int_eq(s_sample(s, &r, &b, 0.4f), APEX_EAGAIN);
     ck_assert_uint_eq(b.keys[0], 12345); // outputs untouched
     // A bad request (peer input) is refused, not asserted, empty or not.
-    ck_assert_int_eq(store_sample(s, &r, 0, 0.4f, b.keys, b.is_w, b.obs, b.act, b.rew, b.disc,
-                                  b.next_obs),
-                     APEX_EINVAL);
+    ck_assert_int_eq(
+        store_sample(s, &r, 0, 0.4f, b.keys, b.is_w, b.obs, b.act, b.rew, b.disc, b.next_obs),
+        APEX_EINVAL);
     s_add_rows(s, 0, 1, NULL);
     ck_assert_int_eq(s_sample(s, &r, &b, -1.0f), APEX_EINVAL);
     ck_assert_int_eq(s_sample(s, &r, &b, NAN), APEX_EINVAL);
@@ -346,8 +346,8 @@ END_TEST
 
 // Checks every weight of a batch against the closed form in double:
 // w_i = (N P(i))^-beta / (N P_min)^-beta with P from the raw priorities of the model.
-static void s_check_weights(const store_t *s, const batch_t *b, const double *raw,
-                            double alpha, double beta) {
+static void s_check_weights(const store_t *s, const batch_t *b, const double *raw, double alpha,
+                            double beta) {
     uint64_t n = store_size(s);
     double total = 0, pmin = INFINITY;
     for (uint64_t i = 0; i < n; i++) {
@@ -358,8 +358,8 @@ static void s_check_weights(const store_t *s, const batch_t *b, const double *ra
     for (uint32_t j = 0; j < b->n; j++) {
         uint32_t slot = (uint32_t)b->keys[j];
         double want = pow((double)n * pow(raw[slot], alpha) / total, -beta) / max_w;
-        ck_assert_msg(fabs(b->is_w[j] - want) <= 1e-5 * want,
-                      "slot %u: is_w %.9g want %.9g", slot, b->is_w[j], want);
+        ck_assert_msg(fabs(b->is_w[j] - want) <= 1e-5 * want, "slot %u: is_w %.9g want %.9g", slot,
+                      b->is_w[j], want);
         ck_assert(b->is_w[j] > 0.0f && b->is_w[j] <= 1.0f);
     }
 }
@@ -412,7 +412,7 @@ START_TEST(test_is_weights_wide_range) {
             p[i] = (float)(1e-8 * pow(1e28, rng_uniform(&rng)));
             raw[i] = p[i];
         }
-        p[0] = 1e-8f;   // both ends of the range, so the extremes are always present
+        p[0] = 1e-8f; // both ends of the range, so the extremes are always present
         p[1] = 1e20f;
         raw[0] = p[0];
         raw[1] = p[1];
@@ -586,8 +586,8 @@ static void s_add_rows8(store_t *s, uint64_t first, uint32_t n, const float *pri
 }
 
 static store_t *s_new8(uint32_t capacity, uint32_t obs_dim, double alpha) {
-    store_config_t cfg = {.capacity = capacity, .obs_dim = obs_dim, .obs_elem_bytes = 1,
-                          .alpha = alpha};
+    store_config_t cfg = {
+        .capacity = capacity, .obs_dim = obs_dim, .obs_elem_bytes = 1, .alpha = alpha};
     store_t *s = store_new(&cfg);
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_eq(store_obs_elem_bytes(s), 1);
@@ -598,7 +598,7 @@ static store_t *s_new8(uint32_t capacity, uint32_t obs_dim, double alpha) {
 // rounded up to a multiple of 4.
 static size_t s_want_stride(uint32_t d, uint32_t e) { return (16 + 2 * (size_t)d * e + 3) / 4 * 4; }
 
-#define GUARD 16    // canary bytes after each output buffer
+#define GUARD 16 // canary bytes after each output buffer
 #define CANARY 0xa5
 
 static void s_check_guard(const uint8_t *p, const char *what) {
@@ -620,8 +620,8 @@ static void s_check_slot8(const store_t *s, uint32_t d, uint32_t slot, uint64_t 
     s_make_rows8(d, r, 1, want, &want_act, &want_rew, &want_disc, want_next);
     ck_assert_msg(memcmp(obs, want, d) == 0, "slot %u: obs is not row %llu's", slot,
                   (unsigned long long)r);
-    ck_assert_msg(memcmp(next, want_next, d) == 0, "slot %u: next_obs is not row %llu's",
-                  slot, (unsigned long long)r);
+    ck_assert_msg(memcmp(next, want_next, d) == 0, "slot %u: next_obs is not row %llu's", slot,
+                  (unsigned long long)r);
     ck_assert_int_eq(act, want_act);
     ck_assert_float_eq(rew, want_rew);
     ck_assert_float_eq(disc, want_disc);
@@ -670,8 +670,7 @@ START_TEST(test_uint8_odd_dims_wraparound_and_sample) {
             // A sample gathers the exact bytes of the rows its keys name.
             memset(obs, CANARY, (size_t)n * d + GUARD);
             memset(next, CANARY, (size_t)n * d + GUARD);
-            ck_assert_int_eq(store_sample(s, &rng, n, 0.4f, keys, is_w, obs, act, rew, disc,
-                                          next),
+            ck_assert_int_eq(store_sample(s, &rng, n, 0.4f, keys, is_w, obs, act, rew, disc, next),
                              APEX_OK);
             s_check_guard(obs + (size_t)n * d, "sample obs");
             s_check_guard(next + (size_t)n * d, "sample next_obs");
@@ -737,8 +736,7 @@ END_TEST
 START_TEST(test_uint8_bad_elem_bytes) {
     const uint32_t bad[] = {2, 3, 8, 0xffffffffu};
     for (size_t i = 0; i < APEX_ARRAY_LEN(bad); i++) {
-        store_config_t cfg = {.capacity = 10, .obs_dim = 4, .obs_elem_bytes = bad[i],
-                              .alpha = 0.6};
+        store_config_t cfg = {.capacity = 10, .obs_dim = 4, .obs_elem_bytes = bad[i], .alpha = 0.6};
         ck_assert_ptr_null(store_new(&cfg));
         ck_assert_uint_eq(store_bytes(&cfg), 0);
     }

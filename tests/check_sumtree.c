@@ -100,8 +100,8 @@ START_TEST(test_total_min_vs_brute_force) {
             sumtree_set(&t, n, idx, val);
             double want = s_ref_total(ref, cap);
             ck_assert_msg(fabs(sumtree_total(&t) - want) <= 1e-5 * want,
-                          "cap %u round %d: total %.9g want %.9g", cap, round,
-                          sumtree_total(&t), want);
+                          "cap %u round %d: total %.9g want %.9g", cap, round, sumtree_total(&t),
+                          want);
             ck_assert_float_eq(sumtree_min(&t), s_ref_min(ref, cap)); // min is exact
             for (uint32_t i = 0; i < cap; i += 1 + cap / 64) {
                 ck_assert_float_eq(sumtree_get(&t, i), ref[i]);
@@ -203,8 +203,8 @@ static void s_check_found(const float *v, const double *prefix, uint32_t cap, do
         ck_assert_msg(v[i] > 0, "cap %u mass %.9g: empty leaf %u chosen", cap, mass[j], i);
         double u = fmin(fmax(mass[j], 0.0), total);
         ck_assert_msg(prefix[i] - tol <= u && u <= prefix[i + 1] + tol,
-                      "cap %u: mass %.9g gave leaf %u covering [%.9g, %.9g)", cap, u, i,
-                      prefix[i], prefix[i + 1]);
+                      "cap %u: mass %.9g gave leaf %u covering [%.9g, %.9g)", cap, u, i, prefix[i],
+                      prefix[i + 1]);
     }
 }
 
@@ -226,9 +226,9 @@ START_TEST(test_find_matches_prefix_sums) {
             mass[j] = (float)(rng_uniform(&r) * total);
         }
         mass[0] = 0.0f;
-        mass[1] = sumtree_total(&t);  // the top edge, and beyond it: clamped to the end
+        mass[1] = sumtree_total(&t); // the top edge, and beyond it: clamped to the end
         mass[2] = 1e30f;
-        mass[3] = -1.0f;              // below 0: clamped to the start
+        mass[3] = -1.0f; // below 0: clamped to the start
         sumtree_find(&t, N, mass, out);
         s_check_found(v, prefix, cap, tol, mass, out, N);
         free(prefix);
@@ -317,8 +317,8 @@ static void s_check_prefix_lines(const sumtree_t *t) {
                 float below = k ? pre[k - 1] : 0.0f;
                 ck_assert_msg(pre[k] >= below, "level %u line %u: prefix falls at %u", l, g, k);
                 ck_assert_msg((pre[k] > below) == (raw[k] > 0.0f) || raw[k] < 1e-6f * pre[k],
-                              "level %u line %u child %u: sum %g but prefix %.9g -> %.9g", l,
-                              g, k, raw[k], below, pre[k]);
+                              "level %u line %u child %u: sum %g but prefix %.9g -> %.9g", l, g, k,
+                              raw[k], below, pre[k]);
             }
             float parent = l < t->levels ? t->sum[l + 1][g] : sumtree_total(t);
             ck_assert_float_eq(pre[SUMTREE_FANOUT - 1], parent);
@@ -355,8 +355,8 @@ START_TEST(test_no_empty_subtree_is_entered) {
             float mass[3] = {sumtree_total(&t), nextafterf(sumtree_total(&t), 0.0f), 1e30f};
             sumtree_find(&t, 3, mass, out);
             for (int j = 0; j < 3; j++) {
-                ck_assert_msg(out[j] < filled, "cap %u fill %d: mass %.9g gave leaf %u", cap,
-                              f, mass[j], out[j]);
+                ck_assert_msg(out[j] < filled, "cap %u fill %d: mass %.9g gave leaf %u", cap, f,
+                              mass[j], out[j]);
             }
             for (int b = 0; b < 20; b++) {
                 sumtree_sample(&t, &r, 512, out);
@@ -469,9 +469,9 @@ static void s_check_frequencies(uint32_t cap, double empty, uint32_t n, uint32_t
 }
 
 START_TEST(test_sampling_frequencies_chi_square) {
-    s_check_frequencies(300, 0.2, 512, 200, 16);      // 102 400 draws, 1 level
-    s_check_frequencies(5000, 0.1, 512, 2000, 17);    // 1 024 000 draws, 3 levels
-    s_check_frequencies(7, 0.0, 3, 40000, 18);        // n not dividing anything, no levels
+    s_check_frequencies(300, 0.2, 512, 200, 16);   // 102 400 draws, 1 level
+    s_check_frequencies(5000, 0.1, 512, 2000, 17); // 1 024 000 draws, 3 levels
+    s_check_frequencies(7, 0.0, 3, 40000, 18);     // n not dividing anything, no levels
 }
 END_TEST
 

@@ -221,8 +221,8 @@ START_TEST(test_target_sync_and_priorities) {
     nn_state_t st;
     nn_state_init(&st, &tc.net, 6);
     float want[6], prio[6];
-    nn_td_priorities(want, &st, trainer_online(tr), sb.obs, sb.act, sb.rew, sb.disc,
-                     sb.next_obs, 0.01f, 6);
+    nn_td_priorities(want, &st, trainer_online(tr), sb.obs, sb.act, sb.rew, sb.disc, sb.next_obs,
+                     0.01f, 6);
     train_stats_t stats;
     for (int s = 1; s <= 7; s++) {
         trainer_step(tr, &sb.b, prio, &stats);

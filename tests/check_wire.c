@@ -39,9 +39,18 @@ static void s_fill(void) {
 static wire_msg_t s_batch_msg(void) {
     s_fill();
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = 3, .epoch = 1ULL << 60, .seq = 77, .weights_version = 9, .count = ROWS,
-                               .obs_dim = OBS, .obs = s_obs, .actions = s_act, .rewards = s_rew,
-                               .discounts = s_disc, .next_obs = s_next, .priorities = s_prio};
+    m.u.batch = (wire_batch_t){.actor_id = 3,
+                               .epoch = 1ULL << 60,
+                               .seq = 77,
+                               .weights_version = 9,
+                               .count = ROWS,
+                               .obs_dim = OBS,
+                               .obs = s_obs,
+                               .actions = s_act,
+                               .rewards = s_rew,
+                               .discounts = s_disc,
+                               .next_obs = s_next,
+                               .priorities = s_prio};
     return m;
 }
 
@@ -89,8 +98,8 @@ START_TEST(test_small_messages_round_trip) {
     wire_buf_init(&b, 0);
     wire_decoder_t *d = wire_decoder_new(&s_lim);
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST}, o;
-    m.u.sample_request = (wire_sample_request_t){.id = 1234567890123ULL, .batch_size = 32,
-                                                 .beta = 0.4f};
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1234567890123ULL, .batch_size = 32, .beta = 0.4f};
     wire_encode(&m, &b);
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
     ck_assert_int_eq(o.type, WIRE_MSG_SAMPLE_REQUEST);
@@ -103,8 +112,8 @@ START_TEST(test_small_messages_round_trip) {
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
     ck_assert_uint_eq(o.u.sample_request.batches, 2);
     ck_assert_uint_eq(o.u.sample_request.batch_size, 32);
-    m.u.sample_request = (wire_sample_request_t){.id = 1234567890123ULL, .batch_size = 32,
-                                                 .beta = 0.4f};
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1234567890123ULL, .batch_size = 32, .beta = 0.4f};
 
     uint64_t keys[3] = {WIRE_KEY(5, 1), WIRE_KEY(0xffffffffu, 7), 0};
     float pr[3] = {0.5f, 0.0f, 123.0f};
@@ -123,8 +132,8 @@ START_TEST(test_small_messages_round_trip) {
         params[i] = (float)i / 3.0f;
     }
     m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
-    m.u.weights = (wire_weights_t){.version = 42, .learner_step = 4200, .num_params = 10,
-                                   .params = params};
+    m.u.weights =
+        (wire_weights_t){.version = 42, .learner_step = 4200, .num_params = 10, .params = params};
     wire_encode(&m, &b);
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
     ck_assert_uint_eq(o.u.weights.version, 42);
@@ -134,9 +143,14 @@ START_TEST(test_small_messages_round_trip) {
     float rets[2] = {12.0f, 500.0f}, eps[2] = {0.4f, 0.0001f};
     uint32_t lens[2] = {12, 500};
     m = (wire_msg_t){.type = WIRE_MSG_ACTOR_STATS};
-    m.u.actor_stats = (wire_actor_stats_t){.actor_id = 1, .frames = 99999, .weights_version = 3,
-                                           .dropped_batches = 2, .n_episodes = 2,
-                                           .returns = rets, .lengths = lens, .epsilons = eps};
+    m.u.actor_stats = (wire_actor_stats_t){.actor_id = 1,
+                                           .frames = 99999,
+                                           .weights_version = 3,
+                                           .dropped_batches = 2,
+                                           .n_episodes = 2,
+                                           .returns = rets,
+                                           .lengths = lens,
+                                           .epsilons = eps};
     wire_encode(&m, &b);
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
     ck_assert_uint_eq(o.u.actor_stats.frames, 99999);
@@ -167,10 +181,10 @@ END_TEST
 static size_t s_forge_ack(uint8_t *out, uint32_t n_more) {
     uint8_t body[16 + WIRE_ACK_MAX_SEQS + 8];
     size_t n = 0;
-    body[n++] = 0x08, body[n++] = 3;    // actor_id
-    body[n++] = 0x10, body[n++] = 5;    // seq
-    body[n++] = 0x1a;                   // seqs, packed
-    for (uint32_t v = n_more; ; v >>= 7) { // its length: n_more one-byte varints
+    body[n++] = 0x08, body[n++] = 3;      // actor_id
+    body[n++] = 0x10, body[n++] = 5;      // seq
+    body[n++] = 0x1a;                     // seqs, packed
+    for (uint32_t v = n_more;; v >>= 7) { // its length: n_more one-byte varints
         body[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
         if (v <= 0x7f) {
             break;
@@ -181,7 +195,7 @@ static size_t s_forge_ack(uint8_t *out, uint32_t n_more) {
     size_t o = 0;
     out[o++] = 0x08, out[o++] = APEX_PROTOCOL_VERSION; // version
     out[o++] = 0x42;                                   // insert_ack = 8, length-delimited
-    for (size_t v = n; ; v >>= 7) {
+    for (size_t v = n;; v >>= 7) {
         out[o++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
         if (v <= 0x7f) {
             break;
@@ -203,8 +217,8 @@ START_TEST(test_batched_ack) {
     }
     uint32_t counts[] = {1, 2, 17, WIRE_ACK_MAX_SEQS - 1};
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
-        m.u.insert_ack = (wire_insert_ack_t){.actor_id = 2, .seq = 0, .n_more = counts[k],
-                                             .more = more};
+        m.u.insert_ack =
+            (wire_insert_ack_t){.actor_id = 2, .seq = 0, .n_more = counts[k], .more = more};
         wire_encode(&m, &b);
         ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
         ck_assert_int_eq(o.type, WIRE_MSG_INSERT_ACK);
@@ -243,10 +257,19 @@ START_TEST(test_sample_reply_round_trip) {
         w[i] = 1.0f / (float)(i + 1);
     }
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY}, o;
-    m.u.sample_reply = (wire_sample_reply_t){
-        .id = 8, .status = WIRE_SAMPLE_OK, .count = ROWS, .obs_dim = OBS, .keys = keys,
-        .is_weights = w, .obs = s_obs, .actions = s_act, .rewards = s_rew, .discounts = s_disc,
-        .next_obs = s_next, .stats = {.size = 100, .capacity = 128, .total_priority = 3.5}};
+    m.u.sample_reply =
+        (wire_sample_reply_t){.id = 8,
+                              .status = WIRE_SAMPLE_OK,
+                              .count = ROWS,
+                              .obs_dim = OBS,
+                              .keys = keys,
+                              .is_weights = w,
+                              .obs = s_obs,
+                              .actions = s_act,
+                              .rewards = s_rew,
+                              .discounts = s_disc,
+                              .next_obs = s_next,
+                              .stats = {.size = 100, .capacity = 128, .total_priority = 3.5}};
     wire_buf_t b;
     wire_buf_init(&b, 64);
     wire_encode(&m, &b);
@@ -268,10 +291,17 @@ START_TEST(test_sample_reply_round_trip) {
     ck_assert_uint_eq(o.u.sample_reply.count, 0);
     // An OK reply whose weight is above 1 is refused.
     w[0] = 1.5f;
-    m.u.sample_reply = (wire_sample_reply_t){
-        .id = 8, .status = WIRE_SAMPLE_OK, .count = ROWS, .obs_dim = OBS, .keys = keys,
-        .is_weights = w, .obs = s_obs, .actions = s_act, .rewards = s_rew, .discounts = s_disc,
-        .next_obs = s_next};
+    m.u.sample_reply = (wire_sample_reply_t){.id = 8,
+                                             .status = WIRE_SAMPLE_OK,
+                                             .count = ROWS,
+                                             .obs_dim = OBS,
+                                             .keys = keys,
+                                             .is_weights = w,
+                                             .obs = s_obs,
+                                             .actions = s_act,
+                                             .rewards = s_rew,
+                                             .discounts = s_disc,
+                                             .next_obs = s_next};
     wire_encode(&m, &b);
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
     wire_decoder_destroy(&d);
@@ -375,8 +405,8 @@ START_TEST(test_counts_and_dims) {
     wire_encode(&m, &b);
     ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL);
     // Several batches: their rows together within max_count, and at most 64 batches.
-    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 16, .beta = 0.5f,
-                                                 .batches = 4};
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1, .batch_size = 16, .beta = 0.5f, .batches = 4};
     wire_encode(&m, &b);
     ck_assert_int_eq(s_decode(&b, &o), APEX_OK); // 64 rows
     m.u.sample_request.batches = 5;
@@ -386,8 +416,8 @@ START_TEST(test_counts_and_dims) {
     big.max_count = 4096;
     big.max_message_bytes = wire_max_message_bytes(&big);
     wire_decoder_t *dbig = wire_decoder_new(&big);
-    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 1, .beta = 0.5f,
-                                                 .batches = WIRE_MAX_BATCHES_PER_REQUEST};
+    m.u.sample_request = (wire_sample_request_t){
+        .id = 1, .batch_size = 1, .beta = 0.5f, .batches = WIRE_MAX_BATCHES_PER_REQUEST};
     wire_encode(&m, &b);
     ck_assert_int_eq(wire_decode(dbig, b.data, b.len, &o), APEX_OK);
     m.u.sample_request.batches = WIRE_MAX_BATCHES_PER_REQUEST + 1; // few rows, too many batches
@@ -402,8 +432,8 @@ START_TEST(test_counts_and_dims) {
     float rets[9] = {0}, eps[9] = {0};
     uint32_t lens[9] = {0};
     m = (wire_msg_t){.type = WIRE_MSG_ACTOR_STATS};
-    m.u.actor_stats = (wire_actor_stats_t){.n_episodes = 9, .returns = rets, .lengths = lens,
-                                           .epsilons = eps};
+    m.u.actor_stats =
+        (wire_actor_stats_t){.n_episodes = 9, .returns = rets, .lengths = lens, .epsilons = eps};
     wire_encode(&m, &b);
     ck_assert_int_eq(s_decode(&b, &o), APEX_EINVAL); // more than max_episodes
     wire_buf_fini(&b);
@@ -528,8 +558,11 @@ END_TEST
 
 // ---- uint8 observations ------------------------------------------------------------------
 
-static const wire_limits_t s_lim8 = {.obs_dim = OBS, .obs_dtype = WIRE_OBS_UINT8,
-                                     .n_actions = ACT, .num_params = 10, .max_count = 64,
+static const wire_limits_t s_lim8 = {.obs_dim = OBS,
+                                     .obs_dtype = WIRE_OBS_UINT8,
+                                     .n_actions = ACT,
+                                     .num_params = 10,
+                                     .max_count = 64,
                                      .max_episodes = 8};
 
 // Little-endian float32 NaN and +Inf: harmless as bytes, refused as float32 observations.
@@ -544,8 +577,8 @@ static void s_fill8(void) {
         s_obs8[i] = (uint8_t)(37 * i + 11);
         s_next8[i] = (uint8_t)(250 - 13 * i);
     }
-    memcpy(s_obs8, s_nan_le, 4);                // obs row 0
-    memcpy(s_obs8 + 2 * OBS, s_inf_le, 4);      // obs row 2
+    memcpy(s_obs8, s_nan_le, 4);                     // obs row 0
+    memcpy(s_obs8 + 2 * OBS, s_inf_le, 4);           // obs row 2
     memcpy(s_next8 + (ROWS - 1) * OBS, s_nan_le, 4); // next_obs row 4
     s_obs8[OBS] = 0, s_obs8[OBS + 1] = 255;
     s_next8[0] = 255, s_next8[1] = 0;
@@ -579,10 +612,17 @@ static wire_msg_t s_reply_msg(uint32_t t) {
     s_fill_reply();
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
     m.u.sample_reply = (wire_sample_reply_t){
-        .id = 11, .status = WIRE_SAMPLE_OK, .count = ROWS, .obs_dim = OBS, .obs_dtype = t,
-        .keys = s_keys, .is_weights = s_isw,
+        .id = 11,
+        .status = WIRE_SAMPLE_OK,
+        .count = ROWS,
+        .obs_dim = OBS,
+        .obs_dtype = t,
+        .keys = s_keys,
+        .is_weights = s_isw,
         .obs = t == WIRE_OBS_UINT8 ? (const void *)s_obs8 : (const void *)s_obs,
-        .actions = s_act, .rewards = s_rew, .discounts = s_disc,
+        .actions = s_act,
+        .rewards = s_rew,
+        .discounts = s_disc,
         .next_obs = t == WIRE_OBS_UINT8 ? (const void *)s_next8 : (const void *)s_next,
         .stats = {.size = 5, .capacity = 37}};
     return m;
@@ -637,9 +677,16 @@ START_TEST(test_uint8_batch_round_trip) {
         rew[i] = -(float)i;
         disc[i] = 0.5f;
     }
-    m.u.batch = (wire_batch_t){.actor_id = 1, .seq = 2, .count = N, .obs_dim = DIM,
-                               .obs_dtype = WIRE_OBS_UINT8, .obs = obs, .actions = act,
-                               .rewards = rew, .discounts = disc, .next_obs = next};
+    m.u.batch = (wire_batch_t){.actor_id = 1,
+                               .seq = 2,
+                               .count = N,
+                               .obs_dim = DIM,
+                               .obs_dtype = WIRE_OBS_UINT8,
+                               .obs = obs,
+                               .actions = act,
+                               .rewards = rew,
+                               .discounts = disc,
+                               .next_obs = next};
     wire_encode(&m, &b);
     d = wire_decoder_new(&lim);
     ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
@@ -820,8 +867,12 @@ END_TEST
 
 START_TEST(test_uint8_max_message_bytes) {
     enum { DIM = 84, MAXC = 256, NA = 6 };
-    wire_limits_t l32 = {.obs_dim = DIM, .obs_dtype = WIRE_OBS_FLOAT32, .n_actions = NA,
-                         .num_params = 100, .max_count = MAXC, .max_episodes = 8};
+    wire_limits_t l32 = {.obs_dim = DIM,
+                         .obs_dtype = WIRE_OBS_FLOAT32,
+                         .n_actions = NA,
+                         .num_params = 100,
+                         .max_count = MAXC,
+                         .max_episodes = 8};
     wire_limits_t l8 = l32;
     l8.obs_dtype = WIRE_OBS_UINT8;
     size_t m32 = wire_max_message_bytes(&l32), m8 = wire_max_message_bytes(&l8);
@@ -846,14 +897,28 @@ START_TEST(test_uint8_max_message_bytes) {
         act[i] = i % NA;
     }
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY}, o;
-    m.u.sample_reply = (wire_sample_reply_t){
-        .id = UINT64_MAX, .status = WIRE_SAMPLE_OK, .count = MAXC, .obs_dim = DIM,
-        .obs_dtype = WIRE_OBS_UINT8, .keys = keys, .is_weights = w, .obs = obs, .actions = act,
-        .rewards = rew, .discounts = disc, .next_obs = next,
-        .stats = {.size = UINT64_MAX, .capacity = UINT64_MAX, .inserted = UINT64_MAX,
-                  .sampled = UINT64_MAX, .updated = UINT64_MAX, .stale_updates = UINT64_MAX,
-                  .bad_messages = UINT64_MAX, .limiter_waits = UINT64_MAX,
-                  .duplicate_batches = UINT64_MAX, .total_priority = 1e300}};
+    m.u.sample_reply = (wire_sample_reply_t){.id = UINT64_MAX,
+                                             .status = WIRE_SAMPLE_OK,
+                                             .count = MAXC,
+                                             .obs_dim = DIM,
+                                             .obs_dtype = WIRE_OBS_UINT8,
+                                             .keys = keys,
+                                             .is_weights = w,
+                                             .obs = obs,
+                                             .actions = act,
+                                             .rewards = rew,
+                                             .discounts = disc,
+                                             .next_obs = next,
+                                             .stats = {.size = UINT64_MAX,
+                                                       .capacity = UINT64_MAX,
+                                                       .inserted = UINT64_MAX,
+                                                       .sampled = UINT64_MAX,
+                                                       .updated = UINT64_MAX,
+                                                       .stale_updates = UINT64_MAX,
+                                                       .bad_messages = UINT64_MAX,
+                                                       .limiter_waits = UINT64_MAX,
+                                                       .duplicate_batches = UINT64_MAX,
+                                                       .total_priority = 1e300}};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);
