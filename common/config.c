@@ -75,7 +75,9 @@ static const s_row s_schema[] = {
     {"replay", "samples_per_insert", T_FLOAT, OFF(replay.samples_per_insert), 0, 0, 1e6, "0", NULL,
      "target ratio of sampled to inserted transitions (0 = no ratio limit)"},
     {"replay", "spi_tolerance", T_FLOAT, OFF(replay.spi_tolerance), 0, 0, 1e12, "1e5", NULL,
-     "allowed deviation from samples_per_insert, in sampled transitions"},
+     "allowed deviation from samples_per_insert, in sampled transitions: sampling may lead "
+     "samples_per_insert * inserted by this much, and a lag beyond it is forgiven (so a learner "
+     "that fell behind, or a restore, cannot release a burst)"},
     {"replay", "sample_timeout_ms", T_INT, OFF(replay.sample_timeout_ms), 0, 1, 3600000, "1000",
      NULL, "a held-back sample request is answered 'not ready' after this long (ms)"},
     {"replay", "max_batch", T_INT, OFF(replay.max_batch), 0, 1, 65536, "4096", NULL,
@@ -91,10 +93,6 @@ static const s_row s_schema[] = {
     {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 1, 60000, "50", NULL,
      "write-ahead log group commit: with the log writer idle, a logged insert waits at most "
      "this long for its fdatasync to start (ms); under load commits run back to back"},
-    {"replay", "reset_limiter_on_restore", T_BOOL, OFF(replay.reset_limiter_on_restore), 0, 0, 1,
-     "true", NULL,
-     "after a restore, forget how much was sampled (the learner is never held back by counts "
-     "from before the crash)"},
 
     {"learner", "batch_size", T_INT, OFF(learner.batch_size), 0, 1, 65536, "512", NULL,
      "transitions per update"},
@@ -190,6 +188,16 @@ static const s_row s_schema[] = {
      "keys/authorized_keys", NULL, "client public keys the servers accept, one per line"},
 };
 #define N_ROWS (sizeof s_schema / sizeof s_schema[0])
+
+// Keys that existed once and were removed: a config that still has one gets an error that
+// says why, instead of "unknown key".
+static const struct {
+    const char *section, *key, *why;
+} s_retired[] = {
+    {"replay", "reset_limiter_on_restore",
+     "removed: a restore now brings the rate limiter's state back with the data, so the "
+     "learner keeps the configured replay ratio across a replay restart (delete the line)"},
+};
 
 // ---------------------------------------------------------------------------------------
 // Value parsing: one function per type, all with end-pointer and range checks.
@@ -403,6 +411,15 @@ static char *s_reader(char *str, int num, void *stream) {
     return r;
 }
 
+static const char *s_retired_why(const char *section, const char *key) {
+    for (size_t i = 0; i < sizeof s_retired / sizeof s_retired[0]; i++) {
+        if (strcmp(s_retired[i].section, section) == 0 && strcmp(s_retired[i].key, key) == 0) {
+            return s_retired[i].why;
+        }
+    }
+    return NULL;
+}
+
 static int s_handler(void *user, const char *section, const char *key, const char *value) {
     s_ini_ctx *c = user;
     if (c->failed) {
@@ -414,6 +431,8 @@ static int s_handler(void *user, const char *section, const char *key, const cha
         snprintf(why, sizeof why, "line too long");
     } else if (!s_section_known(section)) {
         snprintf(why, sizeof why, "unknown section");
+    } else if (!r && s_retired_why(section, key)) {
+        snprintf(why, sizeof why, "%s", s_retired_why(section, key));
     } else if (!r) {
         snprintf(why, sizeof why, "unknown key (see --help-config)");
     } else if (c->indented) {
@@ -467,7 +486,9 @@ int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t err
     key[lk] = '\0';
     const s_row *r = s_find(section, key);
     if (!r) {
-        return s_fail(err, errlen, "--set: [%s] %s: unknown key (see --help-config)", section, key);
+        const char *retired = s_retired_why(section, key);
+        return s_fail(err, errlen, "--set: [%s] %s: %s", section, key,
+                      retired ? retired : "unknown key (see --help-config)");
     }
     char why[CONFIG_ERR_LEN];
     if (s_apply(cfg, r, eq + 1, why, sizeof why) != 0) {

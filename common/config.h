@@ -73,7 +73,6 @@ typedef struct {
     int durability; // config_durability
     double snapshot_interval_s;
     int64_t wal_sync_ms;
-    int reset_limiter_on_restore;
 } config_replay_t;
 
 typedef struct {

@@ -731,15 +731,15 @@ static int s_replay_segment(durable_t *d, uint32_t seg, durable_record_fn fn, vo
     return torn;
 }
 
-int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob, durable_record_fn fn,
-                    void *arg, durable_restore_info_t *info) {
+int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob, void *blob_arg,
+                    durable_record_fn fn, void *arg, durable_restore_info_t *info) {
     durable_t *d = self;
     memset(info, 0, sizeof *info);
     if (d->mode == DURABILITY_NONE) {
         return APEX_OK;
     }
     uint32_t covered;
-    int rc = s_load_snapshot(d, store, on_blob, arg, &covered, info);
+    int rc = s_load_snapshot(d, store, on_blob, blob_arg, &covered, info);
     if (rc != APEX_OK) {
         return rc;
     }

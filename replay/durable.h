@@ -63,13 +63,13 @@ durable_t *durable_new(const durable_config_t *cfg);
 // Waits for a running snapshot child, then frees.
 void durable_destroy(durable_t **self_p);
 
-// Loads snapshot.bin (if any) into store and hands its blob to on_blob, then feeds every
-// later log record to on_record. Afterwards opens a fresh log segment for appends. Returns
+// Loads snapshot.bin (if any) into store and hands its blob to on_blob(blob_arg, ...), then
+// feeds every later log record to on_record(record_arg, ...). Afterwards opens a fresh log segment for appends. Returns
 // APEX_OK, or an apex_err after logging why (unreadable or corrupt snapshot, or one written
 // for another capacity/obs_dim: a start-up error, because silently starting empty would
 // lose the data).
-int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob,
-                    durable_record_fn on_record, void *arg, durable_restore_info_t *info);
+int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob, void *blob_arg,
+                    durable_record_fn on_record, void *record_arg, durable_restore_info_t *info);
 
 // Appends one record (its header, CRC and a copy of payload) to the log buffer (wal mode;
 // otherwise, or when degraded, a no-op). Returns 1 when the buffer is over half full and a

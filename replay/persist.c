@@ -1,298 +1,302 @@
-// persist.c: the replay server's durability glue: restore at start-up, group commit of the
-// write-ahead log, periodic snapshots, the final snapshot at shutdown, and dumps.
-// The mechanics of files live in durable.c; this file decides when and what.
+// persist.c: see persist.h.
 #define LOG_MODULE "replay"
-#include "server_int.h"
+#include "persist.h"
 
 #include "apex.h"
 #include "clock.h"
-#include "fileio.h"
+#include "log.h"
 #include "net.h"
 #include "xalloc.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <zmq.h>
+
+#define SNAPSHOT_POLL_MS 100
+#define SNAPSHOT_RETRY_MS 1000 // while degraded, how often a snapshot is tried
+
+// Group commit (wal): a commit starts, if the writer is idle, on the wal_sync_ms timer, when
+// the log buffer passes half full, and as soon as the previous commit has ended if this much
+// waits ("continuous" group commit: under load commits run back to back, each as large as
+// what arrived during the previous fdatasync). The threshold keeps a moderate load from
+// paying one fdatasync per few batches (docs/performance.md has the measurements).
+#define WAL_BACK_TO_BACK_BYTES (256u << 10)
+
+struct persist {
+    apex_config_t cfg;
+    persist_state_t st;
+    durable_t *durable;
+    void *ctx;
+    void *commit_rx, *commit_tx; // inproc PAIR: the log's writer thread wakes the loop
+    uint8_t *blob;               // the snapshot blob, sized at persist_new
+    size_t blob_cap;
+    int64_t last_snapshot_try_ms;
+    uint64_t acks_without_durability;
+};
 
 // ---------------------------------------------------------------------------------------
-// The snapshot blob: the server's own state next to the store's.
+// The snapshot blob: the server's state next to the store's.
+//   v2: "APEXBLB2", 4 u64 counters, the limiter's credit (double), the dedupe table.
+//   v1 (before the limiter's credit was saved): 4 u64 counters, the dedupe table.
+#define BLOB_MAGIC "APEXBLB2"
+#define BLOB_COUNTERS 4
 
-static size_t s_blob_fill(replay_server_t *s) {
-    uint64_t counters[BLOB_COUNTERS] = {s->sampled_rows, s->updated, s->duplicate_batches,
-                                        s->limiter_waits};
-    memcpy(s->blob, counters, sizeof counters);
-    dedupe_save(&s->dedupe, s->blob + sizeof counters);
-    return sizeof counters + dedupe_bytes(&s->dedupe);
+static size_t s_blob_bytes(const persist_state_t *st) {
+    return 8 + BLOB_COUNTERS * sizeof(uint64_t) + sizeof(double) + dedupe_bytes(st->dedupe);
+}
+
+static size_t s_blob_fill(persist_t *p) {
+    const persist_counters_t *c = p->st.counters;
+    uint64_t counters[BLOB_COUNTERS] = {c->sampled_rows, c->updated, c->duplicate_batches,
+                                        c->limiter_waits};
+    uint8_t *b = p->blob;
+    memcpy(b, BLOB_MAGIC, 8);
+    memcpy(b + 8, counters, sizeof counters);
+    memcpy(b + 8 + sizeof counters, &p->st.limiter->credit, sizeof(double));
+    dedupe_save(p->st.dedupe, b + 8 + sizeof counters + sizeof(double));
+    return s_blob_bytes(&p->st);
 }
 
 static void s_blob_load(void *arg, const void *blob, size_t len) {
-    replay_server_t *s = arg;
+    persist_t *p = arg;
     const uint8_t *b = blob;
     uint64_t counters[BLOB_COUNTERS];
-    if (len < sizeof counters ||
-        dedupe_load(&s->dedupe, b + sizeof counters, len - sizeof counters) != APEX_OK) {
+    int v2 = len >= 8 && memcmp(b, BLOB_MAGIC, 8) == 0;
+    size_t head = v2 ? 8 + sizeof counters + sizeof(double) : sizeof counters;
+    if (len < head || dedupe_load(p->st.dedupe, b + head, len - head) != APEX_OK) {
         log_warn("snapshot holds no usable sequence marks (another [actor] num_actors?): "
                  "batches re-sent after the crash may be stored twice");
         return;
     }
-    memcpy(counters, b, sizeof counters);
-    s->sampled_rows = counters[0];
-    s->updated = counters[1];
-    s->duplicate_batches = counters[2];
-    s->limiter_waits = counters[3];
+    memcpy(counters, b + (v2 ? 8 : 0), sizeof counters);
+    persist_counters_t *c = p->st.counters;
+    *c = (persist_counters_t){counters[0], counters[1], counters[2], counters[3]};
+    double credit;
+    if (v2) {
+        memcpy(&credit, b + 8 + sizeof counters, sizeof credit);
+    } else {
+        // A snapshot of an older build: the credit its counters imply (limiter.h clamps it).
+        credit = p->cfg.replay.samples_per_insert * (double)store_inserted(p->st.store) -
+                 (double)c->sampled_rows;
+    }
+    limiter_restore(p->st.limiter, credit);
 }
 
 // ---------------------------------------------------------------------------------------
-// Restore
+// Lifecycle and restore
 
-static void s_replay_record(void *arg, int kind, const void *payload, size_t len) {
-    replay_server_t *s = arg;
-    wire_msg_t m;
-    int rc = wire_decode(s->dec, payload, len, &m);
-    if (rc == APEX_OK && kind == DURABLE_REC_INSERT && m.type == WIRE_MSG_TRANSITION_BATCH &&
-        m.u.batch.actor_id < s->dedupe.n_actors) {
-        server_apply_batch(s, &m.u.batch, NULL, 0);
-    } else if (rc == APEX_OK && kind == DURABLE_REC_UPDATE && m.type == WIRE_MSG_PRIORITY_UPDATE) {
-        server_apply_update(s, &m.u.priority_update, NULL, 0);
-    } else {
-        // Only possible if the config changed between runs (e.g. another [env] id).
-        log_warn("log record of kind %d not applicable (%s); skipped", kind,
-                 rc == APEX_OK ? "unexpected message" : wire_decoder_last_error(s->dec));
+persist_t *persist_new(const apex_config_t *cfg, void *ctx, const persist_state_t *state) {
+    persist_t *p = xcalloc(1, sizeof *p);
+    p->cfg = *cfg;
+    p->st = *state;
+    p->ctx = ctx;
+    char dir[CONFIG_STR_LEN + 96];
+    snprintf(dir, sizeof dir, "%s/%s/replay", cfg->run.out_dir, cfg->run.name);
+    durable_config_t dc = {.dir = dir, .mode = cfg->replay.durability};
+    p->durable = durable_new(&dc);
+    if (!p->durable) {
+        free(p);
+        return NULL;
     }
+    p->blob_cap = s_blob_bytes(state);
+    p->blob = xmalloc(p->blob_cap);
+    return p;
 }
 
-int persist_restore(replay_server_t *s) {
-    const apex_config_t *c = &s->cfg;
-    char dir[CONFIG_STR_LEN + 96];
-    snprintf(dir, sizeof dir, "%s/%s/replay", c->run.out_dir, c->run.name);
-    durable_config_t dc = {.dir = dir, .mode = c->replay.durability};
-    s->durable = durable_new(&dc);
-    if (!s->durable) {
-        return -1;
+void persist_destroy(persist_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
     }
-    if (c->replay.durability == DURABILITY_NONE) {
+    persist_t *p = *self_p;
+    durable_writer_stop(p->durable); // before the pipe closes: the writer holds its end
+    net_close(&p->commit_tx);
+    net_close(&p->commit_rx);
+    durable_destroy(&p->durable);
+    free(p->blob);
+    free(p);
+    *self_p = NULL;
+}
+
+int persist_restore(persist_t *p, persist_record_fn fn, void *arg) {
+    if (p->cfg.replay.durability == DURABILITY_NONE) {
         return 0;
     }
     durable_restore_info_t info;
     int64_t t0 = clock_now_ms();
-    int rc = durable_restore(s->durable, s->store, s_blob_load, s_replay_record, s, &info);
-    if (rc != APEX_OK) {
+    // The blob goes to this module (s_blob_load), the records to the server.
+    if (durable_restore(p->durable, p->st.store, s_blob_load, p, fn, arg, &info) != APEX_OK) {
         return -1;
     }
-    if (c->replay.reset_limiter_on_restore) {
-        // The sample count from before the crash would hold the learner back until the
-        // actors made up for it (Reverb issue #118); start the ratio afresh instead.
-        s->sampled_rows = 0;
-    }
-    log_info("restored from %s in %lld ms: %s%llu transitions in the snapshot, %llu log records "
-             "from %u segments%s; now %llu transitions",
-             dir, (long long)(clock_now_ms() - t0), info.had_snapshot ? "" : "no snapshot, ",
-             (unsigned long long)info.snapshot_size, (unsigned long long)info.records,
-             info.segments, info.torn_bytes ? " (a torn tail was truncated)" : "",
-             (unsigned long long)store_size(s->store));
+    log_info("restored from %s/%s/replay in %lld ms: %s%llu transitions in the snapshot, %llu "
+             "log records from %u segments%s; now %llu transitions, limiter credit %.0f",
+             p->cfg.run.out_dir, p->cfg.run.name, (long long)(clock_now_ms() - t0),
+             info.had_snapshot ? "" : "no snapshot, ", (unsigned long long)info.snapshot_size,
+             (unsigned long long)info.records, info.segments,
+             info.torn_bytes ? " (a torn tail was truncated)" : "",
+             (unsigned long long)store_size(p->st.store), p->st.limiter->credit);
     return 0;
 }
 
 // ---------------------------------------------------------------------------------------
-// Timers
+// Snapshots
 
-static void s_snapshot(replay_server_t *s) {
-    s->last_snapshot_try_ms = clock_now_ms();
+static void s_snapshot(persist_t *p) {
+    p->last_snapshot_try_ms = clock_now_ms();
     // Everything logged so far on disk (or degraded): the acks waiting for it can go out.
     // (Done here, not only inside durable_snapshot_start, which returns early while a
     // snapshot child still runs.)
-    durable_sync(s->durable);
-    server_flush_acks(s);
-    int rc = durable_snapshot_start(s->durable, s->store, s->blob, s_blob_fill(s));
+    durable_sync(p->durable);
+    acks_flush(p->st.acks);
+    int rc = durable_snapshot_start(p->durable, p->st.store, p->blob, s_blob_fill(p));
     if (rc != APEX_OK && rc != APEX_EAGAIN) {
         log_warn("replay snapshot not started: %s", apex_strerror(rc));
     }
 }
 
+static int s_timer_snapshot(loop_t *loop, void *arg) {
+    (void)loop;
+    s_snapshot(arg);
+    return 0;
+}
+
+static int s_timer_poll(loop_t *loop, void *arg) {
+    (void)loop;
+    persist_t *p = arg;
+    int snap_mode = p->cfg.replay.durability == DURABILITY_SNAPSHOT;
+    if (durable_snapshot_poll(p->durable, 0) < 0 && snap_mode) {
+        p->last_snapshot_try_ms = clock_now_ms();
+    }
+    if (durable_degraded(p->durable) && snap_mode &&
+        clock_now_ms() - p->last_snapshot_try_ms >= SNAPSHOT_RETRY_MS) {
+        s_snapshot(p);
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------
-// Group commit (wal). The loop appends records; a commit hands them to durable's writer
-// thread, and the acks queued so far move to acks_flight until that commit has ended. A
-// commit starts, if the writer is idle, on the wal_sync_ms timer, when the log buffer passes
-// half full, and as soon as the previous commit has ended if WAL_BACK_TO_BACK_BYTES wait.
-// So with a trickle of inserts an ack waits at most about wal_sync_ms + one fdatasync, and
-// under load the writer never idles while records wait. (Starting the next commit only once
-// acks had waited wal_sync_ms left the writer idle while actors, their windows full, waited
-// for acks: paired bench_replay_tcp runs gave 1.8 vs 1.9, 1.9 vs 3.2 and 3.2 vs 3.4 M
-// transitions/s for that rule vs back to back. Back to back for any amount, though, made a
-// moderate load pay one fdatasync per few batches: at 400 k transitions/s the server spent
-// ~1.3 ms of CPU per 1000 inserts, against ~0.42-0.56 ms with the threshold and ~0.75 ms
-// with no log at all, whose acks go out per burst instead of per commit; the unpaced
-// maximum did not move, 2.06-2.91 vs 1.90-2.48 M/s in alternated runs.)
-#define WAL_BACK_TO_BACK_BYTES (256u << 10)
+// Group commit (wal). persist_log appends records; a commit hands them to durable's writer
+// thread, and the acks queued so far take off with it (acks.h) until that commit has ended.
+
+// Sends the acks of a commit that was answered without reaching the disk.
+static void s_count_undurable(persist_t *p, int n) {
+    if (durable_degraded(p->durable)) {
+        p->acks_without_durability += (uint64_t)n;
+    }
+}
+
+// Sends the acks of the commit in flight once it has ended.
+static void s_send_ended(persist_t *p) {
+    acks_t *a = p->st.acks;
+    if (acks_in_flight(a) > 0 && durable_commit_done(p->durable, acks_flight_id(a))) {
+        s_count_undurable(p, acks_send_flight(a));
+    }
+}
+
+static void s_commit(persist_t *p) {
+    acks_t *a = p->st.acks;
+    s_send_ended(p);
+    if (acks_in_flight(a) > 0) {
+        return; // the writer is busy with them; its notify brings us back
+    }
+    uint64_t id = durable_commit_start(p->durable);
+    if (id == 0 || acks_waiting(a) == 0) {
+        return; // busy (retried after its notify), or no acks wait on this commit
+    }
+    if (durable_commit_done(p->durable, id)) {
+        s_count_undurable(p, acks_send_waiting(a)); // nothing new to write, or degraded
+    } else {
+        acks_take_off(a, id);
+    }
+}
 
 // Called on the writer's thread after each commit: wakes the loop. The tx socket was
 // created by the loop thread before the writer started (pthread_create is the memory
 // barrier libzmq asks for when a socket moves between threads) and only the writer uses it
 // until it has been joined. A full pipe already holds a wake-up, so EAGAIN is fine.
 static void s_notify(void *arg) {
-    replay_server_t *s = arg;
-    zmq_send(s->commit_tx, "", 0, ZMQ_DONTWAIT);
-}
-
-// Sends the acks of the commit in flight once it has ended.
-static void s_send_ended(replay_server_t *s) {
-    if (s->n_flight > 0 && durable_commit_done(s->durable, s->flight_id)) {
-        server_send_acks(s, s->acks_flight, s->n_flight);
-        s->n_flight = 0;
-    }
-}
-
-void persist_commit(replay_server_t *s) {
-    s_send_ended(s);
-    if (s->n_flight > 0) {
-        return; // the writer is busy with them; its notify brings us back
-    }
-    uint64_t id = durable_commit_start(s->durable);
-    if (id == 0 || s->n_acks == 0) {
-        return; // busy (retried after its notify), or no acks wait on this commit
-    }
-    if (durable_commit_done(s->durable, id)) {
-        server_send_acks(s, s->acks, s->n_acks); // nothing new to write, or degraded
-    } else {
-        s_ack *t = s->acks_flight;
-        s->acks_flight = s->acks;
-        s->acks = t;
-        s->n_flight = s->n_acks;
-        s->flight_id = id;
-    }
-    s->n_acks = 0;
+    persist_t *p = arg;
+    zmq_send(p->commit_tx, "", 0, ZMQ_DONTWAIT);
 }
 
 static int s_reader_commit(loop_t *loop, void *sock, void *arg) {
     (void)loop;
-    replay_server_t *s = arg;
+    persist_t *p = arg;
     char b[1];
     while (zmq_recv(sock, b, sizeof b, ZMQ_DONTWAIT) >= 0) {
     }
-    s_send_ended(s);
-    // Continuous group commit under load: the next commit starts as soon as this one has
-    // ended if a commit's worth waits, so commits run back to back, each as large as what
-    // arrived during the previous fdatasync (the disk sets the pace, not wal_sync_ms);
-    // less waits for the timer.
-    int due = durable_buffered(s->durable) >= WAL_BACK_TO_BACK_BYTES;
-    if (due) {
-        persist_commit(s);
+    s_send_ended(p);
+    if (durable_buffered(p->durable) >= WAL_BACK_TO_BACK_BYTES) {
+        s_commit(p); // continuous group commit under load; less waits for the timer
     }
     return 0;
 }
 
-int persist_start(replay_server_t *s) {
-    if (s->cfg.replay.durability != DURABILITY_WAL) {
+static int s_timer_sync(loop_t *loop, void *arg) {
+    (void)loop;
+    persist_t *p = arg;
+    s_commit(p);
+    if (durable_degraded(p->durable) &&
+        clock_now_ms() - p->last_snapshot_try_ms >= SNAPSHOT_RETRY_MS) {
+        s_snapshot(p); // the way back to durability: a snapshot holding everything
+    }
+    return 0;
+}
+
+int persist_attach(persist_t *p, loop_t *loop) {
+    const config_replay_t *r = &p->cfg.replay;
+    if (r->durability == DURABILITY_NONE) {
         return 0;
     }
+    loop_add_timer(loop, SNAPSHOT_POLL_MS, s_timer_poll, p);
+    loop_add_timer(loop, (int64_t)(r->snapshot_interval_s * 1000), s_timer_snapshot, p);
+    if (r->durability != DURABILITY_WAL) {
+        return 0;
+    }
+    loop_add_timer(loop, r->wal_sync_ms, s_timer_sync, p);
     char ep[64];
-    snprintf(ep, sizeof ep, "inproc://apex-replay-commit-%p", (void *)s);
-    s->commit_rx = net_socket(s->ctx, ZMQ_PAIR, NULL);
-    s->commit_tx = net_socket(s->ctx, ZMQ_PAIR, NULL);
-    if (!s->commit_rx || !s->commit_tx || net_bind(s->commit_rx, ep, NULL, 0) != 0 ||
-        net_connect(s->commit_tx, ep) != 0) {
+    snprintf(ep, sizeof ep, "inproc://apex-replay-commit-%p", (void *)p);
+    p->commit_rx = net_socket(p->ctx, ZMQ_PAIR, NULL);
+    p->commit_tx = net_socket(p->ctx, ZMQ_PAIR, NULL);
+    if (!p->commit_rx || !p->commit_tx || net_bind(p->commit_rx, ep, NULL, 0) != 0 ||
+        net_connect(p->commit_tx, ep) != 0) {
         return -1;
     }
-    loop_add_reader(s->loop, s->commit_rx, s_reader_commit, s);
-    return durable_writer_start(s->durable, s_notify, s) == APEX_OK ? 0 : -1;
+    loop_add_reader(loop, p->commit_rx, s_reader_commit, p);
+    return durable_writer_start(p->durable, s_notify, p) == APEX_OK ? 0 : -1;
 }
 
-void persist_stop(replay_server_t *s) {
-    if (s->durable) {
-        durable_writer_stop(s->durable);
+void persist_log(persist_t *p, int kind, const void *raw, size_t len) {
+    if (durable_append(p->durable, kind, raw, len)) {
+        s_commit(p); // the log buffer is half full: hand it to the writer if idle
     }
-    net_close(&s->commit_tx);
-    net_close(&s->commit_rx);
 }
 
-int persist_timer_sync(loop_t *loop, void *arg) {
-    (void)loop;
-    replay_server_t *s = arg;
-    persist_commit(s);
-    if (durable_degraded(s->durable) &&
-        clock_now_ms() - s->last_snapshot_try_ms >= SNAPSHOT_RETRY_MS) {
-        s_snapshot(s); // the way back to durability: a snapshot holding everything
-    }
-    return 0;
-}
-
-int persist_timer_snapshot(loop_t *loop, void *arg) {
-    (void)loop;
-    s_snapshot(arg);
-    return 0;
-}
-
-int persist_timer_poll(loop_t *loop, void *arg) {
-    (void)loop;
-    replay_server_t *s = arg;
-    if (durable_snapshot_poll(s->durable, 0) < 0 &&
-        s->cfg.replay.durability == DURABILITY_SNAPSHOT) {
-        s->last_snapshot_try_ms = clock_now_ms();
-    }
-    if (durable_degraded(s->durable) && s->cfg.replay.durability == DURABILITY_SNAPSHOT &&
-        clock_now_ms() - s->last_snapshot_try_ms >= SNAPSHOT_RETRY_MS) {
-        s_snapshot(s);
-    }
-    return 0;
-}
-
-void persist_shutdown(replay_server_t *s) {
-    if (s->cfg.replay.durability == DURABILITY_NONE) {
+void persist_ack(persist_t *p, const uint8_t *id, size_t id_len, uint32_t actor, uint64_t seq) {
+    acks_t *a = p->st.acks;
+    if (p->cfg.replay.durability != DURABILITY_WAL || durable_degraded(p->durable)) {
+        acks_ready(a, id, id_len, actor, seq);
         return;
     }
-    durable_sync(s->durable);
-    server_flush_acks(s);
-    durable_snapshot_poll(s->durable, 1); // a snapshot already running
+    if (acks_wait(a, id, id_len, actor, seq)) {
+        durable_sync(p->durable); // back-pressure: waits for the writer, syncs the rest
+        acks_flush(a);
+    }
+}
+
+void persist_shutdown(persist_t *p) {
+    if (p->cfg.replay.durability == DURABILITY_NONE) {
+        acks_flush(p->st.acks);
+        return;
+    }
+    durable_sync(p->durable);
+    acks_flush(p->st.acks);
+    durable_snapshot_poll(p->durable, 1); // a snapshot already running
     int64_t t0 = clock_now_ms();
-    s_snapshot(s);
-    int ok = durable_snapshot_poll(s->durable, 1) > 0;
+    s_snapshot(p);
+    int ok = durable_snapshot_poll(p->durable, 1) > 0;
     log_info("final snapshot %s in %lld ms", ok ? "written" : "FAILED",
              (long long)(clock_now_ms() - t0));
 }
 
-// ---------------------------------------------------------------------------------------
-// Dump: the restored contents as CSV (apex-replay --dump), for operators and tests.
-
-int replay_server_dump(const replay_server_t *s, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        log_error("cannot write %s", path);
-        return -1;
-    }
-    uint32_t O = store_obs_dim(s->store);
-    fprintf(f, "slot,generation,priority_alpha,action,reward,discount");
-    for (uint32_t j = 0; j < O; j++) {
-        fprintf(f, ",obs%u", j);
-    }
-    for (uint32_t j = 0; j < O; j++) {
-        fprintf(f, ",next_obs%u", j);
-    }
-    fputc('\n', f);
-    // Both observations of a row, as bytes of the run's dtype; printed as numbers.
-    int u8 = store_obs_elem_bytes(s->store) == 1;
-    size_t ob = (size_t)O * store_obs_elem_bytes(s->store);
-    unsigned char *obs = xmalloc(2 * ob), *next = obs + ob;
-    float r, d;
-    int32_t a;
-    for (uint32_t slot = 0; slot < store_size(s->store); slot++) {
-        store_read_slot(s->store, slot, obs, &a, &r, &d, next);
-        fprintf(f, "%u,%u,%.9g,%d,%.9g,%.9g", slot, store_slot_generation(s->store, slot),
-                store_slot_priority(s->store, slot), a, (double)r, (double)d);
-        for (uint32_t j = 0; j < 2 * O; j++) {
-            if (u8) {
-                fprintf(f, ",%u", (unsigned)obs[j]);
-            } else {
-                float v;
-                memcpy(&v, obs + (size_t)j * 4, 4);
-                fprintf(f, ",%.9g", (double)v);
-            }
-        }
-        fputc('\n', f);
-    }
-    free(obs);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        log_error("writing %s failed", path);
-        return -1;
-    }
-    return 0;
-}
+int persist_degraded(const persist_t *p) { return durable_degraded(p->durable); }
+uint64_t persist_acks_without_durability(const persist_t *p) { return p->acks_without_durability; }

@@ -5,8 +5,6 @@
 
 #include "apex.h"
 #include "clock.h"
-#include "dedupe.h"
-#include "durable.h"
 #include "log.h"
 #include "loop.h"
 #include "net.h"
@@ -53,7 +51,6 @@ static int s_open_sockets(replay_server_t *s) {
     wire_limits_t lim;
     size_t max_bytes = s_max_message_bytes(c, &lim);
     net_opts_t o = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000, .sndhwm = 1000};
-    s->ctx = zmq_ctx_new();
     // Two I/O threads, one per socket (ZMQ_AFFINITY below): with one, the learner's
     // requests and replies queue in the same event loop behind the actors' stream of
     // batches and acks, and a sample round trip waits for insert traffic it does not need.
@@ -92,6 +89,9 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg);
 static int s_timer_limiter(loop_t *loop, void *arg);
 static int s_timer_stats(loop_t *loop, void *arg);
 static int s_timer_stop(loop_t *loop, void *arg);
+static void s_send_ack(void *arg, const uint8_t *id, size_t id_len, uint32_t actor,
+                       const uint64_t *seqs, uint32_t n);
+static void s_restore_record(void *arg, int kind, const void *payload, size_t len);
 
 replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     _Static_assert((int)WIRE_OBS_UINT8 == (int)CONFIG_OBS_UINT8 &&
@@ -137,17 +137,18 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s_max_message_bytes(cfg, &lim);
     s->dec = wire_decoder_new(&lim);
     dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
-    s->acks = xmalloc(ACKS_MAX * sizeof *s->acks);
-    s->acks_flight = xmalloc(ACKS_MAX * sizeof *s->acks_flight);
-    // One burst is at most MAX_DRAIN inserts; touched now so that the resident size does not
-    // grow later when bursts get long (tests/smoke/flood.sh watches VmRSS).
-    s->acks_ready = xcalloc(READY_MAX, sizeof *s->acks_ready);
-    memset(s->acks_ready, 0, READY_MAX * sizeof *s->acks_ready);
-    s->ack_next = xmalloc(ACKS_MAX * sizeof *s->ack_next);
-    s->ack_seqs = xmalloc(WIRE_ACK_MAX_SEQS * sizeof *s->ack_seqs);
-    s->blob_cap = BLOB_COUNTERS * sizeof(uint64_t) + dedupe_bytes(&s->dedupe);
-    s->blob = xmalloc(s->blob_cap);
-    if (persist_restore(s) != 0) {
+    limiter_init(&s->limiter, cfg->replay.samples_per_insert, cfg->replay.spi_tolerance,
+                 (uint64_t)cfg->replay.max_batch);
+    s->acks = acks_new(s_send_ack, s);
+    // The ZeroMQ context exists before the sockets: persistence's wake-up pipe needs it.
+    s->ctx = zmq_ctx_new();
+    persist_state_t ps = {.store = s->store,
+                          .dedupe = &s->dedupe,
+                          .limiter = &s->limiter,
+                          .counters = &s->counters,
+                          .acks = s->acks};
+    s->persist = persist_new(cfg, s->ctx, &ps);
+    if (!s->persist || persist_restore(s->persist, s_restore_record, s) != 0) {
         replay_server_destroy(&s);
         return NULL;
     }
@@ -166,20 +167,13 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     loop_add_timer(s->loop, LIMITER_TICK_MS, s_timer_limiter, s);
     loop_add_timer(s->loop, cfg->replay.stats_interval_ms, s_timer_stats, s);
     loop_add_timer(s->loop, STOP_CHECK_MS, s_timer_stop, s);
-    if (cfg->replay.durability != DURABILITY_NONE) {
-        loop_add_timer(s->loop, SNAPSHOT_POLL_MS, persist_timer_poll, s);
-        loop_add_timer(s->loop, (int64_t)(cfg->replay.snapshot_interval_s * 1000),
-                       persist_timer_snapshot, s);
-    }
-    if (cfg->replay.durability == DURABILITY_WAL) {
-        loop_add_timer(s->loop, cfg->replay.wal_sync_ms, persist_timer_sync, s);
-    }
-    if (persist_start(s) != 0) {
+    if (persist_attach(s->persist, s->loop) != 0) {
         replay_server_destroy(&s);
         return NULL;
     }
     // Rates start from the restored totals, not from zero.
-    s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->sampled_rows, s->updated};
+    s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->counters.sampled_rows,
+                            s->counters.updated};
     log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
              "on %s",
              (long long)cfg->replay.capacity, need / 1048576.0, cfg->env.obs_dim, cfg->replay.alpha,
@@ -193,7 +187,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     }
     replay_server_t *s = *self_p;
     loop_destroy(&s->loop);
-    persist_stop(s); // before zmq_ctx_term: the writer holds an inproc socket
+    persist_destroy(&s->persist); // before zmq_ctx_term: the writer holds an inproc socket
     net_close(&s->insert_sock);
     net_close(&s->sample_sock);
     security_destroy(&s->security);
@@ -206,14 +200,8 @@ void replay_server_destroy(replay_server_t **self_p) {
         }
         free(s->replies);
     }
-    durable_destroy(&s->durable);
+    acks_destroy(&s->acks);
     dedupe_fini(&s->dedupe);
-    free(s->acks);
-    free(s->acks_flight);
-    free(s->acks_ready);
-    free(s->ack_next);
-    free(s->ack_seqs);
-    free(s->blob);
     wire_decoder_destroy(&s->dec);
     wire_buf_fini(&s->out);
     store_destroy(&s->store);
@@ -321,16 +309,11 @@ static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t
 
 static void s_serve_pending(replay_server_t *s, int64_t now);
 
-// Acks. An InsertAck carries every seq due to one peer at that moment (proto/apex.proto):
-// at full load that is one message per actor per commit (wal) or per burst of inserts
-// (none/snapshot) instead of one per batch, which matters most under CURVE, where each
-// message is encrypted on its own. An ack is due at once (none/snapshot, or wal while the
-// log is degraded: then it is counted as given without durability), or, with wal, once the
-// log record of its batch is on disk: an ack promises that the batch survives a crash.
-
-// Sends one InsertAck holding seqs[0..n).
-static void s_send_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
+// Sends one InsertAck holding seqs[0..n): the send callback of the ack queues (acks.h),
+// which decide when, and coalesce per peer.
+static void s_send_ack(void *arg, const uint8_t *id, size_t id_len, uint32_t actor,
                        const uint64_t *seqs, uint32_t n) {
+    replay_server_t *s = arg;
     wire_msg_t ack = {.type = WIRE_MSG_INSERT_ACK};
     ack.u.insert_ack = (wire_insert_ack_t){
         .actor_id = actor, .seq = seqs[0], .n_more = n - 1, .more = n > 1 ? seqs + 1 : NULL};
@@ -338,132 +321,48 @@ static void s_send_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uin
     s_send_routed(s, s->insert_sock, id, id_len);
 }
 
-static void s_push_ack(s_ack *a, const uint8_t *id, size_t id_len, uint32_t actor, uint64_t seq) {
-    memcpy(a->id, id, id_len);
-    a->id_len = id_len;
-    a->actor_id = actor;
-    a->seq = seq;
-}
-
-static void s_queue_ack(replay_server_t *s, const uint8_t *id, size_t id_len, uint32_t actor,
-                        uint64_t seq) {
-    if (id_len > ROUTING_ID_MAX) { // libzmq's ids are <= 255 bytes: cannot happen
-        return;
-    }
-    if (s->cfg.replay.durability != DURABILITY_WAL || durable_degraded(s->durable)) {
-        if (s->n_ready == READY_MAX) {
-            server_send_ready_acks(s);
-        }
-        s_push_ack(&s->acks_ready[s->n_ready++], id, id_len, actor, seq);
-        return;
-    }
-    if (s->n_acks == ACKS_MAX) {
-        durable_sync(s->durable); // back-pressure: waits for the writer, syncs the rest
-        server_flush_acks(s);
-    }
-    if (s->n_acks == 0) {
-        s->first_ack_ms = clock_now_ms();
-    }
-    s_push_ack(&s->acks[s->n_acks++], id, id_len, actor, seq);
-}
-
-typedef struct {
-    uint64_t key;   // s_ack_key of its acks
-    int head, tail; // its first and last ack
-} s_ack_group;
-
-static uint64_t s_ack_key(const s_ack *a) { // FNV-1a over (routing id, actor)
-    uint64_t h = 1469598103934665603ull ^ a->actor_id;
-    for (size_t i = 0; i < a->id_len; i++) {
-        h = (h ^ a->id[i]) * 1099511628211ull;
-    }
-    return h;
-}
-
-// Sends the acks of one peer: the chain from acks[head] through s->ack_next.
-static void s_send_chain(replay_server_t *s, const s_ack *acks, int head) {
-    const s_ack *a = &acks[head];
-    uint32_t n = 0;
-    for (int i = head; i >= 0; i = s->ack_next[i]) {
-        if (n == WIRE_ACK_MAX_SEQS) {
-            s_send_ack(s, a->id, a->id_len, a->actor_id, s->ack_seqs, n);
-            n = 0;
-        }
-        s->ack_seqs[n++] = acks[i].seq;
-    }
-    s_send_ack(s, a->id, a->id_len, a->actor_id, s->ack_seqs, n);
-}
-
-void server_send_acks(replay_server_t *s, const s_ack *acks, int n) {
-    if (s->cfg.replay.durability == DURABILITY_WAL && durable_degraded(s->durable)) {
-        s->acks_without_durability += (uint64_t)n;
-    }
-    s_ack_group g[ACK_GROUPS_MAX];
-    // Chain the acks of each (peer, actor) in arrival order; a pass that meets more than
-    // ACK_GROUPS_MAX peers sends what it has and goes on from there.
-    for (int i0 = 0, i = 0; i0 < n; i0 = i) {
-        int ng = 0;
-        for (i = i0; i < n; i++) {
-            const s_ack *a = &acks[i];
-            uint64_t key = s_ack_key(a);
-            int k = 0;
-            while (k < ng && (g[k].key != key || acks[g[k].head].id_len != a->id_len ||
-                              acks[g[k].head].actor_id != a->actor_id ||
-                              memcmp(acks[g[k].head].id, a->id, a->id_len) != 0)) {
-                k++;
-            }
-            if (k == ng) {
-                if (ng == ACK_GROUPS_MAX) {
-                    break;
-                }
-                g[ng++] = (s_ack_group){key, i, i};
-            } else {
-                s->ack_next[g[k].tail] = i;
-                g[k].tail = i;
-            }
-            s->ack_next[i] = -1;
-        }
-        for (int k = 0; k < ng; k++) {
-            s_send_chain(s, acks, g[k].head);
-        }
-    }
-}
-
-void server_send_ready_acks(replay_server_t *s) {
-    server_send_acks(s, s->acks_ready, s->n_ready);
-    s->n_ready = 0;
-}
-
-void server_flush_acks(replay_server_t *s) {
-    server_send_ready_acks(s);
-    server_send_acks(s, s->acks_flight, s->n_flight); // the older ones first
-    server_send_acks(s, s->acks, s->n_acks);
-    s->n_flight = 0;
-    s->n_acks = 0;
-}
-
 // Applies a decoded batch: stores it unless (actor, epoch, seq) was stored before, and
 // appends its raw message to the log. Shared by live inserts and the start-up log replay
 // (raw == NULL: nothing is appended). Returns 1 when stored, 0 for a duplicate.
-int server_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw, size_t raw_len) {
+static int s_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *raw,
+                         size_t raw_len) {
     if (dedupe_seen(&s->dedupe, b->actor_id, b->epoch, b->seq)) {
-        s->duplicate_batches++;
+        s->counters.duplicate_batches++;
         return 0;
     }
     store_add(s->store, b->count, b->obs, b->actions, b->rewards, b->discounts, b->next_obs,
               b->priorities);
     dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
-    if (raw && durable_append(s->durable, DURABLE_REC_INSERT, raw, raw_len)) {
-        persist_commit(s); // the log buffer is half full: hand it to the writer if idle
+    limiter_inserted(&s->limiter, b->count);
+    if (raw) {
+        persist_log(s->persist, DURABLE_REC_INSERT, raw, raw_len);
     }
     return 1;
 }
 
-void server_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
-                         size_t raw_len) {
-    s->updated += store_update(s->store, u->count, u->keys, u->priorities);
-    if (raw && durable_append(s->durable, DURABLE_REC_UPDATE, raw, raw_len)) {
-        persist_commit(s);
+static void s_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
+                           size_t raw_len) {
+    s->counters.updated += store_update(s->store, u->count, u->keys, u->priorities);
+    if (raw) {
+        persist_log(s->persist, DURABLE_REC_UPDATE, raw, raw_len);
+    }
+}
+
+// A log record restored at start-up (persist_restore's callback): decoded and applied with
+// the code of live traffic, nothing appended to the log.
+static void s_restore_record(void *arg, int kind, const void *payload, size_t len) {
+    replay_server_t *s = arg;
+    wire_msg_t m;
+    int rc = wire_decode(s->dec, payload, len, &m);
+    if (rc == APEX_OK && kind == DURABLE_REC_INSERT && m.type == WIRE_MSG_TRANSITION_BATCH &&
+        m.u.batch.actor_id < s->dedupe.n_actors) {
+        s_apply_batch(s, &m.u.batch, NULL, 0);
+    } else if (rc == APEX_OK && kind == DURABLE_REC_UPDATE && m.type == WIRE_MSG_PRIORITY_UPDATE) {
+        s_apply_update(s, &m.u.priority_update, NULL, 0);
+    } else {
+        // Only possible if the config changed between runs (e.g. another [env] id).
+        log_warn("log record of kind %d not applicable (%s); skipped", kind,
+                 rc == APEX_OK ? "unexpected message" : wire_decoder_last_error(s->dec));
     }
 }
 
@@ -492,8 +391,8 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
         s_count_bad(s, "insert", idb, idn, m.type, rc, why);
         return;
     }
-    server_apply_batch(s, &m.u.batch, raw, raw_len);
-    s_queue_ack(s, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates are acked too
+    s_apply_batch(s, &m.u.batch, raw, raw_len);
+    persist_ack(s->persist, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates too
 }
 
 // Handles up to `max` [routing id][payload] messages waiting on a ROUTER, counting
@@ -555,7 +454,7 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
     // At most MAX_DRAIN inserts per call, so that timers (limiter, log sync) still run.
     for (int done = 0; done < MAX_DRAIN; done += INSERT_SLICE) {
         int got = s_drain_router(s, sock, "insert", s_handle_insert, INSERT_SLICE);
-        server_send_ready_acks(s); // the acks of this slice, one message per peer
+        acks_send_ready(s->acks); // the acks of this slice, one message per peer
         s_serve_pending(s, clock_now_ms());
         if (got < INSERT_SLICE) {
             return LOOP_DRAINED; // the last receive on the insert socket said EAGAIN
@@ -574,12 +473,7 @@ static int s_can_sample(const replay_server_t *s, uint32_t n) {
     if (store_size(s->store) < (uint64_t)r->min_size_to_sample) {
         return 0;
     }
-    if (r->samples_per_insert > 0) {
-        double allowed = r->samples_per_insert * (double)store_inserted(s->store) +
-                         r->spi_tolerance;
-        return (double)(s->sampled_rows + n) <= allowed;
-    }
-    return 1;
+    return limiter_can_sample(&s->limiter, n);
 }
 
 void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
@@ -587,12 +481,12 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
         .size = store_size(s->store),
         .capacity = store_capacity(s->store),
         .inserted = store_inserted(s->store),
-        .sampled = s->sampled_rows,
-        .updated = s->updated,
+        .sampled = s->counters.sampled_rows,
+        .updated = s->counters.updated,
         .stale_updates = store_stale_updates(s->store),
         .bad_messages = s->bad_total,
-        .limiter_waits = s->limiter_waits,
-        .duplicate_batches = s->duplicate_batches,
+        .limiter_waits = s->counters.limiter_waits,
+        .duplicate_batches = s->counters.duplicate_batches,
         .total_priority = store_total_priority(s->store),
     };
 }
@@ -678,7 +572,8 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    .rewards = s->rewards,
                                    .discounts = s->discounts,
                                    .next_obs = s->next_obs};
-        s->sampled_rows += n;
+        s->counters.sampled_rows += n;
+        limiter_sampled(&s->limiter, n);
     } else if (status == WIRE_SAMPLE_NOT_READY) {
         s->not_ready++;
     } else {
@@ -715,7 +610,7 @@ static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_
         s_reply(s, id, id_len, req, WIRE_SAMPLE_OK);
         return;
     }
-    s->limiter_waits++;
+    s->counters.limiter_waits++;
     if (s->pending_len == PENDING_MAX || id_len > ROUTING_ID_MAX) {
         s_reply(s, id, id_len, req, WIRE_SAMPLE_NOT_READY);
         return;
@@ -737,8 +632,9 @@ static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
     if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REQUEST) {
         s_handle_sample_request(s, idb, idn, &m.u.sample_request);
     } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE) {
-        server_apply_update(s, &m.u.priority_update, zmq_msg_data((zmq_msg_t *)payload),
-                            zmq_msg_size(payload));
+        s_apply_update(s, &m.u.priority_update, zmq_msg_data((zmq_msg_t *)payload),
+                       zmq_msg_size(payload));
+
     } else {
         s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc,
                     rc == APEX_OK ? "wrong message kind for the sample socket" : NULL);
@@ -749,6 +645,54 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     (void)sock;
     return s_serve_sample_sock(arg);
+}
+
+// ---------------------------------------------------------------------------------------
+// Dump: the restored contents as CSV (apex-replay --dump), for operators and tests.
+
+int replay_server_dump(const replay_server_t *s, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        log_error("cannot write %s", path);
+        return -1;
+    }
+    uint32_t O = store_obs_dim(s->store);
+    fprintf(f, "slot,generation,priority_alpha,action,reward,discount");
+    for (uint32_t j = 0; j < O; j++) {
+        fprintf(f, ",obs%u", j);
+    }
+    for (uint32_t j = 0; j < O; j++) {
+        fprintf(f, ",next_obs%u", j);
+    }
+    fputc('\n', f);
+    // Both observations of a row, as bytes of the run's dtype; printed as numbers.
+    int u8 = store_obs_elem_bytes(s->store) == 1;
+    size_t ob = (size_t)O * store_obs_elem_bytes(s->store);
+    unsigned char *obs = xmalloc(2 * ob), *next = obs + ob;
+    float r, d;
+    int32_t a;
+    for (uint32_t slot = 0; slot < store_size(s->store); slot++) {
+        store_read_slot(s->store, slot, obs, &a, &r, &d, next);
+        fprintf(f, "%u,%u,%.9g,%d,%.9g,%.9g", slot, store_slot_generation(s->store, slot),
+                store_slot_priority(s->store, slot), a, (double)r, (double)d);
+        for (uint32_t j = 0; j < 2 * O; j++) {
+            if (u8) {
+                fprintf(f, ",%u", (unsigned)obs[j]);
+            } else {
+                float v;
+                memcpy(&v, obs + (size_t)j * 4, 4);
+                fprintf(f, ",%.9g", (double)v);
+            }
+        }
+        fputc('\n', f);
+    }
+    free(obs);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        log_error("writing %s failed", path);
+        return -1;
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -777,7 +721,7 @@ static int s_timer_stats(loop_t *loop, void *arg) {
                  (unsigned long long)st.stale_updates, (unsigned long long)st.bad_messages,
                  (unsigned long long)st.limiter_waits, (unsigned long long)s->not_ready,
                  (unsigned long long)st.duplicate_batches,
-                 durable_degraded(s->durable) ? "  DURABILITY OFF (disk)" : "");
+                 persist_degraded(s->persist) ? "  DURABILITY OFF (disk)" : "");
     }
     s->mark = (s_rate_mark){now, st.inserted, st.sampled, st.updated};
     return 0;
@@ -791,12 +735,15 @@ static int s_timer_stop(loop_t *loop, void *arg) {
 
 int replay_server_run(replay_server_t *self) {
     int rc = loop_run(self->loop);
-    persist_shutdown(self);
+    persist_shutdown(self->persist);
     wire_replay_stats_t st;
     replay_server_stats(self, &st);
-    log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages",
+    log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages%s",
              (unsigned long long)st.size, (unsigned long long)st.inserted,
-             (unsigned long long)st.sampled, (unsigned long long)st.bad_messages);
+             (unsigned long long)st.sampled, (unsigned long long)st.bad_messages,
+             persist_acks_without_durability(self->persist)
+                 ? " (some inserts were acknowledged while the disk was failing)"
+                 : "");
     return rc;
 }
 

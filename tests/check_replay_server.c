@@ -892,6 +892,110 @@ START_TEST(test_wal_acks_coalesced_per_actor) {
 }
 END_TEST
 
+// The limiter's state is part of what a restore brings back: a learner that sampled all it
+// was allowed before a restart is not allowed a burst after it (the old "forget the sample
+// count on restore" let it sample every stored transition again at once), and a restored
+// server that holds sampling back lets it go on as soon as the actors make up the deficit
+// (Reverb issue #118's opposite failure: restored counters that blocked sampling).
+static void s_ratio_config(apex_config_t *cfg, const char *dir) {
+    char err[CONFIG_ERR_LEN], out[700];
+    snprintf(out, sizeof out, "run.out_dir=%s", dir);
+    const char *sets[] = {"replay.capacity=4096",
+                          "replay.max_batch=64",
+                          "actor.send_batch=8",
+                          "learner.batch_size=32",
+                          "replay.durability=wal",
+                          "replay.wal_sync_ms=5",
+                          "replay.snapshot_interval_s=1000",
+                          "replay.samples_per_insert=1",
+                          "replay.spi_tolerance=16",
+                          "replay.min_size_to_sample=1",
+                          "replay.sample_timeout_ms=200",
+                          "run.name=ratio",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
+                          out};
+    ck_assert_msg(config_load(cfg, NULL, sets, 15, err, sizeof err) == 0, "%s", err);
+}
+
+// Sends batches seq0 .. seq0+n-1 of 8 rows as actor 0 and waits for every ack.
+static void s_insert_acked(void *a0, wire_decoder_t *dec, uint64_t seq0, int n) {
+    for (int i = 0; i < n; i++) {
+        s_send_batch(a0, 0, seq0 + (uint64_t)i, 8, (float)i, NULL);
+    }
+    for (int acked = 0; acked < n;) {
+        wire_msg_t m;
+        zmq_msg_t msg;
+        ck_assert_int_eq(s_recv(a0, dec, &msg, &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
+        acked += 1 + (int)m.u.insert_ack.n_more;
+        zmq_msg_close(&msg);
+    }
+}
+
+// Requests batches of 32 one after the other until one is NOT_READY; returns how many were OK.
+static int s_sample_until_held(void *lr, wire_decoder_t *dec, uint64_t *id) {
+    for (int ok = 0;; ok++) {
+        wire_msg_t m;
+        zmq_msg_t msg;
+        s_send_request(lr, ++*id, 32);
+        ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+        int status = m.u.sample_reply.status;
+        zmq_msg_close(&msg);
+        if (status != WIRE_SAMPLE_OK) {
+            ck_assert_int_eq(status, WIRE_SAMPLE_NOT_READY);
+            return ok;
+        }
+        ck_assert_int_lt(ok, 100);
+    }
+}
+
+START_TEST(test_restore_keeps_replay_ratio) {
+    const char *dir = check_tmpdir();
+    apex_config_t cfg;
+    s_ratio_config(&cfg, dir);
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    uint64_t id = 0;
+    // Run 1: 320 rows in; the credit stops at tolerance + max_batch = 80, so 3 batches of 32
+    // are served (80 -> 48 -> 16 -> -16) and the 4th is held.
+    s_fixture f;
+    f.server = replay_server_new(&cfg, 1);
+    ck_assert_ptr_nonnull(f.server);
+    s_run_loop(&f);
+    f.ctx = zmq_ctx_new();
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    s_insert_acked(a0, dec, 0, 40);
+    ck_assert_int_eq(s_sample_until_held(lr, dec, &id), 3);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f); // SIGTERM's path: final snapshot with the limiter's credit
+    replay_server_destroy(&f.server);
+    // Run 2 restores 320 stored rows and a credit of -16: nothing may be sampled until the
+    // actors insert more (the old reset allowed 10 batches here, 320 rows at once).
+    f.server = replay_server_new(&cfg, 1);
+    ck_assert_ptr_nonnull(f.server);
+    ck_assert_double_eq_tol(f.server->limiter.credit, -16.0, 1e-9);
+    s_run_loop(&f);
+    f.ctx = zmq_ctx_new();
+    a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    ck_assert_int_eq(s_sample_until_held(lr, dec, &id), 0);
+    // ... and is not blocked beyond that: 48 new rows (credit 32) serve exactly one batch.
+    s_insert_acked(a0, dec, 40, 6);
+    ck_assert_int_eq(s_sample_until_held(lr, dec, &id), 1);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    wire_replay_stats_t st;
+    replay_server_stats(f.server, &st);
+    ck_assert_uint_eq(st.sampled, 4 * 32); // the sample count itself is continuous
+    replay_server_destroy(&f.server);
+    wire_decoder_destroy(&dec);
+    check_rmtree(dir);
+}
+END_TEST
+
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
@@ -905,6 +1009,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_capacity_too_large_refused);
     tcase_add_test(tc, test_wal_acked_batches_survive_kill);
     tcase_add_test(tc, test_wal_acks_coalesced_per_actor);
+    tcase_add_test(tc, test_restore_keeps_replay_ratio);
     tcase_add_test(tc, test_sample_served_between_insert_slices);
     tcase_add_test(tc, test_insert_served_during_sample_flood);
     tcase_add_test(tc, test_queued_replies_intact_when_learner_stalls);
