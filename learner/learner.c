@@ -98,6 +98,7 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
     t->optim.rms_decay = (float)c->learner.rms_decay;
     t->optim.rms_eps = (float)c->learner.rms_eps;
     t->grad_clip = (float)c->learner.grad_clip;
+    t->huber_delta = (float)c->learner.huber_delta;
     t->target_update = c->learner.target_update;
     t->priority_eps = (float)c->learner.priority_eps;
     t->seed = (uint64_t)c->run.seed;

@@ -21,7 +21,8 @@ void loss_double_dqn_targets(float *y, const float *q_next_online, const float *
 }
 
 float loss_huber_td(float *dq, float *td, const float *q, const float *y, const int32_t *actions,
-                    const float *is_weights, int B, int A) {
+                    const float *is_weights, float delta, int B, int A) {
+    APEX_ASSERT(delta > 0.0f);
     memset(dq, 0, sizeof(float) * (size_t)B * A);
     double sum = 0.0;
     float inv_b = 1.0f / (float)B;
@@ -31,9 +32,9 @@ float loss_huber_td(float *dq, float *td, const float *q, const float *y, const 
         float d = y[i] - q[ia];
         float ad = fabsf(d);
         td[i] = d;
-        sum += (double)is_weights[i] * (ad <= 1.0f ? 0.5f * d * d : ad - 0.5f);
-        // d huber / d q = -clamp(d, -1, 1) since d = y - q.
-        float clamped = d > 1.0f ? 1.0f : (d < -1.0f ? -1.0f : d);
+        sum += (double)is_weights[i] * (ad <= delta ? 0.5f * d * d : delta * (ad - 0.5f * delta));
+        // d huber / d q = -clamp(d, -delta, delta) since d = y - q.
+        float clamped = d > delta ? delta : (d < -delta ? -delta : d);
         dq[ia] = -is_weights[i] * clamped * inv_b;
     }
     return (float)(sum / B);

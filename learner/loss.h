@@ -4,10 +4,11 @@
 //   y_i = R_i + disc_i * Q_target(s'_i, argmax_a Q_online(s'_i, a))
 // with R_i the n-step discounted return and disc_i = gamma^n, or 0 when the episode ended
 // inside the n steps (then y_i = R_i: a terminal does not bootstrap).
-// TD error delta_i = y_i - Q_online(s_i, a_i). Loss (Huber with delta = 1, i.e. PyTorch
-// smooth_l1_loss(beta = 1), importance-weighted, averaged over the batch):
-//   L = (1/B) sum_i w_i * huber(delta_i),  huber(d) = d^2/2 if |d| <= 1 else |d| - 1/2
-//   dL/dQ(s_i, a_i) = -(w_i / B) * clamp(delta_i, -1, 1), zero for the other actions.
+// TD error d_i = y_i - Q_online(s_i, a_i). Loss (Huber with threshold k = [learner]
+// huber_delta, PyTorch's HuberLoss(delta = k); at k = 1 also smooth_l1_loss; importance-
+// weighted, averaged over the batch):
+//   L = (1/B) sum_i w_i * huber(d_i),  huber(d) = d^2/2 if |d| <= k else k (|d| - k/2)
+//   dL/dQ(s_i, a_i) = -(w_i / B) * clamp(d_i, -k, k), zero for the other actions.
 // The target is treated as a constant (no gradient through y).
 // What it does not do: forward passes or optimizer steps (train.h). Pure functions.
 #ifndef APEX_LOSS_H
@@ -19,9 +20,10 @@
 void loss_double_dqn_targets(float *y, const float *q_next_online, const float *q_next_target,
                              const float *rewards, const float *discounts, int B, int A);
 
-// Returns L; writes dq = dL/dq (B x A) and td = y - Q(s, a) (B). actions in [0, A).
+// Returns L; writes dq = dL/dq (B x A) and td = y - Q(s, a) (B). actions in [0, A);
+// delta (the Huber threshold) > 0.
 float loss_huber_td(float *dq, float *td, const float *q, const float *y, const int32_t *actions,
-                    const float *is_weights, int B, int A);
+                    const float *is_weights, float delta, int B, int A);
 
 // prio (B) = |td| + priority_eps: the new priorities sent back to the replay server.
 void loss_priorities(float *prio, const float *td, float priority_eps, int B);

@@ -37,6 +37,7 @@ void train_config_default(train_config_t *cfg) {
     cfg->batch_size = 512;
     optim_config_default(&cfg->optim, OPTIM_ADAM);
     cfg->grad_clip = 40.0f;
+    cfg->huber_delta = 1.0f;
     cfg->target_update = 2500;
     cfg->priority_eps = 1e-6f;
 }
@@ -50,9 +51,10 @@ static int s_config_check(const train_config_t *cfg) {
         return APEX_EINVAL;
     }
     if (cfg->batch_size < 1 || cfg->target_update < 1 || !(cfg->optim.lr > 0.0f) ||
+        !(cfg->huber_delta > 0.0f) ||
         (cfg->optim.kind != OPTIM_ADAM && cfg->optim.kind != OPTIM_RMSPROP)) {
         log_error("trainer config: need batch_size >= 1, target_update >= 1, lr > 0, "
-                  "optimizer adam|rmsprop");
+                  "huber_delta > 0, optimizer adam|rmsprop");
         return APEX_EINVAL;
     }
     return APEX_OK;
@@ -124,7 +126,7 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
     loss_double_dqn_targets(self->y, self->q_next_online, self->q_next_target, batch->rewards,
                             batch->discounts, B, A);
     float loss = loss_huber_td(self->dq, self->td, self->q, self->y, batch->actions,
-                               batch->is_weights, B, A);
+                               batch->is_weights, self->cfg.huber_delta, B, A);
     loss_priorities(priorities_out, self->td, self->cfg.priority_eps, B);
     int64_t t1 = clock_now_ns();
     // (3) backward; nn_backward accumulates, so start from zero.

@@ -33,6 +33,7 @@ typedef struct {
     int batch_size;        // largest B passed to trainer_step; states are sized for it
     optim_config_t optim;  // kind, lr, Adam betas/eps, RMSProp decay/eps
     float grad_clip;       // global L2 norm bound; <= 0 disables
+    float huber_delta;     // Huber loss threshold (> 0), [learner] huber_delta
     int64_t target_update; // steps between target syncs (>= 1)
     float priority_eps;    // added to |delta| in the new priorities
     uint64_t seed;         // [run] seed: network init and the learner RNG derive from it
@@ -60,7 +61,7 @@ typedef struct {
 
 typedef struct trainer trainer_t;
 
-// Defaults: batch 512, Adam (optim_config_default), grad_clip 40, target_update 2500,
+// Defaults: batch 512, Adam (optim_config_default), grad_clip 40, huber_delta 1, target_update 2500,
 // priority_eps 1e-6, seed 0. cfg->net is zeroed: the caller sets the network.
 void train_config_default(train_config_t *cfg);
 

@@ -38,7 +38,7 @@ START_TEST(test_loss_worked_example) {
     loss_double_dqn_targets(y, qn_online, qn_target, rew, disc, 3, 2);
     float want_y[] = {2.5f, 3.6f, 2.0f};
     ck_assert(check_close_f(y, want_y, 3, 1e-6, 1e-6, "y"));
-    float L = loss_huber_td(dq, td, q, y, act, w, 3, 2);
+    float L = loss_huber_td(dq, td, q, y, act, w, 1.0f, 3, 2);
     ck_assert_float_eq_tol(L, 2.3 / 3.0, 1e-6);
     float want_td[] = {0.5f, 4.6f, -1.0f};
     ck_assert(check_close_f(td, want_td, 3, 1e-6, 1e-6, "td"));
@@ -47,6 +47,41 @@ START_TEST(test_loss_worked_example) {
     loss_priorities(prio, td, 0.01f, 3);
     float want_p[] = {0.51f, 4.61f, 1.01f};
     ck_assert(check_close_f(prio, want_p, 3, 1e-6, 1e-6, "priorities"));
+}
+END_TEST
+
+// [learner] huber_delta: the loss and its gradient at thresholds 0.5, 1 and 3 against the
+// closed form, for TD errors inside, on and outside each threshold (B = 4, A = 1, so
+// Q(s, a) = q[i]): huber_k(d) = d^2/2 for |d| <= k, else k (|d| - k/2); dL/dq = -w clamp(d, -k,
+// k) / B.
+START_TEST(test_huber_delta_closed_form) {
+    const float q[] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float y[] = {0.25f, -0.5f, 2.0f, -4.0f}; // d = y - q
+    const float w[] = {1.0f, 0.5f, 2.0f, 0.25f};
+    const int32_t act[] = {0, 0, 0, 0};
+    struct {
+        float k, L;
+        float dq[4];
+    } cases[] = {
+        // k = 0.5: d^2/2 = 0.03125, 0.125; k (|d| - k/2) = 0.875, 1.875.
+        {0.5f,
+         (0.03125f + 0.0625f + 1.75f + 0.46875f) / 4,
+         {-0.25f / 4, 0.25f / 4, -1.0f / 4, 0.125f / 4}},
+        // k = 1: 0.03125, 0.125, 1.5, 3.5
+        {1.0f,
+         (0.03125f + 0.0625f + 3.0f + 0.875f) / 4,
+         {-0.25f / 4, 0.25f / 4, -2.0f / 4, 0.25f / 4}},
+        // k = 3: 0.03125, 0.125, 2.0 (|d| <= 3), 3 (4 - 1.5) = 7.5
+        {3.0f,
+         (0.03125f + 0.0625f + 4.0f + 1.875f) / 4,
+         {-0.25f / 4, 0.25f / 4, -4.0f / 4, 0.75f / 4}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float dq[4], td[4];
+        float L = loss_huber_td(dq, td, q, y, act, w, cases[c].k, 4, 1);
+        ck_assert_float_eq_tol(L, cases[c].L, 1e-6);
+        ck_assert(check_close_f(dq, cases[c].dq, 4, 1e-6, 1e-7, "dq"));
+    }
 }
 END_TEST
 
@@ -176,7 +211,7 @@ START_TEST(test_loss_gradient_through_nn) {
     nn_forward(&st, p, sb.next_obs, 6, q);
     loss_double_dqn_targets(y, q, q, sb.rew, sb.disc, 6, 3);
     nn_forward(&st, p, sb.obs, 6, q);
-    loss_huber_td(dq, td, q, y, sb.act, sb.w, 6, 3);
+    loss_huber_td(dq, td, q, y, sb.act, sb.w, 1.0f, 6, 3);
     nn_backward(&st, p, &g, dq, 6);
     size_t n = p->num_params;
     double *theta = xmalloc(n * sizeof(double)), *num = xmalloc(n * sizeof(double));
@@ -308,6 +343,7 @@ Suite *train_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_loss_worked_example);
     tcase_add_test(tc, test_terminal_does_not_bootstrap);
+    tcase_add_test(tc, test_huber_delta_closed_form);
     tcase_add_test(tc, test_whole_loss_gradient);
     tcase_add_test(tc, test_loss_gradient_through_nn);
     tcase_add_test(tc, test_target_sync_and_priorities);
