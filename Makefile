@@ -27,8 +27,9 @@ ALL_CFLAGS = $(APEX_CFLAGS) $(CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
 
 # ---- sources ---------------------------------------------------------------------------
-PROTO_C := $(BUILD)/proto/apex.pb-c.c
-PROTO_H := $(BUILD)/proto/apex.pb-c.h
+PROTOS := apex tensorboard
+PROTO_C := $(PROTOS:%=$(BUILD)/proto/%.pb-c.c)
+PROTO_H := $(PROTOS:%=$(BUILD)/proto/%.pb-c.h)
 COMMON_SRC := $(wildcard common/*.c)
 ACTOR_MOD := $(filter-out %main.c,$(wildcard actor/*.c))
 REPLAY_MOD := $(filter-out %main.c,$(wildcard replay/*.c))
@@ -37,7 +38,7 @@ TEST_SRC := $(wildcard tests/check_*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
-COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(BUILD)/proto/apex.pb-c.o
+COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(PROTO_C:.c=.o)
 ACTOR_OBJ := $(call obj,$(ACTOR_MOD))
 REPLAY_OBJ := $(call obj,$(REPLAY_MOD))
 LEARNER_OBJ := $(call obj,$(LEARNER_MOD))
@@ -62,11 +63,14 @@ $(DEPS_STAMP): scripts/install-deps.sh
 deps: $(DEPS_STAMP)
 
 # ---- protobuf-c: generated at build time, never committed -------------------------------
-$(PROTO_C) $(PROTO_H) &: proto/apex.proto | $(DEPS_STAMP)
+# A pattern rule with two targets makes both from one protoc-c run; .SECONDARY keeps make
+# from deleting them as intermediate files of that pattern.
+.SECONDARY: $(PROTO_C) $(PROTO_H)
+$(BUILD)/proto/%.pb-c.c $(BUILD)/proto/%.pb-c.h: proto/%.proto | $(DEPS_STAMP)
 	@mkdir -p $(BUILD)/proto
-	protoc-c --proto_path=proto --c_out=$(BUILD)/proto apex.proto
+	protoc-c --proto_path=proto --c_out=$(BUILD)/proto $*.proto
 
-$(BUILD)/proto/apex.pb-c.o: $(PROTO_C)
+$(BUILD)/proto/%.pb-c.o: $(BUILD)/proto/%.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -Wmissing-prototypes -Wshadow,$(ALL_CFLAGS)) -c $< -o $@
 

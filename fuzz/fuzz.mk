@@ -69,7 +69,13 @@ $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_COMMON_OBJ)
 
 # Every common/ source through clang -Werror (no sanitizers, no link): the fuzz build uses
 # only some of them, and a clang warning anywhere in common/ should be seen early.
-fuzz-clang-check: | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
+# common/tbevents.c includes the second generated header.
+$(FUZZ_BUILD)/proto/tensorboard.pb-c.h: proto/tensorboard.proto | $(DEPS_STAMP)
+	@mkdir -p $(FUZZ_BUILD)/proto
+	protoc-c --proto_path=proto --c_out=$(FUZZ_BUILD)/proto tensorboard.proto
+
+fuzz-clang-check: | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h \
+  $(FUZZ_BUILD)/proto/tensorboard.pb-c.h
 	@set -e; for f in $(COMMON_SRC); do \
 	  $(FUZZ_CC) $(filter-out -MMD -MP $(FUZZ_SAN),$(FUZZ_CFLAGS)) -fsyntax-only $$f; done; \
 	echo "fuzz-clang-check: common/ is clean under $(FUZZ_CC)"

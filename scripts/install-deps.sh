@@ -7,6 +7,7 @@ PKGS=(
   build-essential pkg-config
   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev check libinih-dev
   python3 python3-numpy python3-zmq   # test fixtures and the hostile-peer scripts
+  python3-protobuf                    # tests/tb_read.py, the independent TensorBoard event reader
   gnuplot-nox                         # learning_curve.png
   procps                              # pgrep/pkill in the smoke tests
   clang-format-14                     # make format-check (part of make test)
