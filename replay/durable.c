@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SNAP_MAGIC "APEXSNAP"
@@ -94,6 +95,38 @@ struct durable {
 // ---------------------------------------------------------------------------------------
 // Lifetime
 
+// Takes the directory's lock and writes our pid into it. The lock is also held by a snapshot
+// child (it inherits the descriptor, which keeps an orphaned child from writing next to a new
+// server). When a server is SIGKILLed, that child gets SIGKILL too (PR_SET_PDEATHSIG) but may
+// take a moment to die: if the pid in the file is gone, the holder is such a child and we wait
+// for it, up to LOCK_WAIT_MS; a live holder is another server, refused at once. Start-up only.
+#define LOCK_WAIT_MS 10000
+static int s_lock(int fd, const char *path) {
+    int waited = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char buf[32] = {0};
+        long pid = pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
+        int holder_alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+        if (holder_alive || waited >= LOCK_WAIT_MS) {
+            return -1;
+        }
+        if (waited == 0) {
+            log_warn("%s: held by a snapshot child of apex-replay[%ld], which is gone; waiting "
+                     "for the child to exit",
+                     path, pid);
+        }
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+        waited += 20;
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+        log_warn("%s: cannot record our pid: %s", path, strerror(errno)); // harmless
+    }
+    return 0;
+}
+
 durable_t *durable_new(const durable_config_t *cfg) {
     durable_t *d = xcalloc(1, sizeof *d);
     d->mode = cfg->mode;
@@ -115,7 +148,7 @@ durable_t *durable_new(const durable_config_t *cfg) {
     char lock[CONFIG_STR_LEN + 128];
     snprintf(lock, sizeof lock, "%s/lock", d->dir);
     d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (d->lock_fd < 0 || s_lock(d->lock_fd, lock) != 0) {
         log_error("%s: %s\n---> HINT: another apex-replay uses this run directory; stop it or "
                   "change [run] name",
                   lock, d->lock_fd < 0 ? strerror(errno) : "locked");
