@@ -63,6 +63,7 @@ struct actor {
     uint64_t epoch;
     wire_buf_t scratch;
     wire_decoder_t *dec;
+    uint64_t frames_reported; // env steps covered by the ActorStats sent so far
     // Episode stats since the last ActorStats.
     vecenv_episode_t *episodes;
     float *ep_returns, *ep_eps;
@@ -377,9 +378,9 @@ static void s_ship(actor_t *a, int count) {
     if (!prio_ok) {
         a->st.bad_priorities++;
         log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
-                  "non-finite initial priorities (weights v%llu overflow): %llu batches sent "
-                  "without priorities",
-                  (unsigned long long)a->st.weights_version,
+                  "non-finite initial priorities (weights " WIRE_VERSION_FMT
+                  " overflow): %llu batches sent without priorities",
+                  WIRE_VERSION_ARGS(a->st.weights_version),
                   (unsigned long long)a->st.bad_priorities);
     }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
@@ -585,6 +586,7 @@ static int s_timer_stats(loop_t *loop, void *arg) {
     wire_msg_t m = {.type = WIRE_MSG_ACTOR_STATS};
     m.u.actor_stats = (wire_actor_stats_t){.actor_id = (uint32_t)a->index,
                                            .frames = a->env.steps,
+                                           .frames_delta = a->env.steps - a->frames_reported,
                                            .weights_version = a->st.weights_version,
                                            .dropped_batches = a->st.batches_dropped,
                                            .n_episodes = (uint32_t)n,
@@ -592,8 +594,11 @@ static int s_timer_stats(loop_t *loop, void *arg) {
                                            .lengths = a->ep_lengths,
                                            .epsilons = a->ep_eps};
     wire_encode(&m, &a->scratch);
-    // Stats are best effort: while the learner is away they are dropped, not buffered.
-    net_send(a->stats_sock, a->scratch.data, a->scratch.len, ZMQ_DONTWAIT);
+    // Stats are best effort: while the learner is away the episodes are dropped, not
+    // buffered; the frames of an unsent message go with the next one.
+    if (net_send(a->stats_sock, a->scratch.data, a->scratch.len, ZMQ_DONTWAIT) == APEX_OK) {
+        a->frames_reported = a->env.steps;
+    }
     return 0;
 }
 
@@ -601,11 +606,11 @@ static int s_timer_status(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
     log_info("steps %llu  episodes %llu  batches sent %llu re-sent %llu acked %llu dropped %llu "
-             "unacked %d  weights v%llu",
+             "unacked %d  weights " WIRE_VERSION_FMT,
              (unsigned long long)a->st.steps, (unsigned long long)a->st.episodes,
              (unsigned long long)a->st.batches_sent, (unsigned long long)a->st.batches_resent,
              (unsigned long long)a->st.batches_acked, (unsigned long long)a->st.batches_dropped,
-             a->pending_len, (unsigned long long)a->st.weights_version);
+             a->pending_len, WIRE_VERSION_ARGS(a->st.weights_version));
     return 0;
 }
 

@@ -39,8 +39,10 @@
 // Counters the caller wants back on resume; stored verbatim.
 typedef struct {
     uint64_t weights_version; // last published weights version
-    uint64_t user[4];         // free for the learner (e.g. env frames seen); 0 if unused
+    uint64_t user[4];         // the learner's run totals (CKPT_USER_*); 0 if unused
 } ckpt_extra_t;
+// What the learner keeps in ckpt_extra_t.user (checkpoints of older builds: frames only).
+enum { CKPT_USER_FRAMES = 0, CKPT_USER_EPISODES = 1, CKPT_USER_ELAPSED_MS = 2 };
 
 typedef struct {
     char magic[8];

@@ -382,8 +382,13 @@ static int s_decode_actor_stats(wire_decoder_t *d, const Apex__ActorStats *m,
     if (n && (!s_all_finite(F32(m->returns), n) || !s_all_in(F32(m->epsilons), n, 0.0f, 1.0f))) {
         return s_err(d, APEX_EINVAL, "ActorStats: non-finite return or epsilon outside [0, 1]");
     }
+    if (m->frames_delta > m->frames) {
+        return s_err(d, APEX_EINVAL, "ActorStats: frames_delta %llu exceeds frames %llu",
+                     (unsigned long long)m->frames_delta, (unsigned long long)m->frames);
+    }
     *o = (wire_actor_stats_t){.actor_id = m->actor_id,
                               .frames = m->frames,
+                              .frames_delta = m->frames_delta,
                               .weights_version = m->weights_version,
                               .dropped_batches = m->dropped_batches,
                               .n_episodes = n,
@@ -582,6 +587,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         const wire_actor_stats_t *a = &msg->u.actor_stats;
         as.actor_id = a->actor_id;
         as.frames = a->frames;
+        as.frames_delta = a->frames_delta;
         as.weights_version = a->weights_version;
         as.dropped_batches = a->dropped_batches;
         as.n_episodes = a->n_episodes;

@@ -36,6 +36,12 @@ typedef enum {
 // Name of a message type for logs ("TransitionBatch"); static storage.
 const char *wire_msg_name(wire_msg_type t);
 
+// Weights versions are incarnation << 32 | counter (a restarted learner starts the next
+// incarnation, so versions only increase); logs print them as "v<incarnation>:<counter>":
+//   log_info("weights " WIRE_VERSION_FMT, WIRE_VERSION_ARGS(v));
+#define WIRE_VERSION_FMT "v%u:%u"
+#define WIRE_VERSION_ARGS(v) (unsigned)((uint64_t)(v) >> 32), (unsigned)((uint64_t)(v)&0xFFFFFFFFu)
+
 // Element type of obs and next_obs (the values of config.h's config_obs_dtype).
 typedef enum { WIRE_OBS_FLOAT32 = 0, WIRE_OBS_UINT8 = 1 } wire_obs_dtype;
 // Bytes per observation element of dtype t.
@@ -115,7 +121,8 @@ typedef struct {
 
 typedef struct {
     uint32_t actor_id;
-    uint64_t frames;
+    uint64_t frames;       // env steps since the actor process started
+    uint64_t frames_delta; // since its previous ActorStats that was sent (<= frames)
     uint64_t weights_version;
     uint64_t dropped_batches;
     uint32_t n_episodes;

@@ -63,12 +63,15 @@ struct learner {
     int64_t idle_since_ns; // start of the current wait for data; 0 = not waiting
     int64_t last_reply_ms; // liveness of the replay server
     uint64_t timeouts, late_replies, not_ready, bad_messages, dropped_updates;
-    int started;                                           // first OK reply seen
+    uint64_t subscriptions, refused_subscriptions; // on the weights XPUB (s_reader_pub)
+    int started;                                   // first OK reply seen
+    int resumed; // from a checkpoint, whose counters are in resumed_extra
+    ckpt_extra_t resumed_extra;
     char pub_ep[CONFIG_STR_LEN], stats_ep[CONFIG_STR_LEN]; // as bound (ephemeral ports resolved)
     // Mirror of trainer_steps for learner_updates(), the only state other threads read.
     atomic_int_fast64_t updates;
     metrics_t metrics;
-    log_limiter_t bad_log, live_log, metrics_log;
+    log_limiter_t bad_log, live_log, metrics_log, sub_log, tb_log;
     atomic_int stop_requested;
 };
 
@@ -141,8 +144,15 @@ static int s_load_or_init(learner_t *l, int resume) {
     // may already hold them: start a new incarnation (the high 32 bits), so that versions
     // stay strictly increasing across restarts whatever was lost.
     l->weights_version = ((extra.weights_version >> 32) + 1) << 32;
-    log_info("resumed from %s at update %lld, weights v%llu", l->ckpt_path,
-             (long long)trainer_steps(l->trainer), (unsigned long long)l->weights_version);
+    l->resumed = 1;
+    l->resumed_extra = extra;
+    log_info("resumed from %s at update %lld, %llu frames, %llu episodes, %.0f s; weights "
+             "" WIRE_VERSION_FMT,
+             l->ckpt_path, (long long)trainer_steps(l->trainer),
+             (unsigned long long)extra.user[CKPT_USER_FRAMES],
+             (unsigned long long)extra.user[CKPT_USER_EPISODES],
+             (double)extra.user[CKPT_USER_ELAPSED_MS] / 1000.0,
+             WIRE_VERSION_ARGS(l->weights_version));
     return 0;
 }
 
@@ -168,7 +178,12 @@ static int s_open_sockets(learner_t *l) {
     net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 4096};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
-    l->pub_sock = net_socket(l->ctx, ZMQ_PUB, &o_pub);
+    // XPUB with manual subscriptions: a PUB stores every topic a peer subscribes to, and a
+    // flood of 40 000 distinct ones stalled publishing for ~26 s (each send walks the trie).
+    // Here the learner reads every subscription itself and applies only the one actors send
+    // (the empty topic: weights messages carry no topic prefix); the rest are counted and
+    // dropped, so the table holds one entry per subscriber whatever a peer sends.
+    l->pub_sock = net_socket(l->ctx, ZMQ_XPUB, &o_pub);
     l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
     if (!l->sample_sock || !l->pub_sock || !l->stats_sock ||
         security_client(l->security, l->sample_sock, "replay") ||
@@ -179,6 +194,7 @@ static int s_open_sockets(learner_t *l) {
     // nobody; the request timer re-issues them once the replay server is reachable.
     int one = 1;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(l->pub_sock, ZMQ_XPUB_MANUAL, &one, sizeof one);
     if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, l->pub_ep, sizeof l->pub_ep) != 0 ||
         net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep, sizeof l->stats_ep) !=
             0 ||
@@ -190,6 +206,7 @@ static int s_open_sockets(learner_t *l) {
 
 static int s_reader_sample(loop_t *loop, void *sock, void *arg);
 static int s_reader_stats(loop_t *loop, void *sock, void *arg);
+static int s_reader_pub(loop_t *loop, void *sock, void *arg);
 static int s_idle_train(loop_t *loop, void *arg);
 static int s_timer_requests(loop_t *loop, void *arg);
 static int s_timer_metrics(loop_t *loop, void *arg);
@@ -224,6 +241,17 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         learner_destroy(&l);
         return NULL;
     }
+    // TensorBoard: <run dir>/tb/, a new file per learner process (a resumed one too).
+    snprintf(path, sizeof path, "%s/tb", l->run_dir);
+    l->metrics.tb = tbevents_new(path);
+    if (!l->metrics.tb) {
+        log_warn("no TensorBoard events (see above); metrics.csv is written as always");
+    }
+    if (l->resumed) {
+        const ckpt_extra_t *x = &l->resumed_extra;
+        metrics_resume(&l->metrics, x->user[CKPT_USER_FRAMES], x->user[CKPT_USER_EPISODES],
+                       (int64_t)x->user[CKPT_USER_ELAPSED_MS]);
+    }
     l->metrics.updates = (uint64_t)trainer_steps(l->trainer);
     atomic_store(&l->updates, trainer_steps(l->trainer));
     l->metrics.prev_updates = l->metrics.updates;
@@ -234,6 +262,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     l->loop = loop_new();
     loop_add_reader(l->loop, l->sample_sock, s_reader_sample, l);
     loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
+    loop_add_reader(l->loop, l->pub_sock, s_reader_pub, l);
     security_attach(l->security, l->loop);
     loop_set_idle(l->loop, s_idle_train, l);
     loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
@@ -431,6 +460,39 @@ static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
     return 0;
 }
 
+// Subscriptions arriving on the weights XPUB (manual mode, see s_open_sockets): a frame is
+// 0x01 (subscribe) or 0x00 (unsubscribe) followed by the topic. Only the empty topic is
+// applied, to the pipe that sent it (libzmq applies ZMQ_SUBSCRIBE on a manual XPUB to the
+// last pipe a subscription came from); everything else is counted and dropped.
+static int s_reader_pub(loop_t *loop, void *sock, void *arg) {
+    (void)loop;
+    learner_t *l = arg;
+    uint8_t buf[8];
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        int n = zmq_recv(sock, buf, sizeof buf, ZMQ_DONTWAIT);
+        if (n < 0) {
+            break; // EAGAIN (or the socket is closing)
+        }
+        int more = 0;
+        size_t more_len = sizeof more;
+        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &more_len);
+        if (n == 1 && !more && (buf[0] == 1 || buf[0] == 0)) {
+            zmq_setsockopt(sock, buf[0] == 1 ? ZMQ_SUBSCRIBE : ZMQ_UNSUBSCRIBE, "", 0);
+            l->subscriptions += buf[0] == 1;
+            continue;
+        }
+        l->refused_subscriptions++;
+        if (more) {
+            net_drain_more(sock);
+        }
+        log_every(&l->sub_log, LIVENESS_LOG_MS, LOG_WARN,
+                  "weights publisher: dropped a subscription to a topic other than the weights "
+                  "(%d bytes); %llu dropped in all",
+                  n, (unsigned long long)l->refused_subscriptions);
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------
 // Training, publishing, checkpoints
 
@@ -566,12 +628,21 @@ static int s_timer_metrics(loop_t *loop, void *arg) {
                   "cannot append to %s/metrics.csv: %s; training goes on", l->run_dir,
                   strerror(errno));
     }
+    if (l->metrics.tb_err != APEX_OK) {
+        log_every(&l->tb_log, LIVENESS_LOG_MS, LOG_ERROR,
+                  "cannot write %s: %s (%llu events dropped so far); training goes on",
+                  tbevents_path(l->metrics.tb), apex_strerror(l->metrics.tb_err),
+                  (unsigned long long)tbevents_dropped(l->metrics.tb));
+    }
     return 0;
 }
 
 static int s_checkpoint(learner_t *l) {
     ckpt_extra_t extra = {.weights_version = l->weights_version};
-    extra.user[0] = metrics_frames(&l->metrics);
+    // The run totals, so that a resumed learner continues them (metrics_resume).
+    extra.user[CKPT_USER_FRAMES] = metrics_frames(&l->metrics);
+    extra.user[CKPT_USER_EPISODES] = l->metrics.episodes;
+    extra.user[CKPT_USER_ELAPSED_MS] = (uint64_t)metrics_elapsed_ms(&l->metrics, clock_now_ms());
     int64_t t0 = clock_now_ms();
     int rc = trainer_save(l->trainer, l->ckpt_path, &extra);
     if (rc != APEX_OK) {

@@ -1,30 +1,102 @@
 // metrics.c: see metrics.h.
 #include "metrics.h"
 
+#include "apex.h"
 #include "clock.h"
 
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static const char s_header[] =
-    "wall_time,elapsed_s,env_frames,episodes,updates,updates_per_s,samples_per_s,"
-    "frames_per_s,mean_return_100,loss,replay_size,replay_inserted,weights_version,"
-    "actor_version_min,priority_updates,stale_updates,bad_messages,wait_frac,train_frac,optim_frac,"
-    "net_frac,"
-    "duplicate_batches\n";
+// The columns of metrics.csv, in order, with their TensorBoard tags (grouped by the part
+// before the '/': TensorBoard draws one section per group). Every column is also a scalar
+// of the event file; weights versions (incarnation << 32 | counter) would lose their low bits
+// as TensorBoard's float32, so their scalar is the counter alone.
+typedef enum { C_U64, C_F1, C_F2, C_F3, C_G6, C_VERSION } s_kind;
+typedef struct {
+    const char *name, *tag;
+    s_kind kind;
+} s_column;
+
+static const s_column s_columns[] = {
+    {"elapsed_s", "time/elapsed_s", C_F3},
+    {"env_frames", "actors/env_frames", C_U64},
+    {"episodes", "actors/episodes", C_U64},
+    {"updates", "train/updates", C_U64},
+    {"updates_per_s", "train/updates_per_s", C_F2},
+    {"samples_per_s", "train/samples_per_s", C_F1},
+    {"frames_per_s", "actors/frames_per_s", C_F1},
+    {"mean_return_100", "actors/mean_return_100", C_F3},
+    {"loss", "train/loss", C_G6},
+    {"replay_size", "replay/size", C_U64},
+    {"replay_inserted", "replay/inserted", C_U64},
+    {"weights_version", "train/weights_version_counter", C_VERSION},
+    {"actor_version_min", "actors/weights_version_min_counter", C_VERSION},
+    {"priority_updates", "replay/priority_updates", C_U64},
+    {"stale_updates", "replay/stale_updates", C_U64},
+    {"bad_messages", "replay/bad_messages", C_U64},
+    {"wait_frac", "time/wait_frac", C_F3},
+    {"train_frac", "time/train_frac", C_F3},
+    {"optim_frac", "time/optim_frac", C_F3},
+    {"net_frac", "time/net_frac", C_F3},
+    {"duplicate_batches", "replay/duplicate_batches", C_U64},
+    {"replay_sampled", "replay/sampled", C_U64},
+};
+#define N_COLUMNS (sizeof s_columns / sizeof s_columns[0])
+_Static_assert(N_COLUMNS <= METRICS_MAX_COLUMNS, "metrics_t's tag array holds every column");
+
+typedef union {
+    uint64_t u;
+    double f;
+} s_value;
+
+static void s_header(char *buf, size_t n) {
+    size_t off = (size_t)snprintf(buf, n, "wall_time");
+    for (size_t i = 0; i < N_COLUMNS && off < n; i++) {
+        off += (size_t)snprintf(buf + off, n - off, ",%s", s_columns[i].name);
+    }
+    if (off < n) {
+        snprintf(buf + off, n - off, "\n");
+    }
+}
+
+// 1 when the file at path starts with header (a resumed run appends to it).
+static int s_same_header(const char *path, const char *header) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char line[1024];
+    int same = fgets(line, sizeof line, f) && strcmp(line, header) == 0;
+    fclose(f);
+    return same;
+}
 
 int metrics_init(metrics_t *m, const char *path) {
     memset(m, 0, sizeof *m);
+    char header[1024];
+    s_header(header, sizeof header);
     struct stat st;
     int fresh = stat(path, &st) != 0 || st.st_size == 0;
+    if (!fresh && !s_same_header(path, header)) {
+        // Written by a build with other columns: rows appended under its header would be
+        // misread, so that file is kept as it is and a new one starts.
+        char old[1100];
+        snprintf(old, sizeof old, "%s.old", path);
+        if (rename(path, old) == 0) {
+            fresh = 1;
+        }
+    }
     m->csv = fopen(path, "a");
     if (!m->csv) {
         return -1;
     }
     if (fresh) {
-        fputs(s_header, m->csv);
+        fputs(header, m->csv);
         fflush(m->csv);
+    }
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        m->tags[i] = s_columns[i].tag;
     }
     m->start_wall_ms = clock_wall_ms();
     m->start_mono_ms = clock_now_ms();
@@ -33,6 +105,7 @@ int metrics_init(metrics_t *m, const char *path) {
 }
 
 void metrics_fini(metrics_t *m) {
+    tbevents_destroy(&m->tb);
     if (m->csv) {
         fclose(m->csv);
         m->csv = NULL;
@@ -42,14 +115,12 @@ void metrics_fini(metrics_t *m) {
 void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t now_ms) {
     if (s->actor_id < METRICS_MAX_ACTORS) {
         metrics_actor_t *a = &m->actors[s->actor_id];
-        if (s->frames < a->frames) {
-            a->frames_before += a->frames; // a restarted actor counts from 0 again
-        }
         a->frames = s->frames;
         a->weights_version = s->weights_version;
         a->dropped_batches = s->dropped_batches;
         a->last_seen_ms = now_ms;
     }
+    m->frames += s->frames_delta;
     for (uint32_t i = 0; i < s->n_episodes; i++) {
         m->returns[m->next_return] = s->returns[i];
         m->next_return = (m->next_return + 1) % METRICS_RETURN_WINDOW;
@@ -71,12 +142,16 @@ double metrics_mean_return(const metrics_t *m) {
     return s / m->n_returns;
 }
 
-uint64_t metrics_frames(const metrics_t *m) {
-    uint64_t f = 0;
-    for (int i = 0; i < METRICS_MAX_ACTORS; i++) {
-        f += m->actors[i].frames_before + m->actors[i].frames;
-    }
-    return f;
+uint64_t metrics_frames(const metrics_t *m) { return m->frames; }
+
+void metrics_resume(metrics_t *m, uint64_t frames, uint64_t episodes, int64_t elapsed_ms) {
+    m->frames = m->prev_frames = frames;
+    m->episodes = episodes;
+    m->elapsed_base_ms = elapsed_ms;
+}
+
+int64_t metrics_elapsed_ms(const metrics_t *m, int64_t now_ms) {
+    return m->elapsed_base_ms + (now_ms - m->start_mono_ms);
 }
 
 static uint64_t s_min_actor_version(const metrics_t *m) {
@@ -89,38 +164,101 @@ static uint64_t s_min_actor_version(const metrics_t *m) {
     return v == UINT64_MAX ? 0 : v;
 }
 
+// The row's values, in s_columns order.
+static void s_row_values(const metrics_t *m, int64_t now_ms, double dt, s_value *v) {
+    const uint64_t frames = metrics_frames(m);
+    const double total_ns = dt * 1e9;
+    int i = 0;
+    v[i++].f = (double)metrics_elapsed_ms(m, now_ms) / 1000.0;
+    v[i++].u = frames;
+    v[i++].u = m->episodes;
+    v[i++].u = m->updates;
+    v[i++].f = (double)(m->updates - m->prev_updates) / dt;
+    v[i++].f = (double)(m->sampled_rows - m->prev_rows) / dt;
+    v[i++].f = (double)(frames - m->prev_frames) / dt;
+    v[i++].f = metrics_mean_return(m);
+    v[i++].f = m->last_loss;
+    v[i++].u = m->replay.size;
+    v[i++].u = m->replay.inserted;
+    v[i++].u = m->weights_version;
+    v[i++].u = s_min_actor_version(m);
+    v[i++].u = m->replay.updated;
+    v[i++].u = m->replay.stale_updates;
+    v[i++].u = m->replay.bad_messages + m->own_bad_messages;
+    v[i++].f = (double)m->wait_ns / total_ns;
+    v[i++].f = (double)m->train_ns / total_ns;
+    v[i++].f = (double)m->optim_ns / total_ns;
+    v[i++].f = (double)m->net_ns / total_ns;
+    v[i++].u = m->replay.duplicate_batches;
+    v[i++].u = m->replay.sampled;
+    APEX_ASSERT(i == (int)N_COLUMNS);
+}
+
+static int s_write_csv(metrics_t *m, const s_value *v) {
+    char ts[32];
+    clock_iso8601(ts, clock_wall_ms());
+    fputs(ts, m->csv);
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        switch (s_columns[i].kind) {
+        case C_U64:
+        case C_VERSION:
+            fprintf(m->csv, ",%llu", (unsigned long long)v[i].u);
+            break;
+        case C_F1:
+            fprintf(m->csv, ",%.1f", v[i].f);
+            break;
+        case C_F2:
+            fprintf(m->csv, ",%.2f", v[i].f);
+            break;
+        case C_F3:
+            fprintf(m->csv, ",%.3f", v[i].f);
+            break;
+        case C_G6:
+            fprintf(m->csv, ",%.6g", v[i].f);
+            break;
+        }
+    }
+    fputc('\n', m->csv);
+    if (fflush(m->csv) != 0 || ferror(m->csv)) {
+        clearerr(m->csv);
+        return -1;
+    }
+    return 0;
+}
+
+// Every column as a scalar, stepped by env frames (continuous across restarts).
+static void s_write_tb(metrics_t *m, const s_value *v) {
+    double x[N_COLUMNS];
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        s_kind k = s_columns[i].kind;
+        x[i] = k == C_U64 ? (double)v[i].u
+                          : (k == C_VERSION ? (double)(v[i].u & 0xFFFFFFFFu) : v[i].f);
+    }
+    int rc = tbevents_scalars(m->tb, (int64_t)metrics_frames(m), clock_wall_s(), m->tags, x,
+                              (int)N_COLUMNS);
+    if (rc == APEX_OK) {
+        rc = tbevents_flush(m->tb);
+    }
+    m->tb_err = rc;
+}
+
 int metrics_write_row(metrics_t *m, int64_t now_ms) {
     int rc = 0;
     double dt = (double)(now_ms - m->prev_ms) / 1000.0;
-    uint64_t frames = metrics_frames(m);
-    if (m->csv && dt > 0) {
-        double total_ns = dt * 1e9;
-        char ts[32];
-        clock_iso8601(ts, clock_wall_ms());
-        fprintf(
-            m->csv,
-            "%s,%.3f,%llu,%llu,%llu,%.2f,%.1f,%.1f,%.3f,%.6g,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-            "%.3f,%.3f,%.3f,%.3f,%llu\n",
-            ts, (double)(now_ms - m->start_mono_ms) / 1000.0, (unsigned long long)frames,
-            (unsigned long long)m->episodes, (unsigned long long)m->updates,
-            (double)(m->updates - m->prev_updates) / dt,
-            (double)(m->sampled_rows - m->prev_rows) / dt, (double)(frames - m->prev_frames) / dt,
-            metrics_mean_return(m), m->last_loss, (unsigned long long)m->replay.size,
-            (unsigned long long)m->replay.inserted, (unsigned long long)m->weights_version,
-            (unsigned long long)s_min_actor_version(m), (unsigned long long)m->replay.updated,
-            (unsigned long long)m->replay.stale_updates,
-            (unsigned long long)(m->replay.bad_messages + m->own_bad_messages),
-            m->wait_ns / total_ns, m->train_ns / total_ns, m->optim_ns / total_ns,
-            m->net_ns / total_ns, (unsigned long long)m->replay.duplicate_batches);
-        if (fflush(m->csv) != 0 || ferror(m->csv)) {
-            clearerr(m->csv);
-            rc = -1;
+    if (dt > 0) {
+        s_value v[N_COLUMNS];
+        s_row_values(m, now_ms, dt, v);
+        if (m->csv) {
+            rc = s_write_csv(m, v);
+        }
+        if (m->tb) {
+            s_write_tb(m, v);
         }
     }
     m->prev_ms = now_ms;
     m->prev_updates = m->updates;
     m->prev_rows = m->sampled_rows;
-    m->prev_frames = frames;
+    m->prev_frames = metrics_frames(m);
     m->wait_ns = m->train_ns = m->optim_ns = m->net_ns = 0;
     return rc;
 }
@@ -128,9 +266,9 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
 void metrics_format_status(const metrics_t *m, char *buf, size_t n) {
     snprintf(buf, n,
              "updates %llu  frames %llu  episodes %llu  mean_return_100 %.1f  loss %.4g  "
-             "replay %llu  weights v%llu (actors >= v%llu)",
+             "replay %llu  weights " WIRE_VERSION_FMT " (actors >= " WIRE_VERSION_FMT ")",
              (unsigned long long)m->updates, (unsigned long long)metrics_frames(m),
              (unsigned long long)m->episodes, metrics_mean_return(m), m->last_loss,
-             (unsigned long long)m->replay.size, (unsigned long long)m->weights_version,
-             (unsigned long long)s_min_actor_version(m));
+             (unsigned long long)m->replay.size, WIRE_VERSION_ARGS(m->weights_version),
+             WIRE_VERSION_ARGS(s_min_actor_version(m)));
 }

@@ -10,14 +10,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tbevents.h"
 #include "wire.h"
 
 #define METRICS_RETURN_WINDOW 100
 #define METRICS_MAX_ACTORS 1024
+#define METRICS_MAX_COLUMNS 32
 
 typedef struct {
     uint64_t frames;          // latest total reported by the actor process
-    uint64_t frames_before;   // frames of its earlier processes (an actor restarts from 0)
     uint64_t weights_version; // version the actor acts with
     uint64_t dropped_batches;
     int64_t last_seen_ms; // monotonic time of its last ActorStats; 0 = never
@@ -25,12 +26,22 @@ typedef struct {
 
 typedef struct {
     FILE *csv;
+    // TensorBoard: every row is also one event of scalars (NULL: none). Set by the caller
+    // after metrics_init; metrics_fini destroys it. tb_err: the last write's apex_err.
+    tbevents_t *tb;
+    int tb_err;
+    const char *tags[METRICS_MAX_COLUMNS];
     int64_t start_wall_ms;
     int64_t start_mono_ms;
     double returns[METRICS_RETURN_WINDOW]; // ring of the latest episode returns
     int n_returns;
     int next_return;
+    // Run totals, continuous across restarts of any daemon: a resumed learner starts them
+    // from its checkpoint (metrics_resume), and frames are summed from the actors'
+    // frames_delta, so neither a restarted actor nor a restarted learner counts twice.
     uint64_t episodes;
+    uint64_t frames;
+    int64_t elapsed_base_ms; // run time before this learner process started
     metrics_actor_t actors[METRICS_MAX_ACTORS];
     // Learner counters, updated by the learner.
     uint64_t updates;
@@ -45,16 +56,22 @@ typedef struct {
     uint64_t prev_updates, prev_rows, prev_frames;
 } metrics_t;
 
-// Opens (appending) path and writes the header if the file is new. Returns 0 or -1 with
-// errno set (the caller logs and runs without metrics).
+// Opens (appending) path and writes the header if the file is new. A file with another
+// header (an older build's columns) is renamed to <path>.old and a new one started. Returns
+// 0 or -1 with errno set (the caller logs and runs without metrics).
 int metrics_init(metrics_t *m, const char *path);
 void metrics_fini(metrics_t *m);
+// Continues the run totals of a resumed learner (from its checkpoint).
+void metrics_resume(metrics_t *m, uint64_t frames, uint64_t episodes, int64_t elapsed_ms);
+// Run time so far, including the time before a resume.
+int64_t metrics_elapsed_ms(const metrics_t *m, int64_t now_ms);
 // Folds one decoded ActorStats message in.
 void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t now_ms);
 double metrics_mean_return(const metrics_t *m); // NaN when no episode finished yet
-uint64_t metrics_frames(const metrics_t *m);    // sum over actors
-// Writes one row (and flushes it) and resets the per-interval stage timers. Returns 0, or -1
-// with errno set when the row could not be written (full disk): the caller logs it.
+uint64_t metrics_frames(const metrics_t *m);    // env frames of the whole run
+// Writes one row (and flushes it), and the same values to the event file if there is one,
+// and resets the per-interval stage timers. Returns 0, or -1 with errno set when the CSV row
+// could not be written (full disk): the caller logs it; an event-file error is in tb_err.
 int metrics_write_row(metrics_t *m, int64_t now_ms);
 // One status line for the log.
 void metrics_format_status(const metrics_t *m, char *buf, size_t n);

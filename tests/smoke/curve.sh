@@ -23,12 +23,12 @@ P1=$!; PIDS+=("$P1")
 cp -r "$KEYS" "$TMP/keys2"; cp "$TMP/other/actor.key" "$TMP/keys2/actor.key"; chmod 600 "$TMP/keys2/actor.key"
 "$APEX_BIN/apex-actor" -c "$cfg" --index 1 --set security.key_dir="$TMP/keys2" >"$TMP/intruder.log" 2>&1 &
 P2=$!; PIDS+=("$P2")
-sleep 12
-grep -q "refused client .* not in \[security\] authorized_keys" "$RUN/replay.log" && ok "the replay server refuses the unauthorized key" || bad "no refusal logged"
+wait_for 60 grep -q "refused client .* not in \[security\] authorized_keys" "$RUN/replay.log" && ok "the replay server refuses the unauthorized key" || bad "no refusal logged"
 for l in plain intruder; do
+  wait_for 60 grep -q "not acknowledging" "$TMP/$l.log" && ok "$l actor reports the replay server not acknowledging" || bad "$l actor log: $(tail -2 "$TMP/$l.log")"
+  wait_for 30 grep -q " acked [0-9]*" "$TMP/$l.log" || true # its status lines
   acked=$({ grep -o " acked [0-9]*" "$TMP/$l.log" || true; } | tail -1 | awk '{print $2}')
-  [ "${acked:-0}" = 0 ] && ok "$l actor: 0 batches accepted" || bad "$l actor got $acked batches in"
-  grep -q "not acknowledging" "$TMP/$l.log" && ok "$l actor reports the replay server not acknowledging" || bad "$l actor log: $(tail -2 "$TMP/$l.log")"
+  [ -n "$acked" ] && [ "$acked" = 0 ] && ok "$l actor: 0 batches accepted" || bad "$l actor got '${acked}' batches in"
 done
 kill -TERM "$P1" "$P2"; wait "$P1" "$P2" || true
 kill -TERM "$LPID"; rc=0; wait "$LPID" || rc=$?

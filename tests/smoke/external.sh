@@ -314,7 +314,7 @@ wait_for 30 gt updates 100 && ok "the learner trains on uint8 observations ($(co
   || { bad "the learner did not train (updates '$(col updates)')"; tail -5 "$TMP/learner.log"; }
 "${PEER[@]}" probe "$INS" "$SMP" "$W" >"$TMP/probe.out" 2>&1 || true
 verdicts "$TMP/probe.out"
-grep -q "dropped bad TransitionBatch from peer actor-1 .*observations of dtype float32 (0), the run's are uint8" "$TMP/replay.log" \
+wait_for 10 grep -q "dropped bad TransitionBatch from peer actor-1 .*observations of dtype float32 (0), the run's are uint8" "$TMP/replay.log" \
   && ok "replay log: $(grep -m1 -o "dropped bad TransitionBatch from peer actor-1.*" "$TMP/replay.log" | cut -c1-140)" \
   || bad "no replay log line about the float32 batch"
 wait_for 10 grep -q "  bad 2  " "$TMP/replay.log" && ok "replay stats line counts the 2 bad batches" \
@@ -377,6 +377,9 @@ grep -q "all daemons up: replay\[[0-9]*\], learner\[[0-9]*\]$" "$TMP/local.out" 
   && ok "apex-local starts only replay and learner for id = external" || bad "apex-local: $(grep "daemons up" "$TMP/local.out" || tail -3 "$TMP/local.out")"
 grep -q "id = external: no apex-actor started; your actors push TransitionBatches (uint8" "$TMP/local.out" \
   && ok "apex-local says where external actors push" || bad "apex-local: no external-actor line"
-[ "$rc" = 0 ] && ! grep -q "evaluation\|gnuplot" "$TMP/local.out" && ok "apex-local ends with 0, no evaluation or plot" \
+grep -q "no evaluation (\[env\] id = external: apex-eval cannot step your environment), so no stop on a return" "$TMP/local.out" \
+  && ! grep -q "stop at greedy eval\|best.bin" "$TMP/local.out" && ok "apex-local says it will not evaluate, and promises no best.bin" \
+  || bad "apex-local: $(grep "run directory" "$TMP/local.out")"
+[ "$rc" = 0 ] && ! grep -q "evaluation of the best\|gnuplot" "$TMP/local.out" && ok "apex-local ends with 0, no evaluation or plot" \
   || { bad "apex-local exit $rc"; tail -5 "$TMP/local.out"; }
 finish

@@ -106,8 +106,9 @@ done
 [ "$alive" = 5 ] && ok "all 5 daemons alive after ${RUN_S}s of flooding"
 
 # The replay ring: full, exactly at capacity, and its memory bounded and flat.
-[ "$(col replay_size)" = "$CAPACITY" ] && ok "replay_size = capacity $CAPACITY once full (inserted $(col replay_inserted))" || bad "replay_size $(col replay_size), want $CAPACITY"
-grep -q "size $CAPACITY/$CAPACITY" "$RUN/replay.log" && ok "the replay server reports size $CAPACITY/$CAPACITY" || bad "no full-ring stats line in replay.log"
+ring_full() { [ "$(col replay_size)" = "$CAPACITY" ]; }
+wait_for 20 ring_full && ok "replay_size = capacity $CAPACITY once full (inserted $(col replay_inserted))" || bad "replay_size $(col replay_size), want $CAPACITY"
+wait_for 20 grep -q "size $CAPACITY/$CAPACITY" "$RUN/replay.log" && ok "the replay server reports size $CAPACITY/$CAPACITY" || bad "no full-ring stats line in replay.log"
 "$PY" - "$TMP/rss.txt" "$REPLAY_BOUND_KB" "$GROWTH_KB" "$CAPACITY" "$REPLAY_BASE_KB" "$STORE_MIB" <<'PY' && ok "replay VmRSS bounded and flat once full (see above)" || bad "replay memory not shown bounded"
 import sys
 rows = [l.split() for l in open(sys.argv[1])][1:]
@@ -172,8 +173,8 @@ done
 d=$(dropped 2)
 [ "${d:-0}" -gt 0 ] && ok "actor 2 (nobody listening) drops and counts: $(grep "batches sent" "$RUN/actor2.log" | tail -1 | sed 's/.* I actor: //')" || bad "actor 2 dropped nothing"
 grep -q "acked 0 dropped" <(grep "batches sent" "$RUN/actor2.log" | tail -1) && ok "actor 2 never got an ack" || bad "actor 2 got acks from a port nobody listens on?"
-grep -q "not acknowledging" "$RUN/actor0.log" && ok "actor 0 logs: $(grep -m1 "not acknowledging" "$RUN/actor0.log" | sed 's/.* W actor: //')" || bad "actor 0 did not log the missing acks"
-grep -q "has not answered" "$RUN/learner.log" && ok "learner logs: $(grep -m1 "has not answered" "$RUN/learner.log" | sed 's/.* W learner: //')" || bad "the learner did not notice the frozen replay server"
+wait_for 20 grep -q "not acknowledging" "$RUN/actor0.log" && ok "actor 0 logs: $(grep -m1 "not acknowledging" "$RUN/actor0.log" | sed 's/.* W actor: //')" || bad "actor 0 did not log the missing acks"
+wait_for 20 grep -q "has not answered" "$RUN/learner.log" && ok "learner logs: $(grep -m1 "has not answered" "$RUN/learner.log" | sed 's/.* W learner: //')" || bad "the learner did not notice the frozen replay server"
 "$PY" - "$TMP/rss.txt" "$T_STOP" "$T_CONT" <<'PY' && ok "the learner trains again after SIGCONT" || bad "the learner does not train after SIGCONT"
 import sys
 rows = [l.split() for l in open(sys.argv[1])][1:]

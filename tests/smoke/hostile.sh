@@ -227,7 +227,7 @@ verdict(v1 > v0, "metrics: actor_version_min advanced over the attack (%d -> %d)
 mr = num(last, "mean_return_100")
 verdict(math.isfinite(mr), "metrics: mean_return_100 is finite after NaN/Inf returns (%s)" % mr)
 for log in ("actor0.log", "actor1.log"):
-    vs = [int(x) for x in re.findall(r"steps \d+ .* weights v(\d+)", open(os.path.join(run, log)).read())]
+    vs = [(int(i) << 32) | int(c) for i, c in re.findall(r"steps \d+ .* weights v(\d+):(\d+)", open(os.path.join(run, log)).read())]
     verdict(len(vs) >= 2 and vs[-1] > vs[0],
             "%s: the actor takes newer weights during the attack (status lines: %s)" % (log, vs))
 

@@ -154,9 +154,9 @@ if err: print("   ", "; ".join(err))
 sys.exit(1 if err else 0)
 PY
 for i in 0 1; do
-  python3 - "$TMP/actor$i.log" <<'PY' && ok "actor$i: its weights versions only increase ($(grep -o 'weights v[0-9]*' "$TMP/actor$i.log" | sort -u | wc -l) distinct in its log)" || bad "actor$i versions went back"
+  python3 - "$TMP/actor$i.log" <<'PY' && ok "actor$i: its weights versions only increase ($(grep -o 'weights v[0-9]*:[0-9]*' "$TMP/actor$i.log" | sort -u | wc -l) distinct in its log)" || bad "actor$i versions went back"
 import re, sys
-v = [int(m) for m in re.findall(r"weights v(\d+)", open(sys.argv[1]).read())]
+v = [(int(i) << 32) | int(c) for i, c in re.findall(r"weights v(\d+):(\d+)", open(sys.argv[1]).read())]
 sys.exit(0 if v and all(b >= a for a, b in zip(v, v[1:])) else 1)
 PY
 done

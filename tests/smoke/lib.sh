@@ -59,6 +59,9 @@ except Exception:
     print("")
 PY
 }
+# csv_rows: data rows in $RUN/metrics.csv (0 while it is missing); rows_ge N: at least N.
+csv_rows() { local n; n=$(wc -l <"$RUN/metrics.csv" 2>/dev/null || echo 1); echo $((n > 0 ? n - 1 : 0)); }
+rows_ge() { [ "$(csv_rows)" -ge "$1" ]; }
 # gt NAME X: the metric NAME is above X (false while it is missing).
 gt() { local v; v=$(col "$1"); [ -n "$v" ] && "$PY" -c "import sys; sys.exit(0 if float('$v') > float('$2') else 1)"; }
 TMP=$(mktemp -d /tmp/apex_smoke.XXXXXX)
