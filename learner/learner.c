@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define REQUEST_TICK_MS 20 // re-issue requests that could not be sent / timed out
 #define REPUBLISH_MS 1000  // weights are re-sent this often even without progress
@@ -64,7 +65,8 @@ struct learner {
     int64_t last_reply_ms; // liveness of the replay server
     uint64_t timeouts, late_replies, not_ready, bad_messages, dropped_updates;
     uint64_t subscriptions, refused_subscriptions; // on the weights XPUB (s_reader_pub)
-    int started;                                   // first OK reply seen
+    uint64_t foreign_since_open, pub_reopens;
+    int started; // first OK reply seen
     int resumed; // from a checkpoint, whose counters are in resumed_extra
     ckpt_extra_t resumed_extra;
     char pub_ep[CONFIG_STR_LEN], stats_ep[CONFIG_STR_LEN]; // as bound (ephemeral ports resolved)
@@ -156,6 +158,43 @@ static int s_load_or_init(learner_t *l, int resume) {
     return 0;
 }
 
+// The weights publisher: an XPUB in manual mode. A PUB applies every topic a peer subscribes
+// to, and a flood of 40 000 distinct ones stalled publishing for ~26 s (each send walks the
+// trie of topics). Here the learner reads every subscription itself and applies only the
+// one actors send (the empty topic: weights messages carry no topic prefix), so a send
+// walks one entry per subscriber. libzmq 4.3.4 still keeps each subscription a peer sends
+// (for its own bookkeeping) until that peer disconnects, so memory is bounded differently:
+// after PUB_FOREIGN_SUBS_MAX foreign subscriptions the socket is opened again (s_reader_pub),
+// which drops every connection and everything stored for them; actors reconnect within
+// ZeroMQ's reconnect interval and subscribe again. endpoint: where to bind (the configured
+// one at start-up, the one actually bound when re-opening, so an ephemeral port stays).
+#define PUB_FOREIGN_SUBS_MAX 4096
+static void *s_open_pub(learner_t *l, const char *endpoint, int reopen) {
+    // A subscriber sends only subscriptions (actors send one, empty): bound their size. The
+    // bound also applies to ZMTP handshake commands, and a CURVE HELLO/INITIATE is a few
+    // hundred bytes, so it cannot be tiny (tests/smoke/curve.sh).
+    net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 4096};
+    void *sock = net_socket(l->ctx, ZMQ_XPUB, &o_pub);
+    int one = 1;
+    if (!sock || security_server(l->security, sock) ||
+        zmq_setsockopt(sock, ZMQ_XPUB_MANUAL, &one, sizeof one) != 0) {
+        net_close(&sock);
+        return NULL;
+    }
+    // libzmq closes the old listener on its I/O thread, after zmq_close returns: a re-open
+    // may find the port still taken for a moment (a bounded wait, only on that rare path).
+    int rc = -1;
+    for (int i = 0; reopen && i < 100 && (rc = zmq_bind(sock, endpoint)) != 0; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (reopen ? rc != 0 : net_bind(sock, endpoint, l->pub_ep, sizeof l->pub_ep) != 0) {
+        net_close(&sock);
+        return NULL;
+    }
+    return sock;
+}
+
 static int s_open_sockets(learner_t *l) {
     const apex_config_t *c = &l->cfg;
     wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
@@ -172,31 +211,20 @@ static int s_open_sockets(learner_t *l) {
         return -1;
     }
     net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
-    // A subscriber sends only subscriptions (actors send one, empty): bound their size. The
-    // bound also applies to ZMTP handshake commands, and a CURVE HELLO/INITIATE is a few
-    // hundred bytes, so it cannot be tiny (tests/smoke/curve.sh).
-    net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 4096};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
-    // XPUB with manual subscriptions: a PUB stores every topic a peer subscribes to, and a
-    // flood of 40 000 distinct ones stalled publishing for ~26 s (each send walks the trie).
-    // Here the learner reads every subscription itself and applies only the one actors send
-    // (the empty topic: weights messages carry no topic prefix); the rest are counted and
-    // dropped, so the table holds one entry per subscriber whatever a peer sends.
-    l->pub_sock = net_socket(l->ctx, ZMQ_XPUB, &o_pub);
+    l->pub_sock = s_open_pub(l, c->endpoints.learner_pub_bind, 0);
     l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
     if (!l->sample_sock || !l->pub_sock || !l->stats_sock ||
         security_client(l->security, l->sample_sock, "replay") ||
-        security_server(l->security, l->pub_sock) || security_server(l->security, l->stats_sock)) {
+        security_server(l->security, l->stats_sock)) {
         return -1;
     }
     // Do not queue requests on a connection that is not up: they would be answered by
     // nobody; the request timer re-issues them once the replay server is reachable.
     int one = 1;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    zmq_setsockopt(l->pub_sock, ZMQ_XPUB_MANUAL, &one, sizeof one);
-    if (net_bind(l->pub_sock, c->endpoints.learner_pub_bind, l->pub_ep, sizeof l->pub_ep) != 0 ||
-        net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep, sizeof l->stats_ep) !=
+    if (net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep, sizeof l->stats_ep) !=
             0 ||
         net_connect(l->sample_sock, c->endpoints.replay_sample) != 0) {
         return -1;
@@ -482,6 +510,7 @@ static int s_reader_pub(loop_t *loop, void *sock, void *arg) {
             continue;
         }
         l->refused_subscriptions++;
+        l->foreign_since_open++;
         if (more) {
             net_drain_more(sock);
         }
@@ -489,6 +518,23 @@ static int s_reader_pub(loop_t *loop, void *sock, void *arg) {
                   "weights publisher: dropped a subscription to a topic other than the weights "
                   "(%d bytes); %llu dropped in all",
                   n, (unsigned long long)l->refused_subscriptions);
+    }
+    if (l->foreign_since_open >= PUB_FOREIGN_SUBS_MAX) {
+        char ep[CONFIG_STR_LEN];
+        snprintf(ep, sizeof ep, "%s", l->pub_ep);
+        net_close(&l->pub_sock);
+        l->pub_sock = s_open_pub(l, ep, 1);
+        if (!l->pub_sock) {
+            log_error("weights publisher: cannot bind %s again; actors get no new weights", ep);
+            return -1; // the learner stops (exit 1): a supervisor restarts it
+        }
+        loop_replace_socket(l->loop, sock, l->pub_sock);
+        l->pub_reopens++;
+        l->foreign_since_open = 0;
+        log_warn("weights publisher: %d foreign subscriptions: opened %s again, which drops "
+                 "every connection and what libzmq stored for them (actors reconnect); %llu "
+                 "times so far",
+                 PUB_FOREIGN_SUBS_MAX, ep, (unsigned long long)l->pub_reopens);
     }
     return 0;
 }
