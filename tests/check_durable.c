@@ -1238,6 +1238,38 @@ START_TEST(test_commit_on_the_writer_thread_ends_and_an_empty_commit_is_done) {
 }
 END_TEST
 
+START_TEST(test_writer_restarted_after_stop_commits) {
+    const char *dir = check_tmpdir();
+    s_notify_t nt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    durable_t *d = s_open(dir, DURABILITY_WAL, 0);
+    store_t *s = s_store(CAP, OBS, 4);
+    s_replayed r = {0};
+    durable_restore_info_t info;
+    ck_assert_int_eq(s_restore(d, s, &r, &info), APEX_OK);
+    ck_assert_int_eq(durable_writer_start(d, s_on_notify, &nt), APEX_OK);
+    durable_writer_stop(d);
+    ck_assert_int_eq(durable_writer_start(d, s_on_notify, &nt), APEX_OK);
+    // Two commits, so that one served in passing by a writer on its way out does not hide
+    // a writer that quits.
+    for (int c = 0; c < 2; c++) {
+        s_append_range(d, 3 * c, 3);
+        uint64_t id = durable_commit_start(d);
+        ck_assert_uint_gt(id, 0);
+        ck_assert_msg(s_wait_done(d, id, &nt, COMMIT_TIMEOUT_MS), "commit %llu never ended",
+                      (unsigned long long)id);
+    }
+    durable_writer_stop(d);
+    durable_destroy(&d);
+    d = s_open(dir, DURABILITY_WAL, 0);
+    ck_assert_int_eq(s_restore(d, s, &r, &info), APEX_OK);
+    ck_assert_int_eq(r.n, 6);
+    s_check_records(&r, 0, 0, 6);
+    durable_destroy(&d);
+    store_destroy(&s);
+    check_rmtree(dir);
+}
+END_TEST
+
 START_TEST(test_full_buffer_is_written_in_order_and_large_records_bypass_it) {
     // A 100-byte buffer; records 0 .. 7 take 12, 19, 26, 33, 47, 24, 31 and 15 bytes.
     const char *dir = check_tmpdir();
@@ -1361,6 +1393,7 @@ Suite *durable_suite(void) {
     tcase_add_test(tc, test_failed_sync_degrades_until_a_snapshot_succeeds);
     tcase_add_test(tc, test_failed_commit_on_the_writer_thread_degrades);
     tcase_add_test(tc, test_commit_on_the_writer_thread_ends_and_an_empty_commit_is_done);
+    tcase_add_test(tc, test_writer_restarted_after_stop_commits);
     tcase_add_test(tc, test_full_buffer_is_written_in_order_and_large_records_bypass_it);
     tcase_add_test(tc, test_full_buffer_waits_for_the_writer_and_keeps_the_order);
     suite_add_tcase(s, tc);
