@@ -330,6 +330,7 @@ int durable_writer_start(durable_t *self, durable_notify_fn notify, void *arg) {
     }
     d->notify = notify;
     d->notify_arg = arg;
+    d->w_quit = 0; // left set by a durable_writer_stop before; no writer runs now
     int e = pthread_create(&d->writer, NULL, s_writer_main, d);
     if (e != 0) {
         log_error("cannot start the replay log's writer thread: %s", strerror(e));
