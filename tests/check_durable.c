@@ -1187,6 +1187,161 @@ START_TEST(test_failed_commit_on_the_writer_thread_degrades) {
 }
 END_TEST
 
+// The way back from the degraded state must leave a log that, read after the snapshot on
+// disk, gives the server's state again: no record lost between a snapshot's fork and its
+// reaping, none replayed twice.
+
+START_TEST(test_records_between_a_recovery_snapshot_and_its_poll_are_kept) {
+    const char *dir = check_tmpdir();
+    char seg1[600];
+    s_seg_path(seg1, sizeof seg1, dir, 1);
+    durable_t *d = s_open(dir, DURABILITY_WAL, 0);
+    store_t *mem = s_store(CAP, OBS, 4);
+    s_replayed r = {0};
+    durable_restore_info_t info;
+    ck_assert_int_eq(s_restore(d, mem, &r, &info), APEX_OK);
+    for (uint64_t row = 0; row < 3; row++) {
+        s_insert(d, mem, row);
+    }
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    int lim = s_limit_file_size((rlim_t)s_file_size(seg1) + 10);
+    s_insert(d, mem, 3);
+    int sync1 = durable_sync(d);
+    int unlim = s_limit_file_size(RLIM_INFINITY);
+    ck_assert_int_eq(lim + unlim, 0);
+    ck_assert_int_eq(sync1, APEX_ENOSPC);
+    ck_assert_int_eq(durable_degraded(d), 1);
+
+    // The recovery snapshot holds rows 0 .. 3; rows 4 and 5 arrive while its child writes.
+    ck_assert_int_eq(durable_snapshot_start(d, mem, s_blob, BLOB_LEN), APEX_OK);
+    s_insert(d, mem, 4);
+    s_insert(d, mem, 5);
+    ck_assert_int_eq(durable_snapshot_poll(d, 1), 1);
+    ck_assert_int_eq(durable_degraded(d), 0);
+    s_insert(d, mem, 6);
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    durable_destroy(&d);
+    ck_assert_int_eq(s_restore_equals(dir, DURABILITY_WAL, mem, &info), 3); // rows 4, 5, 6
+    ck_assert_uint_eq(info.snapshot_size, 4);
+    store_destroy(&mem);
+    check_rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_a_log_failure_during_a_snapshot_keeps_the_server_degraded) {
+    const char *dir = check_tmpdir();
+    char seg2[600];
+    s_seg_path(seg2, sizeof seg2, dir, 2);
+    durable_t *d = s_open(dir, DURABILITY_WAL, 0);
+    store_t *mem = s_store(CAP, OBS, 4);
+    s_replayed r = {0};
+    durable_restore_info_t info;
+    ck_assert_int_eq(s_restore(d, mem, &r, &info), APEX_OK);
+    for (uint64_t row = 0; row < 3; row++) {
+        s_insert(d, mem, row);
+    }
+    // The snapshot (rows 0 .. 2) is written while the log, now in segment 2, fails.
+    ck_assert_int_eq(durable_snapshot_start(d, mem, s_blob, BLOB_LEN), APEX_OK);
+    s_insert(d, mem, 3);
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    int lim = s_limit_file_size((rlim_t)s_file_size(seg2) + 10);
+    s_insert(d, mem, 4);
+    int sync1 = durable_sync(d);
+    int unlim = s_limit_file_size(RLIM_INFINITY);
+    ck_assert_int_eq(lim + unlim, 0);
+    ck_assert_int_eq(sync1, APEX_ENOSPC);
+    s_insert(d, mem, 5); // not in the log, not in that snapshot
+    ck_assert_int_eq(durable_snapshot_poll(d, 1), 1);
+    // That snapshot holds neither 4 nor 5: the server is still without durability.
+    ck_assert_int_eq(durable_degraded(d), 1);
+    ck_assert_int_eq(durable_snapshot_start(d, mem, s_blob, BLOB_LEN), APEX_OK);
+    ck_assert_int_eq(durable_snapshot_poll(d, 1), 1);
+    ck_assert_int_eq(durable_degraded(d), 0);
+    s_insert(d, mem, 6);
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    durable_destroy(&d);
+    ck_assert_int_eq(s_restore_equals(dir, DURABILITY_WAL, mem, &info), 1);
+    ck_assert_uint_eq(info.snapshot_size, 6);
+    store_destroy(&mem);
+    check_rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_records_buffered_when_a_snapshot_fails_are_not_replayed_twice) {
+    const char *dir = check_tmpdir();
+    durable_t *d = s_open(dir, DURABILITY_WAL, 0);
+    store_t *mem = s_store(CAP, OBS, 4);
+    s_replayed r = {0};
+    durable_restore_info_t info;
+    ck_assert_int_eq(s_restore(d, mem, &r, &info), APEX_OK);
+    s_insert(d, mem, 0);
+    s_insert(d, mem, 1);
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    // The child inherits a limit smaller than a snapshot and fails; the parent lifts it at
+    // once (nothing of the log waits to be written, so the limit stops only the child).
+    int lim = s_limit_file_size(64);
+    int start1 = durable_snapshot_start(d, mem, s_blob, BLOB_LEN);
+    int unlim = s_limit_file_size(RLIM_INFINITY);
+    ck_assert_int_eq(lim + unlim, 0);
+    ck_assert_int_eq(start1, APEX_OK);
+    s_insert(d, mem, 2); // buffered for segment 2
+    s_insert(d, mem, 3);
+    ck_assert_int_eq(durable_snapshot_poll(d, 1), -1);
+    ck_assert_int_eq(durable_degraded(d), 1);
+    // The next snapshot holds rows 0 .. 3: rows 2 and 3 must not follow it in the log.
+    ck_assert_int_eq(durable_snapshot_start(d, mem, s_blob, BLOB_LEN), APEX_OK);
+    ck_assert_int_eq(durable_snapshot_poll(d, 1), 1);
+    ck_assert_int_eq(durable_degraded(d), 0);
+    s_insert(d, mem, 4);
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    durable_destroy(&d);
+    ck_assert_int_eq(s_restore_equals(dir, DURABILITY_WAL, mem, &info), 1);
+    ck_assert_uint_eq(info.snapshot_size, 4);
+    store_destroy(&mem);
+    check_rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_a_crash_before_a_recovery_snapshot_lands_restores_the_log_before_the_failure) {
+    // Whatever the log does while a recovery snapshot is written, a crash before that
+    // snapshot is on disk must restore the state the log held when it failed (rows 0 .. 2),
+    // never the records that came after the hole on top of it. The 100-byte buffer makes
+    // appends reach the file without a sync.
+    const char *dir = check_tmpdir();
+    char seg1[600];
+    s_seg_path(seg1, sizeof seg1, dir, 1);
+    durable_t *d = s_open(dir, DURABILITY_WAL, 100);
+    store_t *mem = s_store(CAP, OBS, 4), *before = s_store(CAP, OBS, 4);
+    s_replayed r = {0};
+    durable_restore_info_t info;
+    ck_assert_int_eq(s_restore(d, mem, &r, &info), APEX_OK);
+    for (uint64_t row = 0; row < 3; row++) {
+        s_insert(d, mem, row);
+        s_add_row(before, row);
+    }
+    ck_assert_int_eq(durable_sync(d), APEX_OK);
+    int lim = s_limit_file_size((rlim_t)s_file_size(seg1) + 10);
+    s_insert(d, mem, 3);
+    int sync1 = durable_sync(d);
+    int start = durable_snapshot_start(d, mem, s_blob, BLOB_LEN); // its child hits the limit
+    int unlim = s_limit_file_size(RLIM_INFINITY);
+    ck_assert_int_eq(lim + unlim, 0);
+    ck_assert_int_eq(sync1, APEX_ENOSPC);
+    ck_assert_int_eq(start, APEX_OK);
+    for (uint64_t row = 4; row < 10; row++) {
+        s_insert(d, mem, row);
+    }
+    ck_assert_int_eq(durable_snapshot_poll(d, 1), -1);
+    ck_assert_int_eq(durable_degraded(d), 1);
+    durable_destroy(&d); // the crash: no new snapshot, no sync
+    ck_assert_int_eq(s_restore_equals(dir, DURABILITY_WAL, before, &info), 3);
+    ck_assert_int_eq(info.had_snapshot, 0);
+    store_destroy(&mem);
+    store_destroy(&before);
+    check_rmtree(dir);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------
 // Group commit and back-pressure
 
@@ -1392,6 +1547,11 @@ Suite *durable_suite(void) {
     tcase_add_test(tc, test_unreadable_snapshot_is_eio);
     tcase_add_test(tc, test_failed_sync_degrades_until_a_snapshot_succeeds);
     tcase_add_test(tc, test_failed_commit_on_the_writer_thread_degrades);
+    tcase_add_test(tc, test_records_between_a_recovery_snapshot_and_its_poll_are_kept);
+    tcase_add_test(tc, test_a_log_failure_during_a_snapshot_keeps_the_server_degraded);
+    tcase_add_test(tc, test_records_buffered_when_a_snapshot_fails_are_not_replayed_twice);
+    tcase_add_test(
+        tc, test_a_crash_before_a_recovery_snapshot_lands_restores_the_log_before_the_failure);
     tcase_add_test(tc, test_commit_on_the_writer_thread_ends_and_an_empty_commit_is_done);
     tcase_add_test(tc, test_writer_restarted_after_stop_commits);
     tcase_add_test(tc, test_full_buffer_is_written_in_order_and_large_records_bypass_it);
