@@ -515,8 +515,10 @@ int durable_snapshot_start(durable_t *self, const store_t *store, const void *bl
     if (d->child > 0) {
         return APEX_EAGAIN;
     }
-    if (d->mode == DURABILITY_WAL && !d->degraded) {
-        durable_sync(d); // a failure degrades; the snapshot is then the way back
+    if (d->mode == DURABILITY_WAL) {
+        // Syncs the log (a failure degrades; the snapshot is then the way back) and, degraded
+        // or not, waits for the writer: the segment switch below closes the fd it writes to.
+        durable_sync(d);
     }
     // Move the log on: the snapshot will contain everything in segments <= covered.
     uint32_t covered = d->seg;
