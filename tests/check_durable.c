@@ -1081,8 +1081,9 @@ START_TEST(test_failed_sync_degrades_until_a_snapshot_succeeds) {
     ck_assert_int_eq(durable_degraded(d), 0);
     ck_assert_uint_eq(durable_snapshots_written(d), 1);
     ck_assert(!s_exists(seg1));
-    s_insert(d, mem, 6);
-    ck_assert_uint_eq(durable_buffered(d), REC_HDR + 8);
+    size_t buffered6 = durable_buffered(d);
+    s_insert(d, mem, 6); // appends are kept again
+    ck_assert_uint_eq(durable_buffered(d), buffered6 + REC_HDR + 8);
     ck_assert_int_eq(durable_sync(d), APEX_OK);
     durable_destroy(&d);
 
@@ -1334,8 +1335,14 @@ START_TEST(test_a_crash_before_a_recovery_snapshot_lands_restores_the_log_before
     ck_assert_int_eq(durable_snapshot_poll(d, 1), -1);
     ck_assert_int_eq(durable_degraded(d), 1);
     durable_destroy(&d); // the crash: no new snapshot, no sync
+    char seg2[600], orphan2[620];
+    s_seg_path(seg2, sizeof seg2, dir, 2);
+    snprintf(orphan2, sizeof orphan2, "%s.orphaned", seg2);
+    ck_assert_int_gt(s_file_size(seg2), 0); // the log resumed here, for the failed snapshot
     ck_assert_int_eq(s_restore_equals(dir, DURABILITY_WAL, before, &info), 3);
     ck_assert_int_eq(info.had_snapshot, 0);
+    ck_assert_uint_eq(info.segments, 1);
+    ck_assert(!s_exists(seg2) && s_exists(orphan2)); // set aside, not replayed
     store_destroy(&mem);
     store_destroy(&before);
     check_rmtree(dir);
