@@ -4,13 +4,18 @@
 // segments, torn tails cut at every byte of the last record, a corrupt byte anywhere in a
 // record in the middle of a log, segments after a torn one set aside, covered segments
 // deleted, every way a snapshot can be refused (with the store left empty), write failures
-// under RLIMIT_FSIZE that degrade the log until a snapshot succeeds, group commit on the
-// writer thread, back-pressure of a full buffer, and the none/snapshot modes.
+// under RLIMIT_FSIZE that degrade the log until a snapshot succeeds, the way back from the
+// degraded state (restore must give the server's store again: nothing lost between a
+// snapshot's fork and its reaping, nothing replayed twice, and a crash before the recovery
+// snapshot lands gives the log as it was at the failure), group commit on the writer thread
+// (also restarted), back-pressure of a full buffer, and the none/snapshot modes.
 //
 // The on-disk layouts are mirrored here from durable.c, where they are private: a log
 // record is {u32 len, u32 kind, u32 crc32c(kind, payload)} then the payload; a snapshot is
 // s_snap_header (mirrored below, and checked against every file the code writes: size
 // field, header CRC, payload CRC and total size), the store's rows, its leaves, the blob.
+// No test sleeps: child processes are reaped with durable_snapshot_poll(wait = 1), and
+// commits are waited for through the writer's notify with a deadline.
 #include "check_apex.h"
 
 #include "apex.h"
@@ -78,7 +83,7 @@ static int s_same_file(const char *path, const uint8_t *want, size_t want_len) {
     size_t len;
     uint8_t *got = s_slurp(path, &len);
     int same = len == want_len && memcmp(got, want, len) == 0;
-    free(got);
+    xfree(got);
     return same;
 }
 
@@ -543,7 +548,7 @@ START_TEST(test_torn_tail_at_every_byte_of_the_last_record_is_cut_there) {
         durable_destroy(&d);
     }
     ck_assert_uint_eq(store_size(s), 0);
-    free(whole);
+    xfree(whole);
     store_destroy(&s);
     check_rmtree(dir);
 }
@@ -656,9 +661,9 @@ START_TEST(test_segments_after_a_torn_one_are_orphaned) {
     ck_assert(s_same_file(orphan[1], b2, len2));
     ck_assert(s_same_file(orphan[2], b3, len3));
     durable_destroy(&d);
-    free(b1);
-    free(b2);
-    free(b3);
+    xfree(b1);
+    xfree(b2);
+    xfree(b3);
     store_destroy(&s);
     check_rmtree(dir);
 }
@@ -700,8 +705,8 @@ START_TEST(test_corrupt_byte_in_the_middle_of_a_log_cuts_there_and_orphans_the_r
         ck_assert(s_same_file(orphan2, b2, len2));
         durable_destroy(&d);
     }
-    free(b1);
-    free(b2);
+    xfree(b1);
+    xfree(b2);
     store_destroy(&s);
     check_rmtree(dir);
 }
@@ -744,7 +749,7 @@ START_TEST(test_segments_covered_by_the_snapshot_are_deleted_on_restore) {
     ck_assert(!s_exists(seg0) && !s_exists(seg1));
     ck_assert(s_exists(seg2));
     durable_destroy(&d);
-    free(b1);
+    xfree(b1);
     store_destroy(&s);
     store_destroy(&s2);
     check_rmtree(dir);
@@ -873,8 +878,8 @@ static void s_expect_restore(s_mutate_fn mutate, uint32_t cap, uint32_t obs_dim,
         ck_assert(!s_exists(seg3));
     }
     durable_destroy(&d);
-    free(file);
-    free(log2);
+    xfree(file);
+    xfree(log2);
     store_destroy(&s);
     store_destroy(&want);
     check_rmtree(dir);
