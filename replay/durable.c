@@ -49,9 +49,14 @@ typedef struct {
 
 typedef struct {
     uint32_t len;  // payload bytes
-    uint32_t kind; // durable_rec_kind
+    uint32_t kind; // durable_rec_kind, or REC_BASE
     uint32_t crc;  // CRC32C of kind and payload
 } s_rec_header;
+
+// The first record of a segment in which the log started again after a failure: its payload
+// (u32) is the covered segment of the snapshot forked at that moment, the only snapshot this
+// segment continues (s_resume_log). Restore never hands it to the record callback.
+#define REC_BASE 255u
 
 struct durable {
     char dir[CONFIG_STR_LEN + 96];
@@ -65,7 +70,12 @@ struct durable {
     uint8_t *buf;
     size_t len, cap;
     int dirty; // records written to fd by the loop itself since the last fdatasync
+    // degraded: appended records are not known to be durable (acks go out without waiting).
+    // log_off: the log has lost records, so appends are dropped until a snapshot holding
+    // them all is forked. Both are set by a failure; log_off is cleared at that fork, when
+    // the log resumes, and degraded once that snapshot is on disk (durable_snapshot_poll).
     int degraded;
+    int log_off;
     // Commits: each hand-off of the buffer gets the next id (issued); synced_id is the
     // newest one that has finished (on disk, or failed and degraded).
     uint64_t issued, synced_id;
@@ -277,6 +287,7 @@ static void s_degrade(durable_t *d, const char *what, int e) {
                   what, d->dir, strerror(e));
     }
     d->degraded = 1;
+    d->log_off = 1;
 }
 
 // Bytes per observation element a snapshot header describes (0 in snapshots written before
@@ -363,6 +374,7 @@ int durable_writer_start(durable_t *self, durable_notify_fn notify, void *arg) {
     }
     d->notify = notify;
     d->notify_arg = arg;
+    d->w_quit = 0; // left set by a durable_writer_stop before; no writer runs now
     int e = pthread_create(&d->writer, NULL, s_writer_main, d);
     if (e != 0) {
         log_error("cannot start the replay log's writer thread: %s", strerror(e));
@@ -420,7 +432,7 @@ static int s_sync_inline(durable_t *d) {
 
 int durable_append(durable_t *self, int kind, const void *payload, size_t len) {
     durable_t *d = self;
-    if (d->mode != DURABILITY_WAL || d->degraded || d->fd < 0) {
+    if (d->mode != DURABILITY_WAL || d->log_off || d->fd < 0) {
         return 0;
     }
     s_rec_header h = {.len = (uint32_t)len, .kind = (uint32_t)kind};
@@ -430,7 +442,7 @@ int durable_append(durable_t *self, int kind, const void *payload, size_t len) {
         // No room: back-pressure. Once the writer is idle the buffer is written here; the
         // next commit's fdatasync covers it.
         s_collect(d, 1);
-        if (d->degraded || s_write_buffer(d) != APEX_OK) {
+        if (d->log_off || s_write_buffer(d) != APEX_OK) {
             return 0;
         }
     }
@@ -538,6 +550,21 @@ static _Noreturn void s_child_write(durable_t *d, const store_t *store, const vo
     _exit(rc == APEX_OK ? 0 : rc == APEX_ENOSPC ? 3 : 1);
 }
 
+// The way back from a failed log. The snapshot just forked holds every record the log lost,
+// so the log starts again at once, in the segment opened for that snapshot: records that
+// arrive while the child writes are in that segment, not in the snapshot, and dropping
+// them until the child is reaped would leave a hole after the snapshot. What is still
+// buffered came before the fork: the snapshot holds it. Until the snapshot has replaced the
+// previous one, though, this segment follows a hole in the log, so its first record names
+// the snapshot it continues, and restore sets it aside (with the segments after it) when the
+// snapshot on disk is an older one.
+static void s_resume_log(durable_t *d, uint32_t covered) {
+    d->len = 0;
+    d->dirty = 0;
+    d->log_off = 0;
+    durable_append(d, REC_BASE, &covered, sizeof covered);
+}
+
 int durable_snapshot_start(durable_t *self, const store_t *store, const void *blob,
                            size_t blob_len) {
     durable_t *d = self;
@@ -547,8 +574,10 @@ int durable_snapshot_start(durable_t *self, const store_t *store, const void *bl
     if (d->child > 0) {
         return APEX_EAGAIN;
     }
-    if (d->mode == DURABILITY_WAL && !d->degraded) {
-        durable_sync(d); // a failure degrades; the snapshot is then the way back
+    if (d->mode == DURABILITY_WAL) {
+        // Syncs the log (a failure degrades; the snapshot is then the way back) and, degraded
+        // or not, waits for the writer: the segment switch below closes the fd it writes to.
+        durable_sync(d);
     }
     // Move the log on: the snapshot will contain everything in segments <= covered.
     uint32_t covered = d->seg;
@@ -587,6 +616,9 @@ int durable_snapshot_start(durable_t *self, const store_t *store, const void *bl
         s_child_write(d, store, blob, blob_len);
     }
     d->child = pid;
+    if (d->mode == DURABILITY_WAL && d->log_off) {
+        s_resume_log(d, covered);
+    }
     return APEX_OK;
 }
 
@@ -616,10 +648,12 @@ int durable_snapshot_poll(durable_t *self, int wait) {
     if (r > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         s_drop_covered(d, d->child_covers);
         d->snapshots++;
-        if (d->degraded) {
+        // Durable again, unless the log failed after the fork: what it lost since is in no
+        // snapshot, and the next one (started with log_off set) is the way back.
+        if (d->degraded && !d->log_off) {
             log_info("replay snapshot written: durability restored");
         }
-        d->degraded = 0;
+        d->degraded = d->log_off;
         return 1;
     }
     d->failures++;
@@ -630,6 +664,9 @@ int durable_snapshot_poll(durable_t *self, int wait) {
                                                                          : "see above");
     }
     d->degraded = 1;
+    if (d->mode == DURABILITY_WAL) {
+        d->log_off = 1; // no appends until a snapshot succeeds; the next one resumes the log
+    }
     return -1;
 }
 
@@ -711,9 +748,10 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
 }
 
 // Feeds the records of one segment to fn. Returns 0 when the whole file was good, 1 when a
-// torn or corrupt tail was cut off (at the last whole record).
-static int s_replay_segment(durable_t *d, uint32_t seg, durable_record_fn fn, void *arg,
-                            durable_restore_info_t *info) {
+// torn or corrupt tail was cut off (at the last whole record), 2 (nothing replayed) when
+// the segment continues a snapshot newer than the one restored, covering more than covered.
+static int s_replay_segment(durable_t *d, uint32_t seg, uint32_t covered, durable_record_fn fn,
+                            void *arg, durable_restore_info_t *info) {
     char path[CONFIG_STR_LEN + 128];
     s_seg_path(d, seg, path, sizeof path);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -745,6 +783,21 @@ static int s_replay_segment(durable_t *d, uint32_t seg, durable_record_fn fn, vo
             why = "corrupt record (checksum mismatch)";
             break;
         }
+        if (h.kind == REC_BASE) {
+            uint32_t base = 0;
+            if (off != 0 || h.len != sizeof base) {
+                why = "misplaced base record";
+                break;
+            }
+            memcpy(&base, payload, sizeof base);
+            if (base > covered) {
+                free(payload);
+                close(fd);
+                return 2; // the snapshot it continues never replaced the one restored
+            }
+            off += (off_t)(sizeof h + h.len);
+            continue;
+        }
         fn(arg, (int)h.kind, payload, h.len);
         info->records++;
         off += (off_t)(sizeof h + h.len);
@@ -762,6 +815,16 @@ static int s_replay_segment(durable_t *d, uint32_t seg, durable_record_fn fn, vo
     }
     close(fd);
     return torn;
+}
+
+static void s_set_aside(const char *path, const char *why) {
+    char moved[CONFIG_STR_LEN + 160];
+    snprintf(moved, sizeof moved, "%s.orphaned", path);
+    if (rename(path, moved) != 0) {
+        log_warn("%s %s, but cannot be set aside: %s", path, why, strerror(errno));
+        return;
+    }
+    log_warn("%s %s: set aside as %s", path, why, moved);
 }
 
 int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob, void *blob_arg,
@@ -790,13 +853,16 @@ int durable_restore(durable_t *self, store_t *store, durable_blob_fn on_blob, vo
         last = segs[i];
         if (torn) {
             // Records after a torn segment would be applied out of order: set them aside.
-            char moved[CONFIG_STR_LEN + 160];
-            snprintf(moved, sizeof moved, "%s.orphaned", path);
-            rename(path, moved);
-            log_warn("%s follows a torn segment: set aside as %s", path, moved);
+            s_set_aside(path, "follows a torn segment");
             continue;
         }
-        torn = s_replay_segment(d, segs[i], fn, arg, info);
+        torn = s_replay_segment(d, segs[i], covered, fn, arg, info);
+        if (torn == 2) {
+            // The log started again here after a failure, for a snapshot that never made it
+            // to disk: on top of this one its records would follow a hole.
+            s_set_aside(path, "continues a snapshot that was never written");
+            continue;
+        }
         info->segments++;
     }
     d->seg = last; // in snapshot mode the next snapshot then removes leftover segments
