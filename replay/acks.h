@@ -43,7 +43,7 @@ void acks_send_ready(acks_t *self);
 // Queues an ack that waits for the log. Returns 1 when the queue is full afterwards: the
 // caller must make everything durable and call acks_flush before the next acks_wait.
 int acks_wait(acks_t *self, const uint8_t *id, size_t id_len, uint32_t actor, uint64_t seq);
-int acks_waiting(const acks_t *self);  // acks in the waiting queue
+int acks_waiting(const acks_t *self);   // acks in the waiting queue
 int acks_in_flight(const acks_t *self); // acks in the flight queue
 uint64_t acks_flight_id(const acks_t *self);
 // Moves the waiting acks to the (empty) flight queue, tagged with commit id.

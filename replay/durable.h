@@ -20,8 +20,12 @@
 //
 // A write or fsync that fails (full disk) is reported once, the server keeps serving in
 // memory "without durability" (durable_degraded), stops appending to the log (it would have
-// a hole), and retries a snapshot every sync tick; the first snapshot that succeeds restores
-// durability. Not thread-safe: the replay server's thread owns it (the writer thread is
+// a hole), and retries a snapshot every sync tick; the first snapshot started after the
+// failure that succeeds restores durability. A snapshot started while the log is stopped
+// restarts the log at once in a new segment, which begins with a marker record naming that
+// snapshot: records arriving while it is written are logged, and if the machine crashes
+// before the snapshot is on disk, restore sets that segment aside (.orphaned) rather than
+// replay it on top of an older snapshot. Not thread-safe: the replay server's thread owns it (the writer thread is
 // internal: it only writes and fdatasyncs buffers handed to it).
 #ifndef APEX_DURABLE_H
 #define APEX_DURABLE_H
@@ -106,7 +110,8 @@ void durable_writer_stop(durable_t *self);
 int durable_snapshot_start(durable_t *self, const store_t *store, const void *blob,
                            size_t blob_len);
 // Reaps a finished snapshot child: returns 1 when one finished successfully since the last
-// call (covered log segments deleted, degraded state cleared), -1 when one failed, 0
+// call (covered log segments deleted; degraded cleared unless the log failed again after
+// that snapshot started), -1 when one failed, 0
 // otherwise. With wait set, blocks until the running child (if any) ends.
 int durable_snapshot_poll(durable_t *self, int wait);
 
