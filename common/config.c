@@ -66,8 +66,8 @@ static const s_row s_schema[] = {
     {"network", "dueling", T_BOOL, OFF(network.dueling), 0, 0, 1, "true", NULL,
      "dueling head Q = V + A - mean(A)"},
 
-    {"replay", "capacity", T_INT, OFF(replay.capacity), 0, 1, 1LL << 31, "1048576", NULL,
-     "transitions kept (FIFO ring); memory is allocated once at start-up"},
+    {"replay", "capacity", T_INT, OFF(replay.capacity), 0, 1, CONFIG_REPLAY_CAPACITY_MAX, "1048576",
+     NULL, "transitions kept (FIFO ring); memory is allocated once at start-up"},
     {"replay", "alpha", T_FLOAT, OFF(replay.alpha), 0, 0, 1, "0.6", NULL,
      "priority exponent: P(i) ~ p_i^alpha"},
     {"replay", "min_size_to_sample", T_INT, OFF(replay.min_size_to_sample), 0, 1, 1LL << 31, "1000",
@@ -191,6 +191,7 @@ static const s_row s_schema[] = {
      "keys/authorized_keys", NULL, "client public keys the servers accept, one per line"},
 };
 #define N_ROWS (sizeof s_schema / sizeof s_schema[0])
+_Static_assert(N_ROWS <= CONFIG_MAX_KEYS, "apex_config_t's origin arrays hold every key");
 
 // Keys that existed once and were removed: a config that still has one gets an error that
 // says why, instead of "unknown key".
@@ -386,10 +387,12 @@ void config_defaults(apex_config_t *cfg) {
 
 typedef struct {
     FILE *f;
-    int line;      // line number of the line inih is processing
-    int next_line; // line number of the next line to read
-    int indented;  // the current line starts with whitespace (a continuation line)
-    int too_long;  // a line did not fit inih's buffer
+    int line;       // line number of the line inih is processing
+    int next_line;  // line number of the next line to read
+    int indented;   // the current line starts with whitespace (a continuation line)
+    int too_long;   // a line did not fit inih's buffer
+    int bad_header; // line of a "[" without its "]" (inih keeps the section before)
+    char bad_text[64];
     apex_config_t *cfg;
     unsigned char seen[N_ROWS];
     char *err;
@@ -406,6 +409,11 @@ static char *s_reader(char *str, int num, void *stream) {
     size_t n = strlen(str);
     c->line = c->next_line;
     c->indented = (str[0] == ' ' || str[0] == '\t');
+    const char *t = str + strspn(str, " \t");
+    if (*t == '[' && !strchr(t, ']') && !c->bad_header) {
+        c->bad_header = c->line;
+        snprintf(c->bad_text, sizeof c->bad_text, "%.*s", (int)strcspn(t, "\r\n"), t);
+    }
     if (n > 0 && str[n - 1] == '\n') {
         c->next_line++;
     } else if (!feof(c->f)) {
@@ -430,6 +438,12 @@ static int s_handler(void *user, const char *section, const char *key, const cha
     }
     char why[CONFIG_ERR_LEN];
     const s_row *r = s_find(section, key);
+    if (c->bad_header) {
+        snprintf(c->err, c->errlen, "%s:%d: '%s' is not a section header (missing ']')",
+                 c->cfg->source, c->bad_header, c->bad_text);
+        c->failed = 1;
+        return 0;
+    }
     if (c->too_long) {
         snprintf(why, sizeof why, "line too long");
     } else if (!s_section_known(section)) {
@@ -444,6 +458,7 @@ static int s_handler(void *user, const char *section, const char *key, const cha
         snprintf(why, sizeof why, "duplicate key");
     } else if (s_apply(c->cfg, r, value, why, sizeof why) == 0) {
         c->seen[r - s_schema] = 1;
+        c->cfg->origin_line[r - s_schema] = (uint16_t)(c->line > 65535 ? 65535 : c->line);
         return 1;
     }
     snprintf(c->err, c->errlen, "%s:%d: [%s] %s: %s", c->cfg->source, c->line, section, key, why);
@@ -461,6 +476,10 @@ static int s_load_file(apex_config_t *cfg, const char *path, char *err, size_t e
     fclose(c.f);
     if (c.failed) {
         return -1;
+    }
+    if (c.bad_header) {
+        return s_fail(err, errlen, "%s:%d: '%s' is not a section header (missing ']')", path,
+                      c.bad_header, c.bad_text);
     }
     if (rc != 0) {
         if (c.too_long) {
@@ -497,21 +516,41 @@ int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t err
     if (s_apply(cfg, r, eq + 1, why, sizeof why) != 0) {
         return s_fail(err, errlen, "--set: [%s] %s: %s", section, key, why);
     }
+    cfg->origin_set[r - s_schema] = 1;
     return 0;
 }
 
 static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen);
 
+// Where [section] key's value came from, for the messages of the cross checks, which would
+// otherwise blame the file for a value given by --set: "--set section.key", "file:line", or
+// "file (default)". Writes into buf and returns it.
+static const char *s_where(const apex_config_t *cfg, const char *section, const char *key,
+                           char *buf, size_t n) {
+    const s_row *r = s_find(section, key);
+    APEX_ASSERT(r != NULL);
+    size_t i = (size_t)(r - s_schema);
+    if (cfg->origin_set[i]) {
+        snprintf(buf, n, "--set %s.%s", section, key);
+    } else if (cfg->origin_line[i]) {
+        snprintf(buf, n, "%s:%u", cfg->source, (unsigned)cfg->origin_line[i]);
+    } else {
+        snprintf(buf, n, "%s (default)", cfg->source);
+    }
+    return buf;
+}
+#define WHERE(sec, key) s_where(cfg, sec, key, (char[CONFIG_STR_LEN + 32]){0}, CONFIG_STR_LEN + 32)
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
-    const char *src = cfg->source;
     config_env_t *env = &cfg->env;
     if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0) {
         if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
             return s_fail(err, errlen,
                           "%s: [env] id = external needs obs_dim >= 1 and n_actions >= 2 "
                           "(have %lld and %lld)",
-                          src, (long long)env->ext_obs_dim, (long long)env->ext_n_actions);
+                          WHERE("env", "id"), (long long)env->ext_obs_dim,
+                          (long long)env->ext_n_actions);
         }
         env->obs_dim = (int)env->ext_obs_dim;
         env->n_actions = (int)env->ext_n_actions;
@@ -520,19 +559,21 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     }
     const envinfo_t *e = envinfo_find(env->id);
     if (!e) {
-        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s, or %s)", src,
-                      env->id, envinfo_known_ids(), CONFIG_ENV_EXTERNAL);
+        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s, or %s)",
+                      WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_EXTERNAL);
     }
     // --print-config writes the derived values back, so a matching value is accepted.
     if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
         (env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions)) {
-        return s_fail(err, errlen,
-                      "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
-                      src, e->id, e->obs_dim, e->n_actions);
+        return s_fail(
+            err, errlen, "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
+            WHERE("env", env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim ? "obs_dim"
+                                                                                 : "n_actions"),
+            e->id, e->obs_dim, e->n_actions);
     }
     if (env->obs_dtype != CONFIG_OBS_FLOAT32) {
-        return s_fail(err, errlen, "%s: [env] obs_dtype: %s's observations are float32", src,
-                      e->id);
+        return s_fail(err, errlen, "%s: [env] obs_dtype: %s's observations are float32",
+                      WHERE("env", "obs_dtype"), e->id);
     }
     env->obs_dim = e->obs_dim;
     env->n_actions = e->n_actions;
@@ -559,17 +600,19 @@ static int64_t s_auto_batches_per_request(const apex_config_t *cfg) {
 
 // The batch-size checks of s_cross_check.
 static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
-    const char *src = cfg->source;
     if (cfg->replay.min_size_to_sample > cfg->replay.capacity) {
         return s_fail(err, errlen,
-                      "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (the learner "
-                      "would wait forever)",
-                      src, (long long)cfg->replay.min_size_to_sample,
-                      (long long)cfg->replay.capacity);
+                      "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (%s; the "
+                      "learner would wait forever)",
+                      WHERE("replay", "min_size_to_sample"),
+                      (long long)cfg->replay.min_size_to_sample, (long long)cfg->replay.capacity,
+                      WHERE("replay", "capacity"));
     }
     if (cfg->learner.batch_size > cfg->replay.max_batch) {
-        return s_fail(err, errlen, "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld",
-                      src, (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
+        return s_fail(err, errlen,
+                      "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld (%s)",
+                      WHERE("learner", "batch_size"), (long long)cfg->learner.batch_size,
+                      (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
     }
     if (cfg->learner.batches_per_request == 0) {
         cfg->learner.batches_per_request = s_auto_batches_per_request(cfg);
@@ -578,12 +621,15 @@ static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
         return s_fail(err, errlen,
                       "%s: [learner] batches_per_request: %lld batches of %lld exceed [replay] "
                       "max_batch %lld (the rows of one reply)",
-                      src, (long long)cfg->learner.batches_per_request,
+                      WHERE("learner", "batches_per_request"),
+                      (long long)cfg->learner.batches_per_request,
                       (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
     }
     if (cfg->actor.send_batch > cfg->replay.max_batch) {
-        return s_fail(err, errlen, "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld",
-                      src, (long long)cfg->actor.send_batch, (long long)cfg->replay.max_batch);
+        return s_fail(err, errlen,
+                      "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld (%s)",
+                      WHERE("actor", "send_batch"), (long long)cfg->actor.send_batch,
+                      (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
     }
     return 0;
 }
@@ -662,7 +708,11 @@ static const char *s_type_name(const s_row *r) {
 
 static void s_range(const s_row *r, char *buf, size_t n) {
     if (r->type == T_INT || r->type == T_INTLIST) {
-        snprintf(buf, n, "%.0f .. %.4g", r->min, r->max);
+        if (r->max >= BIG) {
+            snprintf(buf, n, "%.0f .. (no limit)", r->min);
+        } else {
+            snprintf(buf, n, "%.0f .. %.0f", r->min, r->max);
+        }
     } else if (r->type == T_FLOAT) {
         snprintf(buf, n, "%g .. %g", r->min, r->max);
     } else if (r->type == T_ENUM) {

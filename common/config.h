@@ -18,6 +18,10 @@
 #define CONFIG_MAX_HIDDEN 4
 #define CONFIG_STR_LEN 256
 #define CONFIG_ERR_LEN 512
+#define CONFIG_MAX_KEYS 160 // rows of the schema (config.c asserts it)
+// The replay store's largest capacity (replay/store.h STORE_CAPACITY_MAX; server.c asserts
+// the two agree), so that the schema refuses what the store would.
+#define CONFIG_REPLAY_CAPACITY_MAX (1LL << 30)
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
@@ -135,6 +139,10 @@ typedef struct {
 
 typedef struct {
     char source[CONFIG_STR_LEN]; // path of the INI file, for messages
+    // Where each key's value came from, for messages (schema row order): the file's line,
+    // 0 = not in the file; from_set = given by --set (which wins over the file).
+    uint16_t origin_line[CONFIG_MAX_KEYS];
+    uint8_t origin_set[CONFIG_MAX_KEYS];
     config_run_t run;
     config_env_t env;
     config_network_t network;

@@ -94,6 +94,8 @@ static void s_send_ack(void *arg, const uint8_t *id, size_t id_len, uint32_t act
 static void s_restore_record(void *arg, int kind, const void *payload, size_t len);
 
 replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
+    _Static_assert(CONFIG_REPLAY_CAPACITY_MAX == STORE_CAPACITY_MAX,
+                   "the schema's capacity bound is the store's");
     _Static_assert((int)WIRE_OBS_UINT8 == (int)CONFIG_OBS_UINT8 &&
                        (int)WIRE_OBS_FLOAT32 == (int)CONFIG_OBS_FLOAT32,
                    "wire and config dtypes share their values");

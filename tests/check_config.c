@@ -84,7 +84,20 @@ START_TEST(test_error_classes) {
     s_expect_error("[replay]\n\ncapacity = 12x\n",
                    ":3: [replay] capacity: '12x' is not an integer");
     s_expect_error("[replay]\ncapacity = 0\n",
-                   ":2: [replay] capacity: 0 is out of range [1, 2147483648]");
+                   ":2: [replay] capacity: 0 is out of range [1, 1073741824]");
+    // The store's own limit is the schema's (it once said 2^31 and "needs 0.0 MiB").
+    s_expect_error("[replay]\ncapacity = 2000000000\n",
+                   ":2: [replay] capacity: 2000000000 is out of range [1, 1073741824]");
+    // A missing ']' is named as such, not as an unknown key of the section before.
+    s_expect_error("[replay]\ncapacity = 5\n[learner\nlr = 1\n",
+                   ":3: '[learner' is not a section header (missing ']')");
+    s_expect_error("[replay]\ncapacity = 5\n[learner\n",
+                   ":3: '[learner' is not a section header (missing ']')");
+    // A retired key says why it went.
+    s_expect_error("[replay]\nreset_limiter_on_restore = true\n",
+                   ":2: [replay] reset_limiter_on_restore: removed: a restore now brings the rate "
+                   "limiter's state back with the data, so the learner keeps the configured "
+                   "replay ratio across a replay restart (delete the line)");
     s_expect_error("[replay]\nalpha = 1.5\n", ":2: [replay] alpha: 1.5 is out of range [0, 1]");
     s_expect_error("[replay]\nalpha = nan\n", ":2: [replay] alpha: 'nan' is not a finite number");
     s_expect_error("[network]\ndueling = maybe\n",
@@ -112,8 +125,15 @@ START_TEST(test_error_classes) {
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
                    ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",
-                   ": [replay] min_size_to_sample: 11 exceeds capacity 10 (the learner would wait "
-                   "forever)");
+                   ":2; the learner would wait forever)"); // capacity's line, in the message
+    {
+        apex_config_t cfg;
+        char err[CONFIG_ERR_LEN] = "";
+        ck_assert_int_eq(s_load("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n", &cfg, err),
+                         -1);
+        ck_assert_msg(strstr(err, ":3: [replay] min_size_to_sample: 11 exceeds capacity 10 (/tmp/"),
+                      "%s", err);
+    }
 }
 END_TEST
 
@@ -150,6 +170,15 @@ START_TEST(test_overrides) {
     const char *bad5[] = {longv};
     ck_assert_int_eq(config_load(&cfg, p, bad5, 1, err, sizeof err), -1);
     ck_assert_str_eq(err, "--set: [run] out_dir: too long for one INI line (198 characters)");
+    // A check between keys blames where each value came from: --set, a line, or a default.
+    const char *bad6[] = {"replay.max_batch=32"};
+    ck_assert_int_eq(config_load(&cfg, p, bad6, 1, err, sizeof err), -1);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s (default): [learner] batch_size: 512 exceeds [replay] max_batch 32 (--set "
+             "replay.max_batch)",
+             p);
+    ck_assert_str_eq(err, want);
     const char *bad3[] = {"nodot=1"};
     ck_assert_int_eq(config_load(&cfg, p, bad3, 1, err, sizeof err), -1);
     ck_assert_str_eq(err, "--set nodot=1: expected section.key=value");
@@ -168,7 +197,10 @@ static void s_assert_prints_back(const apex_config_t *a) {
     fclose(f);
     ck_assert_msg(config_load(&b, path, NULL, 0, err, sizeof err) == 0, "%s", err);
     unlink(path);
+    // (Where values came from differs by design: every key is on a line of the printed file.)
     memcpy(b.source, a->source, sizeof a->source);
+    memcpy(b.origin_line, a->origin_line, sizeof a->origin_line);
+    memcpy(b.origin_set, a->origin_set, sizeof a->origin_set);
     ck_assert_mem_eq(a, &b, sizeof b);
 }
 

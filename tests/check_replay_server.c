@@ -746,9 +746,9 @@ END_TEST
 START_TEST(test_capacity_too_large_refused) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN];
-    const char *sets[] = {"replay.capacity=2147483648", "network.hidden=4"};
+    const char *sets[] = {"replay.capacity=1073741824", "network.hidden=4"};
     ck_assert_int_eq(config_load(&cfg, NULL, sets, 2, err, sizeof err), 0);
-    cfg.env.obs_dim = 8; // the (hypothetical) 128 GiB this needs is not available
+    cfg.env.obs_dim = 64; // the (hypothetical) 256 GiB this needs is not available
     ck_assert_ptr_null(replay_server_new(&cfg, 1));
 }
 END_TEST
