@@ -349,11 +349,19 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
         a->pending_len--;
         a->pending_seq0++;
         a->st.batches_dropped++;
+        // Under CURVE a server that refuses our key looks exactly like one that is down
+        // (the handshake fails and ZeroMQ retries quietly): say so.
         log_every(&a->drop_log, LOG_INTERVAL_MS, LOG_WARN,
                   "replay server at %s not acknowledging: %d batches unacknowledged, %llu oldest "
-                  "dropped",
+                  "dropped%s%s%s",
                   a->cfg.endpoints.replay_insert, a->pending_cap,
-                  (unsigned long long)a->st.batches_dropped);
+                  (unsigned long long)a->st.batches_dropped,
+                  a->cfg.security.mode == SECURITY_CURVE
+                      ? " (down, or refusing this actor's key: is the public key of this actor's "
+                        "key pair in "
+                      : "",
+                  a->cfg.security.mode == SECURITY_CURVE ? a->cfg.security.authorized_keys : "",
+                  a->cfg.security.mode == SECURITY_CURVE ? " on the replay host?)" : "");
     }
     int k = s_slot(a, a->pending_len);
     wire_encode(m, &a->pending[k]); // the buffers were sized for a full batch: no allocation

@@ -26,6 +26,10 @@ P2=$!; PIDS+=("$P2")
 wait_for 60 grep -q "refused client .* not in \[security\] authorized_keys" "$RUN/replay.log" && ok "the replay server refuses the unauthorized key" || bad "no refusal logged"
 for l in plain intruder; do
   wait_for 60 grep -q "not acknowledging" "$TMP/$l.log" && ok "$l actor reports the replay server not acknowledging" || bad "$l actor log: $(tail -2 "$TMP/$l.log")"
+  if [ "$l" = intruder ]; then
+    grep -q "not acknowledging.*refusing this actor's key: is the public key of this actor's key pair in .*authorized_keys on the replay host?" "$TMP/$l.log" \
+      && ok "the intruder's log says the server may be refusing its key" || bad "no hint about a refused key: $(grep -m1 'not acknowledging' "$TMP/$l.log")"
+  fi
   wait_for 30 grep -q " acked [0-9]*" "$TMP/$l.log" || true # its status lines
   acked=$({ grep -o " acked [0-9]*" "$TMP/$l.log" || true; } | tail -1 | awk '{print $2}')
   [ -n "$acked" ] && [ "$acked" = 0 ] && ok "$l actor: 0 batches accepted" || bad "$l actor got '${acked}' batches in"
