@@ -3,6 +3,7 @@
 #include "actor.h"
 
 #include "apex.h"
+#include "blas.h"
 #include "clock.h"
 #include "env.h"
 #include "explore.h"
@@ -16,7 +17,6 @@
 #include "wire.h"
 #include "xalloc.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -223,7 +223,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     s_net_config(cfg, &a->net_cfg);
     // Inference on small batches: one BLAS thread per actor process is fastest and leaves
     // the other cores to the other daemons.
-    openblas_set_num_threads(1);
+    blas_set_threads(1);
     s_alloc(a);
     if (s_open_sockets(a) != 0) {
         actor_destroy(&a);

@@ -6,6 +6,7 @@
 // (collecting "the first K to finish" from a fixed pool of envs would bias the mean down).
 #define LOG_MODULE "eval"
 #include "apex.h"
+#include "blas.h"
 #include "ckpt.h"
 #include "cli.h"
 #include "env.h"
@@ -14,7 +15,6 @@
 #include "nn.h"
 #include "xalloc.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
         nn_params_fini(&p);
         return 2;
     }
-    openblas_set_num_threads(1);
+    blas_set_threads(1);
     nn_state_t st;
     nn_state_init(&st, &nc, EVAL_PARALLEL);
     s_summary sum = {0};

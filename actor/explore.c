@@ -2,6 +2,7 @@
 #include "explore.h"
 
 #include "apex.h"
+#include "nn.h"
 
 #include <math.h>
 
@@ -31,21 +32,6 @@ void explore_epsilons(float *eps_out, int n_local, int64_t first_index, int64_t 
 // ---------------------------------------------------------------------------------------
 // Selection
 
-int32_t explore_argmax(const float *q, int A) {
-    APEX_ASSERT(A > 0);
-    int32_t best = 0;
-    float best_q = q[0];
-    for (int a = 1; a < A; a++) {
-        // Strictly greater: the first of equal maxima wins. A NaN best_q (q[0] NaN) is
-        // replaced by the first number, since (x > NaN) is false but isnan catches it.
-        if (q[a] > best_q || (isnan(best_q) && !isnan(q[a]))) {
-            best = a;
-            best_q = q[a];
-        }
-    }
-    return best;
-}
-
 void explore_select(int32_t *actions_out, const float *q, const float *eps, int B, int A,
                     rng_t *rng) {
     APEX_ASSERT(A > 0);
@@ -56,7 +42,7 @@ void explore_select(int32_t *actions_out, const float *q, const float *eps, int 
         if (rng_uniform(rng) < (double)eps[b]) {
             actions_out[b] = (int32_t)rng_below(rng, (uint32_t)A);
         } else {
-            actions_out[b] = explore_argmax(row, A);
+            actions_out[b] = nn_argmax(row, A);
         }
     }
 }

@@ -25,11 +25,9 @@ double explore_epsilon(int64_t i, int64_t n_total, double eps_base, double eps_a
 void explore_epsilons(float *eps_out, int n_local, int64_t first_index, int64_t n_total,
                       double eps_base, double eps_alpha);
 
-// Index of the largest of q[0 .. A-1]; ties go to the lowest index, and NaNs never win
-// (all-NaN rows give 0).
-int32_t explore_argmax(const float *q, int A);
 // Epsilon-greedy over a (B, A) row-major Q matrix: for row b, with probability eps[b] a
-// uniform random action, otherwise explore_argmax of the row. Draws one uniform per row, and
+// uniform random action, otherwise nn_argmax of the row (nn.h: ties to the lowest index, NaNs
+// never win). Draws one uniform per row, and
 // a second only when exploring, so a run is reproducible from the rng state.
 void explore_select(int32_t *actions_out, const float *q, const float *eps, int B, int A,
                     rng_t *rng);

@@ -55,7 +55,7 @@ static const s_row s_schema[] = {
      "own actors; set obs_dim, n_actions and obs_dtype)"},
     {"env", "obs_dim", T_INT, OFF(env.ext_obs_dim), 0, 0, 1 << 20, "0", NULL,
      "observation length for id = external (0 = the built-in id's)"},
-    {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, 1 << 16, "0", NULL,
+    {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,
      "number of discrete actions for id = external (0 = the built-in id's)"},
     {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "float32", "float32|uint8",
      "observation element type (uint8: byte observations, fed to the network scaled by "
@@ -140,7 +140,7 @@ static const s_row s_schema[] = {
     {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
      "1000", NULL, "period of metrics.csv rows (ms)"},
 
-    {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, 100000, "2", NULL,
+    {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, CONFIG_MAX_ACTORS, "2", NULL,
      "actor processes in the run (for the epsilon schedule and the launcher)"},
     {"actor", "envs_per_actor", T_INT, OFF(actor.envs_per_actor), 0, 1, 4096, "16", NULL,
      "environments each actor steps in lock step"},

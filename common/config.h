@@ -22,6 +22,9 @@
 // The replay store's largest capacity (replay/store.h STORE_CAPACITY_MAX; server.c asserts
 // the two agree), so that the schema refuses what the store would.
 #define CONFIG_REPLAY_CAPACITY_MAX (1LL << 30)
+// Limits the modules size their tables by, so that the schema accepts exactly what they do.
+#define CONFIG_MAX_ACTIONS 4096 // the network's head (nn.c)
+#define CONFIG_MAX_ACTORS 4096  // the learner's per-actor metrics (metrics.h)
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;

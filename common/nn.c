@@ -4,6 +4,7 @@
 
 #include "apex.h"
 #include "blas.h"
+#include "config.h"
 #include "xalloc.h"
 
 #include <math.h>
@@ -20,7 +21,7 @@ int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
     const char *msg = NULL;
     if (cfg->obs_dim < 1 || cfg->obs_dim > (1 << 20)) {
         msg = "obs_dim must be in [1, 2^20]";
-    } else if (cfg->n_actions < 1 || cfg->n_actions > 4096) {
+    } else if (cfg->n_actions < 1 || cfg->n_actions > CONFIG_MAX_ACTIONS) {
         msg = "n_actions must be in [1, 4096]";
     } else if (cfg->n_hidden < 1 || cfg->n_hidden > NN_MAX_HIDDEN) {
         msg = "n_hidden must be in [1, 4]";
@@ -360,10 +361,15 @@ void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const 
 // helpers for actors
 
 int nn_argmax(const float *q, int A) {
+    APEX_ASSERT(A > 0);
     int best = 0;
+    float best_q = q[0];
     for (int a = 1; a < A; a++) {
-        if (q[a] > q[best]) {
+        // Strictly greater: the first of equal maxima wins. A NaN best_q (q[0] NaN) is
+        // replaced by the first number, since (x > NaN) is false but isnan catches it.
+        if (q[a] > best_q || (isnan(best_q) && !isnan(q[a]))) {
             best = a;
+            best_q = q[a];
         }
     }
     return best;

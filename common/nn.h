@@ -138,7 +138,9 @@ void nn_forward(nn_state_t *s, const nn_params_t *p, const float *obs, int B, fl
 // batch of the last nn_forward on s with the same p. Does not compute dL/dobs.
 void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B);
 
-// Index of the largest of q[0..A-1]; the first one on ties (as torch.argmax).
+// Index of the largest of q[0..A-1] (A >= 1); the first one on ties (as torch.argmax), and
+// NaNs never win (an all-NaN row gives 0). The one argmax of apex: actors' greedy actions,
+// the evaluator, double DQN's action selection and the actors' priorities.
 int nn_argmax(const float *q, int A);
 
 // Actor-side initial priorities with ONE network (the actor's copy), for B transitions:

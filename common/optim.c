@@ -65,12 +65,6 @@ void optim_fini(optim_t *o) {
     memset(o, 0, sizeof *o);
 }
 
-void optim_reset(optim_t *o) {
-    memset(o->m, 0, o->n * sizeof(float));
-    memset(o->v, 0, o->n * sizeof(float));
-    o->step = 0;
-}
-
 // PyTorch's single-tensor Adam, folded into one loop over the flat array.
 static void s_adam_step(optim_t *o, float *params, const float *grads) {
     const optim_config_t *c = &o->cfg;

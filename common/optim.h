@@ -50,8 +50,6 @@ const char *optim_kind_name(optim_kind kind);
 // Allocates zeroed moments for n parameters (64-byte aligned). optim_fini: no-op if zeroed.
 void optim_init(optim_t *o, const optim_config_t *cfg, size_t n);
 void optim_fini(optim_t *o);
-// Forgets the moments and the step count.
-void optim_reset(optim_t *o);
 
 // One update of params (n floats) from grads, then step++. grads is not modified.
 void optim_step(optim_t *o, float *params, const float *grads);

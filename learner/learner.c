@@ -3,6 +3,7 @@
 #include "learner.h"
 
 #include "apex.h"
+#include "blas.h"
 #include "clock.h"
 #include "fileio.h"
 #include "log.h"
@@ -14,7 +15,6 @@
 #include "wire.h"
 #include "xalloc.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -253,7 +253,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         free(l);
         return NULL;
     }
-    openblas_set_num_threads((int)cfg->learner.threads);
+    blas_set_threads((int)cfg->learner.threads);
     train_config_t tc;
     s_train_config(cfg, &tc);
     l->trainer = trainer_new(&tc);
@@ -734,7 +734,6 @@ int learner_run(learner_t *self) {
 void learner_stop(learner_t *self) { atomic_store(&self->stop_requested, 1); }
 
 const char *learner_pub_endpoint(const learner_t *self) { return self->pub_ep; }
-const char *learner_stats_endpoint(const learner_t *self) { return self->stats_ep; }
 
 int64_t learner_updates(const learner_t *self) {
     // atomic_load takes a non-const pointer in C11 (DR 459); the object is only read.

@@ -10,11 +10,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "config.h"
 #include "tbevents.h"
 #include "wire.h"
 
 #define METRICS_RETURN_WINDOW 100
-#define METRICS_MAX_ACTORS 1024
+#define METRICS_MAX_ACTORS CONFIG_MAX_ACTORS
 #define METRICS_MAX_COLUMNS 32
 
 typedef struct {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "explore.h"
+#include "nn.h"
 #include "rng.h"
 
 START_TEST(test_epsilon_closed_form) {
@@ -51,17 +52,17 @@ END_TEST
 
 START_TEST(test_argmax_ties_and_nan) {
     const float a[] = {1, 3, 3, 2};
-    ck_assert_int_eq(explore_argmax(a, 4), 1);
+    ck_assert_int_eq(nn_argmax(a, 4), 1);
     const float b[] = {5, 5, 5};
-    ck_assert_int_eq(explore_argmax(b, 3), 0);
+    ck_assert_int_eq(nn_argmax(b, 3), 0);
     const float c[] = {-2, -1, -3};
-    ck_assert_int_eq(explore_argmax(c, 3), 1);
+    ck_assert_int_eq(nn_argmax(c, 3), 1);
     const float d[] = {NAN, 1, 2, NAN};
-    ck_assert_int_eq(explore_argmax(d, 4), 2);
+    ck_assert_int_eq(nn_argmax(d, 4), 2);
     const float e[] = {NAN, NAN};
-    ck_assert_int_eq(explore_argmax(e, 2), 0);
+    ck_assert_int_eq(nn_argmax(e, 2), 0);
     const float f[] = {7};
-    ck_assert_int_eq(explore_argmax(f, 1), 0);
+    ck_assert_int_eq(nn_argmax(f, 1), 0);
 }
 END_TEST
 
