@@ -11,8 +11,13 @@
 // alone, the col2im calls alone, and plain blas_sgemm calls of the step's exact shapes
 // (same buffers, same beta). "other" = step - im2col - col2im - plain sgemm (bias fill, bias
 // sums, and whatever the GEMMs lose inside the step). GFLOP/s count the step's GEMM FLOPs.
-// Also times two alternative first-layer im2cols against conv_im2col_u8 (see s_alt_*).
-// Prints "BENCH conv.<body>.<what> <value> <unit>" lines and "#" lines per GEMM.
+// Also times two alternative first-layer im2cols against conv_im2col_u8 (s_alt_transpose,
+// s_alt_gather), the forward GEMM in the other orientation (s_alt_gemm), and what the first
+// layer's backward saves by not computing dX (s_first_dx).
+// Last, 1024^3 sgemm as the machine's large-GEMM rate in the same run. Takes ~5 s.
+// Prints "BENCH conv.<body>.<what> <value> <unit>" lines and "#" lines per GEMM and layer.
+// Not part of `make bench` (no peer to compare with yet); run it by hand.
+#include "apex.h"
 #include "blas.h"
 #include "clock.h"
 #include "conv.h"
@@ -38,6 +43,7 @@ typedef struct {
     float *w[MAX_LAYERS], *b[MAX_LAYERS], *dw[MAX_LAYERS], *db[MAX_LAYERS];
     float *out[MAX_LAYERS], *col[MAX_LAYERS], *dout[MAX_LAYERS];
     float *dcol, *alt; // shared dcol scratch; the alternative's float copy of the batch
+    float *outT;       // (N x OC) of the largest layer, for s_alt_gemm
 } body_t;
 
 static void s_fill_normal(float *x, size_t n, float scale, rng_t *r) {
@@ -50,10 +56,11 @@ static void s_body_init(body_t *bd, const char *name, int B, float scale, int c,
                         const int *spec, int n_layers, int binary, rng_t *r) {
     memset(bd, 0, sizeof *bd);
     bd->name = name, bd->B = B, bd->n_layers = n_layers, bd->scale = scale;
-    size_t max_col = 0;
+    size_t max_col = 0, max_act = 0;
     for (int l = 0; l < n_layers; l++) {
         conv_shape_t *s = &bd->s[l];
-        int rc = conv_shape_init(s, c, h, w, spec[3 * l], spec[3 * l + 1], spec[3 * l + 2], NULL, 0);
+        int rc = conv_shape_init(s, c, h, w, spec[3 * l], spec[3 * l + 1], spec[3 * l + 2], NULL,
+                                 0);
         if (rc != 0) {
             abort();
         }
@@ -69,6 +76,7 @@ static void s_body_init(body_t *bd, const char *name, int B, float scale, int c,
         conv_init_random(bd->w[l], bd->b[l], s, r);
         s_fill_normal(bd->dout[l], act / sizeof(float), 1e-3f, r);
         max_col = l > 0 && col > max_col ? col : max_col;
+        max_act = APEX_MAX(max_act, act);
         c = s->c_out, h = s->oh, w = s->ow;
     }
     size_t n_obs = conv_in_features(&bd->s[0]) * (size_t)B;
@@ -78,6 +86,7 @@ static void s_body_init(body_t *bd, const char *name, int B, float scale, int c,
     }
     bd->dcol = xaligned_alloc(max_col ? max_col : sizeof(float));
     bd->alt = xaligned_alloc(n_obs * sizeof(float));
+    bd->outT = xaligned_alloc(max_act);
 }
 
 static void s_body_fini(body_t *bd) {
@@ -85,7 +94,7 @@ static void s_body_fini(body_t *bd) {
         xfree(bd->w[l]), xfree(bd->b[l]), xfree(bd->dw[l]), xfree(bd->db[l]);
         xfree(bd->out[l]), xfree(bd->dout[l]), xfree(bd->col[l]);
     }
-    xfree(bd->obs), xfree(bd->dcol), xfree(bd->alt);
+    xfree(bd->obs), xfree(bd->dcol), xfree(bd->alt), xfree(bd->outT);
 }
 
 // ----------------------------------------------------------------------------
@@ -142,14 +151,13 @@ static void s_gemm(body_t *bd, int g) {
     const conv_shape_t *s = &bd->s[l];
     int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B, M = s->c_out;
     if (g % 3 == 0) {
-        blas_sgemm(bd->out[l], bd->w[l], bd->col[l], 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, M,
-                   N, K);
+        blas_sgemm(bd->out[l], bd->w[l], bd->col[l], 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, M, N,
+                   K);
     } else if (g % 3 == 1) {
         blas_sgemm(bd->dw[l], bd->dout[l], bd->col[l], 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_TRANS, M, K,
                    N);
     } else if (l > 0) {
-        blas_sgemm(bd->dcol, bd->w[l], bd->dout[l], 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, N,
-                   M);
+        blas_sgemm(bd->dcol, bd->w[l], bd->dout[l], 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, N, M);
     }
 }
 
@@ -187,8 +195,8 @@ static void s_alt_gather(body_t *bd) {
                     size_t r = ((size_t)c * s->k + i) * s->k + j;
                     float *dst = bd->col[0] + r * N + (size_t)oy * s->ow * Bz;
                     for (int ox = 0; ox < s->ow; ox++, dst += Bz) {
-                        const uint8_t *src =
-                            bd->obs + y_off + (size_t)(ox * s->stride + j) * s->c_in + c;
+                        const uint8_t *src = bd->obs + y_off +
+                                             (size_t)(ox * s->stride + j) * s->c_in + c;
                         for (size_t b = 0; b < Bz; b++) {
                             dst[b] = bd->scale * (float)src[b * sample];
                         }
@@ -197,6 +205,39 @@ static void s_alt_gather(body_t *bd) {
             }
         }
     }
+}
+
+// The forward GEMM in the other orientation, out^T (N x OC) = col^T W^T (sgemm TT, into
+// bd->outT), then transposed into out (OC x N) with the bias added, in blocks of 64 columns
+// so that the (64 x OC) block read stays in L1. Timed only to see whether the chosen
+// orientation (M = OC) costs GEMM speed, and what getting the chosen layout back costs.
+static void s_alt_gemm(body_t *bd, int l, int64_t *ns_gemm, int64_t *ns_transpose) {
+    const conv_shape_t *s = &bd->s[l];
+    int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B, OC = s->c_out;
+    int64_t t0 = clock_now_ns();
+    blas_sgemm(bd->outT, bd->col[l], bd->w[l], 1.0f, 0.0f, BLAS_TRANS, BLAS_TRANS, N, OC, K);
+    int64_t t1 = clock_now_ns();
+    for (size_t n0 = 0; n0 < (size_t)N; n0 += 64) {
+        size_t n1 = APEX_MIN(n0 + 64, (size_t)N);
+        for (size_t oc = 0; oc < (size_t)OC; oc++) {
+            float *dst = bd->out[l] + oc * N, bias = bd->b[l][oc];
+            for (size_t n = n0; n < n1; n++) {
+                dst[n] = bd->outT[n * OC + oc] + bias;
+            }
+        }
+    }
+    *ns_gemm += t1 - t0;
+    *ns_transpose += clock_now_ns() - t1;
+}
+
+// What the first layer's backward skips with din = NULL: the dcol GEMM (into col[0], whose
+// values do not matter here) and the col2im into a float copy of the batch (bd->alt).
+static void s_first_dx(body_t *bd) {
+    const conv_shape_t *s = &bd->s[0];
+    int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B;
+    blas_sgemm(bd->col[0], bd->w[0], bd->dout[0], 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, N,
+               s->c_out);
+    conv_col2im(bd->alt, bd->col[0], s, bd->B);
 }
 
 // ----------------------------------------------------------------------------
@@ -212,12 +253,23 @@ static double s_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-typedef enum { OP_STEP, OP_IM2COL, OP_COL2IM, OP_SGEMM, OP_ALT_TRANSPOSE, OP_ALT_GATHER, OP_COUNT } op_t;
+typedef enum {
+    OP_STEP,
+    OP_IM2COL,
+    OP_COL2IM,
+    OP_SGEMM,
+    OP_ALT_TRANSPOSE,
+    OP_ALT_GATHER,
+    OP_ALT_GEMM,
+    OP_FIRST_DX,
+    OP_COUNT
+} op_t;
 
 #define MAX_PIECES (3 * MAX_LAYERS)
 
-// One window of op: returns ms per call, and writes ms per call of each piece to piece_ms
-// (per GEMM for OP_SGEMM, per layer for OP_IM2COL and OP_COL2IM, else zeros).
+// One window of op: returns ms per call, and writes ms per call of each piece to piece_ms:
+// per GEMM for OP_SGEMM; per layer for OP_IM2COL and OP_COL2IM; for OP_ALT_GEMM the GEMM of
+// layer l at l and its transpose at MAX_LAYERS + l; zeros otherwise.
 static double s_window(body_t *bd, op_t op, double *piece_ms) {
     int64_t t0 = clock_now_ns(), t;
     int64_t ns[MAX_PIECES] = {0};
@@ -233,6 +285,12 @@ static double s_window(body_t *bd, op_t op, double *piece_ms) {
             s_alt_transpose(bd);
         } else if (op == OP_ALT_GATHER) {
             s_alt_gather(bd);
+        } else if (op == OP_ALT_GEMM) {
+            for (int l = 0; l < bd->n_layers; l++) {
+                s_alt_gemm(bd, l, &ns[l], &ns[MAX_LAYERS + l]);
+            }
+        } else if (op == OP_FIRST_DX) {
+            s_first_dx(bd);
         } else {
             for (int g = 0; g < s_gemm_count(bd); g++) {
                 int64_t g0 = clock_now_ns();
@@ -294,8 +352,20 @@ static void s_bench_body(body_t *bd, int runs, const char *tsuffix) {
             static const char *kind[3] = {"fwd NN", "dW NT", "dcol TN"};
             printf("# conv.%s layer %d %-7s M=%d N=%d K=%d: %.3f ms, %.1f GFLOP/s\n", n, g / 3,
                    kind[g % 3], g % 3 == 2 ? K : s->c_out, g % 3 == 1 ? K : N,
-                   g % 3 == 0 ? K : g % 3 == 1 ? N : s->c_out, m, f / (m * 1e-3) * 1e-9);
+                   g % 3 == 0   ? K
+                   : g % 3 == 1 ? N
+                                : s->c_out,
+                   m, f / (m * 1e-3) * 1e-9);
         }
+    }
+    for (int l = 0; l < bd->n_layers; l++) {
+        const conv_shape_t *s = &bd->s[l];
+        double f = 2.0 * s->c_out * s->c_in * s->k * s->k * s->oh * s->ow * bd->B;
+        double m = s_median(pms[OP_ALT_GEMM][l], runs);
+        double tr = s_median(pms[OP_ALT_GEMM][MAX_LAYERS + l], runs);
+        printf("# conv.%s layer %d fwd as out^T = col^T W^T (TT, M=N, N=OC): %.3f ms, %.1f "
+               "GFLOP/s; + transpose to (OC x N) with bias %.3f ms\n",
+               n, l, m, f / (m * 1e-3) * 1e-9, tr);
     }
     for (int l = 0; l < bd->n_layers; l++) {
         double col_mb = (double)conv_col_bytes(&bd->s[l], bd->B) / 1e6;
@@ -314,11 +384,12 @@ static void s_bench_body(body_t *bd, int runs, const char *tsuffix) {
            flops / (med[OP_SGEMM] * 1e-3) * 1e-9);
     printf("BENCH conv.%s%s.sgemm_share %.1f %%\n", n, tsuffix,
            100.0 * med[OP_SGEMM] / med[OP_STEP]);
-    printf("BENCH conv.%s%s.first_im2col_ms %.3f ms\n", n, tsuffix, s_median(pms[OP_IM2COL][0], runs));
+    printf("BENCH conv.%s%s.first_im2col_ms %.3f ms\n", n, tsuffix,
+           s_median(pms[OP_IM2COL][0], runs));
     printf("BENCH conv.%s%s.first_im2col_alt_transpose_ms %.3f ms\n", n, tsuffix,
            med[OP_ALT_TRANSPOSE]);
-    printf("BENCH conv.%s%s.first_im2col_alt_gather_ms %.3f ms\n", n, tsuffix,
-           med[OP_ALT_GATHER]);
+    printf("BENCH conv.%s%s.first_im2col_alt_gather_ms %.3f ms\n", n, tsuffix, med[OP_ALT_GATHER]);
+    printf("BENCH conv.%s%s.first_dx_skipped_ms %.3f ms\n", n, tsuffix, med[OP_FIRST_DX]);
 }
 
 static int s_parse_int(const char *s, int *out) {
