@@ -14,7 +14,7 @@
 // Also times two alternative first-layer im2cols against conv_im2col_u8 (s_alt_transpose,
 // s_alt_gather), the forward GEMM in the other orientation (s_alt_gemm), and what the first
 // layer's backward saves by not computing dX (s_first_dx).
-// Last, 1024^3 sgemm as the machine's large-GEMM rate in the same run. Takes ~5 s.
+// Last, 1024^3 sgemm as the machine's large-GEMM rate in the same run. Takes ~3-4 s.
 // Prints "BENCH conv.<body>.<what> <value> <unit>" lines and "#" lines per GEMM and layer.
 // Not part of `make bench` (no peer to compare with yet); run it by hand.
 #include "apex.h"

@@ -47,7 +47,7 @@
 //
 // Backward of the first layer: pass din = NULL. The observations are not trained, so the
 // dcol GEMM and the col2im scatter are skipped. That matters: for the Nature body's first
-// layer (the largest col matrix) they would add 13-15 ms to a 73-84 ms step (B = 128), for
+// layer (the largest col matrix) they would add 13-17 ms to a 73-84 ms step (B = 128), for
 // the MinAtar body 0.8 ms to a 1.7-1.9 ms step (B = 512).
 //
 // Memory: col is K N floats per layer plus the first-layer row scratch (conv_col_bytes;
