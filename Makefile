@@ -22,7 +22,7 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 # Project flags are appended, so a user's CFLAGS never removes warnings (Redis REDIS_CFLAGS).
 APEX_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-  -Icommon -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
+  -Icommon -Imodel -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_CFLAGS = $(APEX_CFLAGS) $(CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
 
@@ -31,6 +31,7 @@ PROTOS := apex tensorboard
 PROTO_C := $(PROTOS:%=$(BUILD)/proto/%.pb-c.c)
 PROTO_H := $(PROTOS:%=$(BUILD)/proto/%.pb-c.h)
 COMMON_SRC := $(wildcard common/*.c)
+MODEL_SRC := $(wildcard model/*.c)
 ACTOR_MOD := $(filter-out %main.c,$(wildcard actor/*.c))
 REPLAY_MOD := $(filter-out %main.c,$(wildcard replay/*.c))
 LEARNER_MOD := $(filter-out %main.c,$(wildcard learner/*.c))
@@ -39,10 +40,14 @@ BENCH_SRC := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(PROTO_C:.c=.o)
+MODEL_OBJ := $(call obj,$(MODEL_SRC))
 ACTOR_OBJ := $(call obj,$(ACTOR_MOD))
 REPLAY_OBJ := $(call obj,$(REPLAY_MOD))
 LEARNER_OBJ := $(call obj,$(LEARNER_MOD))
 LIBCOMMON := $(BUILD)/libapexcommon.a
+# The network (layers, optimizers, checkpoints, BLAS glue): actor, learner and evaluator
+# link it; the replay server never does.
+LIBMODEL := $(BUILD)/libapexmodel.a
 
 # A binary is built when its main file exists (so every commit builds, daemon by daemon).
 MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c actor/keygen_main.c replay/main.c learner/main.c)
@@ -86,12 +91,15 @@ $(BUILD)/bench/%.o: ALL_CFLAGS += -Iactor -Ireplay -Ilearner
 $(LIBCOMMON): $(COMMON_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
+$(LIBMODEL): $(MODEL_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
 
 # ---- binaries --------------------------------------------------------------------------
-$(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBCOMMON)
+$(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
-$(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBCOMMON)
+$(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BIN)/apex-keygen: $(BUILD)/actor/keygen_main.o $(LIBCOMMON)
@@ -100,7 +108,7 @@ $(BIN)/apex-keygen: $(BUILD)/actor/keygen_main.o $(LIBCOMMON)
 $(BIN)/apex-replay: $(BUILD)/replay/main.o $(REPLAY_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
-$(BIN)/apex-learner: $(BUILD)/learner/main.o $(LEARNER_OBJ) $(LIBCOMMON)
+$(BIN)/apex-learner: $(BUILD)/learner/main.o $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 
@@ -113,7 +121,7 @@ $(BUILD)/gen/suites.h: $(TEST_SRC)
 	   sed -n 's/^Suite \*\([a-z0-9_]*_suite\)(void).*/    X(\1) \\/p' $(sort $(TEST_SRC)); \
 	   echo; } > $@.tmp && mv $@.tmp $@
 
-$(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBCOMMON)
+$(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 
 unit: $(CHECK_BIN) $(BINARIES)
@@ -145,7 +153,7 @@ asan: $(DEPS_STAMP)
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
 
 # ---- benchmarks ------------------------------------------------------------------------
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBCOMMON)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 
 bench: $(BENCH_BINS) $(BINARIES)
