@@ -1,0 +1,158 @@
+// minatar_asterix.c: MinAtar Asterix (minatar/environments/asterix.py at 4241f24).
+//
+// The player moves in 4 directions over rows 1..8; enemies and gold enter from the sides,
+// one per row. Gold gives +1, an enemy ends the episode. Channels: player 0, enemy 1,
+// trail 2, gold 3.
+//
+// Kept from the reference: the spawn draws rand() < 1/2 (direction) and rand() < 1/3 (gold)
+// even when every row is taken, then randint(#free rows), which draws nothing with one free
+// row; collisions are tested before and after the move; the ramp counts ramp_timer from 100
+// down to -1 before it fires (every 102 steps), and stops for good once both speeds are 1.
+#include "minatar.h"
+
+#include "apex.h"
+
+#define AX_RAMP_INTERVAL 100
+#define AX_INIT_SPAWN_SPEED 10
+#define AX_INIT_MOVE_INTERVAL 5
+
+enum { AX_PLAYER, AX_ENEMY, AX_TRAIL, AX_GOLD, AX_CHANNELS };
+
+// ---------------------------------------------------------------------------------------
+
+static void s_asterix_reset(minatar_t *m) {
+    minatar_asterix_t *g = &m->s.asterix;
+    g->player_x = 5;
+    g->player_y = 5;
+    for (int i = 0; i < 8; i++) {
+        g->entities[i] = (minatar_asterix_entity_t){0, 0, 0, 0};
+    }
+    g->spawn_speed = AX_INIT_SPAWN_SPEED;
+    g->spawn_timer = g->spawn_speed;
+    g->move_speed = AX_INIT_MOVE_INTERVAL;
+    g->move_timer = g->move_speed;
+    g->ramp_timer = AX_RAMP_INTERVAL;
+    g->ramp_index = 0;
+}
+
+// _spawn_entity: an enemy or gold in a random free row, entering from a random side.
+static void s_spawn_entity(minatar_t *m) {
+    minatar_asterix_t *g = &m->s.asterix;
+    // Python's 1/2 and 1/3 are the doubles 0.5 and 0.333...; C's 1.0 / 3 is the same double.
+    int lr = nprandom_rand(&m->rng) < 1.0 / 2;
+    int is_gold = nprandom_rand(&m->rng) < 1.0 / 3;
+    int slot_options[8], n = 0;
+    for (int i = 0; i < 8; i++) {
+        if (!g->entities[i].present) {
+            slot_options[n++] = i;
+        }
+    }
+    if (n == 0) {
+        return;
+    }
+    int slot = slot_options[nprandom_randint(&m->rng, 0, n)];
+    g->entities[slot] = (minatar_asterix_entity_t){(int8_t)(lr ? 0 : 9), (int8_t)lr,
+                                                   (int8_t)is_gold, 1};
+}
+
+// Entity i on the player's cell: gold is collected (+1), an enemy ends the game.
+static int s_touch(minatar_t *m, int i) {
+    minatar_asterix_t *g = &m->s.asterix;
+    minatar_asterix_entity_t *e = &g->entities[i];
+    if (!e->present || e->x != g->player_x || i + 1 != g->player_y) {
+        return 0;
+    }
+    if (e->gold) {
+        e->present = 0;
+        return 1;
+    }
+    m->terminal = 1;
+    return 0;
+}
+
+static int s_asterix_act(minatar_t *m, int a) {
+    minatar_asterix_t *g = &m->s.asterix;
+    int r = 0;
+    if (g->spawn_timer == 0) {
+        s_spawn_entity(m);
+        g->spawn_timer = g->spawn_speed;
+    }
+
+    if (a == MINATAR_LEFT) {
+        g->player_x = APEX_MAX(0, g->player_x - 1);
+    } else if (a == MINATAR_RIGHT) {
+        g->player_x = APEX_MIN(9, g->player_x + 1);
+    } else if (a == MINATAR_UP) {
+        g->player_y = APEX_MAX(1, g->player_y - 1);
+    } else if (a == MINATAR_DOWN) {
+        g->player_y = APEX_MIN(8, g->player_y + 1);
+    }
+
+    for (int i = 0; i < 8; i++) {
+        r += s_touch(m, i);
+    }
+    if (g->move_timer == 0) {
+        g->move_timer = g->move_speed;
+        for (int i = 0; i < 8; i++) {
+            minatar_asterix_entity_t *e = &g->entities[i];
+            if (!e->present) {
+                continue;
+            }
+            e->x = (int8_t)(e->x + (e->lr ? 1 : -1));
+            if (e->x < 0 || e->x > 9) {
+                e->present = 0; // off the board: it cannot touch the player either
+            }
+            r += s_touch(m, i);
+        }
+    }
+
+    g->spawn_timer -= 1;
+    g->move_timer -= 1;
+
+    if (m->ramping && (g->spawn_speed > 1 || g->move_speed > 1)) {
+        if (g->ramp_timer >= 0) {
+            g->ramp_timer -= 1;
+        } else {
+            if (g->move_speed > 1 && g->ramp_index % 2) {
+                g->move_speed -= 1;
+            }
+            if (g->spawn_speed > 1) {
+                g->spawn_speed -= 1;
+            }
+            g->ramp_index += 1;
+            g->ramp_timer = AX_RAMP_INTERVAL;
+        }
+    }
+    return r;
+}
+
+static void s_asterix_observe(const minatar_t *m, uint8_t *obs) {
+    const minatar_asterix_t *g = &m->s.asterix;
+#define AX_AT(y, x, c) obs[((y)*MINATAR_SIZE + (x)) * AX_CHANNELS + (c)]
+    AX_AT(g->player_y, g->player_x, AX_PLAYER) = 1;
+    for (int i = 0; i < 8; i++) {
+        const minatar_asterix_entity_t *e = &g->entities[i];
+        if (!e->present) {
+            continue;
+        }
+        AX_AT(i + 1, e->x, e->gold ? AX_GOLD : AX_ENEMY) = 1;
+        int back_x = e->lr ? e->x - 1 : e->x + 1;
+        if (back_x >= 0 && back_x <= 9) {
+            AX_AT(i + 1, back_x, AX_TRAIL) = 1;
+        }
+    }
+#undef AX_AT
+}
+
+static int s_asterix_ramp(const minatar_t *m) { return m->s.asterix.ramp_index; }
+
+const minatar_game_t minatar_asterix_game = {
+    .name = "asterix",
+    .channels = AX_CHANNELS,
+    .n_minimal_actions = 5,
+    .minimal_actions = {MINATAR_NOOP, MINATAR_LEFT, MINATAR_UP, MINATAR_RIGHT, MINATAR_DOWN},
+    .reset = s_asterix_reset,
+    .act = s_asterix_act,
+    .observe = s_asterix_observe,
+    .difficulty_ramp = s_asterix_ramp,
+};

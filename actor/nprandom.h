@@ -1,0 +1,47 @@
+// nprandom.h: numpy's legacy RandomState (numpy.random.RandomState), bit for bit.
+//
+// What it does: the MT19937 generator numpy's RandomState wraps, seeded the way
+// RandomState(int) seeds it, and the three draws MinAtar makes with it: rand() (one
+// double), randint(low, high) (one int64) and the raw 32-bit word both are built from.
+// Checked against values printed by numpy 1.24 (tests/fixtures/gen_nprandom.py).
+//
+// The numpy facts it reproduces (numpy/random/_mt19937.pyx, src/mt19937, distributions.c):
+// - RandomState(seed) with an int seed in [0, 2^32) calls MT19937._legacy_seeding, which
+//   runs mt19937_seed: Matsumoto-Nishimura's init_genrand (not init_by_array; that one is
+//   only for array seeds, which are not reproduced here).
+// - rand() is next_double: a = u32 >> 5, b = u32 >> 6 (two draws, in that order),
+//   (a * 2^26 + b) / 2^53.
+// - randint(low, high) (dtype int64, the default) goes through
+//   random_bounded_uint64_fill with use_masked: rng = high - 1 - low; rng == 0 returns low
+//   and consumes no draw; rng < 2^32 repeats `v = u32 & mask` until v <= rng (mask the
+//   smallest 2^k - 1 >= rng); a larger rng does the same with 64-bit words, each made of two
+//   u32 draws, the first one the high half.
+//
+// What it deliberately does not do: seeding from arrays or from entropy, the Gaussian and
+// other distributions, or numpy's newer Generator. Not thread-safe: one nprandom_t per
+// thread. Plain data (2.5 KB), safe to copy, embed or memcmp.
+#ifndef APEX_NPRANDOM_H
+#define APEX_NPRANDOM_H
+
+#include <stdint.h>
+
+#define NPRANDOM_N 624
+
+typedef struct {
+    uint32_t key[NPRANDOM_N]; // MT19937 state words
+    int32_t pos;              // next word to temper; NPRANDOM_N means "regenerate first"
+} nprandom_t;
+
+// Seeds as numpy.random.RandomState(seed) does for an int seed (init_genrand).
+void nprandom_seed(nprandom_t *r, uint32_t seed);
+// The next raw 32-bit word (numpy's next_uint32 / random_raw of the legacy MT19937).
+uint32_t nprandom_next_u32(nprandom_t *r);
+// Two words, the first drawn as the high half (numpy's mt19937_next64).
+uint64_t nprandom_next_u64(nprandom_t *r);
+// RandomState.rand(): a double in [0, 1) from two words.
+double nprandom_rand(nprandom_t *r);
+// RandomState.randint(low, high): an int64 in [low, high). low < high is asserted (numpy
+// raises ValueError). Consumes no draw when high == low + 1.
+int64_t nprandom_randint(nprandom_t *r, int64_t low, int64_t high);
+
+#endif
