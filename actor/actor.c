@@ -44,14 +44,15 @@ struct actor {
     nn_config_t net_cfg;
     nn_params_t params;
     nn_state_t state;
-    rng_t rng;                 // action selection
-    float *q;                  // (n_envs, A)
-    float *eps;                // (n_envs)
-    int32_t *actions;          // (n_envs)
-    float *next_obs, *rewards; // (n_envs, O), (n_envs)
+    rng_t rng;        // action selection
+    float *q;         // (n_envs, A)
+    float *eps;       // (n_envs)
+    int32_t *actions; // (n_envs)
+    void *next_obs;   // (n_envs, obs bytes)
+    float *rewards;   // (n_envs)
     uint8_t *terminated, *truncated;
-    float *prio;  // (send_batch)
-    float *obs_t; // (n_envs, O): s_t, kept while vecenv_step auto-resets env.obs
+    float *prio; // (send_batch)
+    void *obs_t; // (n_envs, obs bytes): s_t, kept while vecenv_step auto-resets env.obs
     // Pending FIFO of encoded batches (bounded; see actor.h).
     // The window of unacknowledged batches, oldest first, with consecutive seqs from
     // pending_seq0 (see "Sending" below).
@@ -93,32 +94,23 @@ struct actor {
 // ---------------------------------------------------------------------------------------
 // Start-up
 
-static void s_net_config(const apex_config_t *c, nn_config_t *n) {
-    memset(n, 0, sizeof *n);
-    n->obs_dim = c->env.obs_dim;
-    n->n_actions = c->env.n_actions;
-    n->n_hidden = c->network.n_hidden;
-    for (int i = 0; i < c->network.n_hidden; i++) {
-        n->hidden[i] = c->network.hidden[i];
-    }
-    n->dueling = c->network.dueling;
-}
-
 static void s_alloc(actor_t *a) {
     const config_actor_t *c = &a->cfg.actor;
-    int N = (int)c->envs_per_actor, O = a->spec->obs_dim, A = a->spec->n_actions;
+    // OB: bytes of one observation (float32 or uint8 elements: nstep and the batches only copy
+    // them; the network reads them as they are).
+    int N = (int)c->envs_per_actor, OB = (int)env_obs_bytes(a->spec), A = a->spec->n_actions;
     int B = (int)c->send_batch;
     uint64_t first = (uint64_t)a->index * (uint64_t)N;
     vecenv_init(&a->env, a->spec, N, (uint64_t)a->cfg.run.seed, first, EPISODES_CAP);
-    nstep_init(&a->nstep, N, O, (int)c->n_step, c->gamma);
+    nstep_init(&a->nstep, N, OB, (int)c->n_step, c->gamma);
     // A step can emit up to n_envs * n transitions on top of a nearly full batch.
-    nstep_out_init(&a->out, B + nstep_max_emit(&a->nstep), O);
+    nstep_out_init(&a->out, B + nstep_max_emit(&a->nstep), OB);
     nn_params_init(&a->params, &a->net_cfg);
     a->staged = xmalloc(a->params.num_params * sizeof(float));
     rng_t init;
     rng_init_stream(&init, (uint64_t)a->cfg.run.seed, RNG_ROLE_NET_INIT, 0);
     nn_params_init_random(&a->params, &init);
-    nn_state_init(&a->state, &a->net_cfg, N > B ? N : B);
+    nn_state_init(&a->state, &a->net_cfg, N > B ? N : B, 0);
     rng_init_stream(&a->rng, (uint64_t)a->cfg.run.seed, RNG_ROLE_ACTOR, (uint64_t)a->index);
     // The epoch names this run of the process, so that a restarted actor's seq 0 is not
     // taken for a re-sent batch of its previous life. It is the one value in a batch that
@@ -132,17 +124,17 @@ static void s_alloc(actor_t *a) {
     explore_epsilons(a->eps, N, (int64_t)first, (int64_t)(c->num_actors * c->envs_per_actor),
                      c->eps_base, c->eps_alpha);
     a->actions = xmalloc((size_t)N * sizeof(int32_t));
-    a->next_obs = xmalloc((size_t)N * (size_t)O * sizeof(float));
+    a->next_obs = xmalloc((size_t)N * (size_t)OB);
     a->rewards = xmalloc((size_t)N * sizeof(float));
     a->terminated = xmalloc((size_t)N);
     a->truncated = xmalloc((size_t)N);
     a->prio = xmalloc((size_t)B * sizeof(float));
-    a->obs_t = xmalloc((size_t)N * (size_t)O * sizeof(float));
+    a->obs_t = xmalloc((size_t)N * (size_t)OB);
     a->pending_cap = (int)c->max_pending_batches;
     a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
     a->pending_sent_ms = xcalloc((size_t)a->pending_cap, sizeof *a->pending_sent_ms);
     a->pending_acked = xcalloc((size_t)a->pending_cap, 1);
-    size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)O * 4 + 16);
+    size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)OB + 16);
     for (int i = 0; i < a->pending_cap; i++) {
         wire_buf_init(&a->pending[i], batch_bytes);
     }
@@ -220,7 +212,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->cfg = *cfg;
     a->index = index;
     a->spec = spec;
-    s_net_config(cfg, &a->net_cfg);
+    nn_config_from_run(&a->net_cfg, cfg);
     // Inference on small batches: one BLAS thread per actor process is fastest and leaves
     // the other cores to the other daemons.
     blas_set_threads(1);
@@ -375,6 +367,7 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
 static void s_ship(actor_t *a, int count) {
     nstep_out_t *o = &a->out;
     int O = a->spec->obs_dim;
+    size_t OB = env_obs_bytes(a->spec);
     nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards, o->discounts,
                      o->next_obs, (float)a->cfg.learner.priority_eps, count);
     // Weights that pass validation (finite) can still overflow in the forward pass, and the
@@ -398,6 +391,7 @@ static void s_ship(actor_t *a, int count) {
                                .weights_version = a->st.weights_version,
                                .count = (uint32_t)count,
                                .obs_dim = (uint32_t)O,
+                               .obs_dtype = (uint32_t)a->spec->obs_dtype,
                                .obs = o->obs,
                                .actions = o->actions,
                                .rewards = o->rewards,
@@ -408,9 +402,9 @@ static void s_ship(actor_t *a, int count) {
     s_flush_pending(a);
     int rest = o->count - count;
     if (rest > 0) {
-        size_t ro = (size_t)count * (size_t)O, no = (size_t)rest * (size_t)O;
-        memmove(o->obs, o->obs + ro, no * sizeof(float));
-        memmove(o->next_obs, o->next_obs + ro, no * sizeof(float));
+        size_t ro = (size_t)count * OB, no = (size_t)rest * OB;
+        memmove(o->obs, o->obs + ro, no);
+        memmove(o->next_obs, o->next_obs + ro, no);
         memmove(o->actions, o->actions + count, (size_t)rest * sizeof(int32_t));
         memmove(o->rewards, o->rewards + count, (size_t)rest * sizeof(float));
         memmove(o->discounts, o->discounts + count, (size_t)rest * sizeof(float));
@@ -510,8 +504,8 @@ static int s_idle_step(loop_t *loop, void *arg) {
     nn_forward(&a->state, &a->params, a->env.obs, N, a->q);
     explore_select(a->actions, a->q, a->eps, N, A, &a->rng);
     // nstep needs s_t, but vecenv_step overwrites env.obs (auto-reset): keep a copy.
-    float *obs_t = a->obs_t;
-    memcpy(obs_t, a->env.obs, (size_t)N * (size_t)a->spec->obs_dim * sizeof(float));
+    void *obs_t = a->obs_t;
+    memcpy(obs_t, a->env.obs, (size_t)N * a->env.obs_bytes);
     vecenv_step(&a->env, a->actions, a->next_obs, a->rewards, a->terminated, a->truncated);
     nstep_push_all(&a->nstep, obs_t, a->actions, a->rewards, a->next_obs, a->terminated,
                    a->truncated, &a->out);

@@ -15,12 +15,17 @@
 // Registry
 
 static const env_spec_t *const s_registry[] = {
-    &env_cartpole_spec,
-    &env_acrobot_spec,
-    &env_mountaincar_spec,
+    &env_cartpole_spec,         &env_acrobot_spec,
+    &env_mountaincar_spec,      &env_minatar_asterix_spec,
+    &env_minatar_breakout_spec, &env_minatar_freeway_spec,
+    &env_minatar_seaquest_spec, &env_minatar_space_invaders_spec,
 };
 
-// A linear scan: three entries, looked up once at startup.
+size_t env_obs_bytes(const env_spec_t *spec) {
+    return (size_t)spec->obs_dim * (spec->obs_dtype == ENV_OBS_U8 ? 1 : sizeof(float));
+}
+
+// A linear scan: a few entries, looked up once at startup.
 const env_spec_t *env_find(const char *id) {
     if (id == NULL) {
         return NULL;
@@ -35,10 +40,12 @@ const env_spec_t *env_find(const char *id) {
 
 const char *env_known_ids(void) {
     // Kept by hand next to s_registry; check_env asserts the two agree.
-    return "CartPole-v1, Acrobot-v1, MountainCar-v0";
+    return "CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, "
+           "MinAtar/Freeway-v0, MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0";
 }
 
-void env_set_state(const env_spec_t *spec, double *state, const double *values, float *obs_out) {
+void env_set_state(const env_spec_t *spec, void *state, const double *values, void *obs_out) {
+    APEX_ASSERT(spec->state_dim > 0); // classic control only
     memcpy(state, values, (size_t)spec->state_dim * sizeof(double));
     if (obs_out != NULL) {
         spec->observe(state, obs_out);
@@ -51,16 +58,18 @@ void env_set_state(const env_spec_t *spec, double *state, const double *values, 
 void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint64_t first_index,
                  int episodes_cap) {
     APEX_ASSERT(spec != NULL && n > 0 && episodes_cap > 0);
-    APEX_ASSERT(spec->obs_dim <= ENV_MAX_OBS_DIM && spec->state_dim <= ENV_MAX_STATE_DIM);
+    APEX_ASSERT(spec->obs_dim <= ENV_MAX_OBS_DIM && spec->state_dim <= ENV_MAX_STATE_DIM &&
+                spec->state_bytes <= ENV_MAX_STATE_BYTES);
     memset(v, 0, sizeof(*v));
     // Every array is sized here, once: vecenv_step and the resets it triggers only touch
     // memory allocated now (STYLE S8).
     v->spec = spec;
     v->n = n;
+    v->obs_bytes = env_obs_bytes(spec);
     const size_t N = (size_t)n;
-    v->state = xcalloc(N * (size_t)spec->state_dim, sizeof(double));
+    v->state = xcalloc(N, spec->state_bytes);
     v->rng = xcalloc(N, sizeof(rng_t));
-    v->obs = xcalloc(N * (size_t)spec->obs_dim, sizeof(float));
+    v->obs = xcalloc(N, v->obs_bytes);
     v->ep_return = xcalloc(N, sizeof(double));
     v->ep_len = xcalloc(N, sizeof(int32_t));
     v->done = xcalloc((size_t)episodes_cap, sizeof(vecenv_episode_t));
@@ -69,8 +78,11 @@ void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint
     // episodes then do not depend on how many envs its actor runs or in what order.
     for (int i = 0; i < n; i++) {
         rng_init_stream(&v->rng[i], seed, RNG_ROLE_ENV, first_index + (uint64_t)i);
-        spec->reset(v->state + (size_t)i * (size_t)spec->state_dim, &v->rng[i],
-                    v->obs + (size_t)i * (size_t)spec->obs_dim);
+        uint8_t *st = v->state + (size_t)i * spec->state_bytes;
+        if (spec->seed) {
+            spec->seed(st, &v->rng[i]);
+        }
+        spec->reset(st, &v->rng[i], v->obs + (size_t)i * v->obs_bytes);
     }
 }
 
@@ -99,14 +111,15 @@ static void s_vecenv_finish(vecenv_t *v, int i) {
     v->ep_return[i] = 0.0;
     v->ep_len[i] = 0;
     const env_spec_t *spec = v->spec;
-    spec->reset(v->state + (size_t)i * (size_t)spec->state_dim, &v->rng[i],
-                v->obs + (size_t)i * (size_t)spec->obs_dim);
+    spec->reset(v->state + (size_t)i * spec->state_bytes, &v->rng[i],
+                v->obs + (size_t)i * v->obs_bytes);
 }
 
-void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *rewards,
+void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs_out, float *rewards,
                  uint8_t *terminated, uint8_t *truncated) {
     const env_spec_t *spec = v->spec;
-    const size_t S = (size_t)spec->state_dim, O = (size_t)spec->obs_dim;
+    const size_t S = spec->state_bytes, O = v->obs_bytes;
+    uint8_t *next_obs = next_obs_out;
     // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
     // Checked for all envs before any steps, so an abort never leaves half a vector stepped.
     for (int i = 0; i < v->n; i++) {
@@ -128,14 +141,17 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *re
         v->ep_len[i]++;
         // TimeLimit semantics: truncated depends on the step count only, so a terminal step
         // that is also the last allowed one reports both.
-        truncated[i] = (uint8_t)(v->ep_len[i] >= spec->max_episode_steps);
+        truncated[i] = (uint8_t)(spec->max_episode_steps > 0 &&
+                                 v->ep_len[i] >= spec->max_episode_steps);
         if (terminated[i] || truncated[i]) {
             s_vecenv_finish(v, i);
-        } else {
-            // obs_dim is tiny (2..6 floats): a loop beats a libc memcpy call here.
+        } else if (O <= 32) {
+            // A classic observation is 8..24 bytes: a loop beats a libc memcpy call here.
             for (size_t j = 0; j < O; j++) {
                 v->obs[(size_t)i * O + j] = next_obs[(size_t)i * O + j];
             }
+        } else {
+            memcpy(v->obs + (size_t)i * O, next_obs + (size_t)i * O, O);
         }
     }
     v->steps += (uint64_t)v->n;

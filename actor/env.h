@@ -32,49 +32,71 @@
 // ---------------------------------------------------------------------------------------
 // One environment: a spec (constants + functions) over a caller-owned state.
 //
-// The state of one environment is state_dim doubles laid out exactly like Gymnasium's
-// env.unwrapped.state (CartPole [x, x_dot, theta, theta_dot]; Acrobot [theta1, theta2,
-// dtheta1, dtheta2]; MountainCar [position, velocity]). That makes it plain data: it can be
-// copied, compared, or set from a test fixture (env_set_state). The spec functions are pure
-// functions of their arguments and thread-safe on distinct states.
+// The state of one environment is state_bytes of plain data. For the classic-control envs it
+// is state_dim doubles laid out exactly like Gymnasium's env.unwrapped.state (CartPole [x,
+// x_dot, theta, theta_dot]; Acrobot [theta1, theta2, dtheta1, dtheta2]; MountainCar
+// [position, velocity]); for MinAtar a minatar_t (the game and its numpy RandomState). That
+// makes it plain data: it can be copied, compared, or set from a test fixture
+// (env_set_state, classic envs). The spec functions are pure functions of their arguments
+// and thread-safe on distinct states.
+//
+// Observations are obs_dim elements of obs_dtype (float32 for classic control, uint8 for
+// MinAtar's 0/1 frames), channels-last [y][x][c] for images (obs_h x obs_w x obs_c; 0 x 0 x 0
+// for a vector), and enter the network multiplied by obs_scale.
 
-#define ENV_MAX_OBS_DIM 8
-#define ENV_MAX_STATE_DIM 8
+#define ENV_MAX_OBS_DIM 1024 // elements; MinAtar's largest frame is 10 x 10 x 10
+#define ENV_MAX_STATE_DIM 8  // doubles of a classic-control state
+#define ENV_MAX_STATE_BYTES 4096
+
+typedef enum { ENV_OBS_F32 = 0, ENV_OBS_U8 = 1 } env_obs_dtype; // = config_obs_dtype
 
 typedef struct env_spec {
-    const char *id;        // Gymnasium id, e.g. "CartPole-v1"
-    int obs_dim;           // floats per observation
-    int n_actions;         // actions are 0 .. n_actions-1
-    int max_episode_steps; // TimeLimit: truncated once an episode has this many steps
-    int state_dim;         // doubles per state
-    // Draws a start state from rng into state (state_dim doubles) and writes its observation.
-    void (*reset)(double *state, rng_t *rng, float *obs_out);
+    const char *id;          // Gymnasium id, e.g. "CartPole-v1" or "MinAtar/Breakout-v0"
+    int obs_dim;             // elements per observation
+    int obs_dtype;           // env_obs_dtype
+    int obs_h, obs_w, obs_c; // image shape (0, 0, 0 for a vector observation)
+    float obs_scale;         // what the network multiplies observations by (1 for both kinds)
+    int n_actions;           // actions are 0 .. n_actions-1
+    int max_episode_steps;   // TimeLimit: truncated once an episode has this many steps (0: none)
+    int state_dim;           // doubles per state for env_set_state (classic control), else 0
+    size_t state_bytes;      // bytes of one state
+    // Optional (may be NULL): called once per env before its first reset, with the env's own
+    // stream (MinAtar seeds its numpy RandomState from it; its resets then draw from that).
+    void (*seed)(void *state, rng_t *rng);
+    // Starts an episode (drawing from rng where the env's start state is random) and writes
+    // its first observation.
+    void (*reset)(void *state, rng_t *rng, void *obs_out);
     // One Gymnasium step: advances state, writes the new observation, the reward and whether
     // the episode terminated (1) or not (0). action outside [0, n_actions) is a programming
     // error (asserted by callers that take actions from outside, such as vecenv_step).
-    void (*step)(double *state, int32_t action, float *obs_out, float *reward, uint8_t *terminated);
+    void (*step)(void *state, int32_t action, void *obs_out, float *reward, uint8_t *terminated);
     // Writes the observation of state (Gymnasium's _get_ob or np.array(state, float32)).
-    void (*observe)(const double *state, float *obs_out);
-    // Optional (may be NULL): step for n envs at once, states (n, state_dim), obs_out
-    // (n, obs_dim), actions/rewards/terminated (n). Must give bit-identical results to n
-    // calls of step; it exists only to be faster (vecenv_step prefers it).
-    void (*step_batch)(double *states, int n, const int32_t *actions, float *obs_out,
-                       float *rewards, uint8_t *terminated);
+    void (*observe)(const void *state, void *obs_out);
+    // Optional (may be NULL): step for n envs at once, states (n, state_bytes), obs_out
+    // (n, obs), actions/rewards/terminated (n). Must give bit-identical results to n calls of
+    // step; it exists only to be faster (vecenv_step prefers it).
+    void (*step_batch)(void *states, int n, const int32_t *actions, void *obs_out, float *rewards,
+                       uint8_t *terminated);
 } env_spec_t;
 
-// The three built-in specs. Code normally looks them up with env_find.
+// Bytes of one observation of spec.
+size_t env_obs_bytes(const env_spec_t *spec);
+
+// The built-in specs. Code normally looks them up with env_find.
 extern const env_spec_t env_cartpole_spec;
 extern const env_spec_t env_acrobot_spec;
 extern const env_spec_t env_mountaincar_spec;
+extern const env_spec_t env_minatar_asterix_spec, env_minatar_breakout_spec,
+    env_minatar_freeway_spec, env_minatar_seaquest_spec, env_minatar_space_invaders_spec;
 
 // Returns the spec registered under id (exact, case-sensitive), or NULL if there is none.
 // Thread-safe; the spec is static and never freed.
 const env_spec_t *env_find(const char *id);
 // Returns a static, comma-separated list of the known ids, for error messages and --help.
 const char *env_known_ids(void);
-// Sets state to the given values (state_dim doubles, Gymnasium layout) and writes the
-// matching observation (obs_out may be NULL). For tests and replays of fixtures.
-void env_set_state(const env_spec_t *spec, double *state, const double *values, float *obs_out);
+// Sets a classic-control state to the given values (state_dim doubles, Gymnasium layout) and
+// writes the matching observation (obs_out may be NULL). For tests and replays of fixtures.
+void env_set_state(const env_spec_t *spec, void *state, const double *values, void *obs_out);
 
 // ---------------------------------------------------------------------------------------
 // vecenv_t: n environments of one spec stepped in lock step, with auto-reset.
@@ -95,9 +117,10 @@ typedef struct {
 typedef struct {
     const env_spec_t *spec; // borrowed, static
     int n;                  // number of environments
-    double *state;          // (n, state_dim)
+    size_t obs_bytes;       // env_obs_bytes(spec)
+    uint8_t *state;         // (n, state_bytes)
     rng_t *rng;             // (n)
-    float *obs;             // (n, obs_dim): the observation to act on next
+    uint8_t *obs;           // (n, obs_bytes): the observation to act on next
     double *ep_return;      // (n) return of the running episode so far
     int32_t *ep_len;        // (n) steps of the running episode so far
     uint64_t steps;         // env steps taken by vecenv_step, summed over envs
@@ -111,7 +134,8 @@ typedef struct {
 } vecenv_t;
 
 // Allocates the arrays (aborts on OOM), seeds env i from (seed, RNG_ROLE_ENV, first_index + i)
-// and resets every env, so v->obs holds n start observations. episodes_cap is the bound of
+// (spec->seed, if any, then draws its own seed from that stream) and resets every env, so
+// v->obs holds n start observations. episodes_cap is the bound of
 // the finished-episode buffer (at least n is sensible: each step can end n episodes).
 void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint64_t first_index,
                  int episodes_cap);
@@ -128,7 +152,7 @@ void vecenv_fini(vecenv_t *v);
 // Envs whose episode ended are reset; afterwards v->obs holds, for every env, the
 // observation to act on next (the reset observation where an episode ended). Finished
 // episodes are appended to v->done. Asserts actions[i] in [0, n_actions).
-void vecenv_step(vecenv_t *v, const int32_t *actions, float *next_obs, float *rewards,
+void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs, float *rewards,
                  uint8_t *terminated, uint8_t *truncated);
 
 // Copies up to cap finished episodes (oldest first) into out, removes them from the buffer,

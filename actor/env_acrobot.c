@@ -134,13 +134,23 @@ static void s_acrobot_step(double *s, int32_t action, float *obs, float *reward,
     s_acrobot_observe(s, obs);
 }
 
+// The spec's untyped interface (env.h) over the typed functions above.
+static void s_acrobot_reset_v(void *s, rng_t *rng, void *obs) { s_acrobot_reset(s, rng, obs); }
+static void s_acrobot_step_v(void *s, int32_t a, void *obs, float *r, uint8_t *t) {
+    s_acrobot_step(s, a, obs, r, t);
+}
+static void s_acrobot_observe_v(const void *s, void *obs) { s_acrobot_observe(s, obs); }
+
 const env_spec_t env_acrobot_spec = {
     .id = "Acrobot-v1",
     .obs_dim = 6,
+    .obs_dtype = ENV_OBS_F32,
+    .obs_scale = 1.0f,
     .n_actions = 3,
     .max_episode_steps = 500,
     .state_dim = AB_STATE_DIM,
-    .reset = s_acrobot_reset,
-    .step = s_acrobot_step,
-    .observe = s_acrobot_observe,
+    .state_bytes = AB_STATE_DIM * sizeof(double),
+    .reset = s_acrobot_reset_v,
+    .step = s_acrobot_step_v,
+    .observe = s_acrobot_observe_v,
 };

@@ -107,14 +107,28 @@ static void s_cartpole_step_batch(double *states, int n, const int32_t *actions,
     }
 }
 
+// The spec's untyped interface (env.h) over the typed functions above.
+static void s_cartpole_reset_v(void *s, rng_t *rng, void *obs) { s_cartpole_reset(s, rng, obs); }
+static void s_cartpole_step_v(void *s, int32_t a, void *obs, float *r, uint8_t *t) {
+    s_cartpole_step(s, a, obs, r, t);
+}
+static void s_cartpole_observe_v(const void *s, void *obs) { s_cartpole_observe(s, obs); }
+static void s_cartpole_step_batch_v(void *s, int n, const int32_t *a, void *obs, float *r,
+                                    uint8_t *t) {
+    s_cartpole_step_batch(s, n, a, obs, r, t);
+}
+
 const env_spec_t env_cartpole_spec = {
     .id = "CartPole-v1",
     .obs_dim = 4,
+    .obs_dtype = ENV_OBS_F32,
+    .obs_scale = 1.0f,
     .n_actions = 2,
     .max_episode_steps = 500,
     .state_dim = CP_STATE_DIM,
-    .reset = s_cartpole_reset,
-    .step = s_cartpole_step,
-    .observe = s_cartpole_observe,
-    .step_batch = s_cartpole_step_batch,
+    .state_bytes = CP_STATE_DIM * sizeof(double),
+    .reset = s_cartpole_reset_v,
+    .step = s_cartpole_step_v,
+    .observe = s_cartpole_observe_v,
+    .step_batch = s_cartpole_step_batch_v,
 };

@@ -63,13 +63,25 @@ static void s_mountaincar_step(double *s, int32_t action, float *obs, float *rew
     s_mountaincar_observe(s, obs);
 }
 
+// The spec's untyped interface (env.h) over the typed functions above.
+static void s_mountaincar_reset_v(void *s, rng_t *rng, void *obs) {
+    s_mountaincar_reset(s, rng, obs);
+}
+static void s_mountaincar_step_v(void *s, int32_t a, void *obs, float *r, uint8_t *t) {
+    s_mountaincar_step(s, a, obs, r, t);
+}
+static void s_mountaincar_observe_v(const void *s, void *obs) { s_mountaincar_observe(s, obs); }
+
 const env_spec_t env_mountaincar_spec = {
     .id = "MountainCar-v0",
     .obs_dim = 2,
+    .obs_dtype = ENV_OBS_F32,
+    .obs_scale = 1.0f,
     .n_actions = 3,
     .max_episode_steps = 200,
     .state_dim = MC_STATE_DIM,
-    .reset = s_mountaincar_reset,
-    .step = s_mountaincar_step,
-    .observe = s_mountaincar_observe,
+    .state_bytes = MC_STATE_DIM * sizeof(double),
+    .reset = s_mountaincar_reset_v,
+    .step = s_mountaincar_step_v,
+    .observe = s_mountaincar_observe_v,
 };

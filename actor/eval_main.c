@@ -32,11 +32,11 @@ static void s_round(const env_spec_t *spec, nn_params_t *p, nn_state_t *st, int 
                     uint64_t first, float epsilon, s_summary *sum) {
     vecenv_t v;
     vecenv_init(&v, spec, n, seed, first, n);
-    int A = spec->n_actions, O = spec->obs_dim;
+    int A = spec->n_actions;
     float *q = xmalloc((size_t)n * (size_t)A * sizeof(float));
     float *eps = xmalloc((size_t)n * sizeof(float));
     int32_t *act = xmalloc((size_t)n * sizeof(int32_t));
-    float *next = xmalloc((size_t)n * (size_t)O * sizeof(float));
+    void *next = xmalloc((size_t)n * env_obs_bytes(spec));
     float *rew = xmalloc((size_t)n * sizeof(float));
     uint8_t *term = xmalloc((size_t)n), *trunc = xmalloc((size_t)n), *done = xcalloc((size_t)n, 1);
     vecenv_episode_t *eps_done = xmalloc((size_t)n * sizeof *eps_done);
@@ -90,11 +90,8 @@ int main(int argc, char **argv) {
                 cfg.env.id, env_known_ids());
         return 2;
     }
-    nn_config_t nc = {.obs_dim = spec->obs_dim,
-                      .n_actions = spec->n_actions,
-                      .n_hidden = cfg.network.n_hidden,
-                      .dueling = cfg.network.dueling};
-    memcpy(nc.hidden, cfg.network.hidden, sizeof(int) * (size_t)cfg.network.n_hidden);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &cfg);
     nn_params_t p;
     nn_params_init(&p, &nc);
     ckpt_header_t hdr;
@@ -106,7 +103,7 @@ int main(int argc, char **argv) {
     }
     blas_set_threads(1);
     nn_state_t st;
-    nn_state_init(&st, &nc, EVAL_PARALLEL);
+    nn_state_init(&st, &nc, EVAL_PARALLEL, 0);
     s_summary sum = {0};
     uint64_t first = EVAL_STREAM_BASE;
     for (long left = args.episodes; left > 0;) {

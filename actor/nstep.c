@@ -16,16 +16,16 @@
 // ---------------------------------------------------------------------------------------
 // Lifetime
 
-void nstep_init(nstep_t *ns, int n_envs, int obs_dim, int n, double gamma) {
-    APEX_ASSERT(n_envs > 0 && obs_dim > 0 && n >= 1);
+void nstep_init(nstep_t *ns, int n_envs, int obs_bytes, int n, double gamma) {
+    APEX_ASSERT(n_envs > 0 && obs_bytes > 0 && n >= 1);
     APEX_ASSERT(gamma >= 0.0 && gamma <= 1.0);
     memset(ns, 0, sizeof(*ns));
     ns->n_envs = n_envs;
-    ns->obs_dim = obs_dim;
+    ns->obs_bytes = obs_bytes;
     ns->n = n;
     ns->gamma = gamma;
     const size_t slots = (size_t)n_envs * (size_t)n;
-    ns->obs = xcalloc(slots * (size_t)obs_dim, sizeof(float));
+    ns->obs = xcalloc(slots, (size_t)obs_bytes);
     ns->actions = xcalloc(slots, sizeof(int32_t));
     ns->rewards = xcalloc(slots, sizeof(float));
     ns->head = xcalloc((size_t)n_envs, sizeof(int32_t));
@@ -57,14 +57,14 @@ void nstep_clear_env(nstep_t *ns, int env) {
 
 int nstep_max_emit(const nstep_t *ns) { return ns->n_envs * ns->n; }
 
-void nstep_out_init(nstep_out_t *out, int cap, int obs_dim) {
-    APEX_ASSERT(cap > 0 && obs_dim > 0);
+void nstep_out_init(nstep_out_t *out, int cap, int obs_bytes) {
+    APEX_ASSERT(cap > 0 && obs_bytes > 0);
     memset(out, 0, sizeof(*out));
-    out->obs = xcalloc((size_t)cap * (size_t)obs_dim, sizeof(float));
+    out->obs = xcalloc((size_t)cap, (size_t)obs_bytes);
     out->actions = xcalloc((size_t)cap, sizeof(int32_t));
     out->rewards = xcalloc((size_t)cap, sizeof(float));
     out->discounts = xcalloc((size_t)cap, sizeof(float));
-    out->next_obs = xcalloc((size_t)cap * (size_t)obs_dim, sizeof(float));
+    out->next_obs = xcalloc((size_t)cap, (size_t)obs_bytes);
     out->cap = cap;
 }
 
@@ -82,9 +82,9 @@ void nstep_out_fini(nstep_out_t *out) {
 
 // Emits env's oldest pending step as a transition over its m = count pending steps, then
 // pops it. terminal selects discount 0 (no bootstrap) over gamma^m.
-static void s_nstep_emit_oldest(nstep_t *ns, int env, const float *next_obs, int terminal,
+static void s_nstep_emit_oldest(nstep_t *ns, int env, const void *next_obs, int terminal,
                                 nstep_out_t *out) {
-    const int n = ns->n, O = ns->obs_dim;
+    const int n = ns->n, O = ns->obs_bytes;
     // m is the window length: n mid-episode, shorter in an end-of-episode flush.
     const int base = env * n, head = ns->head[env], m = ns->count[env];
     APEX_ASSERT(m >= 1 && out->count < out->cap);
@@ -96,8 +96,8 @@ static void s_nstep_emit_oldest(nstep_t *ns, int env, const float *next_obs, int
     }
     const int row = out->count++;
     memcpy(out->obs + (size_t)row * (size_t)O, ns->obs + (size_t)(base + head) * (size_t)O,
-           (size_t)O * sizeof(float));
-    memcpy(out->next_obs + (size_t)row * (size_t)O, next_obs, (size_t)O * sizeof(float));
+           (size_t)O);
+    memcpy(out->next_obs + (size_t)row * (size_t)O, next_obs, (size_t)O);
     out->actions[row] = ns->actions[base + head];
     out->rewards[row] = (float)R;
     out->discounts[row] = terminal ? 0.0f : (float)ns->gamma_pow[m];
@@ -105,17 +105,17 @@ static void s_nstep_emit_oldest(nstep_t *ns, int env, const float *next_obs, int
     ns->count[env] = m - 1;
 }
 
-int nstep_push(nstep_t *ns, int env, const float *obs, int32_t action, float reward,
-               const float *next_obs, int terminated, int truncated, nstep_out_t *out) {
+int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float reward,
+               const void *next_obs, int terminated, int truncated, nstep_out_t *out) {
     APEX_ASSERT(env >= 0 && env < ns->n_envs);
-    const int n = ns->n, O = ns->obs_dim;
+    const int n = ns->n, O = ns->obs_bytes;
     // A full window is emitted in the push that fills it, so there is always a free slot.
     APEX_ASSERT(ns->count[env] < n);
     // Room is checked up front for the worst case (a flush of n rows), not per row, so a
     // too-small out fails on the first push and not only at the first long episode end.
     APEX_ASSERT(out->cap - out->count >= n);
     const int slot = env * n + (ns->head[env] + ns->count[env]) % n;
-    memcpy(ns->obs + (size_t)slot * (size_t)O, obs, (size_t)O * sizeof(float));
+    memcpy(ns->obs + (size_t)slot * (size_t)O, obs, (size_t)O);
     ns->actions[slot] = action;
     ns->rewards[slot] = reward;
     ns->count[env]++;
@@ -138,10 +138,11 @@ int nstep_push(nstep_t *ns, int env, const float *obs, int32_t action, float rew
     return emitted;
 }
 
-int nstep_push_all(nstep_t *ns, const float *obs, const int32_t *actions, const float *rewards,
-                   const float *next_obs, const uint8_t *terminated, const uint8_t *truncated,
+int nstep_push_all(nstep_t *ns, const void *obs_v, const int32_t *actions, const float *rewards,
+                   const void *next_obs_v, const uint8_t *terminated, const uint8_t *truncated,
                    nstep_out_t *out) {
-    const size_t O = (size_t)ns->obs_dim;
+    const uint8_t *obs = obs_v, *next_obs = next_obs_v;
+    const size_t O = (size_t)ns->obs_bytes;
     int emitted = 0;
     // Env order, so the rows of one call are grouped by env (the tests rely on it; replay
     // does not care).

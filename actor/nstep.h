@@ -22,10 +22,10 @@
 
 typedef struct {
     int n_envs;
-    int obs_dim;
+    int obs_bytes;     // one observation, of the run's dtype: nstep only copies them
     int n;             // steps folded into one transition
     double gamma;      // per-step discount
-    float *obs;        // (n_envs, n, obs_dim) ring of s_t
+    uint8_t *obs;      // (n_envs, n, obs_bytes) ring of s_t
     int32_t *actions;  // (n_envs, n)
     float *rewards;    // (n_envs, n)
     int32_t *head;     // (n_envs) ring slot of the oldest pending step
@@ -36,18 +36,18 @@ typedef struct {
 // Caller-provided flat output arrays for emitted transitions. Emission appends at index
 // count; the caller resets count to 0 after consuming them. cap is the rows allocated.
 typedef struct {
-    float *obs;       // (cap, obs_dim) s_t
-    int32_t *actions; // (cap) a_t
-    float *rewards;   // (cap) n-step return R
-    float *discounts; // (cap) gamma^m, or 0 at a terminal
-    float *next_obs;  // (cap, obs_dim) s_{t+m}
+    uint8_t *obs;      // (cap, obs_bytes) s_t
+    int32_t *actions;  // (cap) a_t
+    float *rewards;    // (cap) n-step return R
+    float *discounts;  // (cap) gamma^m, or 0 at a terminal
+    uint8_t *next_obs; // (cap, obs_bytes) s_{t+m}
     int count;
     int cap;
 } nstep_out_t;
 
-// Allocates the rings (aborts on OOM). Asserts n_envs > 0, obs_dim > 0, n >= 1 and
+// Allocates the rings (aborts on OOM). Asserts n_envs > 0, obs_bytes > 0, n >= 1 and
 // 0 <= gamma <= 1.
-void nstep_init(nstep_t *ns, int n_envs, int obs_dim, int n, double gamma);
+void nstep_init(nstep_t *ns, int n_envs, int obs_bytes, int n, double gamma);
 // Frees the rings. A zeroed or finished nstep_t is a no-op.
 void nstep_fini(nstep_t *ns);
 // Drops env's pending steps without emitting them (e.g. when an env is restarted by hand).
@@ -56,18 +56,18 @@ void nstep_clear_env(nstep_t *ns, int env);
 // Pushes one step of env: obs is s_t, next_obs the observation the step produced. Appends
 // the transitions this completes to out and returns how many (0 .. n). Asserts that out has
 // room for n more rows: size out with nstep_max_emit.
-int nstep_push(nstep_t *ns, int env, const float *obs, int32_t action, float reward,
-               const float *next_obs, int terminated, int truncated, nstep_out_t *out);
-// nstep_push for every env e in order, with (n_envs) and (n_envs, obs_dim) inputs as
+int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float reward,
+               const void *next_obs, int terminated, int truncated, nstep_out_t *out);
+// nstep_push for every env e in order, with (n_envs) and (n_envs, obs_bytes) inputs as
 // vecenv_step produces them. Returns the number of transitions appended.
-int nstep_push_all(nstep_t *ns, const float *obs, const int32_t *actions, const float *rewards,
-                   const float *next_obs, const uint8_t *terminated, const uint8_t *truncated,
+int nstep_push_all(nstep_t *ns, const void *obs, const int32_t *actions, const float *rewards,
+                   const void *next_obs, const uint8_t *terminated, const uint8_t *truncated,
                    nstep_out_t *out);
 // The most transitions one nstep_push_all can append: n_envs * n.
 int nstep_max_emit(const nstep_t *ns);
 
-// Allocates out's arrays for cap rows of obs_dim floats (aborts on OOM), count = 0.
-void nstep_out_init(nstep_out_t *out, int cap, int obs_dim);
+// Allocates out's arrays for cap rows of obs_bytes observations (aborts on OOM), count = 0.
+void nstep_out_init(nstep_out_t *out, int cap, int obs_bytes);
 // Frees out's arrays. A zeroed or finished nstep_out_t is a no-op.
 void nstep_out_fini(nstep_out_t *out);
 

@@ -225,7 +225,7 @@ static void s_bench_actor_forward(const nn_config_t *net, int runs, const char *
     nn_params_t p;
     nn_state_t st;
     nn_params_init(&p, net);
-    nn_state_init(&st, net, B);
+    nn_state_init(&st, net, B, 1);
     rng_t r;
     rng_init_stream(&r, 0, RNG_ROLE_TEST, 1);
     nn_params_init_random(&p, &r);
@@ -286,7 +286,9 @@ int main(int argc, char **argv) {
     s_sgemm_init(&ref);
     s_sgemm_window(&ref); // warm-up, discarded
     ref.n_rates = 0;
-    nn_config_t small = {4, 2, 2, {256, 256}, 1}, large = {84, 18, 2, {512, 512}, 1};
+    nn_config_t
+        small = {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1},
+        large = {.obs_dim = 84, .n_actions = 18, .n_hidden = 2, .hidden = {512, 512}, .dueling = 1};
     s_bench_net("small", &small, runs, iters ? iters : 100, &ref, tsuffix);
     s_bench_net("large", &large, runs, iters ? iters : 30, &ref, tsuffix);
     printf("BENCH sgemm.1024%s %.1f GFLOP/s\n", tsuffix, s_median(ref.rates, ref.n_rates));

@@ -57,10 +57,19 @@ static const s_row s_schema[] = {
      "observation length for id = external (0 = the built-in id's)"},
     {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,
      "number of discrete actions for id = external (0 = the built-in id's)"},
-    {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "float32", "float32|uint8",
-     "observation element type (uint8: byte observations, fed to the network scaled by "
-     "1/255; external only)"},
+    {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "auto", "float32|uint8|auto",
+     "observation element type (auto: the environment's; uint8 stores a quarter of the bytes; "
+     "for id = external)"},
+    {"env", "obs_shape", T_STR, STR(env.obs_shape), 0, 0, "", NULL,
+     "observation shape HxWxC, channels last, e.g. 84x84x4 (for id = external; a conv network "
+     "needs one; empty: a vector of obs_dim)"},
+    {"env", "obs_scale", T_FLOAT, OFF(env.obs_scale), 0, 0, 1e6, "0", NULL,
+     "observations are multiplied by this before the network (0: the environment's own: 1 for "
+     "the built-in ones, 1/255 for external uint8, 1 for external float32)"},
 
+    {"network", "conv", T_STR, STR(network.conv_spec), 0, 0, "", NULL,
+     "conv layers before the hidden ones, FILTERSxKERNELsSTRIDE, comma separated, no padding, "
+     "ReLU after each (MinAtar's DQN: 16x3s1; Nature DQN: 32x8s4,64x4s2,64x3s1); empty: none"},
     {"network", "hidden", T_INTLIST, OFF(network.hidden), 0, 1, 8192, "256,256", NULL,
      "hidden layer sizes, comma separated (1 to 4 layers)"},
     {"network", "dueling", T_BOOL, OFF(network.dueling), 0, 0, 1, "true", NULL,
@@ -541,20 +550,153 @@ static const char *s_where(const apex_config_t *cfg, const char *section, const 
 }
 #define WHERE(sec, key) s_where(cfg, sec, key, (char[CONFIG_STR_LEN + 32]){0}, CONFIG_STR_LEN + 32)
 
+// Parses "HxWxC" into *h, *w, *c (each >= 1). 0 or -1.
+static int s_parse_shape(const char *v, int *h, int *w, int *c) {
+    char tail;
+    if (sscanf(v, "%dx%dx%d%c", h, w, c, &tail) != 3 || *h < 1 || *w < 1 || *c < 1 ||
+        (int64_t)*h * *w * *c > (1 << 20)) {
+        return -1;
+    }
+    return 0;
+}
+
+// Parses [network] conv ("16x3s1,32x4s2", or "" for none) into cfg->network.conv, then walks
+// the observation shape through the layers (no padding: out = (in - k) / s + 1), so that a
+// stack that does not fit its input is a config error naming the layer.
+static int s_parse_conv(apex_config_t *cfg, char *err, size_t errlen) {
+    config_network_t *n = &cfg->network;
+    n->n_conv = 0;
+    const char *p = n->conv_spec;
+    while (*p == ' ') {
+        p++;
+    }
+    if (*p == '\0' || strcmp(p, "none") == 0) {
+        return 0;
+    }
+    while (*p) {
+        int f, k, st, used = 0;
+        if (sscanf(p, " %dx%ds%d%n", &f, &k, &st, &used) != 3 || f < 1 || f > 4096 || k < 1 ||
+            k > 256 || st < 1 || st > 256) {
+            return s_fail(err, errlen,
+                          "%s: [network] conv: '%s' is not a list of FILTERSxKERNELsSTRIDE (e.g. "
+                          "16x3s1 or 32x8s4,64x4s2,64x3s1; filters 1..4096, kernel and stride "
+                          "1..256)",
+                          WHERE("network", "conv"), n->conv_spec);
+        }
+        if (n->n_conv == CONFIG_MAX_CONV) {
+            return s_fail(err, errlen, "%s: [network] conv: at most %d layers",
+                          WHERE("network", "conv"), CONFIG_MAX_CONV);
+        }
+        n->conv[n->n_conv].filters = f, n->conv[n->n_conv].kernel = k;
+        n->conv[n->n_conv].stride = st;
+        n->n_conv++;
+        p += used;
+        while (*p == ' ') {
+            p++;
+        }
+        if (*p == ',') {
+            p++;
+        } else if (*p) {
+            return s_fail(err, errlen, "%s: [network] conv: '%s': expected ',' after layer %d",
+                          WHERE("network", "conv"), n->conv_spec, n->n_conv);
+        }
+    }
+    const config_env_t *e = &cfg->env;
+    if (e->obs_h == 0) {
+        return s_fail(err, errlen,
+                      "%s: [network] conv: conv layers need an image observation; %s's is a "
+                      "vector of %d (for id = external, set [env] obs_shape)",
+                      WHERE("network", "conv"), e->id, e->obs_dim);
+    }
+    int h = e->obs_h, w = e->obs_w;
+    for (int l = 0; l < n->n_conv; l++) {
+        int k = n->conv[l].kernel, st = n->conv[l].stride;
+        if (k > h || k > w) {
+            return s_fail(err, errlen,
+                          "%s: [network] conv: layer %d (%dx%ds%d) has a kernel larger than its "
+                          "%dx%d input",
+                          WHERE("network", "conv"), l + 1, n->conv[l].filters, k, st, h, w);
+        }
+        h = (h - k) / st + 1, w = (w - k) / st + 1;
+    }
+    return 0;
+}
+
+// [env]'s observation keys against the environment: the dtype and shape of a built-in id are
+// its own (a matching value is accepted: --print-config writes them back); scale 0 and dtype
+// auto resolve to the environment's.
+static int s_cross_check_obs(apex_config_t *cfg, const envinfo_t *e, char *err, size_t errlen) {
+    config_env_t *env = &cfg->env;
+    int h = 0, w = 0, c = 0;
+    if (env->obs_shape[0] && s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
+        return s_fail(err, errlen,
+                      "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 elements)",
+                      WHERE("env", "obs_shape"), env->obs_shape);
+    }
+    if (e) {
+        if (env->obs_dtype != CONFIG_OBS_AUTO && env->obs_dtype != e->obs_dtype) {
+            return s_fail(err, errlen, "%s: [env] obs_dtype: %s's observations are %s",
+                          WHERE("env", "obs_dtype"), e->id,
+                          e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32");
+        }
+        if (env->obs_shape[0] && (h != e->obs_h || w != e->obs_w || c != e->obs_c)) {
+            return s_fail(err, errlen, "%s: [env] obs_shape: %s's observations are %s",
+                          WHERE("env", "obs_shape"), e->id,
+                          e->obs_h ? "images" : "vectors (leave obs_shape empty)");
+        }
+        env->obs_dtype = e->obs_dtype;
+        env->obs_h = e->obs_h, env->obs_w = e->obs_w, env->obs_c = e->obs_c;
+        if (env->obs_scale == 0) {
+            env->obs_scale = e->obs_scale;
+        }
+        return 0;
+    }
+    if (env->obs_dtype == CONFIG_OBS_AUTO) {
+        env->obs_dtype = CONFIG_OBS_FLOAT32;
+    }
+    if (env->obs_shape[0]) {
+        if ((int64_t)h * w * c != env->obs_dim) {
+            return s_fail(err, errlen, "%s: [env] obs_shape: %s is %lld elements, obs_dim is %d",
+                          WHERE("env", "obs_shape"), env->obs_shape, (long long)h * w * c,
+                          env->obs_dim);
+        }
+        env->obs_h = h, env->obs_w = w, env->obs_c = c;
+    }
+    if (env->obs_scale == 0) {
+        env->obs_scale = env->obs_dtype == CONFIG_OBS_UINT8 ? 1.0 / 255.0 : 1.0;
+    }
+    return 0;
+}
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
     if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0) {
+        if (env->obs_shape[0]) {
+            int h, w, c;
+            if (s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
+                return s_fail(err, errlen,
+                              "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 "
+                              "elements)",
+                              WHERE("env", "obs_shape"), env->obs_shape);
+            }
+            if (env->ext_obs_dim == 0) {
+                env->ext_obs_dim = (int64_t)h * w * c; // the shape gives the length
+            }
+        }
         if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
             return s_fail(err, errlen,
-                          "%s: [env] id = external needs obs_dim >= 1 and n_actions >= 2 "
-                          "(have %lld and %lld)",
+                          "%s: [env] id = external needs obs_dim (or obs_shape) and n_actions >= "
+                          "2 (have %lld and %lld)",
                           WHERE("env", "id"), (long long)env->ext_obs_dim,
                           (long long)env->ext_n_actions);
         }
         env->obs_dim = (int)env->ext_obs_dim;
         env->n_actions = (int)env->ext_n_actions;
         env->max_episode_steps = 0;
+        if (s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
+            return -1;
+        }
         return s_cross_check_sizes(cfg, err, errlen);
     }
     const envinfo_t *e = envinfo_find(env->id);
@@ -571,15 +713,14 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
                                                                                  : "n_actions"),
             e->id, e->obs_dim, e->n_actions);
     }
-    if (env->obs_dtype != CONFIG_OBS_FLOAT32) {
-        return s_fail(err, errlen, "%s: [env] obs_dtype: %s's observations are float32",
-                      WHERE("env", "obs_dtype"), e->id);
-    }
     env->obs_dim = e->obs_dim;
     env->n_actions = e->n_actions;
     env->max_episode_steps = e->max_episode_steps;
     env->ext_obs_dim = e->obs_dim;
     env->ext_n_actions = e->n_actions;
+    if (s_cross_check_obs(cfg, e, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
+        return -1;
+    }
     return s_cross_check_sizes(cfg, err, errlen);
 }
 

@@ -43,7 +43,8 @@ typedef struct {
 // observations that are bytes (image frames): a quarter of float32's memory and bandwidth.
 // The values are wire.h's wire_obs_dtype (server.c asserts it); wire_obs_elem_bytes gives
 // the element size.
-typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1 } config_obs_dtype;
+// CONFIG_OBS_AUTO is the key's default only: config_load resolves it to the environment's.
+typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1, CONFIG_OBS_AUTO = 2 } config_obs_dtype;
 
 // [env] id = external: the environment is stepped by the user's own actors (speaking
 // proto/apex.proto), not by apex-actor; its shape and dtype come from these keys.
@@ -54,14 +55,24 @@ typedef struct {
     // Keys for id = external (0 = derived from a built-in id, which they must then match).
     int64_t ext_obs_dim;
     int64_t ext_n_actions;
-    int obs_dtype; // config_obs_dtype; float32 for every built-in id
+    char obs_shape[32]; // "HxWxC" (channels last), "" = a vector of obs_dim
+    int obs_dtype;      // config_obs_dtype: the environment's (resolved from auto)
+    double obs_scale;   // factor before the network (resolved from 0 = the environment's)
     // Derived from id via envinfo, or from the keys above: filled in by config_load.
     int obs_dim;
+    int obs_h, obs_w, obs_c; // 0, 0, 0 for a vector observation
     int n_actions;
-    int max_episode_steps; // 0 for external
+    int max_episode_steps; // 0: no time limit (external envs, MinAtar)
 } config_env_t;
 
+#define CONFIG_MAX_CONV 4
+
 typedef struct {
+    char conv_spec[128]; // [network] conv as written, e.g. "32x8s4,64x4s2,64x3s1"
+    int n_conv;          // parsed from conv_spec by config_load
+    struct {
+        int filters, kernel, stride;
+    } conv[CONFIG_MAX_CONV];
     int hidden[CONFIG_MAX_HIDDEN];
     int n_hidden;
     int dueling;
@@ -140,7 +151,7 @@ typedef struct {
     char authorized_keys[CONFIG_STR_LEN];
 } config_security_t;
 
-typedef struct {
+typedef struct apex_config_s {
     char source[CONFIG_STR_LEN]; // path of the INI file, for messages
     // Where each key's value came from, for messages (schema row order): the file's line,
     // 0 = not in the file; from_set = given by --set (which wins over the file).

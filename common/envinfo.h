@@ -8,10 +8,13 @@
 #define APEX_ENVINFO_H
 
 typedef struct {
-    const char *id;        // Gymnasium id, e.g. "CartPole-v1"
-    int obs_dim;           // float32 observation length
-    int n_actions;         // discrete actions 0..n_actions-1
-    int max_episode_steps; // truncation limit (Gymnasium TimeLimit)
+    const char *id;          // Gymnasium id, e.g. "CartPole-v1"
+    int obs_dim;             // observation length, in elements
+    int n_actions;           // discrete actions 0..n_actions-1
+    int max_episode_steps;   // truncation limit (Gymnasium TimeLimit; 0 = none)
+    int obs_dtype;           // config_obs_dtype: float32, or uint8 for MinAtar's frames
+    int obs_h, obs_w, obs_c; // image shape, channels last (0, 0, 0: a vector)
+    float obs_scale;         // what the network multiplies observations by
 } envinfo_t;
 
 // Returns the entry for id, or NULL when the id is unknown.

@@ -41,7 +41,8 @@ typedef struct {
     uint32_t count;   // rows per batch
     uint32_t next;    // the next batch to train, of [learner] batches_per_request
     uint64_t *keys;
-    float *is_w, *obs, *next_obs, *rewards, *discounts;
+    float *is_w, *rewards, *discounts;
+    uint8_t *obs, *next_obs; // observations as the replay stores them (the run's dtype)
     int32_t *actions;
 } s_slot;
 
@@ -86,13 +87,7 @@ void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n) {
 
 static void s_train_config(const apex_config_t *c, train_config_t *t) {
     train_config_default(t);
-    t->net.obs_dim = c->env.obs_dim;
-    t->net.n_actions = c->env.n_actions;
-    t->net.n_hidden = c->network.n_hidden;
-    for (int i = 0; i < c->network.n_hidden; i++) {
-        t->net.hidden[i] = c->network.hidden[i];
-    }
-    t->net.dueling = c->network.dueling;
+    nn_config_from_run(&t->net, c);
     t->batch_size = (int)c->learner.batch_size;
     optim_config_default(&t->optim,
                          c->learner.optimizer == CONFIG_OPTIM_RMSPROP ? OPTIM_RMSPROP : OPTIM_ADAM);
@@ -110,17 +105,17 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
 }
 
 static void s_alloc_slots(learner_t *l) {
-    // B: rows of every batch one request brings.
+    // B: rows of every batch one request brings; OB: bytes of one observation.
     size_t B = (size_t)(l->cfg.learner.batch_size * l->cfg.learner.batches_per_request),
-           O = (size_t)l->cfg.env.obs_dim;
+           OB = (size_t)l->cfg.env.obs_dim * wire_obs_elem_bytes((uint32_t)l->cfg.env.obs_dtype);
     l->n_slots = (int)l->cfg.learner.prefetch;
     l->slots = xcalloc((size_t)l->n_slots, sizeof *l->slots);
     for (int i = 0; i < l->n_slots; i++) {
         s_slot *s = &l->slots[i];
         s->keys = xmalloc(B * sizeof *s->keys);
         s->is_w = xmalloc(B * sizeof(float));
-        s->obs = xmalloc(B * O * sizeof(float));
-        s->next_obs = xmalloc(B * O * sizeof(float));
+        s->obs = xmalloc(B * OB);
+        s->next_obs = xmalloc(B * OB);
         s->rewards = xmalloc(B * sizeof(float));
         s->discounts = xmalloc(B * sizeof(float));
         s->actions = xmalloc(B * sizeof(int32_t));
@@ -413,11 +408,13 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
         s->state = SLOT_FREE;
         return;
     }
-    size_t B = r->count, O = r->obs_dim;
+    // The decoder checked the reply's dtype and dims against the run's; the network reads the
+    // observations as they are (uint8 or float32, with the run's scale: model/nn.h).
+    size_t B = r->count, OB = (size_t)r->obs_dim * wire_obs_elem_bytes(r->obs_dtype);
     memcpy(s->keys, r->keys, B * sizeof *s->keys);
     memcpy(s->is_w, r->is_weights, B * sizeof(float));
-    learner_obs_to_float(r->obs_dtype, r->obs, B * O, s->obs);
-    learner_obs_to_float(r->obs_dtype, r->next_obs, B * O, s->next_obs);
+    memcpy(s->obs, r->obs, B * OB);
+    memcpy(s->next_obs, r->next_obs, B * OB);
     memcpy(s->rewards, r->rewards, B * sizeof(float));
     memcpy(s->discounts, r->discounts, B * sizeof(float));
     memcpy(s->actions, r->actions, B * sizeof(int32_t));
@@ -429,19 +426,6 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
         l->started = 1;
         log_info("first batch received (replay holds %llu transitions): training starts",
                  (unsigned long long)r->stats.size);
-    }
-}
-
-void learner_obs_to_float(uint32_t obs_dtype, const void *src, size_t n, float *dst) {
-    if (obs_dtype != WIRE_OBS_UINT8) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    // Byte observations (image frames) enter the network in [0, 1], as in DQN's Atari
-    // preprocessing; a raw 0..255 input would need its own learning rate.
-    const uint8_t *u = src;
-    for (size_t i = 0; i < n; i++) {
-        dst[i] = (float)u[i] * (1.0f / 255.0f);
     }
 }
 
@@ -573,7 +557,9 @@ static s_slot *s_next_ready(learner_t *l) {
 // Trains the slot's next batch and sends its priorities; the slot's request is re-issued
 // once its last batch is trained.
 static void s_train_one(learner_t *l, s_slot *s) {
-    size_t r0 = (size_t)s->next * s->count, o0 = r0 * (size_t)l->cfg.env.obs_dim;
+    size_t r0 = (size_t)s->next * s->count,
+           o0 = r0 * (size_t)l->cfg.env.obs_dim *
+                wire_obs_elem_bytes((uint32_t)l->cfg.env.obs_dtype);
     train_batch_t b = {.obs = s->obs + o0,
                        .actions = s->actions + r0,
                        .rewards = s->rewards + r0,

@@ -46,8 +46,4 @@ int64_t learner_updates(const learner_t *self);
 // Paths inside the run directory, e.g. for tests: "<out_dir>/<name>/checkpoint.bin".
 void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n);
 
-// Converts n observation elements of wire_obs_dtype obs_dtype at src to the network's
-// float input at dst: float32 as is, uint8 scaled by 1/255 into [0, 1].
-void learner_obs_to_float(uint32_t obs_dtype, const void *src, size_t n, float *dst);
-
 #endif

@@ -71,9 +71,9 @@ trainer_t *trainer_new(const train_config_t *cfg) {
     nn_params_init(&self->target, net);
     nn_params_init(&self->grads, net);
     optim_init(&self->optim, &cfg->optim, self->online.num_params);
-    nn_state_init(&self->st_obs, net, cfg->batch_size);
-    nn_state_init(&self->st_next_online, net, cfg->batch_size);
-    nn_state_init(&self->st_next_target, net, cfg->batch_size);
+    nn_state_init(&self->st_obs, net, cfg->batch_size, 1);
+    nn_state_init(&self->st_next_online, net, cfg->batch_size, 0);
+    nn_state_init(&self->st_next_target, net, cfg->batch_size, 0);
     size_t ba = (size_t)cfg->batch_size * net->n_actions * sizeof(float);
     self->q = xaligned_alloc(ba);
     self->q_next_online = xaligned_alloc(ba);

@@ -15,7 +15,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(ckpt_header_t) == 168, "checkpoint header must have no padding");
+_Static_assert(sizeof(ckpt_header_t) == 240, "checkpoint header must have no padding");
+
+// Format 1: the header of builds before conv layers (MLPs only), read and converted.
+typedef struct {
+    char magic[8];
+    uint32_t format_version;
+    uint32_t header_bytes; // 168
+    int32_t obs_dim, n_actions, n_hidden, dueling;
+    int32_t hidden[NN_MAX_HIDDEN];
+    uint64_t num_params, learner_step;
+    uint32_t optim_kind, n_arrays;
+    uint64_t optim_step;
+    uint64_t rng_state[4];
+    ckpt_extra_t extra;
+    uint64_t payload_bytes;
+    uint32_t payload_crc32c;
+    uint32_t header_crc32c;
+} s_header_v1;
+_Static_assert(sizeof(s_header_v1) == 168, "format 1 header is 168 bytes");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint format is little-endian");
 
 // ----------------------------------------------------------------------------
@@ -33,6 +51,17 @@ void ckpt_header_init(ckpt_header_t *hdr, const nn_config_t *cfg) {
     for (int l = 0; l < cfg->n_hidden && l < NN_MAX_HIDDEN; l++) {
         hdr->hidden[l] = cfg->hidden[l];
     }
+    hdr->in_h = cfg->in_h;
+    hdr->in_w = cfg->in_w;
+    hdr->in_c = cfg->in_c;
+    hdr->in_dtype = cfg->in_dtype;
+    hdr->in_scale = cfg->in_scale;
+    hdr->n_conv = cfg->n_conv;
+    for (int l = 0; l < cfg->n_conv && l < NN_MAX_CONV; l++) {
+        hdr->conv[l][0] = cfg->conv[l].filters;
+        hdr->conv[l][1] = cfg->conv[l].kernel;
+        hdr->conv[l][2] = cfg->conv[l].stride;
+    }
     hdr->num_params = nn_num_params(cfg);
 }
 
@@ -45,6 +74,33 @@ void ckpt_header_config(const ckpt_header_t *hdr, nn_config_t *cfg) {
     for (int l = 0; l < NN_MAX_HIDDEN; l++) {
         cfg->hidden[l] = hdr->hidden[l];
     }
+    cfg->in_h = hdr->in_h;
+    cfg->in_w = hdr->in_w;
+    cfg->in_c = hdr->in_c;
+    cfg->in_dtype = hdr->in_dtype;
+    cfg->in_scale = hdr->in_scale;
+    cfg->n_conv = hdr->n_conv >= 0 && hdr->n_conv <= NN_MAX_CONV ? hdr->n_conv : 0;
+    for (int l = 0; l < cfg->n_conv; l++) {
+        cfg->conv[l] = (nn_conv_t){hdr->conv[l][0], hdr->conv[l][1], hdr->conv[l][2]};
+    }
+}
+
+// A format 1 header as format 2 (its CRC already checked against its own bytes): an MLP on
+// a vector observation, no conv layers.
+static void s_header_from_v1(ckpt_header_t *h, const s_header_v1 *v) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, v->magic, 8);
+    h->format_version = v->format_version;
+    h->header_bytes = v->header_bytes;
+    h->obs_dim = v->obs_dim, h->n_actions = v->n_actions;
+    h->n_hidden = v->n_hidden, h->dueling = v->dueling;
+    memcpy(h->hidden, v->hidden, sizeof h->hidden);
+    h->num_params = v->num_params, h->learner_step = v->learner_step;
+    h->optim_kind = v->optim_kind, h->n_arrays = v->n_arrays, h->optim_step = v->optim_step;
+    memcpy(h->rng_state, v->rng_state, sizeof h->rng_state);
+    h->extra = v->extra;
+    h->payload_bytes = v->payload_bytes;
+    h->payload_crc32c = v->payload_crc32c;
 }
 
 // The header has its own checksum so that a flipped bit in a size or counter is reported
@@ -77,31 +133,70 @@ int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[]
 // ----------------------------------------------------------------------------
 // reading
 
-// Header checks that need no payload, cheapest and most telling first: a file that is not
-// a checkpoint at all should say so, not report a checksum error. Returns 0 or an apex_err
-// after logging why.
-static int s_check_header(const char *path, const ckpt_header_t *h, const nn_config_t *cfg,
-                          int n_arrays, off_t file_size) {
-    if (memcmp(h->magic, CKPT_MAGIC, 8) != 0) {
-        log_error("%s: not an apex checkpoint (bad magic)", path);
-        return APEX_EPROTO;
+// Reads the header of either format into *h (format 1 converted, see ckpt.h), cheapest and
+// most telling checks first: a file that is not a checkpoint at all should say so, not
+// report a checksum error. Returns 0 or an apex_err after logging why.
+static int s_read_header(const char *path, int fd, off_t file_size, ckpt_header_t *h) {
+    union {
+        ckpt_header_t v2;
+        s_header_v1 v1;
+        unsigned char bytes[sizeof(ckpt_header_t)];
+    } u;
+    const size_t prefix = 16; // magic, format version, header size
+    int e = fileio_read_all(fd, u.bytes, prefix);
+    if (e == 0 && memcmp(u.v2.magic, CKPT_MAGIC, 8) != 0) {
+        e = -1;
     }
-    if (h->format_version != CKPT_FORMAT_VERSION || h->header_bytes != sizeof *h) {
-        log_error("%s: checkpoint format version %u, this build reads %u", path, h->format_version,
-                  CKPT_FORMAT_VERSION);
+    if (e != 0) {
+        log_error(e < 0 ? "%s: not an apex checkpoint (bad magic or only %lld bytes)"
+                        : "%s: read failed (%lld bytes)",
+                  path, (long long)file_size);
+        return e < 0 ? APEX_EPROTO : APEX_EIO;
+    }
+    uint32_t version = u.v2.format_version, bytes = u.v2.header_bytes;
+    int v1 = version == 1 && bytes == sizeof(s_header_v1);
+    if (!v1 && !(version == CKPT_FORMAT_VERSION && bytes == sizeof(ckpt_header_t))) {
+        log_error("%s: checkpoint format version %u (header %u bytes); this build reads versions 1 "
+                  "and %u\n---> HINT: a checkpoint of a newer build: use that build, or move the "
+                  "file away (or run the learner with --no-resume) to start afresh",
+                  path, version, bytes, CKPT_FORMAT_VERSION);
         return APEX_EVERSION;
     }
-    if (h->header_crc32c != s_header_crc(h)) {
+    e = fileio_read_all(fd, u.bytes + prefix, bytes - prefix);
+    if (e != 0) {
+        log_error("%s: %s", path, e < 0 ? "truncated checkpoint header" : strerror(e));
+        return e < 0 ? APEX_EPROTO : APEX_EIO;
+    }
+    uint32_t want = v1 ? u.v1.header_crc32c : u.v2.header_crc32c;
+    if (fileio_crc32c(0, u.bytes, bytes - sizeof(uint32_t)) != want) {
         log_error("%s: corrupt checkpoint header (checksum mismatch)", path);
         return APEX_EPROTO;
     }
+    if (v1) {
+        s_header_from_v1(h, &u.v1);
+    } else {
+        *h = u.v2;
+    }
+    return APEX_OK;
+}
+
+// The checks of a read header against the configured network and the file size.
+static int s_check_header(const char *path, const ckpt_header_t *h, const nn_config_t *cfg,
+                          int n_arrays, off_t file_size) {
     nn_config_t got;
     ckpt_header_config(h, &got);
-    if (!nn_config_equal(&got, cfg) || h->num_params != nn_num_params(cfg)) {
-        char a[128], b[128];
-        nn_config_format(&got, a, sizeof a);
+    if (nn_config_check(&got, NULL, 0) != APEX_OK || !nn_config_equal(&got, cfg) ||
+        h->num_params != nn_num_params(cfg)) {
+        char a[160], b[160];
+        if (nn_config_check(&got, NULL, 0) == APEX_OK) {
+            nn_config_format(&got, a, sizeof a);
+        } else {
+            snprintf(a, sizeof a, "(invalid shape)");
+        }
         nn_config_format(cfg, b, sizeof b);
-        log_error("%s: checkpoint network %s does not match the configured network %s", path, a, b);
+        log_error("%s: checkpoint network %s does not match the configured network %s"
+                  "\n---> HINT: use the [env] and [network] of the run that wrote it",
+                  path, a, b);
         return APEX_EINVAL;
     }
     if (n_arrays == 0 && h->n_arrays >= 1 && h->n_arrays <= CKPT_MAX_ARRAYS) {
@@ -112,9 +207,9 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
         log_error("%s: checkpoint holds %u arrays, expected %d", path, h->n_arrays, n_arrays);
         return APEX_EINVAL;
     }
-    if ((uint64_t)file_size != sizeof *h + h->payload_bytes) {
+    if ((uint64_t)file_size != h->header_bytes + h->payload_bytes) {
         log_error("%s: truncated checkpoint (%lld bytes, header says %llu)", path,
-                  (long long)file_size, (unsigned long long)(sizeof *h + h->payload_bytes));
+                  (long long)file_size, (unsigned long long)(h->header_bytes + h->payload_bytes));
         return APEX_EPROTO;
     }
     return APEX_OK;
@@ -128,21 +223,15 @@ static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_a
         log_error("%s: fstat failed: %s", path, strerror(errno));
         return APEX_EIO;
     }
-    int e = fileio_read_all(fd, h, sizeof *h);
-    if (e != 0) {
-        if (e < 0) {
-            log_error("%s: not an apex checkpoint (only %lld bytes)", path, (long long)st.st_size);
-            return APEX_EPROTO;
-        }
-        log_error("%s: read failed: %s", path, strerror(e));
-        return APEX_EIO;
+    int rc = s_read_header(path, fd, st.st_size, h);
+    if (rc == APEX_OK) {
+        rc = s_check_header(path, h, cfg, n_arrays, st.st_size);
     }
-    int rc = s_check_header(path, h, cfg, n_arrays, st.st_size);
     if (rc != APEX_OK) {
         return rc;
     }
     *payload = xmalloc(h->payload_bytes);
-    e = fileio_read_all(fd, *payload, h->payload_bytes);
+    int e = fileio_read_all(fd, *payload, h->payload_bytes);
     if (e != 0) {
         log_error("%s: read failed: %s", path, e < 0 ? "truncated" : strerror(e));
         rc = e < 0 ? APEX_EPROTO : APEX_EIO;

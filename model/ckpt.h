@@ -1,12 +1,13 @@
 // ckpt.h: the checkpoint file format (STYLE S19) and its atomic writer / validating reader.
 //
-// File = a fixed 168-byte header, then the payload: n_arrays float32 arrays of num_params
+// File = a fixed 240-byte header (format 2; format 1 had 168, see below), then the payload: n_arrays float32 arrays of num_params
 // floats each, back to back, in the nn_params_t layout (the trainer writes online,
 // target, optimizer m, optimizer v). Everything is little-endian (the header is the
 // in-memory struct below; a static assert refuses big-endian hosts).
 //
 // Header fields, in order: magic "APEXCKPT"; format version; header size; the network
-// shape (obs_dim, n_actions, n_hidden, dueling, hidden[4]); num_params; learner step;
+// shape (obs_dim, n_actions, n_hidden, dueling, hidden[4], input h/w/c, n_conv, conv[4]
+// {filters, kernel, stride}, input dtype and scale); num_params; learner step;
 // optimizer kind, n_arrays, optimizer step; the learner's RNG state (xoshiro, 4 x u64);
 // caller extras (weights version, 4 spare counters); payload length in bytes; CRC32C of
 // the payload; CRC32C of the header bytes before it. CRC32C (Castagnoli, reflected poly
@@ -15,6 +16,9 @@
 // Writing goes to "<path>.tmp", fsync, rename over path, fsync of the directory, so a
 // reader sees the old file or the new one, never half of one. Any failure unlinks the
 // temp file and leaves the previous checkpoint untouched.
+// Format 1 (builds before conv layers) is the same without the input shape and conv
+// fields: MLP checkpoints of those builds load as they are (their parameter layout is the
+// MLP's of today). Only format 2 is written.
 // Reading validates, in order: size, magic ("not an apex checkpoint"), format version,
 // header CRC, network shape against the configured one (the error names both), payload
 // length against the file size (truncated), payload CRC. The destination arrays are
@@ -33,7 +37,7 @@
 #include <stdint.h>
 
 #define CKPT_MAGIC "APEXCKPT" // 8 bytes, no NUL in the file
-#define CKPT_FORMAT_VERSION 1u
+#define CKPT_FORMAT_VERSION 2u
 #define CKPT_MAX_ARRAYS 8
 
 // Counters the caller wants back on resume; stored verbatim.
@@ -53,6 +57,11 @@ typedef struct {
     int32_t n_hidden;
     int32_t dueling;
     int32_t hidden[NN_MAX_HIDDEN]; // unused entries are 0
+    int32_t in_h, in_w, in_c;      // 0, 0, 0: a vector observation of obs_dim
+    int32_t in_dtype;              // nn_input_dtype (not compared on load: values, not shapes)
+    float in_scale;
+    int32_t n_conv;
+    int32_t conv[NN_MAX_CONV][3]; // filters, kernel, stride; unused entries are 0
     uint64_t num_params;
     uint64_t learner_step;
     uint32_t optim_kind; // optim_kind

@@ -1,5 +1,7 @@
-// nn.c: MLP + dueling head, feature-major activations (see nn.h for the layout reasoning).
-// Dimension names: B = batch, O = obs_dim, H = hidden width, A = n_actions, P = head width.
+// nn.c: the layer sequence (conv2d, ReLU, flatten, linear, dueling) over one flat
+// parameter array, feature-major activations (see nn.h for the layout reasoning).
+// Dimension names: B = batch, O = obs_dim, H = hidden width, A = n_actions, P = head width,
+// F = features entering the first linear layer.
 #include "nn.h"
 
 #include "apex.h"
@@ -17,10 +19,79 @@
 // ----------------------------------------------------------------------------
 // config and layout
 
+void nn_input_shape(const nn_config_t *cfg, int *h, int *w, int *c) {
+    if (cfg->in_h > 0 && cfg->in_w > 0) {
+        *h = cfg->in_h, *w = cfg->in_w, *c = cfg->in_c > 0 ? cfg->in_c : 1;
+    } else {
+        *h = 1, *w = 1, *c = cfg->obs_dim;
+    }
+}
+
+static float s_scale(const nn_config_t *cfg) {
+    return cfg->in_scale != 0.0f ? cfg->in_scale : 1.0f;
+}
+
+// Fills shapes[0..n_conv) from the config and returns the features after the last one (the
+// first linear layer's input), or -1 with the reason in why.
+static int s_conv_shapes(const nn_config_t *cfg, conv_shape_t *shapes, char *why, size_t n) {
+    int h, w, c;
+    nn_input_shape(cfg, &h, &w, &c);
+    for (int l = 0; l < cfg->n_conv; l++) {
+        const nn_conv_t *k = &cfg->conv[l];
+        char reason[128];
+        if (conv_shape_init(&shapes[l], c, h, w, k->filters, k->kernel, k->stride, reason,
+                            sizeof reason) != APEX_OK) {
+            if (why && n) {
+                snprintf(why, n, "conv layer %d (%dx%ds%d on %dx%dx%d): %s", l + 1, k->filters,
+                         k->kernel, k->stride, h, w, c, reason);
+            }
+            return -1;
+        }
+        h = shapes[l].oh, w = shapes[l].ow, c = k->filters;
+    }
+    return h * w * c;
+}
+
+void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
+    _Static_assert((int)NN_INPUT_U8 == (int)CONFIG_OBS_UINT8 &&
+                       (int)NN_INPUT_F32 == (int)CONFIG_OBS_FLOAT32,
+                   "network and config dtypes share their values");
+    _Static_assert(NN_MAX_CONV == CONFIG_MAX_CONV && NN_MAX_HIDDEN == CONFIG_MAX_HIDDEN,
+                   "the network holds every layer the config can name");
+    memset(n, 0, sizeof *n);
+    n->obs_dim = c->env.obs_dim;
+    n->in_h = c->env.obs_h;
+    n->in_w = c->env.obs_w;
+    n->in_c = c->env.obs_c;
+    n->in_dtype = c->env.obs_dtype;
+    n->in_scale = (float)c->env.obs_scale;
+    n->n_conv = c->network.n_conv;
+    for (int i = 0; i < c->network.n_conv; i++) {
+        n->conv[i] = (nn_conv_t){c->network.conv[i].filters, c->network.conv[i].kernel,
+                                 c->network.conv[i].stride};
+    }
+    n->n_actions = c->env.n_actions;
+    n->n_hidden = c->network.n_hidden;
+    for (int i = 0; i < c->network.n_hidden; i++) {
+        n->hidden[i] = c->network.hidden[i];
+    }
+    n->dueling = c->network.dueling;
+}
+
 int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
     const char *msg = NULL;
+    int h, w, c;
+    nn_input_shape(cfg, &h, &w, &c);
     if (cfg->obs_dim < 1 || cfg->obs_dim > (1 << 20)) {
         msg = "obs_dim must be in [1, 2^20]";
+    } else if ((size_t)h * w * c != (size_t)cfg->obs_dim) {
+        msg = "the input shape's h x w x c must equal obs_dim";
+    } else if (cfg->in_dtype != NN_INPUT_F32 && cfg->in_dtype != NN_INPUT_U8) {
+        msg = "input dtype must be float32 or uint8";
+    } else if (!isfinite(cfg->in_scale) || cfg->in_scale < 0.0f) {
+        msg = "input scale must be finite and >= 0 (0 = 1)";
+    } else if (cfg->n_conv < 0 || cfg->n_conv > NN_MAX_CONV) {
+        msg = "at most 4 conv layers";
     } else if (cfg->n_actions < 1 || cfg->n_actions > CONFIG_MAX_ACTIONS) {
         msg = "n_actions must be in [1, 4096]";
     } else if (cfg->n_hidden < 1 || cfg->n_hidden > NN_MAX_HIDDEN) {
@@ -34,16 +105,40 @@ int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
             }
         }
     }
-    if (msg && why && why_len) {
-        snprintf(why, why_len, "%s", msg);
+    if (msg) {
+        if (why && why_len) {
+            snprintf(why, why_len, "%s", msg);
+        }
+        return APEX_EINVAL;
     }
-    return msg ? APEX_EINVAL : APEX_OK;
+    conv_shape_t shapes[NN_MAX_CONV];
+    int f = s_conv_shapes(cfg, shapes, why, why_len);
+    if (f < 1 || f > (1 << 20)) {
+        if (f > 0 && why && why_len) {
+            snprintf(why, why_len, "%d features after the conv layers, at most 2^20", f);
+        }
+        return APEX_EINVAL;
+    }
+    return APEX_OK;
 }
 
 int nn_head_dim(const nn_config_t *cfg) { return cfg->n_actions + (cfg->dueling ? 1 : 0); }
 
 void nn_config_format(const nn_config_t *cfg, char *buf, size_t len) {
-    size_t n = (size_t)snprintf(buf, len, "%d", cfg->obs_dim);
+    size_t n;
+    int h, w, c;
+    nn_input_shape(cfg, &h, &w, &c);
+    if (cfg->n_conv == 0 && h == 1 && w == 1 && cfg->in_dtype == NN_INPUT_F32 &&
+        s_scale(cfg) == 1.0f) {
+        n = (size_t)snprintf(buf, len, "%d", cfg->obs_dim); // as earlier builds wrote it
+    } else {
+        n = (size_t)snprintf(buf, len, "%dx%dx%d %s*%g", h, w, c,
+                             cfg->in_dtype == NN_INPUT_U8 ? "u8" : "f32", (double)s_scale(cfg));
+    }
+    for (int l = 0; l < cfg->n_conv && l < NN_MAX_CONV && n < len; l++) {
+        n += (size_t)snprintf(buf + n, len - n, "-c%dk%ds%d", cfg->conv[l].filters,
+                              cfg->conv[l].kernel, cfg->conv[l].stride);
+    }
     for (int l = 0; l < cfg->n_hidden && l < NN_MAX_HIDDEN && n < len; l++) {
         n += (size_t)snprintf(buf + n, len - n, "-%d", cfg->hidden[l]);
     }
@@ -53,9 +148,22 @@ void nn_config_format(const nn_config_t *cfg, char *buf, size_t len) {
 }
 
 int nn_config_equal(const nn_config_t *a, const nn_config_t *b) {
+    int ha, wa, ca, hb, wb, cb;
+    nn_input_shape(a, &ha, &wa, &ca);
+    nn_input_shape(b, &hb, &wb, &cb);
     if (a->obs_dim != b->obs_dim || a->n_actions != b->n_actions || a->n_hidden != b->n_hidden ||
-        a->dueling != b->dueling) {
+        a->dueling != b->dueling || a->n_conv != b->n_conv) {
         return 0;
+    }
+    // An MLP's parameters do not depend on how its input is shaped; a conv net's do.
+    if (a->n_conv > 0 && (ha != hb || wa != wb || ca != cb)) {
+        return 0;
+    }
+    for (int l = 0; l < a->n_conv && l < NN_MAX_CONV; l++) {
+        if (a->conv[l].filters != b->conv[l].filters || a->conv[l].kernel != b->conv[l].kernel ||
+            a->conv[l].stride != b->conv[l].stride) {
+            return 0;
+        }
     }
     for (int l = 0; l < a->n_hidden && l < NN_MAX_HIDDEN; l++) {
         if (a->hidden[l] != b->hidden[l]) {
@@ -65,28 +173,49 @@ int nn_config_equal(const nn_config_t *a, const nn_config_t *b) {
     return 1;
 }
 
-// in/out widths of layer l (the head is layer n_hidden).
-static void s_layer_dims(const nn_config_t *cfg, int l, int *in_dim, int *out_dim) {
-    *in_dim = l == 0 ? cfg->obs_dim : cfg->hidden[l - 1];
-    *out_dim = l == cfg->n_hidden ? nn_head_dim(cfg) : cfg->hidden[l];
+// The parametric layers in order: conv 0..n_conv-1, then linear 0..n_hidden-1, then the head.
+// (in_dim, out_dim) of each as nn_linear_t counts them.
+static int s_param_layers(const nn_config_t *cfg, int *in_dim, int *out_dim) {
+    conv_shape_t shapes[NN_MAX_CONV];
+    int f = s_conv_shapes(cfg, shapes, NULL, 0);
+    APEX_ASSERT(f > 0);
+    int n = 0;
+    for (int l = 0; l < cfg->n_conv; l++, n++) {
+        in_dim[n] = shapes[l].c_in * shapes[l].k * shapes[l].k;
+        out_dim[n] = shapes[l].c_out;
+    }
+    int prev = cfg->n_conv > 0 ? f : cfg->obs_dim;
+    for (int l = 0; l <= cfg->n_hidden; l++, n++) {
+        in_dim[n] = prev;
+        out_dim[n] = l == cfg->n_hidden ? nn_head_dim(cfg) : cfg->hidden[l];
+        prev = out_dim[n];
+    }
+    return n;
 }
 
 int nn_layout(const nn_config_t *cfg, nn_tensor_t *out) {
-    static const char *names[NN_MAX_TENSORS] = {"fc1.w", "fc1.b", "fc2.w", "fc2.b",
-                                                "fc3.w", "fc3.b", "fc4.w", "fc4.b"};
+    static const char *const conv_names[2 * NN_MAX_CONV] = {
+        "conv1.w", "conv1.b", "conv2.w", "conv2.b", "conv3.w", "conv3.b", "conv4.w", "conv4.b"};
+    static const char *const fc_names[2 * NN_MAX_HIDDEN] = {"fc1.w", "fc1.b", "fc2.w", "fc2.b",
+                                                            "fc3.w", "fc3.b", "fc4.w", "fc4.b"};
     APEX_ASSERT(nn_config_check(cfg, NULL, 0) == APEX_OK);
+    int in_dim[NN_MAX_LAYERS], out_dim[NN_MAX_LAYERS];
+    int n_layers = s_param_layers(cfg, in_dim, out_dim);
     size_t off = 0;
     int n = 0;
-    for (int l = 0; l <= cfg->n_hidden; l++) {
-        int in_dim, out_dim;
-        s_layer_dims(cfg, l, &in_dim, &out_dim);
-        int head = l == cfg->n_hidden;
-        out[n] = (nn_tensor_t){head ? "head.w" : names[2 * l], off, out_dim, in_dim};
-        off += (size_t)out_dim * in_dim;
-        n++;
-        out[n] = (nn_tensor_t){head ? "head.b" : names[2 * l + 1], off, out_dim, 1};
-        off += (size_t)out_dim;
-        n++;
+    for (int l = 0; l < n_layers; l++) {
+        const char *wn, *bn;
+        if (l < cfg->n_conv) {
+            wn = conv_names[2 * l], bn = conv_names[2 * l + 1];
+        } else if (l == n_layers - 1) {
+            wn = "head.w", bn = "head.b";
+        } else {
+            wn = fc_names[2 * (l - cfg->n_conv)], bn = fc_names[2 * (l - cfg->n_conv) + 1];
+        }
+        out[n++] = (nn_tensor_t){wn, off, out_dim[l], in_dim[l]};
+        off += (size_t)out_dim[l] * in_dim[l];
+        out[n++] = (nn_tensor_t){bn, off, out_dim[l], 1};
+        off += (size_t)out_dim[l];
     }
     return n;
 }
@@ -95,6 +224,19 @@ size_t nn_num_params(const nn_config_t *cfg) {
     nn_tensor_t t[NN_MAX_TENSORS];
     int n = nn_layout(cfg, t);
     return t[n - 1].offset + (size_t)t[n - 1].rows;
+}
+
+double nn_forward_flops(const nn_config_t *cfg) {
+    conv_shape_t shapes[NN_MAX_CONV];
+    s_conv_shapes(cfg, shapes, NULL, 0);
+    int in_dim[NN_MAX_LAYERS], out_dim[NN_MAX_LAYERS];
+    int n_layers = s_param_layers(cfg, in_dim, out_dim);
+    double f = 0.0;
+    for (int l = 0; l < n_layers; l++) {
+        double positions = l < cfg->n_conv ? (double)shapes[l].oh * shapes[l].ow : 1.0;
+        f += 2.0 * in_dim[l] * out_dim[l] * positions;
+    }
+    return f;
 }
 
 // ----------------------------------------------------------------------------
@@ -106,8 +248,9 @@ void nn_params_init(nn_params_t *p, const nn_config_t *cfg) {
     memset(p, 0, sizeof *p);
     p->num_params = t[n - 1].offset + (size_t)t[n - 1].rows;
     p->data = xaligned_alloc(p->num_params * sizeof(float));
+    memset(p->data, 0, p->num_params * sizeof(float));
     p->n_layers = n / 2;
-    // Rows come in (w, b) pairs, one pair per layer.
+    // Rows come in (w, b) pairs, one pair per layer with parameters.
     for (int l = 0; l < p->n_layers; l++) {
         p->layer[l] = (nn_linear_t){p->data + t[2 * l].offset, p->data + t[2 * l + 1].offset,
                                     t[2 * l].cols, t[2 * l].rows};
@@ -122,7 +265,8 @@ void nn_params_fini(nn_params_t *p) {
 void nn_params_init_random(nn_params_t *p, rng_t *rng) {
     for (int l = 0; l < p->n_layers; l++) {
         const nn_linear_t *L = &p->layer[l];
-        // PyTorch: kaiming_uniform(a=sqrt(5)) on W gives bound 1/sqrt(fan_in), as for b.
+        // PyTorch: kaiming_uniform(a=sqrt(5)) on W gives bound 1/sqrt(fan_in), as for b;
+        // fan_in = in for nn.Linear and C k k for nn.Conv2d, which is in_dim either way.
         float bound = 1.0f / sqrtf((float)L->in_dim);
         size_t nw = (size_t)L->out_dim * L->in_dim;
         for (size_t i = 0; i < nw; i++) {
@@ -148,29 +292,63 @@ static size_t s_round_up(size_t n) {
     return (n + NN_ALIGN_FLOATS - 1) / NN_ALIGN_FLOATS * NN_ALIGN_FLOATS;
 }
 
-void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch) {
+// Carves n floats off *cur (a NULL base only counts them).
+static float *s_take(float **cur, size_t n, size_t *total) {
+    float *p = *cur;
+    *total += s_round_up(n);
+    if (p) {
+        *cur = p + s_round_up(n);
+    }
+    return p;
+}
+
+// Lays out every buffer of s over base (NULL: only sizes); returns the floats needed.
+static size_t s_state_layout(nn_state_t *s, float *base) {
+    const nn_config_t *cfg = &s->cfg;
+    size_t B = (size_t)s->max_batch, total = 0, g_max = (size_t)cfg->obs_dim, col_max = 0;
+    int in_dim[NN_MAX_LAYERS], out_dim[NN_MAX_LAYERS];
+    int n_layers = s_param_layers(cfg, in_dim, out_dim);
+    float *cur = base;
+    for (int l = 0; l < n_layers; l++) {
+        size_t feats = l < cfg->n_conv ? conv_out_features(&s->conv[l]) : (size_t)out_dim[l];
+        s->act[l] = s_take(&cur, feats * B, &total);
+        g_max = APEX_MAX(g_max, feats);
+    }
+    for (int l = 0; l < cfg->n_conv; l++) {
+        size_t c = conv_col_bytes(&s->conv[l], s->max_batch) / sizeof(float) + 1;
+        col_max = APEX_MAX(col_max, c);
+        if (s->train) {
+            s->col[l] = s_take(&cur, c, &total);
+        }
+    }
+    if (cfg->n_conv > 0 && !s->train) {
+        // Forward-only states share one im2col buffer, as large as the largest layer's.
+        float *shared = s_take(&cur, col_max, &total);
+        for (int l = 0; l < cfg->n_conv; l++) {
+            s->col[l] = shared;
+        }
+    }
+    if (cfg->n_conv == 0) {
+        s->in_f32 = s_take(&cur, B * (size_t)cfg->obs_dim, &total);
+    }
+    s->dhead = s_take(&cur, (size_t)nn_head_dim(cfg) * B, &total);
+    s->grad[0] = s_take(&cur, g_max * B, &total);
+    s->grad[1] = s_take(&cur, g_max * B, &total);
+    s->q = s_take(&cur, B * (size_t)cfg->n_actions, &total);
+    return total;
+}
+
+void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train) {
     APEX_ASSERT(nn_config_check(cfg, NULL, 0) == APEX_OK && max_batch >= 1);
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->max_batch = max_batch;
-    size_t B = (size_t)max_batch, P = (size_t)nn_head_dim(cfg), h_max = 0, total = 0;
-    for (int l = 0; l < cfg->n_hidden; l++) {
-        h_max = APEX_MAX(h_max, (size_t)cfg->hidden[l]);
-        total += s_round_up((size_t)cfg->hidden[l] * B);
-    }
-    total += 2 * s_round_up(P * B) + 2 * s_round_up(h_max * B) +
-             s_round_up(B * (size_t)cfg->n_actions);
-    s->block = xaligned_alloc(total * sizeof(float));
-    float *cur = s->block;
-    for (int l = 0; l < cfg->n_hidden; l++) {
-        s->act[l] = cur;
-        cur += s_round_up((size_t)cfg->hidden[l] * B);
-    }
-    s->head = cur, cur += s_round_up(P * B);
-    s->dhead = cur, cur += s_round_up(P * B);
-    s->grad[0] = cur, cur += s_round_up(h_max * B);
-    s->grad[1] = cur, cur += s_round_up(h_max * B);
-    s->q = cur;
+    s->train = train != 0;
+    s->n_features = s_conv_shapes(cfg, s->conv, NULL, 0);
+    size_t total = s_state_layout(s, NULL);
+    s->block_bytes = total * sizeof(float);
+    s->block = xaligned_alloc(s->block_bytes);
+    s_state_layout(s, s->block);
 }
 
 void nn_state_fini(nn_state_t *s) {
@@ -317,41 +495,102 @@ static void s_dueling_backward(float *dhead, const float *dq, int B, int A, int 
 }
 
 // ----------------------------------------------------------------------------
-// forward / backward
+// forward / backward: the layer sequence of nn.h, layer by layer
 
-void nn_forward(nn_state_t *s, const nn_params_t *p, const float *obs, int B, float *q_out) {
-    APEX_ASSERT(B >= 1 && B <= s->max_batch && p->n_layers == s->cfg.n_hidden + 1);
+// An MLP's observations as float32 rows scaled by in_scale: the rows themselves when they
+// are float32 and unscaled (consumed in place), else a converted copy in s->in_f32.
+static const float *s_mlp_input(nn_state_t *s, const void *obs, int B) {
     const nn_config_t *cfg = &s->cfg;
+    float scale = s_scale(cfg);
+    size_t n = (size_t)B * cfg->obs_dim;
+    if (cfg->in_dtype == NN_INPUT_F32 && scale == 1.0f) {
+        return obs;
+    }
+    if (cfg->in_dtype == NN_INPUT_U8) {
+        const uint8_t *u = obs;
+        for (size_t i = 0; i < n; i++) {
+            s->in_f32[i] = (float)u[i] * scale;
+        }
+    } else {
+        const float *f = obs;
+        for (size_t i = 0; i < n; i++) {
+            s->in_f32[i] = f[i] * scale;
+        }
+    }
+    return s->in_f32;
+}
+
+// The float rows the last forward of an MLP read: the observations, or their converted copy.
+static const float *s_mlp_rows(const nn_state_t *s) {
+    int in_place = s->cfg.in_dtype == NN_INPUT_F32 && s_scale(&s->cfg) == 1.0f;
+    return in_place ? s->obs : s->in_f32;
+}
+
+void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out) {
+    const nn_config_t *cfg = &s->cfg;
+    APEX_ASSERT(B >= 1 && B <= s->max_batch && p->n_layers == cfg->n_conv + cfg->n_hidden + 1);
     s->batch = B;
     s->obs = obs;
-    const float *in = obs;
-    for (int l = 0; l < cfg->n_hidden; l++) {
+    // [conv2d -> ReLU] x n_conv: the first reads the observation rows itself.
+    for (int l = 0; l < cfg->n_conv; l++) {
         const nn_linear_t *L = &p->layer[l];
-        s_linear_forward(s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, l == 0);
-        s_relu_forward(s->act[l], (size_t)L->out_dim * B);
-        in = s->act[l];
+        const conv_shape_t *cs = &s->conv[l];
+        if (l > 0) {
+            conv_forward(s->act[l], s->col[l], s->act[l - 1], L->w, L->b, cs, B);
+        } else if (cfg->in_dtype == NN_INPUT_U8) {
+            conv_forward_u8(s->act[l], s->col[l], obs, L->w, L->b, s_scale(cfg), cs, B);
+        } else {
+            conv_forward_f32(s->act[l], s->col[l], obs, L->w, L->b, s_scale(cfg), cs, B);
+        }
+        s_relu_forward(s->act[l], conv_out_features(cs) * B);
     }
-    const nn_linear_t *head = &p->layer[cfg->n_hidden];
-    s_linear_forward(s->head, in, head->w, head->b, B, head->in_dim, head->out_dim, 0);
-    s_dueling_forward(q_out, s->head, B, cfg->n_actions, cfg->dueling);
+    // flatten: the last conv output is already the (F x B) feature-major matrix.
+    const float *in = cfg->n_conv > 0 ? s->act[cfg->n_conv - 1] : s_mlp_input(s, obs, B);
+    int batch_major = cfg->n_conv == 0;
+    // [linear -> ReLU] x n_hidden, then the head.
+    for (int l = cfg->n_conv; l < p->n_layers; l++) {
+        const nn_linear_t *L = &p->layer[l];
+        s_linear_forward(s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, batch_major);
+        if (l < p->n_layers - 1) {
+            s_relu_forward(s->act[l], (size_t)L->out_dim * B);
+        }
+        in = s->act[l];
+        batch_major = 0;
+    }
+    // dueling (or plain) Q.
+    s_dueling_forward(q_out, s->act[p->n_layers - 1], B, cfg->n_actions, cfg->dueling);
 }
 
 void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B) {
-    APEX_ASSERT(B == s->batch && grads->num_params == p->num_params);
     const nn_config_t *cfg = &s->cfg;
-    int top = cfg->n_hidden; // the head's layer index
+    APEX_ASSERT(s->train && B == s->batch && grads->num_params == p->num_params);
     s_dueling_backward(s->dhead, dq, B, cfg->n_actions, cfg->dueling);
     // Walk down: dout is dL/d(pre-activation output) of layer l; din goes to the layer below
-    // through the ping-pong buffers, masked by that layer's ReLU.
+    // through the ping-pong buffers, masked by that layer's ReLU. The observations get no
+    // gradient: the first layer's din is skipped (conv: no dcol GEMM, no col2im).
     const float *dout = s->dhead;
-    for (int l = top; l >= 0; l--) {
+    int top = p->n_layers - 1;
+    for (int l = top; l >= cfg->n_conv; l--) {
         const nn_linear_t *L = &p->layer[l];
         nn_linear_t *G = &grads->layer[l];
-        const float *in = l == 0 ? s->obs : s->act[l - 1];
-        float *din = l == 0 ? NULL : s->grad[l & 1];
-        s_linear_backward(din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim, l == 0);
+        int first = l == 0;
+        const float *in = first ? s_mlp_rows(s) : s->act[l - 1];
+        float *din = first ? NULL : s->grad[l & 1];
+        s_linear_backward(din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim, first);
         if (din) {
             s_relu_backward(din, s->act[l - 1], (size_t)L->in_dim * B);
+        }
+        dout = din;
+    }
+    for (int l = cfg->n_conv - 1; l >= 0; l--) {
+        const conv_shape_t *cs = &s->conv[l];
+        nn_linear_t *G = &grads->layer[l];
+        float *din = l == 0 ? NULL : s->grad[l & 1];
+        // dcol may be the layer's own col (conv.h): backward reads col before writing dcol,
+        // and the next forward writes col anew.
+        conv_backward(din, s->col[l], G->w, G->b, dout, s->col[l], p->layer[l].w, cs, B);
+        if (din) {
+            s_relu_backward(din, s->act[l - 1], conv_in_features(cs) * B);
         }
         dout = din;
     }
@@ -375,9 +614,9 @@ int nn_argmax(const float *q, int A) {
     return best;
 }
 
-void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const float *obs,
+void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const void *obs,
                       const int32_t *actions, const float *rewards, const float *discounts,
-                      const float *next_obs, float priority_eps, int B) {
+                      const void *next_obs, float priority_eps, int B) {
     int A = s->cfg.n_actions;
     // Pass 1: bootstrap targets y = R + disc * max_a Q(s', a), parked in prio_out.
     nn_forward(s, p, next_obs, B, s->q);

@@ -1,72 +1,92 @@
-// nn.h: the Q-network. An MLP with ReLU hidden layers and an optional dueling head,
-// forward and backward over flat float arrays, on OpenBLAS through blas.h.
+// nn.h: the Q-network, a short sequence of layers over one flat parameter array:
 //
-// Shapes (defined once): B = batch, O = obs_dim, H = a hidden width, A = n_actions,
-// P = head width (1 + A with dueling, else A).
+//   [conv2d -> ReLU] x n_conv -> flatten -> [linear -> ReLU] x n_hidden -> linear head
+//   -> dueling (Q = V + A - mean(A)) or plain Q
+//
+// forward and backward over flat float arrays, on OpenBLAS through blas.h (conv2d as
+// im2col + sgemm, model/conv.h). With n_conv = 0 it is the MLP apex always had, with the
+// same parameter layout, so MLP checkpoints and fixtures of earlier builds still apply.
+//
+// Shapes (defined once): B = batch, O = obs_dim = in_h in_w in_c, H = a hidden width,
+// A = n_actions, P = head width (1 + A with dueling, else A), F = the flattened features.
+//
+// Input: observations as the replay stores them, one row of O elements per sample,
+// channels-last [y][x][c], float32 or uint8 (in_dtype), multiplied by in_scale on the way
+// in (MinAtar's 0/1 frames: 1; Atari-style frames: 1/255; classic control: 1). A vector
+// observation is 1 x 1 x O. The first conv layer reads the rows directly (uint8 converted
+// and scaled inside its im2col); an MLP reads float32 rows in place and converts uint8 or
+// scaled rows into a scratch of the state first.
 //
 // Split (STYLE S9, llama2.c):
-//   nn_config_t  values only: sizes and dueling.
+//   nn_config_t  values only: input shape, dtype and scale, conv layers, hidden sizes,
+//                dueling.
 //   nn_params_t  ONE contiguous, 64-byte aligned float array of num_params floats, with
-//                named views (layer[l].w, layer[l].b) carved by the layout table. Gradients,
-//                Adam/RMSProp moments and the target network use the same layout, so a target
-//                sync, serialisation or broadcast is one memcpy and an optimizer is one loop.
+//                named views carved by the layout table, in PyTorch's layouts: conv weight
+//                (OC x C x k x k), linear weight (out x in), each followed by its bias, in
+//                layer order (conv1, ..., fc1, ..., head). Gradients, optimizer moments and
+//                the target network use the same layout, so a target sync, serialisation or
+//                broadcast is one memcpy and an optimizer is one loop. num_params equals
+//                PyTorch's parameter count for the same network (the MinAtar DQN body on 4
+//                channels with 6 actions: 132 566; with dueling's value row: 132 695).
 //   nn_state_t   activations and scratch for up to max_batch samples, allocated once by
 //                nn_state_init. nn_forward / nn_backward never allocate.
 //
-// Parameter layout, in order: for each hidden layer l = 0..n_hidden-1, W_l (H_l x in_l,
-// PyTorch nn.Linear (out, in) row-major) then b_l (H_l); then the head W (P x H_last) and
-// b (P). With dueling, head row 0 is the value stream and rows 1..A the advantage stream
-// (Q = V + A - mean(A)), so the two streams are one GEMM. num_params equals PyTorch's
-// parameter count for the same network (4-256-256-dueling(2): 67,843).
+// Activation layout: feature-major. Every activation is a (features x B) row-major matrix,
+// the batch being the GEMM's N dimension. A conv layer's output (OC x OH x OW x B) read as a
+// matrix is (OC OH OW) x B with row f = c OH OW + y OW + x, which is PyTorch's flatten of
+// NCHW: the flatten is no operation at all (conv.h explains the choice).
+//   linear forward   h = W h_prev + b            sgemm NN, M = out, N = B, K = in
+//   linear backward  dW += dh h_prev^T           sgemm NT, M = out, N = in, K = B
+//                    dh_prev = W^T dh            sgemm TN, M = in, N = B, K = out
+// An MLP's observations arrive batch-major (B x O) and are consumed in place by a
+// transposed operand (W_0 obs^T); only q (B x A) is written back batch-major.
+// Why feature-major (measured in earlier sessions, bench/RESULTS.md): OpenBLAS runs both
+// layouts alike on this project's machines, feature-major is never the slower one, and it
+// keeps every per-feature loop (bias fill, ReLU, its mask, bias gradient) contiguous and
+// branch-free; for an actor's small batch the long dimension stays M = H.
 //
-// Activation layout: feature-major. Every activation is stored (features x B) row-major,
-// i.e. the batch is the GEMM's N (column) dimension:
-//   forward   h_l  = W_l h_{l-1} + b_l         sgemm NN, M = H_l, N = B, K = in_l
-//   backward  dW_l += dh_l h_{l-1}^T           sgemm NT, M = H_l, N = in_l, K = B
-//             dh_{l-1} = W_l^T dh_l            sgemm TN, M = in_l, N = B, K = H_l
-// The observations arrive batch-major (B x O, as they come off the wire) and are consumed
-// in place by a transposed operand (W_0 obs^T), so nothing is transposed or copied on
-// input; only q (B x A) is written back batch-major. Bias add is a contiguous row fill
-// followed by sgemm with beta = 1, bias gradients are contiguous row sums, and ReLU masks
-// are contiguous.
-// Why feature-major: the project's reference measurement had OpenBLAS 0.3.21 (1 thread) at
-// ~9.7 GFLOP/s for the batch-major 512x256 . 256x256 product but ~31 for the feature-major
-// one with N = B (and ~36 for 1024^3). On this machine (AMD EPYC, AVX-512, with
-// OPENBLAS_CORETYPE=Haswell) `build/bench/bench_learner` (BENCH sgemm.layout.* lines,
-// best of 5 windows, quiet machine) measures both layouts alike: forward, dW and dX
-// products for B = 512, H = 256 or 512 all run at 98-107 GFLOP/s, as does 1024^3 (~105);
-// we could not reproduce the gap (under load from concurrent builds every variant drops
-// to 40-80 GFLOP/s, noisily). Feature-major is kept because it is never the slower one, it keeps every per-feature loop (bias fill,
-// ReLU, ReLU mask, bias gradient) contiguous and branch-free, and for an actor's small
-// batch (B = 64) the long dimension stays M = H, which the kernels like (feature-major
-// 102 GFLOP/s vs batch-major 94 at B = 64, H = 512). What does cost time is elsewhere:
-// the head GEMM (M = 1 + A rows) runs at 15-55 GFLOP/s, and a branchy scalar ReLU cost a
-// quarter of an update before the elementwise kernels were made branch-free (nn.c).
-//
-// What it does not do: losses (learner/loss.h), optimizers (optim.h), threading.
-// Thread-safety: params are read-only during forward/backward, so many threads may share
-// one nn_params_t; an nn_state_t belongs to one thread.
+// What it does not do: losses (learner/loss.h), optimizers (optim.h), threading, pooling,
+// padding. Thread-safety: params are read-only during forward/backward, so many threads may
+// share one nn_params_t; an nn_state_t belongs to one thread.
 #ifndef APEX_NN_H
 #define APEX_NN_H
 
+#include "conv.h"
 #include "rng.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
+#define NN_MAX_CONV 4
 #define NN_MAX_HIDDEN 4
-#define NN_MAX_LAYERS (NN_MAX_HIDDEN + 1) // hidden layers plus the head
+#define NN_MAX_LAYERS (NN_MAX_CONV + NN_MAX_HIDDEN + 1) // layers with parameters
 #define NN_MAX_TENSORS (2 * NN_MAX_LAYERS)
 
+typedef enum { NN_INPUT_F32 = 0, NN_INPUT_U8 = 1 } nn_input_dtype; // = config's obs dtypes
+
 typedef struct {
-    int obs_dim;               // O
+    int filters; // OC
+    int kernel;  // k (square)
+    int stride;  // s
+} nn_conv_t;
+
+typedef struct {
+    int obs_dim;    // O = in_h in_w in_c (for a vector observation: its length)
+    int in_h, in_w; // 0, 0: a vector observation (1 x 1 x obs_dim)
+    int in_c;       // 0: obs_dim
+    int in_dtype;   // nn_input_dtype
+    float in_scale; // multiplies every input element; 0 means 1
+    int n_conv;     // 0..NN_MAX_CONV
+    nn_conv_t conv[NN_MAX_CONV];
     int n_actions;             // A
     int n_hidden;              // 1..NN_MAX_HIDDEN
     int hidden[NN_MAX_HIDDEN]; // H_l; entries past n_hidden are ignored
     int dueling;               // 0 or 1
 } nn_config_t;
 
-// One linear layer's views into the flat array. w is (out_dim x in_dim) row-major.
+// The views of one layer with parameters (conv or linear) into the flat array. w is
+// (out_dim x in_dim) row-major: for a conv layer out_dim = OC and in_dim = C k k (the
+// PyTorch (OC, C, k, k) tensor read as a matrix).
 typedef struct {
     float *w;
     float *b;
@@ -77,65 +97,96 @@ typedef struct {
 typedef struct {
     float *data; // num_params floats, 64-byte aligned, owned
     size_t num_params;
-    int n_layers; // n_hidden + 1; layer[n_layers - 1] is the head
+    int n_layers; // n_conv + n_hidden + 1; layer[n_layers - 1] is the head
     nn_linear_t layer[NN_MAX_LAYERS];
 } nn_params_t;
 
 // One row of the layout table: where a named tensor lives in the flat array.
 typedef struct {
-    const char *name; // "fc1.w", "fc1.b", ..., "head.w", "head.b"; static storage
+    const char *name; // "conv1.w", "conv1.b", ..., "fc1.w", "fc1.b", ..., "head.w", "head.b"
     size_t offset;    // in floats from data
     int rows;
-    int cols; // 1 for biases
+    int cols; // 1 for biases; C k k for conv weights
 } nn_tensor_t;
+
+// What nn_forward runs, as data: the layer sequence (flatten between the last conv and the
+// first linear layer). Filled by nn_state_init from the config.
+typedef enum { NN_CONV2D, NN_RELU, NN_FLATTEN, NN_LINEAR, NN_DUELING } nn_layer_kind;
 
 typedef struct {
     nn_config_t cfg;
     int max_batch;
-    int batch;                 // B of the last nn_forward
-    const float *obs;          // borrowed: the obs of the last nn_forward (B x O)
-    float *act[NN_MAX_HIDDEN]; // post-ReLU hidden activations, (H_l x max_batch)
-    float *head;               // head output, (P x max_batch): [V; A] or A
-    float *grad[2];            // ping-pong dL/dh buffers, (H_max x max_batch)
-    float *dhead;              // dL/d(head output), (P x max_batch)
-    float *q;                  // scratch q (max_batch x A) for helpers
-    float *block;              // the single allocation behind all of the above
+    int train;                      // keeps what nn_backward needs (see nn_state_init)
+    int batch;                      // B of the last nn_forward
+    const void *obs;                // borrowed: the obs of the last nn_forward (B x O)
+    conv_shape_t conv[NN_MAX_CONV]; // each conv layer's shapes
+    int n_features;                 // F: inputs of the first linear layer
+    float *act[NN_MAX_LAYERS];      // each layer's output (post-ReLU but the head's),
+                                    // (out features x max_batch); act[n_layers-1] = head
+    float *col[NN_MAX_CONV];        // conv layers' im2col (train: one each, also the dcol
+                                    // scratch of nn_backward; else one shared buffer)
+    float *in_f32;                  // MLP: observations as scaled float32 (B x O); NULL
+                                    // for conv nets
+    float *grad[2];                 // ping-pong dL/dh buffers, (max features x max_batch)
+    float *dhead;                   // dL/d(head output), (P x max_batch)
+    float *q;                       // scratch q (max_batch x A) for helpers
+    float *block;                   // the single allocation behind all of the above
+    size_t block_bytes;
 } nn_state_t;
 
-// Returns 0 when cfg is usable, else APEX_EINVAL with the reason written to why.
+// The network a run's config describes ([env] shape, dtype and scale, [network]): the one
+// place that builds it, for the actor, the learner and the evaluator alike.
+struct apex_config_s;
+void nn_config_from_run(nn_config_t *out, const struct apex_config_s *run);
+
+// Returns 0 when cfg is usable, else APEX_EINVAL with the reason written to why (may be
+// NULL): shapes in range, every conv layer fits its input (kernel <= input side).
 int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len);
-// Writes "O-H1-H2-dueling(A)" or "O-H1-H2-A" (for logs and shape-mismatch errors).
+// Writes the network for logs and shape-mismatch errors, e.g. "10x10x4 u8*1 -c16k3s1-128-
+// dueling(6)" or "4-256-256-dueling(2)" (an MLP on float32 vectors, as earlier builds).
 void nn_config_format(const nn_config_t *cfg, char *buf, size_t len);
-// 1 when the two configs describe the same network (ignores unused hidden[] entries).
+// 1 when the two configs have the same parameters (input shape, layers, actions, dueling;
+// the input's dtype and scale change values, not shapes, and are not compared).
 int nn_config_equal(const nn_config_t *a, const nn_config_t *b);
 // Head width P: 1 + A with dueling, A without.
 int nn_head_dim(const nn_config_t *cfg);
+// Input channels and sides (a vector observation: 1 x 1 x obs_dim).
+void nn_input_shape(const nn_config_t *cfg, int *h, int *w, int *c);
 
 // Floats in the flat parameter array for cfg.
 size_t nn_num_params(const nn_config_t *cfg);
 // Fills out[NN_MAX_TENSORS] with the layout table and returns the number of rows.
 int nn_layout(const nn_config_t *cfg, nn_tensor_t *out);
+// FLOPs of one sample's forward pass (2 per multiply-add of every GEMM), for benchmarks.
+double nn_forward_flops(const nn_config_t *cfg);
 
 // Allocates a zeroed parameter array for cfg (asserts nn_config_check). Free with
 // nn_params_fini, which is a no-op on a zeroed struct. Also used for gradients.
 void nn_params_init(nn_params_t *p, const nn_config_t *cfg);
 void nn_params_fini(nn_params_t *p);
-// PyTorch nn.Linear default init: every weight and bias uniform in +-1/sqrt(fan_in).
+// PyTorch's default inits: nn.Linear and nn.Conv2d weights and biases uniform in
+// +-1/sqrt(fan_in) (fan_in = in, or C k k).
 void nn_params_init_random(nn_params_t *p, rng_t *rng);
 // dst = src (one memcpy); both must have the same layout.
 void nn_params_copy(nn_params_t *dst, const nn_params_t *src);
 // Sets every float to 0 (gradients before a backward pass).
 void nn_params_zero(nn_params_t *p);
 
-// Allocates activations for up to max_batch samples. nn_state_fini: no-op when zeroed.
-void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch);
+// Allocates activations for up to max_batch samples. With train set the state also keeps
+// each conv layer's im2col for nn_backward (the learner's online(s) pass); without it the
+// conv layers share one im2col buffer (forward only: actors, the evaluator, the learner's
+// s' passes), which for the Nature body is a third of the memory. nn_state_fini: no-op
+// when zeroed.
+void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train);
 void nn_state_fini(nn_state_t *s);
 
-// q_out (B x A, row-major) = Q(obs) for obs (B x O, row-major), 1 <= B <= max_batch.
-// Keeps activations and a pointer to obs in s: obs must stay unchanged until nn_backward.
-void nn_forward(nn_state_t *s, const nn_params_t *p, const float *obs, int B, float *q_out);
+// q_out (B x A, row-major) = Q(obs) for obs (B rows of O elements of cfg.in_dtype),
+// 1 <= B <= max_batch. Keeps activations and a pointer to obs in s: obs must stay unchanged
+// until nn_backward.
+void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out);
 // Accumulates (+=) into grads the gradient of a loss L given dq = dL/dq (B x A) for the
-// batch of the last nn_forward on s with the same p. Does not compute dL/dobs.
+// batch of the last nn_forward on s (a train state) with the same p. Does not compute
+// dL/dobs.
 void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B);
 
 // Index of the largest of q[0..A-1] (A >= 1); the first one on ties (as torch.argmax), and
@@ -147,8 +198,8 @@ int nn_argmax(const float *q, int A);
 //   prio_out[i] = |R_i + disc_i * max_a Q(s'_i, a) - Q(s_i, a_i)| + priority_eps
 // (double DQN with online == target reduces to max). disc_i = 0 marks a terminal and
 // does not bootstrap. Two batched forward passes on s; B <= max_batch. Actions in [0, A).
-void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const float *obs,
+void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const void *obs,
                       const int32_t *actions, const float *rewards, const float *discounts,
-                      const float *next_obs, float priority_eps, int B);
+                      const void *next_obs, float priority_eps, int B);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "apex.h"
 #include "ckpt.h"
+#include "log.h"
 #include "fileio.h"
 #include "train.h"
 #include "xalloc.h"
@@ -41,7 +42,8 @@ static void s_spit(const char *path, const unsigned char *buf, size_t len) {
 static trainer_t *s_trainer(int hidden, optim_kind kind, uint64_t seed) {
     train_config_t tc;
     train_config_default(&tc);
-    tc.net = (nn_config_t){3, 2, 2, {hidden, 8}, 1};
+    tc.net = (nn_config_t){
+        .obs_dim = 3, .n_actions = 2, .n_hidden = 2, .hidden = {hidden, 8}, .dueling = 1};
     tc.batch_size = 4;
     tc.target_update = 2;
     optim_config_default(&tc.optim, kind);
@@ -242,6 +244,160 @@ START_TEST(test_wrong_shape_and_optimizer) {
 }
 END_TEST
 
+// Runs fn with the log copied to a file and returns that file's text (caller frees).
+static char *s_logged(void (*fn)(void *), void *arg) {
+    const char *dir = check_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    ck_assert_int_eq(log_open_file(path), 0);
+    fn(arg);
+    log_close_file();
+    size_t n;
+    char *text = (char *)s_slurp(path, &n);
+    text[n] = '\0';
+    check_rmtree(dir);
+    return text;
+}
+
+// A conv net's checkpoint: the MinAtar body (10x10x4 uint8 -> conv 16 3x3 s1 -> 128 ->
+// dueling 6) round-trips, and a net of another shape is refused with both shapes named.
+static nn_config_t s_minatar_net(int filters) {
+    return (nn_config_t){.obs_dim = 400,
+                         .in_h = 10,
+                         .in_w = 10,
+                         .in_c = 4,
+                         .in_dtype = NN_INPUT_U8,
+                         .in_scale = 1.0f,
+                         .n_conv = 1,
+                         .conv = {{filters, 3, 1}},
+                         .n_actions = 6,
+                         .n_hidden = 1,
+                         .hidden = {128},
+                         .dueling = 1};
+}
+
+typedef struct {
+    const char *path;
+    nn_config_t cfg;
+    int rc;
+} s_read_case;
+
+static void s_read_online(void *arg) {
+    s_read_case *c = arg;
+    ckpt_header_t h;
+    float *online = xmalloc(nn_num_params(&c->cfg) * sizeof(float));
+    c->rc = ckpt_read_online(c->path, &c->cfg, &h, online);
+    free(online);
+}
+
+START_TEST(test_conv_round_trip_and_shape_refused) {
+    const char *dir = check_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/conv.ckpt", dir);
+    nn_config_t cfg = s_minatar_net(16);
+    nn_params_t p;
+    nn_params_init(&p, &cfg);
+    ck_assert_uint_eq(p.num_params, 132695);
+    rng_t r;
+    rng_init_stream(&r, 5, RNG_ROLE_NET_INIT, 0);
+    nn_params_init_random(&p, &r);
+    ckpt_header_t h;
+    ckpt_header_init(&h, &cfg);
+    const float *arrays[1] = {p.data};
+    ck_assert_int_eq(ckpt_write(path, &h, arrays, 1), APEX_OK);
+    float *back = xmalloc(p.num_params * sizeof(float));
+    ckpt_header_t got;
+    ck_assert_int_eq(ckpt_read_online(path, &cfg, &got, back), APEX_OK);
+    ck_assert_mem_eq(back, p.data, p.num_params * sizeof(float));
+    nn_config_t stored;
+    ckpt_header_config(&got, &stored);
+    ck_assert(nn_config_equal(&stored, &cfg));
+    // 32 filters instead of 16: refused, and the message names both networks.
+    s_read_case c = {path, s_minatar_net(32), 0};
+    char *log = s_logged(s_read_online, &c);
+    ck_assert_int_eq(c.rc, APEX_EINVAL);
+    ck_assert_msg(strstr(log, "checkpoint network 10x10x4 u8*1-c16k3s1-128-dueling(6) does not "
+                              "match the configured network 10x10x4 u8*1-c32k3s1-128-dueling(6)"),
+                  "%s", log);
+    free(log);
+    // The same body on an MLP input is another network too.
+    c.cfg =
+        (nn_config_t){.obs_dim = 400, .n_actions = 6, .n_hidden = 1, .hidden = {128}, .dueling = 1};
+    log = s_logged(s_read_online, &c);
+    ck_assert_int_eq(c.rc, APEX_EINVAL);
+    ck_assert_msg(strstr(log, "checkpoint network 10x10x4 u8*1-c16k3s1-128-dueling(6) does not "
+                              "match the configured network 400-128-dueling(6)"),
+                  "%s", log);
+    free(log);
+    free(back);
+    nn_params_fini(&p);
+    check_rmtree(dir);
+}
+END_TEST
+
+// tests/fixtures/ckpt_v1_mlp.bin was written by the build before conv layers (format 1,
+// commit 8575adc's ckpt_write): network 4-8-6-dueling(2), 115 params, 4 arrays, array k
+// holding (k + 1) * 0.001 * (i - 40) at index i, learner step 1234, weights version 3:77,
+// user[0] 99999. It still loads, every value intact.
+START_TEST(test_format1_mlp_checkpoint_loads) {
+    nn_config_t cfg = {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {8, 6}, .dueling = 1};
+    ck_assert_uint_eq(nn_num_params(&cfg), 115);
+    float *a[4];
+    for (int k = 0; k < 4; k++) {
+        a[k] = xmalloc(115 * sizeof(float));
+    }
+    ckpt_header_t h;
+    ck_assert_int_eq(ckpt_read("tests/fixtures/ckpt_v1_mlp.bin", &cfg, &h, a, 4), APEX_OK);
+    ck_assert_uint_eq(h.format_version, 1);
+    ck_assert_uint_eq(h.learner_step, 1234);
+    ck_assert_uint_eq(h.extra.weights_version, (3ull << 32) | 77);
+    ck_assert_uint_eq(h.extra.user[0], 99999);
+    ck_assert_int_eq(h.n_conv, 0);
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 115; i++) {
+            ck_assert_float_eq(a[k][i], (float)(k + 1) * 0.001f * (float)(i - 40));
+        }
+        free(a[k]);
+    }
+}
+END_TEST
+
+// A format this build does not know says which it is and what to do.
+static void s_read_v9(void *arg) {
+    s_read_case *c = arg;
+    ckpt_header_t h;
+    float *x[4];
+    for (int k = 0; k < 4; k++) {
+        x[k] = xmalloc(115 * sizeof(float));
+    }
+    c->rc = ckpt_read(c->path, &c->cfg, &h, x, 4);
+    for (int k = 0; k < 4; k++) {
+        free(x[k]);
+    }
+}
+
+START_TEST(test_unknown_format_names_version_and_hint) {
+    const char *dir = check_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/v9.ckpt", dir);
+    size_t len;
+    unsigned char *buf = s_slurp("tests/fixtures/ckpt_v1_mlp.bin", &len);
+    buf[offsetof(ckpt_header_t, format_version)] = 9;
+    s_spit(path, buf, len);
+    s_read_case c = {
+        path, {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {8, 6}, .dueling = 1}, 0};
+    char *log = s_logged(s_read_v9, &c);
+    ck_assert_int_eq(c.rc, APEX_EVERSION);
+    ck_assert_msg(strstr(log, "checkpoint format version 9 (header 168 bytes); this build reads "
+                              "versions 1 and 2"),
+                  "%s", log);
+    ck_assert_msg(strstr(log, "HINT"), "%s", log);
+    free(log);
+    free(buf);
+    check_rmtree(dir);
+}
+END_TEST
+
 START_TEST(test_missing_directory_keeps_previous) {
     const char *dir = check_tmpdir();
     char good[600], bad[640];
@@ -301,6 +457,9 @@ Suite *ckpt_suite(void) {
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_wrong_shape_and_optimizer);
     tcase_add_test(tc, test_missing_directory_keeps_previous);
+    tcase_add_test(tc, test_conv_round_trip_and_shape_refused);
+    tcase_add_test(tc, test_format1_mlp_checkpoint_loads);
+    tcase_add_test(tc, test_unknown_format_names_version_and_hint);
     tcase_add_test(tc, test_disk_full_keeps_previous);
     suite_add_tcase(s, tc);
     return s;

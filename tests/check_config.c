@@ -115,11 +115,30 @@ START_TEST(test_error_classes) {
                    ":3: [run] name: indented continuation lines are not supported");
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
-                   "MountainCar-v0, or external)");
+                   "MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
+                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, or external)");
     // The external environment's keys: both needed; built-in ids keep their own shape and
     // float32 observations.
     s_expect_error("[env]\nid = external\nobs_dim = 8\n",
-                   ": [env] id = external needs obs_dim >= 1 and n_actions >= 2 (have 8 and 0)");
+                   ": [env] id = external needs obs_dim (or obs_shape) and n_actions >= 2 (have 8 "
+                   "and 0)");
+    // Observation shapes, scales and conv layers.
+    s_expect_error("[env]\nid = external\nn_actions = 2\nobs_shape = 84x84\n",
+                   ":4: [env] obs_shape: '84x84' is not HxWxC (positive, at most 2^20 elements)");
+    s_expect_error("[env]\nid = external\nn_actions = 2\nobs_dim = 10\nobs_shape = 2x2x2\n",
+                   ":5: [env] obs_shape: 2x2x2 is 8 elements, obs_dim is 10");
+    s_expect_error("[env]\nid = MinAtar/Breakout-v0\nobs_dtype = float32\n",
+                   ":3: [env] obs_dtype: MinAtar/Breakout-v0's observations are uint8");
+    s_expect_error("[env]\nid = MinAtar/Breakout-v0\nobs_shape = 10x10x3\n",
+                   ":3: [env] obs_shape: MinAtar/Breakout-v0's observations are images");
+    s_expect_error("[network]\nconv = 16x3\n",
+                   ":2: [network] conv: '16x3' is not a list of FILTERSxKERNELsSTRIDE (e.g. 16x3s1 "
+                   "or 32x8s4,64x4s2,64x3s1; filters 1..4096, kernel and stride 1..256)");
+    s_expect_error("[network]\nconv = 16x3s1\n",
+                   ":2: [network] conv: conv layers need an image observation; CartPole-v1's is "
+                   "a vector of 4 (for id = external, set [env] obs_shape)");
+    s_expect_error("[env]\nid = MinAtar/Breakout-v0\n[network]\nconv = 16x8s1,16x4s1\n",
+                   ":4: [network] conv: layer 2 (16x4s1) has a kernel larger than its 3x3 input");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dim = 5\n",
                    ": [env] obs_dim and n_actions are for id = external; CartPole-v1 has 4 and 2");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
@@ -232,6 +251,34 @@ START_TEST(test_external_env) {
     ck_assert_msg(config_load(&a, NULL, same, 3, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_FLOAT32);
     ck_assert_int_eq(wire_obs_elem_bytes((uint32_t)a.env.obs_dtype), 4);
+    ck_assert_double_eq(a.env.obs_scale, 1.0);
+    // Atari-shaped external frames: the shape gives obs_dim, uint8 defaults to 1/255, the
+    // Nature DQN body parses, and the whole prints back to itself.
+    const char *atari[] = {"env.id=external",
+                           "env.obs_shape=84x84x4",
+                           "env.n_actions=6",
+                           "env.obs_dtype=uint8",
+                           "network.conv=32x8s4, 64x4s2,64x3s1",
+                           "network.hidden=512"};
+    ck_assert_msg(config_load(&a, NULL, atari, 6, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.env.obs_dim, 84 * 84 * 4);
+    ck_assert_int_eq(a.env.obs_h, 84);
+    ck_assert_int_eq(a.env.obs_c, 4);
+    ck_assert_double_eq(a.env.obs_scale, 1.0 / 255.0);
+    ck_assert_int_eq(a.network.n_conv, 3);
+    ck_assert_int_eq(a.network.conv[0].filters, 32);
+    ck_assert_int_eq(a.network.conv[0].kernel, 8);
+    ck_assert_int_eq(a.network.conv[0].stride, 4);
+    ck_assert_int_eq(a.network.conv[2].kernel, 3);
+    s_assert_prints_back(&a);
+    // MinAtar: uint8 10x10xC frames at scale 1, from the id alone.
+    const char *minatar[] = {"env.id=MinAtar/Seaquest-v0", "network.conv=16x3s1"};
+    ck_assert_msg(config_load(&a, NULL, minatar, 2, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_UINT8);
+    ck_assert_int_eq(a.env.obs_dim, 1000);
+    ck_assert_int_eq(a.env.obs_c, 10);
+    ck_assert_double_eq(a.env.obs_scale, 1.0);
+    s_assert_prints_back(&a);
 }
 END_TEST
 

@@ -281,7 +281,7 @@ START_TEST(test_vecenv_autoreset_keeps_terminal_obs) {
     for (int t = 1; t <= 100 && finished < VN; t++) {
         s_vec_step_const(&v, &io, 1);
         for (int i = 0; i < VN; i++) {
-            const float *no = io.next_obs + i * 4, *o = v.obs + i * 4;
+            const float *no = io.next_obs + i * 4, *o = (const float *)v.obs + i * 4;
             ck_assert(io.rewards[i] == 1.0f);
             if (!io.term[i]) {
                 ck_assert(memcmp(no, o, 4 * sizeof(float)) == 0);
@@ -339,7 +339,7 @@ START_TEST(test_vecenv_streams_follow_global_index) {
             s_vec_step_const(&a2, &ia, t % 3 == 0);
             s_vec_step_const(&b, &ib, t % 3 == 0);
             ck_assert(memcmp(ia.next_obs + i * 4, ib.next_obs, 4 * sizeof(float)) == 0);
-            ck_assert(memcmp(a2.obs + i * 4, b.obs, 4 * sizeof(float)) == 0);
+            ck_assert(memcmp(a2.obs + i * 4 * sizeof(float), b.obs, 4 * sizeof(float)) == 0);
             ck_assert_int_eq(ia.term[i], ib.term[0]);
         }
         ck_assert_uint_gt(b.episodes, 3);

@@ -9,10 +9,12 @@
 #include "xalloc.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // L(theta) = sum_{j,a} c[j,a] * q[j,a], so dL/dq = c.
-static double s_ref_loss(const nn_config_t *cfg, const double *theta, const float *obs,
+static double s_ref_loss(const nn_config_t *cfg, const double *theta, const void *obs,
                          const float *c, int B) {
     double q[256];
     nnref_forward(q, cfg, theta, obs, B);
@@ -30,16 +32,21 @@ static void s_fill(float *x, size_t n, rng_t *r, float scale) {
 }
 
 static const nn_config_t s_shapes[] = {
-    {3, 2, 1, {5}, 0},    {4, 3, 2, {7, 6}, 1},    {2, 4, 4, {4, 5, 3, 6}, 1},
-    {5, 1, 2, {8, 8}, 1}, {6, 5, 3, {9, 4, 7}, 0},
+    {.obs_dim = 3, .n_actions = 2, .n_hidden = 1, .hidden = {5}, .dueling = 0},
+    {.obs_dim = 4, .n_actions = 3, .n_hidden = 2, .hidden = {7, 6}, .dueling = 1},
+    {.obs_dim = 2, .n_actions = 4, .n_hidden = 4, .hidden = {4, 5, 3, 6}, .dueling = 1},
+    {.obs_dim = 5, .n_actions = 1, .n_hidden = 2, .hidden = {8, 8}, .dueling = 1},
+    {.obs_dim = 6, .n_actions = 5, .n_hidden = 3, .hidden = {9, 4, 7}, .dueling = 0},
 };
 static const int s_batches[] = {1, 4, 7, 3, 5};
 
 // ----------------------------------------------------------------------------
 
 START_TEST(test_layout) {
-    nn_config_t small = {4, 2, 2, {256, 256}, 1};
-    nn_config_t large = {84, 18, 2, {512, 512}, 1};
+    nn_config_t small = {
+        .obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1};
+    nn_config_t large = {
+        .obs_dim = 84, .n_actions = 18, .n_hidden = 2, .hidden = {512, 512}, .dueling = 1};
     // PyTorch counts for the peer's DuelingMLP: fc1, fc2, v, a.
     ck_assert_uint_eq(nn_num_params(&small), 4 * 256 + 256 + 256 * 256 + 256 + 3 * 256 + 3);
     ck_assert_uint_eq(nn_num_params(&small), 67843);
@@ -67,7 +74,8 @@ START_TEST(test_layout) {
 END_TEST
 
 START_TEST(test_init_bounds_and_determinism) {
-    nn_config_t cfg = {10, 3, 2, {64, 32}, 1};
+    nn_config_t cfg = {
+        .obs_dim = 10, .n_actions = 3, .n_hidden = 2, .hidden = {64, 32}, .dueling = 1};
     nn_params_t p, p2;
     nn_params_init(&p, &cfg);
     nn_params_init(&p2, &cfg);
@@ -105,7 +113,7 @@ START_TEST(test_forward_matches_reference) {
         nn_params_t p;
         nn_state_t st;
         nn_params_init(&p, cfg);
-        nn_state_init(&st, cfg, 8);
+        nn_state_init(&st, cfg, 8, 1);
         nn_params_init_random(&p, &r);
         float obs[8 * 6], q[8 * 5];
         double qref[8 * 5], *theta = xmalloc(p.num_params * sizeof(double));
@@ -135,11 +143,11 @@ END_TEST
 
 START_TEST(test_dueling_mean_is_value) {
     // With dueling, mean_a Q(s, a) = V(s) exactly: compute V by hand from the head row 0.
-    nn_config_t cfg = {2, 3, 1, {2}, 1};
+    nn_config_t cfg = {.obs_dim = 2, .n_actions = 3, .n_hidden = 1, .hidden = {2}, .dueling = 1};
     nn_params_t p;
     nn_state_t st;
     nn_params_init(&p, &cfg);
-    nn_state_init(&st, &cfg, 1);
+    nn_state_init(&st, &cfg, 1, 1);
     // h = relu(I x): W1 = identity, b1 = 0. Head: V = h0 + h1 + 1, A = (h0, 2 h1, -h0).
     float w1[] = {1, 0, 0, 1}, wh[] = {1, 1, 1, 0, 0, 2, -1, 0}, bh[] = {1, 0, 0, 0};
     memcpy(p.layer[0].w, w1, sizeof w1);
@@ -165,7 +173,7 @@ static void s_gradcheck(const nn_config_t *cfg, int B, rng_t *r) {
     nn_state_t st;
     nn_params_init(&p, cfg);
     nn_params_init(&g, cfg);
-    nn_state_init(&st, cfg, B);
+    nn_state_init(&st, cfg, B, 1);
     nn_params_init_random(&p, r);
     float obs[8 * 6], c[8 * 5], q[8 * 5];
     s_fill(obs, (size_t)B * cfg->obs_dim, r, 2.0f);
@@ -218,14 +226,15 @@ END_TEST
 
 START_TEST(test_td_priorities) {
     // Against nn_forward plus the formula done here by hand, including a terminal.
-    nn_config_t cfg = {3, 4, 2, {16, 8}, 1};
+    nn_config_t cfg = {
+        .obs_dim = 3, .n_actions = 4, .n_hidden = 2, .hidden = {16, 8}, .dueling = 1};
     enum { B = 6 };
     rng_t r;
     rng_init_stream(&r, 5, RNG_ROLE_TEST, 0);
     nn_params_t p;
     nn_state_t st;
     nn_params_init(&p, &cfg);
-    nn_state_init(&st, &cfg, B);
+    nn_state_init(&st, &cfg, B, 1);
     nn_params_init_random(&p, &r);
     float obs[B * 3], nobs[B * 3], rew[B], disc[B], prio[B], q[B * 4], qn[B * 4];
     int32_t act[B] = {0, 1, 2, 3, 1, 0};
@@ -251,11 +260,351 @@ START_TEST(test_td_priorities) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// Conv nets: the layer sequence conv2d -> ReLU -> ... -> flatten -> linear -> head.
+
+// Shapes with kernel 1..4, stride 1..3, 1..3 channels, non-square inputs, two conv layers,
+// float32 and uint8 inputs with scales; small enough for central differences of every
+// parameter.
+static const nn_config_t s_conv_shapes[] = {
+    {.obs_dim = 5 * 6 * 2,
+     .in_h = 5,
+     .in_w = 6,
+     .in_c = 2,
+     .n_conv = 1,
+     .conv = {{3, 2, 1}},
+     .n_actions = 3,
+     .n_hidden = 1,
+     .hidden = {8},
+     .dueling = 1},
+    {.obs_dim = 7 * 7 * 3,
+     .in_h = 7,
+     .in_w = 7,
+     .in_c = 3,
+     .in_dtype = NN_INPUT_U8,
+     .in_scale = 1.0f / 255.0f,
+     .n_conv = 2,
+     .conv = {{4, 3, 2}, {5, 2, 1}},
+     .n_actions = 2,
+     .n_hidden = 1,
+     .hidden = {6},
+     .dueling = 0},
+    {.obs_dim = 6 * 9 * 1,
+     .in_h = 6,
+     .in_w = 9,
+     .in_c = 1,
+     .in_scale = 0.5f,
+     .n_conv = 1,
+     .conv = {{2, 4, 3}},
+     .n_actions = 4,
+     .n_hidden = 2,
+     .hidden = {5, 4},
+     .dueling = 1},
+    {.obs_dim = 4 * 4 * 2,
+     .in_h = 4,
+     .in_w = 4,
+     .in_c = 2,
+     .in_dtype = NN_INPUT_U8,
+     .in_scale = 1.0f,
+     .n_conv = 2,
+     .conv = {{3, 1, 1}, {2, 3, 1}},
+     .n_actions = 3,
+     .n_hidden = 1,
+     .hidden = {4},
+     .dueling = 1},
+};
+static const int s_conv_batches[] = {3, 1, 4, 2};
+
+// Observations of cfg's dtype: floats in [-2, 2], or bytes 0..255.
+static void *s_obs(const nn_config_t *cfg, int B, rng_t *r) {
+    size_t n = (size_t)B * cfg->obs_dim;
+    if (cfg->in_dtype == NN_INPUT_U8) {
+        uint8_t *u = xmalloc(n);
+        for (size_t i = 0; i < n; i++) {
+            u[i] = (uint8_t)(rng_next_u64(r) >> 56);
+        }
+        return u;
+    }
+    float *f = xmalloc(n * sizeof(float));
+    s_fill(f, n, r, 2.0f);
+    return f;
+}
+
+START_TEST(test_conv_forward_matches_reference) {
+    rng_t r;
+    rng_init_stream(&r, 13, RNG_ROLE_TEST, 0);
+    for (size_t s = 0; s < APEX_ARRAY_LEN(s_conv_shapes); s++) {
+        const nn_config_t *cfg = &s_conv_shapes[s];
+        char why[160], what[160];
+        ck_assert_msg(nn_config_check(cfg, why, sizeof why) == APEX_OK, "%s", why);
+        nn_config_format(cfg, what, sizeof what);
+        int B = s_conv_batches[s], A = cfg->n_actions;
+        nn_params_t p;
+        nn_state_t st, inf;
+        nn_params_init(&p, cfg);
+        nn_state_init(&st, cfg, B, 1);
+        nn_state_init(&inf, cfg, B, 0);
+        nn_params_init_random(&p, &r);
+        void *obs = s_obs(cfg, B, &r);
+        double *theta = xmalloc(p.num_params * sizeof(double)), qref[64], got[64];
+        for (size_t i = 0; i < p.num_params; i++) {
+            theta[i] = p.data[i];
+        }
+        float q[64], q_inf[64];
+        nn_forward(&st, &p, obs, B, q);
+        nn_forward(&inf, &p, obs, B, q_inf); // the shared-col inference state agrees
+        nnref_forward(qref, cfg, theta, obs, B);
+        for (int i = 0; i < B * A; i++) {
+            got[i] = q[i];
+        }
+        ck_assert_msg(check_close_d(got, qref, (size_t)B * A, 1e-5, 1e-6, what), "%s", what);
+        ck_assert_mem_eq(q, q_inf, (size_t)B * A * sizeof(float));
+        free(obs);
+        xfree(theta);
+        nn_state_fini(&inf);
+        nn_state_fini(&st);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
+// Central differences in double of L = sum c . q against nn_backward for every parameter
+// of conv nets (conv weights and biases under their ReLUs, the flatten, the head).
+START_TEST(test_conv_gradcheck_all_layers) {
+    rng_t r;
+    rng_init_stream(&r, 14, RNG_ROLE_TEST, 0);
+    for (size_t s = 0; s < APEX_ARRAY_LEN(s_conv_shapes); s++) {
+        const nn_config_t *cfg = &s_conv_shapes[s];
+        int B = s_conv_batches[s], A = cfg->n_actions;
+        nn_params_t p, g;
+        nn_state_t st;
+        nn_params_init(&p, cfg);
+        nn_params_init(&g, cfg);
+        nn_state_init(&st, cfg, B, 1);
+        nn_params_init_random(&p, &r);
+        void *obs = s_obs(cfg, B, &r);
+        float c[64], q[64];
+        s_fill(c, (size_t)B * A, &r, 1.0f);
+        nn_forward(&st, &p, obs, B, q);
+        nn_backward(&st, &p, &g, c, B);
+        size_t n = p.num_params;
+        double *theta = xmalloc(n * sizeof(double)), *num = xmalloc(n * sizeof(double));
+        double *ana = xmalloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            theta[i] = p.data[i];
+            ana[i] = g.data[i];
+        }
+        const double h = 1e-6;
+        for (size_t i = 0; i < n; i++) {
+            double keep = theta[i];
+            theta[i] = keep + h;
+            double lp = s_ref_loss(cfg, theta, obs, c, B);
+            theta[i] = keep - h;
+            double lm = s_ref_loss(cfg, theta, obs, c, B);
+            theta[i] = keep;
+            num[i] = (lp - lm) / (2 * h);
+        }
+        char what[160];
+        nn_config_format(cfg, what, sizeof what);
+        ck_assert_msg(check_close_d(ana, num, n, 1e-4, 1e-5, what), "gradcheck %s", what);
+        free(obs);
+        xfree(theta);
+        xfree(num);
+        xfree(ana);
+        nn_state_fini(&st);
+        nn_params_fini(&g);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
+// The input scale and dtype: uint8 rows times 1/255 give exactly the network of the float
+// rows u / 255 (MLP and conv net), and the scale is applied once (a float net on rows x with
+// scale s equals the unscaled net on s x).
+START_TEST(test_input_dtype_and_scale) {
+    rng_t r;
+    rng_init_stream(&r, 15, RNG_ROLE_TEST, 0);
+    const nn_config_t mlp = {.obs_dim = 12,
+                             .in_dtype = NN_INPUT_U8,
+                             .in_scale = 1.0f / 255.0f,
+                             .n_actions = 3,
+                             .n_hidden = 1,
+                             .hidden = {7},
+                             .dueling = 1};
+    const nn_config_t conv = s_conv_shapes[1];
+    const nn_config_t *cfgs[] = {&mlp, &conv};
+    for (int k = 0; k < 2; k++) {
+        nn_config_t u8 = *cfgs[k], f32 = u8;
+        f32.in_dtype = NN_INPUT_F32;
+        f32.in_scale = 1.0f;
+        enum { B = 3 };
+        nn_params_t p;
+        nn_params_init(&p, &u8);
+        nn_params_init_random(&p, &r);
+        nn_state_t su, sf;
+        nn_state_init(&su, &u8, B, 0);
+        nn_state_init(&sf, &f32, B, 0);
+        size_t n = (size_t)B * u8.obs_dim;
+        uint8_t *bytes = xmalloc(n);
+        float *scaled = xmalloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            bytes[i] = (uint8_t)(i * 37 % 256);
+            scaled[i] = (float)bytes[i] * (1.0f / 255.0f);
+        }
+        float qu[16], qf[16];
+        nn_forward(&su, &p, bytes, B, qu);
+        nn_forward(&sf, &p, scaled, B, qf);
+        ck_assert(check_close_f(qu, qf, (size_t)B * u8.n_actions, 1e-6, 1e-7, "u8 vs f32/255"));
+        free(bytes);
+        free(scaled);
+        nn_state_fini(&su);
+        nn_state_fini(&sf);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
+// The MinAtar DQN body (Young & Tian 2019, examples/dqn.py) and the Nature DQN body are
+// expressible, with PyTorch's parameter counts (+ dueling's value row).
+START_TEST(test_minatar_and_nature_bodies) {
+    nn_config_t minatar = {.obs_dim = 400,
+                           .in_h = 10,
+                           .in_w = 10,
+                           .in_c = 4,
+                           .in_dtype = NN_INPUT_U8,
+                           .in_scale = 1.0f,
+                           .n_conv = 1,
+                           .conv = {{16, 3, 1}},
+                           .n_actions = 6,
+                           .n_hidden = 1,
+                           .hidden = {128}};
+    ck_assert_int_eq(nn_config_check(&minatar, NULL, 0), APEX_OK);
+    ck_assert_uint_eq(nn_num_params(&minatar), 132566); // the notes' count for C = 4
+    minatar.in_c = 10, minatar.obs_dim = 1000;
+    ck_assert_uint_eq(nn_num_params(&minatar), 133430); // and for C = 10
+    nn_config_t nature = {.obs_dim = 84 * 84 * 4,
+                          .in_h = 84,
+                          .in_w = 84,
+                          .in_c = 4,
+                          .in_dtype = NN_INPUT_U8,
+                          .in_scale = 1.0f / 255.0f,
+                          .n_conv = 3,
+                          .conv = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}},
+                          .n_actions = 6,
+                          .n_hidden = 1,
+                          .hidden = {512}};
+    ck_assert_int_eq(nn_config_check(&nature, NULL, 0), APEX_OK);
+    // conv 32*4*64+32, 64*32*16+64, 64*64*9+64; fc 3136*512+512; head 512*6+6
+    ck_assert_uint_eq(nn_num_params(&nature), (size_t)(8224 + 32832 + 36928 + 1606144 + 3078));
+    nn_tensor_t t[NN_MAX_TENSORS];
+    int nt = nn_layout(&nature, t);
+    ck_assert_int_eq(nt, 10);
+    ck_assert_str_eq(t[0].name, "conv1.w");
+    ck_assert_int_eq(t[0].rows, 32);
+    ck_assert_int_eq(t[0].cols, 4 * 8 * 8);
+    ck_assert_str_eq(t[6].name, "fc1.w");
+    ck_assert_int_eq(t[6].cols, 3136);
+    ck_assert_str_eq(t[8].name, "head.w");
+    char why[160];
+    nature.conv[2].kernel = 10; // 9x9 input after conv2: a 10x10 kernel does not fit
+    ck_assert_int_eq(nn_config_check(&nature, why, sizeof why), APEX_EINVAL);
+    ck_assert_msg(strstr(why, "conv layer 3"), "%s", why);
+}
+END_TEST
+
+// The whole network against PyTorch on the same weights and inputs
+// (tests/fixtures/nn_torch.bin, written by gen_nn_torch.py): q and every parameter's gradient
+// of L = sum c . q, for conv bodies on uint8 and float32 frames with their input scales,
+// strided layers, a flatten, several hidden layers, with and without the dueling head.
+static int32_t s_i32(const unsigned char **p) {
+    int32_t v;
+    memcpy(&v, *p, 4);
+    *p += 4;
+    return v;
+}
+
+START_TEST(test_whole_network_matches_pytorch) {
+    const char *root = getenv("APEX_SRC_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/nn_torch.bin", root && *root ? root : ".");
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s (run from the repository root)", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = xmalloc((size_t)len);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    ck_assert(memcmp(buf, "APEXNNT1", 8) == 0);
+    const unsigned char *p = buf + 8;
+    uint32_t n_cases;
+    memcpy(&n_cases, p, 4);
+    p += 4;
+    ck_assert_uint_eq(n_cases, 3);
+    for (uint32_t k = 0; k < n_cases; k++) {
+        nn_config_t cfg = {0};
+        cfg.in_h = s_i32(&p), cfg.in_w = s_i32(&p), cfg.in_c = s_i32(&p);
+        cfg.in_dtype = s_i32(&p);
+        cfg.n_conv = s_i32(&p);
+        for (int l = 0; l < cfg.n_conv; l++) {
+            cfg.conv[l].filters = s_i32(&p), cfg.conv[l].kernel = s_i32(&p);
+            cfg.conv[l].stride = s_i32(&p);
+        }
+        cfg.n_hidden = s_i32(&p);
+        for (int l = 0; l < cfg.n_hidden; l++) {
+            cfg.hidden[l] = s_i32(&p);
+        }
+        cfg.dueling = s_i32(&p);
+        cfg.n_actions = s_i32(&p);
+        int B = s_i32(&p), A = cfg.n_actions;
+        memcpy(&cfg.in_scale, p, 4);
+        uint32_t np;
+        memcpy(&np, p + 4, 4);
+        p += 8;
+        cfg.obs_dim = cfg.in_h * cfg.in_w * cfg.in_c;
+        char what[160];
+        nn_config_format(&cfg, what, sizeof what);
+        ck_assert_uint_eq(nn_num_params(&cfg), np); // PyTorch's parameter count
+        nn_params_t prm, g;
+        nn_params_init(&prm, &cfg);
+        nn_params_init(&g, &cfg);
+        memcpy(prm.data, p, np * 4);
+        p += np * 4;
+        const void *obs = p;
+        p += (size_t)B * cfg.obs_dim * (cfg.in_dtype == NN_INPUT_U8 ? 1 : 4);
+        float c[64], want_q[64], q[64];
+        memcpy(c, p, (size_t)B * A * 4);
+        memcpy(want_q, p + (size_t)B * A * 4, (size_t)B * A * 4);
+        p += 2 * (size_t)B * A * 4;
+        float *want_g = xmalloc(np * 4);
+        memcpy(want_g, p, np * 4);
+        p += np * 4;
+        nn_state_t st;
+        nn_state_init(&st, &cfg, B, 1);
+        nn_forward(&st, &prm, obs, B, q);
+        nn_backward(&st, &prm, &g, c, B);
+        ck_assert_msg(check_close_f(q, want_q, (size_t)B * A, 1e-4, 1e-5, what), "q of %s", what);
+        ck_assert_msg(check_close_f(g.data, want_g, np, 1e-3, 1e-5, what), "grads of %s", what);
+        xfree(want_g);
+        nn_state_fini(&st);
+        nn_params_fini(&g);
+        nn_params_fini(&prm);
+    }
+    ck_assert_ptr_eq(p, buf + len);
+    xfree(buf);
+}
+END_TEST
+
 Suite *nn_suite(void) {
     Suite *s = suite_create("nn");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_init_bounds_and_determinism);
+    tcase_add_test(tc, test_conv_forward_matches_reference);
+    tcase_add_test(tc, test_conv_gradcheck_all_layers);
+    tcase_add_test(tc, test_input_dtype_and_scale);
+    tcase_add_test(tc, test_minatar_and_nature_bodies);
+    tcase_add_test(tc, test_whole_network_matches_pytorch);
     tcase_add_test(tc, test_forward_matches_reference);
     tcase_add_test(tc, test_dueling_mean_is_value);
     tcase_add_test(tc, test_gradcheck_all_layers);

@@ -2,29 +2,75 @@
 #include "check_nn_ref.h"
 
 #include "apex.h"
+#include "xalloc.h"
 
 #include <string.h>
 
-void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const float *obs,
-                   int B) {
+// Element k of observation row j, as the network sees it: float32 or uint8, times the scale.
+static double s_input(const nn_config_t *cfg, const void *obs, int j, int k) {
+    double scale = cfg->in_scale != 0.0f ? cfg->in_scale : 1.0;
+    size_t i = (size_t)j * cfg->obs_dim + k;
+    double v = cfg->in_dtype == NN_INPUT_U8 ? ((const uint8_t *)obs)[i] : ((const float *)obs)[i];
+    return v * scale;
+}
+
+void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const void *obs, int B) {
     nn_tensor_t t[NN_MAX_TENSORS];
     int nt = nn_layout(cfg, t);
     int A = cfg->n_actions;
-    double x[NNREF_MAX_WIDTH], y[NNREF_MAX_WIDTH];
+    int h, w, c;
+    nn_input_shape(cfg, &h, &w, &c);
+    size_t cap = (size_t)cfg->obs_dim;
+    for (int l = 0; l < nt / 2; l++) {
+        cap = APEX_MAX(cap, (size_t)t[2 * l].rows * (size_t)h * (size_t)w);
+        cap = APEX_MAX(cap, (size_t)t[2 * l].rows);
+    }
+    double *x = xmalloc(cap * sizeof(double)), *y = xmalloc(cap * sizeof(double));
     for (int j = 0; j < B; j++) {
-        int in_dim = cfg->obs_dim;
-        APEX_ASSERT(in_dim <= NNREF_MAX_WIDTH);
-        for (int k = 0; k < in_dim; k++) {
-            x[k] = obs[(size_t)j * in_dim + k];
+        // x: channel-major (c, y, x) planes, PyTorch's NCHW for one sample (the observation
+        // rows are channels-last: element (yy, xx, cc) is at (yy w + xx) c + cc).
+        int H = h, W = w, C = c;
+        for (int yy = 0; yy < H; yy++) {
+            for (int xx = 0; xx < W; xx++) {
+                for (int cc = 0; cc < C; cc++) {
+                    x[((size_t)cc * H + yy) * W + xx] = s_input(cfg, obs, j,
+                                                                (yy * W + xx) * C + cc);
+                }
+            }
         }
-        for (int l = 0; l < nt / 2; l++) {
-            const double *w = theta + t[2 * l].offset, *b = theta + t[2 * l + 1].offset;
+        int l = 0;
+        for (; l < cfg->n_conv; l++) { // conv2d, no padding, then ReLU: seven loops
+            const double *wt = theta + t[2 * l].offset, *b = theta + t[2 * l + 1].offset;
+            int OC = cfg->conv[l].filters, k = cfg->conv[l].kernel, s = cfg->conv[l].stride;
+            int OH = (H - k) / s + 1, OW = (W - k) / s + 1;
+            for (int oc = 0; oc < OC; oc++) {
+                for (int oy = 0; oy < OH; oy++) {
+                    for (int ox = 0; ox < OW; ox++) {
+                        double acc = b[oc];
+                        for (int cc = 0; cc < C; cc++) {
+                            for (int i = 0; i < k; i++) {
+                                for (int jj = 0; jj < k; jj++) {
+                                    acc += wt[((size_t)(oc * C + cc) * k + i) * k + jj] *
+                                           x[((size_t)cc * H + oy * s + i) * W + ox * s + jj];
+                                }
+                            }
+                        }
+                        y[((size_t)oc * OH + oy) * OW + ox] = acc > 0 ? acc : 0;
+                    }
+                }
+            }
+            H = OH, W = OW, C = OC;
+            memcpy(x, y, sizeof(double) * (size_t)C * H * W);
+        }
+        // flatten (c, y, x), as x.view(B, -1) on NCHW; then the linear layers.
+        int in_dim = C * H * W;
+        for (; l < nt / 2; l++) {
+            const double *wt = theta + t[2 * l].offset, *b = theta + t[2 * l + 1].offset;
             int out_dim = t[2 * l].rows, last = l == nt / 2 - 1;
-            APEX_ASSERT(out_dim <= NNREF_MAX_WIDTH);
             for (int i = 0; i < out_dim; i++) {
                 double acc = b[i];
                 for (int k = 0; k < in_dim; k++) {
-                    acc += w[i * in_dim + k] * x[k];
+                    acc += wt[(size_t)i * in_dim + k] * x[k];
                 }
                 y[i] = last ? acc : (acc > 0 ? acc : 0); // ReLU on hidden layers only
             }
@@ -41,4 +87,6 @@ void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const
             q[j * A + a] = cfg->dueling ? x[0] + x[a + 1] - mean : x[a];
         }
     }
+    xfree(x);
+    xfree(y);
 }

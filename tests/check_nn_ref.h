@@ -5,11 +5,10 @@
 
 #include "nn.h"
 
-// Widest layer the reference handles (stack buffers).
-#define NNREF_MAX_WIDTH 64
-
 // q (B x A) in double from theta (num_params doubles in the nn_layout order) and obs
-// (B x O). Plain loops, batch-major, sharing nothing with nn.c except the layout table.
-void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const float *obs, int B);
+// (B rows of O elements of cfg->in_dtype, channels-last, times cfg->in_scale). Plain loops
+// (conv2d as seven of them, on PyTorch's NCHW planes), one sample at a time, sharing nothing
+// with nn.c or conv.c except the layout table.
+void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const void *obs, int B);
 
 #endif

@@ -11,7 +11,7 @@
 
 // Observations are (t, 100 e): the step index and env, so every emitted row says where it
 // came from. obs_dim = 2 throughout.
-enum { OD = 2 };
+enum { OD = 2, OB = OD * sizeof(float) }; // elements, bytes
 
 static void s_obs(float *o, int t, int e) {
     o[0] = (float)t;
@@ -29,16 +29,17 @@ static int s_push(nstep_t *ns, int e, int t, float r, int term, int trunc, nstep
 // Checks out row i: from step t of env e, n-step return R, discount d, next step tn.
 static void s_expect(const nstep_out_t *out, int i, int e, int t, double R, double d, int tn) {
     ck_assert_int_lt(i, out->count);
-    ck_assert_msg(out->obs[i * OD] == (float)t && out->obs[i * OD + 1] == (float)(100 * e),
-                  "row %d: obs (%g, %g), want step %d env %d", i, out->obs[i * OD],
-                  out->obs[i * OD + 1], t, e);
+    ck_assert_msg(((const float *)out->obs)[i * OD] == (float)t &&
+                      ((const float *)out->obs)[i * OD + 1] == (float)(100 * e),
+                  "row %d: obs (%g, %g), want step %d env %d", i, ((const float *)out->obs)[i * OD],
+                  ((const float *)out->obs)[i * OD + 1], t, e);
     ck_assert_int_eq(out->actions[i], 10 * e + t);
     ck_assert_msg(fabs(out->rewards[i] - R) <= 1e-5 * fabs(R) + 1e-6, "row %d: R %.9g want %.9g", i,
                   out->rewards[i], R);
     ck_assert_msg(fabs(out->discounts[i] - d) <= 1e-6, "row %d: discount %.9g want %.9g", i,
                   out->discounts[i], d);
-    ck_assert_msg(out->next_obs[i * OD] == (float)tn, "row %d: next step %g want %d", i,
-                  out->next_obs[i * OD], tn);
+    ck_assert_msg(((const float *)out->next_obs)[i * OD] == (float)tn,
+                  "row %d: next step %g want %d", i, ((const float *)out->next_obs)[i * OD], tn);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -47,8 +48,8 @@ static void s_expect(const nstep_out_t *out, int i, int e, int t, double R, doub
 START_TEST(test_n3_mid_episode) {
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 3, 0.99);
-    nstep_out_init(&out, 16, OD);
+    nstep_init(&ns, 1, OB, 3, 0.99);
+    nstep_out_init(&out, 16, OB);
     ck_assert_int_eq(s_push(&ns, 0, 0, 1, 0, 0, &out), 0);
     ck_assert_int_eq(s_push(&ns, 0, 1, 2, 0, 0, &out), 0);
     ck_assert_int_eq(s_push(&ns, 0, 2, 3, 0, 0, &out), 1);
@@ -67,8 +68,8 @@ END_TEST
 START_TEST(test_n3_terminal_within_window) {
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 3, 0.99);
-    nstep_out_init(&out, 16, OD);
+    nstep_init(&ns, 1, OB, 3, 0.99);
+    nstep_out_init(&out, 16, OB);
     s_push(&ns, 0, 0, 1, 0, 0, &out);
     s_push(&ns, 0, 1, 2, 0, 0, &out);
     s_push(&ns, 0, 2, 3, 0, 0, &out);
@@ -87,8 +88,8 @@ END_TEST
 START_TEST(test_n3_truncation_bootstraps) {
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 3, 0.99);
-    nstep_out_init(&out, 16, OD);
+    nstep_init(&ns, 1, OB, 3, 0.99);
+    nstep_out_init(&out, 16, OB);
     s_push(&ns, 0, 0, 1, 0, 0, &out);
     s_push(&ns, 0, 1, 2, 0, 0, &out);
     s_push(&ns, 0, 2, 3, 0, 0, &out);
@@ -105,8 +106,8 @@ END_TEST
 START_TEST(test_terminated_wins_over_truncated) {
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 3, 0.99);
-    nstep_out_init(&out, 16, OD);
+    nstep_init(&ns, 1, OB, 3, 0.99);
+    nstep_out_init(&out, 16, OB);
     s_push(&ns, 0, 0, 1, 0, 0, &out);
     ck_assert_int_eq(s_push(&ns, 0, 1, 2, 1, 1, &out), 2);
     s_expect(&out, 0, 0, 0, 2.98, 0.0, 2);
@@ -120,8 +121,8 @@ START_TEST(test_n_longer_than_episode) {
     // n = 5, episodes of 2 steps: nothing is emitted until the end, then both steps.
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 5, 0.99);
-    nstep_out_init(&out, 16, OD);
+    nstep_init(&ns, 1, OB, 5, 0.99);
+    nstep_out_init(&out, 16, OB);
     ck_assert_int_eq(s_push(&ns, 0, 0, 1, 0, 0, &out), 0);
     ck_assert_int_eq(s_push(&ns, 0, 1, 2, 1, 0, &out), 2);
     s_expect(&out, 0, 0, 0, 2.98, 0.0, 2); // 1 + .99*2
@@ -139,8 +140,8 @@ END_TEST
 START_TEST(test_n1_is_one_step) {
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 1, 0.99);
-    nstep_out_init(&out, 16, OD);
+    nstep_init(&ns, 1, OB, 1, 0.99);
+    nstep_out_init(&out, 16, OB);
     ck_assert_int_eq(s_push(&ns, 0, 0, 1, 0, 0, &out), 1);
     ck_assert_int_eq(s_push(&ns, 0, 1, 2, 0, 0, &out), 1);
     ck_assert_int_eq(s_push(&ns, 0, 2, 3, 1, 0, &out), 1);
@@ -159,8 +160,8 @@ START_TEST(test_envs_interleaved) {
     // at step 2. Rows come out in env order, each env's flush oldest first.
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 3, OD, 3, 0.99);
-    nstep_out_init(&out, nstep_max_emit(&ns), OD);
+    nstep_init(&ns, 3, OB, 3, 0.99);
+    nstep_out_init(&out, nstep_max_emit(&ns), OB);
     float obs[3 * OD], next[3 * OD], rew[3];
     int32_t act[3];
     uint8_t term[3], trunc[3];
@@ -222,8 +223,8 @@ START_TEST(test_random_episodes_match_brute_force) {
         const double g = 0.97;
         nstep_t ns;
         nstep_out_t out;
-        nstep_init(&ns, 1, OD, n, g);
-        nstep_out_init(&out, T + n, OD);
+        nstep_init(&ns, 1, OB, n, g);
+        nstep_out_init(&out, T + n, OB);
         for (int t = 0; t < T; t++) {
             s_push(&ns, 0, t, rew[t], term[t], trunc[t], &out);
         }
@@ -254,8 +255,8 @@ END_TEST
 START_TEST(test_out_too_small_aborts) {
     nstep_t ns;
     nstep_out_t out;
-    nstep_init(&ns, 1, OD, 3, 0.99);
-    nstep_out_init(&out, 2, OD); // fewer than n rows free
+    nstep_init(&ns, 1, OB, 3, 0.99);
+    nstep_out_init(&out, 2, OB); // fewer than n rows free
     s_push(&ns, 0, 0, 1, 0, 0, &out);
 }
 END_TEST

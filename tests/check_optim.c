@@ -75,12 +75,13 @@ END_TEST
 // error; returns the final loss.
 static double s_regress(optim_kind kind, float lr, int steps) {
     enum { N = 64 };
-    nn_config_t cfg = {1, 1, 2, {32, 32}, 0};
+    nn_config_t cfg = {
+        .obs_dim = 1, .n_actions = 1, .n_hidden = 2, .hidden = {32, 32}, .dueling = 0};
     nn_params_t p, g;
     nn_state_t st;
     nn_params_init(&p, &cfg);
     nn_params_init(&g, &cfg);
-    nn_state_init(&st, &cfg, N);
+    nn_state_init(&st, &cfg, N, 1);
     rng_t r;
     rng_init_stream(&r, 11, RNG_ROLE_TEST, 0);
     nn_params_init_random(&p, &r);

@@ -96,7 +96,8 @@ END_TEST
 // Small trainer config used by several tests.
 static void s_small_config(train_config_t *tc, int dueling) {
     train_config_default(tc);
-    tc->net = (nn_config_t){3, 3, 2, {12, 10}, dueling};
+    tc->net = (nn_config_t){
+        .obs_dim = 3, .n_actions = 3, .n_hidden = 2, .hidden = {12, 10}, .dueling = dueling};
     tc->batch_size = 6;
     tc->seed = 5;
 }
@@ -147,7 +148,7 @@ static void s_whole_loss_gradcheck(int dueling) {
     }
     // y from the trainer's own pieces (online == target right after trainer_new).
     nn_state_t st;
-    nn_state_init(&st, &tc.net, 6);
+    nn_state_init(&st, &tc.net, 6, 1);
     float qn[18], y[6];
     nn_forward(&st, p, sb.next_obs, 6, qn);
     loss_double_dqn_targets(y, qn, qn, sb.rew, sb.disc, 6, 3);
@@ -205,7 +206,7 @@ START_TEST(test_loss_gradient_through_nn) {
     s_make_batch(&sb, &r);
     nn_state_t st;
     nn_params_t g;
-    nn_state_init(&st, &tc.net, 6);
+    nn_state_init(&st, &tc.net, 6, 1);
     nn_params_init(&g, &tc.net);
     float q[18], y[6], dq[18], td[6];
     nn_forward(&st, p, sb.next_obs, 6, q);
@@ -254,7 +255,7 @@ START_TEST(test_target_sync_and_priorities) {
     s_make_batch(&sb, &r);
     // Priorities of the first step by hand: online == target, so double DQN is max.
     nn_state_t st;
-    nn_state_init(&st, &tc.net, 6);
+    nn_state_init(&st, &tc.net, 6, 1);
     float want[6], prio[6];
     nn_td_priorities(want, &st, trainer_online(tr), sb.obs, sb.act, sb.rew, sb.disc, sb.next_obs,
                      0.01f, 6);
@@ -296,7 +297,8 @@ END_TEST
 START_TEST(test_chain_mdp_converges) {
     train_config_t tc;
     train_config_default(&tc);
-    tc.net = (nn_config_t){4, 2, 2, {32, 32}, 1};
+    tc.net = (nn_config_t){
+        .obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {32, 32}, .dueling = 1};
     tc.batch_size = 8;
     tc.optim.lr = 3e-3f;
     tc.target_update = 25;
@@ -325,7 +327,7 @@ START_TEST(test_chain_mdp_converges) {
     // Reaches ~2e-5 of Q* with this seed; 2e-3 leaves margin for other BLAS kernels.
     static const float want[8] = {0.6561f, 0.729f, 0.6561f, 0.81f, 0.729f, 0.9f, 0.81f, 1.0f};
     nn_state_t st;
-    nn_state_init(&st, &tc.net, 8);
+    nn_state_init(&st, &tc.net, 8, 1);
     float q[8 * 2], got[8];
     nn_forward(&st, trainer_online(tr), obs, 8, q);
     for (int i = 0; i < 8; i++) {

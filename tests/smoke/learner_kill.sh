@@ -27,9 +27,19 @@ ckpt_update() {
 # last_updates: the updates column of the last metrics.csv row (0 if none yet).
 last_updates() { tail -n 1 "$RUN/metrics.csv" 2>/dev/null | cut -d, -f5 | grep -E '^[0-9]+$' || echo 0; }
 updates_above() { [ "$(last_updates)" -gt "$1" ]; }
+# trains_as INC N: the last metrics row is the learner incarnation INC's (weights_version
+# >> 32) and past update N. (A row past N alone may be the killed process's last one.)
+trains_as() {
+  "$PY" - "$RUN/metrics.csv" "$1" "$2" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+r = rows[-1] if rows else None
+sys.exit(0 if r and int(r["weights_version"]) >> 32 == int(sys.argv[2]) and int(r["updates"]) > int(sys.argv[3]) else 1)
+PY
+}
 # ckpt_incarnation PATH: the incarnation (weights version >> 32) a checkpoint was written by.
 ckpt_incarnation() {
-  python3 -c 'import struct, sys; print(struct.unpack_from("<Q", open(sys.argv[1], "rb").read(168), 112)[0] >> 32)' "$1" 2>/dev/null
+  python3 -c 'import struct, sys; print(struct.unpack_from("<Q", open(sys.argv[1], "rb").read(240), 184)[0] >> 32)' "$1" 2>/dev/null
 }
 ckpt_of_incarnation() { [ "$(ckpt_incarnation "$CKPT")" = "$1" ]; }
 
@@ -90,7 +100,8 @@ PY
     bad_resume=$((bad_resume + 1)); echo "    kill $k: checkpoint.bin holds update $n but: $line"
   fi
   inc=$((inc + 1))
-  wait_for 20 updates_above "$n" || { stalled=$((stalled + 1)); echo "    kill $k: no update after $n"; }
+  new_inc=$(sed -n 's/.*resumed from .* weights v\([0-9]*\):.*/\1/p' <<<"$line")
+  wait_for 20 trains_as "${new_inc:-0}" "$n" || { stalled=$((stalled + 1)); echo "    kill $k: incarnation ${new_inc:-?} wrote no row past update $n"; }
   echo "    kill $k: checkpoint at update $n; resumed; training again at $(last_updates)"
 done
 [ "$bad_eval" = 0 ] && ok "after each of $KILLS SIGKILLs checkpoint.bin loads in apex-eval" || bad "$bad_eval checkpoints did not load"
@@ -178,20 +189,22 @@ rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 0 ] && grep -q "reached \[learner\] max_steps = $n" "$LOG" && ok "resume with max_steps=$n stops at once, exit 0" ||
   bad "resume with max_steps=$n: exit $rc"
 cp "$CKPT" "$TMP/after.bin"
-cmp -s -i 168 "$TMP/before.bin" "$TMP/after.bin" && ok "payload (online, target, Adam m and v) byte-identical after resume" ||
-  bad "payload differs: $(cmp -i 168 "$TMP/before.bin" "$TMP/after.bin" 2>&1 | head -1)"
-# The header may differ only in: the weights version (the resumed process is a new
-# incarnation and publishes once at start), user[0] (env frames reported by the actors to this
-# process, reset at each start) and the header CRC over them. Everything else is equal.
+cmp -s -i 240 "$TMP/before.bin" "$TMP/after.bin" && ok "payload (online, target, Adam m and v) byte-identical after resume" ||
+  bad "payload differs: $(cmp -i 240 "$TMP/before.bin" "$TMP/after.bin" 2>&1 | head -1)"
+# The header (format 2, model/ckpt.h) may differ only in: the weights version (the resumed
+# process is a new incarnation and publishes once at start), the run totals user[0..2] (frames,
+# episodes and elapsed time go on counting) and the header CRC over them. Everything else is
+# equal.
 python3 - "$TMP/before.bin" "$TMP/after.bin" <<'PY' && ok "header equal but for weights version, frames counter and header CRC" || bad "header fields differ"
 import struct, sys
-FMT = "<8sII4i4iQQIIQ4QQ4QQII"
-NAMES = ("magic format_version header_bytes obs_dim n_actions n_hidden dueling h0 h1 h2 h3 num_params "
+FMT = "<8sII4i4i3iif13iQQIIQ4QQ4QQII"
+NAMES = ("magic format_version header_bytes obs_dim n_actions n_hidden dueling h0 h1 h2 h3 in_h in_w in_c "
+         "in_dtype in_scale n_conv " + " ".join("conv%d" % i for i in range(12)) + " num_params "
          "learner_step optim_kind n_arrays optim_step rng0 rng1 rng2 rng3 weights_version user0 user1 "
          "user2 user3 payload_bytes payload_crc32c header_crc32c").split()
-assert struct.calcsize(FMT) == 168
-a, b = (dict(zip(NAMES, struct.unpack(FMT, open(p, "rb").read(168)))) for p in sys.argv[1:3])
-allowed = {"weights_version", "user0", "header_crc32c"}
+assert struct.calcsize(FMT) == 240
+a, b = (dict(zip(NAMES, struct.unpack(FMT, open(p, "rb").read(240)))) for p in sys.argv[1:3])
+allowed = {"weights_version", "user0", "user1", "user2", "header_crc32c"}
 diff = [k for k in NAMES if a[k] != b[k]]
 print("    step %d, optim step %d; differing: %s; weights v%d:%d -> v%d:%d"
       % (a["learner_step"], a["optim_step"], ", ".join(diff) or "none",

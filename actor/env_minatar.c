@@ -1,0 +1,63 @@
+// env_minatar.c: the five MinAtar games (actor/minatar.h, exact to kenjyoung/MinAtar 4241f24)
+// as env specs: "MinAtar/<Game>-v0", the ids MinAtar's own Gymnasium registration gives the
+// full 6-action set the paper's results use. Sticky actions (probability 0.1) and difficulty
+// ramping are on, as in minatar.Environment's defaults.
+//
+// Seeding: each env's numpy RandomState is seeded once (spec->seed) with a 32-bit value
+// drawn from the env's apex stream (seed, RNG_ROLE_ENV, global env index), and is never
+// re-seeded: like the reference's Environment, the one stream runs on through every reset and
+// both the sticky draws and the game draw from it. Episodes have no time limit (MinAtar's
+// registration sets none; Freeway ends itself after 2 500 steps).
+#include "env.h"
+
+#include "apex.h"
+#include "minatar.h"
+
+_Static_assert(sizeof(minatar_t) <= ENV_MAX_STATE_BYTES, "a MinAtar state fits vecenv's bound");
+
+static void s_seed(void *state, rng_t *rng, const minatar_game_t *game) {
+    minatar_t *m = state;
+    minatar_init(m, game, MINATAR_STICKY_PROB_DEFAULT, 1);
+    minatar_seed(m, (uint32_t)(rng_next_u64(rng) >> 32));
+}
+
+static void s_reset(void *state, rng_t *rng, void *obs) {
+    (void)rng; // the game's own RandomState, seeded in s_seed, draws the start state
+    minatar_reset(state);
+    minatar_observe(state, obs);
+}
+
+static void s_step(void *state, int32_t action, void *obs, float *reward, uint8_t *terminated) {
+    int term;
+    minatar_act(state, action, reward, &term);
+    *terminated = (uint8_t)term;
+    minatar_observe(state, obs);
+}
+
+static void s_observe(const void *state, void *obs) { minatar_observe(state, obs); }
+
+#define MINATAR_SPEC(var, gid, game, channels)                                                  \
+    static void s_seed_##var(void *state, rng_t *rng) { s_seed(state, rng, &game); }            \
+    const env_spec_t var = {.id = gid,                                                          \
+                            .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (channels),                \
+                            .obs_dtype = ENV_OBS_U8,                                            \
+                            .obs_h = MINATAR_SIZE,                                              \
+                            .obs_w = MINATAR_SIZE,                                              \
+                            .obs_c = (channels),                                                \
+                            .obs_scale = 1.0f,                                                  \
+                            .n_actions = MINATAR_N_ACTIONS,                                     \
+                            .max_episode_steps = 0,                                             \
+                            .state_dim = 0,                                                     \
+                            .state_bytes = sizeof(minatar_t),                                   \
+                            .seed = s_seed_##var,                                               \
+                            .reset = s_reset,                                                   \
+                            .step = s_step,                                                     \
+                            .observe = s_observe,                                               \
+                            .step_batch = NULL}
+
+MINATAR_SPEC(env_minatar_asterix_spec, "MinAtar/Asterix-v0", minatar_asterix_game, 4);
+MINATAR_SPEC(env_minatar_breakout_spec, "MinAtar/Breakout-v0", minatar_breakout_game, 4);
+MINATAR_SPEC(env_minatar_freeway_spec, "MinAtar/Freeway-v0", minatar_freeway_game, 7);
+MINATAR_SPEC(env_minatar_seaquest_spec, "MinAtar/Seaquest-v0", minatar_seaquest_game, 10);
+MINATAR_SPEC(env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0",
+             minatar_space_invaders_game, 6);
