@@ -21,6 +21,7 @@
 #include "net.h"
 #include "pywire.h"
 #include "security.h"
+#include "signals.h"
 #include "xalloc.h"
 
 #include <errno.h>
@@ -1028,14 +1029,16 @@ int pyenv_recv_results(pyenv_t *p, int group, int64_t timeout_ms, const pyenv_re
         s_drain(p);
         s_service(p);
         int64_t now = clock_now_ms();
-        if (s_group_done(p, group) || now >= deadline) {
+        if (s_group_done(p, group) || now >= deadline || signals_should_stop()) {
             break;
         }
         s_poll(p, deadline - now);
     }
     for (int w = 0; w < p->W; w++) {
         if (p->w[w].seq[group]) {
-            snprintf(p->why, sizeof p->why, "no reply within %lld ms", (long long)timeout_ms);
+            snprintf(p->why, sizeof p->why, "no reply within %lld ms%s",
+                     (long long)(clock_now_ms() - deadline + timeout_ms),
+                     signals_should_stop() ? " (shutting down)" : "");
             s_lost(p, w, p->why);
         }
     }

@@ -165,8 +165,9 @@ int pyenv_send_actions(pyenv_t *self, int group, const int32_t *actions);
 // group's results into out. A worker whose reply has not come by then is lost: killed and
 // restarted if spawned here, reset when it answers again otherwise; its envs report
 // PYENV_NO_STEP. With no reply owed (every worker of the group down), it waits until one is
-// back or timeout_ms passes, so a caller never spins. Returns the number of envs with
-// status PYENV_OK.
+// back or timeout_ms passes, so a caller never spins. A shutdown signal (signals.h) ends
+// the wait early, as if the deadline had come. Returns the number of envs with status
+// PYENV_OK.
 int pyenv_recv_results(pyenv_t *self, int group, int64_t timeout_ms, const pyenv_results_t *out);
 
 // The error text of element j of group (valid after a recv that reported PYENV_ENV_FAULT
