@@ -15,7 +15,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "child.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -35,8 +35,6 @@
 #define WAIT_MS 60000 // the bound on waiting for a condition
 #define SEED 1000
 #define COUNTER_ACTIONS 3
-
-extern char **environ;
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -533,7 +531,7 @@ START_TEST(test_worker_hangs) {
     s_opts(&o, "counter", kw, 2, 2, 1);
     pyenv_t *p = pyenv_new(&o);
     ck_assert_ptr_nonnull(p);
-    s_survive(p, 2, 1, 3000, NULL); // a reply 3 s late is a hung worker
+    s_survive(p, 2, 1, 5000, NULL); // a reply 5 s late is a hung worker
     pyenv_destroy(&p);
     check_rmtree(dir);
 }
@@ -768,8 +766,8 @@ static pid_t s_start_worker(const char *ep, const char *server_key, const char *
     if (!server_key) {
         argv[10] = NULL; // plaintext
     }
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, PYTHON, NULL, NULL, argv, environ), 0);
+    pid_t pid = child_start(argv); // dies with this test process if an assertion fails
+    ck_assert_int_gt(pid, 0);
     return pid;
 }
 
@@ -946,10 +944,8 @@ START_TEST(test_curve) {
     ck_assert_uint_ge(st.curve_denied, 1);
     ck_assert_uint_eq(st.hellos, 1); // the intruder never got a message through
     ck_assert_uint_eq(st.workers_lost + st.bad_frames, 0);
-    kill(worker, SIGKILL);
-    kill(intruder, SIGKILL);
-    waitpid(worker, NULL, 0);
-    waitpid(intruder, NULL, 0);
+    child_kill_wait(worker);
+    child_kill_wait(intruder);
     pyenv_destroy(&p);
     check_rmtree(dir);
 }
