@@ -8,7 +8,9 @@ auto-reset, no bridge. What a Python user pays for the envs alone.
         [--windows 3]
 
 Prints "RESULT python_cartpole64.plain_loop_steps_per_s <median> <min> <max> steps/s"
-(env steps: vector steps x envs, over timed windows of --steps vector steps after a warm-up).
+(env steps: vector steps x envs, over timed windows of --steps vector steps after a warm-up)
+and "RESULT python_cartpole64.plain_loop_cpu_ns_per_step <median> <min> <max> ns": the
+process's CPU time per env step, which does not depend on how much of a core the loop got.
 """
 import argparse
 import os
@@ -34,7 +36,10 @@ def main():
         env.reset(seed=e)
     rng = np.random.default_rng(0)
 
+    cpu = []
+
     def window(steps):
+        c0 = time.process_time_ns()
         t0 = time.perf_counter()
         for _ in range(steps):
             actions = rng.integers(0, 2, size=len(envs)).tolist()
@@ -42,12 +47,17 @@ def main():
                 _, _, terminated, truncated, _ = env.step(act)
                 if terminated or truncated:
                     env.reset()
-        return steps * len(envs) / (time.perf_counter() - t0)
+        rate = steps * len(envs) / (time.perf_counter() - t0)
+        cpu.append((time.process_time_ns() - c0) / (steps * len(envs)))
+        return rate
 
     window(max(a.steps // 4, 1))
+    del cpu[:]
     rates = [window(a.steps) for _ in range(a.windows)]
     print("RESULT python_cartpole%d.plain_loop_steps_per_s %.0f %.0f %.0f steps/s"
           % (a.envs, statistics.median(rates), min(rates), max(rates)))
+    print("RESULT python_cartpole%d.plain_loop_cpu_ns_per_step %.0f %.0f %.0f ns"
+          % (a.envs, statistics.median(cpu), min(cpu), max(cpu)))
 
 
 if __name__ == "__main__":

@@ -515,19 +515,19 @@ def serve(connect, make, num_envs=1, kwargs=None, worker_id=0, curve_server_key=
     print("%sconnecting to %s: %d x %s" % (w.prefix, connect, w.n, w.description),
           file=sys.stderr, flush=True)
     _send_hello(sock, w)
+    # One blocking receive per message, its timeout the HELLO timer: a receive that finds
+    # nothing and a poll would each cost libzmq a getpid and a poll system call.
+    sock.setsockopt(zmq.RCVTIMEO, int(HELLO_INTERVAL_S * 1000))
     configured, last_in = False, time.monotonic()
     try:
         while True:
             try:
-                # The next request is often queued already (two groups in flight): take it
-                # without a poll.
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = sock.recv_multipart()
             except zmq.Again:
                 wait = HELLO_INTERVAL_S if not configured else IDLE_HELLO_S
-                if not sock.poll(int(max(wait - (time.monotonic() - last_in), 0.01) * 1000)):
-                    if time.monotonic() - last_in >= wait:
-                        _send_hello(sock, w)
-                        last_in = time.monotonic()
+                if time.monotonic() - last_in >= wait:
+                    _send_hello(sock, w)
+                    last_in = time.monotonic()
                 continue
             last_in = time.monotonic()
             h = w.parse(frames)
@@ -542,6 +542,8 @@ def serve(connect, make, num_envs=1, kwargs=None, worker_id=0, curve_server_key=
             if mtype == RESET:
                 st = w.reset_all(np.frombuffer(frames[1], dtype="<u8"))
                 sock.send_multipart(w.reply(RESET_DONE, seq, 0, st))
+                if not configured:
+                    sock.setsockopt(zmq.RCVTIMEO, int(IDLE_HELLO_S * 1000))
                 configured = True
                 continue
             acts = np.frombuffer(frames[1], dtype="<i4")
