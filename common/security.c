@@ -372,6 +372,21 @@ static int s_zap_reader(loop_t *loop, void *sock, void *arg) {
     return 0;
 }
 
+void *security_zap_socket(const security_t *self) { return self->zap; }
+
+int security_zap_handle(security_t *self) {
+    if (!self->zap) {
+        return 0;
+    }
+    uint64_t before = self->accepted + self->denied;
+    s_zap_reader(NULL, self->zap, self);
+    return self->accepted + self->denied != before;
+}
+
+const char *security_public_key(const security_t *self) {
+    return self->enabled ? self->public_z85 : "";
+}
+
 void security_attach(security_t *self, loop_t *loop) {
     if (self->zap) {
         loop_add_reader(loop, self->zap, s_zap_reader, self);

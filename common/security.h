@@ -44,6 +44,13 @@ int security_client(security_t *self, void *sock, const char *server_name);
 void security_attach(security_t *self, loop_t *loop);
 // Clients refused by the ZAP handler so far (not on the allow-list).
 uint64_t security_denied(const security_t *self);
+// For code that polls its sockets itself instead of running a loop_t (actor/pyenv.c): the
+// ZAP handler's socket (NULL unless a curve server), and one turn of the handler, which
+// answers one waiting request without blocking; returns 1 if it answered one, else 0.
+void *security_zap_socket(const security_t *self);
+int security_zap_handle(security_t *self);
+// This daemon's Z85 public key ("" with mode none), e.g. to hand to a client it spawns.
+const char *security_public_key(const security_t *self);
 
 // Generates a key pair and writes <dir>/<name>.key (mode 0600) and <dir>/<name>.pub.
 // Returns 0 or -1 with a message in err. For apex-keygen.

@@ -1,0 +1,1084 @@
+// pyenv.c: see pyenv.h; the wire format is in pywire.h.
+//
+// Worker slots move through DOWN -> (spawned: STARTING, waiting for the HELLO) -> RESETTING
+// (HELLO accepted, RESET sent) -> UP (RESET_DONE taken). Any failure (death, a reply missing
+// at a deadline, a failed send, a newer process with the same id) goes through s_lost: the
+// slot's requests are forgotten (later replies to them are stale and dropped by seq), its
+// envs report PYENV_NO_STEP, and a spawned worker is killed, reaped and started again after
+// a capped back-off, while a remote one is sent a new RESET (a merely slow worker resumes;
+// a gone one is waited for until it says HELLO again).
+//
+// Per (worker, group) at most one of: a STEP outstanding (seq != 0), its reply received and
+// staged (got), start observations staged after a RESET (fresh). Staged rows live in the
+// group's buffers at the worker's rows; pyenv_recv_results copies them out.
+#define LOG_MODULE "pyenv"
+#include "pyenv.h"
+
+#include "apex.h"
+#include "child.h"
+#include "clock.h"
+#include "log.h"
+#include "net.h"
+#include "pywire.h"
+#include "security.h"
+#include "signals.h"
+#include "xalloc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define TEXT_MAX PYWIRE_TEXT_MAX
+#define RID_MAX 256       // libzmq routing ids are at most 255 bytes
+#define MAX_FRAMES 8      // routing id + header + 5 payload frames, + 1 to see excess
+#define RESULT_FRAMES 7   // routing id, header, obs, rewards, flags, reset_obs, errors
+#define MAX_DRAIN 256     // messages handled per drain, so a flood cannot hold a call
+#define CHILD_CHECK_MS 20 // how often spawned children are looked at (waitpid WNOHANG)
+#define RESTART_MIN_MS 100
+#define RESTART_MAX_MS 5000
+#define LOG_INTERVAL_MS 5000
+#define MAX_ARGS 20
+#define ERR_TEXT (PYENV_ERR_TEXT_MAX + 1) // bytes per env of the error texts
+
+_Static_assert(PYENV_ERR_TEXT_MAX == PYWIRE_ERR_TEXT_MAX, "one bound for error texts");
+
+typedef pywire_header_t s_hdr;
+
+typedef enum { W_DOWN, W_STARTING, W_RESETTING, W_UP, W_KILLED } s_state;
+static const char *const s_state_name[] = {"down", "starting", "resetting", "up", "killed"};
+
+typedef struct {
+    s_state state;
+    pid_t pid;             // spawned and not yet reaped, else 0
+    int64_t since_ms;      // when STARTING / RESETTING / KILLED began
+    int64_t respawn_at_ms; // DOWN (spawned): start again from then on
+    int fails;             // lives lost since the last good reply (restart back-off)
+    uint32_t life;         // RESETs sent so far (the first life has the plain seeds)
+    uint8_t rid[RID_MAX];  // routing id of its connection
+    size_t rid_len;
+    uint64_t nonce;
+    uint64_t reset_seq;
+    char desc[TEXT_MAX + 1];       // from its HELLO, for messages
+    uint64_t *seq;                 // (G) outstanding STEP, 0 = none
+    uint8_t *got, *fresh, *synced; // (G) see the file comment; synced: the caller holds
+                                   // this slice's current observations
+    char *argv[MAX_ARGS];
+    char id_arg[16];
+} s_worker;
+
+typedef struct {
+    uint8_t *next_obs, *act_obs; // (GE, row) staged
+    float *rewards;              // (GE)
+    uint8_t *terminated, *truncated, *status;
+    char *err, *err_out; // (GE, ERR_TEXT) staged / last delivered
+    int recv_due;        // 1: the next call must be a recv, 0: a send
+} s_group;
+
+struct pyenv {
+    pyenv_opts_t o;
+    int W, N, G, n, GE, E;
+    size_t row;         // bytes per observation
+    pywire_spaces_t sp; // n_actions and dtype from the options; shape from the first HELLO
+    int have_shape;
+    void *ctx, *sock;
+    security_t *sec;
+    char endpoint[CONFIG_STR_LEN], connect_ep[CONFIG_STR_LEN], n_arg[16];
+    char server_key[SECURITY_KEY_Z85_LEN + 1];
+    s_worker *w;
+    s_group *grp;
+    uint64_t next_seq;
+    double *ep_ret; // (E)
+    int32_t *ep_len;
+    vecenv_episode_t *done;
+    int done_count, done_cap;
+    zmq_msg_t frames[MAX_FRAMES];
+    uint64_t *seeds; // (N) scratch of a RESET
+    pyenv_stats_t st;
+    int64_t next_check_ms;
+    int starting;
+    char startup_error[TEXT_MAX + 1024];
+    char why[TEXT_MAX + 1024]; // scratch: the reason of a drop or refusal
+    log_limiter_t bad_log, stale_log, lost_log, fault_log, refuse_log, spawn_log;
+};
+
+// ---------------------------------------------------------------------------------------
+// Small helpers
+
+static uint64_t s_mix(uint64_t x) { // splitmix64's finaliser
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// Pool env e's reset seed in its worker's life `life` (see pyenv.h).
+static uint64_t s_seed(const pyenv_t *p, int e, uint32_t life) {
+    uint64_t base = p->o.seed + p->o.first_env + (uint64_t)e;
+    return life == 0 ? base : s_mix(base ^ s_mix(life));
+}
+
+static int s_pool_env(const pyenv_t *p, int g, int j) { return g * p->GE + j; }
+
+static void s_close_frames(pyenv_t *p, int nf) {
+    for (int i = 0; i < nf; i++) {
+        zmq_msg_close(&p->frames[i]);
+    }
+}
+
+static const uint8_t *s_fdata(pyenv_t *p, int i) { return zmq_msg_data(&p->frames[i]); }
+static size_t s_fsize(pyenv_t *p, int i) { return zmq_msg_size(&p->frames[i]); }
+
+// ---------------------------------------------------------------------------------------
+// Sending (never blocks: a worker that does not read is lost, not waited for)
+
+static void s_header(const pyenv_t *p, s_hdr *h, pywire_type type, int w, uint32_t n, uint64_t seq,
+                     uint32_t first) {
+    pywire_header_init(h, type, &p->sp, (uint32_t)w, p->w[w].nonce, n, seq, first);
+}
+
+// Sends [rid][hdr][payload]. Returns 0, or -1 with the reason in p->why.
+static int s_send(pyenv_t *p, const uint8_t *rid, size_t rid_len, const s_hdr *h,
+                  const void *payload, size_t len) {
+    if (zmq_send(p->sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        // ZMQ_ROUTER_MANDATORY: EHOSTUNREACH = the connection is gone, EAGAIN = its queue is
+        // full (the worker does not read).
+        snprintf(p->why, sizeof p->why, "cannot send to it: %s", zmq_strerror(errno));
+        return -1;
+    }
+    // With the first frame accepted, the others of the message are queued too.
+    zmq_send(p->sock, h, sizeof *h, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(p->sock, payload, len, ZMQ_DONTWAIT);
+    return 0;
+}
+
+static void s_refuse(pyenv_t *p, const uint8_t *rid, size_t rid_len, uint32_t w, uint64_t nonce,
+                     const char *reason) {
+    s_hdr h;
+    s_header(p, &h, PYWIRE_REFUSE, 0, 0, 0, 0);
+    h.worker = w;
+    h.nonce = nonce;
+    s_send(p, rid, rid_len, &h, reason, strlen(reason));
+    p->st.refused++;
+}
+
+static void s_lost(pyenv_t *p, int w, const char *why);
+
+// Sends worker w a RESET of all its envs with the seeds of its next life.
+static void s_send_reset(pyenv_t *p, int w) {
+    s_worker *k = &p->w[w];
+    for (int i = 0; i < p->N; i++) {
+        int g = i / p->n, jj = w * p->n + i % p->n;
+        p->seeds[i] = s_seed(p, s_pool_env(p, g, jj), k->life);
+    }
+    k->life++;
+    s_hdr h;
+    k->reset_seq = p->next_seq++;
+    s_header(p, &h, PYWIRE_RESET, w, (uint32_t)p->N, k->reset_seq, 0);
+    k->state = W_RESETTING;
+    k->since_ms = clock_now_ms();
+    if (s_send(p, k->rid, k->rid_len, &h, p->seeds, (size_t)p->N * 8) != 0) {
+        k->rid_len = 0; // gone: only a new HELLO brings it back
+        k->state = W_DOWN;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Worker processes (spawn = 1)
+
+static int64_t s_backoff_ms(int fails) {
+    if (fails <= 0) {
+        return 0;
+    }
+    int64_t d = RESTART_MIN_MS << (fails > 10 ? 10 : fails - 1);
+    return d > RESTART_MAX_MS ? RESTART_MAX_MS : d;
+}
+
+static void s_spawn(pyenv_t *p, int w) {
+    s_worker *k = &p->w[w];
+    pid_t pid = child_start(k->argv);
+    if (pid < 0) {
+        log_every(&p->spawn_log, LOG_INTERVAL_MS, LOG_ERROR, "worker %d: fork: %s", w,
+                  strerror(errno));
+        k->respawn_at_ms = clock_now_ms() + RESTART_MAX_MS;
+        return;
+    }
+    k->pid = pid;
+    k->state = W_STARTING;
+    k->since_ms = clock_now_ms();
+    k->nonce = 0;
+    k->rid_len = 0;
+    p->st.worker_spawns++;
+    log_every(&p->spawn_log, LOG_INTERVAL_MS, LOG_INFO,
+              "worker %d: started pid %d (%s %s --make %s)", w, (int)pid, p->o.python, p->o.script,
+              p->o.make);
+}
+
+// A spawned worker's process ended (how): expected after a kill, a failure otherwise.
+static void s_reaped(pyenv_t *p, int w, const char *how) {
+    s_worker *k = &p->w[w];
+    int pid = (int)k->pid;
+    p->st.worker_deaths++;
+    k->pid = 0;
+    if (k->state == W_KILLED) {
+        k->state = W_DOWN;
+        k->respawn_at_ms = clock_now_ms() + s_backoff_ms(k->fails);
+        return;
+    }
+    if (p->starting && !p->startup_error[0]) {
+        snprintf(p->startup_error, sizeof p->startup_error,
+                 "python env worker %d (pid %d) %s before it was ready (its error is above, "
+                 "on stderr): %s %s --make %s",
+                 w, pid, how, p->o.python, p->o.script, p->o.make);
+    }
+    snprintf(p->why, sizeof p->why, "process %d %s", pid, how);
+    s_lost(p, w, p->why);
+}
+
+// Reaps spawned children, restarts the ones due, and times out silent starts and resets.
+static void s_service(pyenv_t *p) {
+    int64_t now = clock_now_ms();
+    if (now < p->next_check_ms) {
+        return;
+    }
+    p->next_check_ms = now + CHILD_CHECK_MS;
+    for (int w = 0; w < p->W; w++) {
+        s_worker *k = &p->w[w];
+        char how[160];
+        if (k->pid > 0 && child_reap(k->pid, how, sizeof how)) {
+            s_reaped(p, w, how);
+        }
+        if ((k->state == W_STARTING || k->state == W_RESETTING) &&
+            now - k->since_ms > p->o.hello_timeout_ms && !p->starting) {
+            snprintf(p->why, sizeof p->why, "no %s within %lld ms",
+                     k->state == W_STARTING ? "HELLO" : "reply to its RESET",
+                     (long long)p->o.hello_timeout_ms);
+            s_lost(p, w, p->why);
+        }
+        if (p->o.spawn && k->state == W_DOWN && k->pid == 0 && now >= k->respawn_at_ms &&
+            !p->starting) {
+            s_spawn(p, w);
+        }
+    }
+}
+
+// Worker w failed (why): see the file comment.
+static void s_lost(pyenv_t *p, int w, const char *why) {
+    s_worker *k = &p->w[w];
+    p->st.workers_lost++;
+    if (p->starting && !p->startup_error[0]) { // no restarts while pyenv_new waits
+        snprintf(p->startup_error, sizeof p->startup_error, "python env worker %d: %s", w, why);
+    }
+    log_every(&p->lost_log, LOG_INTERVAL_MS, LOG_WARN,
+              "worker %d (%s): %s; the episodes of its %d envs are dropped%s", w,
+              k->desc[0] ? k->desc : "no HELLO yet", why, p->N,
+              p->o.spawn ? ", restarting it" : "");
+    for (int g = 0; g < p->G; g++) {
+        k->seq[g] = 0;
+        k->got[g] = k->fresh[g] = k->synced[g] = 0;
+    }
+    k->fails++;
+    if (p->o.spawn) {
+        if (k->pid > 0) {
+            if (k->state != W_KILLED) {
+                kill(k->pid, SIGKILL);
+            }
+            k->state = W_KILLED;
+            k->since_ms = clock_now_ms();
+        } else {
+            k->state = W_DOWN;
+            k->respawn_at_ms = clock_now_ms() + s_backoff_ms(k->fails);
+        }
+        return;
+    }
+    k->state = W_DOWN;
+    if (k->rid_len) {
+        s_send_reset(p, w); // a slow worker resumes with new episodes; a gone one fails here
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages from workers. Every frame is validated (pywire_check_reply) before anything is
+// touched; a bad message is counted, logged at most once per interval, and dropped.
+
+// Counts and logs (at most once per interval) a bad message whose reason is in p->why.
+static int s_bad_why(pyenv_t *p) {
+    p->st.bad_frames++;
+    log_every(&p->bad_log, LOG_INTERVAL_MS, LOG_WARN,
+              "dropped a bad message from a bridge peer: %s (%llu bad in all)", p->why,
+              (unsigned long long)p->st.bad_frames);
+    return -1;
+}
+
+static int s_bad(pyenv_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int s_bad(pyenv_t *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    va_end(ap);
+    return s_bad_why(p);
+}
+
+static void s_stale(pyenv_t *p, const s_hdr *h, const char *what) {
+    p->st.stale_frames++;
+    log_every(&p->stale_log, LOG_INTERVAL_MS, LOG_INFO,
+              "dropped a late %s of worker %u (seq %llu: %s; %llu late in all)",
+              h->type == PYWIRE_RESULT ? "RESULT" : "RESET_DONE", h->worker,
+              (unsigned long long)h->seq, what, (unsigned long long)p->st.stale_frames);
+}
+
+// A RESULT's or RESET_DONE's frames (routing id, header, 5 payload frames) checked.
+static int s_check_reply(pyenv_t *p, const s_hdr *h, int nf, int is_reset) {
+    if (nf != RESULT_FRAMES) {
+        return s_bad(p, "worker %u: a reply of %d frames (expected %d)", h->worker, nf - 1,
+                     RESULT_FRAMES - 1);
+    }
+    pywire_frame_t f[5];
+    for (int i = 0; i < 5; i++) {
+        f[i] = (pywire_frame_t){s_fdata(p, 2 + i), s_fsize(p, 2 + i)};
+    }
+    if (pywire_check_reply(h, f, &p->sp, is_reset, p->why, sizeof p->why) != APEX_OK) {
+        return s_bad_why(p);
+    }
+    return 0;
+}
+
+static char *s_err_text(s_group *gr, int j) { return gr->err + (size_t)j * ERR_TEXT; }
+
+// Stages one env's step result (flags f, its obs row, its reset row or NULL, reward r) as
+// element j of group gr; *rec is the next error record.
+static void s_stage_env(pyenv_t *p, s_group *gr, int j, uint8_t f, const uint8_t *obs,
+                        const uint8_t *reset_row, double r, const uint8_t **rec) {
+    size_t row = p->row;
+    uint8_t *nx = gr->next_obs + (size_t)j * row, *ao = gr->act_obs + (size_t)j * row;
+    if (f & PYWIRE_ERROR) { // the step is void
+        pywire_take_error(rec, s_err_text(gr, j), ERR_TEXT);
+        memset(nx, 0, row);
+        if (reset_row) {
+            memcpy(ao, reset_row, row);
+        } else {
+            memset(ao, 0, row); // the reset failed too: the worker retries it
+        }
+        gr->rewards[j] = 0.0f;
+        gr->terminated[j] = gr->truncated[j] = 0;
+        gr->status[j] = PYENV_ENV_FAULT;
+        return;
+    }
+    s_err_text(gr, j)[0] = '\0';
+    memcpy(nx, obs, row);
+    memcpy(ao, reset_row ? reset_row : obs, row);
+    gr->rewards[j] = (float)r; // pywire_check_reply: finite in float32
+    gr->terminated[j] = (f & PYWIRE_TERMINATED) != 0;
+    gr->truncated[j] = (f & PYWIRE_TRUNCATED) != 0;
+    gr->status[j] = PYENV_OK;
+}
+
+static void s_on_result(pyenv_t *p, const s_hdr *h, int nf) {
+    s_worker *k = &p->w[h->worker];
+    int g = (int)(h->first / (uint32_t)p->n);
+    if (h->n_envs != (uint32_t)p->n || h->first % (uint32_t)p->n || g >= p->G) {
+        s_bad(p, "worker %u: a RESULT for envs %u..+%u, not one group's slice", h->worker, h->first,
+              h->n_envs);
+        return;
+    }
+    if (k->state != W_UP || h->nonce != k->nonce || h->seq == 0 || h->seq != k->seq[g]) {
+        s_stale(p, h, h->nonce != k->nonce ? "another process" : "not the request in flight");
+        return;
+    }
+    if (s_check_reply(p, h, nf, 0) != 0) {
+        return;
+    }
+    s_group *gr = &p->grp[g];
+    const uint8_t *obs = s_fdata(p, 2), *rw = s_fdata(p, 3), *fl = s_fdata(p, 4);
+    const uint8_t *reset = s_fdata(p, 5), *rec = s_fdata(p, 6);
+    for (int i = 0; i < p->n; i++) {
+        double r;
+        memcpy(&r, rw + 8 * (size_t)i, 8);
+        const uint8_t *rr = fl[i] & PYWIRE_RESET_FLAG ? reset : NULL;
+        s_stage_env(p, gr, (int)h->worker * p->n + i, fl[i], obs + (size_t)i * p->row, rr, r, &rec);
+        reset += rr ? p->row : 0;
+    }
+    k->seq[g] = 0;
+    k->got[g] = 1;
+    k->fails = 0;
+}
+
+static void s_on_reset_done(pyenv_t *p, const s_hdr *h, int nf) {
+    s_worker *k = &p->w[h->worker];
+    if (k->state != W_RESETTING || h->nonce != k->nonce || h->seq != k->reset_seq) {
+        s_stale(p, h, h->nonce != k->nonce ? "another process" : "not the RESET in flight");
+        return;
+    }
+    if (h->n_envs != (uint32_t)p->N || h->first != 0) {
+        s_bad(p, "worker %u: a RESET_DONE for %u envs from %u", h->worker, h->n_envs, h->first);
+        return;
+    }
+    if (s_check_reply(p, h, nf, 1) != 0) {
+        return;
+    }
+    // The start observations become the rows to act on; no step happened.
+    const uint8_t *obs = s_fdata(p, 2), *fl = s_fdata(p, 4), *rec = s_fdata(p, 6);
+    size_t row = p->row;
+    for (int i = 0; i < p->N; i++) {
+        s_group *gr = &p->grp[i / p->n];
+        int j = (int)h->worker * p->n + i % p->n;
+        uint8_t *ao = gr->act_obs + (size_t)j * row;
+        memset(gr->next_obs + (size_t)j * row, 0, row);
+        gr->rewards[j] = 0.0f;
+        gr->terminated[j] = gr->truncated[j] = 0;
+        if (fl[i] & PYWIRE_ERROR) {
+            pywire_take_error(&rec, s_err_text(gr, j), ERR_TEXT);
+            memset(ao, 0, row);
+            gr->status[j] = PYENV_ENV_FAULT;
+        } else {
+            s_err_text(gr, j)[0] = '\0';
+            memcpy(ao, obs + (size_t)i * row, row);
+            gr->status[j] = PYENV_NO_STEP;
+        }
+    }
+    for (int g = 0; g < p->G; g++) {
+        k->fresh[g] = 1;
+    }
+    k->state = W_UP;
+}
+
+// The HELLO's spaces against the run's; 0, or -1 with the refusal in p->why.
+static int s_check_spaces(pyenv_t *p, const s_hdr *h, const char *desc) {
+    uint64_t elems = pywire_hello_elements(h);
+    char theirs[64] = "(invalid)", ours[64];
+    if (elems) {
+        pywire_shape_str(theirs, sizeof theirs, h->ndim, h->shape);
+    }
+    if (elems != (uint64_t)p->o.obs_dim || h->dtype != p->sp.dtype ||
+        h->n_actions != p->sp.n_actions) {
+        snprintf(p->why, sizeof p->why,
+                 "python env worker %u (%s) does not fit this run: it has %s observations of "
+                 "shape %s (%llu elements) and %u discrete actions; the run expects %d %s "
+                 "elements per observation ([env] obs_dim, obs_dtype) and %d actions ([env] "
+                 "n_actions)",
+                 h->worker, desc, pywire_dtype_name(h->dtype), theirs, (unsigned long long)elems,
+                 h->n_actions, p->o.obs_dim, pywire_dtype_name(p->sp.dtype), p->o.n_actions);
+        return -1;
+    }
+    if (h->n_envs != (uint32_t)p->N) {
+        snprintf(p->why, sizeof p->why,
+                 "python env worker %u (%s) has %u envs; this actor's workers have %d "
+                 "(--num-envs)",
+                 h->worker, desc, h->n_envs, p->N);
+        return -1;
+    }
+    if (p->have_shape &&
+        (h->ndim != p->sp.ndim || memcmp(h->shape, p->sp.shape, sizeof p->sp.shape) != 0)) {
+        pywire_shape_str(ours, sizeof ours, p->sp.ndim, p->sp.shape);
+        snprintf(p->why, sizeof p->why,
+                 "python env worker %u (%s) has observations of shape %s, the other workers %s",
+                 h->worker, desc, theirs, ours);
+        return -1;
+    }
+    return 0;
+}
+
+// Refuses a HELLO whose spaces do not fit: at start-up that fails pyenv_new.
+static void s_refuse_hello(pyenv_t *p, const s_hdr *h, const uint8_t *rid, size_t rid_len,
+                           int level) {
+    if (p->starting && !p->startup_error[0]) {
+        snprintf(p->startup_error, sizeof p->startup_error, "%s", p->why);
+    } else if (!p->starting) {
+        log_every(&p->refuse_log, LOG_INTERVAL_MS, level, "%s", p->why);
+    }
+    s_refuse(p, rid, rid_len, h->worker, h->nonce, p->why);
+}
+
+static void s_on_hello(pyenv_t *p, const s_hdr *h, int nf) {
+    if (nf != 3 || s_fsize(p, 2) > TEXT_MAX) {
+        s_bad(p, "a HELLO of %d frames", nf - 1);
+        return;
+    }
+    char desc[TEXT_MAX + 1];
+    pywire_copy_text(desc, sizeof desc, s_fdata(p, 2), s_fsize(p, 2));
+    const uint8_t *rid = s_fdata(p, 0);
+    size_t rid_len = s_fsize(p, 0);
+    s_worker *k = &p->w[h->worker];
+    if (h->nonce == k->nonce && k->nonce != 0 && (k->state == W_RESETTING || k->state == W_UP)) {
+        // A repeated HELLO of a worker we know (it was idle, or reconnected): keep going.
+        memcpy(k->rid, rid, rid_len);
+        k->rid_len = rid_len;
+        return;
+    }
+    if (s_check_spaces(p, h, desc) != 0) {
+        s_refuse_hello(p, h, rid, rid_len, LOG_ERROR);
+        return;
+    }
+    if (p->o.spawn && (k->state != W_STARTING || h->seq != (uint64_t)k->pid)) {
+        snprintf(p->why, sizeof p->why,
+                 "worker id %u is one this actor spawns itself (pid %d, %s); a HELLO from "
+                 "pid %llu (%s) is refused",
+                 h->worker, (int)k->pid, s_state_name[k->state], (unsigned long long)h->seq, desc);
+        s_refuse_hello(p, h, rid, rid_len, LOG_WARN);
+        return;
+    }
+    if (!p->o.spawn && (k->state == W_RESETTING || k->state == W_UP)) {
+        // Another process took this id: the newer one wins (a worker restarted by hand);
+        // the old one is told, so that two workers with one id do not take turns.
+        s_refuse(p, k->rid, k->rid_len, h->worker, k->nonce,
+                 "a newer worker process connected with the same --worker-id");
+        k->rid_len = 0; // s_lost must not reset the old one
+        s_lost(p, (int)h->worker, "replaced by a newer process with the same id");
+    }
+    if (!p->have_shape) {
+        p->sp.ndim = h->ndim;
+        memcpy(p->sp.shape, h->shape, sizeof p->sp.shape);
+        p->have_shape = 1;
+    }
+    memcpy(k->rid, rid, rid_len);
+    k->rid_len = rid_len;
+    k->nonce = h->nonce;
+    snprintf(k->desc, sizeof k->desc, "%s", desc);
+    p->st.hellos++;
+    log_info("worker %u: HELLO: %s", h->worker, desc);
+    s_send_reset(p, (int)h->worker);
+}
+
+// Checks and dispatches the message in p->frames[0 .. nf) (more: frames were left over).
+static void s_dispatch(pyenv_t *p, int nf, int more) {
+    s_hdr h;
+    if (more) {
+        net_drain_more(p->sock);
+        s_bad(p, "a message of more than %d frames", MAX_FRAMES - 1);
+    } else if (nf < 2 || s_fsize(p, 0) > RID_MAX) {
+        s_bad(p, "a message of %d frames", nf - 1);
+    } else if (pywire_parse_header(s_fdata(p, 1), s_fsize(p, 1), &h, p->why, sizeof p->why) !=
+               APEX_OK) {
+        s_bad_why(p);
+    } else if (h.worker >= (uint32_t)p->W) {
+        s_bad(p, "a message of worker %u (this actor has workers 0..%d)", h.worker, p->W - 1);
+    } else if (h.type == PYWIRE_HELLO) {
+        s_on_hello(p, &h, nf);
+    } else if (h.type == PYWIRE_RESULT) {
+        s_on_result(p, &h, nf);
+    } else if (h.type == PYWIRE_RESET_DONE) {
+        s_on_reset_done(p, &h, nf);
+    } else {
+        s_bad(p, "a message of type %u from worker %u", h.type, h.worker);
+    }
+}
+
+// Receives and handles up to MAX_DRAIN messages, and the CURVE handshakes waiting.
+static void s_drain(pyenv_t *p) {
+    while (p->sec && security_zap_handle(p->sec)) {
+    }
+    for (int m = 0; m < MAX_DRAIN; m++) {
+        int nf = 0, more = 1;
+        while (more && nf < MAX_FRAMES) {
+            zmq_msg_init(&p->frames[nf]);
+            if (zmq_msg_recv(&p->frames[nf], p->sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&p->frames[nf]);
+                break; // EAGAIN (a multipart message arrives whole, so only before frame 0)
+            }
+            more = zmq_msg_more(&p->frames[nf]);
+            nf++;
+        }
+        if (nf == 0) {
+            return;
+        }
+        s_dispatch(p, nf, more);
+        s_close_frames(p, nf);
+    }
+}
+
+static void s_poll(pyenv_t *p, int64_t wait_ms) {
+    zmq_pollitem_t items[2] = {
+        {.socket = p->sock, .events = ZMQ_POLLIN},
+        {.socket = p->sec ? security_zap_socket(p->sec) : NULL, .events = ZMQ_POLLIN}};
+    int n = items[1].socket ? 2 : 1;
+    if (p->o.spawn && wait_ms > CHILD_CHECK_MS) {
+        wait_ms = CHILD_CHECK_MS; // deaths are seen by waitpid, not by the socket
+    }
+    if (zmq_poll(items, n, (long)wait_ms) < 0 && errno != EINTR) {
+        log_every(&p->bad_log, LOG_INTERVAL_MS, LOG_ERROR, "zmq_poll: %s", zmq_strerror(errno));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Start-up
+
+void pyenv_opts_defaults(pyenv_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    snprintf(o->bind, sizeof o->bind, "tcp://127.0.0.1:*");
+    o->workers = o->envs_per_worker = o->groups = 1;
+    o->spawn = 1;
+    snprintf(o->python, sizeof o->python, "/usr/bin/python3");
+    snprintf(o->script, sizeof o->script, "python/apex_env.py");
+    o->obs_dtype = CONFIG_OBS_FLOAT32;
+    o->hello_timeout_ms = 30000;
+    o->actor_index = -1;
+}
+
+static int s_check_opts(const pyenv_opts_t *o) {
+    const char *bad = NULL;
+    if (o->workers < 1 || o->workers > PYENV_MAX_WORKERS) {
+        bad = "workers must be in 1 .. 256";
+    } else if (o->envs_per_worker < 1 || o->envs_per_worker > PYENV_MAX_ENVS_PER_WORKER) {
+        bad = "envs_per_worker must be in 1 .. 4096";
+    } else if (o->groups < 1 || o->envs_per_worker % o->groups != 0) {
+        bad = "groups must be >= 1 and divide envs_per_worker";
+    } else if (o->obs_dim < 1 || o->n_actions < 1) {
+        bad = "obs_dim and n_actions must be >= 1";
+    } else if (o->obs_dtype != CONFIG_OBS_FLOAT32 && o->obs_dtype != CONFIG_OBS_UINT8) {
+        bad = "obs_dtype must be float32 or uint8";
+    } else if (o->hello_timeout_ms < 1) {
+        bad = "hello_timeout_ms must be >= 1";
+    } else if (o->spawn && (!o->make[0] || !strchr(o->make, ':'))) {
+        bad = "make must be MODULE:CALLABLE";
+    }
+    if (bad) {
+        log_error("python env bridge: %s", bad);
+        return -1;
+    }
+    if (o->spawn && access(o->python, X_OK) != 0) {
+        log_error("python env bridge: the interpreter %s: %s (a path: no PATH search)", o->python,
+                  strerror(errno));
+        return -1;
+    }
+    if (o->spawn && access(o->script, R_OK) != 0) {
+        log_error("python env bridge: the worker script %s: %s\n---> HINT: it is "
+                  "python/apex_env.py of the apex source tree",
+                  o->script, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void s_alloc(pyenv_t *p) {
+    p->w = xcalloc((size_t)p->W, sizeof *p->w);
+    for (int w = 0; w < p->W; w++) {
+        s_worker *k = &p->w[w];
+        k->seq = xcalloc((size_t)p->G, sizeof *k->seq);
+        k->got = xcalloc((size_t)p->G, 1);
+        k->fresh = xcalloc((size_t)p->G, 1);
+        k->synced = xcalloc((size_t)p->G, 1);
+    }
+    p->grp = xcalloc((size_t)p->G, sizeof *p->grp);
+    size_t GE = (size_t)p->GE, et = ERR_TEXT;
+    for (int g = 0; g < p->G; g++) {
+        s_group *gr = &p->grp[g];
+        gr->next_obs = xcalloc(GE, p->row);
+        gr->act_obs = xcalloc(GE, p->row);
+        gr->rewards = xcalloc(GE, sizeof(float));
+        gr->terminated = xcalloc(GE, 1);
+        gr->truncated = xcalloc(GE, 1);
+        gr->status = xcalloc(GE, 1);
+        gr->err = xcalloc(GE, et);
+        gr->err_out = xcalloc(GE, et);
+        gr->recv_due = 1;
+    }
+    p->ep_ret = xcalloc((size_t)p->E, sizeof(double));
+    p->ep_len = xcalloc((size_t)p->E, sizeof(int32_t));
+    p->done_cap = p->E * 4 > 1024 ? p->E * 4 : 1024;
+    p->done = xcalloc((size_t)p->done_cap, sizeof *p->done);
+    p->seeds = xcalloc((size_t)p->N, sizeof(uint64_t));
+    p->next_seq = 1;
+}
+
+// The endpoint spawned workers connect to: the bound one, with a wildcard address made
+// the loopback address.
+static void s_connect_endpoint(pyenv_t *p) {
+    if (p->o.connect[0]) {
+        snprintf(p->connect_ep, sizeof p->connect_ep, "%s", p->o.connect);
+        return;
+    }
+    const char *any = strstr(p->endpoint, "://0.0.0.0:");
+    if (any) {
+        snprintf(p->connect_ep, sizeof p->connect_ep, "%.*s://127.0.0.1:%s",
+                 (int)(any - p->endpoint), p->endpoint, any + strlen("://0.0.0.0:"));
+    } else {
+        snprintf(p->connect_ep, sizeof p->connect_ep, "%s", p->endpoint);
+    }
+}
+
+// CURVE: the actor's key pair serves; the allow-list may be the bridge's own.
+static int s_security(pyenv_t *p, const apex_config_t *cfg) {
+    if (!cfg || cfg->security.mode != SECURITY_CURVE) {
+        return 0;
+    }
+    apex_config_t *c = xmalloc(sizeof *c);
+    *c = *cfg;
+    if (p->o.curve_authorized_keys[0]) {
+        snprintf(c->security.authorized_keys, sizeof c->security.authorized_keys, "%s",
+                 p->o.curve_authorized_keys);
+    }
+    p->sec = security_new(p->ctx, c, "actor", p->o.actor_index, 1);
+    if (p->sec && !p->o.curve_worker_key[0]) {
+        snprintf(p->o.curve_worker_key, sizeof p->o.curve_worker_key, "%.200s/envworker.key",
+                 c->security.key_dir);
+    }
+    free(c);
+    if (!p->sec) {
+        return -1;
+    }
+    snprintf(p->server_key, sizeof p->server_key, "%s", security_public_key(p->sec));
+    if (p->o.spawn && access(p->o.curve_worker_key, R_OK) != 0) {
+        log_error("python env bridge: the workers' key %s: %s\n---> HINT: bin/apex-keygen "
+                  "<key_dir> envworker, and add envworker.pub's key to the allow-list",
+                  p->o.curve_worker_key, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int s_open(pyenv_t *p, const apex_config_t *cfg) {
+    p->ctx = zmq_ctx_new();
+    if (!p->ctx || s_security(p, cfg) != 0) {
+        return -1;
+    }
+    // The largest legal frame: a RESET_DONE's N observations, or N full error records.
+    size_t max_frame = (size_t)p->N *
+                       (p->row > 8 + PYENV_ERR_TEXT_MAX ? p->row : 8 + PYENV_ERR_TEXT_MAX);
+    net_opts_t no = {.max_msg_bytes = (int64_t)(max_frame + TEXT_MAX)};
+    p->sock = net_socket(p->ctx, ZMQ_ROUTER, &no);
+    int one = 1;
+    if (!p->sock || zmq_setsockopt(p->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0 ||
+        (p->sec && security_server(p->sec, p->sock) != 0) ||
+        net_bind(p->sock, p->o.bind, p->endpoint, sizeof p->endpoint) != 0) {
+        return -1;
+    }
+    s_connect_endpoint(p);
+    return 0;
+}
+
+static void s_build_argv(pyenv_t *p, int w) {
+    s_worker *k = &p->w[w];
+    snprintf(k->id_arg, sizeof k->id_arg, "%d", w);
+    int a = 0;
+    char **v = k->argv;
+    v[a++] = p->o.python;
+    v[a++] = p->o.script;
+    v[a++] = "--connect";
+    v[a++] = p->connect_ep;
+    v[a++] = "--make";
+    v[a++] = p->o.make;
+    v[a++] = "--num-envs";
+    v[a++] = p->n_arg;
+    v[a++] = "--worker-id";
+    v[a++] = k->id_arg;
+    if (p->o.kwargs[0]) {
+        v[a++] = "--kwargs";
+        v[a++] = p->o.kwargs;
+    }
+    if (p->sec) {
+        v[a++] = "--curve-server-key";
+        v[a++] = p->server_key;
+        v[a++] = "--curve-secret";
+        v[a++] = p->o.curve_worker_key;
+    }
+    v[a] = NULL;
+    APEX_ASSERT(a < MAX_ARGS);
+}
+
+static int s_all_up(const pyenv_t *p) {
+    for (int w = 0; w < p->W; w++) {
+        if (p->w[w].state != W_UP) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// Waits for every worker's HELLO and first RESET_DONE; 0, or -1 after logging why.
+static int s_wait_ready(pyenv_t *p) {
+    p->starting = 1;
+    int64_t deadline = clock_now_ms() + p->o.hello_timeout_ms;
+    for (;;) {
+        s_drain(p);
+        p->next_check_ms = 0; // children are looked at every turn while starting
+        s_service(p);
+        int64_t now = clock_now_ms();
+        if (s_all_up(p) || p->startup_error[0] || now >= deadline) {
+            break;
+        }
+        s_poll(p, deadline - now);
+    }
+    p->starting = 0;
+    if (p->startup_error[0]) {
+        log_error("%s", p->startup_error);
+        return -1;
+    }
+    if (!s_all_up(p)) {
+        char list[512] = "";
+        size_t k = 0;
+        for (int w = 0; w < p->W && k < sizeof list; w++) {
+            if (p->w[w].state != W_UP) {
+                k += (size_t)snprintf(list + k, sizeof list - k, "%s%d (%s)", k ? ", " : "", w,
+                                      s_state_name[p->w[w].state]);
+            }
+        }
+        log_error("python env bridge at %s: workers %s not ready after %lld ms%s", p->endpoint,
+                  list, (long long)p->o.hello_timeout_ms,
+                  p->o.spawn ? ""
+                             : "\n---> HINT: start them with python3 python/apex_env.py "
+                               "--connect <this endpoint> --worker-id K ...");
+        return -1;
+    }
+    return 0;
+}
+
+pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
+    if (s_check_opts(opts) != 0) {
+        return NULL;
+    }
+    pyenv_t *p = xcalloc(1, sizeof *p);
+    p->o = *opts;
+    p->o.cfg = NULL; // borrowed for the start-up only
+    p->W = opts->workers;
+    p->N = opts->envs_per_worker;
+    p->G = opts->groups;
+    p->n = p->N / p->G;
+    p->E = p->W * p->N;
+    p->GE = p->E / p->G;
+    p->sp.dtype = opts->obs_dtype == CONFIG_OBS_UINT8 ? PYWIRE_DT_UINT8 : PYWIRE_DT_FLOAT32;
+    p->sp.n_actions = (uint32_t)opts->n_actions;
+    p->row = (size_t)opts->obs_dim * (p->sp.dtype == PYWIRE_DT_UINT8 ? 1 : 4);
+    p->sp.row_bytes = p->row;
+    snprintf(p->n_arg, sizeof p->n_arg, "%d", p->N);
+    s_alloc(p);
+    if (s_open(p, opts->cfg) != 0) {
+        pyenv_destroy(&p);
+        return NULL;
+    }
+    for (int w = 0; w < p->W && p->o.spawn; w++) {
+        s_build_argv(p, w);
+        s_spawn(p, w);
+    }
+    if (s_wait_ready(p) != 0) {
+        pyenv_destroy(&p);
+        return NULL;
+    }
+    char shape[64];
+    pywire_shape_str(shape, sizeof shape, p->sp.ndim, p->sp.shape);
+    log_info("python env bridge at %s: %d worker%s x %d envs (%s %s, %d actions), %d group%s "
+             "of %d%s",
+             p->endpoint, p->W, p->W > 1 ? "s" : "", p->N, pywire_dtype_name(p->sp.dtype), shape,
+             p->o.n_actions, p->G, p->G > 1 ? "s" : "", p->GE, p->sec ? ", CURVE" : "");
+    return p;
+}
+
+void pyenv_destroy(pyenv_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    pyenv_t *p = *self_p;
+    for (int w = 0; p->w && w < p->W; w++) {
+        s_worker *k = &p->w[w];
+        if (k->pid > 0) {
+            child_kill_wait(k->pid);
+        }
+        free(k->seq);
+        free(k->got);
+        free(k->fresh);
+        free(k->synced);
+    }
+    net_close(&p->sock);
+    security_destroy(&p->sec);
+    if (p->ctx) {
+        zmq_ctx_term(p->ctx);
+    }
+    for (int g = 0; p->grp && g < p->G; g++) {
+        s_group *gr = &p->grp[g];
+        free(gr->next_obs);
+        free(gr->act_obs);
+        free(gr->rewards);
+        free(gr->terminated);
+        free(gr->truncated);
+        free(gr->status);
+        free(gr->err);
+        free(gr->err_out);
+    }
+    free(p->grp);
+    free(p->w);
+    free(p->ep_ret);
+    free(p->ep_len);
+    free(p->done);
+    free(p->seeds);
+    free(p);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Stepping
+
+int pyenv_group_size(const pyenv_t *self) { return self->GE; }
+int pyenv_groups(const pyenv_t *self) { return self->G; }
+
+int pyenv_send_actions(pyenv_t *p, int group, const int32_t *actions) {
+    APEX_ASSERT(group >= 0 && group < p->G);
+    s_group *gr = &p->grp[group];
+    APEX_ASSERT(!gr->recv_due); // each group alternates recv and send, starting with a recv
+    gr->recv_due = 1;
+    for (int j = 0; j < p->GE; j++) {
+        APEX_ASSERT(actions[j] >= 0 && actions[j] < p->o.n_actions);
+    }
+    int sent = 0;
+    for (int w = 0; w < p->W; w++) {
+        s_worker *k = &p->w[w];
+        if (k->state != W_UP || !k->synced[group]) {
+            continue;
+        }
+        s_hdr h;
+        uint64_t seq = p->next_seq++;
+        s_header(p, &h, PYWIRE_STEP, w, (uint32_t)p->n, seq, (uint32_t)(group * p->n));
+        if (s_send(p, k->rid, k->rid_len, &h, actions + (size_t)w * p->n,
+                   (size_t)p->n * sizeof(int32_t)) != 0) {
+            s_lost(p, w, p->why);
+            continue;
+        }
+        k->seq[group] = seq;
+        sent += p->n;
+    }
+    return sent;
+}
+
+// The group's recv may return: no reply owed, and something to hand out (or nobody up).
+static int s_group_done(const pyenv_t *p, int g) {
+    int delivering = 0;
+    for (int w = 0; w < p->W; w++) {
+        const s_worker *k = &p->w[w];
+        if (k->seq[g]) {
+            return 0;
+        }
+        delivering |= k->got[g] | k->fresh[g];
+    }
+    return delivering;
+}
+
+// Copies worker w's staged rows of group g into out (or zeros, NO_STEP) and keeps the
+// episode counters. Returns the number of OK envs.
+static int s_deliver(pyenv_t *p, int g, int w, const pyenv_results_t *out) {
+    s_worker *k = &p->w[w];
+    s_group *gr = &p->grp[g];
+    int j0 = w * p->n, n = p->n, ok = 0;
+    size_t row = p->row, et = ERR_TEXT, off = (size_t)j0 * row;
+    uint8_t *nx = (uint8_t *)out->next_obs + off, *ao = (uint8_t *)out->obs_to_act_on + off;
+    int have = k->got[g] || k->fresh[g];
+    k->synced[g] = (uint8_t)have;
+    k->got[g] = k->fresh[g] = 0;
+    if (!have) {
+        memset(nx, 0, (size_t)n * row);
+        memset(ao, 0, (size_t)n * row);
+        memset(out->rewards + j0, 0, (size_t)n * sizeof(float));
+        memset(out->terminated + j0, 0, (size_t)n);
+        memset(out->truncated + j0, 0, (size_t)n);
+        memset(out->status + j0, PYENV_NO_STEP, (size_t)n);
+    } else {
+        memcpy(nx, gr->next_obs + off, (size_t)n * row);
+        memcpy(ao, gr->act_obs + off, (size_t)n * row);
+        memcpy(out->rewards + j0, gr->rewards + j0, (size_t)n * sizeof(float));
+        memcpy(out->terminated + j0, gr->terminated + j0, (size_t)n);
+        memcpy(out->truncated + j0, gr->truncated + j0, (size_t)n);
+        memcpy(out->status + j0, gr->status + j0, (size_t)n);
+    }
+    for (int j = j0; j < j0 + n; j++) {
+        int e = s_pool_env(p, g, j);
+        char *eo = gr->err_out + (size_t)j * et;
+        eo[0] = '\0';
+        if (out->status[j] == PYENV_OK) {
+            ok++;
+            p->ep_ret[e] += out->rewards[j];
+            p->ep_len[e]++;
+            if (out->terminated[j] || out->truncated[j]) {
+                p->st.episodes++;
+                if (p->done_count < p->done_cap) {
+                    p->done[p->done_count++] =
+                        (vecenv_episode_t){.ret = p->ep_ret[e], .len = p->ep_len[e], .env = e};
+                } else {
+                    p->st.episodes_unstored++;
+                }
+                p->ep_ret[e] = 0.0;
+                p->ep_len[e] = 0;
+            }
+            continue;
+        }
+        if (p->ep_len[e] > 0) {
+            p->st.episodes_dropped++;
+        }
+        p->ep_ret[e] = 0.0;
+        p->ep_len[e] = 0;
+        if (out->status[j] == PYENV_ENV_FAULT) {
+            memcpy(eo, gr->err + (size_t)j * et, et);
+            p->st.env_faults++;
+            log_every(&p->fault_log, LOG_INTERVAL_MS, LOG_WARN,
+                      "env %d (worker %d, env %d): %s; its episode is dropped (%llu faults in "
+                      "all)",
+                      e, w, g * p->n + (j - j0), eo, (unsigned long long)p->st.env_faults);
+        }
+    }
+    return ok;
+}
+
+int pyenv_recv_results(pyenv_t *p, int group, int64_t timeout_ms, const pyenv_results_t *out) {
+    APEX_ASSERT(group >= 0 && group < p->G);
+    s_group *gr = &p->grp[group];
+    APEX_ASSERT(gr->recv_due);
+    APEX_ASSERT(timeout_ms > 0); // it is the bound after which a worker is lost, not a poll
+    gr->recv_due = 0;
+    int64_t deadline = clock_now_ms() + timeout_ms;
+    for (;;) {
+        s_drain(p);
+        s_service(p);
+        int64_t now = clock_now_ms();
+        if (s_group_done(p, group) || now >= deadline || signals_should_stop()) {
+            break;
+        }
+        s_poll(p, deadline - now);
+    }
+    for (int w = 0; w < p->W; w++) {
+        if (p->w[w].seq[group]) {
+            snprintf(p->why, sizeof p->why, "no reply within %lld ms%s",
+                     (long long)(clock_now_ms() - deadline + timeout_ms),
+                     signals_should_stop() ? " (shutting down)" : "");
+            s_lost(p, w, p->why);
+        }
+    }
+    int ok = 0;
+    for (int w = 0; w < p->W; w++) {
+        ok += s_deliver(p, group, w, out);
+    }
+    p->st.steps += (uint64_t)ok;
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// Accessors
+
+const char *pyenv_env_error(const pyenv_t *self, int group, int j) {
+    APEX_ASSERT(group >= 0 && group < self->G && j >= 0 && j < self->GE);
+    return self->grp[group].err_out + (size_t)j * ERR_TEXT;
+}
+
+int pyenv_drain_episodes(pyenv_t *self, vecenv_episode_t *out, int cap) {
+    int n = self->done_count < cap ? self->done_count : cap;
+    memcpy(out, self->done, (size_t)n * sizeof *out);
+    memmove(self->done, self->done + n, (size_t)(self->done_count - n) * sizeof *out);
+    self->done_count -= n;
+    return n;
+}
+
+void pyenv_get_stats(const pyenv_t *self, pyenv_stats_t *out) {
+    *out = self->st;
+    out->curve_denied = self->sec ? security_denied(self->sec) : 0;
+}
+
+const char *pyenv_endpoint(const pyenv_t *self) { return self->endpoint; }
+
+pid_t pyenv_worker_pid(const pyenv_t *self, int w) {
+    APEX_ASSERT(w >= 0 && w < self->W);
+    return self->w[w].pid;
+}
+
+int pyenv_worker_up(const pyenv_t *self, int w) {
+    APEX_ASSERT(w >= 0 && w < self->W);
+    return self->w[w].state == W_UP;
+}

@@ -1,0 +1,148 @@
+// pywire.h: the wire format of the Python env bridge (actor/pyenv.c <-> python/apex_env.py),
+// and the checks every message from a worker passes before it is used.
+//
+// What it does: lays out the fixed header, names the message types, flags and dtype codes,
+// and validates a worker's reply (sizes, counts, flag consistency, finite float32
+// observations and rewards, error records) and a HELLO's spaces. Pure functions over
+// caller-owned bytes: no sockets, no allocation, thread-safe.
+// What it does not do: protobuf. The worker has no protobuf (numpy and pyzmq only), so the
+// bridge has its own small format, versioned separately from proto/apex.proto.
+//
+// Wire format (version 1). The same text is in python/apex_env.py; change both together.
+// ------------------------------------------------------------------------------------------
+// The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own). Every
+// message is multipart; frame 0 is a fixed 72-byte header, all integers little-endian:
+//
+//   off size field
+//     0   4  magic      "APXE"
+//     4   2  version    1
+//     6   2  type       1 HELLO, 2 RESET, 3 STEP, 4 RESULT, 5 RESET_DONE, 6 REFUSE
+//     8   4  worker     worker id, 0 .. W-1
+//    12   4  n_envs     HELLO: the worker's env count N; otherwise envs in this message (n)
+//    16   8  seq        request number chosen by the actor, echoed in the reply; HELLO: pid
+//    24   8  nonce      random per worker process, in all its messages; the actor echoes it
+//    32   4  first      worker-local index of the message's first env (envs first..first+n-1)
+//    36   4  n_actions  action_space.n (HELLO; the actor echoes the agreed value)
+//    40   1  dtype      observation dtype: 1 float32, 2 uint8, 0 other (HELLO only: refused)
+//    41   1  ndim       observation rank, 0..4
+//    42   2  reserved   0
+//    44  16  shape      4 x u32 observation shape, unused dims 0
+//    60   4  n_reset    RESULT: rows in the reset frame
+//    64   4  n_error    RESULT, RESET_DONE: records in the errors frame
+//    68   4  reserved   0
+// dtype, ndim and shape are the HELLO's in every later message of either side.
+//
+// Frames after the header (obs rows are the observation's raw bytes, C order; O = bytes/row):
+//   HELLO       worker->actor  [hdr][text: "make=... pid=... host=... observation_space=...
+//                              action_space=..." UTF-8, at most 1024 bytes]
+//   RESET       actor->worker  [hdr first=0 n_envs=N][seeds: N x u64]: env.reset(seed=s) all
+//   STEP        actor->worker  [hdr][actions: n x i32, each in 0 .. n_actions-1]
+//   RESULT      worker->actor  [hdr][obs: n x O][rewards: n x f64][flags: n x u8]
+//                              [reset_obs: n_reset x O][errors]
+//   RESET_DONE  worker->actor  like RESULT for the RESET: first=0, n=N, obs = the start
+//                              observations, rewards 0, flags only ERROR, n_reset 0
+//   REFUSE      actor->worker  [hdr][reason: UTF-8 text]: the worker logs it and exits 3
+// flags per env: 1 TERMINATED, 2 TRUNCATED, 4 RESET (the env was reset: its first
+// observation is the next row of reset_obs, rows in env order), 8 ERROR (the env faulted:
+// this step is void, its obs row is zeros, reward 0, TERMINATED/TRUNCATED clear; RESET is set
+// if the reset after the fault succeeded). Without ERROR, RESET is set exactly when
+// TERMINATED or TRUNCATED is. Float32 rows and rewards are finite; rewards fit in float32.
+// errors: n_error records, one per ERROR env in env order: u32 env (worker-local index),
+// u32 len (<= 256), len bytes of UTF-8 text.
+// ------------------------------------------------------------------------------------------
+#ifndef APEX_PYWIRE_H
+#define APEX_PYWIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PYWIRE_MAGIC "APXE"
+#define PYWIRE_VERSION 1
+#define PYWIRE_HEADER_BYTES 72
+#define PYWIRE_TEXT_MAX 1024    // HELLO description, REFUSE reason
+#define PYWIRE_ERR_TEXT_MAX 256 // one env's error text
+#define PYWIRE_MAX_NDIM 4
+
+typedef enum {
+    PYWIRE_HELLO = 1,
+    PYWIRE_RESET = 2,
+    PYWIRE_STEP = 3,
+    PYWIRE_RESULT = 4,
+    PYWIRE_RESET_DONE = 5,
+    PYWIRE_REFUSE = 6
+} pywire_type;
+
+enum { PYWIRE_TERMINATED = 1, PYWIRE_TRUNCATED = 2, PYWIRE_RESET_FLAG = 4, PYWIRE_ERROR = 8 };
+enum { PYWIRE_DT_OTHER = 0, PYWIRE_DT_FLOAT32 = 1, PYWIRE_DT_UINT8 = 2 };
+
+// The fixed header, laid out as on the wire (little-endian host, natural alignment: no
+// padding). Plain data.
+typedef struct {
+    char magic[4];
+    uint16_t version;
+    uint16_t type;
+    uint32_t worker;
+    uint32_t n_envs;
+    uint64_t seq;
+    uint64_t nonce;
+    uint32_t first;
+    uint32_t n_actions;
+    uint8_t dtype;
+    uint8_t ndim;
+    uint16_t reserved;
+    uint32_t shape[PYWIRE_MAX_NDIM];
+    uint32_t n_reset;
+    uint32_t n_error;
+    uint32_t reserved2;
+} pywire_header_t;
+
+// The spaces both sides agreed on at the HELLO.
+typedef struct {
+    uint32_t n_actions;
+    uint8_t dtype; // PYWIRE_DT_FLOAT32 or PYWIRE_DT_UINT8
+    uint8_t ndim;
+    uint32_t shape[PYWIRE_MAX_NDIM];
+    size_t row_bytes; // bytes of one observation
+} pywire_spaces_t;
+
+// One received frame (borrowed bytes, any alignment).
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+} pywire_frame_t;
+
+// Fills h for a message from the actor with the agreed spaces (all counts 0 but n_envs).
+void pywire_header_init(pywire_header_t *h, pywire_type type, const pywire_spaces_t *sp,
+                        uint32_t worker, uint64_t nonce, uint32_t n_envs, uint64_t seq,
+                        uint32_t first);
+// Parses a header frame. Returns APEX_OK, APEX_EPROTO (size, magic) or APEX_EVERSION, with
+// the reason in err.
+int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char *err,
+                        size_t errlen);
+// 1 when h's n_actions, dtype, ndim and shape are sp's.
+int pywire_spaces_equal(const pywire_header_t *h, const pywire_spaces_t *sp);
+// A HELLO's observation shape as elements: the product of its dims, or 0 when the rank or
+// a dim is invalid (rank above 4, a dim 0 or above 2^30 or set beyond the rank, over 2^31
+// elements).
+uint64_t pywire_hello_elements(const pywire_header_t *h);
+
+// Checks the five payload frames (obs, rewards, flags, reset_obs, errors) of a RESULT
+// (is_reset 0) or RESET_DONE (1) with header h against sp: sizes, flag consistency and
+// counts, rewards finite in float32, float32 observations finite, one well-formed error
+// record (env index, length <= PYWIRE_ERR_TEXT_MAX) per ERROR env in env order and nothing
+// after them. Does not look at seq, nonce or which envs the message covers. Returns
+// APEX_OK, or APEX_EINVAL with the reason in err.
+int pywire_check_reply(const pywire_header_t *h, const pywire_frame_t f[5],
+                       const pywire_spaces_t *sp, int is_reset, char *err, size_t errlen);
+// Copies the text of the error record at *rec (a checked errors frame) into text as
+// printable ASCII (others '?'), NUL-terminated within cap, and advances *rec past it.
+void pywire_take_error(const uint8_t **rec, char *text, size_t cap);
+// Copies len bytes of peer text as printable ASCII (others '?'), NUL-terminated in cap.
+void pywire_copy_text(char *dst, size_t cap, const void *src, size_t len);
+
+// "float32", "uint8", or "unsupported-dtype" for a wire dtype code.
+const char *pywire_dtype_name(int code);
+// Writes a shape as Python prints it: "(4,)", "(3, 2, 2)", "()".
+void pywire_shape_str(char *out, size_t cap, int ndim, const uint32_t *shape);
+
+#endif

@@ -1,0 +1,592 @@
+#!/usr/bin/python3
+"""apex_env.py: a Python env worker for apex-actor (the env half of actor/pyenv.{h,c}).
+
+The actor keeps the Q-network, epsilon-greedy, n-step folding, priorities and batching in C;
+this process only steps environments (the SEED RL / EnvPool split). It imports a factory,
+creates N Gymnasium-style envs, connects to the actor, says HELLO with the spaces, and then
+answers every STEP (N actions, or a slice of them) with ONE reply holding all results.
+
+    python3 python/apex_env.py --connect tcp://actor-host:5600 --make MODULE:CALLABLE \
+        [--num-envs N] [--kwargs JSON] [--worker-id K] \
+        [--curve-server-key KEY_OR_PUBFILE --curve-secret KEYFILE]
+
+or, from Python: `from apex_env import serve; serve("tcp://...", "mymod:make_env", 8)`.
+
+Needs pyzmq and numpy only; never imports gymnasium (duck typing):
+  env.reset(seed=None) -> (obs, info); env.step(action) -> (obs, reward, terminated,
+  truncated, info); env.observation_space.{dtype, shape} with dtype float32 or uint8 and at
+  most 4 dims (vector, or image H x W x C); env.action_space.n (Discrete; .start honoured).
+MODULE is a dotted module on sys.path or a path to a .py file. CALLABLE(**kwargs) is called
+once per env with the --kwargs dict; a factory that has a parameter named apex_worker or
+apex_env also gets the worker id and the env's index in this worker (for per-env setups).
+
+Episodes and resets. The worker auto-resets: when a step ends an episode (terminated or
+truncated) it calls env.reset() at once and replies with both the final observation (in the
+obs frame: what the n-step target bootstraps from on truncation) and the first observation
+of the next episode (in the reset frame). Seeds come from the actor's RESET (env.reset(seed=s)
+once per env at (re)start); later resets are unseeded, so each env continues its own stream
+as Gymnasium intends.
+
+Faults inside an env are the env's, never the worker's: a reset/step that raises, a float
+observation or reward that is NaN/inf (or a reward beyond float32's range), an observation
+of the wrong type, shape or dtype, or a malformed step return, is reported for that env as
+an ERROR with its message (at most ERR_TEXT_MAX bytes), and the env is reset (a reset that
+fails too is retried at the next STEP instead of stepping). Invalid messages from the actor
+are logged (rate-limited) and ignored. The worker exits only when the actor refuses it
+(REFUSE: another worker took its id, or its spaces do not fit the run), or on SIGTERM/SIGINT.
+
+Liveness: until the actor's first RESET the HELLO is repeated every HELLO_INTERVAL_S; after
+that, whenever nothing has come for IDLE_HELLO_S (an actor that restarted learns of this
+worker again). The actor ignores a repeated HELLO of a worker it knows (same nonce).
+
+Wire format (version 1). The same text is in actor/pyenv.h; change both together.
+------------------------------------------------------------------------------------------
+The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own). Every
+message is multipart; frame 0 is a fixed 72-byte header, all integers little-endian:
+
+  off size field
+    0   4  magic      b"APXE"
+    4   2  version    1
+    6   2  type       1 HELLO, 2 RESET, 3 STEP, 4 RESULT, 5 RESET_DONE, 6 REFUSE
+    8   4  worker     worker id, 0 .. W-1
+   12   4  n_envs     HELLO: the worker's env count N; otherwise envs in this message (n)
+   16   8  seq        request number chosen by the actor, echoed in the reply; HELLO: pid
+   24   8  nonce      random per worker process, in all its messages; the actor echoes it
+   32   4  first      worker-local index of the message's first env (envs first..first+n-1)
+   36   4  n_actions  action_space.n (HELLO; the actor echoes the agreed value)
+   40   1  dtype      observation dtype: 1 float32, 2 uint8, 0 other (HELLO only: refused)
+   41   1  ndim       observation rank, 0..4
+   42   2  reserved   0
+   44  16  shape      4 x u32 observation shape, unused dims 0
+   60   4  n_reset    RESULT: rows in the reset frame
+   64   4  n_error    RESULT, RESET_DONE: records in the errors frame
+   68   4  reserved   0
+dtype, ndim and shape are the HELLO's in every later message of either side.
+
+Frames after the header (obs rows are the observation's raw bytes, C order; O = bytes/row):
+  HELLO       worker->actor  [hdr][text: "make=... pid=... host=... observation_space=...
+                             action_space=..." UTF-8, at most 1024 bytes]
+  RESET       actor->worker  [hdr first=0 n_envs=N][seeds: N x u64]: env.reset(seed=s) all
+  STEP        actor->worker  [hdr][actions: n x i32, each in 0 .. n_actions-1]
+  RESULT      worker->actor  [hdr][obs: n x O][rewards: n x f64][flags: n x u8]
+                             [reset_obs: n_reset x O][errors]
+  RESET_DONE  worker->actor  like RESULT for the RESET: first=0, n=N, obs = the start
+                             observations, rewards 0, flags only ERROR, n_reset 0
+  REFUSE      actor->worker  [hdr][reason: UTF-8 text]: the worker logs it and exits 3
+flags per env: 1 TERMINATED, 2 TRUNCATED, 4 RESET (the env was reset: its first
+observation is the next row of reset_obs, rows in env order), 8 ERROR (the env faulted:
+this step is void, its obs row is zeros, reward 0, TERMINATED/TRUNCATED clear; RESET is set
+if the reset after the fault succeeded). Without ERROR, RESET is set exactly when
+TERMINATED or TRUNCATED is. Float32 rows and rewards are finite; rewards fit in float32.
+errors: n_error records, one per ERROR env in env order: u32 env (worker-local index),
+u32 len (<= 256), len bytes of UTF-8 text.
+------------------------------------------------------------------------------------------
+"""
+import argparse
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import random
+import socket
+import struct
+import sys
+import time
+
+import numpy as np
+import zmq
+
+MAGIC = b"APXE"
+VERSION = 1
+HELLO, RESET, STEP, RESULT, RESET_DONE, REFUSE = 1, 2, 3, 4, 5, 6
+TERMINATED, TRUNCATED, RESET_FLAG, ERROR = 1, 2, 4, 8
+DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2}
+ERR_TEXT_MAX = 256
+TEXT_MAX = 1024
+HEADER = struct.Struct("<4sHHIIQQIIBBH4IIII")
+assert HEADER.size == 72
+ERR_REC = struct.Struct("<II")
+HELLO_INTERVAL_S = 1.0
+IDLE_HELLO_S = 5.0
+LOG_INTERVAL_S = 5.0
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+class _Limiter:
+    """At most one log line per LOG_INTERVAL_S for one kind of message."""
+
+    def __init__(self):
+        self.last = -1e9
+        self.suppressed = 0
+
+    def log(self, prefix, msg):
+        now = time.monotonic()
+        if now - self.last < LOG_INTERVAL_S:
+            self.suppressed += 1
+            return
+        tail = " (%d similar suppressed)" % self.suppressed if self.suppressed else ""
+        self.last, self.suppressed = now, 0
+        print("%s%s%s" % (prefix, msg, tail), file=sys.stderr, flush=True)
+
+
+def _truncate(text, limit=ERR_TEXT_MAX):
+    """text as UTF-8 bytes of at most limit bytes, never cut inside a character."""
+    b = text.encode("utf-8", "replace")
+    return b if len(b) <= limit else b[:limit].decode("utf-8", "ignore").encode("utf-8")
+
+
+def _describe(e):
+    return "%s: %s" % (type(e).__name__, e)
+
+
+def load_factory(make):
+    """The callable named by "MODULE:CALLABLE" (MODULE dotted, or a path to a .py file)."""
+    if callable(make):
+        return make
+    mod_name, sep, attr = make.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise ValueError("--make %r: expected MODULE:CALLABLE" % make)
+    if mod_name.endswith(".py") or os.sep in mod_name:
+        path = os.path.abspath(mod_name)
+        # Siblings of the file import as they would when it is run as a script.
+        sys.path.insert(0, os.path.dirname(path))
+        name = "apex_env_user_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("cannot import %s" % path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(mod_name)
+    fn = module
+    for part in attr.split("."):
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise TypeError("%s is not callable" % make)
+    return fn
+
+
+def _read_key_file(path, secret):
+    """(public, secret or None) Z85 keys from a ZeroMQ certificate (apex-keygen's format).
+    A secret key file must not be readable by others (as the C daemons require)."""
+    with open(path, "rb") as f:
+        text = f.read(65536).decode("ascii", "replace")
+        mode = os.fstat(f.fileno()).st_mode
+    if secret and mode & 0o077:
+        raise PermissionError("%s: permissions %04o are too open for a secret key (chmod 600)"
+                              % (path, mode & 0o7777))
+
+    def field(name):
+        i = text.find(name)
+        if i < 0:
+            return None
+        q = text.find('"', i)
+        v = text[q + 1:q + 41] if q >= 0 else ""
+        return v.encode("ascii") if len(v) == 40 and text[q + 41:q + 42] == '"' else None
+
+    pub, sec = field("public-key"), field("secret-key") if secret else None
+    if pub is None or (secret and sec is None):
+        raise ValueError("%s: no valid %s line" % (path, "secret-key" if secret else "public-key"))
+    return pub, sec
+
+
+class Worker:
+    def __init__(self, make, num_envs=1, kwargs=None, worker_id=0, log_prefix=None):
+        self.worker_id = int(worker_id)
+        self.prefix = log_prefix or "apex_env[%d] worker %d: " % (os.getpid(), self.worker_id)
+        self.make = make if isinstance(make, str) else getattr(make, "__name__", repr(make))
+        self.limiter = {}
+        factory = load_factory(make)
+        kwargs = dict(kwargs or {})
+        try:
+            params = inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self.envs = []
+        for i in range(int(num_envs)):
+            kw = dict(kwargs)
+            if "apex_worker" in params:
+                kw["apex_worker"] = self.worker_id
+            if "apex_env" in params:
+                kw["apex_env"] = i
+            self.envs.append(factory(**kw))
+        self.n = len(self.envs)
+        if self.n < 1:
+            raise ValueError("--num-envs must be at least 1")
+        self._read_spaces()
+        self.nonce = random.SystemRandom().getrandbits(64)
+        self.zero_row = bytes(self.row_bytes)
+        self.zeros = np.zeros(0, dtype=np.float32)
+        self.broken = [None] * self.n  # message of the fault whose reset failed, else None
+        self.hdr = bytearray(HEADER.size)
+        shape4 = (list(self.shape) + [0, 0, 0, 0])[:4]
+        self.spaces_key = (self.n_actions, self.dtype_code, len(self.shape), 0, *shape4)
+
+    # ---- spaces -----------------------------------------------------------------------
+    def _read_spaces(self):
+        """Reads the spaces of env 0 (every env must agree) into dtype/shape/n_actions and
+        a description for the HELLO. Spaces apex cannot take are described, not raised:
+        the actor refuses the HELLO naming both sides."""
+        def spaces(env):
+            osp, asp = env.observation_space, env.action_space
+            try:
+                obs = np.dtype(osp.dtype), tuple(int(d) for d in osp.shape)
+            except (AttributeError, TypeError, ValueError) as e:
+                raise ValueError("observation_space %r: apex takes a Box (dtype float32 or "
+                                 "uint8, at most 4 dims): %s" % (osp, _describe(e))) from None
+            return obs + (int(getattr(asp, "n", 0) or 0), int(getattr(asp, "start", 0) or 0))
+
+        first = spaces(self.envs[0])
+        for k, env in enumerate(self.envs[1:], 1):
+            if spaces(env) != first:
+                raise ValueError("env %d has spaces %r, env 0 %r: all envs of a worker must "
+                                 "agree" % (k, spaces(env), first))
+        self.dtype, self.shape, self.n_actions, self.action_start = first
+        self.dtype_code = DTYPE_CODES.get(self.dtype, 0)
+        if len(self.shape) > 4:
+            raise ValueError("observation_space shape %r: at most 4 dims" % (self.shape,))
+        self.float_obs = self.dtype == np.float32
+        self.row_bytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        asp = self.envs[0].action_space
+        act = ("Discrete(%d)" % self.n_actions if hasattr(asp, "n")
+               else "%s (no .n: only Discrete is supported)" % type(asp).__name__)
+        self.description = ("make=%s pid=%d host=%s observation_space=%s%s action_space=%s"
+                            % (self.make, os.getpid(), socket.gethostname(), self.dtype.name,
+                               self.shape, act))
+
+    def log(self, kind, msg):
+        self.limiter.setdefault(kind, _Limiter()).log(self.prefix, msg)
+
+    # ---- messages ---------------------------------------------------------------------
+    def header(self, mtype, n_envs, seq=0, first=0, n_reset=0, n_error=0):
+        HEADER.pack_into(self.hdr, 0, MAGIC, VERSION, mtype, self.worker_id, n_envs, seq,
+                         self.nonce, first, *self.spaces_key, n_reset, n_error, 0)
+        return bytes(self.hdr)
+
+    def hello(self):
+        # seq = pid: the actor knows the workers it spawned by their pids.
+        return [self.header(HELLO, self.n, seq=os.getpid()), _truncate(self.description, TEXT_MAX)]
+
+    def parse(self, frames):
+        """The header fields of a message from the actor as a tuple, or None (logged) when
+        the message is not valid for this worker."""
+        if not frames or len(frames[0]) != HEADER.size:
+            self.log("bad", "ignored a message with a %s-byte header"
+                     % (len(frames[0]) if frames else "missing"))
+            return None
+        h = HEADER.unpack(frames[0])
+        magic, version, mtype, wid, n, seq, nonce, first = h[:8]
+        if magic != MAGIC or version != VERSION:
+            self.log("bad", "ignored a message with magic %r version %d (expected %r %d)"
+                     % (magic, version, MAGIC, VERSION))
+            return None
+        if wid != self.worker_id or nonce != self.nonce:
+            self.log("bad", "ignored a message for worker %d nonce %x (I am %d, %x)"
+                     % (wid, nonce, self.worker_id, self.nonce))
+            return None
+        if mtype == REFUSE:
+            return h
+        if h[8:16] != self.spaces_key:
+            self.log("bad", "ignored a message with n_actions/dtype/ndim/shape %r (mine: %r)"
+                     % (h[8:16], self.spaces_key))
+            return None
+        expect = {RESET: 2, STEP: 2}.get(mtype)
+        if expect is None or len(frames) != expect:
+            self.log("bad", "ignored a message of type %d with %d frames" % (mtype, len(frames)))
+            return None
+        if first + n > self.n or n == 0 or (mtype == RESET and (first != 0 or n != self.n)):
+            self.log("bad", "ignored a message for envs %d..%d (I have %d)"
+                     % (first, first + n - 1, self.n))
+            return None
+        if len(frames[1]) != n * (8 if mtype == RESET else 4):
+            self.log("bad", "ignored a message of type %d with a %d-byte payload for %d envs"
+                     % (mtype, len(frames[1]), n))
+            return None
+        return h
+
+    # ---- env calls --------------------------------------------------------------------
+    def _obs_error(self, o, what, finite=True):
+        if type(o) is not np.ndarray:
+            return "%s returned an observation of type %s, not a numpy array" % (
+                what, type(o).__name__)
+        if o.shape != self.shape or o.dtype != self.dtype:
+            return "%s returned an observation %s%s; observation_space is %s%s" % (
+                what, o.dtype, o.shape, self.dtype.name, self.shape)
+        if finite and self.float_obs and not np.isfinite(o).all():
+            return "%s returned a non-finite observation %s" % (what, np.array2string(
+                o.ravel()[:8], threshold=8))
+        return None
+
+    def _reset(self, k, seed=None, finite=True):
+        """Resets env k; returns (obs, None) or (None, error message). finite=False leaves
+        the NaN/inf test to the caller (step does it once for the whole message)."""
+        try:
+            out = self.envs[k].reset(seed=seed) if seed is not None else self.envs[k].reset()
+            if type(out) is not tuple or len(out) != 2:
+                return None, "reset returned %s, not (obs, info)" % type(out).__name__
+            err = self._obs_error(out[0], "reset", finite)
+            return (None, err) if err else (out[0], None)
+        except (Exception, SystemExit) as e:  # the env's fault, never the worker's
+            return None, "reset raised " + _describe(e)
+
+    # One step's results are built as Python lists and bytes and packed once per message:
+    # o.tobytes() plus one join costs ~100 ns an env, a numpy row assignment ~400 ns.
+    def _fault(self, j, k, msg, st):
+        """Env k (row j) faulted: the step is void; reset it, reporting msg."""
+        st.obs[j] = self.zero_row
+        st.rewards[j] = 0.0
+        o, rerr = self._reset(k)
+        if o is None:
+            self.broken[k] = msg
+            st.flags[j] = ERROR
+            msg = "%s; then %s (retried at the next step)" % (msg, rerr)
+        else:
+            st.flags[j] = ERROR | RESET_FLAG
+            st.resets[j] = o.tobytes()
+        st.errors.append((j, msg))
+
+    def _retry_broken(self, j, k, st):
+        o, rerr = self._reset(k)
+        st.obs[j] = self.zero_row
+        st.rewards[j] = 0.0
+        if o is None:
+            st.flags[j] = ERROR
+            st.errors.append((j, "reset failed again: %s" % rerr))
+        else:
+            st.flags[j] = ERROR | RESET_FLAG
+            st.resets[j] = o.tobytes()
+            st.errors.append((j, "reset again after: %s" % self.broken[k]))
+            self.broken[k] = None
+
+    def step(self, first, n, actions):
+        """Steps envs first..first+n-1 with actions (a list of ints) and returns the _Step
+        holding the RESULT's rows."""
+        st = _Step(n)
+        obs, rewards, flags = st.obs, st.rewards, st.flags
+        shape, dtype, ndarray, fmax = self.shape, self.dtype, np.ndarray, FLOAT32_MAX
+        broken = self.broken if self.broken.count(None) != len(self.broken) else None
+        if self.action_start:
+            actions = [a + self.action_start for a in actions]
+        ended = []
+        for j, env in enumerate(self.envs[first:first + n]):
+            if broken is not None and broken[first + j] is not None:
+                self._retry_broken(j, first + j, st)
+                continue
+            try:
+                out = env.step(actions[j])
+            except (Exception, SystemExit) as e:  # the env's fault, never the worker's
+                self._fault(j, first + j, "step raised " + _describe(e), st)
+                continue
+            try:
+                o, r, te, tr, _ = out
+                r = float(r)
+                end = te or tr
+            except (Exception, SystemExit) as e:
+                self._fault(j, first + j, "step returned %s, not (obs, reward, terminated, "
+                            "truncated, info): %s" % (type(out).__name__, _describe(e)), st)
+                continue
+            if (type(o) is not ndarray or (o.dtype is not dtype and o.dtype != dtype) or
+                    o.shape != shape):
+                self._fault(j, first + j, self._obs_error(o, "step"), st)
+                continue
+            if r != r or r > fmax or r < -fmax:  # NaN, inf, or beyond float32
+                self._fault(j, first + j, "step returned the reward %r (not a finite "
+                            "float32)" % r, st)
+                continue
+            obs[j] = o.tobytes()
+            rewards[j] = r
+            if end:
+                flags[j] = (TERMINATED if te else 0) | (TRUNCATED if tr else 0)
+                ended.append(j)
+        for j in ended:
+            o, rerr = self._reset(first + j, finite=False)
+            if o is None:
+                self._void_ended(first, j, rerr, st)
+            else:
+                flags[j] |= RESET_FLAG
+                st.resets[j] = o.tobytes()
+        if self.float_obs:
+            self._check_finite(first, st)
+        return st
+
+    def _void_ended(self, first, j, rerr, st):
+        """The episode of row j ended properly but the next cannot start: the step is
+        reported void (the actor drops it) and the reset retried at the next step."""
+        self.broken[first + j] = rerr
+        st.obs[j], st.rewards[j], st.flags[j] = self.zero_row, 0.0, ERROR
+        st.resets.pop(j, None)
+        st.errors.append((j, "after the episode ended, " + rerr))
+
+    def _all_finite(self, buf):
+        """Whether the float32s in buf are all finite: x . 0 is NaN exactly when some x_i
+        is inf or NaN (finite * 0 = 0; no overflow), and one dot product costs ~1 us where
+        np.isfinite(a).all() costs ~3.5."""
+        a = np.frombuffer(buf, dtype=np.float32)
+        if len(self.zeros) < len(a):
+            self.zeros = np.zeros(len(a), dtype=np.float32)
+        return math.isfinite(a.dot(self.zeros[:len(a)]))
+
+    def _check_finite(self, first, st):
+        """NaN/inf in float32 observations and reset observations, looked for once over the
+        whole message; the rare bad row is found and faulted afterwards."""
+        buf = b"".join(st.obs)
+        if self._all_finite(buf + b"".join(st.resets.values()) if st.resets else buf):
+            st.joined = buf
+            return
+        for j in range(st.n):
+            row = np.frombuffer(st.obs[j], dtype=np.float32).reshape(self.shape)
+            if not np.isfinite(row).all():  # the step's observation
+                st.resets.pop(j, None)
+                self._fault(j, first + j, self._obs_error(row.copy(), "step"), st)
+            elif j in st.resets and not np.isfinite(np.frombuffer(st.resets[j], np.float32)).all():
+                self._void_ended(first, j, "reset returned a non-finite observation", st)
+
+    def reset_all(self, seeds):
+        """RESET: env.reset(seed=s) for every env; the start observations go in obs rows."""
+        st = _Step(self.n)
+        for k in range(self.n):
+            o, err = self._reset(k, seed=int(seeds[k]))
+            self.broken[k] = err
+            if o is None:
+                st.obs[k], st.flags[k] = self.zero_row, ERROR
+                st.errors.append((k, err))
+            else:
+                st.obs[k] = o.tobytes()
+        return st
+
+    def reply(self, mtype, seq, first, st):
+        rows = sorted(st.resets)
+        reset = b"".join(st.resets[j] for j in rows)
+        err = b"".join(ERR_REC.pack(first + j, len(t)) + t
+                       for j, t in ((j, _truncate(m)) for j, m in sorted(st.errors)))
+        return [self.header(mtype, st.n, seq, first, len(rows), len(st.errors)),
+                st.joined if st.joined is not None else b"".join(st.obs),
+                struct.pack("<%dd" % st.n, *st.rewards), bytes(st.flags), reset, err]
+
+
+class _Step:
+    """The results of one message, row by row: obs bytes, rewards, flags, reset obs bytes by
+    row, and (row, message) errors."""
+
+    __slots__ = ("n", "obs", "rewards", "flags", "resets", "errors", "joined")
+
+    def __init__(self, n):
+        self.n = n
+        self.obs = [None] * n
+        self.rewards = [0.0] * n
+        self.flags = bytearray(n)
+        self.resets = {}
+        self.errors = []
+        self.joined = None  # b"".join(obs) once the rows are final
+
+
+def _send_hello(sock, w):
+    """HELLOs wait in the socket's queue while no actor listens; a full queue (an actor
+    away for hours) drops the new one instead of blocking."""
+    try:
+        sock.send_multipart(w.hello(), zmq.NOBLOCK)
+    except zmq.Again:
+        pass
+
+
+def serve(connect, make, num_envs=1, kwargs=None, worker_id=0, curve_server_key=None,
+          curve_secret=None, context=None):
+    """Runs a worker until the actor refuses it (returns 3) or KeyboardInterrupt.
+    curve_server_key: the actor's public key (40 Z85 characters, or a .pub/.key file);
+    curve_secret: this worker's certificate file (apex-keygen's NAME.key, mode 0600)."""
+    w = Worker(make, num_envs, kwargs, worker_id)
+    ctx = context or zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    if curve_server_key or curve_secret:
+        if not (curve_server_key and curve_secret):
+            raise ValueError("CURVE needs both --curve-server-key and --curve-secret")
+        sk = curve_server_key
+        if len(sk) == 40 and not os.path.exists(sk):
+            server_pub = sk.encode("ascii")
+        else:
+            server_pub = _read_key_file(sk, secret=False)[0]
+        pub, sec = _read_key_file(curve_secret, secret=True)
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = server_pub, pub, sec
+    sock.connect(connect)
+    print("%sconnecting to %s: %d x %s" % (w.prefix, connect, w.n, w.description),
+          file=sys.stderr, flush=True)
+    _send_hello(sock, w)
+    # One blocking receive per message, its timeout the HELLO timer: a receive that finds
+    # nothing and a poll would each cost libzmq a getpid and a poll system call.
+    sock.setsockopt(zmq.RCVTIMEO, int(HELLO_INTERVAL_S * 1000))
+    configured, last_in = False, time.monotonic()
+    try:
+        while True:
+            try:
+                frames = sock.recv_multipart()
+            except zmq.Again:
+                wait = HELLO_INTERVAL_S if not configured else IDLE_HELLO_S
+                if time.monotonic() - last_in >= wait:
+                    _send_hello(sock, w)
+                    last_in = time.monotonic()
+                continue
+            last_in = time.monotonic()
+            h = w.parse(frames)
+            if h is None:
+                continue
+            mtype, n, seq, first = h[2], h[4], h[5], h[7]
+            if mtype == REFUSE:
+                reason = frames[1].decode("utf-8", "replace") if len(frames) > 1 else "?"
+                print("%srefused by the actor: %s" % (w.prefix, reason[:TEXT_MAX]),
+                      file=sys.stderr, flush=True)
+                return 3
+            if mtype == RESET:
+                st = w.reset_all(np.frombuffer(frames[1], dtype="<u8"))
+                sock.send_multipart(w.reply(RESET_DONE, seq, 0, st))
+                if not configured:
+                    sock.setsockopt(zmq.RCVTIMEO, int(IDLE_HELLO_S * 1000))
+                configured = True
+                continue
+            acts = np.frombuffer(frames[1], dtype="<i4")
+            if acts.min() < 0 or acts.max() >= w.n_actions:
+                w.log("bad", "ignored a STEP with actions outside 0..%d" % (w.n_actions - 1))
+                continue
+            st = w.step(first, n, acts.tolist())
+            sock.send_multipart(w.reply(RESULT, seq, first, st))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        sock.close(0)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--connect", required=True, help="the actor's bridge endpoint")
+    p.add_argument("--make", required=True, help="MODULE:CALLABLE (MODULE dotted or a .py path)")
+    p.add_argument("--num-envs", type=int, default=1)
+    p.add_argument("--kwargs", default="{}", help="JSON object passed to CALLABLE")
+    p.add_argument("--worker-id", type=int, default=0)
+    p.add_argument("--curve-server-key", help="the actor's public key: Z85 text or a .pub file")
+    p.add_argument("--curve-secret", help="this worker's key file (NAME.key, mode 0600)")
+    a = p.parse_args(argv)
+    try:
+        kwargs = json.loads(a.kwargs)
+        if not isinstance(kwargs, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        p.error("--kwargs %r: %s" % (a.kwargs, e))
+    if a.num_envs < 1 or a.worker_id < 0:
+        p.error("--num-envs must be >= 1 and --worker-id >= 0")
+    try:
+        return serve(a.connect, a.make, a.num_envs, kwargs, a.worker_id, a.curve_server_key,
+                     a.curve_secret)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # start-up errors: the factory, the spaces, the keys
+        print("apex_env[%d] worker %d: cannot start: %s" % (os.getpid(), a.worker_id,
+                                                             _describe(e)),
+              file=sys.stderr, flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""pyenv_faults.py: env factories for tests/check_pyenv.c and bench/bench_pyenv.c, run by
+python/apex_env.py (--make tests/pyenv_faults.py:NAME --kwargs JSON).
+
+  cartpole(path)  the reference CartPole-v1 (a file outside the repo, e.g.
+                  ../shared/peers/cartpole_env.py, given by the test as a path) behind the
+                  Gymnasium API: reset(seed) -> (obs, info), step -> 5-tuple, spaces.
+  counter(...)    a deterministic env whose observations are a closed form the C test
+                  computes too, with one env made faulty on request (see Counter).
+  image(...)      the same as uint8 frames of shape (3, 2, 2).
+  reference_trajectory()  (run as a script) the plain-Python run check_pyenv.c compares
+                  the bridge's CartPole against.
+
+No gymnasium: the spaces are duck-typed like python/apex_env.py expects them.
+"""
+import importlib.util
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+
+
+class Box:
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = np.dtype(dtype), tuple(shape)
+
+    def __repr__(self):
+        return "Box(%s, %s)" % (self.dtype, self.shape)
+
+
+class Discrete:
+    def __init__(self, n, start=0):
+        self.n, self.start = n, start
+
+
+# ---- the reference CartPole behind the Gymnasium API -------------------------------------
+
+_MODULES = {}
+
+
+def _load(path):
+    path = os.path.abspath(path)
+    if path not in _MODULES:
+        spec = importlib.util.spec_from_file_location("apex_ref_cartpole", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _MODULES[path] = mod
+    return _MODULES[path]
+
+
+class GymCartPole:
+    """The reference CartPole (reset -> obs, step -> 4-tuple, its own 500-step limit) with
+    Gymnasium's signatures."""
+
+    observation_space = Box(np.float32, (4,))
+    action_space = Discrete(2)
+
+    def __init__(self, path, max_episode_steps=500):
+        self.env = _load(path).CartPole(max_episode_steps=max_episode_steps)
+
+    def reset(self, seed=None):
+        return self.env.reset(seed=seed), {}
+
+    def step(self, action):
+        obs, reward, terminated, truncated = self.env.step(action)
+        return obs, reward, terminated, truncated, {}
+
+
+def cartpole(path, max_episode_steps=500):
+    return GymCartPole(path, max_episode_steps)
+
+
+# ---- a deterministic env with injectable faults ------------------------------------------
+
+class Counter:
+    """obs float32 [seed, episode, t, last action] (last action -1 after a reset), reward
+    t + 0.5 * action. An episode lasts L = 3 + seed % 5 steps and then terminates (seed
+    even) or is truncated (seed odd). reset(seed=s) starts episode 0 of seed s; an unseeded
+    reset starts the next episode.
+
+    Faults: `faults` maps "W.I" (worker W's env I) to a mode, applied at step `fault_at` of
+    every episode, or only once over all processes when `once_file` is given (the file marks
+    it done, so a restarted worker does not fault again):
+      raise       step raises RuntimeError("boom ...")
+      nan         the observation holds a NaN
+      reward_nan  the reward is NaN
+      shape       the observation has shape (5,)
+      dtype       the observation is float64
+      bad_return  step returns a 4-tuple (the old gym API)
+      hang        step sleeps for ever (the worker must be killed)
+      exit        the worker process dies (os._exit(1))
+      reset_raise step raises, and the next `reset_failures` resets raise too
+    """
+
+    observation_space = Box(np.float32, (4,))
+
+    def __init__(self, apex_worker=0, apex_env=0, faults=None, fault_at=2, once_file=None,
+                 reset_failures=1, n_actions=3):
+        self.action_space = Discrete(n_actions)
+        self.fault = (faults or {}).get("%d.%d" % (apex_worker, apex_env))
+        self.fault_at, self.once_file = fault_at, once_file
+        self.reset_failures_left = 0
+        self.reset_failures = reset_failures
+        self.seed, self.episode, self.t = 0, 0, 0
+
+    def _obs(self, a):
+        return np.array([self.seed, self.episode, self.t, a], dtype=np.float32)
+
+    def reset(self, seed=None):
+        if self.reset_failures_left > 0:
+            self.reset_failures_left -= 1
+            raise RuntimeError("reset refused (%d more)" % self.reset_failures_left)
+        if seed is not None:
+            self.seed, self.episode = int(seed), 0
+        else:
+            self.episode += 1
+        self.t = 0
+        return self._obs(-1), {}
+
+    def _fault_now(self):
+        if self.fault is None or self.t != self.fault_at:
+            return False
+        if self.once_file:
+            try:
+                fd = os.open(self.once_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return False
+            os.close(fd)
+        return True
+
+    def step(self, action):
+        self.t += 1
+        L = 3 + self.seed % 5
+        obs, reward = self._obs(action), self.t + 0.5 * action
+        terminated = self.t >= L and self.seed % 2 == 0
+        truncated = self.t >= L and self.seed % 2 == 1
+        if self._fault_now():
+            f = self.fault
+            if f == "raise":
+                raise RuntimeError("boom at step %d" % self.t)
+            if f == "nan":
+                obs[1] = np.nan
+            elif f == "reward_nan":
+                reward = float("nan")
+            elif f == "shape":
+                obs = np.zeros(5, dtype=np.float32)
+            elif f == "dtype":
+                obs = obs.astype(np.float64)
+            elif f == "bad_return":
+                return obs, reward, terminated, {}
+            elif f == "hang":
+                while True:
+                    time.sleep(3600)
+            elif f == "exit":
+                os._exit(1)
+            elif f == "reset_raise":
+                self.reset_failures_left = self.reset_failures
+                raise RuntimeError("boom before broken resets")
+        return obs, reward, terminated, truncated, {}
+
+
+def counter(apex_worker=0, apex_env=0, **kw):
+    return Counter(apex_worker=apex_worker, apex_env=apex_env, **kw)
+
+
+class Image(Counter):
+    """Counter's values as uint8 frames (3, 2, 2): pixel p of the frame is (seed + 16 *
+    episode + t + p) % 256."""
+
+    observation_space = Box(np.uint8, (3, 2, 2))
+
+    def _obs(self, a):
+        p = np.arange(12, dtype=np.int64)
+        return ((self.seed + 16 * self.episode + self.t + p) % 256).astype(np.uint8).reshape(3, 2, 2)
+
+
+def image(apex_worker=0, apex_env=0, **kw):
+    return Image(apex_worker=apex_worker, apex_env=apex_env, **kw)
+
+
+class NoDiscrete(Counter):
+    """An env whose action space has no .n (a continuous Box): refused by the actor."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.action_space = Box(np.float32, (1,))
+
+
+def no_discrete(apex_worker=0, apex_env=0, **kw):
+    return NoDiscrete(apex_worker=apex_worker, apex_env=apex_env, **kw)
+
+
+# ---- the plain-Python run the bridge is compared with -------------------------------------
+
+def policy(e, t, obs):
+    """The actions of check_pyenv.c's CartPole test: even envs balance the pole (a linear
+    controller, so episodes reach the 500-step truncation), odd envs act pseudo-randomly
+    (they terminate). Computed in double from the float32 observation, like the C side."""
+    if e % 2 == 0:
+        s = float(obs[2]) + 0.5 * float(obs[3]) + 0.01 * float(obs[0]) + 0.1 * float(obs[1])
+        return 1 if s > 0.0 else 0
+    return ((t * 1103515245 + e * 12345) >> 16) & 1
+
+
+def reference_trajectory(path, n_envs, steps, seed):
+    """Steps n_envs reference CartPoles (env e reset with seed + e, later resets unseeded)
+    with `policy`, auto-resetting as the bridge does, and writes the start observations
+    (n_envs x 4 x f32), then for every step t and env e: next_obs (4 x f32), obs to act on
+    (4 x f32), reward (f64), terminated, truncated (u8)."""
+    envs = [cartpole(path) for _ in range(n_envs)]
+    obs = [env.reset(seed=seed + e)[0] for e, env in enumerate(envs)]
+    out = sys.stdout.buffer
+    for o in obs:
+        out.write(struct.pack("<4f", *o.tolist()))
+    rec = struct.Struct("<4f4fdBB")
+    for t in range(steps):
+        for e, env in enumerate(envs):
+            o, r, te, tr, _ = env.step(policy(e, t, obs[e]))
+            nxt = o
+            if te or tr:
+                o, _ = env.reset()
+            obs[e] = o
+            out.write(rec.pack(*nxt.tolist(), *o.tolist(), float(r), int(te), int(tr)))
+    out.flush()
+
+
+if __name__ == "__main__":
+    reference_trajectory(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
