@@ -36,23 +36,23 @@ static void s_step(void *state, int32_t action, void *obs, float *reward, uint8_
 
 static void s_observe(const void *state, void *obs) { minatar_observe(state, obs); }
 
-#define MINATAR_SPEC(var, gid, game, channels)                                                  \
-    static void s_seed_##var(void *state, rng_t *rng) { s_seed(state, rng, &game); }            \
-    const env_spec_t var = {.id = gid,                                                          \
-                            .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (channels),                \
-                            .obs_dtype = ENV_OBS_U8,                                            \
-                            .obs_h = MINATAR_SIZE,                                              \
-                            .obs_w = MINATAR_SIZE,                                              \
-                            .obs_c = (channels),                                                \
-                            .obs_scale = 1.0f,                                                  \
-                            .n_actions = MINATAR_N_ACTIONS,                                     \
-                            .max_episode_steps = 0,                                             \
-                            .state_dim = 0,                                                     \
-                            .state_bytes = sizeof(minatar_t),                                   \
-                            .seed = s_seed_##var,                                               \
-                            .reset = s_reset,                                                   \
-                            .step = s_step,                                                     \
-                            .observe = s_observe,                                               \
+#define MINATAR_SPEC(var, gid, game, channels)                                                     \
+    static void s_seed_##var(void *state, rng_t *rng) { s_seed(state, rng, &game); }               \
+    const env_spec_t var = {.id = gid,                                                             \
+                            .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (channels),                   \
+                            .obs_dtype = ENV_OBS_U8,                                               \
+                            .obs_h = MINATAR_SIZE,                                                 \
+                            .obs_w = MINATAR_SIZE,                                                 \
+                            .obs_c = (channels),                                                   \
+                            .obs_scale = 1.0f,                                                     \
+                            .n_actions = MINATAR_N_ACTIONS,                                        \
+                            .max_episode_steps = 0,                                                \
+                            .state_dim = 0,                                                        \
+                            .state_bytes = sizeof(minatar_t),                                      \
+                            .seed = s_seed_##var,                                                  \
+                            .reset = s_reset,                                                      \
+                            .step = s_step,                                                        \
+                            .observe = s_observe,                                                  \
                             .step_batch = NULL}
 
 MINATAR_SPEC(env_minatar_asterix_spec, "MinAtar/Asterix-v0", minatar_asterix_game, 4);
