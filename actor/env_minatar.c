@@ -61,3 +61,20 @@ MINATAR_SPEC(env_minatar_freeway_spec, "MinAtar/Freeway-v0", minatar_freeway_gam
 MINATAR_SPEC(env_minatar_seaquest_spec, "MinAtar/Seaquest-v0", minatar_seaquest_game, 10);
 MINATAR_SPEC(env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0",
              minatar_space_invaders_game, 6);
+
+const minatar_game_t *env_minatar_game(const env_spec_t *spec) {
+    static const struct {
+        const env_spec_t *spec;
+        const minatar_game_t *game;
+    } map[] = {{&env_minatar_asterix_spec, &minatar_asterix_game},
+               {&env_minatar_breakout_spec, &minatar_breakout_game},
+               {&env_minatar_freeway_spec, &minatar_freeway_game},
+               {&env_minatar_seaquest_spec, &minatar_seaquest_game},
+               {&env_minatar_space_invaders_spec, &minatar_space_invaders_game}};
+    for (size_t i = 0; i < APEX_ARRAY_LEN(map); i++) {
+        if (map[i].spec == spec) {
+            return map[i].game;
+        }
+    }
+    return NULL;
+}

@@ -172,6 +172,17 @@ static const s_row s_schema[] = {
     {"actor", "max_steps_per_s", T_INT, OFF(actor.max_steps_per_s), 0, 0, BIG, "0", NULL,
      "cap on vector steps per second per actor (0 = as fast as possible)"},
 
+    {"eval", "episodes", T_INT, OFF(eval.episodes), 0, 1, 100000, "100", NULL,
+     "episodes per evaluation (apex-eval; the launcher's stop on [run] target_return)"},
+    {"eval", "epsilon", T_FLOAT, OFF(eval.epsilon), 0, 0, 1, "0", NULL,
+     "exploration rate during evaluation (0: greedy; MinAtar's paper reports epsilon 0.1)"},
+    {"eval", "max_episode_steps", T_INT, OFF(eval.max_episode_steps), 0, 0, BIG, "27000", NULL,
+     "an evaluation episode is cut after this many steps and counted with its return so far "
+     "(a greedy policy can loop forever where an env has no time limit; 0 = never)"},
+    {"eval", "interval_s", T_FLOAT, OFF(eval.interval_s), 0, 0, 1e6, "0", NULL,
+     "apex-eval --follow evaluates the newest weights at most this often (0: as soon as an "
+     "evaluation ends and newer weights exist)"},
+
     {"endpoints", "replay_insert_bind", T_STR, STR(endpoints.replay_insert_bind), 1, 0,
      "tcp://127.0.0.1:5550", NULL,
      "replay binds this for actor inserts (ROUTER; actors connect DEALERs)"},

@@ -146,6 +146,13 @@ typedef struct {
 } config_endpoints_t;
 
 typedef struct {
+    int64_t episodes;          // per evaluation
+    double epsilon;            // exploration during evaluation (0: greedy)
+    int64_t max_episode_steps; // episodes are cut there (0: never)
+    double interval_s;         // at most one evaluation per interval (0: back to back)
+} config_eval_t;
+
+typedef struct {
     int mode; // config_security_mode
     char key_dir[CONFIG_STR_LEN];
     char authorized_keys[CONFIG_STR_LEN];
@@ -163,6 +170,7 @@ typedef struct apex_config_s {
     config_replay_t replay;
     config_learner_t learner;
     config_actor_t actor;
+    config_eval_t eval;
     config_endpoints_t endpoints;
     config_security_t security;
 } apex_config_t;

@@ -364,6 +364,7 @@ static int s_decode_weights(wire_decoder_t *d, const Apex__Weights *m, wire_weig
     }
     *o = (wire_weights_t){.version = m->version,
                           .learner_step = m->learner_step,
+                          .env_frames = m->env_frames,
                           .num_params = m->num_params,
                           .params = F32(m->params)};
     return APEX_OK;
@@ -578,6 +579,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     case WIRE_MSG_WEIGHTS:
         w.version = msg->u.weights.version;
         w.learner_step = msg->u.weights.learner_step;
+        w.env_frames = msg->u.weights.env_frames;
         w.num_params = msg->u.weights.num_params;
         w.params = s_bin(msg->u.weights.params, (size_t)w.num_params * 4);
         env.body_case = APEX__ENVELOPE__BODY_WEIGHTS;

@@ -115,6 +115,7 @@ typedef struct {
 typedef struct {
     uint64_t version;
     uint64_t learner_step;
+    uint64_t env_frames; // the run's frames when published (0 from older learners)
     uint32_t num_params;
     const float *params;
 } wire_weights_t;

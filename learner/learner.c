@@ -534,6 +534,7 @@ static void s_publish(learner_t *l, int new_version) {
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
     m.u.weights = (wire_weights_t){.version = l->weights_version,
                                    .learner_step = (uint64_t)trainer_steps(l->trainer),
+                                   .env_frames = metrics_frames(&l->metrics),
                                    .num_params = (uint32_t)p->num_params,
                                    .params = p->data};
     wire_encode(&m, &l->out);
