@@ -34,6 +34,7 @@
 # Worst case total time: runs x max_seconds (+ start/stop), e.g. 9 x 600 s + 3 peer runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER=../shared/peers/torch_dqn.py

@@ -14,6 +14,7 @@
 # Usage: bash bench/run_actor.sh      env: BUILD (default build), PYTHON, PEER
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3} # Debian's interpreter has numpy (../shared/peers/README.md)
 PEER=${PEER:-../shared/peers/cartpole.py}

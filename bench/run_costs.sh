@@ -16,6 +16,7 @@
 # Usage: bash bench/run_costs.sh   env: BUILD, COSTS_ARGS (extra flags, e.g. "--windows 7")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_replay_tcp"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2

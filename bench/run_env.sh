@@ -10,6 +10,7 @@
 # Usage (repo root or anywhere): bash bench/run_env.sh     env: BUILD (default build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3 # Debian's interpreter has numpy (see ../shared/peers/README.md)
 

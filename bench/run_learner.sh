@@ -10,6 +10,7 @@
 # is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 BENCH="$BUILD/bench/bench_learner"
 PEER=../shared/peers/torch_learner.py

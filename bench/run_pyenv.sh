@@ -8,6 +8,7 @@
 # Usage: bash bench/run_pyenv.sh     env: BUILD (default build), PYENV_BENCH_ARGS
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_pyenv"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2

@@ -17,6 +17,7 @@
 # "#" lines keep every round's numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER=${PEER:-../shared/peers/numpy_per.py}

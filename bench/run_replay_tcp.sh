@@ -21,6 +21,7 @@
 # flags for every run, e.g. "--windows 7 --window 3")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_replay_tcp"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
