@@ -175,7 +175,7 @@ run: $(BINARIES)
 # Pinned to Debian's clang-format-14: another version formats some constructs differently,
 # and the check must mean the same thing on every machine. Generated fixtures are exempt.
 CLANG_FORMAT ?= clang-format-14
-FORMAT_SRC = $(filter-out tests/fixtures/%,$(shell git ls-files '*.c' '*.h' 2>/dev/null))
+FORMAT_SRC = $(filter-out tests/fixtures/%,$(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null))
 format: $(DEPS_STAMP)
 	$(CLANG_FORMAT) -i $(FORMAT_SRC)
 format-check: $(DEPS_STAMP)

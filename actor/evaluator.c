@@ -290,16 +290,14 @@ static void s_record(s_follow *f, const eval_result_t *r, double secs) {
     double elapsed = (double)(clock_now_ms() - f->t0_ms) / 1000.0;
     if (f->csv) {
         fprintf(f->csv, "%.3f,%.3f,%llu,%llu,%u,%u,%ld,%.4f,%.4f,%.4f,%.4f,%ld,%.3f\n",
-                clock_wall_s(), elapsed,
-                (unsigned long long)f->staged_frames, (unsigned long long)f->staged_step,
-                WIRE_VERSION_ARGS(f->last_version), r->episodes, r->mean, r->std, r->min, r->max,
-                r->truncated, secs);
+                clock_wall_s(), elapsed, (unsigned long long)f->staged_frames,
+                (unsigned long long)f->staged_step, WIRE_VERSION_ARGS(f->last_version), r->episodes,
+                r->mean, r->std, r->min, r->max, r->truncated, secs);
         fflush(f->csv);
     }
     if (f->tb) {
-        static const char *const tags[] = {"eval/mean_return", "eval/std_return",
-                                           "eval/min_return",  "eval/max_return",
-                                           "eval/updates",     "eval/seconds"};
+        static const char *const tags[] = {"eval/mean_return", "eval/std_return", "eval/min_return",
+                                           "eval/max_return",  "eval/updates",    "eval/seconds"};
         double v[] = {r->mean, r->std, r->min, r->max, (double)f->staged_step, secs};
         if (tbevents_scalars(f->tb, (int64_t)f->staged_frames, clock_wall_s(), tags, v, 6) != 0 ||
             tbevents_flush(f->tb) != 0) {
@@ -350,7 +348,8 @@ static int s_follow_open(s_follow *f) {
     if (!f->csv) {
         log_warn("cannot open %s: %s; evaluating without it", path, strerror(errno));
     } else if (fresh) {
-        fputs("wall_time,elapsed_s,env_frames,updates,incarnation,version,episodes,eval_mean,eval_std,"
+        fputs("wall_time,elapsed_s,env_frames,updates,incarnation,version,episodes,eval_mean,eval_"
+              "std,"
               "eval_min,eval_max,truncated,eval_s\n",
               f->csv);
         fflush(f->csv);

@@ -39,11 +39,11 @@ typedef struct {
 } eval_result_t;
 
 typedef struct {
-    long episodes;            // per evaluation
-    double epsilon;           // 0: greedy
-    int parallel;             // envs at a time, 1..EVALUATOR_PARALLEL_MAX
+    long episodes;             // per evaluation
+    double epsilon;            // 0: greedy
+    int parallel;              // envs at a time, 1..EVALUATOR_PARALLEL_MAX
     int64_t max_episode_steps; // cut longer episodes (0: never)
-    uint64_t seed;            // [run] seed
+    uint64_t seed;             // [run] seed
 } eval_opts_t;
 
 // The evaluation options of a run's [eval] section.
