@@ -461,6 +461,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
 // Every weight_sync_steps: the staged weights, if newer, become the acting network. The
 // learner re-publishes every second, so no weights for long means a dead link.
 static void s_sync_weights(actor_t *a) {
+    a->st.weight_syncs++;
     s_reader_weights(a->loop, a->weights_sock, a);
     if (a->has_staged && a->staged_version != a->st.weights_version) {
         memcpy(a->params.data, a->staged, a->params.num_params * sizeof(float));
@@ -638,3 +639,5 @@ void actor_get_stats(const actor_t *self, actor_stats_t *out) {
     *out = self->st_shared;
     pthread_mutex_unlock(lock);
 }
+
+const struct loop *actor_loop(const actor_t *self) { return self->loop; }

@@ -918,3 +918,17 @@ void config_help_markdown(FILE *out) {
         fputs(" |\n", out);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The schema as data (see config.h).
+
+int config_key_count(void) { return (int)N_ROWS; }
+
+int config_key_at(int i, const char **section, const char **key) {
+    if (i < 0 || (size_t)i >= N_ROWS) {
+        return -1;
+    }
+    *section = s_schema[i].section;
+    *key = s_schema[i].key;
+    return 0;
+}

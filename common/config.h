@@ -195,4 +195,10 @@ void config_help(FILE *out);
 // Writes the reference as a Markdown table (configs/README.md is generated from this).
 void config_help_markdown(FILE *out);
 
+// The schema itself, for tests that must cover every key (tests/check_keys.c): the number
+// of keys, and the section and name of key i (0 <= i < config_key_count(), schema order;
+// static strings). config_key_at returns 0, or -1 when i is out of range.
+int config_key_count(void);
+int config_key_at(int i, const char **section, const char **key);
+
 #endif

@@ -726,3 +726,10 @@ int64_t learner_updates(const learner_t *self) {
     // atomic_load takes a non-const pointer in C11 (DR 459); the object is only read.
     return atomic_load_explicit((atomic_int_fast64_t *)&self->updates, memory_order_relaxed);
 }
+
+struct trainer *learner_trainer(learner_t *self) {
+    return self->trainer;
+}
+const struct loop *learner_loop(const learner_t *self) { return self->loop; }
+const char *learner_stats_endpoint(const learner_t *self) { return self->stats_ep; }
+uint64_t learner_request_timeouts(const learner_t *self) { return self->timeouts; }
