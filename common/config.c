@@ -51,8 +51,9 @@ static const s_row s_schema[] = {
      "log verbosity"},
 
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
-     "environment: CartPole-v1, Acrobot-v1, MountainCar-v0, or external (stepped by your "
-     "own actors; set obs_dim, n_actions and obs_dtype)"},
+     "environment: CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/<Game>-v0 (Asterix, "
+     "Breakout, Freeway, Seaquest, SpaceInvaders), or external (stepped by your own actors; "
+     "set obs_dim, n_actions and obs_dtype)"},
     {"env", "obs_dim", T_INT, OFF(env.ext_obs_dim), 0, 0, 1 << 20, "0", NULL,
      "observation length for id = external (0 = the built-in id's)"},
     {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,
@@ -150,7 +151,8 @@ static const s_row s_schema[] = {
      "1000", NULL, "period of metrics.csv rows (ms)"},
 
     {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, CONFIG_MAX_ACTORS, "2", NULL,
-     "actor processes in the run (for the epsilon schedule and the launcher)"},
+     "actor processes in the run: the epsilon schedule's N, the launcher's count, and the "
+     "bound on actor ids the replay server accepts (--id 0..N-1)"},
     {"actor", "envs_per_actor", T_INT, OFF(actor.envs_per_actor), 0, 1, 4096, "16", NULL,
      "environments each actor steps in lock step"},
     {"actor", "n_step", T_INT, OFF(actor.n_step), 0, 1, 1000, "3", NULL, "n of n-step returns"},
@@ -162,7 +164,8 @@ static const s_row s_schema[] = {
     {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
      "transitions per message to the replay server"},
     {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,
-     "actor steps between weight refreshes from the learner"},
+     "env steps (frames, summed over an actor's envs) between weight refreshes from the "
+     "learner; the paper's 400"},
     {"actor", "max_pending_batches", T_INT, OFF(actor.max_pending_batches), 0, 1, 8192, "256", NULL,
      "unacknowledged batches kept for re-sending; when full the oldest is dropped"},
     {"actor", "ack_timeout_ms", T_INT, OFF(actor.ack_timeout_ms), 0, 10, 3600000, "3000", NULL,

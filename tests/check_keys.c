@@ -56,6 +56,8 @@
 #include "cli.h"
 #include "clock.h"
 #include "config.h"
+#include "env.h"
+#include "evaluator.h"
 #include "learner.h"
 #include "log.h"
 #include "loop.h"
@@ -209,6 +211,38 @@ static void s_net(const char *root, const apex_config_t *cfg, int what, s_obs *o
     nn_config_t n;
     nn_config_from_run(&n, cfg);
     o->v = (double)nn_num_params(&n);
+}
+
+// ---------------------------------------------------------------------------------------
+// [eval]: the evaluator's own evaluation of one fixed random network on the run's env
+// (apex-eval --follow and apex-local's final evaluation both run evaluator_run with
+// evaluator_opts_from_run). The one exception is interval_s, a pause: eval_follow.sh.
+
+enum { EV_EPISODES, EV_MEAN, EV_TRUNCATED };
+
+static void s_eval(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
+    (void)root;
+    const env_spec_t *spec = env_find(cfg->env.id);
+    ck_assert_ptr_nonnull(spec);
+    eval_opts_t opts;
+    evaluator_opts_from_run(&opts, cfg);
+    nn_config_t net;
+    nn_config_from_run(&net, cfg);
+    nn_params_t p;
+    nn_params_init(&p, &net);
+    rng_t rng;
+    rng_init(&rng, 7);
+    nn_params_init_random(&p, &rng);
+    nn_state_t st;
+    nn_state_init(&st, &net, opts.parallel, 0);
+    eval_result_t r;
+    evaluator_run(spec, &p, &st, &opts, &r);
+    double values[] = {[EV_EPISODES] = (double)r.episodes,
+                       [EV_MEAN] = r.mean,
+                       [EV_TRUNCATED] = (double)r.truncated};
+    o->v = values[what];
+    nn_state_fini(&st);
+    nn_params_fini(&p);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -500,8 +534,17 @@ static void s_ltimeout(const char *root, const apex_config_t *cfg, int what, s_o
 // ---------------------------------------------------------------------------------------
 // The replay server as replay_server_new builds it (server_int.h shows its parts).
 
-enum { RP_SIZE, RP_ALPHA, RP_SPI, RP_DECODE, RP_MAXMSG, RP_TIMERS, RP_INSERT_EP, RP_SAMPLE_EP,
-       RP_ELEM };
+enum {
+    RP_SIZE,
+    RP_ALPHA,
+    RP_SPI,
+    RP_DECODE,
+    RP_MAXMSG,
+    RP_TIMERS,
+    RP_INSERT_EP,
+    RP_SAMPLE_EP,
+    RP_ELEM
+};
 
 static void s_replay(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
     replay_server_t *s = replay_server_new(cfg, 1);
@@ -873,7 +916,7 @@ static void s_security(const char *root, const apex_config_t *cfg, int what, s_o
     // Keys are made afresh for every observation: name the set, not the key.
     const char *key = security_public_key(server);
     s_sig(o, "server key %s, client %s",
-          !key[0]                      ? "none"
+          !key[0]                 ? "none"
           : !strcmp(key, replay1) ? "of keys/"
           : !strcmp(key, replay2) ? "of keys2/"
                                   : "unknown",
@@ -930,8 +973,8 @@ static const char *const s_common[] = {
 
 // Bases shared by several rows.
 #define EXT "env.id=external;env.obs_dim=4;env.n_actions=2"
-#define LRUN                                                                                     \
-    "learner.max_steps=4;learner.prefetch=1;learner.batches_per_request=1;learner.beta_steps=2;" \
+#define LRUN                                                                                       \
+    "learner.max_steps=4;learner.prefetch=1;learner.batches_per_request=1;learner.beta_steps=2;"   \
     "learner.request_timeout_ms=3600000"
 #define CURVE "security.mode=curve"
 #define PEER_A(key) "endpoints." key "=ipc://@TMP@/peer_a"
@@ -950,8 +993,8 @@ static const s_row s_rows[] = {
     {"env.n_actions", "env.n_actions=5", EXT, s_net, 0, UP, NULL},
     {"env.obs_dtype", "env.obs_dtype=uint8", EXT, s_replay, RP_ELEM, DOWN, NULL},
     {"env.obs_shape", "env.obs_shape=2x8x1",
-     "env.id=external;env.obs_dim=16;env.n_actions=2;env.obs_shape=4x4x1;network.conv=2x2s1",
-     s_net, 0, DOWN, NULL},
+     "env.id=external;env.obs_dim=16;env.n_actions=2;env.obs_shape=4x4x1;network.conv=2x2s1", s_net,
+     0, DOWN, NULL},
     {"env.obs_scale", "env.obs_scale=0.5", EXT, s_train, TR_Q, DIFF, NULL},
 
     {"network.conv", "network.conv=16x3s1", "env.id=MinAtar/Breakout-v0", s_net, 0, UP, NULL},
@@ -963,8 +1006,8 @@ static const s_row s_rows[] = {
     {"replay.alpha", "replay.alpha=1", NULL, s_replay, RP_ALPHA, UP, NULL},
     {"replay.min_size_to_sample", "replay.min_size_to_sample=1000",
      "replay.min_size_to_sample=1;replay.sample_timeout_ms=1", s_rserve, RS_STATUS, UP, NULL},
-    {"replay.samples_per_insert", "replay.samples_per_insert=1", "replay.spi_tolerance=0",
-     s_replay, RP_SPI, DOWN, NULL},
+    {"replay.samples_per_insert", "replay.samples_per_insert=1", "replay.spi_tolerance=0", s_replay,
+     RP_SPI, DOWN, NULL},
     {"replay.spi_tolerance", "replay.spi_tolerance=100",
      "replay.samples_per_insert=1;replay.spi_tolerance=0", s_replay, RP_SPI, UP, NULL},
     {"replay.sample_timeout_ms", "replay.sample_timeout_ms=3600000",
@@ -972,8 +1015,8 @@ static const s_row s_rows[] = {
     {"replay.max_batch", "replay.max_batch=64", NULL, s_replay, RP_DECODE, DIFF, NULL},
     {"replay.stats_interval_ms", "replay.stats_interval_ms=1000", NULL, s_replay, RP_TIMERS, DIFF,
      NULL},
-    {"replay.max_message_bytes", "replay.max_message_bytes=100000", NULL, s_replay, RP_MAXMSG,
-     DIFF, NULL},
+    {"replay.max_message_bytes", "replay.max_message_bytes=100000", NULL, s_replay, RP_MAXMSG, DIFF,
+     NULL},
     {"replay.durability", "replay.durability=snapshot", NULL, s_replay, RP_TIMERS, DIFF, NULL},
     {"replay.snapshot_interval_s", "replay.snapshot_interval_s=10", "replay.durability=snapshot",
      s_replay, RP_TIMERS, DIFF, NULL},
@@ -1025,9 +1068,17 @@ static const s_row s_rows[] = {
      NULL},
     {"actor.ack_timeout_ms", "actor.ack_timeout_ms=10", "actor.ack_timeout_ms=3600000", s_abatch,
      AB_RESENT, UP, NULL},
-    {"actor.stats_interval_ms", "actor.stats_interval_ms=50", NULL, s_actor, AS_TIMERS, DIFF,
-     NULL},
+    {"actor.stats_interval_ms", "actor.stats_interval_ms=50", NULL, s_actor, AS_TIMERS, DIFF, NULL},
     {"actor.max_steps_per_s", "actor.max_steps_per_s=4", NULL, s_actor, AS_RATE, UP, NULL},
+
+    {"eval.episodes", "eval.episodes=7", "eval.episodes=3", s_eval, EV_EPISODES, UP, NULL},
+    // A random network on CartPole: always pushing one way ends in ~10 steps, random pushes
+    // last longer.
+    {"eval.epsilon", "eval.epsilon=1", "eval.epsilon=0;eval.episodes=50", s_eval, EV_MEAN, DIFF,
+     NULL},
+    {"eval.max_episode_steps", "eval.max_episode_steps=3", "eval.episodes=5;eval.epsilon=1", s_eval,
+     EV_TRUNCATED, UP, NULL},
+    {"eval.interval_s", NULL, NULL, NULL, 0, DIFF, "eval_follow.sh"},
 
     {"endpoints.replay_insert_bind", "endpoints.replay_insert_bind=tcp://127.0.0.1:*", NULL,
      s_replay, RP_INSERT_EP, DIFF, NULL},
@@ -1037,8 +1088,8 @@ static const s_row s_rows[] = {
      s_replay, RP_SAMPLE_EP, DIFF, NULL},
     {"endpoints.replay_sample", PEER_B("replay_sample"), PEER_A("replay_sample"), s_connect,
      CN_REPLAY_SAMPLE, UP, NULL},
-    {"endpoints.learner_pub_bind", "endpoints.learner_pub_bind=tcp://127.0.0.1:*", NULL,
-     s_learner, LN_PUB_EP, DIFF, NULL},
+    {"endpoints.learner_pub_bind", "endpoints.learner_pub_bind=tcp://127.0.0.1:*", NULL, s_learner,
+     LN_PUB_EP, DIFF, NULL},
     {"endpoints.learner_pub", PEER_B("learner_pub"), PEER_A("learner_pub"), s_connect,
      CN_LEARNER_PUB, UP, NULL},
     {"endpoints.learner_stats_bind", "endpoints.learner_stats_bind=tcp://127.0.0.1:*", NULL,
@@ -1121,8 +1172,8 @@ static void s_load(const s_row *r, int perturbed, const char *root, apex_config_
 }
 
 // The line "key = value" of the row's key in config_print's output, with root as @TMP@.
-static void s_printed_value(const apex_config_t *cfg, const s_row *r, const char *root,
-                            char *out, size_t n) {
+static void s_printed_value(const apex_config_t *cfg, const s_row *r, const char *root, char *out,
+                            size_t n) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -1196,8 +1247,8 @@ START_TEST(test_every_key_has_a_row) {
             n++;
         }
     }
-    ck_assert_int_eq(config_key_at(config_key_count(), &(const char *){NULL}, &(const char *){NULL}),
-                     -1);
+    ck_assert_int_eq(
+        config_key_at(config_key_count(), &(const char *){NULL}, &(const char *){NULL}), -1);
     ck_assert_msg(n == 0,
                   "%d schema keys have no row in tests/check_keys.c's s_rows (a perturbation and "
                   "an observer that shows the key changes behaviour):%s",

@@ -11,8 +11,9 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
 RUN="$RUNS/smoke"
-SETS=($(endpoint_sets) --set run.out_dir="$RUNS" --set run.target_return=100000 --set run.max_seconds=0
-      --set eval.episodes=20)
+# key: eval.interval_s
+SETS=($(endpoint_sets) --set eval.interval_s=0.4 --set run.out_dir="$RUNS" --set run.target_return=100000
+      --set run.max_seconds=0 --set eval.episodes=20)
 scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet "${SETS[@]}" >"$TMP/launcher.out" 2>&1 &
 LPID=$!
 PIDS+=("$LPID")
@@ -29,6 +30,14 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 v = [(int(r["incarnation"]) << 32) | int(r["version"]) for r in rows]
 print("    %d evaluations, versions %d..%d, episodes %s" % (len(v), v[0] & 0xFFFFFFFF, v[-1] & 0xFFFFFFFF, rows[0]["episodes"]))
 sys.exit(0 if all(b > a for a, b in zip(v, v[1:])) and rows[0]["episodes"] == "20" else 1)
+PY
+# An evaluation starts interval_s after the previous one ended (elapsed_s is its end, on the monotonic clock).
+"$PY" - "$RUN/eval.csv" <<'PY' && ok "[eval] interval_s spaces evaluations" || bad "evaluations closer than interval_s"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+gaps = [float(b["elapsed_s"]) - float(a["elapsed_s"]) - float(b["eval_s"]) for a, b in zip(rows, rows[1:])]
+print("    smallest pause between evaluations %.3f s" % min(gaps))
+sys.exit(0 if min(gaps) >= 0.4 - 0.01 else 1)
 PY
 "$PY" tests/tb_read.py "$RUN/tb/eval" >"$TMP/tb.csv" 2>"$TMP/tb.err" || bad "tb_read.py: $(cat "$TMP/tb.err")"
 "$PY" - "$RUN/eval.csv" "$TMP/tb.csv" <<'PY' && ok "tb/eval/ holds eval.csv's means, stepped by env frames" || bad "tb/eval/ differs from eval.csv"
