@@ -5,14 +5,15 @@
 # no cgroups, no accounting), whose node has this machine's 2 CPUs for 5 steps (srun
 # --overlap). Checks:
 #   - --dry-run prints the batch script and changes nothing (also with --shards/--learners);
-#   - job A (configs/cartpole.ini) solves (not stopping before 10 s, so that its steps can
-#     be seen): squeue -s and scontrol show its steps while it
-#     runs, the watcher stops it on a solved evaluation, the steps stop in order (actors,
-#     learner with its final checkpoint, replay), the job ends COMPLETED with exit 0;
+#   - job A (configs/cartpole.ini) solves: squeue -s and scontrol show its steps while it
+#     runs (--min-seconds 10 keeps it running that long), the watcher stops it on a solved
+#     evaluation, the steps stop in order (actors, learner with its final checkpoint,
+#     replay), the job ends COMPLETED with exit 0;
 #   - job B (never solves): an actor and the learner killed with SIGKILL come back as new
 #     steps (the learner resumes from its checkpoint); then `scancel` stops every step and
 #     leaves no apex process;
-#   - job C: `scancel --batch --signal=USR1` stops it in order, COMPLETED.
+#   - job C (CurveZMQ, keys in a shared directory): `scancel --batch --signal=USR1` stops
+#     it in order, COMPLETED.
 # The cluster is stopped at the end, also when the test fails. Needs root; without Slurm it
 # is skipped (failed under CI: .ci/run installs it with APEX_SLURM_DEPS=1).
 source "$(dirname "$0")/lib.sh"
@@ -169,11 +170,16 @@ done
 echo "       after scancel, $clean of 4 daemons logged their orderly shutdown"
 
 # --- job C: the orderly stop on request ------------------------------------------------
-submit c --set run.target_return=100000 --set run.max_seconds=0 --no-eval && ok "job C submitted: $JOB"
+# ... with CurveZMQ: the keys in a directory every node sees (here, this machine's).
+(cd "$TMP" && "$APEX_BIN/apex-keygen" keys >/dev/null)
+submit c --set run.target_return=100000 --set run.max_seconds=0 --no-eval \
+  --set security.mode=curve --set security.key_dir="$TMP/keys" --set security.authorized_keys="$TMP/keys/authorized_keys" &&
+  ok "job C submitted (CURVE, keys in $TMP/keys): $JOB"
 C=$JOB
 RUN_C="$RUNS/c"
 wait_for 60 has_steps "$C" "$ALL_STEPS" || bad "job C's steps: '$(steps "$C")'"
-wait_for 60 grep -q "training starts" "$RUN_C/learner.log" || bad "job C: the learner did not train"
+wait_for 60 grep -q "training starts" "$RUN_C/learner.log" && grep -q "CURVE on" "$RUN_C/replay.log" &&
+  ok "job C trains over CURVE: $(grep -m1 -o 'CURVE on: [^,]*' "$RUN_C/replay.log")" || bad "job C: the learner did not train over CURVE"
 scancel --batch --signal=USR1 "$C"
 wait_for 90 job_ended "$C" || bad "job C did not end after SIGUSR1"
 [ "$(job_state "$C")" = COMPLETED ] && [ "$(job_exit "$C")" = 0:0 ] && grep -q "stopping: asked to" "$RUN_C/slurm-$C.out" &&
