@@ -20,6 +20,7 @@ skip() {
   exit 0
 }
 [ "$(id -u)" = 0 ] || skip "needs root (slurmd, network namespaces)"
+export PATH=$PATH:/usr/sbin:/sbin # slurmctld, slurmd, munged
 command -v slurmctld >/dev/null && command -v munged >/dev/null ||
   skip "Slurm not installed (APEX_SLURM_DEPS=1 scripts/install-deps.sh)"
 command -v ip >/dev/null || skip "iproute2 (ip) not installed"
