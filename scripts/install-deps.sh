@@ -15,6 +15,9 @@ PKGS=(
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
   PKGS+=(clang libclang-rt-dev) # libFuzzer, for make fuzz
 fi
+if [ "${APEX_SLURM_DEPS:-0}" = 1 ]; then
+  PKGS+=(slurm-wlm munge iproute2) # tests/smoke/slurm*.sh start a Slurm cluster of their own
+fi
 if [ "${APEX_BENCH_DEPS:-0}" = 1 ]; then
   PKGS+=(python3-torch) # the PyTorch peer, only for make bench
 fi
