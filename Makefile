@@ -133,7 +133,8 @@ smoke: $(BINARIES)
 	@set -e; for t in $(filter-out tests/smoke/lib.sh,$(wildcard tests/smoke/*.sh)); do \
 	  if [ "$${SMOKE_FAST:-0}" = 1 ] && grep -q '^# smoke: slow' $$t; then \
 	    echo "== $$t: skipped (SMOKE_FAST)"; continue; fi; \
-	  echo "== $$t"; APEX_BIN=$(abspath $(BIN)) bash $$t; done; \
+	  echo "== $$t"; t0=$$(date +%s); APEX_BIN=$(abspath $(BIN)) bash $$t; \
+	  echo "== $$t: $$(( $$(date +%s) - t0 )) s"; done; \
 	echo "smoke: all passed"
 
 # The benchmarks are built (not run) too, so that a change of an interface they use cannot
