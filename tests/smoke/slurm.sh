@@ -117,8 +117,10 @@ LSTEP=$(step_id "$A" learner)
 scontrol show step "$LSTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$LSTEP .*State=RUNNING" && ok "scontrol show step $LSTEP: the learner, RUNNING" || bad "scontrol show step $LSTEP: $(scontrol show step "$LSTEP" 2>&1 | head -2)"
 ESTEP=$(step_id "$A" eval)
 scontrol show step "$ESTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$ESTEP .*State=RUNNING" && ok "scontrol show step $ESTEP: the evaluator, RUNNING" || bad "scontrol show step '$ESTEP': $(scontrol show step "$ESTEP" 2>&1 | head -2)"
-# (The daemon itself: srun's command line names apex-eval too, after "nice -n 10".)
-epid=$(pgrep -f "^$APEX_BIN/apex-eval -c $RUN_A/config.ini .*--follow" || true)
+# (The daemon itself, once srun has started it: srun's command line names apex-eval too.)
+eval_pid() { pgrep -f "^$APEX_BIN/apex-eval -c $RUN_A/config.ini .*--follow"; }
+wait_for 30 eval_pid || true
+epid=$(eval_pid || true)
 [ -n "$epid" ] && [ "$(ps -o ni= -p "$epid" | tr -d ' ')" = 10 ] && ok "the evaluator (pid $epid) runs at nice 10" || bad "evaluator pid '$epid', nice '$(ps -o ni= -p "${epid:-1}" 2>/dev/null)'"
 wait_for 120 eval_rows_ge "$RUN_A" 2 && ok "eval.csv gains rows as job A runs ($(eval_rows "$RUN_A") so far)" || bad "eval.csv of job A: $(eval_rows "$RUN_A") rows"
 wait_for 300 job_ended "$A" || bad "job A did not end within 300 s"
