@@ -2,18 +2,20 @@
 # smoke: slow
 # apex-slurm against a real Slurm: Debian's slurm-wlm and munge, started here as a one-node
 # cluster (scripts/slurm-test-cluster: slurmctld + slurmd, proctrack/linuxproc, task/none,
-# no cgroups, no accounting), whose node has this machine's 2 CPUs for 5 steps (srun
+# no cgroups, no accounting), whose node has this machine's 2 CPUs for 6 steps (srun
 # --overlap). Checks:
 #   - --dry-run prints the batch script and changes nothing (also with --shards/--learners);
 #   - job A (configs/cartpole.ini) solves: squeue -s and scontrol show its steps while it
-#     runs (--min-seconds 10 keeps it running that long), the watcher stops it on a solved
-#     evaluation, the steps stop in order (actors, learner with its final checkpoint,
-#     replay), the job ends COMPLETED with exit 0;
-#   - job B (never solves): an actor and the learner killed with SIGKILL come back as new
-#     steps (the learner resumes from its checkpoint); then `scancel` stops every step and
-#     leaves no apex process;
-#   - job C (CurveZMQ, keys in a shared directory): `scancel --batch --signal=USR1` stops
-#     it in order, COMPLETED.
+#     runs (--min-seconds 10 keeps it running that long), among them the evaluator (apex-eval
+#     --follow at nice 10, --eval-episodes as [eval] episodes); eval.csv gains rows; the
+#     watcher stops the job on an eval.csv row that reached target_return; the steps stop
+#     in order (actors and the evaluator, learner with its final checkpoint, replay); best.bin
+#     is evaluated once more at the end; the job ends COMPLETED with exit 0;
+#   - job B (never solves, --no-eval: no evaluator step): an actor and the learner killed
+#     with SIGKILL come back as new steps (the learner resumes from its checkpoint); then
+#     `scancel` stops every step and leaves no apex process;
+#   - job C (CurveZMQ, keys in a shared directory): the evaluator follows the weights with the
+#     actors' key pair; `scancel --batch --signal=USR1` stops it in order, COMPLETED.
 # The cluster is stopped at the end, also when the test fails. Needs root; without Slurm it
 # is skipped (failed under CI: .ci/run installs it with APEX_SLURM_DEPS=1).
 source "$(dirname "$0")/lib.sh"
@@ -77,13 +79,18 @@ job_exit() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*ExitCode=\([0-9:]*
 job_ended() { [ -z "$(squeue -h -j "$1" -o %i 2>/dev/null)" ] && [ -n "$(job_state "$1")" ]; }
 # apex_procs DIR: the apex processes of the run in DIR (none once a job has stopped).
 apex_procs() { pgrep -af "apex-(replay|learner|actor|eval) -c $1/" || true; }
-ALL_STEPS="actor0 actor1 batch learner replay "
+ALL_STEPS="actor0 actor1 batch eval learner replay "
+NOEVAL_STEPS="actor0 actor1 batch learner replay "
+# eval_rows DIR: data rows in DIR/eval.csv (0 while it is missing); eval_rows_ge DIR N.
+eval_rows() { local n; n=$(wc -l <"$1/eval.csv" 2>/dev/null || echo 1); echo $((n > 0 ? n - 1 : 0)); }
+eval_rows_ge() { [ "$(eval_rows "$1")" -ge "$2" ]; }
 
 # --- --dry-run -------------------------------------------------------------------------
 scripts/apex-slurm configs/cartpole.ini --bin "$APEX_BIN" $(run_sets dry) --nodes 2 --dry-run >"$TMP/dry.sbatch" 2>"$TMP/dry.err"
 if grep -q '^#SBATCH --nodes=2$' "$TMP/dry.sbatch" && grep -q '^step replay 0 .*apex-replay' "$TMP/dry.sbatch" &&
-  grep -q '^step actor0 1 .*apex-actor.* --index 0' "$TMP/dry.sbatch" && [ ! -e "$RUNS/dry" ] && bash -n "$TMP/dry.sbatch"; then
-  ok "--dry-run prints the batch script ($(wc -l <"$TMP/dry.sbatch") lines, bash -n clean; actor0 on node 1 of 2) and writes nothing"
+  grep -q '^step actor0 1 .*apex-actor.* --index 0' "$TMP/dry.sbatch" && grep -q '^step eval 0 .*-- nice -n 10 .*apex-eval.* --follow' "$TMP/dry.sbatch" &&
+  [ ! -e "$RUNS/dry" ] && bash -n "$TMP/dry.sbatch"; then
+  ok "--dry-run prints the batch script ($(wc -l <"$TMP/dry.sbatch") lines, bash -n clean; actor0 on node 1 of 2, the evaluator on node 0 at nice 10) and writes nothing"
 else
   bad "--dry-run: $(head -3 "$TMP/dry.err") $(grep -c . "$TMP/dry.sbatch") lines"
 fi
@@ -100,7 +107,7 @@ fi
 
 # --- job A: solves ---------------------------------------------------------------------
 T_A=$(date +%s)
-submit a --set run.target_return=195 --set run.max_seconds=300 --min-seconds 10 && ok "job A submitted: $JOB"
+submit a --set run.target_return=195 --set run.max_seconds=300 --min-seconds 10 --eval-episodes 50 && ok "job A submitted: $JOB"
 A=$JOB
 RUN_A="$RUNS/a"
 wait_for 60 has_steps "$A" "$ALL_STEPS" && ok "squeue -s shows job A's steps: $(steps "$A")" ||
@@ -108,12 +115,36 @@ wait_for 60 has_steps "$A" "$ALL_STEPS" && ok "squeue -s shows job A's steps: $(
 scontrol show job "$A" | grep -q "JobState=RUNNING" && ok "scontrol show job: RUNNING on $(scontrol show job "$A" | sed -n 's/^ *NodeList=//p')" || bad "scontrol: $(job_state "$A")"
 LSTEP=$(step_id "$A" learner)
 scontrol show step "$LSTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$LSTEP .*State=RUNNING" && ok "scontrol show step $LSTEP: the learner, RUNNING" || bad "scontrol show step $LSTEP: $(scontrol show step "$LSTEP" 2>&1 | head -2)"
+ESTEP=$(step_id "$A" eval)
+scontrol show step "$ESTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$ESTEP .*State=RUNNING" && ok "scontrol show step $ESTEP: the evaluator, RUNNING" || bad "scontrol show step '$ESTEP': $(scontrol show step "$ESTEP" 2>&1 | head -2)"
+# (The daemon itself, once srun has started it: srun's command line names apex-eval too.)
+eval_pid() { pgrep -f "^$APEX_BIN/apex-eval -c $RUN_A/config.ini .*--follow"; }
+wait_for 30 eval_pid || true
+epid=$(eval_pid || true)
+[ -n "$epid" ] && [ "$(ps -o ni= -p "$epid" | tr -d ' ')" = 10 ] && ok "the evaluator (pid $epid) runs at nice 10" || bad "evaluator pid '$epid', nice '$(ps -o ni= -p "${epid:-1}" 2>/dev/null)'"
+wait_for 120 eval_rows_ge "$RUN_A" 2 && ok "eval.csv gains rows as job A runs ($(eval_rows "$RUN_A") so far)" || bad "eval.csv of job A: $(eval_rows "$RUN_A") rows"
 wait_for 300 job_ended "$A" || bad "job A did not end within 300 s"
 if grep -q "apex-slurm: solved: greedy mean return" "$RUN_A/slurm-$A.out"; then
   ok "job A solved CartPole in $(($(date +%s) - T_A)) s: $(grep -o 'solved: .*' "$RUN_A/slurm-$A.out")"
 else
   bad "job A not solved: $(tail -5 "$RUN_A/slurm-$A.out")"
 fi
+# The stop was decided on a row of eval.csv (the evaluator's, 50 episodes) that reached the target.
+"$PY" - "$RUN_A" "$A" <<'PY' && ok "the stop happened on an eval.csv row" || bad "the solved line matches no eval.csv row at >= 195"
+import csv, re, sys
+line = next((l for l in open(f"{sys.argv[1]}/slurm-{sys.argv[2]}.out") if "solved:" in l), "")
+m = re.search(r"mean return (\S+) >= \S+ over (\d+) episodes \(v(\d+):(\d+), update (\d+)", line)
+rows = list(csv.DictReader(open(f"{sys.argv[1]}/eval.csv")))
+hit = m and [r for r in rows if (r["incarnation"], r["version"], r["updates"], r["episodes"]) == m.group(3, 4, 5, 2)
+             and float(r["eval_mean"]) >= 195 and f"{float(r['eval_mean']):.1f}" == m.group(1)]
+print(f"    eval.csv: {len(rows)} rows; the stop on v{m.group(3)}:{m.group(4)} (update {m.group(5)}), "
+      f"mean {m.group(1)} over {m.group(2)} episodes" if hit else f"    {line.strip()}")
+sys.exit(0 if hit else 1)
+PY
+grep -q "apex-slurm: all steps up after" "$RUN_A/slurm-$A.out" && grep -q "stopping the steps: actors and the evaluator, then the learner" "$RUN_A/slurm-$A.out" &&
+  ok "$(grep -o 'all steps up after [0-9.]* s' "$RUN_A/slurm-$A.out"); the evaluator stopped with the actors" || bad "no 'all steps up' / stop line in slurm-$A.out"
+grep -q "apex-slurm: evaluation of the best checkpoint .*episodes 50 .*mean" "$RUN_A/slurm-$A.out" &&
+  ok "best.bin evaluated at the end: $(grep -o 'episodes 50 .*mean [0-9.]*' "$RUN_A/slurm-$A.out")" || bad "no final evaluation of best.bin: $(tail -3 "$RUN_A/slurm-$A.out")"
 [ "$(job_state "$A")" = COMPLETED ] && [ "$(job_exit "$A")" = 0:0 ] && ok "job A COMPLETED, exit 0:0" || bad "job A: $(job_state "$A") exit $(job_exit "$A")"
 grep -q "final checkpoint written" "$RUN_A/learner.log" && grep -q "replay: stopping:" "$RUN_A/replay.log" &&
   grep -q "actor: stopping after" "$RUN_A/actor0.log" && grep -q "actor: stopping after" "$RUN_A/actor1.log" &&
@@ -137,7 +168,7 @@ PY
 submit b --set run.target_return=100000 --set run.max_seconds=0 --no-eval && ok "job B submitted: $JOB"
 B=$JOB
 RUN_B="$RUNS/b"
-wait_for 60 has_steps "$B" "$ALL_STEPS" || bad "job B's steps: '$(steps "$B")'"
+wait_for 60 has_steps "$B" "$NOEVAL_STEPS" && ok "job B (--no-eval): no evaluator step: $(steps "$B")" || bad "job B's steps: '$(steps "$B")'"
 # The learner is killed once it has trained and checkpointed: it must resume past update 0.
 RUN=$RUN_B
 wait_for 60 gt updates 300 || bad "job B: the learner did not train"
@@ -157,7 +188,7 @@ lpid=$(pgrep -f "apex-learner -c $RUN_B/config.ini" || true)
 lrestarted() { [ -n "$(step_id "$B" learner)" ] && [ "$(step_id "$B" learner)" != "$learner_step" ] && grep -q "resumed from .* at update [1-9]" "$RUN_B/learner.log"; }
 wait_for 60 lrestarted && ok "learner killed: restarted as step $(step_id "$B" learner), $(grep -m1 -o 'resumed from.*' "$RUN_B/learner.log")" ||
   bad "learner not restarted/resumed: $(tail -3 "$RUN_B/slurm-$B.out")"
-wait_for 30 has_steps "$B" "$ALL_STEPS" || bad "job B's steps after the restarts: '$(steps "$B")'"
+wait_for 30 has_steps "$B" "$NOEVAL_STEPS" || bad "job B's steps after the restarts: '$(steps "$B")'"
 scancel "$B"
 wait_for 90 job_ended "$B" && ok "scancel: job B ended ($(job_state "$B"), exit $(job_exit "$B"))" || bad "job B still listed after scancel: $(squeue -s -j "$B")"
 [ "$(job_state "$B")" = CANCELLED ] || bad "job B state $(job_state "$B")"
@@ -173,7 +204,7 @@ echo "       after scancel, $clean of 4 daemons logged their orderly shutdown"
 # --- job C: the orderly stop on request ------------------------------------------------
 # ... with CurveZMQ: the keys in a directory every node sees (here, this machine's).
 (cd "$TMP" && "$APEX_BIN/apex-keygen" keys >/dev/null)
-submit c --set run.target_return=100000 --set run.max_seconds=0 --no-eval \
+submit c --set run.target_return=100000 --set run.max_seconds=0 \
   --set security.mode=curve --set security.key_dir="$TMP/keys" --set security.authorized_keys="$TMP/keys/authorized_keys" &&
   ok "job C submitted (CURVE, keys in $TMP/keys): $JOB"
 C=$JOB
@@ -181,6 +212,8 @@ RUN_C="$RUNS/c"
 wait_for 60 has_steps "$C" "$ALL_STEPS" || bad "job C's steps: '$(steps "$C")'"
 wait_for 60 grep -q "training starts" "$RUN_C/learner.log" && grep -q "CURVE on" "$RUN_C/replay.log" &&
   ok "job C trains over CURVE: $(grep -m1 -o 'CURVE on: [^,]*' "$RUN_C/replay.log")" || bad "job C: the learner did not train over CURVE"
+wait_for 120 eval_rows_ge "$RUN_C" 1 && ok "job C's evaluator follows the weights over CURVE (actor key pair): $(eval_rows "$RUN_C") evaluation(s)" ||
+  bad "job C: no evaluation over CURVE: $(tail -3 "$RUN_C/eval.log")"
 scancel --batch --signal=USR1 "$C"
 wait_for 90 job_ended "$C" || bad "job C did not end after SIGUSR1"
 [ "$(job_state "$C")" = COMPLETED ] && [ "$(job_exit "$C")" = 0:0 ] && grep -q "stopping: asked to" "$RUN_C/slurm-$C.out" &&

@@ -3,9 +3,10 @@
 # apex-slurm --nodes 3 against a real three-node Slurm: scripts/slurm-test-cluster start
 # --nodes 3 runs slurmd "nodes" n1..n3, each in its own network namespace with its own
 # address (10.233.0.11-13), bridged to the controller's namespace. A CartPole job with 3
-# actors must put the replay and the learner on n1 and the actors on n2, n3 and n1, give
-# every daemon the endpoints of n1's address (nothing on loopback between nodes), carry the
-# actors' traffic over the bridge, solve, and end COMPLETED with no apex process left.
+# actors must put the replay, the learner and the evaluator on n1 and the actors on n2, n3
+# and n1, give every daemon the endpoints of n1's address (nothing on loopback between
+# nodes), carry the actors' traffic over the bridge, solve (stopped on an eval.csv row), and
+# end COMPLETED with no apex process left.
 # Needs root and network namespaces (skipped where they are not allowed; failed under CI).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -53,7 +54,7 @@ JOB=$(sed -n 's/^apex-slurm: submitted job \([0-9]*\).*/\1/p' "$TMP/submit.out")
 [ -n "$JOB" ] && ok "job $JOB submitted: $(sed -n 's/^apex-slurm: submitted job [0-9]*: //p' "$TMP/submit.out")"
 
 placement() { sl squeue -h -s -j "$JOB" -o '%j@%N' 2>/dev/null | grep -v '^batch@' | sort | tr '\n' ' '; }
-WANT="actor0@n2 actor1@n3 actor2@n1 learner@n1 replay@n1 "
+WANT="actor0@n2 actor1@n3 actor2@n1 eval@n1 learner@n1 replay@n1 "
 placed() { [ "$(placement)" = "$WANT" ]; }
 wait_for 60 placed && ok "steps spread over the nodes: $(placement)" || bad "placement: '$(placement)', want '$WANT'"
 connects() { grep -q "batches of [0-9]* to tcp://10.233.0.11:" "$RUN/actor$1.log"; }
@@ -75,6 +76,12 @@ job_ended() { [ -z "$(sl squeue -h -j "$JOB" -o %i 2>/dev/null)" ] && [ -n "$(jo
 wait_for 300 job_ended || bad "job $JOB did not end within 300 s"
 grep -q "apex-slurm: solved: greedy mean return" "$RUN/slurm-$JOB.out" && ok "solved on 3 nodes: $(grep -o 'solved: .*' "$RUN/slurm-$JOB.out")" ||
   bad "not solved: $(tail -5 "$RUN/slurm-$JOB.out")"
+solved_row() {
+  local v
+  v=$(sed -n 's/.*solved: .* (v\([0-9]*:[0-9]*\), update \([0-9]*\),.*/\1,\2/p' "$RUN/slurm-$JOB.out")
+  [ -n "$v" ] && awk -F, -v want="$v" 'NR > 1 && $5 ":" $6 "," $4 == want && $8 >= 195 { found = 1 } END { exit !found }' "$RUN/eval.csv"
+}
+solved_row && ok "the stop happened on an eval.csv row ($(($(wc -l <"$RUN/eval.csv") - 1)) evaluations)" || bad "the solved line matches no eval.csv row"
 [ "$(job_state)" = COMPLETED ] && ok "job COMPLETED" || bad "job state $(job_state)"
 grep -q "final checkpoint written" "$RUN/learner.log" && grep -q "replay: stopping:" "$RUN/replay.log" &&
   ok "learner and replay stopped in order" || bad "learner/replay did not stop cleanly"
