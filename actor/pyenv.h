@@ -77,6 +77,11 @@
 
 typedef enum { PYENV_OK = 0, PYENV_ENV_FAULT = 1, PYENV_NO_STEP = 2 } pyenv_status;
 
+// How the actor and its workers talk. LOCAL (spawned workers only): shared memory for the
+// frames and a pipe each way for the headers (actor/pylocal.h), no socket; ZMQ: the
+// ROUTER below, for workers started by hand (other hosts, CURVE) or spawned ones.
+typedef enum { PYENV_LOCAL = 0, PYENV_ZMQ = 1 } pyenv_transport;
+
 // Parameters, config-like (plain values; strings are copied by pyenv_new).
 typedef struct {
     char bind[CONFIG_STR_LEN];    // endpoint to bind, e.g. "tcp://127.0.0.1:*", "tcp://*:5600"
@@ -87,6 +92,7 @@ typedef struct {
     int groups;                   // G >= 1, N % G == 0 (1 = lock step, 2 = two overlapped)
     // Spawning (spawn = 0: workers are started elsewhere with --worker-id 0 .. W-1)
     int spawn;
+    int transport; // pyenv_transport; LOCAL needs spawn (bind, connect and CURVE then unused)
     char python[CONFIG_STR_LEN];   // e.g. "/usr/bin/python3"
     char script[CONFIG_STR_LEN];   // e.g. "python/apex_env.py"
     char make[CONFIG_STR_LEN];     // MODULE:CALLABLE
@@ -107,7 +113,8 @@ typedef struct {
 } pyenv_opts_t;
 
 // Fills o with defaults: bind tcp://127.0.0.1:*, 1 worker x 1 env, 1 group, spawn 1,
-// /usr/bin/python3 python/apex_env.py, float32, seed 0, hello_timeout_ms 30000.
+// transport LOCAL, /usr/bin/python3 python/apex_env.py, float32, seed 0, hello_timeout_ms
+// 30000.
 void pyenv_opts_defaults(pyenv_opts_t *o);
 
 // Caller-provided outputs of one group, all (GE) or (GE, obs_dim) elements of the pool's
