@@ -135,8 +135,7 @@ int pylocal_send(pylocal_t *l, int region, const pywire_header_t *h, const void 
     return 0;
 }
 
-int pylocal_recv_header(pylocal_t *l, uint8_t hdr[PYWIRE_HEADER_BYTES], char *err,
-                        size_t errlen) {
+int pylocal_recv_header(pylocal_t *l, uint8_t hdr[PYWIRE_HEADER_BYTES], char *err, size_t errlen) {
     if (l->from_child[0] < 0) {
         return 0;
     }

@@ -41,8 +41,8 @@ typedef struct {
     size_t req_bytes; // one request region
     size_t rep_bytes; // one reply region
     int regions;
-    int to_child[2];   // pipe: [0] the child's (its fd 4), [1] ours; -1 = closed
-    int from_child[2]; // pipe: [0] ours, [1] the child's (its fd 5)
+    int to_child[2];                 // pipe: [0] the child's (its fd 4), [1] ours; -1 = closed
+    int from_child[2];               // pipe: [0] ours, [1] the child's (its fd 5)
     uint8_t rx[PYWIRE_HEADER_BYTES]; // a header being read
     size_t rx_len;
 } pylocal_t;
@@ -78,8 +78,7 @@ int pylocal_send(pylocal_t *l, int region, const pywire_header_t *h, const void 
                  size_t len, char *err, size_t errlen);
 // Reads what the pipe holds of the next header. Returns 1 with a whole header in hdr, 0
 // when none is complete yet, -1 at EOF or on an error (the worker is gone; reason in err).
-int pylocal_recv_header(pylocal_t *l, uint8_t hdr[PYWIRE_HEADER_BYTES], char *err,
-                        size_t errlen);
+int pylocal_recv_header(pylocal_t *l, uint8_t hdr[PYWIRE_HEADER_BYTES], char *err, size_t errlen);
 // Copies reply region `region`'s frames into scratch (pylocal_reply_bytes of them, the
 // caller's private memory) and points f[0 .. PYLOCAL_FRAMES) into scratch. Returns 0, or
 // -1 with the reason in err (lengths that do not fit the region).

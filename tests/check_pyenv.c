@@ -5,8 +5,9 @@
 //
 // The CartPole test compares the bridge with the reference CartPole stepped in plain Python
 // (tests/pyenv_faults.py reference_trajectory): the reference lives outside the repo, at
-// $APEX_PYENV_CARTPOLE (default ../shared/peers/cartpole_env.py); without it that one test
-// says so and passes. Other tests use Counter, whose observations are a closed form checked
+// $APEX_PYENV_CARTPOLE (default ../shared/peers/cartpole_env.py); without it the test uses
+// python/apex_cartpole.py, and the test of that module against the reference says it is
+// skipped and passes. Other tests use Counter, whose observations are a closed form checked
 // here. Tests run from the repo root (as `make unit` does). Waits are bounded by WAIT_MS and
 // wait for conditions; the only short timeouts are where a reply is meant never to come.
 #include "check_apex.h"
@@ -274,17 +275,38 @@ static int32_t s_policy(int e, int t, const float *obs) {
 #define CP_STEPS 1100
 #define CP_REC 42 // "<4f4fdBB"
 
-START_TEST(test_cartpole_matches_python) {
-    s_transport = _i;
+// The independent reference CartPole ($APEX_PYENV_CARTPOLE, default
+// ../shared/peers/cartpole_env.py), or NULL when it is not there (a clean checkout).
+static const char *s_peer_cartpole(void) {
     const char *ref = getenv("APEX_PYENV_CARTPOLE");
     ref = ref && *ref ? ref : "../shared/peers/cartpole_env.py";
-    if (access(ref, R_OK) != 0) {
-        fprintf(stderr,
-                "check_pyenv: the reference CartPole %s is not readable (set "
-                "APEX_PYENV_CARTPOLE): test_cartpole_matches_python SKIPPED\n",
-                ref);
+    return access(ref, R_OK) == 0 ? ref : NULL;
+}
+
+// python/apex_cartpole.py (the shipped config's env) is the peer's CartPole step for step.
+START_TEST(test_apex_cartpole_matches_peer) {
+    const char *ref = s_peer_cartpole();
+    if (!ref) {
+        fprintf(stderr, "check_pyenv: no reference CartPole (set APEX_PYENV_CARTPOLE): "
+                        "test_apex_cartpole_matches_peer SKIPPED\n");
         return;
     }
+    char cmd[1200], line[256] = "";
+    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --compare '%.1000s'", ref);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_msg(strncmp(line, "IDENTICAL", 9) == 0, "%s", line);
+}
+END_TEST
+
+START_TEST(test_cartpole_matches_python) {
+    s_transport = _i;
+    // The bridge against the same envs stepped in plain Python: the peer's CartPole, or
+    // without it the repo's own (the bridge's exactness does not need an independent env).
+    const char *ref = s_peer_cartpole();
+    ref = ref ? ref : "python/apex_cartpole.py";
     char cmd[1200];
     snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " '%s' %d %d %d", ref, CP_ENVS, CP_STEPS, SEED);
     FILE *f = popen(cmd, "r");
@@ -969,6 +991,7 @@ Suite *pyenv_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_spaces_refused);
+    tcase_add_test(tc, test_apex_cartpole_matches_peer);
     tcase_add_loop_test(tc, test_cartpole_matches_python, PYENV_LOCAL, PYENV_ZMQ + 1);
     tcase_add_loop_test(tc, test_env_faults, PYENV_LOCAL, PYENV_ZMQ + 1);
     tcase_add_loop_test(tc, test_uint8_frames, PYENV_LOCAL, PYENV_ZMQ + 1);
