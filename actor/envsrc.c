@@ -84,8 +84,7 @@ static void s_bind(const char *bind, int index, char *out, size_t cap) {
     }
 }
 
-int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index,
-                      pyenv_opts_t *o) {
+int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index, pyenv_opts_t *o) {
     const config_python_t *py = &cfg->python;
     pyenv_opts_defaults(o);
     int W = (int)py->workers, G = (int)py->groups;
@@ -239,7 +238,7 @@ int envsrc_recv(envsrc_t *s, int g, envsrc_result_t *out) {
         out->ok = s->n;
         return s->n;
     }
-    pyenv_results_t r = {s->next_obs + ob, s->obs + ob,         s->rewards + off,
+    pyenv_results_t r = {s->next_obs + ob,    s->obs + ob,        s->rewards + off,
                          s->terminated + off, s->truncated + off, s->status + off};
     out->ok = pyenv_recv_results(s->py, g, s->step_timeout_ms, &r);
     return out->ok;

@@ -89,7 +89,6 @@ void envsrc_get_stats(const envsrc_t *self, envsrc_stats_t *out);
 // The bridge's options for cfg (n envs from first, actor index or -1), as envsrc_new uses
 // them; for tests and tools. Returns 0, or -1 after logging why (a worker script that
 // cannot be found).
-int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index,
-                      pyenv_opts_t *o);
+int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index, pyenv_opts_t *o);
 
 #endif
