@@ -261,9 +261,9 @@ static void s_spawn(pyenv_t *p, int w) {
     k->nonce = 0;
     k->rid_len = 0;
     p->st.worker_spawns++;
-    log_every(&p->spawn_log, LOG_INTERVAL_MS, LOG_INFO,
-              "worker %d: started pid %d (%s %s --make %s)", w, (int)pid, p->o.python, p->o.script,
-              p->o.make);
+    // Not rate-limited: the restart back-off bounds how often this is said.
+    log_info("worker %d: started pid %d (%s %s --make %s)", w, (int)pid, p->o.python, p->o.script,
+             p->o.make);
 }
 
 // A spawned worker's process ended (how): expected after a kill, a failure otherwise.

@@ -141,7 +141,9 @@ int pylocal_recv_header(pylocal_t *l, uint8_t hdr[PYWIRE_HEADER_BYTES], char *er
     }
     ssize_t n = read(l->from_child[0], l->rx + l->rx_len, sizeof l->rx - l->rx_len);
     if (n == 0) {
-        snprintf(err, errlen, "its pipe was closed (the process ended)");
+        snprintf(err, errlen,
+                 "its pipe was closed: the process ended (its error, if any, is "
+                 "above on stderr)");
         return -1;
     }
     if (n < 0) {

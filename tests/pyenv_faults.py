@@ -7,6 +7,7 @@ python/apex_env.py (--make tests/pyenv_faults.py:NAME --kwargs JSON).
                   for a path to python/apex_cartpole.py, its CartPoleEnv as it is.
   faulty_cartpole(every)  python/apex_cartpole.py's CartPole whose step raises once every
                   `every` steps (counted per env): the faults smoke test.
+  slow_cartpole(seconds)  the same, made after a sleep (a worker slow to say HELLO).
   counter(...)    a deterministic env whose observations are a closed form the C test
                   computes too, with one env made faulty on request (see Counter).
   image(...)      the same as uint8 frames of shape (3, 2, 2).
@@ -105,6 +106,12 @@ class FaultyCartPole:
 
 def faulty_cartpole(every=50):
     return FaultyCartPole(every)
+
+
+def slow_cartpole(seconds=60):
+    """apex_cartpole's CartPole, made after `seconds` of sleep (a worker slow to start)."""
+    time.sleep(seconds)
+    return _load(APEX_CARTPOLE).CartPoleEnv()
 
 
 # ---- a deterministic env with injectable faults ------------------------------------------
