@@ -1,8 +1,12 @@
 // pyenv.h: the actor's half of the Python env bridge: W Python worker processes, each
 // stepping N Gymnasium-style envs (python/apex_env.py), driven from C.
 //
-// What it does: binds one ROUTER socket that workers connect to (started here as child
-// processes, or by hand on other hosts), checks each worker's spaces against the run's,
+// What it does: talks to its workers over one of two transports, with the same messages
+// (pywire.h) and the same checks: LOCAL, for workers it spawns itself, a shared memory file
+// per worker for the frames and a pipe each way for the headers (pylocal.h: two system
+// calls a round trip, no socket, nothing another process could connect to); or ZMQ, one
+// ROUTER socket that workers connect to (spawned here, or started by hand on other hosts,
+// with CURVE under [security] mode = curve). It checks each worker's spaces against the run's,
 // seeds and resets the envs, and steps them in G groups so that the caller can overlap
 // Python's stepping of one group with its own inference for another (SEED RL / EnvPool):
 //   recv(0) act(0) send(0)  recv(1) act(1) send(1)            start
@@ -43,7 +47,7 @@
 // whose reset fails too); either way the next result is OK only if the env really stepped
 // from that row, so acting on zeros is harmless.
 //
-// CURVE ([security] mode = curve): the bridge socket is a CURVE server with the actor's key
+// CURVE ([security] mode = curve, transport ZMQ): the bridge socket is a CURVE server with the actor's key
 // pair (<key_dir>/actor.key, or actor<i>.key, as security.c picks it) and a ZAP handler that
 // admits only public keys listed in curve_authorized_keys (default: [security]
 // authorized_keys). A worker is a client like any other peer: it needs the actor's public

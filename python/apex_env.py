@@ -242,6 +242,9 @@ class Worker:
         self.configured = False  # a RESET was answered
         self.step_fns = [env.step for env in self.envs]
         self.dtypes, self.shapes = {self.dtype}, {self.shape}
+        self.vector = len(self.shape) == 1
+        self.lens = {self.shape[0]} if self.vector else None
+        self.f32_packs = {}  # n -> struct pack of n float32s: the range check of rewards
         shape4 = (list(self.shape) + [0, 0, 0, 0])[:4]
         self.spaces_key = (self.n_actions, self.dtype_code, len(self.shape), 0, *shape4)
 
@@ -415,14 +418,25 @@ class Worker:
         """The _Step of a message whose step returns (transposed) are all well-formed, else
         None."""
         try:
-            if (set(map(_DTYPE, o_list)) != self.dtypes or set(map(_SHAPE, o_list)) != self.shapes
-                    or set(map(type, o_list)) != _NDARRAY):
+            # Arrays of the space's dtype and shape (whose buffer the join below then takes
+            # whole). For a vector space ndim 1 and len are the shape, without a tuple per env.
+            if set(map(_DTYPE, o_list)) != self.dtypes:
                 return None
-            rewards = list(map(float, r_list))
-            total = sum(rewards)
-            # No NaN or inf (their sum is not finite), then the float32 range.
-            if total - total != 0.0 or max(rewards) > FLOAT32_MAX or min(rewards) < -FLOAT32_MAX:
+            if self.vector:
+                if set(map(_NDIM, o_list)) != _ONE or set(map(len, o_list)) != self.lens:
+                    return None
+            elif set(map(_SHAPE, o_list)) != self.shapes:
                 return None
+            # Numbers (a pack takes anything with __float__), no NaN or inf (then their sum is
+            # not finite), and within float32's range (its pack raises OverflowError).
+            total = sum(r_list)
+            if total - total != 0.0:
+                return None
+            pack = self.f32_packs.get(n)
+            if pack is None:
+                pack = self.f32_packs[n] = struct.Struct("<%df" % n).pack
+            pack(*r_list)
+            rewards = r_list
             ends = [j for j in range(n) if te_list[j] or tr_list[j]] if (
                 any(te_list) or any(tr_list)) else ()
             joined = b"".join(o_list)  # before any reset can touch an env's array
@@ -606,8 +620,9 @@ class _Raised:
         self.e = e
 
 
-_NDARRAY = {np.ndarray}
 _DTYPE = operator.attrgetter("dtype")
+_NDIM = operator.attrgetter("ndim")
+_ONE = {1}
 _SHAPE = operator.attrgetter("shape")
 
 
