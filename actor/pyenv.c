@@ -1200,10 +1200,13 @@ int pyenv_recv_results(pyenv_t *p, int group, int64_t timeout_ms, const pyenv_re
         s_poll(p, deadline - now);
     }
     for (int w = 0; w < p->W; w++) {
-        if (p->w[w].seq[group]) {
-            snprintf(p->why, sizeof p->why, "no reply within %lld ms%s",
-                     (long long)(clock_now_ms() - deadline + timeout_ms),
-                     signals_should_stop() ? " (shutting down)" : "");
+        if (p->w[w].seq[group] && signals_should_stop()) {
+            // Cut short by a shutdown: not the worker's failure. Its reply, if it comes, is
+            // stale; the caller is stopping and sends this group nothing more.
+            p->w[w].seq[group] = 0;
+        } else if (p->w[w].seq[group]) {
+            snprintf(p->why, sizeof p->why, "no reply within %lld ms",
+                     (long long)(clock_now_ms() - deadline + timeout_ms));
             s_lost(p, w, p->why);
         }
     }

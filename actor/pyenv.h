@@ -177,8 +177,9 @@ int pyenv_send_actions(pyenv_t *self, int group, const int32_t *actions);
 // restarted if spawned here, reset when it answers again otherwise; its envs report
 // PYENV_NO_STEP. With no reply owed (every worker of the group down), it waits until one is
 // back or timeout_ms passes, so a caller never spins. A shutdown signal (signals.h) ends
-// the wait early, as if the deadline had come. Returns the number of envs with status
-// PYENV_OK.
+// the wait early: the envs whose reply had not come report PYENV_NO_STEP, and their
+// workers are not counted lost (the caller is stopping). Returns the number of envs with
+// status PYENV_OK.
 int pyenv_recv_results(pyenv_t *self, int group, int64_t timeout_ms, const pyenv_results_t *out);
 
 // The error text of element j of group (valid after a recv that reported PYENV_ENV_FAULT

@@ -1,5 +1,5 @@
 // pylocal.c: see pylocal.h.
-#define _GNU_SOURCE // memfd_create, pipe2
+#define _GNU_SOURCE // memfd_create, SOCK_CLOEXEC
 #define LOG_MODULE "pyenv"
 #include "pylocal.h"
 
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static size_t s_align8(size_t x) { return (x + 7) & ~(size_t)7; }
@@ -80,13 +81,16 @@ int pylocal_open_pipes(pylocal_t *l, int fds[3]) {
     s_close(&l->to_child[0]);
     s_close(&l->from_child[1]);
     pylocal_close_pipes(l);
-    // Ours non-blocking (the actor never waits on a worker but in poll), the child's
-    // blocking (its loop is one blocking read per request). All close-on-exec here; the
-    // child's copies lose the flag in child_start_fds' dup2.
-    if (pipe2(l->to_child, O_CLOEXEC) != 0 || pipe2(l->from_child, O_CLOEXEC) != 0 ||
+    // One AF_UNIX stream pair per direction, used like a pipe ([0] read, [1] write): unlike
+    // a pipe's, a write to a dead reader is EPIPE (MSG_NOSIGNAL), never a SIGPIPE that would
+    // kill a process that does not ignore it. Ours non-blocking (the actor never waits on a
+    // worker but in poll), the child's blocking (its loop is one blocking read per request).
+    // All close-on-exec here; the child's copies lose the flag in child_start_fds' dup2.
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, l->to_child) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, l->from_child) != 0 ||
         fcntl(l->to_child[1], F_SETFL, O_NONBLOCK) != 0 ||
         fcntl(l->from_child[0], F_SETFL, O_NONBLOCK) != 0) {
-        log_error("python env bridge: pipe: %s", strerror(errno));
+        log_error("python env bridge: socketpair: %s", strerror(errno));
         return -1;
     }
     l->rx_len = 0;
@@ -125,10 +129,10 @@ int pylocal_send(pylocal_t *l, int region, const pywire_header_t *h, const void 
     uint32_t lens[PYLOCAL_FRAMES] = {(uint32_t)len, 0, 0, 0, 0};
     memcpy(r + PYLOCAL_HEAD_BYTES, payload, len);
     memcpy(r, lens, sizeof lens);
-    ssize_t n = write(l->to_child[1], h, sizeof *h);
+    ssize_t n = send(l->to_child[1], h, sizeof *h, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n != (ssize_t)sizeof *h) {
-        // EAGAIN: 64 KiB of headers unread, the worker does not read; EPIPE: it is gone. A
-        // header is below PIPE_BUF, so it is written whole or not at all.
+        // EAGAIN: the socket's buffer of unread headers is full, the worker does not read;
+        // EPIPE: it is gone. A header is one small write, sent whole or not at all.
         snprintf(err, errlen, "cannot write to its pipe: %s", n < 0 ? strerror(errno) : "short");
         return -1;
     }

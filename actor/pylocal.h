@@ -1,11 +1,13 @@
 // pylocal.h: the local transport of the Python env bridge: shared memory for the frames and
 // two pipes for the headers, between the actor and one worker process it spawned itself.
+// ("Pipes": AF_UNIX stream socket pairs used one way each, so that writing to a dead worker
+// is an EPIPE error and never a SIGPIPE.)
 //
 // What it does: for each spawned worker, one memfd (created once, kept across restarts)
 // mapped by both processes, split into `regions` request regions then `regions` reply
 // regions (one pair per group of the bridge), and a fresh pair of pipes per child process.
-// A message is its 72-byte pywire header written to a pipe (atomic: it is below PIPE_BUF)
-// after its payload frames were written to the sender's region for the message's group:
+// A message is its 72-byte pywire header written to a pipe (one small write, whole or not at
+// all) after its payload frames were written to the sender's region for the message's group:
 //   region: [5 x u32 frame lengths][pad to 64][frame 0][pad to 8][frame 1][pad to 8] ...
 // The pipe's write and read are the turn-taking and the memory barrier: the reader looks at
 // a region only after the header came, and each side writes a region only when it holds the

@@ -245,6 +245,7 @@ class Worker:
         self.vector = len(self.shape) == 1
         self.lens = {self.shape[0]} if self.vector else None
         self.f32_packs = {}  # n -> struct pack of n float32s: the range check of rewards
+        self.f64_packs = {}  # n -> struct pack of n float64s: the rewards frame
         shape4 = (list(self.shape) + [0, 0, 0, 0])[:4]
         self.spaces_key = (self.n_actions, self.dtype_code, len(self.shape), 0, *shape4)
 
@@ -602,13 +603,17 @@ class Worker:
         return self.reply(RESULT, seq, first, self.step(first, n, acts)), first // n
 
     def reply(self, mtype, seq, first, st):
-        rows = sorted(st.resets)
-        reset = b"".join(st.resets[j] for j in rows)
-        err = b"".join(ERR_REC.pack(first + j, len(t)) + t
-                       for j, t in ((j, _truncate(m)) for j, m in sorted(st.errors)))
-        return [self.header(mtype, st.n, seq, first, len(rows), len(st.errors)),
+        resets = st.resets
+        reset = b"".join([resets[j] for j in sorted(resets)]) if resets else b""
+        err = b"".join(ERR_REC.pack(first + j, len(t)) + t for j, t in (
+            (j, _truncate(m)) for j, m in sorted(st.errors))) if st.errors else b""
+        f64 = self.f64_packs.get(st.n)
+        if f64 is None:
+            f64 = self.f64_packs[st.n] = struct.Struct("<%dd" % st.n).pack
+        return [HEADER.pack(MAGIC, VERSION, mtype, self.worker_id, st.n, seq, self.nonce, first,
+                            *self.spaces_key, len(resets), len(st.errors), 0),
                 st.joined if st.joined is not None else b"".join(st.obs),
-                struct.pack("<%dd" % st.n, *st.rewards), bytes(st.flags), reset, err]
+                f64(*st.rewards), bytes(st.flags), reset, err]
 
 
 class _Raised:
