@@ -236,7 +236,7 @@ class Worker:
         self._read_spaces()
         self.nonce = random.SystemRandom().getrandbits(64)
         self.zero_row = bytes(self.row_bytes)
-        self.zeros = np.zeros(0, dtype=np.float32)
+        self.zeros = {}  # length -> float32 zeros, for _all_finite
         self.broken = [None] * self.n  # message of the fault whose reset failed, else None
         self.hdr = bytearray(HEADER.size)
         self.configured = False  # a RESET was answered
@@ -443,7 +443,7 @@ class Worker:
             joined = b"".join(o_list)  # before any reset can touch an env's array
         except (Exception, SystemExit):  # odd types (bool, float, buffers): one by one
             return None
-        st = _Step(n)
+        st = _Step(n, rows=False)
         st.rewards, st.joined = rewards, joined
         flags = st.flags
         for j in ends:
@@ -547,9 +547,10 @@ class Worker:
         is inf or NaN (finite * 0 = 0; no overflow), and one dot product costs ~1 us where
         np.isfinite(a).all() costs ~3.5."""
         a = np.frombuffer(buf, dtype=np.float32)
-        if len(self.zeros) < len(a):
-            self.zeros = np.zeros(len(a), dtype=np.float32)
-        return math.isfinite(a.dot(self.zeros[:len(a)]))
+        zeros = self.zeros.get(len(a))
+        if zeros is None:
+            zeros = self.zeros[len(a)] = np.zeros(len(a), dtype=np.float32)
+        return math.isfinite(a.dot(zeros))
 
     def _check_finite(self, first, st):
         """NaN/inf in float32 observations and reset observations, looked for once over the
@@ -637,10 +638,10 @@ class _Step:
 
     __slots__ = ("n", "obs", "rewards", "flags", "resets", "errors", "joined")
 
-    def __init__(self, n):
+    def __init__(self, n, rows=True):
         self.n = n
-        self.obs = [None] * n
-        self.rewards = [0.0] * n
+        self.obs = [None] * n if rows else None  # rows=False: joined and rewards are set
+        self.rewards = [0.0] * n if rows else None
         self.flags = bytearray(n)
         self.resets = {}
         self.errors = []

@@ -9,7 +9,8 @@
 #   - faults through the cluster (apex-local: replay, learner, actor): an env that raises
 #     every 50 steps is logged with its message, its episodes are dropped and counted in
 #     metrics.csv (env_faults, episodes_dropped) while training goes on; a worker killed with
-#     SIGKILL is restarted; after the launcher's stop no worker process is left.
+#     SIGKILL is restarted; an actor killed with SIGKILL takes its workers with it and the
+#     launcher's restart starts new ones; after the launcher's stop no worker is left.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 PYC=configs/python-cartpole.ini
@@ -36,7 +37,8 @@ actor() {
 stop_actor() {
   kill -TERM "$APID" 2>/dev/null || true
   RC=0; wait "$APID" || RC=$?
-  wait_for 10 all_gone "$TMP/$1.log" && ok "$1: exit $RC, no worker left" || bad "$1: workers left: $(workers "$TMP/$1.log")"
+  [ "$RC" = 0 ] && ok "$1: exit 0 on SIGTERM" || { bad "$1: exit $RC"; tail -3 "$TMP/$1.log" | sed 's/^/       /'; }
+  wait_for 10 all_gone "$TMP/$1.log" && ok "$1: no worker left" || bad "$1: workers left: $(workers "$TMP/$1.log")"
 }
 # refused NAME MESSAGE SETS...: apex-actor exits 2 at start-up and logs MESSAGE (fixed text).
 refused() {
@@ -103,7 +105,7 @@ kill -TERM "$WPID" 2>/dev/null || true; wait "$WPID" 2>/dev/null || true
 
 # --- faults through the cluster ----------------------------------------------------------
 RUN="$RUNS/pyfaults"
-scripts/apex-local "$PYC" --bin "$APEX_BIN" --quiet --no-eval --actors 1 $(endpoint_sets) "${BASE[@]}" \
+scripts/apex-local "$PYC" --bin "$APEX_BIN" --quiet --no-eval --actors 1 --restart on-failure $(endpoint_sets) "${BASE[@]}" \
   --set run.name=pyfaults --set run.max_seconds=0 --set learner.metrics_interval_ms=200 \
   --set env.make=tests/pyenv_faults.py:faulty_cartpole --set 'env.kwargs={"every": 50}' \
   --set actor.stats_interval_ms=200 >"$TMP/launcher.out" 2>&1 &
@@ -122,7 +124,21 @@ kill -KILL "$w0"
 wait_for 60 started_ge "$RUN/actor0.log" 2 && ok "a SIGKILLed worker (pid $w0) is restarted" || bad "no restart after SIGKILL"
 f1=$(col env_frames)
 wait_for 60 gt env_frames "$((f1 + 2000))" && ok "frames go on after the restart" || bad "stalled after the restart"
+# The launcher's restart path: the actor SIGKILLed, its workers die with it (PDEATHSIG),
+# and the restarted actor starts its own.
+apid=$(sed -n 's/.*actor0\[\([0-9]*\)\].*/\1/p' "$TMP/launcher.out" | head -1)
+old=$(workers "$RUN/actor0.log")
+nold=$(echo "$old" | wc -l)
+kill -KILL "$apid"
+all_old_gone() { local p; for p in $old; do gone "$p" || return 1; done; }
+wait_for 30 all_old_gone && ok "the SIGKILLed actor's workers died with it" || bad "workers outlived their actor: $old"
+wait_for 60 grep -q "actor0 restarted" "$TMP/launcher.out" && wait_for 60 started_ge "$RUN/actor0.log" "$((nold + 1))" \
+  && ok "the restarted actor started its own worker" || bad "no restart: $(tail -2 "$TMP/launcher.out")"
+f2=$(col env_frames)
+wait_for 60 gt env_frames "$((f2 + 2000))" && ok "frames go on after the actor's restart" || bad "stalled after the actor's restart"
 kill -TERM "$LPID"; rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 0 ] && ok "launcher and daemons exit 0" || { bad "launcher exit $rc"; tail -5 "$TMP/launcher.out"; }
 wait_for 10 all_gone "$RUN/actor0.log" && ok "no worker left after the launcher's stop" || bad "workers left: $(workers "$RUN/actor0.log")"
+! grep -l "runtime error\|AddressSanitizer" "$TMP"/*.log "$RUN"/*.log 2>/dev/null && ok "no sanitizer report in any log" \
+  || bad "sanitizer reports in the logs above"
 finish
