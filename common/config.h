@@ -49,6 +49,9 @@ typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1, CONFIG_OBS_AUTO = 2
 // [env] id = external: the environment is stepped by the user's own actors (speaking
 // proto/apex.proto), not by apex-actor; its shape and dtype come from these keys.
 #define CONFIG_ENV_EXTERNAL "external"
+// [env] id = python: apex-actor steps Gymnasium-style Python envs ([env] make) through its
+// env workers (actor/pyenv.h, [python]); the observation keys are id = external's.
+#define CONFIG_ENV_PYTHON "python"
 
 typedef struct {
     char id[64];
@@ -63,7 +66,27 @@ typedef struct {
     int obs_h, obs_w, obs_c; // 0, 0, 0 for a vector observation
     int n_actions;
     int max_episode_steps; // 0: no time limit (external envs, MinAtar)
+    // id = python
+    char make[CONFIG_STR_LEN];   // MODULE:CALLABLE
+    char kwargs[CONFIG_STR_LEN]; // JSON object for CALLABLE, "" = none
+    char eval_id[64];            // a built-in id stepping the same MDP, for evaluation ("" = none)
 } config_env_t;
+
+// How apex-actor talks to its Python env workers (actor/pyenv.h pyenv_transport).
+typedef enum { CONFIG_PY_LOCAL = 0, CONFIG_PY_ZMQ = 1 } config_py_transport;
+
+// [python]: apex-actor's Python env workers for [env] id = python.
+typedef struct {
+    int64_t workers; // processes per actor; each steps envs_per_actor / workers envs
+    int64_t groups;  // each worker's envs in this many groups, stepped overlapped
+    int spawn;       // 1: the actor starts its workers; 0: they are started by hand
+    int transport;   // config_py_transport
+    char bind[CONFIG_STR_LEN];
+    char interpreter[CONFIG_STR_LEN];
+    char script[CONFIG_STR_LEN]; // "" = ../python/apex_env.py from the binary's directory
+    int64_t step_timeout_ms;
+    int64_t hello_timeout_ms;
+} config_python_t;
 
 #define CONFIG_MAX_CONV 4
 
@@ -171,6 +194,7 @@ typedef struct apex_config_s {
     config_learner_t learner;
     config_actor_t actor;
     config_eval_t eval;
+    config_python_t python;
     config_endpoints_t endpoints;
     config_security_t security;
 } apex_config_t;

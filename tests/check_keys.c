@@ -997,6 +997,11 @@ static const s_row s_rows[] = {
      0, DOWN, NULL},
     {"env.obs_scale", "env.obs_scale=0.5", EXT, s_train, TR_Q, DIFF, NULL},
 
+    // id = python: the bridge's keys, through the real apex-actor and its workers.
+    {"env.make", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"env.kwargs", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"env.eval_id", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+
     {"network.conv", "network.conv=16x3s1", "env.id=MinAtar/Breakout-v0", s_net, 0, UP, NULL},
     {"network.hidden", "network.hidden=8", NULL, s_net, 0, DOWN, NULL},
     {"network.dueling", "network.dueling=false", NULL, s_net, 0, DOWN, NULL},
@@ -1079,6 +1084,16 @@ static const s_row s_rows[] = {
     {"eval.max_episode_steps", "eval.max_episode_steps=3", "eval.episodes=5;eval.epsilon=1", s_eval,
      EV_TRUNCATED, UP, NULL},
     {"eval.interval_s", NULL, NULL, NULL, 0, DIFF, "eval_follow.sh"},
+
+    {"python.workers", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.groups", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.spawn", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.transport", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.bind", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.interpreter", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.script", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.step_timeout_ms", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    {"python.hello_timeout_ms", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
 
     {"endpoints.replay_insert_bind", "endpoints.replay_insert_bind=tcp://127.0.0.1:*", NULL,
      s_replay, RP_INSERT_EP, DIFF, NULL},
