@@ -130,8 +130,14 @@ $(BUILD)/gen/suites.h: $(TEST_SRC)
 $(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
-unit: $(CHECK_BIN) $(BINARIES)
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) $(CHECK_BIN)
+# One rank of a learner group on fixed batches: check_group runs it under mpirun.
+ZERO_RANKS := $(BUILD)/tests/zero_ranks
+$(ZERO_RANKS): $(BUILD)/tests/zero_ranks.o $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
+
+unit: $(CHECK_BIN) $(BINARIES) $(ZERO_RANKS)
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) \
+	  APEX_ZERO_RANKS=$(abspath $(ZERO_RANKS)) $(CHECK_BIN)
 
 # Scripts marked "# smoke: slow" (long learning runs, namespaces, floods) are skipped when
 # SMOKE_FAST=1, which the sanitizer run sets: they exercise timing, not new code paths.

@@ -190,7 +190,7 @@ void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, flo
 void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B);
 
 // The gradient of nn_backward without a full-size gradient array (ZeRO stage 2, learner/
-// train.c): computed piece by piece into buf, from the head down, and handed to
+// train.c): computed piece by piece into buf, layer by layer from the head down, and handed to
 // done(arg, piece, offset, n) as soon as piece[0..n) holds the gradient of parameters
 // [offset, offset + n) of the flat array, which nothing later in the pass adds to. A piece
 // is a conv layer's w and b, or a block of whole rows of a linear layer's w (the last block
