@@ -6,6 +6,7 @@
 #include "apex.h"
 #include "clock.h"
 #include "log.h"
+#include "signals.h"
 #include "xalloc.h"
 
 #include <mpi.h>
@@ -173,6 +174,13 @@ void group_round(group_t *self, double *x, int n) {
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (done) {
             break;
+        }
+        if (signals_should_stop() && clock_now_ns() - t0 > GROUP_STOP_ABORT_MS * 1000000LL) {
+            // Asked to stop, and the others do not come: a rank died or hangs, and a
+            // collective cannot be left any other way.
+            log_error("stopping, and the learner group has not answered for %d s: aborting it",
+                      GROUP_STOP_ABORT_MS / 1000);
+            MPI_Abort(self->comm, 1);
         }
         struct timespec ts = {0, sleep_us * 1000L};
         nanosleep(&ts, NULL);

@@ -18,7 +18,9 @@
 // ranks arrive together (inside a training step, after a round). group_round is where a
 // rank may wait long (for another rank's batch): it starts an MPI_Iallreduce and tests it
 // with growing sleeps (20 us doubling to GROUP_ROUND_SLEEP_MAX_US), so a waiting rank
-// sleeps instead of polling; a small message needs only a few progress calls.
+// sleeps instead of polling; a small message needs only a few progress calls. A rank that
+// was asked to stop (signals.h) and waits in a round longer than GROUP_STOP_ABORT_MS aborts
+// the job: the others are gone or hung.
 // Time spent inside collectives is summed in group_comm_ns (for comm_frac).
 //
 // A rank that dies takes the group down (MPI's semantics: mpirun kills the job); errors of
@@ -32,6 +34,7 @@
 #include <stdint.h>
 
 #define GROUP_ROUND_SLEEP_MAX_US 500
+#define GROUP_STOP_ABORT_MS 10000 // a stopping rank's round waits this long, then MPI_Abort
 #define GROUP_MAX_RANKS 4096
 
 typedef struct group group_t;
