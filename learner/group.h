@@ -21,7 +21,8 @@
 // sleeps instead of polling; a small message needs only a few progress calls. A rank that
 // was asked to stop (signals.h) and waits in a round longer than GROUP_STOP_ABORT_MS aborts
 // the job: the others are gone or hung.
-// Time spent inside collectives is summed in group_comm_ns (for comm_frac).
+// Time spent inside the collectives of training steps and checkpoints is summed in
+// group_comm_ns (for comm_frac); rounds are not counted (they are waits for data).
 //
 // A rank that dies takes the group down (MPI's semantics: mpirun kills the job); errors of
 // a collective abort the job (MPI_ERRORS_ARE_FATAL): there is no partial group to go on
@@ -55,7 +56,7 @@ void group_destroy(group_t **self_p);
 int group_rank(const group_t *self);
 int group_size(const group_t *self);
 int group_uses_mpi(const group_t *self);    // 1 when MPI was initialised
-int64_t group_comm_ns(const group_t *self); // ns spent in collectives so far
+int64_t group_comm_ns(const group_t *self); // ns spent in collectives (not rounds) so far
 
 // Shard r of an array of n elements split over size ranks: the first n % size ranks hold
 // one more (DeepSpeed's get_data_parallel_partitions). *offset, *count in elements.

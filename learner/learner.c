@@ -273,6 +273,7 @@ static int s_group_init(learner_t *l);
 static int s_group_idle(learner_t *l);
 static void s_group_metrics(learner_t *l);
 static void s_group_leave(learner_t *l);
+static void s_group_report(learner_t *l, int at_stop);
 
 learner_t *learner_new(const apex_config_t *cfg, int resume) {
     learner_t *l = xcalloc(1, sizeof *l);
@@ -788,6 +789,25 @@ static int s_group_init(learner_t *l) {
     return 0;
 }
 
+// What a rank holds (train_memory_t) and, at the stop, the share of the training steps'
+// time spent in collectives (for bench/run_zero.sh and for the operator).
+static void s_group_report(learner_t *l, int at_stop) {
+    if (!l->group) {
+        return;
+    }
+    if (!at_stop) {
+        train_memory_t m;
+        trainer_memory(l->trainer, &m);
+        log_info("rank %d memory: params %zu, gradients %zu, optimizer state %zu bytes", l->rank,
+                 m.param_bytes, m.grad_bytes, m.opt_bytes);
+        return;
+    }
+    double step_ns = l->own[R_TRAIN_NS] + l->own[R_OPTIM_NS];
+    log_info("rank %d: collectives %.1f%% of the training steps' time (%.0f of %.0f ms)", l->rank,
+             step_ns > 0 ? 100.0 * (double)group_comm_ns(l->group) / step_ns : 0.0,
+             (double)group_comm_ns(l->group) / 1e6, step_ns / 1e6);
+}
+
 // One round: every rank says whether it has a batch, wants to stop, and (rank 0) whether a
 // checkpoint is due, and adds its totals. Returns -1 when the group stops (every rank sees
 // the same sums, so every rank decides the same), else 1 when every rank has a batch.
@@ -885,6 +905,7 @@ int learner_run(learner_t *self) {
     // Record this incarnation (the high 32 bits of the weights version) on disk before any
     // version of it is published: a learner killed before its first periodic checkpoint then
     // still cannot hand out a version twice after the next restart.
+    s_group_report(self, 0);
     s_checkpoint(self);
     if (self->rank == 0) {
         s_publish(self, 1); // actors get the initial (or resumed) weights right away
@@ -892,6 +913,7 @@ int learner_run(learner_t *self) {
     s_issue_requests(self);
     loop_run(self->loop);
     s_group_leave(self);
+    s_group_report(self, 1);
     if (self->rank == 0) {
         s_timer_metrics(self->loop, self);
     }

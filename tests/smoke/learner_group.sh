@@ -25,7 +25,8 @@ ranks() {
   mp=$(pgrep -f "^mpirun -np 2 .*$RUN/config.ini" | head -1) || return 1
   cat "/proc/$mp/task/$mp/children" 2>/dev/null
 }
-shards() { ls "$RUN"/checkpoint.bin.s*.opt1of2 >/dev/null 2>&1; }
+# a periodic checkpoint (not the one of update 0 written at the start) is on disk.
+shards() { ls "$RUN"/checkpoint.bin.s[1-9]*.opt1of2 >/dev/null 2>&1; }
 trained() { gt updates 300; }
 if wait_for 120 trained && wait_for 60 shards; then
   r=($(ranks))
@@ -37,9 +38,9 @@ fi
 wait "$LAUNCHER" || rc=$?
 grep -q "learner died" "$TMP/launcher.out" && ok "the group died with its rank" || bad "no learner death seen"
 grep -q "learner restarted" "$TMP/launcher.out" && ok "apex-local restarted the group" || bad "no restart"
-grep -q "resumed from .*checkpoint.bin at update" "$RUN/learner.log" \
-  && ok "the group resumed: $(grep -o 'resumed from .* at update [0-9]*' "$RUN/learner.log" | head -1)" \
-  || bad "no resume in learner.log"
+resumed=$(sed -n 's/.*resumed from .*checkpoint.bin at update \([0-9]*\).*/\1/p' "$RUN/learner.log" | head -1)
+[ -n "$resumed" ] && [ "$resumed" -gt 0 ] && ok "the group resumed from its checkpoint at update $resumed" \
+  || bad "no resume past update 0 in learner.log"
 # The stop on a solved evaluation comes after the restart.
 awk '/learner restarted/ {r = NR} /stopping: solved/ {s = NR} END {exit !(r && s > r)}' "$TMP/launcher.out" \
   && ok "solved after the restart: $(grep -o 'solved: .*' "$TMP/launcher.out")" \
