@@ -19,7 +19,8 @@
 //                an uninterrupted single learner.
 // mpirun runs with the settings CI needs (root, container, 2 cores: see mpi_args below),
 // and LeakSanitizer suppressions for OpenMPI's own allocations (tests/lsan-mpi.supp).
-// Cost: about 15 s (ASan: about 60 s), most of it mpirun start-up (~0.5 s each, 13 runs).
+// Cost: about 8 s (ASan: about 60 s), most of it mpirun start-up (10 runs; under ASan each
+// rank starts slowly, LSan's slow unwinder walking OpenMPI's allocations).
 #include "check_apex.h"
 
 #include "apex.h"
@@ -284,10 +285,13 @@ static int s_mpirun(int np, const char *out_path, const char *const args[]) {
         if (out_path) {
             ck_assert_ptr_nonnull(freopen(out_path, "w", stdout));
         }
-        // LeakSanitizer (make asan): OpenMPI keeps allocations until exit.
+        // LeakSanitizer (make asan): OpenMPI keeps allocations until exit. The slow unwinder
+        // sees through frames without frame pointers into libmpi (the fast one stops in
+        // components OpenMPI has dlclosed, which no suppression can name).
         char supp[1200], cwd[1024];
         const char *root = getenv("APEX_SRC_DIR");
-        snprintf(supp, sizeof supp, "suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0",
+        snprintf(supp, sizeof supp,
+                 "suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0",
                  root && *root ? root : (getcwd(cwd, sizeof cwd) ? cwd : "."));
         setenv("LSAN_OPTIONS", supp, 0);
         s_clear_launch_env();
@@ -348,11 +352,8 @@ static void s_check_group(const char *prefix, int np, const float *ref, const fl
 START_TEST(test_mpi_equivalence) {
     const char *dir = check_tmpdir();
     struct {
-        const char *net, *optim;
-        int stage;
-    } cases[] = {{"mlp", "adam", 0},    {"mlp", "adam", 1},    {"mlp", "adam", 2},
-                 {"mlp", "rmsprop", 0}, {"mlp", "rmsprop", 1}, {"mlp", "rmsprop", 2},
-                 {"conv", "adam", 2}};
+        const char *net, *optim, *stages;
+    } cases[] = {{"mlp", "adam", "0,1,2"}, {"mlp", "rmsprop", "0,1,2"}, {"conv", "adam", "2"}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         nn_config_t net;
         optim_kind kind;
@@ -378,25 +379,30 @@ START_TEST(test_mpi_equivalence) {
             clipped += st.grad_norm > 0.3f;
         }
         ck_assert_msg(clipped >= 5 && clipped <= 45, "clip active in %d of 50 steps", clipped);
-        char prefix[1024], a_net[32], a_opt[32], a_stage[16], a_out[1100];
-        snprintf(prefix, sizeof prefix, "%s/%s_%s_%d", dir, cases[c].net, cases[c].optim,
-                 cases[c].stage);
+        char prefix[1024], a_net[32], a_opt[32], a_stage[32], a_out[1100];
+        snprintf(prefix, sizeof prefix, "%s/%s_%s", dir, cases[c].net, cases[c].optim);
         snprintf(a_net, sizeof a_net, "net=%s", cases[c].net);
         snprintf(a_opt, sizeof a_opt, "optim=%s", cases[c].optim);
-        snprintf(a_stage, sizeof a_stage, "stage=%d", cases[c].stage);
+        snprintf(a_stage, sizeof a_stage, "stage=%s", cases[c].stages);
         snprintf(a_out, sizeof a_out, "out=%s", prefix);
         const char *args[] = {a_net,      a_opt,      a_stage, "rows=12",
                               "steps=50", "clip=0.3", a_out,   NULL};
-        ck_assert_int_eq(s_mpirun(2, NULL, args), 0);
-        s_check_group(prefix, 2, trainer_online(ref)->data, init, n);
-        char path[1200];
-        snprintf(path, sizeof path, "%s.norms", prefix);
-        double norms[64];
-        ck_assert_int_eq(s_read_norms(path, norms, 64), 50);
-        for (int i = 0; i < 50; i++) {
-            ck_assert_msg(fabs(norms[i] - ref_norms[i]) <= 1e-4 * ref_norms[i],
-                          "%s step %d: norm %g, single learner %g", prefix, i, norms[i],
-                          ref_norms[i]);
+        ck_assert_int_eq(s_mpirun(2, NULL, args), 0); // every stage of the case in one run
+        for (const char *st = cases[c].stages; *st; st++) {
+            if (*st == ',') {
+                continue;
+            }
+            char run[1100], path[1200];
+            snprintf(run, sizeof run, "%s_s%c", prefix, *st);
+            s_check_group(run, 2, trainer_online(ref)->data, init, n);
+            snprintf(path, sizeof path, "%s.norms", run);
+            double norms[64];
+            ck_assert_int_eq(s_read_norms(path, norms, 64), 50);
+            for (int i = 0; i < 50; i++) {
+                ck_assert_msg(fabs(norms[i] - ref_norms[i]) <= 1e-4 * ref_norms[i],
+                              "%s step %d: norm %g, single learner %g", run, i, norms[i],
+                              ref_norms[i]);
+            }
         }
         xfree(b);
         xfree(init);
@@ -414,24 +420,23 @@ START_TEST(test_mpi_memory) {
     for (int k = 0; k < 3; k++) {
         int N = nps[k];
         size_t opt[2][4], grad[2][4], heap[2][4];
+        char out[1100];
+        snprintf(out, sizeof out, "%s/mem_%d.txt", dir, N);
+        const char *args[] = {"net=large", "stage=1,2", "mem=1", "rows=4", NULL};
+        ck_assert_int_eq(s_mpirun(N, out, args), 0); // both stages in one run
+        FILE *f = fopen(out, "r");
+        ck_assert_ptr_nonnull(f);
+        int rank, size, st, lines = 0;
+        size_t o, g, p, h;
+        while (fscanf(f, "mem %d %d %d %zu %zu %zu %zu\n", &rank, &size, &st, &o, &g, &p, &h) ==
+               7) {
+            ck_assert(size == N && (st == 1 || st == 2) && rank >= 0 && rank < N);
+            opt[st - 1][rank] = o, grad[st - 1][rank] = g, heap[st - 1][rank] = h;
+            lines++;
+        }
+        fclose(f);
+        ck_assert_int_eq(lines, 2 * N);
         for (int stage = 1; stage <= 2; stage++) {
-            char out[1100], a_stage[16];
-            snprintf(out, sizeof out, "%s/mem_%d_%d.txt", dir, N, stage);
-            snprintf(a_stage, sizeof a_stage, "stage=%d", stage);
-            const char *args[] = {"net=large", a_stage, "mem=1", "rows=4", NULL};
-            ck_assert_int_eq(s_mpirun(N, out, args), 0);
-            FILE *f = fopen(out, "r");
-            ck_assert_ptr_nonnull(f);
-            int rank, size, st, lines = 0;
-            size_t o, g, p, h;
-            while (fscanf(f, "mem %d %d %d %zu %zu %zu %zu\n", &rank, &size, &st, &o, &g, &p, &h) ==
-                   7) {
-                ck_assert(size == N && st == stage && rank >= 0 && rank < N);
-                opt[stage - 1][rank] = o, grad[stage - 1][rank] = g, heap[stage - 1][rank] = h;
-                lines++;
-            }
-            fclose(f);
-            ck_assert_int_eq(lines, N);
             size_t sum = 0;
             for (int r = 0; r < N; r++) {
                 sum += opt[stage - 1][r];
@@ -444,11 +449,12 @@ START_TEST(test_mpi_memory) {
         for (int r = 0; r < N; r++) {
             if (N > 1) {
                 ck_assert_uint_lt(grad[1][r], grad[0][r]);
-                // What the heap saw: stage 1 minus stage 2 within 2% of the gradient saving.
+                // What the heap saw: stage 1 minus stage 2 within 2% (+ pages) of the saving
+                // (not under ASan, whose allocator mallinfo2 does not see: 0 there).
                 double saved = (double)heap[0][r] - (double)heap[1][r];
                 double want = (double)grad[0][r] - (double)grad[1][r];
-                ck_assert_msg(fabs(saved - want) <= 0.02 * want, "heap %g, counted %g", saved,
-                              want);
+                ck_assert_msg(heap[0][r] == 0 || fabs(saved - want) <= 0.02 * want + 16384,
+                              "heap %g, counted %g", saved, want);
             } else {
                 // One rank's shard is everything: stage 2 adds its piece buffer.
                 ck_assert_uint_le(grad[1][r], grad[0][r] + grad[0][r] / ZERO_PIECE_DIV + 64);
@@ -496,7 +502,8 @@ START_TEST(test_mpi_reshard) {
     snprintf(a_out, sizeof a_out, "out=%s", prefix);
     const char *load_args[] = {"stage=1", "steps=10", "rows=12", "clip=0.3", a_load, a_out, NULL};
     ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
-    s_check_group(prefix, 3, want, theta0, n);
+    snprintf(path, sizeof path, "%s_s1", prefix);
+    s_check_group(path, 3, want, theta0, n);
     // (b) 2 ranks of stage 1 save; a single learner loads.
     snprintf(ck, sizeof ck, "%s/b.bin", dir);
     snprintf(a_save, sizeof a_save, "save=%s", ck);
@@ -518,7 +525,8 @@ START_TEST(test_mpi_reshard) {
     snprintf(a_out, sizeof a_out, "out=%s", prefix);
     load_args[0] = "stage=2";
     ck_assert_int_eq(s_mpirun(2, NULL, load_args), 0);
-    s_check_group(prefix, 2, want, theta0, n);
+    snprintf(path, sizeof path, "%s_s2", prefix);
+    s_check_group(path, 2, want, theta0, n);
     // A later single-learner checkpoint over a sharded one removes the stale shards.
     snprintf(ck, sizeof ck, "%s/a.bin", dir);
     ck_assert_int_eq(trainer_save(half, ck, NULL), APEX_OK);

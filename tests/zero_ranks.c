@@ -2,14 +2,15 @@
 // runs it as `mpirun -np N build/tests/zero_ranks key=value ...`. Not a daemon: a trainer
 // over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
 //
-//   net=mlp|conv|large  stage=0|1|2  optim=adam|rmsprop  rows=R (whole batch of a step, a
+//   net=mlp|conv|large  stage=S[,S...] (0, 1, 2; each stage in turn, from the same start)
+//   optim=adam|rmsprop  rows=R (whole batch of a step, a
 //   multiple of N; rank r trains rows [r R/N, (r+1) R/N))  steps=K  clip=C
 //   load=PATH (trainer_load first)  save=PATH (trainer_save after the steps)
-//   out=PATH: every rank writes PATH.r<rank> (its online parameters, raw floats) and rank 0
-//   PATH.norms (one grad norm per step)
+//   out=PATH: every rank writes PATH_s<stage>.r<rank> (its online parameters, raw floats) and
+//   rank 0 PATH_s<stage>.norms (one grad norm per step)
 //   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes" per rank
-//   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2) and
-//   stop.
+//   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2; 0 under
+//   ASan, whose allocator glibc's counters do not see) and stop.
 // Exit status 0, or 1 with a message on stderr.
 #include "apex.h"
 #include "group.h"
@@ -23,13 +24,14 @@
 #include <string.h>
 
 typedef struct {
-    const char *net, *optim, *load, *save, *out;
+    const char *net, *optim, *load, *save, *out, *stages;
     int stage, rows, steps, mem;
     float clip;
 } s_args;
 
 static int s_parse(int argc, char **argv, s_args *a) {
-    *a = (s_args){.net = "mlp", .optim = "adam", .rows = 12, .steps = 50, .clip = 0.3f};
+    *a = (s_args){
+        .net = "mlp", .optim = "adam", .stages = "0", .rows = 12, .steps = 50, .clip = 0.3f};
     for (int i = 1; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) {
@@ -48,7 +50,7 @@ static int s_parse(int argc, char **argv, s_args *a) {
         } else if (strcmp(k, "out") == 0) {
             a->out = v;
         } else if (strcmp(k, "stage") == 0) {
-            a->stage = atoi(v);
+            a->stages = v;
         } else if (strcmp(k, "rows") == 0) {
             a->rows = atoi(v);
         } else if (strcmp(k, "steps") == 0) {
@@ -72,8 +74,12 @@ static int s_write(const char *path, const void *data, size_t bytes) {
 }
 
 static size_t s_heap(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    return 0;
+#else
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd; // in use: arena chunks + mmapped blocks
+#endif
 }
 
 static int s_run(group_t *g, const s_args *a) {
@@ -111,7 +117,7 @@ static int s_run(group_t *g, const s_args *a) {
     char path[1024];
     FILE *norms = NULL;
     if (a->out && rank == 0) {
-        snprintf(path, sizeof path, "%s.norms", a->out);
+        snprintf(path, sizeof path, "%s_s%d.norms", a->out, a->stage);
         norms = fopen(path, "w");
     }
     for (int i = 0; i < a->steps; i++) {
@@ -132,7 +138,7 @@ static int s_run(group_t *g, const s_args *a) {
         rc = 1;
     }
     if (a->out) {
-        snprintf(path, sizeof path, "%s.r%d", a->out, rank);
+        snprintf(path, sizeof path, "%s_s%d.r%d", a->out, a->stage, rank);
         const nn_params_t *p = trainer_online(t);
         rc |= s_write(path, p->data, p->num_params * sizeof(float));
     }
@@ -151,7 +157,13 @@ int main(int argc, char **argv) {
     if (!g) {
         return 1;
     }
-    int rc = s_run(g, &a);
+    int rc = 0;
+    for (const char *p = a.stages; *p && rc == 0; p++) {
+        if (*p >= '0' && *p <= '2') {
+            a.stage = *p - '0';
+            rc = s_run(g, &a);
+        }
+    }
     group_destroy(&g);
     return rc;
 }

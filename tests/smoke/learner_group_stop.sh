@@ -9,7 +9,8 @@
 # the single learner's checkpoint. ~25 s.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp}
+# LeakSanitizer under make asan: OpenMPI's allocations (tests/lsan-mpi.supp, check_group.c).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0}
 CFG=configs/smoke.ini
 RUNS="$TMP/runs"
 RUN="$RUNS/smoke"
