@@ -13,6 +13,9 @@
 #       (rank 0's, logged at the stop). The volume is not measured: per rank and step it is
 #       2 x 4 bytes x params x (N-1)/N (a reduce-scatter plus an all-gather, the volume of
 #       one ring all-reduce), printed as zero.bytes_per_step.
+#   zero.*.cpu_us_per_sample          CPU time of the learner (all ranks, all threads) per
+#       row trained: what the samples/s ratio would approach on otherwise idle cores, where
+#       the ratio is 2 x n1's over the group's (a load-independent view of the overhead).
 # ZERO_SECONDS (default 30) per learner run; ~3 min in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,12 +79,19 @@ run_learner() {
   pid=$!
   PIDS+=("$pid")
   sleep "$SECS"
-  if [ "$np" = 1 ]; then
-    kill -TERM "$pid"
-  else
-    kill -TERM $(cat "/proc/$pid/task/$pid/children")
-  fi
+  local ranks=$pid
+  [ "$np" = 1 ] || ranks=$(cat "/proc/$pid/task/$pid/children")
+  # CPU time of the rank(s) so far (utime + stime, all threads), in clock ticks.
+  local ticks=0 r
+  for r in $ranks; do
+    ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$r/stat")))
+  done
+  kill -TERM $ranks
   wait "$pid" || echo "bench: $name exited $?" >&2
+  local updates
+  updates=$(sed -n 's/.*stopped at update \([0-9]*\).*/\1/p' "$TMP/$name.log" | head -1)
+  awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v u="$updates" -v np="$np" -v n="$name" \
+    'BEGIN {printf "%.2f\n", t / hz * 1e6 / (u * 512 * np)}' >"$TMP/$name.cpu"
   "$PY" - "$TMP/runs/$name/metrics.csv" "$WARM" <<'PY'
 import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if float(r["elapsed_s"]) >= float(sys.argv[2])]
@@ -95,6 +105,7 @@ mem() { # mem LOG FIELD: rank 0's bytes of FIELD (gradients / optimizer state)
 
 n1=$(run_learner n1 1 0)
 echo "BENCH zero.n1.samples_per_s $n1"
+echo "BENCH zero.n1.cpu_us_per_sample $(cat "$TMP/n1.cpu") us (the learner's CPU time over rows trained)"
 # A single learner's bytes: the same accounting, a group of one (no MPI) of stage 0.
 params=$(sed -n 's/.*learner: \([0-9]*\) parameters.*/\1/p' "$TMP/n1.log" | head -1)
 full_opt=$((params * 8))
@@ -106,6 +117,7 @@ for stage in 0 1 2; do
   sps[$stage]=$(run_learner "s$stage" 2 "$stage")
   log="$TMP/s$stage.log"
   echo "BENCH zero.stage$stage.n2.samples_per_s ${sps[$stage]}"
+  echo "BENCH zero.stage$stage.n2.cpu_us_per_sample $(cat "$TMP/s$stage.cpu") us (both ranks' CPU time over rows trained)"
   opt=$(mem "$log" "optimizer state")
   grad=$(mem "$log" "gradients")
   eval "grad$stage=$grad"

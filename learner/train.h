@@ -65,7 +65,7 @@ typedef struct {
     size_t opt_bytes;   // optimizer moments (m and v)
 } train_memory_t;
 
-#define ZERO_PIECE_DIV 8 // stage 2's piece buffer: the shard / this
+#define ZERO_PIECE_DIV 4 // stage 2's piece buffer: the shard / this
 
 // One batch as flat arrays, borrowed for the duration of trainer_step.
 typedef struct {
