@@ -161,6 +161,10 @@ static const s_row s_schema[] = {
      "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
     {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
      "1000", NULL, "period of metrics.csv rows (ms)"},
+    {"learner", "zero_stage", T_INT, OFF(learner.zero_stage), 0, 0, 2, "1", NULL,
+     "learner group (mpirun -np N apex-learner) only: 0 = all-reduce, optimizer state "
+     "replicated; 1 = optimizer state sharded over the ranks (ZeRO-1); 2 = gradients sharded "
+     "too (ZeRO-2)"},
 
     {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, CONFIG_MAX_ACTORS, "2", NULL,
      "actor processes in the run: the epsilon schedule's N, the launcher's count, and the "

@@ -140,6 +140,7 @@ typedef struct {
     int64_t threads;
     int64_t request_timeout_ms;
     int64_t metrics_interval_ms;
+    int64_t zero_stage; // a learner group's ZeRO stage (learner/train.h)
 } config_learner_t;
 
 typedef struct {

@@ -15,6 +15,12 @@
 // min_size_to_sample); "not ready" replies are simply re-requested.
 // Checkpoints (<run dir>/checkpoint.bin) every checkpoint_interval_s and at shutdown; with
 // resume set, an existing checkpoint is loaded at start-up and training continues exactly.
+// Under mpirun/srun (group.h) the process is one rank of a learner group: every rank samples,
+// trains its own batches and sends its own priority updates; the ranks step together, one
+// round (a small all-reduce of flags and counters) before every step; rank 0 alone binds
+// pub/stats, publishes, writes metrics.csv with the group's sums and times the checkpoints,
+// which every rank writes together (train.h: sharded optimizer state, [learner] zero_stage).
+// Without a launcher nothing of this exists and MPI is never initialised.
 #ifndef APEX_LEARNER_H
 #define APEX_LEARNER_H
 

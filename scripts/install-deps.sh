@@ -11,6 +11,7 @@ PKGS=(
   gnuplot-nox                         # learning_curve.png
   procps                              # pgrep/pkill in the smoke tests
   clang-format-14                     # make format-check (part of make test)
+  libopenmpi-dev openmpi-bin          # the learner group (mpirun -np N apex-learner)
 )
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
   PKGS+=(clang libclang-rt-dev) # libFuzzer, for make fuzz
