@@ -24,4 +24,20 @@ grep -q "; 3 actors;" "$TMP/a.out" && [ -s "$RUN/actor2.log" ] && [ ! -e "$RUN/a
 rc=0; scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet --eval-episodes 5 $(endpoint_sets) --set run.out_dir="$RUNS" --set run.target_return=-1000000 --set run.max_seconds=120 >"$TMP/b.out" 2>&1 || rc=$?
 grep -q "^apex-local: stopping: solved: greedy mean return .* >= -1e+06 over 5 episodes" "$TMP/b.out" && [ "$rc" = 0 ] \
   && ok "target_return = -1e6 stops the run at the first evaluation: $(grep -o 'solved: .*' "$TMP/b.out")" || { bad "target_return: exit $rc"; tail -5 "$TMP/b.out"; }
+
+# A launcher killed with SIGKILL (nothing can catch it) takes its daemons with it: they run
+# in sessions of their own, so only their parent-death signal reaches them.
+scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet $(endpoint_sets) --set run.out_dir="$RUNS" \
+  --set run.name=orphans --set run.target_return=100000 >"$TMP/c.out" 2>&1 &
+LPID=$!
+PIDS+=("$LPID")
+up() { grep -q "^apex-local: all daemons up" "$TMP/c.out"; }
+wait_for 60 up || bad "the launcher did not start its daemons: $(tail -3 "$TMP/c.out")"
+dpids=$(sed -n 's/^apex-local: all daemons up: //p' "$TMP/c.out" | grep -o '\[[0-9]*\]' | tr -d '[]' | tr '\n' ' ')
+kill -KILL "$LPID"
+wait "$LPID" 2>/dev/null || true
+none_left() { local p; for p in $dpids; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+wait_for 30 none_left && ok "SIGKILL of the launcher: its daemons ($dpids) exit too" \
+  || bad "daemons outlived their launcher: $(for p in $dpids; do kill -0 "$p" 2>/dev/null && echo -n "$p "; done)"
+for p in $dpids; do kill -KILL "$p" 2>/dev/null || true; done
 finish
