@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -267,6 +268,59 @@ static void s_drain(s_follow *f) {
     }
 }
 
+#define EVAL_CSV_HEADER                                                                            \
+    "wall_time,elapsed_s,env_frames,updates,incarnation,version,episodes,eval_mean,eval_std,"      \
+    "eval_min,eval_max,truncated,eval_s\n"
+#define EVAL_CSV_MEAN_COLUMN 7
+
+// An evaluator restarted on a run directory (apex-local --restart, a resumed run, a requeued
+// Slurm job) continues its eval.csv and must not replace best.bin with a worse network: the
+// best so far is the largest eval_mean of the rows already there, as long as best.bin exists
+// (without it, the first evaluation writes one). A file with another header (an older
+// build's) is renamed to eval.csv.old and a new one started. Returns 1 when the file is to be
+// started (no header yet).
+static int s_resume_csv(s_follow *f, const char *path) {
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        return 1;
+    }
+    char line[1024];
+    int fresh = 0;
+    if (!fgets(line, sizeof line, in)) {
+        fresh = 1;
+    } else if (strcmp(line, EVAL_CSV_HEADER) != 0) {
+        char old[CONFIG_STR_LEN + 112];
+        snprintf(old, sizeof old, "%s.old", path);
+        if (rename(path, old) == 0) {
+            log_warn("%s has another build's columns: renamed to %s, starting a new one", path,
+                     old);
+        }
+        fresh = 1;
+    } else {
+        char best_path[CONFIG_STR_LEN + 96];
+        snprintf(best_path, sizeof best_path, "%s/best.bin", f->run_dir);
+        struct stat st;
+        int have_best = stat(best_path, &st) == 0;
+        while (have_best && fgets(line, sizeof line, in)) {
+            const char *p = line;
+            for (int c = 0; c < EVAL_CSV_MEAN_COLUMN && p; c++) {
+                p = strchr(p, ',');
+                p = p ? p + 1 : NULL;
+            }
+            char *end;
+            double mean = p ? strtod(p, &end) : NAN;
+            if (p && end != p && mean > f->best) {
+                f->best = mean;
+            }
+        }
+        if (have_best && isfinite(f->best)) {
+            log_info("continuing %s: best.bin holds the best so far, mean %.2f", path, f->best);
+        }
+    }
+    fclose(in);
+    return fresh;
+}
+
 // best.bin: the online network of the best version so far, a checkpoint of one array.
 static void s_write_best(s_follow *f, const eval_result_t *r) {
     char path[CONFIG_STR_LEN + 96];
@@ -342,21 +396,17 @@ static int s_follow_open(s_follow *f) {
     }
     char path[CONFIG_STR_LEN + 96];
     snprintf(path, sizeof path, "%s/eval.csv", f->run_dir);
-    struct stat st;
-    int fresh = stat(path, &st) != 0 || st.st_size == 0;
+    f->best = -INFINITY;
+    int fresh = s_resume_csv(f, path);
     f->csv = fopen(path, "a");
     if (!f->csv) {
         log_warn("cannot open %s: %s; evaluating without it", path, strerror(errno));
     } else if (fresh) {
-        fputs("wall_time,elapsed_s,env_frames,updates,incarnation,version,episodes,eval_mean,eval_"
-              "std,"
-              "eval_min,eval_max,truncated,eval_s\n",
-              f->csv);
+        fputs(EVAL_CSV_HEADER, f->csv);
         fflush(f->csv);
     }
     snprintf(path, sizeof path, "%s/tb/eval", f->run_dir);
     f->tb = tbevents_new(path);
-    f->best = -INFINITY;
     f->t0_ms = clock_now_ms();
     return 0;
 }

@@ -53,6 +53,21 @@ best=$("$PY" -c "import csv, sys; print('%.2f' % max(float(r['eval_mean']) for r
 expect_rc 0 "apex-eval loads best.bin" "$APEX_BIN/apex-eval" -c "$RUN/config.ini" --checkpoint "$RUN/best.bin" --episodes 20
 grep -q " mean $best " "$TMP/out" && ok "best.bin is the best version: the same mean $best on the same env streams" || bad "best.bin: $(cat "$TMP/out"), best in eval.csv $best"
 
+# A restarted evaluator (here: the run resumed) continues eval.csv and keeps best.bin unless a
+# version beats it: its first evaluation of a worse network must not replace it.
+cp "$RUN/best.bin" "$TMP/best_before.bin"
+rc=0; scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet --resume "${SETS[@]}" --set run.max_seconds=4 \
+  >"$TMP/resumed.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] && grep -q "continuing .*eval.csv: best.bin holds the best so far, mean $best" "$RUN/eval.log" \
+  && ok "the resumed evaluator starts from the best so far ($best)" || bad "resume: exit $rc, $(grep continuing "$RUN/eval.log")"
+after=$("$PY" -c "import csv, sys; print('%.2f' % max(float(r['eval_mean']) for r in csv.DictReader(open(sys.argv[1]))))" "$RUN/eval.csv")
+if [ "$after" = "$best" ]; then
+  cmp -s "$RUN/best.bin" "$TMP/best_before.bin" && ok "no better version after the resume: best.bin untouched" || bad "best.bin was replaced by a worse version"
+else
+  expect_rc 0 "apex-eval loads the new best.bin" "$APEX_BIN/apex-eval" -c "$RUN/config.ini" --checkpoint "$RUN/best.bin" --episodes 20
+  grep -q " mean $after " "$TMP/out" && ok "a better version ($after > $best) replaced best.bin" || bad "best.bin: $(cat "$TMP/out"), best $after"
+fi
+
 # --trace: the reference's own trace (gen_minatar.py --trace breakout 5 80), line for line.
 "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=MinAtar/Breakout-v0 --trace 5 80 >"$TMP/trace.txt" 2>"$TMP/err" \
   && cmp -s "$TMP/trace.txt" tests/fixtures/minatar_trace_breakout.txt \
