@@ -97,6 +97,9 @@ else
   bad "the cluster did not start training"; tail -20 "$TMP/launcher.out"; finish; exit 1
 fi
 declare -A DPID
+# The launcher prints the pids after its start-up grace period; on an idle machine the
+# cluster can be training before that.
+wait_for 30 grep -q "all daemons up: " "$TMP/launcher.out" || true
 up=$(grep -o "all daemons up: .*" "$TMP/launcher.out" || true)
 for name in replay learner actor0 actor1; do
   DPID[$name]=$(echo "$up" | sed -n "s/.* $name\[\([0-9]*\)\].*/\1/p")
