@@ -172,7 +172,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $
 bench: $(BENCH_BINS) $(BINARIES)
 	BUILD=$(BUILD) BIN=$(BIN) bash bench/run.sh
 
-# Wall-clock seconds and frames to solve each environment, 3 seeds, with the PyTorch peer.
+# Wall-clock seconds and frames to solve each environment, 5 seeds, with the PyTorch peer.
 learn-bench: $(BINARIES)
 	BIN=$(BIN) bash bench/learn_bench.sh
 

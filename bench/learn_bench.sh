@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # learn_bench.sh (make learn-bench): wall time and env frames for apex to solve each
-# environment, 3 seeds each, with the PyTorch DQN peer side by side on CartPole.
+# environment, 5 seeds each, with the PyTorch DQN peer side by side on CartPole.
 #
 # For each of configs/cartpole.ini, configs/acrobot.ini, configs/mountaincar.ini that exists
 # (missing ones are skipped with a message) and each seed, runs
 #   scripts/apex-local CONFIG --quiet --set run.seed=S --set run.name=learnbench-ENV-S \
 #                     --set run.out_dir=DIR [--set endpoints.*=free ports] [extra sets]
 # The launcher stops at the first greedy 100-episode evaluation >= [run] target_return or at
-# [run] max_seconds; its stop line gives the wall seconds from "all daemons up" to the first
+# [run] max_seconds; its stop line gives the wall seconds from the start of the daemons to the first
 # evaluation >= target, and eval.csv (written by apex-eval --follow) its env frames. Prints
 #   BENCH learn.<env>.seed<S>.seconds_to_solve <v> s
 #   BENCH learn.<env>.seed<S>.frames_to_solve <v> frames
@@ -21,7 +21,7 @@
 # Environment:
 #   LEARN_BENCH_MAX_SECONDS  cap per run (overrides [run] max_seconds; also the peer's
 #                            --max-wall). Default: the config's max_seconds (cartpole: 600).
-#   LEARN_BENCH_SEEDS        default "1 2 3"
+#   LEARN_BENCH_SEEDS        default "1 2 3 4 5"
 #   LEARN_BENCH_ENVS         default "cartpole acrobot mountaincar"
 #   LEARN_BENCH_OUT          run directories (default runs/learnbench; removed per run first)
 #   LEARN_BENCH_PEER         1 = run the torch peer on CartPole (default), 0 = skip
@@ -31,14 +31,14 @@
 #   LEARN_BENCH_FIXED_PORTS  1 = use the config's endpoints (default 0: free loopback ports,
 #                            so that runs of other people on this machine cannot collide)
 #   BIN, PYTHON
-# Worst case total time: runs x max_seconds (+ start/stop), e.g. 9 x 600 s + 3 peer runs.
+# Worst case total time: runs x max_seconds (+ start/stop), e.g. 15 x 600 s + 5 peer runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER=../shared/peers/torch_dqn.py
-SEEDS=${LEARN_BENCH_SEEDS:-1 2 3}
+SEEDS=${LEARN_BENCH_SEEDS:-1 2 3 4 5}
 ENVS=${LEARN_BENCH_ENVS:-cartpole acrobot mountaincar}
 OUT=${LEARN_BENCH_OUT:-runs/learnbench}
 MAXS=${LEARN_BENCH_MAX_SECONDS:-}
@@ -113,9 +113,9 @@ run_apex() { # env seed
   local target; target=$(ini_get "$dir/config.ini" run target_return)
   local hit="" best=""
   if [ -f "$dir/eval.csv" ] && [ -n "$target" ]; then
-    # Seconds from "all daemons up" (the launcher's stop line says it) and the env frames of
+    # Seconds from the start of the daemons (the launcher's stop line says it) and the env frames of
     # the first evaluation >= target (eval.csv's columns by name).
-    local up; up=$(sed -n 's/^apex-local: stopping: solved: .* (.*, \([0-9.]*\) s after all daemons were up)$/\1/p' "$log")
+    local up; up=$(sed -n 's/^apex-local: stopping: solved: .* (.*, \([0-9.]*\) s after the daemons were started)$/\1/p' "$log")
     local frames; frames=$(awk -F, -v t="$target" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
       $c["eval_mean"] + 0 >= t + 0 { print $c["env_frames"]; exit }' "$dir/eval.csv")
     [ -n "$up" ] && [ -n "$frames" ] && hit="$up $frames"
@@ -215,6 +215,12 @@ for key in "${!SECS[@]}"; do
     echo "BENCH $prefix.$env.median_seconds_to_solve $ms s"
     echo "BENCH $prefix.$env.median_frames_to_solve $mf frames"
   fi
+  # The slowest seed (inf: some seed did not solve) and how many solved.
+  mx=$(printf '%s' "${SECS[$key]}" | sort -g | tail -1)
+  n=$(printf '%s' "${SECS[$key]}" | grep -c .)
+  ns=$(printf '%s' "${SECS[$key]}" | grep -vc inf)
+  echo "BENCH $prefix.$env.max_seconds_to_solve $mx s"
+  echo "BENCH $prefix.$env.seeds_solved $ns of $n"
 done
 a_s=${MED_S[apex cartpole]:-}; t_s=${MED_S[torch cartpole]:-}
 if [ -n "$a_s" ] && [ -n "$t_s" ] && [ "$a_s" != inf ] && [ "$t_s" != inf ]; then
