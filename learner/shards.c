@@ -68,8 +68,8 @@ shards_t *shards_new(const apex_config_t *cfg, void *ctx, security_t *sec, const
     for (int k = 0; k < s->K; k++) {
         s_shard *h = &s->sh[k];
         // config_load checked that every endpoint resolves: a failure here is a bug.
-        int rc = config_shard_endpoint(cfg->endpoints.replay_sample, k, s->K, h->ep,
-                                       sizeof h->ep, err, sizeof err);
+        int rc = config_shard_endpoint(cfg->endpoints.replay_sample, k, s->K, h->ep, sizeof h->ep,
+                                       err, sizeof err);
         APEX_ASSERT(rc == 0);
         h->sock = net_socket(ctx, ZMQ_DEALER, o);
         if (!h->sock || security_client(sec, h->sock, "replay") != 0) {
@@ -278,7 +278,7 @@ int shards_send_request(shards_t *self, int k, wire_sample_request_t *req, int64
         return rc;
     }
     // Counted when sent: the ratio holds whatever the replies do (a refused one is refunded).
-    limiter_sampled(&self->limiter, (uint64_t)req->batch_size * req->batches);
+    limiter_sampled(&self->limiter, (uint64_t)req->batch_size * (req->batches ? req->batches : 1));
     for (int j = 0; j < self->K; j++) {
         self->sh[j].served_meanwhile += self->sh[j].state == SHARD_DOWN;
     }
@@ -328,9 +328,8 @@ static void s_take_stats(shards_t *s, int k, const wire_replay_stats_t *st, int6
     } else if (h->state == SHARD_DOWN) {
         log_info("replay shard %d (%s) is back after %.1f s (%llu transitions, %llu inserted); "
                  "%llu sample requests went to the other shards meanwhile",
-                 k, h->ep, (double)(now - h->down_since_ms) / 1000.0,
-                 (unsigned long long)st->size, (unsigned long long)st->inserted,
-                 (unsigned long long)h->served_meanwhile);
+                 k, h->ep, (double)(now - h->down_since_ms) / 1000.0, (unsigned long long)st->size,
+                 (unsigned long long)st->inserted, (unsigned long long)h->served_meanwhile);
     }
     h->state = SHARD_UP;
 }
