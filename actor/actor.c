@@ -235,7 +235,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     log_info("actor %d: %lld x %s, epsilons %.4g .. %.4g, n-step %lld, batches of %lld to %s",
              index, (long long)cfg->actor.envs_per_actor, spec->id, (double)a->eps[0],
              (double)a->eps[cfg->actor.envs_per_actor - 1], (long long)cfg->actor.n_step,
-             (long long)cfg->actor.send_batch, cfg->endpoints.replay_insert);
+             (long long)cfg->actor.send_batch, a->cfg.endpoints.replay_insert);
     return a;
 }
 

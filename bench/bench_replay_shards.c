@@ -249,7 +249,11 @@ static void *s_learner_main(void *arg) {
     snprintf(a, sizeof a, "replay.shards=%d", sh->K);
     snprintf(b, sizeof b, "endpoints.replay_sample=%s", sh->sample_eps);
     snprintf(c, sizeof c, "replay.capacity=%ld", 1L << sh->cap_log2);
-    const char *sets[] = {a, b, c, "learner.batch_size=512", "learner.batches_per_request=4",
+    const char *sets[] = {a,
+                          b,
+                          c,
+                          "learner.batch_size=512",
+                          "learner.batches_per_request=4",
                           "actor.num_actors=1000"};
     apex_config_t cfg;
     if (config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) != 0) {
@@ -411,8 +415,8 @@ static int s_run(const opts_t *o, int K) {
     }
     printf("# K = %d shards of 2^%d / %d transitions, pre-filled in %.2f s; %d pushers (pusher i "
            "-> shard i mod K), 1 learner thread x %d requests of %u x %u\n",
-           K, o->cap_log2, K, (double)(clock_now_ns() - t0) * 1e-9, o->pushers, PREFETCH,
-           BATCHES, SAMPLE_N);
+           K, o->cap_log2, K, (double)(clock_now_ns() - t0) * 1e-9, o->pushers, PREFETCH, BATCHES,
+           SAMPLE_N);
     pusher_t pushers[MAX_PUSHERS];
     learner_t learner = {.sh = &sh};
     int n_push = 0, learner_up = 0;
