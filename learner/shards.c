@@ -336,7 +336,7 @@ static void s_take_stats(shards_t *s, int k, const wire_replay_stats_t *st, int6
 
 int shards_take_reply(shards_t *self, int k, const wire_sample_reply_t *r, int64_t now) {
     s_shard *h = &self->sh[k];
-    if (self->K == 1) {
+    if (self->K == 1 && r->stats.shards == 1) {
         h->st = r->stats;
         return 0;
     }

@@ -69,7 +69,8 @@ int shards_send_update(shards_t *self, int k, const wire_priority_update_t *u);
 // Takes a reply that arrived on shard k's socket and keeps its stats. Returns 0 for a sample
 // reply (the caller's), 1 for the answer to one of this module's stats requests (nothing
 // more to do), -1 for a reply to drop: its stats name another shard than k (endpoints that
-// do not match the shards' --shard; logged).
+// do not match the shards' --shard, or a shard of a sharded run answering an unsharded
+// learner; logged).
 int shards_take_reply(shards_t *self, int k, const wire_sample_reply_t *r, int64_t now_ms);
 // A sample request of `rows` rows to shard k was answered NOT_READY or REFUSED: nothing was
 // sampled, and the limiter gets the rows back.

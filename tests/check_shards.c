@@ -538,6 +538,19 @@ START_TEST(test_wrong_shard_endpoints_dropped) {
     ck_assert_int_eq(shards_up(L.sh), 0);
     ck_assert_int_eq(shards_pick(L.sh, 1, clock_now_ms()), -1);
     s_learner_destroy(&L);
+    // An unsharded learner pointed at one shard of a sharded run: dropped too (that shard
+    // holds no ratio; sampling it alone would ignore samples_per_insert).
+    s_learner_new(&L, 1, replay_server_sample_endpoint(f.shard[0].server), 0);
+    wire_sample_request_t req = {.id = 1, .batch_size = 1, .beta = BETA};
+    while (shards_send_request(L.sh, 0, &req, clock_now_ms()) != APEX_OK) {
+        ck_assert_msg(clock_now_ms() < deadline, "never connected");
+        zmq_poll(NULL, 0, 10);
+    }
+    while (L.dropped == 0) {
+        ck_assert_msg(clock_now_ms() < deadline, "no reply");
+        s_learner_poll(&L, 20, NULL, NULL);
+    }
+    s_learner_destroy(&L);
     s_fixture_stop(&f);
 }
 END_TEST
