@@ -206,6 +206,9 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     actor_t *a = xcalloc(1, sizeof *a);
     pthread_mutex_init(&a->st_lock, NULL);
     a->cfg = *cfg;
+    // [replay] shards = K: this actor inserts into shard index mod K only (its exactly-once
+    // marks and acks then live on one shard); its copy of the config names that shard alone.
+    config_select_shard(&a->cfg, config_actor_shard(cfg, index));
     a->index = index;
     a->src = src;
     a->G = envsrc_groups(src);
@@ -237,7 +240,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
              index, (long long)cfg->actor.envs_per_actor, envsrc_name(src),
              a->G > 1 ? " (in overlapped groups)" : "", (double)a->eps[0],
              (double)a->eps[cfg->actor.envs_per_actor - 1], (long long)cfg->actor.n_step,
-             (long long)cfg->actor.send_batch, cfg->endpoints.replay_insert);
+             (long long)cfg->actor.send_batch, a->cfg.endpoints.replay_insert);
     return a;
 }
 
@@ -663,10 +666,14 @@ int actor_run(actor_t *self, uint64_t max_vector_steps) {
     loop_run(self->loop);
     s_flush_pending(self);
     s_publish_stats(self);
-    log_info("stopping after %llu steps, %llu episodes; %llu batches sent, %llu dropped",
+    // Every seq below `first unacked` was acknowledged (unless dropped): tests compare that
+    // with the replay's exactly-once marks (apex-replay --dump) to prove no acked batch lost.
+    log_info("stopping after %llu steps, %llu episodes; %llu batches sent, %llu acked, %llu "
+             "dropped, %d unacked from seq %llu (epoch %llu)",
              (unsigned long long)self->st.steps, (unsigned long long)self->st.episodes,
-             (unsigned long long)self->st.batches_sent,
-             (unsigned long long)self->st.batches_dropped);
+             (unsigned long long)self->st.batches_sent, (unsigned long long)self->st.batches_acked,
+             (unsigned long long)self->st.batches_dropped, self->pending_len,
+             (unsigned long long)self->pending_seq0, (unsigned long long)self->epoch);
     return 0;
 }
 

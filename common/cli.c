@@ -37,6 +37,7 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
                    cli_args_t *a) {
     memset(a, 0, sizeof *a);
     a->index = -1;
+    a->shard = -1;
     a->resume = 1;
     a->episodes = -1;
     a->epsilon = -1;
@@ -64,6 +65,10 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
         } else if ((flags & CLI_FLAG_INDEX) && !strcmp(o, "--index") && next &&
                    s_parse_long(next, 0, 1000000, &v) == 0) {
             a->index = (int)v;
+            i++;
+        } else if ((flags & CLI_FLAG_SHARD) && !strcmp(o, "--shard") && next &&
+                   s_parse_long(next, 0, CONFIG_MAX_SHARDS - 1, &v) == 0) {
+            a->shard = (int)v;
             i++;
         } else if ((flags & CLI_FLAG_RESUME) && !strcmp(o, "--resume")) {
             a->resume = 1;
@@ -142,6 +147,18 @@ int cli_startup(const char *role, unsigned flags, const char *usage, int argc, c
     if (args->print_config) {
         config_print(cfg, stdout);
         return 0;
+    }
+    if (flags & CLI_FLAG_SHARD) {
+        int K = (int)cfg->replay.shards;
+        if ((K > 1 && args->shard < 0) || args->shard >= K) {
+            fprintf(stderr,
+                    "%s: %s: [replay] shards is %d\n---> HINT: start one %s per shard, "
+                    "with --shard 0 .. --shard %d\n",
+                    role, args->shard < 0 ? "--shard K is required" : "--shard out of range", K,
+                    role, K - 1);
+            return 2;
+        }
+        config_select_shard(cfg, args->shard < 0 ? 0 : args->shard);
     }
     log_set_role(role);
     log_set_level((log_level)cfg->run.log_level);

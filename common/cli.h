@@ -21,6 +21,7 @@ enum {
     CLI_FLAG_EPSILON = 1 << 4,    // --epsilon X (eval)
     CLI_FLAG_DUMP = 1 << 5,       // --dump PATH (replay)
     CLI_FLAG_EVAL = 1 << 6,       // --follow, --max-evals N, --trace SEED STEPS, --actions (eval)
+    CLI_FLAG_SHARD = 1 << 7,      // --shard K (replay): the config becomes shard K's
 };
 
 typedef struct {
@@ -30,6 +31,7 @@ typedef struct {
     int print_config;
     int help_config;
     int index;  // -1 when not given
+    int shard;  // -1 when not given
     int resume; // 1 = resume when a checkpoint exists (default), 0 = --no-resume
     const char *checkpoint;
     const char *dump;
@@ -43,6 +45,9 @@ typedef struct {
 } cli_args_t;
 
 // role: "apex-replay" etc. usage: extra usage text for role flags (may be "").
+// With CLI_FLAG_SHARD, cfg is turned into shard --shard's own (config_select_shard) after
+// --print-config (which prints the run's config); --shard is required when [replay] shards
+// > 1 and must be below it.
 int cli_startup(const char *role, unsigned flags, const char *usage, int argc, char **argv,
                 cli_args_t *args, apex_config_t *cfg);
 

@@ -23,8 +23,10 @@
 // the two agree), so that the schema refuses what the store would.
 #define CONFIG_REPLAY_CAPACITY_MAX (1LL << 30)
 // Limits the modules size their tables by, so that the schema accepts exactly what they do.
-#define CONFIG_MAX_ACTIONS 4096 // the network's head (nn.c)
-#define CONFIG_MAX_ACTORS 4096  // the learner's per-actor metrics (metrics.h)
+#define CONFIG_MAX_ACTIONS 4096     // the network's head (nn.c)
+#define CONFIG_MAX_ACTORS 4096      // the learner's per-actor metrics (metrics.h)
+#define CONFIG_MAX_SHARDS 64        // [replay] shards: the learner's per-shard table (shards.h)
+#define CONFIG_SHARD_PORT_STRIDE 10 // shard k of "tcp://host:P" listens on P + 10 k
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
@@ -102,7 +104,10 @@ typedef struct {
 } config_network_t;
 
 typedef struct {
-    int64_t capacity;
+    int64_t capacity; // of the whole run; shard k holds config_shard_capacity(cfg, k)
+    int64_t shards;   // K apex-replay processes (docs/architecture.md "Sharded replay")
+    // Derived: the shard this process is (config_select_shard; apex-replay --shard), else 0.
+    int shard;
     double alpha;
     int64_t min_size_to_sample;
     double samples_per_insert;
@@ -212,6 +217,34 @@ int config_load(apex_config_t *cfg, const char *path, const char *const *sets, i
 // Applies one "section.key=value" override to an already loaded config (used by tests and
 // by config_load). Returns 0 or -1 with a message in err.
 int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t errlen);
+
+// ---------------------------------------------------------------------------------------
+// Sharded replay ([replay] shards = K > 1; docs/architecture.md "Sharded replay").
+// Each [endpoints] replay_* key names the endpoints of all K shards: either one endpoint,
+// which shard k uses with tcp port P + 10 k (a wildcard port '*' stays '*'; an ipc:// or
+// inproc:// path gets the suffix "-k" for k > 0), or a list of exactly K comma-separated
+// endpoints, the k-th for shard k, where an entry may leave out the scheme (then the first
+// entry's) and, for tcp, the port (then the first entry's port + 10 k):
+//   tcp://node1:5550,node2,node3        -> node1:5550, node2:5560, node3:5570
+// The stride of 10 keeps the shards of one host clear of the default ports, which are
+// consecutive (5550 inserts, 5551 samples, 5552 and 5553 the learner's).
+// With K = 1 every value means what it always did (it is used as written).
+
+// Writes the endpoint of shard k (0 <= k < K) that `value` names into out (n bytes).
+// Returns 0, or -1 with the reason in err (a list of the wrong length, a tcp endpoint without
+// a port, a port beyond 65535, too long).
+int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, char *err,
+                          size_t errlen);
+// Transitions shard k holds: capacity / K, the first capacity % K shards one more.
+int64_t config_shard_capacity(const apex_config_t *cfg, int k);
+// The shard actor `index` inserts into: index mod K (its exactly-once marks and acks live
+// there; docs/architecture.md says why).
+int config_actor_shard(const apex_config_t *cfg, int index);
+// Turns a loaded config into shard k's own: the four [endpoints] replay_* keys become shard
+// k's endpoints, [replay] capacity its share, [replay] shard = k. A K = 1 config with k = 0 is
+// unchanged. Returns 0, or -1 when k is not below [replay] shards. (config_load has checked
+// that every endpoint resolves.)
+int config_select_shard(apex_config_t *cfg, int k);
 
 // Writes the resolved configuration as a valid INI file (loadable by config_load).
 void config_print(const apex_config_t *cfg, FILE *out);

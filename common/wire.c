@@ -251,8 +251,32 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
     return APEX_OK;
 }
 
+// p^alpha values on the wire (a learner's minimum, a server's total and minimum): finite, >= 0.
+static int s_priority_ok(double v) { return v >= 0.0 && v <= 1e300; } // false for NaN, inf
+
 static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest *m,
                                    wire_sample_request_t *o) {
+    if (!s_priority_ok(m->min_priority)) {
+        return s_err(d, APEX_EINVAL, "SampleRequest: min_priority %g not finite and >= 0",
+                     m->min_priority);
+    }
+    if (m->stats_only) {
+        // A stats request carries no rows; the zero batch_size is what makes an older
+        // server refuse it instead of serving a batch.
+        if (m->batch_size != 0 || m->batches != 0) {
+            return s_err(d, APEX_EINVAL, "SampleRequest: stats_only with %u batches of %u rows",
+                         m->batches, m->batch_size);
+        }
+        *o = (wire_sample_request_t){.id = m->id,
+                                     .batches = 1,
+                                     .min_priority = m->min_priority,
+                                     .stats_only = 1,
+                                     .stats_after = m->stats_after};
+        return APEX_OK;
+    }
+    if (m->stats_after != 0) {
+        return s_err(d, APEX_EINVAL, "SampleRequest: stats_after without stats_only");
+    }
     int rc = s_count_ok(d, m->batch_size, "SampleRequest");
     if (rc) {
         return rc;
@@ -268,15 +292,33 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
                      "%u rows)",
                      m->batches, m->batch_size, WIRE_MAX_BATCHES_PER_REQUEST, d->lim.max_count);
     }
-    *o = (wire_sample_request_t){
-        .id = m->id, .batch_size = m->batch_size, .beta = m->beta, .batches = k};
+    *o = (wire_sample_request_t){.id = m->id,
+                                 .batch_size = m->batch_size,
+                                 .beta = m->beta,
+                                 .batches = k,
+                                 .min_priority = m->min_priority};
     return APEX_OK;
 }
 
-static void s_stats_from(const Apex__ReplayStats *s, wire_replay_stats_t *o) {
+// A sharded learner samples by these numbers (docs/architecture.md "Sharded replay"), so
+// they are validated like everything else: priorities finite and >= 0 (a NaN total reads as
+// 0, as it always did), the shard below the shard count.
+static int s_stats_from(wire_decoder_t *d, const Apex__ReplayStats *s, wire_replay_stats_t *o) {
     memset(o, 0, sizeof *o);
+    o->shards = 1;
     if (!s) {
-        return;
+        return APEX_OK;
+    }
+    double total = s->total_priority == s->total_priority ? s->total_priority : 0.0;
+    uint32_t shards = s->shards ? s->shards : 1;
+    if (!s_priority_ok(total) || !s_priority_ok(s->min_priority)) {
+        return s_err(d, APEX_EINVAL,
+                     "ReplayStats: priority total %g / minimum %g not finite and "
+                     ">= 0",
+                     s->total_priority, s->min_priority);
+    }
+    if (s->shard >= shards) {
+        return s_err(d, APEX_EINVAL, "ReplayStats: shard %u of %u", s->shard, shards);
     }
     *o = (wire_replay_stats_t){
         .size = s->size,
@@ -288,15 +330,22 @@ static void s_stats_from(const Apex__ReplayStats *s, wire_replay_stats_t *o) {
         .bad_messages = s->bad_messages,
         .limiter_waits = s->limiter_waits,
         .duplicate_batches = s->duplicate_batches,
-        .total_priority = s->total_priority == s->total_priority ? s->total_priority : 0.0,
+        .total_priority = total,
+        .min_priority = s->min_priority,
+        .shard = s->shard,
+        .shards = shards,
     };
+    return APEX_OK;
 }
 
 static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
                                  wire_sample_reply_t *o) {
     memset(o, 0, sizeof *o);
     o->id = m->id;
-    s_stats_from(m->stats, &o->stats);
+    int src = s_stats_from(d, m->stats, &o->stats);
+    if (src) {
+        return src;
+    }
     if (m->status == APEX__SAMPLE_STATUS__SAMPLE_NOT_READY ||
         m->status == APEX__SAMPLE_STATUS__SAMPLE_REFUSED) {
         o->status = m->status == APEX__SAMPLE_STATUS__SAMPLE_NOT_READY ? WIRE_SAMPLE_NOT_READY
@@ -536,6 +585,10 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         sq.batch_size = msg->u.sample_request.batch_size;
         sq.beta = msg->u.sample_request.beta;
         sq.batches = msg->u.sample_request.batches > 1 ? msg->u.sample_request.batches : 0;
+        sq.min_priority = msg->u.sample_request.min_priority;
+        sq.stats_only = msg->u.sample_request.stats_only != 0;
+        sq.stats_after = msg->u.sample_request.stats_after;
+        APEX_ASSERT(!sq.stats_only || (sq.batch_size == 0 && sq.batches == 0));
         env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REQUEST;
         env.sample_request = &sq;
         break;
@@ -566,6 +619,9 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         rs.limiter_waits = st->limiter_waits;
         rs.duplicate_batches = st->duplicate_batches;
         rs.total_priority = st->total_priority;
+        rs.min_priority = st->min_priority;
+        rs.shard = st->shard;
+        rs.shards = st->shards > 1 ? st->shards : 0; // one server: as older builds send it
         sr.stats = &rs;
         env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REPLY;
         env.sample_reply = &sr;

@@ -78,16 +78,26 @@ typedef struct {
 #define WIRE_MAX_BATCHES_PER_REQUEST 64
 typedef struct {
     uint64_t id;
-    uint32_t batch_size;
+    uint32_t batch_size; // 0 for a stats request
     float beta;
     uint32_t batches; // >= 1 once decoded (the wire's 0 means 1); the reply has
                       // batch_size * batches rows, batch after batch
+    // Sharded replay (proto/apex.proto): finite and >= 0; 0 = the server's own minimum.
+    double min_priority;
+    // A stats request: no rows, answered NOT_READY with the stats once the server's inserted
+    // count reaches stats_after (0 = at once) or at its held-request deadline. Then
+    // batch_size is 0 and batches 1 (decoded) or 0 (to encode).
+    int stats_only;
+    uint64_t stats_after;
 } wire_sample_request_t;
 
 typedef struct {
     uint64_t size, capacity, inserted, sampled, updated;
     uint64_t stale_updates, bad_messages, limiter_waits, duplicate_batches;
-    double total_priority;
+    double total_priority; // sum of p^alpha; finite and >= 0 once decoded
+    double min_priority;   // min of p^alpha (0 when empty); finite and >= 0 once decoded
+    uint32_t shard;        // < shards once decoded
+    uint32_t shards;       // >= 1 once decoded (older servers send 0: one server)
 } wire_replay_stats_t;
 
 typedef struct {

@@ -136,6 +136,12 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
     }
     case WIRE_MSG_SAMPLE_REQUEST: {
         const wire_sample_request_t *r = &m->u.sample_request;
+        FUZZ_CHECK(isfinite(r->min_priority) && r->min_priority >= 0.0);
+        if (r->stats_only) { // a stats request: no rows
+            FUZZ_CHECK(r->batch_size == 0 && r->batches == 1);
+            break;
+        }
+        FUZZ_CHECK(r->stats_after == 0);
         FUZZ_CHECK(r->batch_size >= 1 && r->batch_size <= lim->max_count);
         FUZZ_CHECK(r->beta >= 0.0f && r->beta <= 1.0f);
         FUZZ_CHECK(r->batches >= 1 && r->batches <= WIRE_MAX_BATCHES_PER_REQUEST &&
@@ -144,7 +150,9 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
     }
     case WIRE_MSG_SAMPLE_REPLY: {
         const wire_sample_reply_t *r = &m->u.sample_reply;
-        FUZZ_CHECK(!isnan(r->stats.total_priority));
+        FUZZ_CHECK(isfinite(r->stats.total_priority) && r->stats.total_priority >= 0.0);
+        FUZZ_CHECK(isfinite(r->stats.min_priority) && r->stats.min_priority >= 0.0);
+        FUZZ_CHECK(r->stats.shards >= 1 && r->stats.shard < r->stats.shards);
         if (r->status != WIRE_SAMPLE_OK) {
             FUZZ_CHECK(r->status == WIRE_SAMPLE_NOT_READY || r->status == WIRE_SAMPLE_REFUSED);
             FUZZ_CHECK(r->count == 0 && !r->keys && !r->is_weights && !r->obs && !r->actions &&
@@ -230,7 +238,9 @@ static int s_same_reply(const wire_sample_reply_t *a, const wire_sample_reply_t 
            s_same(a->rewards, b->rewards, n * 4) && s_same(a->discounts, b->discounts, n * 4) &&
            s_same(a->next_obs, b->next_obs, no) &&
            memcmp(&a->stats, &b->stats, offsetof(wire_replay_stats_t, total_priority)) == 0 &&
-           a->stats.total_priority == b->stats.total_priority;
+           a->stats.total_priority == b->stats.total_priority &&
+           a->stats.min_priority == b->stats.min_priority && a->stats.shard == b->stats.shard &&
+           a->stats.shards == b->stats.shards;
 }
 
 static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {
@@ -244,7 +254,10 @@ static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {
         return a->u.sample_request.id == b->u.sample_request.id &&
                a->u.sample_request.batch_size == b->u.sample_request.batch_size &&
                a->u.sample_request.beta == b->u.sample_request.beta &&
-               a->u.sample_request.batches == b->u.sample_request.batches;
+               a->u.sample_request.batches == b->u.sample_request.batches &&
+               a->u.sample_request.min_priority == b->u.sample_request.min_priority &&
+               a->u.sample_request.stats_only == b->u.sample_request.stats_only &&
+               a->u.sample_request.stats_after == b->u.sample_request.stats_after;
     case WIRE_MSG_SAMPLE_REPLY:
         return s_same_reply(&a->u.sample_reply, &b->u.sample_reply);
     case WIRE_MSG_PRIORITY_UPDATE: {

@@ -2,8 +2,8 @@
 //
 // Usage: gen_corpus <corpus dir> <replay dir>. Every message kind is encoded with wire_encode from fixed values
 // (no randomness, so rerunning gives the same bytes and `git diff` shows real changes):
-// TransitionBatch with and without priorities, SampleRequest, SampleReply OK / NOT_READY /
-// REFUSED, PriorityUpdate, Weights, ActorStats with 0 and 3 episodes, InsertAck, plus a few
+// TransitionBatch with and without priorities, SampleRequest (also with sharded replay's
+// min_priority, and stats requests), SampleReply OK / NOT_READY / REFUSED (also from a shard), PriorityUpdate, Weights, ActorStats with 0 and 3 episodes, InsertAck, plus a few
 // that only some fuzz_wire profiles accept (obs_dim 6, one row) and one of another protocol
 // version; and hostile ones made by editing encoded bytes: a short priorities field, and
 // 20000 unknown fields. The last goes to the replay dir (run once per fuzz run and by make
@@ -208,6 +208,16 @@ int main(int argc, char **argv) {
     m.u.sample_request =
         (wire_sample_request_t){.id = 7, .batch_size = 512, .beta = 0.5f, .batches = 4};
     rc |= s_write(dir, "sample_request_batches4", &m, APEX_PROTOCOL_VERSION);
+    // Sharded replay: a request with the learner's global minimum, and stats requests (a
+    // watch for inserts, and one answered at once).
+    m.u.sample_request = (wire_sample_request_t){
+        .id = 8, .batch_size = 512, .beta = 0.5f, .batches = 4, .min_priority = 0.03125};
+    rc |= s_write(dir, "sample_request_min_priority", &m, APEX_PROTOCOL_VERSION);
+    m.u.sample_request = (wire_sample_request_t){
+        .id = (1ull << 63) | 3, .stats_only = 1, .stats_after = 5001, .min_priority = 0.5};
+    rc |= s_write(dir, "sample_request_stats_watch", &m, APEX_PROTOCOL_VERSION);
+    m.u.sample_request = (wire_sample_request_t){.id = (1ull << 63) | 4, .stats_only = 1};
+    rc |= s_write(dir, "sample_request_stats_now", &m, APEX_PROTOCOL_VERSION);
 
     m = s_reply(WIRE_SAMPLE_OK, 16);
     rc |= s_write(dir, "sample_reply_ok", &m, APEX_PROTOCOL_VERSION);
@@ -217,6 +227,17 @@ int main(int argc, char **argv) {
     rc |= s_write(dir, "sample_reply_not_ready", &m, APEX_PROTOCOL_VERSION);
     m = s_reply(WIRE_SAMPLE_REFUSED, 0);
     rc |= s_write(dir, "sample_reply_refused", &m, APEX_PROTOCOL_VERSION);
+    // From shard 1 of 2, with its minimum p^alpha (a stats reply, and one with rows).
+    m = s_reply(WIRE_SAMPLE_NOT_READY, 0);
+    m.u.sample_reply.stats.min_priority = 0.0625;
+    m.u.sample_reply.stats.shard = 1;
+    m.u.sample_reply.stats.shards = 2;
+    rc |= s_write(dir, "sample_reply_shard_stats", &m, APEX_PROTOCOL_VERSION);
+    m = s_reply(WIRE_SAMPLE_OK, 16);
+    m.u.sample_reply.stats.min_priority = 0.0625;
+    m.u.sample_reply.stats.shard = 1;
+    m.u.sample_reply.stats.shards = 2;
+    rc |= s_write(dir, "sample_reply_shard_ok", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_PRIORITY_UPDATE};
     m.u.priority_update =

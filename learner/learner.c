@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "net.h"
 #include "security.h"
+#include "shards.h"
 #include "train.h"
 #include "wire.h"
 #include "xalloc.h"
@@ -56,6 +57,7 @@ typedef struct {
     uint64_t id;
     int64_t sent_ms;
     uint64_t arrival; // order in which batches became ready
+    int shard;        // the replay shard asked (its reply's keys go back there)
     uint32_t count;   // rows per batch
     uint32_t next;    // the next batch to train, of [learner] batches_per_request
     uint64_t *keys;
@@ -69,7 +71,8 @@ struct learner {
     char run_dir[CONFIG_STR_LEN + 64];
     char ckpt_path[CONFIG_STR_LEN + 96];
     trainer_t *trainer;
-    void *ctx, *sample_sock, *pub_sock, *stats_sock;
+    void *ctx, *pub_sock, *stats_sock;
+    shards_t *shards; // the replay: one DEALER per shard (learner/shards.h)
     security_t *security;
     wire_decoder_t *dec;
     wire_buf_t out;
@@ -236,11 +239,23 @@ static int s_open_sockets(learner_t *l) {
     }
     net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
-    l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
-    if (!l->sample_sock || security_client(l->security, l->sample_sock, "replay")) {
+    // Connected with ZMQ_IMMEDIATE: requests never queue on a connection that is not up
+    // (nobody would answer them); the request timer re-issues them once a shard is reachable.
+    // Every rank of a group samples; only rank 0 publishes weights and hears the actors.
+    // With one replay server its limiter counts every rank's samples. With shards each rank
+    // holds the ratio itself (learner/shards.h), so it holds its share: the ranks step
+    // together and sample alike, so R shares of spi / R hold the run's spi.
+    apex_config_t *share = xmalloc(sizeof *share); // large for a stack; shards_new copies
+    *share = *c;
+    if (l->n_ranks > 1 && c->replay.shards > 1) {
+        share->replay.samples_per_insert /= l->n_ranks;
+        share->replay.spi_tolerance /= l->n_ranks;
+    }
+    l->shards = shards_new(share, l->ctx, l->security, &o_sample);
+    free(share);
+    if (!l->shards) {
         return -1;
     }
-    // In a group only rank 0 publishes weights and hears the actors; every rank samples.
     if (l->rank == 0) {
         l->pub_sock = s_open_pub(l, c->endpoints.learner_pub_bind, 0);
         l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
@@ -248,13 +263,8 @@ static int s_open_sockets(learner_t *l) {
             return -1;
         }
     }
-    // Do not queue requests on a connection that is not up: they would be answered by
-    // nobody; the request timer re-issues them once the replay server is reachable.
-    int one = 1;
-    zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    if ((l->rank == 0 && net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
-                                  sizeof l->stats_ep) != 0) ||
-        net_connect(l->sample_sock, c->endpoints.replay_sample) != 0) {
+    if (l->rank == 0 && net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
+                                 sizeof l->stats_ep) != 0) {
         return -1;
     }
     return 0;
@@ -327,7 +337,9 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         return NULL;
     }
     l->loop = loop_new();
-    loop_add_reader(l->loop, l->sample_sock, s_reader_sample, l);
+    for (int k = 0; k < shards_count(l->shards); k++) {
+        loop_add_reader(l->loop, shards_socket(l->shards, k), s_reader_sample, l);
+    }
     security_attach(l->security, l->loop);
     loop_set_idle(l->loop, s_idle_train, l);
     loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
@@ -356,7 +368,7 @@ void learner_destroy(learner_t **self_p) {
     }
     learner_t *l = *self_p;
     loop_destroy(&l->loop);
-    net_close(&l->sample_sock);
+    shards_destroy(&l->shards);
     net_close(&l->pub_sock);
     net_close(&l->stats_sock);
     security_destroy(&l->security);
@@ -393,48 +405,78 @@ static float s_beta(const learner_t *l) {
     return (float)(c->beta_start + (c->beta_end - c->beta_start) * (f < 1.0 ? f : 1.0));
 }
 
-// Sends a request for every free slot. A send that would block (replay not connected)
-// leaves the slot free for the next tick.
+// Frees the slots waiting on a shard that went down (their replies will not come), so
+// that their requests go to the shards still up.
+static void s_forget_down_shards(learner_t *l) {
+    for (int k; (k = shards_take_down(l->shards)) >= 0;) {
+        for (int i = 0; i < l->n_slots; i++) {
+            if (l->slots[i].state == SLOT_IN_FLIGHT && l->slots[i].shard == k) {
+                l->slots[i].state = SLOT_FREE;
+                l->timeouts++;
+            }
+        }
+    }
+}
+
+// Sends a request for every free slot, each to the shard shards_pick draws (the one server
+// when [replay] shards = 1). A send that would block (not connected) leaves the slot free for
+// the next tick; with several shards, the request goes to another one instead.
 static void s_issue_requests(learner_t *l) {
     int64_t now = clock_now_ms();
+    uint32_t rows = (uint32_t)(l->cfg.learner.batch_size * l->cfg.learner.batches_per_request);
     for (int i = 0; i < l->n_slots; i++) {
         s_slot *s = &l->slots[i];
         if (s->state != SLOT_FREE) {
             continue;
         }
-        wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
-        m.u.sample_request =
-            (wire_sample_request_t){.id = l->next_id + 1,
-                                    .batch_size = (uint32_t)l->cfg.learner.batch_size,
-                                    .beta = s_beta(l),
-                                    .batches = (uint32_t)l->cfg.learner.batches_per_request};
-        wire_encode(&m, &l->out);
-        if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
+        wire_sample_request_t req = {.id = l->next_id + 1,
+                                     .batch_size = (uint32_t)l->cfg.learner.batch_size,
+                                     .beta = s_beta(l),
+                                     .batches = (uint32_t)l->cfg.learner.batches_per_request};
+        int k, rc = APEX_EAGAIN;
+        // A failed send takes its shard down (shards_send_request), so this ends within K tries.
+        while ((k = shards_pick(l->shards, rows, now)) >= 0 &&
+               (rc = shards_send_request(l->shards, k, &req, now)) != APEX_OK &&
+               shards_count(l->shards) > 1) {
+        }
+        s_forget_down_shards(l);
+        if (rc != APEX_OK) {
             return;
         }
         s->id = ++l->next_id;
+        s->shard = k;
         s->sent_ms = now;
         s->state = SLOT_IN_FLIGHT;
     }
 }
 
-static s_slot *s_slot_for_id(learner_t *l, uint64_t id) {
+static s_slot *s_slot_for_id(learner_t *l, int shard, uint64_t id) {
     for (int i = 0; i < l->n_slots; i++) {
-        if (l->slots[i].state == SLOT_IN_FLIGHT && l->slots[i].id == id) {
+        if (l->slots[i].state == SLOT_IN_FLIGHT && l->slots[i].id == id &&
+            l->slots[i].shard == shard) {
             return &l->slots[i];
         }
     }
     return NULL;
 }
 
-static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
-    l->metrics.replay = r->stats;
-    l->last_reply_ms = clock_now_ms();
-    s_slot *s = s_slot_for_id(l, r->id);
+// A reply on shard k's socket.
+static void s_take_reply(learner_t *l, int k, const wire_sample_reply_t *r) {
+    int64_t now = clock_now_ms();
+    int own = shards_take_reply(l->shards, k, r, now); // keeps the stats; 1: its own request
+    l->metrics.replay = *shards_stats(l->shards);      // the run's: summed over the shards
+    l->bad_messages += own < 0;
+    if (own != 0) {
+        return;
+    }
+    l->last_reply_ms = now;
+    s_slot *s = s_slot_for_id(l, k, r->id);
     if (!s) {
         l->late_replies++; // answered after its timeout; its slot was already re-issued
         return;
     }
+    uint32_t per_batch = (uint32_t)l->cfg.learner.batch_size,
+             n_batches = (uint32_t)l->cfg.learner.batches_per_request;
     if (r->status != WIRE_SAMPLE_OK) {
         // NOT_READY: the replay's limiter is holding learning back (e.g. min_size_to_sample).
         // REFUSED: a configuration mismatch; logged, and retried so that a fixed replay
@@ -444,12 +486,11 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
                       "replay refused a sample of %lld (check [replay] capacity)",
                       (long long)l->cfg.learner.batch_size);
         }
+        shards_not_served(l->shards, k, per_batch * n_batches);
         l->not_ready++;
         s->state = SLOT_FREE;
         return;
     }
-    uint32_t per_batch = (uint32_t)l->cfg.learner.batch_size,
-             n_batches = (uint32_t)l->cfg.learner.batches_per_request;
     if (r->count != per_batch * n_batches) {
         l->bad_messages++;
         s->state = SLOT_FREE;
@@ -472,7 +513,7 @@ static void s_take_reply(learner_t *l, const wire_sample_reply_t *r) {
     if (!l->started) {
         l->started = 1;
         log_info("first batch received (replay holds %llu transitions): training starts",
-                 (unsigned long long)r->stats.size);
+                 (unsigned long long)l->metrics.replay.size);
     }
 }
 
@@ -480,11 +521,12 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
     int64_t t0 = clock_now_ns();
+    int k = shards_index(l->shards, sock);
     wire_msg_t m;
     for (int i = 0, rc; i < MAX_DRAIN && (rc = net_recv_decode(sock, l->dec, &m)) != APEX_EAGAIN;
          i++) {
         if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REPLY) {
-            s_take_reply(l, &m.u.sample_reply);
+            s_take_reply(l, k, &m.u.sample_reply);
         } else {
             l->bad_messages++;
             log_every(&l->bad_log, LIVENESS_LOG_MS, LOG_WARN, "dropped bad reply from replay: %s",
@@ -618,11 +660,10 @@ static void s_train_one(learner_t *l, s_slot *s) {
     train_stats_t st;
     float loss = trainer_step(l->trainer, &b, l->priorities, &st);
     int64_t t0 = clock_now_ns();
-    wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
-    m.u.priority_update = (wire_priority_update_t){
+    // To the shard the keys came from (keys name slots of one shard's ring).
+    wire_priority_update_t up = {
         .count = s->count, .keys = s->keys + r0, .priorities = l->priorities};
-    wire_encode(&m, &l->out);
-    if (net_send(l->sample_sock, l->out.data, l->out.len, ZMQ_DONTWAIT) != APEX_OK) {
+    if (shards_send_update(l->shards, s->shard, &up) != APEX_OK) {
         l->dropped_updates++;
     }
     if (++s->next == (uint32_t)l->cfg.learner.batches_per_request) {
@@ -677,9 +718,13 @@ static int s_timer_requests(loop_t *loop, void *arg) {
         if (s->state == SLOT_IN_FLIGHT && now - s->sent_ms > l->cfg.learner.request_timeout_ms) {
             s->state = SLOT_FREE;
             l->timeouts++;
+            shards_timed_out(l->shards, s->shard, now);
         }
     }
-    if (now - l->last_reply_ms > l->cfg.learner.request_timeout_ms) {
+    shards_tick(l->shards, now); // with several shards: their liveness, logged per shard
+    s_forget_down_shards(l);
+    if (shards_count(l->shards) == 1 &&
+        now - l->last_reply_ms > l->cfg.learner.request_timeout_ms) {
         log_every(&l->live_log, LIVENESS_LOG_MS, LOG_WARN,
                   "replay server at %s has not answered for %.1f s (%llu requests timed out); "
                   "retrying",

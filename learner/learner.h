@@ -6,6 +6,9 @@
 //          ZeroMQ's I/O thread receives the replies while the training thread computes, so
 //          the next batch is usually waiting when a step ends (the prefetch). After every
 //          step a PriorityUpdate with the sampled keys goes back on the same socket.
+//          With [replay] shards = K > 1, one DEALER per shard: learner/shards.h chooses the
+//          shard of each request (P_k / sum P), holds the run's replay ratio, and takes a
+//          shard that is down out of the choice until it answers again.
 //   pub    (PUB, bound): Weights{version, learner_step, params} every publish_every steps,
 //          and once a second regardless, so that actors that (re)joined late catch up.
 //   stats  (PULL, bound): ActorStats from the actors, folded into metrics.csv.

@@ -6,7 +6,9 @@
 int main(int argc, char **argv) {
     cli_args_t args;
     apex_config_t cfg;
-    int rc = cli_startup("apex-replay", CLI_FLAG_DUMP,
+    int rc = cli_startup("apex-replay", CLI_FLAG_DUMP | CLI_FLAG_SHARD,
+                         "  --shard K             serve shard K of [replay] shards (required "
+                         "when shards > 1)\n"
                          "  --dump PATH           restore the run's replay state (per [replay] "
                          "durability),\n"
                          "                        write it to PATH as CSV and exit\n",

@@ -32,6 +32,7 @@ struct persist {
     size_t blob_cap;
     int64_t last_snapshot_try_ms;
     uint64_t acks_without_durability;
+    char dir[CONFIG_STR_LEN + 96]; // <out_dir>/<name>/replay, or replay<k> for shard k
 };
 
 // ---------------------------------------------------------------------------------------
@@ -90,9 +91,16 @@ persist_t *persist_new(const apex_config_t *cfg, void *ctx, const persist_state_
     p->cfg = *cfg;
     p->st = *state;
     p->ctx = ctx;
-    char dir[CONFIG_STR_LEN + 96];
-    snprintf(dir, sizeof dir, "%s/%s/replay", cfg->run.out_dir, cfg->run.name);
-    durable_config_t dc = {.dir = dir, .mode = cfg->replay.durability};
+    // Each shard of a sharded replay has its own directory (its own snapshot, log and lock):
+    // replay<k>, beside the unsharded server's replay (a sharded run's shard 0 holds other
+    // data than an unsharded run's server, so it must not restore from that).
+    if (cfg->replay.shards > 1) {
+        snprintf(p->dir, sizeof p->dir, "%s/%s/replay%d", cfg->run.out_dir, cfg->run.name,
+                 cfg->replay.shard);
+    } else {
+        snprintf(p->dir, sizeof p->dir, "%s/%s/replay", cfg->run.out_dir, cfg->run.name);
+    }
+    durable_config_t dc = {.dir = p->dir, .mode = cfg->replay.durability};
     p->durable = durable_new(&dc);
     if (!p->durable) {
         free(p);
@@ -127,12 +135,11 @@ int persist_restore(persist_t *p, persist_record_fn fn, void *arg) {
     if (durable_restore(p->durable, p->st.store, s_blob_load, p, fn, arg, &info) != APEX_OK) {
         return -1;
     }
-    log_info("restored from %s/%s/replay in %lld ms: %s%llu transitions in the snapshot, %llu "
+    log_info("restored from %s in %lld ms: %s%llu transitions in the snapshot, %llu "
              "log records from %u segments%s; now %llu transitions, limiter credit %.0f",
-             p->cfg.run.out_dir, p->cfg.run.name, (long long)(clock_now_ms() - t0),
-             info.had_snapshot ? "" : "no snapshot, ", (unsigned long long)info.snapshot_size,
-             (unsigned long long)info.records, info.segments,
-             info.torn_bytes ? " (a torn tail was truncated)" : "",
+             p->dir, (long long)(clock_now_ms() - t0), info.had_snapshot ? "" : "no snapshot, ",
+             (unsigned long long)info.snapshot_size, (unsigned long long)info.records,
+             info.segments, info.torn_bytes ? " (a torn tail was truncated)" : "",
              (unsigned long long)store_size(p->st.store), p->st.limiter->credit);
     return 0;
 }

@@ -118,7 +118,8 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         replay_server_destroy(&s);
         return NULL;
     }
-    rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, 0);
+    // Shard k draws from its own stream (k = 0 is the unsharded server's).
+    rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, (uint64_t)cfg->replay.shard);
     // O: bytes of one observation.
     size_t B = (size_t)cfg->replay.max_batch, O = (size_t)cfg->env.obs_dim * elem;
     s->keys = xmalloc(B * sizeof *s->keys);
@@ -139,8 +140,14 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s_max_message_bytes(cfg, &lim);
     s->dec = wire_decoder_new(&lim);
     dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
-    limiter_init(&s->limiter, cfg->replay.samples_per_insert, cfg->replay.spi_tolerance,
-                 (uint64_t)cfg->replay.max_batch);
+    // A shard sees only its own actors' inserts and, with mass-proportional shard choice, a
+    // share of the samples that drifts from its share of the inserts: the run's ratio can only
+    // be held where every sample and (through each shard's stats) every insert is known, at
+    // the learner (learner/shards.c). Any per-shard hold would also bend the learner's choice
+    // of shard away from P_k / sum P. So a shard serves every request it can.
+    s->sharded = cfg->replay.shards > 1;
+    limiter_init(&s->limiter, s->sharded ? 0.0 : cfg->replay.samples_per_insert,
+                 cfg->replay.spi_tolerance, (uint64_t)cfg->replay.max_batch);
     s->acks = acks_new(s_send_ack, s);
     // The ZeroMQ context exists before the sockets: persistence's wake-up pipe needs it.
     s->ctx = zmq_ctx_new();
@@ -176,10 +183,16 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     // Rates start from the restored totals, not from zero.
     s->mark = (s_rate_mark){clock_now_ms(), store_inserted(s->store), s->counters.sampled_rows,
                             s->counters.updated};
-    log_info("replay: capacity %lld (%.1f MiB), obs_dim %d, alpha %g; inserts on %s, samples "
+    char shard[96] = "";
+    if (s->sharded) {
+        snprintf(shard, sizeof shard, " (shard %d of %lld: actors i with i mod %lld = %d)",
+                 cfg->replay.shard, (long long)cfg->replay.shards, (long long)cfg->replay.shards,
+                 cfg->replay.shard);
+    }
+    log_info("replay: capacity %lld (%.1f MiB)%s, obs_dim %d, alpha %g; inserts on %s, samples "
              "on %s",
-             (long long)cfg->replay.capacity, need / 1048576.0, cfg->env.obs_dim, cfg->replay.alpha,
-             s->insert_ep, s->sample_ep);
+             (long long)cfg->replay.capacity, need / 1048576.0, shard, cfg->env.obs_dim,
+             cfg->replay.alpha, s->insert_ep, s->sample_ep);
     return s;
 }
 
@@ -310,6 +323,7 @@ static void s_send_routed(replay_server_t *s, void *sock, const void *id, size_t
 }
 
 static void s_serve_pending(replay_server_t *s, int64_t now);
+static void s_serve_watches(replay_server_t *s, int64_t now);
 
 // Sends one InsertAck holding seqs[0..n): the send callback of the ack queues (acks.h),
 // which decide when, and coalesce per peer.
@@ -385,6 +399,15 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
         snprintf(buf, sizeof buf, "actor_id %u is not below [actor] num_actors %lld",
                  m.u.batch.actor_id, (long long)s->cfg.actor.num_actors);
         why = buf;
+    } else if (rc == APEX_OK &&
+               config_actor_shard(&s->cfg, (int)m.u.batch.actor_id) != s->cfg.replay.shard) {
+        // Its exactly-once marks and acks live on its own shard: storing it here too could
+        // store one batch twice across the run.
+        rc = APEX_EINVAL;
+        snprintf(buf, sizeof buf, "actor %u inserts into shard %d, this is shard %d",
+                 m.u.batch.actor_id, config_actor_shard(&s->cfg, (int)m.u.batch.actor_id),
+                 s->cfg.replay.shard);
+        why = buf;
     } else if (rc == APEX_OK && m.u.batch.seq == UINT64_MAX) {
         rc = APEX_EINVAL; // seq + 1, the actor's high-water mark, must not wrap
         why = "seq 2^64-1 is out of range";
@@ -458,6 +481,7 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
         int got = s_drain_router(s, sock, "insert", s_handle_insert, INSERT_SLICE);
         acks_send_ready(s->acks); // the acks of this slice, one message per peer
         s_serve_pending(s, clock_now_ms());
+        s_serve_watches(s, -1);
         if (got < INSERT_SLICE) {
             return LOOP_DRAINED; // the last receive on the insert socket said EAGAIN
         }
@@ -472,7 +496,9 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
 
 static int s_can_sample(const replay_server_t *s, uint32_t n) {
     const config_replay_t *r = &s->cfg.replay;
-    if (store_size(s->store) < (uint64_t)r->min_size_to_sample) {
+    // A shard: min_size_to_sample is the run's, checked by the learner over every shard; the
+    // shard only needs something to sample.
+    if (store_size(s->store) < (s->sharded ? 1 : (uint64_t)r->min_size_to_sample)) {
         return 0;
     }
     return limiter_can_sample(&s->limiter, n);
@@ -490,6 +516,9 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
         .limiter_waits = s->counters.limiter_waits,
         .duplicate_batches = s->counters.duplicate_batches,
         .total_priority = store_total_priority(s->store),
+        .min_priority = store_min_priority(s->store),
+        .shard = (uint32_t)s->cfg.replay.shard,
+        .shards = (uint32_t)s->cfg.replay.shards,
     };
 }
 
@@ -556,10 +585,11 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
         size_t ob = (size_t)b * store_obs_dim(s->store) * store_obs_elem_bytes(s->store);
         for (uint32_t k = 0; k * b < n; k++) {
             size_t r0 = (size_t)k * b;
-            int rc = store_sample(s->store, &s->rng, b, req->beta, s->keys + r0, s->is_w + r0,
-                                  (unsigned char *)s->obs + k * ob, s->actions + r0,
-                                  s->rewards + r0, s->discounts + r0,
-                                  (unsigned char *)s->next_obs + k * ob);
+            // min_priority: a sharded learner's minimum over every shard (0 = this store's).
+            int rc = store_sample_min(s->store, &s->rng, b, req->beta, req->min_priority,
+                                      s->keys + r0, s->is_w + r0, (unsigned char *)s->obs + k * ob,
+                                      s->actions + r0, s->rewards + r0, s->discounts + r0,
+                                      (unsigned char *)s->next_obs + k * ob);
             APEX_ASSERT(rc == APEX_OK); // s_can_sample guarantees a non-empty store
         }
         *r = (wire_sample_reply_t){.id = req->id,
@@ -576,6 +606,8 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    .next_obs = s->next_obs};
         s->counters.sampled_rows += n;
         limiter_sampled(&s->limiter, n);
+    } else if (req->stats_only) {
+        s->stats_replies++; // (NOT_READY: no rows)
     } else if (status == WIRE_SAMPLE_NOT_READY) {
         s->not_ready++;
     } else {
@@ -602,8 +634,43 @@ static void s_serve_pending(replay_server_t *s, int64_t now) {
     }
 }
 
+// Answers the held stats requests whose insert count has come, or whose deadline has passed
+// (now < 0: only the former). Order does not matter: each is one learner's watch on this shard.
+static void s_serve_watches(replay_server_t *s, int64_t now) {
+    for (int i = 0; i < s->n_watches;) {
+        s_watch *w = &s->watches[i];
+        if (store_inserted(s->store) < w->req.stats_after && (now < 0 || now < w->deadline_ms)) {
+            i++;
+            continue;
+        }
+        s_reply(s, w->id, w->id_len, &w->req, WIRE_SAMPLE_NOT_READY);
+        *w = s->watches[--s->n_watches];
+    }
+}
+
+// A sharded learner's stats request: at once, or held until the inserts it waits for arrive
+// (its rate limiter needs them) or its deadline. A full table answers at once: the learner
+// then asks again after its request tick, which bounds the traffic.
+static void s_handle_stats_request(replay_server_t *s, const uint8_t *id, size_t id_len,
+                                   const wire_sample_request_t *req) {
+    if (store_inserted(s->store) >= req->stats_after || s->n_watches == WATCH_MAX ||
+        id_len > ROUTING_ID_MAX) {
+        s_reply(s, id, id_len, req, WIRE_SAMPLE_NOT_READY);
+        return;
+    }
+    s_watch *w = &s->watches[s->n_watches++];
+    memcpy(w->id, id, id_len);
+    w->id_len = id_len;
+    w->req = *req;
+    w->deadline_ms = clock_now_ms() + s->cfg.replay.sample_timeout_ms;
+}
+
 static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_t id_len,
                                     const wire_sample_request_t *req) {
+    if (req->stats_only) {
+        s_handle_stats_request(s, id, id_len, req);
+        return;
+    }
     if (req->batch_size > (uint32_t)s->cfg.replay.capacity) {
         s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
         return;
@@ -652,6 +719,46 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
 // ---------------------------------------------------------------------------------------
 // Dump: the restored contents as CSV (apex-replay --dump), for operators and tests.
 
+// <path>.marks: per actor seen, its epoch, 1 + its highest stored seq (hwm), and the seqs of
+// the dedupe window below hwm that are NOT stored ("missing"; at most DUMP_MISSING_MAX
+// listed). An acknowledged batch is never re-sent, so one missing here that its actor saw
+// acknowledged was lost; tests/smoke/shard_kill.sh checks that against the actors.
+#define DUMP_MISSING_MAX 1000
+static int s_dump_marks(const replay_server_t *s, const char *path) {
+    char mp[CONFIG_STR_LEN + 512];
+    snprintf(mp, sizeof mp, "%s.marks", path);
+    FILE *f = fopen(mp, "w");
+    if (!f) {
+        log_error("cannot write %s", mp);
+        return -1;
+    }
+    fprintf(f, "actor,epoch,hwm,window_first,missing_count,missing\n");
+    for (uint32_t a = 0; a < s->dedupe.n_actors; a++) {
+        const dedupe_actor_t *d = &s->dedupe.actors[a];
+        if (d->hwm == 0) {
+            continue;
+        }
+        uint64_t first = d->hwm > DEDUPE_WINDOW ? d->hwm - DEDUPE_WINDOW : 0, missing = 0;
+        for (uint64_t q = first; q < d->hwm; q++) {
+            missing += !dedupe_seen(&s->dedupe, a, d->epoch, q);
+        }
+        fprintf(f, "%u,%llu,%llu,%llu,%llu,", a, (unsigned long long)d->epoch,
+                (unsigned long long)d->hwm, (unsigned long long)first, (unsigned long long)missing);
+        for (uint64_t q = first, n = 0; q < d->hwm && n < DUMP_MISSING_MAX; q++) {
+            if (!dedupe_seen(&s->dedupe, a, d->epoch, q)) {
+                fprintf(f, "%s%llu", n++ ? " " : "", (unsigned long long)q);
+            }
+        }
+        fputc('\n', f);
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        log_error("writing %s failed", mp);
+        return -1;
+    }
+    return 0;
+}
+
 int replay_server_dump(const replay_server_t *s, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -694,7 +801,7 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
         log_error("writing %s failed", path);
         return -1;
     }
-    return 0;
+    return s_dump_marks(s, path);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -703,6 +810,7 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
 static int s_timer_limiter(loop_t *loop, void *arg) {
     (void)loop;
     s_serve_pending(arg, clock_now_ms());
+    s_serve_watches(arg, clock_now_ms());
     return 0;
 }
 

@@ -6,7 +6,15 @@
 //   sample (ROUTER, [endpoints] replay_sample_bind): the learner's DEALER sends SampleRequest
 //          and PriorityUpdate; every SampleRequest is answered exactly once with a
 //          SampleReply carrying the request id: OK with a batch, NOT_READY when the rate
-//          limiter held it for sample_timeout_ms, or REFUSED.
+//          limiter held it for sample_timeout_ms, or REFUSED. A stats request (a sharded
+//          learner's) is answered NOT_READY with the stats alone, once the server's insert
+//          count reaches the one it names, or at sample_timeout_ms.
+// Sharded ([replay] shards = K > 1, cfg turned into shard k's by config_select_shard): the
+// server holds capacity / K, draws from its own random stream, stores only batches of actors
+// i with i mod K = k, keeps its files in <run>/replay<k>/, reports its shard and minimum
+// priority in every reply's stats, and normalises weights by the minimum a request names. It
+// does not hold the replay ratio or min_size_to_sample: the learner does, over every shard
+// (learner/shards.h; docs/architecture.md "Sharded replay").
 // Every frame is decoded and validated by common/wire before it touches the store; a bad one
 // is counted per message kind and per peer, logged at most once per interval, and dropped.
 // Oversized frames are refused by libzmq (ZMQ_MAXMSGSIZE) before they are buffered.
@@ -47,7 +55,9 @@ const char *replay_server_sample_endpoint(const replay_server_t *self);
 // after replay_server_run returned.
 void replay_server_stats(const replay_server_t *self, wire_replay_stats_t *out);
 // Writes the stored transitions as CSV (slot, generation, p^alpha, action, reward, discount,
-// obs..., next_obs...). For a server created with listen = 0 after a restore. 0 or -1.
+// obs..., next_obs...), and the exactly-once marks to <path>.marks (per actor: epoch, 1 +
+// highest stored seq, the seqs of the dedupe window below it that are not stored). For a
+// server created with listen = 0 after a restore. 0 or -1.
 int replay_server_dump(const replay_server_t *self, const char *path);
 
 // Clients refused by the CURVE allow-list ([security] mode = curve).

@@ -19,6 +19,7 @@
 #include "wire.h"
 
 #define PENDING_MAX 256    // held sample requests; more are answered NOT_READY at once
+#define WATCH_MAX 16       // held stats requests (one per sharded learner); more answered at once
 #define LIMITER_TICK_MS 10 // how often held requests are re-checked and expired
 #define STOP_CHECK_MS 50
 #define BAD_LOG_INTERVAL_MS 5000 // at most one line per interval about bad messages
@@ -41,6 +42,15 @@ typedef struct {
     size_t id_len;
     uint64_t bad;
 } s_peer;
+
+// A held stats request of a sharded learner (proto/apex.proto SampleRequest.stats_only):
+// answered with the stats once `inserted` reaches req.stats_after, or at the deadline.
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    size_t id_len;
+    wire_sample_request_t req;
+    int64_t deadline_ms;
+} s_watch;
 
 // An encoded SampleReply lent to libzmq without a copy (zmq_msg_init_data). libzmq's I/O
 // thread calls the free callback once the bytes are on the socket (or the message is
@@ -80,6 +90,11 @@ struct replay_server {
     // Held sample requests: a FIFO ring.
     s_pending *pending;
     int pending_head, pending_len;
+    // Held stats requests (sharded replay), in no order.
+    s_watch watches[WATCH_MAX];
+    int n_watches;
+    uint64_t stats_replies;
+    int sharded; // [replay] shards > 1: the learner gates sampling (docs: "Sharded replay")
     // Counters: those a restart keeps (persist.h), then this process's own.
     persist_counters_t counters;
     uint64_t not_ready, refused, dropped_replies;
@@ -89,7 +104,7 @@ struct replay_server {
     int n_peers;
     log_limiter_t bad_log;
     s_rate_mark mark;
-    limiter_t limiter;         // samples per insert (replay/limiter.h)
+    limiter_t limiter;         // samples per insert (common/limiter.h); off in a shard
     dedupe_t dedupe;           // exactly-once inserts (replay/dedupe.h)
     acks_t *acks;              // InsertAcks waiting to go out (replay/acks.h)
     persist_t *persist;        // durability (replay/persist.h)

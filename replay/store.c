@@ -250,11 +250,12 @@ void store_add(store_t *s, uint32_t n, const void *obs_v, const int32_t *actions
 // Gathers the m rows of slots idx[] into row offset `out` of the caller's buffers.
 // Importance weight (Schaul et al. 2016 sec. 3.4): w = (N P(i))^-beta / (N P_min)^-beta
 // = (p_min^alpha / p_i^alpha)^beta, so N and the total cancel and w is in (0, 1].
-static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta, uint32_t out,
-                     uint64_t *keys, float *is_w, unsigned char *obs, int32_t *actions,
-                     float *rewards, float *discounts, unsigned char *next_obs) {
+// p_min: the minimum the weights are normalised by (the store's own, or a smaller one over
+// every shard of a sharded replay).
+static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta, float p_min,
+                     uint32_t out, uint64_t *keys, float *is_w, unsigned char *obs,
+                     int32_t *actions, float *rewards, float *discounts, unsigned char *next_obs) {
     size_t d = s->obs_bytes;
-    float p_min = sumtree_min(&s->tree);
     // Issue all of the chunk's misses (first and last line of each record) before the
     // first copy waits on one of them.
     for (uint32_t j = 0; j < m; j++) {
@@ -285,19 +286,33 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
 
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
                  void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs) {
-    // n and beta come from a peer's request: refuse, never assert (STYLE S6.4).
-    if (n == 0 || !(beta >= 0.0f && beta <= 1e6f)) {
+    return store_sample_min(s, rng, n, beta, 0.0, keys, is_w, obs, actions, rewards, discounts,
+                            next_obs);
+}
+
+int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double global_min,
+                     uint64_t *keys, float *is_w, void *obs, int32_t *actions, float *rewards,
+                     float *discounts, void *next_obs) {
+    // n, beta and the minimum come from a peer's request: refuse, never assert (STYLE S6.4).
+    if (n == 0 || !(beta >= 0.0f && beta <= 1e6f) || !(global_min >= 0.0 && global_min < 1e300)) {
         return APEX_EINVAL;
     }
     if (s->size == 0) {
         return APEX_EAGAIN;
+    }
+    // The leaves are floats: the smaller minimum, as a float, so that with no smaller one the
+    // arithmetic is exactly store_sample's.
+    float p_min = sumtree_min(&s->tree);
+    if (global_min > 0.0 && (float)global_min < p_min) {
+        p_min = (float)global_min;
     }
     uint32_t idx[STORE_CHUNK];
     for (uint32_t base = 0; base < n; base += STORE_CHUNK) {
         uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
         // Strata are over the whole batch of n, walked in chunks.
         sumtree_sample_strata(&s->tree, rng, base, m, n, idx);
-        s_gather(s, m, idx, beta, base, keys, is_w, obs, actions, rewards, discounts, next_obs);
+        s_gather(s, m, idx, beta, p_min, base, keys, is_w, obs, actions, rewards, discounts,
+                 next_obs);
     }
     return APEX_OK;
 }

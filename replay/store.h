@@ -66,6 +66,15 @@ void store_add(store_t *s, uint32_t n, const void *obs, const int32_t *actions,
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
                  void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs);
 
+// store_sample with the weights normalised by min(global_min, this store's minimum p^alpha)
+// instead of this store's minimum (global_min = 0: exactly store_sample). A shard of a sharded
+// replay is given the minimum over every shard, so its weights are those one store holding
+// every shard's rows would give: (min / p_i^alpha)^beta, N and the totals cancelling as above.
+// Also APEX_EINVAL when global_min is negative or not finite.
+int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double global_min,
+                     uint64_t *keys, float *is_w, void *obs, int32_t *actions, float *rewards,
+                     float *discounts, void *next_obs);
+
 // Sets the raw priority prio[i] on keys[i] for i < n. A key whose slot is out of range, not
 // yet filled, or overwritten since it was sampled (generation mismatch) is dropped and
 // counted in store_stale_updates. Returns how many were applied. Later duplicates win.

@@ -361,6 +361,105 @@ START_TEST(test_batches_per_request_auto) {
 }
 END_TEST
 
+// [replay] shards: the endpoint rule of config.h, case by case.
+static void s_ep_ok(const char *value, int k, int K, const char *want) {
+    char out[CONFIG_STR_LEN], err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(config_shard_endpoint(value, k, K, out, sizeof out, err, sizeof err) == 0,
+                  "%s k %d K %d: %s", value, k, K, err);
+    ck_assert_msg(strcmp(out, want) == 0, "%s k %d K %d: got %s, want %s", value, k, K, out, want);
+}
+
+static void s_ep_bad(const char *value, int k, int K, const char *want_in_err) {
+    char out[CONFIG_STR_LEN], err[CONFIG_ERR_LEN] = "";
+    ck_assert_int_eq(config_shard_endpoint(value, k, K, out, sizeof out, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, want_in_err), "%s: got '%s', want '%s'", value, err, want_in_err);
+}
+
+START_TEST(test_shard_endpoints) {
+    s_ep_ok("tcp://127.0.0.1:5550", 0, 1, "tcp://127.0.0.1:5550"); // K = 1: as written
+    s_ep_ok("anything,at all", 0, 1, "anything,at all");
+    s_ep_ok("tcp://127.0.0.1:5550", 0, 3, "tcp://127.0.0.1:5550"); // one endpoint: port + 10 k
+    s_ep_ok("tcp://127.0.0.1:5550", 2, 3, "tcp://127.0.0.1:5570");
+    s_ep_ok("tcp://*:5550", 1, 2, "tcp://*:5560");
+    s_ep_ok("tcp://127.0.0.1:*", 1, 2, "tcp://127.0.0.1:*"); // ephemeral stays ephemeral
+    s_ep_ok("tcp://[::1]:5550", 1, 2, "tcp://[::1]:5560");
+    s_ep_ok("ipc:///tmp/r", 0, 2, "ipc:///tmp/r");
+    s_ep_ok("ipc:///tmp/r", 1, 2, "ipc:///tmp/r-1");
+    // A list: the k-th; a missing scheme is the first's, a missing tcp port the first's + 10 k.
+    s_ep_ok("tcp://node1:5550,node2,node3:6000", 0, 3, "tcp://node1:5550");
+    s_ep_ok("tcp://node1:5550,node2,node3:6000", 1, 3, "tcp://node2:5560");
+    s_ep_ok("tcp://node1:5550,node2,node3:6000", 2, 3, "tcp://node3:6000");
+    s_ep_ok("tcp://a:1,tcp://b:7", 1, 2, "tcp://b:7");
+    s_ep_ok("tcp://[::1]:5550,[::2]", 1, 2, "tcp://[::2]:5560");
+    s_ep_ok("tcp://*:5550,*", 1, 2, "tcp://*:5560");
+    s_ep_ok("ipc:///tmp/a,/tmp/b", 1, 2, "ipc:///tmp/b");
+    s_ep_bad("tcp://a:1,tcp://b:2", 0, 3, "has 2 endpoints; [replay] shards is 3");
+    s_ep_bad("tcp://host", 1, 2, "'tcp://host' has no port");
+    s_ep_bad("tcp://[::1]", 1, 2, "has no port");
+    s_ep_bad("tcp://h:65535", 1, 2, "port '65535' + 10 is not a port");
+    s_ep_bad("host:1,tcp://x:2", 1, 2, "the first endpoint needs a scheme");
+    s_ep_bad("tcp://a:1,", 1, 2, "endpoint 1 is empty");
+}
+END_TEST
+
+START_TEST(test_shards_config) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    // The defaults with K = 3: every endpoint by the port rule, capacity shares that sum up.
+    const char *sets[] = {"replay.shards=3", "replay.capacity=10", "actor.num_actors=4",
+                          "replay.min_size_to_sample=5"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, 4, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(config_shard_capacity(&cfg, 0), 4);
+    ck_assert_int_eq(config_shard_capacity(&cfg, 1), 3);
+    ck_assert_int_eq(config_shard_capacity(&cfg, 2), 3);
+    ck_assert_int_eq(config_actor_shard(&cfg, 0), 0);
+    ck_assert_int_eq(config_actor_shard(&cfg, 3), 0);
+    ck_assert_int_eq(config_actor_shard(&cfg, 2), 2);
+    s_assert_prints_back(&cfg);
+    apex_config_t sh = cfg;
+    ck_assert_int_eq(config_select_shard(&sh, 3), -1);
+    ck_assert_int_eq(config_select_shard(&sh, 2), 0);
+    ck_assert_int_eq(sh.replay.shard, 2);
+    ck_assert_int_eq(sh.replay.capacity, 3);
+    ck_assert_str_eq(sh.endpoints.replay_insert_bind, "tcp://127.0.0.1:5570");
+    ck_assert_str_eq(sh.endpoints.replay_sample, "tcp://127.0.0.1:5571");
+    ck_assert_str_eq(sh.endpoints.learner_pub, cfg.endpoints.learner_pub); // not a replay key
+    // K = 1: selecting shard 0 changes nothing.
+    ck_assert_int_eq(config_load(&cfg, NULL, NULL, 0, err, sizeof err), 0);
+    sh = cfg;
+    ck_assert_int_eq(config_select_shard(&sh, 0), 0);
+    ck_assert_mem_eq(&sh, &cfg, sizeof sh);
+    // Host lists, as a cluster launcher writes them, print back to themselves.
+    const char *hosts[] = {"replay.shards=2", "endpoints.replay_insert_bind=tcp://*:5550",
+                           "endpoints.replay_insert=tcp://node-a:5550,node-b",
+                           "endpoints.replay_sample_bind=tcp://*:5551",
+                           "endpoints.replay_sample=tcp://node-a:5551,node-b"};
+    ck_assert_msg(config_load(&cfg, NULL, hosts, 5, err, sizeof err) == 0, "%s", err);
+    s_assert_prints_back(&cfg);
+    sh = cfg;
+    config_select_shard(&sh, 1);
+    ck_assert_str_eq(sh.endpoints.replay_insert, "tcp://node-b:5560");
+    ck_assert_str_eq(sh.endpoints.replay_sample_bind, "tcp://*:5561");
+    // Errors name the key and where it came from.
+    s_expect_error(
+        "[replay]\nshards = 2\n[endpoints]\nreplay_sample = tcp://a:1,tcp://a:1\n",
+        ":4: [endpoints] replay_sample: shard 1 is at tcp://a:1, which another replay shard uses");
+    s_expect_error("[replay]\nshards = 3\n[actor]\nnum_actors = 3\n[endpoints]\nreplay_insert = "
+                   "tcp://a:1,tcp://b:1\n",
+                   ":6: [endpoints] replay_insert: shard 0: 'tcp://a:1,tcp://b:1' has 2 "
+                   "endpoints; [replay] shards is 3 (give one endpoint, or one per shard, comma "
+                   "separated)");
+    // The port rule clears the default ports, but not any port: a clash with the learner.
+    s_expect_error("[replay]\nshards = 2\n[endpoints]\nreplay_sample = tcp://127.0.0.1:5542\n",
+                   ":4: [endpoints] replay_sample: shard 1 is at tcp://127.0.0.1:5552, which the "
+                   "learner uses");
+    ck_assert_int_eq(s_load("[replay]\nshards = 3\n", &cfg, err), -1);
+    ck_assert_msg(strstr(err, ":2: [replay] shards: 3 shards need a capacity and [actor] "
+                              "num_actors of at least 3 (num_actors is 2: /tmp/"),
+                  "%s", err);
+}
+END_TEST
+
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
     const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini",
@@ -389,6 +488,8 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_python_env);
     tcase_add_test(tc, test_batches_per_request_auto);
     tcase_add_test(tc, test_shipped_configs_load);
+    tcase_add_test(tc, test_shard_endpoints);
+    tcase_add_test(tc, test_shards_config);
     suite_add_tcase(s, tc);
     return s;
 }

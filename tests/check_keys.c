@@ -1017,6 +1017,9 @@ static const s_row s_rows[] = {
      "replay.samples_per_insert=1;replay.spi_tolerance=0", s_replay, RP_SPI, UP, NULL},
     {"replay.sample_timeout_ms", "replay.sample_timeout_ms=3600000",
      "replay.capacity=64;replay.min_size_to_sample=64", s_rserve, RS_DEADLINE, UP, NULL},
+    // K apex-replay processes, the learner's choice among them, the actors' shard: through
+    // the real daemons (tests/check_shards.c has the sampling and weights).
+    {"replay.shards", NULL, NULL, NULL, 0, DIFF, "shard_kill.sh"},
     {"replay.max_batch", "replay.max_batch=64", NULL, s_replay, RP_DECODE, DIFF, NULL},
     {"replay.stats_interval_ms", "replay.stats_interval_ms=1000", NULL, s_replay, RP_TIMERS, DIFF,
      NULL},

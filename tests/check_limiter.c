@@ -1,4 +1,4 @@
-// check_limiter.c: the samples-per-insert limiter (replay/limiter.h): the ratio it holds,
+// check_limiter.c: the samples-per-insert limiter (common/limiter.h): the ratio it holds,
 // the lag it forgives, and the bounds a restored credit is kept within in both directions.
 #include "check_apex.h"
 
@@ -95,6 +95,25 @@ START_TEST(test_restore_bounded_both_ways) {
 }
 END_TEST
 
+// A refund gives back what a request that was not served had taken, within the bounds: it
+// cannot lift the credit past max_credit (tolerance + one request), so refunds cannot
+// accumulate into a burst either.
+START_TEST(test_refund_bounded) {
+    limiter_t l;
+    limiter_init(&l, 1.0, 0.0, 64);
+    limiter_inserted(&l, 64);
+    limiter_sampled(&l, 64);
+    ck_assert(!limiter_can_sample(&l, 64));
+    limiter_refund(&l, 64);
+    ck_assert(limiter_can_sample(&l, 64));
+    limiter_refund(&l, 1u << 20);
+    ck_assert_uint_eq(s_drain(&l, 64), 64);
+    limiter_init(&l, 0.0, 0.0, 64); // no ratio: nothing to refund
+    limiter_refund(&l, 5);
+    ck_assert(l.credit == 0.0);
+}
+END_TEST
+
 Suite *limiter_suite(void) {
     Suite *s = suite_create("limiter");
     TCase *tc = tcase_create("core");
@@ -103,6 +122,7 @@ Suite *limiter_suite(void) {
     tcase_add_test(tc, test_lag_forgiven);
     tcase_add_test(tc, test_zero_tolerance_serves);
     tcase_add_test(tc, test_restore_bounded_both_ways);
+    tcase_add_test(tc, test_refund_bounded);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -996,6 +997,163 @@ START_TEST(test_restore_keeps_replay_ratio) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// Sharded replay: a shard's own rules (server.h)
+
+// Starts shard k of a 2-shard run ([replay] min_size_to_sample 10 and samples_per_insert 1
+// with tolerance 0, which a shard must NOT apply: the learner holds them over every shard).
+static void s_start_shard(s_fixture *f, int k) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {"replay.shards=2",
+                          "replay.capacity=2000",
+                          "replay.max_batch=64",
+                          "replay.sample_timeout_ms=200",
+                          "replay.min_size_to_sample=10",
+                          "replay.samples_per_insert=1",
+                          "replay.spi_tolerance=0",
+                          "learner.batch_size=32",
+                          "actor.send_batch=8",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_int_eq(config_select_shard(&cfg, k), 0);
+    f->server = replay_server_new(&cfg, 1);
+    ck_assert_ptr_nonnull(f->server);
+    f->ctx = zmq_ctx_new();
+    s_run_loop(f);
+}
+
+static void s_send_msg(void *sock, const wire_msg_t *m) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(m, &b);
+    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
+    wire_buf_fini(&b);
+}
+
+static void s_send_stats_request(void *sock, uint64_t id, uint64_t after) {
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request = (wire_sample_request_t){.id = id, .stats_only = 1, .stats_after = after};
+    s_send_msg(sock, &m);
+}
+
+START_TEST(test_shard_serves_its_actors_without_holds) {
+    s_fixture f;
+    s_start_shard(&f, 1);
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *a1 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-1");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    wire_msg_t m;
+    zmq_msg_t msg;
+    // Actor 0 belongs to shard 0: refused and counted. Actor 1's batch is stored and acked.
+    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
+    float prio[8] = {1, 2, 3, 4, 5, 6, 7, 0.25f};
+    s_send_batch(a1, 1, 0, 8, 2.0f, prio);
+    ck_assert_int_eq(s_recv(a1, dec, &msg, &m), APEX_OK);
+    ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
+    zmq_msg_close(&msg);
+    // 8 rows < min_size_to_sample and 32 rows > samples_per_insert * 8: served all the same,
+    // at once. The stats name the shard and its minimum p^alpha.
+    s_send_request(lr, 1, 32);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    const wire_sample_reply_t *r = &m.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r->stats.shard, 1);
+    ck_assert_uint_eq(r->stats.shards, 2);
+    ck_assert_uint_eq(r->stats.size, 8);
+    ck_assert_double_eq_tol(r->stats.min_priority, pow(0.25, 0.6), 1e-6);
+    ck_assert_uint_eq(r->stats.bad_messages, 1);
+    // The weights are normalised by this shard's minimum: the lowest-priority row has 1.
+    float wmax = 0;
+    for (uint32_t i = 0; i < r->count; i++) {
+        wmax = r->is_weights[i] > wmax ? r->is_weights[i] : wmax;
+    }
+    ck_assert_float_eq(wmax, 1.0f);
+    zmq_msg_close(&msg);
+    // With a smaller minimum over every shard (another shard's), every weight is below 1 and
+    // is (min / p_i^alpha)^beta.
+    double gmin = pow(0.01, 0.6);
+    wire_msg_t q = {.type = WIRE_MSG_SAMPLE_REQUEST};
+    q.u.sample_request =
+        (wire_sample_request_t){.id = 2, .batch_size = 32, .beta = 0.5f, .min_priority = gmin};
+    s_send_msg(lr, &q);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    r = &m.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    for (uint32_t i = 0; i < r->count; i++) {
+        ck_assert_float_lt(r->is_weights[i], 1.0f);
+    }
+    zmq_msg_close(&msg);
+    // Seq 3 without seq 1 and 2: the dump's marks name the two as not stored.
+    s_send_batch(a1, 1, 3, 8, 2.0f, NULL);
+    ck_assert_int_eq(s_recv(a1, dec, &msg, &m), APEX_OK);
+    zmq_msg_close(&msg);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(a1);
+    zmq_close(lr);
+    s_stop(&f);
+    ck_assert_uint_eq(replay_server_bad_count(f.server, WIRE_MSG_TRANSITION_BATCH), 1);
+    char path[] = "/tmp/apex_dump_XXXXXX", marks[64], line[256];
+    close(mkstemp(path));
+    ck_assert_int_eq(replay_server_dump(f.server, path), 0);
+    snprintf(marks, sizeof marks, "%s.marks", path);
+    FILE *mf = fopen(marks, "r");
+    ck_assert_ptr_nonnull(mf);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, mf)); // header
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, mf));
+    ck_assert_str_eq(line, "1,0,4,0,2,1 2\n"); // actor 1, epoch 0, hwm 4, window from 0
+    fclose(mf);
+    unlink(marks);
+    unlink(path);
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
+// Stats requests: at once for stats_after 0 or an insert count already reached; otherwise
+// held until an insert reaches it (the sharded learner's rate limiter waits on that), or
+// until sample_timeout_ms. None of them samples.
+START_TEST(test_shard_stats_requests) {
+    s_fixture f;
+    s_start_shard(&f, 0);
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    wire_msg_t m;
+    zmq_msg_t msg;
+    s_send_stats_request(lr, 7, 0);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    ck_assert_uint_eq(m.u.sample_reply.id, 7);
+    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_NOT_READY);
+    ck_assert_uint_eq(m.u.sample_reply.stats.inserted, 0);
+    zmq_msg_close(&msg);
+    // Held until the first insert; its reply carries the new count.
+    s_send_stats_request(lr, 8, 1);
+    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    ck_assert_uint_eq(m.u.sample_reply.id, 8);
+    ck_assert_uint_eq(m.u.sample_reply.stats.inserted, 8);
+    zmq_msg_close(&msg);
+    // Waiting for an insert that does not come: answered at the deadline, still with stats.
+    s_send_stats_request(lr, 9, 9);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+    ck_assert_uint_eq(m.u.sample_reply.id, 9);
+    ck_assert_uint_eq(m.u.sample_reply.stats.inserted, 8);
+    ck_assert_uint_eq(m.u.sample_reply.stats.sampled, 0);
+    zmq_msg_close(&msg);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    ck_assert_uint_eq(f.server->stats_replies, 3);
+    ck_assert_uint_eq(f.server->not_ready, 0);
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
@@ -1013,6 +1171,8 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_sample_served_between_insert_slices);
     tcase_add_test(tc, test_insert_served_during_sample_flood);
     tcase_add_test(tc, test_queued_replies_intact_when_learner_stalls);
+    tcase_add_test(tc, test_shard_serves_its_actors_without_holds);
+    tcase_add_test(tc, test_shard_stats_requests);
     suite_add_tcase(s, tc);
     return s;
 }

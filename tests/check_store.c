@@ -546,6 +546,74 @@ START_TEST(test_sampling_frequencies_chi_square) {
 }
 END_TEST
 
+// A shard normalises its weights by the minimum over every shard (store_sample_min): split
+// 100 rows over two stores, and every row's weight from its shard equals, bit for bit, the
+// weight one store holding all 100 gives it. A minimum of 0 is store_sample; one above the
+// store's own changes nothing; a bad one is refused.
+START_TEST(test_sample_min_matches_one_store) {
+    const double alpha = 0.6;
+    const float beta = 0.7f;
+    store_t *all = s_new(100, alpha), *lo = s_new(50, alpha), *hi = s_new(50, alpha);
+    rng_t rng;
+    rng_init_stream(&rng, 11, RNG_ROLE_TEST, 0);
+    float p[100];
+    for (int i = 0; i < 100; i++) {
+        p[i] = (float)(0.5 + 4.0 * rng_uniform(&rng));
+    }
+    p[17] = 0.01f; // the global minimum lives in the first shard
+    s_add_rows(all, 0, 100, p);
+    s_add_rows(lo, 0, 50, p);
+    s_add_rows(hi, 50, 50, p + 50);
+    ck_assert_double_lt(store_min_priority(lo), store_min_priority(hi));
+    double gmin = APEX_MIN(store_min_priority(lo), store_min_priority(hi));
+    float w_all[100];
+    batch_t b = s_batch_new(512);
+    for (int k = 0; k < 4; k++) { // every row, many times over
+        ck_assert_int_eq(s_sample(all, &rng, &b, beta), APEX_OK);
+        for (uint32_t j = 0; j < b.n; j++) {
+            w_all[s_row_id(&b, j)] = b.is_w[j];
+        }
+    }
+    store_t *shards[2] = {lo, hi};
+    for (int sh = 0; sh < 2; sh++) {
+        ck_assert_int_eq(store_sample_min(shards[sh], &rng, b.n, beta, gmin, b.keys, b.is_w, b.obs,
+                                          b.act, b.rew, b.disc, b.next_obs),
+                         APEX_OK);
+        for (uint32_t j = 0; j < b.n; j++) {
+            uint64_t r = s_row_id(&b, j);
+            ck_assert_msg(b.is_w[j] == w_all[r],
+                          "row %llu: %.9g from its shard, %.9g from one store",
+                          (unsigned long long)r, (double)b.is_w[j], (double)w_all[r]);
+        }
+    }
+    // The second shard alone would normalise by its own, larger minimum: other weights.
+    ck_assert_int_eq(s_sample(hi, &rng, &b, beta), APEX_OK);
+    ck_assert_float_eq(b.is_w[0] > w_all[s_row_id(&b, 0)], 1);
+    // 0, and a minimum above the store's own: exactly store_sample's weights.
+    rng_t r1 = rng, r2 = rng;
+    batch_t c = s_batch_new(512);
+    ck_assert_int_eq(
+        store_sample(hi, &r1, b.n, beta, b.keys, b.is_w, b.obs, b.act, b.rew, b.disc, b.next_obs),
+        APEX_OK);
+    ck_assert_int_eq(store_sample_min(hi, &r2, c.n, beta, 1e6, c.keys, c.is_w, c.obs, c.act, c.rew,
+                                      c.disc, c.next_obs),
+                     APEX_OK);
+    ck_assert_mem_eq(b.is_w, c.is_w, b.n * sizeof(float));
+    ck_assert_mem_eq(b.keys, c.keys, b.n * sizeof(uint64_t));
+    const double bad[] = {-1.0, NAN, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(store_sample_min(hi, &rng, c.n, beta, bad[k], c.keys, c.is_w, c.obs, c.act,
+                                          c.rew, c.disc, c.next_obs),
+                         APEX_EINVAL);
+    }
+    s_batch_free(&b);
+    s_batch_free(&c);
+    store_destroy(&all);
+    store_destroy(&lo);
+    store_destroy(&hi);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------
 // uint8 observations
 // ---------------------------------------------------------------------------------------
@@ -845,6 +913,7 @@ Suite *store_suite(void) {
     tcase_add_test(tc, test_generation_guard_drops_stale_update);
     tcase_add_test(tc, test_update_rejects_bad_slots);
     tcase_add_test(tc, test_sampling_frequencies_chi_square);
+    tcase_add_test(tc, test_sample_min_matches_one_store);
     tcase_add_test(tc, test_uint8_odd_dims_wraparound_and_sample);
     tcase_add_test(tc, test_uint8_store_bytes);
     tcase_add_test(tc, test_uint8_bad_elem_bytes);

@@ -933,6 +933,88 @@ START_TEST(test_uint8_max_message_bytes) {
 }
 END_TEST
 
+// Sharded replay's fields: SampleRequest min_priority / stats_only / stats_after and
+// ReplayStats min_priority / shard / shards round-trip, are validated, and leave the messages
+// of older builds meaning what they meant.
+START_TEST(test_sharding_fields) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST}, o;
+    m.u.sample_request = (wire_sample_request_t){
+        .id = 3, .batch_size = 8, .beta = 0.5f, .batches = 2, .min_priority = 0.125};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_double_eq(o.u.sample_request.min_priority, 0.125);
+    ck_assert_int_eq(o.u.sample_request.stats_only, 0);
+    ck_assert_uint_eq(o.u.sample_request.batches, 2);
+    // A stats request: no rows; stats_after round-trips.
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 4, .stats_only = 1, .stats_after = 1ull << 40};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.u.sample_request.stats_only, 1);
+    ck_assert_uint_eq(o.u.sample_request.stats_after, 1ull << 40);
+    ck_assert_uint_eq(o.u.sample_request.batch_size, 0);
+    ck_assert_uint_eq(o.u.sample_request.id, 4);
+    // What an older server reads of it (fields 5-7 unknown, so skipped): a request for 0 rows,
+    // which it refuses as invalid rather than serving a batch.
+    pb_t body = {.n = 0}, env = {.n = 0};
+    pb_uint(&body, 1, 4);
+    pb_uint(&env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(&env, 3, body.b, body.n);
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_EINVAL);
+    // Refused: a minimum that is not finite and >= 0, rows in a stats request, stats_after
+    // without stats_only.
+    const double bad_min[] = {NAN, -1.0, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        m.u.sample_request = (wire_sample_request_t){
+            .id = 1, .batch_size = 4, .beta = 0.5f, .min_priority = bad_min[k]};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+        m.u.sample_request =
+            (wire_sample_request_t){.id = 1, .stats_only = 1, .min_priority = bad_min[k]};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+    }
+    m.u.sample_request = (wire_sample_request_t){.id = 1, .batch_size = 4, .stats_after = 9};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+    // ReplayStats: the new fields round-trip; one server's shard count reads as 1.
+    m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REPLY};
+    m.u.sample_reply = (wire_sample_reply_t){
+        .id = 5,
+        .status = WIRE_SAMPLE_NOT_READY,
+        .stats = {.size = 9, .total_priority = 7.5, .min_priority = 0.25, .shard = 2, .shards = 3}};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_double_eq(o.u.sample_reply.stats.min_priority, 0.25);
+    ck_assert_uint_eq(o.u.sample_reply.stats.shard, 2);
+    ck_assert_uint_eq(o.u.sample_reply.stats.shards, 3);
+    m.u.sample_reply.stats = (wire_replay_stats_t){.size = 9, .total_priority = 7.5};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.sample_reply.stats.shards, 1);
+    ck_assert_uint_eq(o.u.sample_reply.stats.shard, 0);
+    // A NaN total still reads as 0 (as before); a negative or infinite one, a bad minimum and
+    // a shard beyond the count are refused: a sharded learner samples by these numbers.
+    m.u.sample_reply.stats.total_priority = NAN;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_double_eq(o.u.sample_reply.stats.total_priority, 0.0);
+    wire_replay_stats_t bad[] = {{.total_priority = -1.0},  {.total_priority = INFINITY},
+                                 {.min_priority = NAN},     {.min_priority = -0.5},
+                                 {.shard = 2, .shards = 2}, {.shard = 1}};
+    for (size_t k = 0; k < APEX_ARRAY_LEN(bad); k++) {
+        m.u.sample_reply.stats = bad[k];
+        wire_encode(&m, &b);
+        ck_assert_msg(wire_decode(d, b.data, b.len, &o) == APEX_EINVAL, "case %zu accepted", k);
+    }
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
 Suite *wire_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("core");
@@ -952,6 +1034,7 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_obs_dtype_length_mismatch);
     tcase_add_test(tc, test_uint8_sample_reply_round_trip);
     tcase_add_test(tc, test_uint8_max_message_bytes);
+    tcase_add_test(tc, test_sharding_fields);
     suite_add_tcase(s, tc);
     return s;
 }

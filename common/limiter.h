@@ -1,4 +1,9 @@
-// limiter.h: the replay server's samples-per-insert rate limiter, as plain data.
+// limiter.h: the samples-per-insert rate limiter, as plain data.
+//
+// Who holds it: the replay server when [replay] shards = 1 (it sees every insert and every
+// sample), the learner when shards > 1 (learner/shards.c: only the learner sees the run's
+// samples and, through the shards' stats, the run's inserts; docs/architecture.md "Sharded
+// replay"). Hence its place in common/.
 //
 // The limiter keeps one number, the credit: how many more transitions the learner may
 // sample before it runs ahead of [replay] samples_per_insert. Each inserted transition adds
@@ -21,7 +26,7 @@
 // restore", which let the learner sample millions of transitions at once and wrecked
 // CartPole), nor hold sampling back by more than the tolerance (Reverb issue #118, restored
 // counters that blocked sampling for good). docs/architecture.md has the reasoning.
-// Not thread-safe; the replay server's thread owns it.
+// Not thread-safe; one thread (the replay server's, or the learner's) owns it.
 #ifndef APEX_LIMITER_H
 #define APEX_LIMITER_H
 
@@ -42,6 +47,10 @@ void limiter_inserted(limiter_t *l, uint64_t n);
 int limiter_can_sample(const limiter_t *l, uint64_t n);
 // n transitions were sampled (only after limiter_can_sample said yes).
 void limiter_sampled(limiter_t *l, uint64_t n);
+// n transitions counted by limiter_sampled were not sampled after all (a sharded learner
+// counts a request when it sends it; a shard that answers NOT_READY or REFUSED served
+// nothing). The credit comes back, within the same bounds.
+void limiter_refund(limiter_t *l, uint64_t n);
 // Restores a saved credit (from a snapshot), clamped to the current bounds: a snapshot
 // written with another tolerance still cannot release a burst or block for long.
 void limiter_restore(limiter_t *l, double credit);

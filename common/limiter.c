@@ -34,6 +34,12 @@ void limiter_sampled(limiter_t *l, uint64_t n) {
     }
 }
 
+void limiter_refund(limiter_t *l, uint64_t n) {
+    if (l->samples_per_insert > 0) {
+        l->credit = s_clamp(l, l->credit + (double)n);
+    }
+}
+
 void limiter_restore(limiter_t *l, double credit) {
     l->credit = l->samples_per_insert > 0 ? s_clamp(l, credit) : 0.0;
 }
