@@ -131,6 +131,16 @@ if [ "${LEARNER_KILL_EARLY:-0}" = 1 ]; then
   KILLS=$((KILLS + 2))
 fi
 
+# The actors take the last incarnation's weights once their SUB reconnects and their next
+# batch reports it: wait for that row rather than reading the last row as it stands (on a
+# loaded machine the last row after the final restart can predate the actors' first report
+# of the new weights: CI failure "actors not on the last incarnation").
+actors_on_last() { python3 -c 'import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+inc = max(int(r["weights_version"]) >> 32 for r in rows)
+sys.exit(0 if int(rows[-1]["actor_version_min"]) >> 32 == inc else 1)' "$RUN/metrics.csv"; }
+wait_for 30 actors_on_last || echo "    the actors did not report the last incarnation's weights in 30 s"
+
 # Versions: the learner's published version and the actors' oldest version, row by row of
 # metrics.csv (every incarnation appends), must never decrease; each restart starts a new
 # incarnation (the high 32 bits), and the actors end up on the newest one. One exception

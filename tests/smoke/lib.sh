@@ -68,6 +68,7 @@ TMP=$(mktemp -d /tmp/apex_smoke.XXXXXX)
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
+  # APEX_SMOKE_KEEP=1 keeps the scratch directory (run dirs, logs) for a post-mortem.
+  if [ "${APEX_SMOKE_KEEP:-0}" = 1 ]; then echo "  kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
