@@ -40,7 +40,8 @@ typedef struct {
     int B, n_layers;
     float scale;
     conv_shape_t s[MAX_LAYERS];
-    uint8_t *obs, *t;
+    uint8_t *obs;
+    float *t; // the first layer's input: the observations transposed, as nn.c does
     float *w[MAX_LAYERS], *b[MAX_LAYERS], *dw[MAX_LAYERS], *db[MAX_LAYERS];
     float *out[MAX_LAYERS], *dout[MAX_LAYERS], *out2; // out2: a second first-layer output
     float *scratch;
@@ -88,7 +89,7 @@ static void s_body_init(body_t *bd, const char *name, int B, float scale, int c,
     }
     size_t n_obs = conv_in_features(&bd->s[0]) * (size_t)B;
     bd->obs = xaligned_alloc(n_obs);
-    bd->t = xaligned_alloc(n_obs);
+    bd->t = xaligned_alloc(n_obs * sizeof(float));
     for (size_t i = 0; i < n_obs; i++) {
         bd->obs[i] = binary ? (uint8_t)(rng_uniform_f(r) < 0.1f) : (uint8_t)rng_below(r, 256);
     }
@@ -109,7 +110,7 @@ static void s_body_fini(body_t *bd) {
 }
 
 static conv_input_t s_input(const body_t *bd, int l) {
-    return l == 0 ? (conv_input_t){bd->t, 1, bd->scale} : (conv_input_t){bd->out[l - 1], 0, 1};
+    return (conv_input_t){l == 0 ? bd->t : bd->out[l - 1], 0, 1.0f};
 }
 
 // ----------------------------------------------------------------------------
@@ -129,7 +130,7 @@ typedef enum {
 } op_t;
 
 static void s_forward(body_t *bd) {
-    conv_transpose_u8(bd->t, bd->obs, &bd->s[0], bd->B);
+    conv_transpose_f32(bd->t, bd->obs, 1, bd->scale, &bd->s[0], bd->B);
     for (int l = 0; l < bd->n_layers; l++) {
         conv_input_t in = s_input(bd, l);
         conv_forward(bd->out[l], &in, bd->w[l], bd->b[l], 1, &bd->s[l], bd->B, bd->scratch);
@@ -163,7 +164,7 @@ static void s_op(body_t *bd, op_t op, int64_t *ns) {
                           &bd->s[0], B, bd->scratch);
         }
     } else if (op == OP_TRANSPOSE) {
-        conv_transpose_u8(bd->t, bd->obs, &bd->s[0], B);
+        conv_transpose_f32(bd->t, bd->obs, 1, bd->scale, &bd->s[0], B);
     } else {
         for (int l = 0; l < bd->n_layers; l++) {
             const conv_shape_t *s = &bd->s[l];

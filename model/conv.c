@@ -237,14 +237,22 @@ void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, in
     }
 }
 
-void conv_transpose_f32(float *t, const float *obs, float scale, const conv_shape_t *s, int B) {
+void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
+                        int B) {
     const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;
     for (size_t p = 0; p < HW; p++) {
         for (size_t c = 0; c < C; c++) {
             float *dst = t + (c * HW + p) * (size_t)B;
-            const float *src = obs + p * C + c;
-            for (size_t b = 0; b < (size_t)B; b++) {
-                dst[b] = scale * src[b * O];
+            if (obs_u8) {
+                const uint8_t *src = (const uint8_t *)obs + p * C + c;
+                for (size_t b = 0; b < (size_t)B; b++) {
+                    dst[b] = scale * (float)src[b * O];
+                }
+            } else {
+                const float *src = (const float *)obs + p * C + c;
+                for (size_t b = 0; b < (size_t)B; b++) {
+                    dst[b] = scale * src[b * O];
+                }
             }
         }
     }

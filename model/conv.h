@@ -14,11 +14,13 @@
 // Layouts:
 //   layer input   (C x H x W x B) row-major, the batch innermost: in[c][(y W + x) B + b].
 //                 An inner layer's input is the previous layer's output (floats). The first
-//                 layer's is the observations transposed into this layout by
-//                 conv_transpose_u8 (bytes, kept as bytes: 1/4 of the memory, and each is
-//                 converted and scaled as it enters col) or conv_transpose_f32 (floats,
-//                 scaled); observations arrive as B rows of H W C elements, channels-last
-//                 [y][x][c], as the replay stores them. conv_input_t names which.
+//                 layer's is the observations, which arrive as B rows of H W C elements,
+//                 channels-last [y][x][c] (as the replay stores them), transposed into this
+//                 layout once per pass: conv_transpose_f32 converts uint8 or float rows to
+//                 scaled floats (what nn.c does: each element is converted once, not once
+//                 per window reading it, k^2 / s^2 times; for MinAtar's body im2col then
+//                 runs 2x faster), conv_transpose_u8 keeps bytes (1/4 of the memory; im2col
+//                 converts and scales them). conv_input_t names which.
 //   output        (OC x OH x OW x B) row-major: out[oc][(y OW + x) B + b].
 //   col (scratch) (K x n) row-major for a chunk of output positions [p0, p1), n = (p1 - p0)
 //                 B: col[r][(p - p0) B + b] holds pixel (c, oy s + i, ox s + j) of sample b
@@ -116,10 +118,12 @@ size_t conv_scratch_bytes(const conv_shape_t *s, int max_batch);
 void conv_init_random(float *w, float *b, const conv_shape_t *s, rng_t *rng);
 
 // The first layer's input from B observation rows (H W C elements each, channels-last):
-// t (C x H x W x B) = obs as bytes (use with conv_input_t {t, 1, scale}), or times scale as
-// floats ({t, 0, 1}). t holds conv_in_features(s) B elements and must not overlap obs.
+// t (C x H x W x B) = obs as bytes (use with conv_input_t {t, 1, scale}), or, from uint8
+// (obs_u8 = 1) or float rows, times scale as floats ({t, 0, 1}). t holds
+// conv_in_features(s) B elements and must not overlap obs.
 void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, int B);
-void conv_transpose_f32(float *t, const float *obs, float scale, const conv_shape_t *s, int B);
+void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
+                        int B);
 
 // out (OC x OH OW B) = w * in + b, then max(., 0) when relu is set. scratch: at least
 // conv_scratch_bytes(s, B) bytes, 64-byte aligned for speed. 1 <= B; out must not overlap

@@ -124,9 +124,8 @@ typedef struct {
     int n_features;                 // F: inputs of the first linear layer
     float *act[NN_MAX_LAYERS];      // each layer's output (post-ReLU but the head's),
                                     // (out features x max_batch); act[n_layers-1] = head
-    void *in_t;                     // conv nets: the first layer's input, the observations
-                                    // transposed (conv.h), kept for nn_backward
-    size_t in_t_bytes;              // its size for max_batch
+    float *in_t;                    // conv nets: the first layer's input, the observations
+                                    // transposed and scaled (conv.h), kept for nn_backward
     float *scratch;                 // conv nets: conv.h's scratch, shared by the layers
     float *in_f32;                  // MLP: observations as scaled float32 (B x O); NULL
                                     // for conv nets

@@ -388,7 +388,7 @@ START_TEST(test_first_layer) {
             obs_f[i] = (float)obs[i];
         }
         conv_transpose_u8(t_u8, obs, &s, B);
-        conv_transpose_f32(t_f32, obs_f, scale, &s, B);
+        conv_transpose_f32(t_f32, obs_f, 0, scale, &s, B);
         for (int n = 0; n < B; n++) {
             for (int p = 0; p < HW; p++) {
                 for (int c = 0; c < C; c++) {
@@ -842,7 +842,7 @@ static void s_torch_net(const char *net, int as_f32) {
     void *t_obs = xmalloc(obs->count * sizeof(float));
     conv_input_t in[4];
     if (as_f32) {
-        conv_transpose_f32(t_obs, obs_f, *scale, &s[0], B);
+        conv_transpose_f32(t_obs, obs_f, 0, *scale, &s[0], B);
         in[0] = s_in_f32(t_obs);
     } else {
         conv_transpose_u8(t_obs, obs->data, &s[0], B);
