@@ -428,12 +428,14 @@ static void s_seaquest_observe(const minatar_t *m, uint8_t *obs) {
     s_set(obs, g->sub_y, g->sub_or ? g->sub_x - 1 : g->sub_x + 1, SQ_SUB_BACK);
     // state[9, 0:max(0, oxygen) * 10 // 200, 7] and state[9, 9 - diver_count:9, 8]: the
     // second slice is empty for a negative count.
+    // Fixed-length loops that OR in whether a cell is in the slice: the slices' ends change
+    // every step, and a loop ending there mispredicted its exit.
     int oxygen_cells = s_floordiv(APEX_MAX(0, g->oxygen) * 10, SQ_MAX_OXYGEN);
-    for (int x = 0; x < oxygen_cells && x < MINATAR_SIZE; x++) {
-        obs[(9 * MINATAR_SIZE + x) * SQ_CHANNELS + SQ_OXYGEN_GUAGE] = 1;
-    }
-    for (int x = APEX_MAX(0, 9 - g->diver_count); x < 9; x++) {
-        obs[(9 * MINATAR_SIZE + x) * SQ_CHANNELS + SQ_DIVER_GUAGE] = 1;
+    int divers_from = 9 - g->diver_count; // > 9 for a negative count: no cell
+    uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS;
+    for (int x = 0; x < MINATAR_SIZE; x++) {
+        row9[x * SQ_CHANNELS + SQ_OXYGEN_GUAGE] |= (uint8_t)(x < oxygen_cells);
+        row9[x * SQ_CHANNELS + SQ_DIVER_GUAGE] |= (uint8_t)((x >= divers_from) & (x < 9));
     }
     for (int i = 0; i < g->n_f_bullets; i++) {
         s_set(obs, g->f_bullets[i].v[SQ_Y], g->f_bullets[i].v[SQ_X], SQ_F_BULLET);
