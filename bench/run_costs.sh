@@ -19,6 +19,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_replay_tcp"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
+source bench/lib.sh
+bench_header "$bin"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # Two passes: unpaced pushers (each set-up's maximum insert throughput; on 2 shared cores this

@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_pyenv"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
+source bench/lib.sh
+bench_header "$bin"
 # Worker and bridge log lines go to stderr; the results to stdout.
 # shellcheck disable=SC2086
 "$bin" ${PYENV_BENCH_ARGS:-} 2>/dev/null

@@ -28,6 +28,8 @@ bin="$BUILD/bench/bench_replay"
 if [ ! -x "$bin" ]; then
   make --no-print-directory "$bin"
 fi
+source bench/lib.sh
+bench_header "$bin"
 if [ ! -f "$PEER" ]; then
   echo "run_replay: peer $PEER not found (expected ../shared beside the repo)" >&2
   exit 1

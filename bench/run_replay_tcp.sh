@@ -24,6 +24,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_replay_tcp"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
+source bench/lib.sh
+bench_header "$bin"
 
 status=0
 # shellcheck disable=SC2086 # REPLAY_TCP_ARGS is a list of flags
