@@ -25,6 +25,11 @@ APEX_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Icommon -Imodel -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_CFLAGS = $(APEX_CFLAGS) $(CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
+# MPI (OpenMPI's C bindings) for the learner group only: learner/group.c is the one file that
+# includes mpi.h, and only what links the learner modules links libmpi; the actor, replay
+# server and evaluator stay free of it.
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c)
+MPI_LIBS = $(shell pkg-config --libs ompi-c)
 
 # ---- sources ---------------------------------------------------------------------------
 PROTOS := apex tensorboard
@@ -85,6 +90,7 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP) $(PROTO_H) $(BUILD)/gen/suites.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+$(BUILD)/learner/group.o: ALL_CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/tests/%.o: ALL_CFLAGS += -Iactor -Ireplay -Ilearner
 $(BUILD)/bench/%.o: ALL_CFLAGS += -Iactor -Ireplay -Ilearner
 
@@ -110,7 +116,7 @@ $(BIN)/apex-replay: $(BUILD)/replay/main.o $(REPLAY_OBJ) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BIN)/apex-learner: $(BUILD)/learner/main.o $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
 # ---- tests -----------------------------------------------------------------------------
 # The suite list is generated from the "Suite *name_suite(void)" definitions in
@@ -122,10 +128,16 @@ $(BUILD)/gen/suites.h: $(TEST_SRC)
 	   echo; } > $@.tmp && mv $@.tmp $@
 
 $(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
-unit: $(CHECK_BIN) $(BINARIES)
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) $(CHECK_BIN)
+# One rank of a learner group on fixed batches: check_group runs it under mpirun.
+ZERO_RANKS := $(BUILD)/tests/zero_ranks
+$(ZERO_RANKS): $(BUILD)/tests/zero_ranks.o $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
+
+unit: $(CHECK_BIN) $(BINARIES) $(ZERO_RANKS)
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) \
+	  APEX_ZERO_RANKS=$(abspath $(ZERO_RANKS)) $(CHECK_BIN)
 
 # Scripts marked "# smoke: slow" (long learning runs, namespaces, floods) are skipped when
 # SMOKE_FAST=1, which the sanitizer run sets: they exercise timing, not new code paths.
@@ -133,7 +145,8 @@ smoke: $(BINARIES)
 	@set -e; for t in $(filter-out tests/smoke/lib.sh,$(wildcard tests/smoke/*.sh)); do \
 	  if [ "$${SMOKE_FAST:-0}" = 1 ] && grep -q '^# smoke: slow' $$t; then \
 	    echo "== $$t: skipped (SMOKE_FAST)"; continue; fi; \
-	  echo "== $$t"; APEX_BIN=$(abspath $(BIN)) bash $$t; done; \
+	  echo "== $$t"; t0=$$(date +%s); APEX_BIN=$(abspath $(BIN)) bash $$t; \
+	  echo "== $$t: $$(( $$(date +%s) - t0 )) s"; done; \
 	echo "smoke: all passed"
 
 # The benchmarks are built (not run) too, so that a change of an interface they use cannot
@@ -154,7 +167,7 @@ asan: $(DEPS_STAMP)
 
 # ---- benchmarks ------------------------------------------------------------------------
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
 bench: $(BENCH_BINS) $(BINARIES)
 	BUILD=$(BUILD) BIN=$(BIN) bash bench/run.sh
@@ -175,7 +188,7 @@ run: $(BINARIES)
 # Pinned to Debian's clang-format-14: another version formats some constructs differently,
 # and the check must mean the same thing on every machine. Generated fixtures are exempt.
 CLANG_FORMAT ?= clang-format-14
-FORMAT_SRC = $(filter-out tests/fixtures/%,$(shell git ls-files '*.c' '*.h' 2>/dev/null))
+FORMAT_SRC = $(filter-out tests/fixtures/%,$(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null))
 format: $(DEPS_STAMP)
 	$(CLANG_FORMAT) -i $(FORMAT_SRC)
 format-check: $(DEPS_STAMP)

@@ -6,6 +6,7 @@
 #include "blas.h"
 #include "clock.h"
 #include "env.h"
+#include "envsrc.h"
 #include "explore.h"
 #include "log.h"
 #include "loop.h"
@@ -37,8 +38,12 @@
 struct actor {
     apex_config_t cfg;
     int index;
-    const env_spec_t *spec;
-    vecenv_t env;
+    envsrc_t *src;        // the built-in envs or the Python env bridge (envsrc.h)
+    int G, GE;            // the envs step in G groups of GE; group g is envs g*GE .. g*GE+GE-1
+    int group;            // the group to act on next
+    envsrc_result_t *res; // (G) each group's latest results (its observations to act on)
+    int obs_dim, n_actions, obs_dtype;
+    size_t obs_bytes;
     nstep_t nstep;
     nstep_out_t out; // transitions waiting to fill a batch
     nn_config_t net_cfg;
@@ -48,11 +53,9 @@ struct actor {
     float *q;         // (n_envs, A)
     float *eps;       // (n_envs)
     int32_t *actions; // (n_envs)
-    void *next_obs;   // (n_envs, obs bytes)
-    float *rewards;   // (n_envs)
-    uint8_t *terminated, *truncated;
-    float *prio; // (send_batch)
-    void *obs_t; // (n_envs, obs bytes): s_t, kept while vecenv_step auto-resets env.obs
+    float *prio;      // (send_batch)
+    uint8_t *obs_t;   // (n_envs, obs bytes): s_t of each env's step in flight (the source
+                      // moves on to the next observation, a reset one where an episode ended)
     // Pending FIFO of encoded batches (bounded; see actor.h).
     // The window of unacknowledged batches, oldest first, with consecutive seqs from
     // pending_seq0 (see "Sending" below).
@@ -98,10 +101,10 @@ static void s_alloc(actor_t *a) {
     const config_actor_t *c = &a->cfg.actor;
     // OB: bytes of one observation (float32 or uint8 elements: nstep and the batches only copy
     // them; the network reads them as they are).
-    int N = (int)c->envs_per_actor, OB = (int)env_obs_bytes(a->spec), A = a->spec->n_actions;
+    int N = (int)c->envs_per_actor, OB = (int)a->obs_bytes, A = a->n_actions;
     int B = (int)c->send_batch;
     uint64_t first = (uint64_t)a->index * (uint64_t)N;
-    vecenv_init(&a->env, a->spec, N, (uint64_t)a->cfg.run.seed, first, EPISODES_CAP);
+    a->res = xcalloc((size_t)a->G, sizeof *a->res);
     nstep_init(&a->nstep, N, OB, (int)c->n_step, c->gamma);
     // A step can emit up to n_envs * n transitions on top of a nearly full batch.
     nstep_out_init(&a->out, B + nstep_max_emit(&a->nstep), OB);
@@ -124,10 +127,6 @@ static void s_alloc(actor_t *a) {
     explore_epsilons(a->eps, N, (int64_t)first, (int64_t)(c->num_actors * c->envs_per_actor),
                      c->eps_base, c->eps_alpha);
     a->actions = xmalloc((size_t)N * sizeof(int32_t));
-    a->next_obs = xmalloc((size_t)N * (size_t)OB);
-    a->rewards = xmalloc((size_t)N * sizeof(float));
-    a->terminated = xmalloc((size_t)N);
-    a->truncated = xmalloc((size_t)N);
     a->prio = xmalloc((size_t)B * sizeof(float));
     a->obs_t = xmalloc((size_t)N * (size_t)OB);
     a->pending_cap = (int)c->max_pending_batches;
@@ -147,8 +146,8 @@ static void s_alloc(actor_t *a) {
 
 static int s_open_sockets(actor_t *a) {
     const config_endpoints_t *e = &a->cfg.endpoints;
-    wire_limits_t lim = {.obs_dim = (uint32_t)a->spec->obs_dim,
-                         .n_actions = (uint32_t)a->spec->n_actions,
+    wire_limits_t lim = {.obs_dim = (uint32_t)a->obs_dim,
+                         .n_actions = (uint32_t)a->n_actions,
                          .num_params = (uint32_t)a->params.num_params,
                          .max_count = (uint32_t)a->cfg.replay.max_batch};
     a->dec = wire_decoder_new(&lim);
@@ -197,21 +196,24 @@ static int s_timer_stats(loop_t *loop, void *arg);
 static int s_timer_status(loop_t *loop, void *arg);
 
 actor_t *actor_new(const apex_config_t *cfg, int index) {
-    const env_spec_t *spec = env_find(cfg->env.id);
-    if (!spec) {
-        log_error("[env] id: '%s' is not an environment apex-actor can step (it runs: %s)%s",
-                  cfg->env.id, env_known_ids(),
-                  strcmp(cfg->env.id, CONFIG_ENV_EXTERNAL) == 0
-                      ? "\n---> HINT: with id = external, the replay server and the learner "
-                        "run with your own actors, which speak proto/apex.proto"
-                      : "");
+    const int N = (int)cfg->actor.envs_per_actor;
+    // The envs first: with id = python this starts the env workers and checks their spaces,
+    // the start-up error most likely to happen.
+    envsrc_t *src = envsrc_new(cfg, N, (uint64_t)index * (uint64_t)N, index);
+    if (!src) {
         return NULL;
     }
     actor_t *a = xcalloc(1, sizeof *a);
     pthread_mutex_init(&a->st_lock, NULL);
     a->cfg = *cfg;
     a->index = index;
-    a->spec = spec;
+    a->src = src;
+    a->G = envsrc_groups(src);
+    a->GE = envsrc_group_size(src);
+    a->obs_dim = cfg->env.obs_dim;
+    a->n_actions = cfg->env.n_actions;
+    a->obs_dtype = cfg->env.obs_dtype;
+    a->obs_bytes = envsrc_obs_bytes(src);
     nn_config_from_run(&a->net_cfg, cfg);
     // Inference on small batches: one BLAS thread per actor process is fastest and leaves
     // the other cores to the other daemons.
@@ -229,8 +231,11 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     loop_add_timer(a->loop, FLUSH_TICK_MS, s_timer_flush, a);
     loop_add_timer(a->loop, cfg->actor.stats_interval_ms, s_timer_stats, a);
     loop_add_timer(a->loop, STATUS_LOG_MS, s_timer_status, a);
-    log_info("actor %d: %lld x %s, epsilons %.4g .. %.4g, n-step %lld, batches of %lld to %s",
-             index, (long long)cfg->actor.envs_per_actor, spec->id, (double)a->eps[0],
+    // Group 0's first observations: the loop acts on them first (see s_idle_step).
+    envsrc_recv(a->src, 0, &a->res[0]);
+    log_info("actor %d: %lld x %s%s, epsilons %.4g .. %.4g, n-step %lld, batches of %lld to %s",
+             index, (long long)cfg->actor.envs_per_actor, envsrc_name(src),
+             a->G > 1 ? " (in overlapped groups)" : "", (double)a->eps[0],
              (double)a->eps[cfg->actor.envs_per_actor - 1], (long long)cfg->actor.n_step,
              (long long)cfg->actor.send_batch, cfg->endpoints.replay_insert);
     return a;
@@ -257,7 +262,8 @@ void actor_destroy(actor_t **self_p) {
     free(a->pending_sent_ms);
     free(a->pending_acked);
     wire_buf_fini(&a->scratch);
-    vecenv_fini(&a->env);
+    envsrc_destroy(&a->src);
+    free(a->res);
     nstep_fini(&a->nstep);
     nstep_out_fini(&a->out);
     nn_params_fini(&a->params);
@@ -265,10 +271,6 @@ void actor_destroy(actor_t **self_p) {
     free(a->q);
     free(a->eps);
     free(a->actions);
-    free(a->next_obs);
-    free(a->rewards);
-    free(a->terminated);
-    free(a->truncated);
     free(a->prio);
     free(a->obs_t);
     free(a->episodes);
@@ -366,8 +368,8 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
 // the remaining rows to the front.
 static void s_ship(actor_t *a, int count) {
     nstep_out_t *o = &a->out;
-    int O = a->spec->obs_dim;
-    size_t OB = env_obs_bytes(a->spec);
+    int O = a->obs_dim;
+    size_t OB = a->obs_bytes;
     nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards, o->discounts,
                      o->next_obs, (float)a->cfg.learner.priority_eps, count);
     // Weights that pass validation (finite) can still overflow in the forward pass, and the
@@ -391,7 +393,7 @@ static void s_ship(actor_t *a, int count) {
                                .weights_version = a->st.weights_version,
                                .count = (uint32_t)count,
                                .obs_dim = (uint32_t)O,
-                               .obs_dtype = (uint32_t)a->spec->obs_dtype,
+                               .obs_dtype = (uint32_t)a->obs_dtype,
                                .obs = o->obs,
                                .actions = o->actions,
                                .rewards = o->rewards,
@@ -461,6 +463,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
 // Every weight_sync_steps: the staged weights, if newer, become the acting network. The
 // learner re-publishes every second, so no weights for long means a dead link.
 static void s_sync_weights(actor_t *a) {
+    a->st.weight_syncs++;
     s_reader_weights(a->loop, a->weights_sock, a);
     if (a->has_staged && a->staged_version != a->st.weights_version) {
         memcpy(a->params.data, a->staged, a->params.num_params * sizeof(float));
@@ -491,6 +494,32 @@ static int s_rate_limited(actor_t *a) {
     return (double)(a->vector_steps - a->rate_start_steps) >= allowed;
 }
 
+// Folds group g's results into n-step transitions: env e = g * GE + j stepped from
+// obs_t[e] with actions[e]. A void step (an env fault, a lost worker: status not OK) is not
+// folded, and the env's pending steps are dropped with the episode they belonged to.
+static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
+    const size_t OB = a->obs_bytes;
+    const int e0 = g * a->GE;
+    if (r->ok == a->GE && a->G == 1) { // all envs stepped: the built-in envs' case
+        nstep_push_all(&a->nstep, a->obs_t, a->actions, r->rewards, r->next_obs, r->terminated,
+                       r->truncated, &a->out);
+        return;
+    }
+    const uint8_t *next = r->next_obs;
+    for (int j = 0; j < a->GE; j++) {
+        int e = e0 + j;
+        if (r->status[j] != PYENV_OK) {
+            nstep_clear_env(&a->nstep, e);
+            continue;
+        }
+        nstep_push(&a->nstep, e, a->obs_t + (size_t)e * OB, a->actions[e], r->rewards[j],
+                   next + (size_t)j * OB, r->terminated[j], r->truncated[j], &a->out);
+    }
+}
+
+// One group step (see envsrc.h): act on group g's observations, send the actions, then
+// receive the next group's results (with G = 1, g's own: the lock step) and fold them.
+// With the Python bridge and G = 2, Python steps group g while the actor infers for g + 1.
 static int s_idle_step(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
@@ -500,23 +529,33 @@ static int s_idle_step(loop_t *loop, void *arg) {
     if (s_rate_limited(a)) {
         return 0;
     }
-    int N = a->env.n, A = a->spec->n_actions;
-    nn_forward(&a->state, &a->params, a->env.obs, N, a->q);
-    explore_select(a->actions, a->q, a->eps, N, A, &a->rng);
-    // nstep needs s_t, but vecenv_step overwrites env.obs (auto-reset): keep a copy.
-    void *obs_t = a->obs_t;
-    memcpy(obs_t, a->env.obs, (size_t)N * a->env.obs_bytes);
-    vecenv_step(&a->env, a->actions, a->next_obs, a->rewards, a->terminated, a->truncated);
-    nstep_push_all(&a->nstep, obs_t, a->actions, a->rewards, a->next_obs, a->terminated,
-                   a->truncated, &a->out);
-    a->vector_steps++;
-    a->st.steps = a->env.steps;
+    const int g = a->group, GE = a->GE, A = a->n_actions;
+    const size_t off = (size_t)g * (size_t)GE;
+    const envsrc_result_t *cur = &a->res[g];
+    nn_forward(&a->state, &a->params, cur->obs, GE, a->q);
+    explore_select(a->actions + off, a->q, a->eps + off, GE, A, &a->rng);
+    // nstep needs s_t, but the source moves on (auto-reset): keep a copy.
+    memcpy(a->obs_t + off * a->obs_bytes, cur->obs, (size_t)GE * a->obs_bytes);
+    envsrc_send(a->src, g, a->actions + off);
+    const int h = (g + 1) % a->G;
+    envsrc_recv(a->src, h, &a->res[h]);
+    s_fold(a, h, &a->res[h]);
+    a->group = h;
+    // Frames are the env steps that happened (void ones are not frames).
+    envsrc_stats_t es;
+    envsrc_get_stats(a->src, &es);
+    a->steps_since_sync += es.steps - a->st.steps;
+    a->st.steps = es.steps;
+    a->st.env_faults = es.env_faults;
+    a->st.episodes_dropped = es.episodes_dropped;
+    if (h == 0) {
+        a->vector_steps++; // every group stepped once more
+    }
     int B = (int)a->cfg.actor.send_batch;
     while (a->out.count >= B) {
         s_ship(a, B);
     }
     // weight_sync_steps counts env steps (frames), as in the Ape-X paper (400).
-    a->steps_since_sync += (uint64_t)N;
     if (a->steps_since_sync >= (uint64_t)a->cfg.actor.weight_sync_steps) {
         a->steps_since_sync = 0;
         s_sync_weights(a);
@@ -578,7 +617,7 @@ static int s_timer_flush(loop_t *loop, void *arg) {
 static int s_timer_stats(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
-    int n = vecenv_drain_episodes(&a->env, a->episodes, EPISODES_CAP);
+    int n = envsrc_drain_episodes(a->src, a->episodes, EPISODES_CAP);
     for (int i = 0; i < n; i++) {
         a->ep_returns[i] = (float)a->episodes[i].ret;
         a->ep_lengths[i] = (uint32_t)a->episodes[i].len;
@@ -587,10 +626,12 @@ static int s_timer_stats(loop_t *loop, void *arg) {
     a->st.episodes += (uint64_t)n;
     wire_msg_t m = {.type = WIRE_MSG_ACTOR_STATS};
     m.u.actor_stats = (wire_actor_stats_t){.actor_id = (uint32_t)a->index,
-                                           .frames = a->env.steps,
-                                           .frames_delta = a->env.steps - a->frames_reported,
+                                           .frames = a->st.steps,
+                                           .frames_delta = a->st.steps - a->frames_reported,
                                            .weights_version = a->st.weights_version,
                                            .dropped_batches = a->st.batches_dropped,
+                                           .env_faults = a->st.env_faults,
+                                           .episodes_dropped = a->st.episodes_dropped,
                                            .n_episodes = (uint32_t)n,
                                            .returns = a->ep_returns,
                                            .lengths = a->ep_lengths,
@@ -599,7 +640,7 @@ static int s_timer_stats(loop_t *loop, void *arg) {
     // Stats are best effort: while the learner is away the episodes are dropped, not
     // buffered; the frames of an unsent message go with the next one.
     if (net_send(a->stats_sock, a->scratch.data, a->scratch.len, ZMQ_DONTWAIT) == APEX_OK) {
-        a->frames_reported = a->env.steps;
+        a->frames_reported = a->st.steps;
     }
     return 0;
 }
@@ -638,3 +679,5 @@ void actor_get_stats(const actor_t *self, actor_stats_t *out) {
     *out = self->st_shared;
     pthread_mutex_unlock(lock);
 }
+
+const struct loop *actor_loop(const actor_t *self) { return self->loop; }

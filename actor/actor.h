@@ -39,8 +39,11 @@ typedef struct {
     uint64_t batches_dropped; // dropped unacknowledged from the full window
     uint64_t weights_version; // version of the weights in use (0 = initial network)
     uint64_t weight_updates;  // times new weights were taken
+    uint64_t weight_syncs;    // times the actor looked for new weights (weight_sync_steps)
     uint64_t bad_messages;
-    uint64_t bad_priorities; // batches sent without priorities (they were not finite)
+    uint64_t bad_priorities;   // batches sent without priorities (they were not finite)
+    uint64_t env_faults;       // [env] id = python: env steps that faulted (void, not frames)
+    uint64_t episodes_dropped; // id = python: running episodes dropped (faults, lost workers)
 } actor_stats_t;
 
 // Creates the actor with global index `index` (0 <= index < [actor] num_actors) and connects
@@ -54,5 +57,9 @@ void actor_stop(actor_t *self); // thread-safe
 // Copies the counters into *out. Thread-safe: while actor_run runs in another thread the
 // copy is at most ~20 ms old; after actor_run returned it is exact.
 void actor_get_stats(const actor_t *self, actor_stats_t *out);
+
+// The actor's loop (its timers: common/loop.h), for tests that observe what the
+// configuration does (tests/check_keys.c). Borrowed, valid until actor_destroy.
+const struct loop *actor_loop(const actor_t *self);
 
 #endif

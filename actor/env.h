@@ -88,6 +88,9 @@ extern const env_spec_t env_acrobot_spec;
 extern const env_spec_t env_mountaincar_spec;
 extern const env_spec_t env_minatar_asterix_spec, env_minatar_breakout_spec,
     env_minatar_freeway_spec, env_minatar_seaquest_spec, env_minatar_space_invaders_spec;
+// The MinAtar game behind one of those specs (minatar.h), or NULL for any other spec.
+struct minatar_game;
+const struct minatar_game *env_minatar_game(const env_spec_t *spec);
 
 // Returns the spec registered under id (exact, case-sensitive), or NULL if there is none.
 // Thread-safe; the spec is static and never freed.

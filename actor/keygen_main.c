@@ -3,7 +3,8 @@
 //   apex-keygen DIR [NAME ...]
 // writes DIR/NAME.key (the secret certificate, mode 0600) and DIR/NAME.pub for each NAME
 // (default: replay learner actor), and appends the public keys of the clients among them
-// (learner, actor*) to DIR/authorized_keys, the allow-list the servers read. Copy each
+// (learner, actor*, envworker*: the Python env workers that connect to an actor's bridge,
+// [python] transport = zmq) to DIR/authorized_keys, the allow-list the servers read. Copy each
 // .key only to the host that runs that daemon, and the .pub files to every host.
 #include "security.h"
 
@@ -11,7 +12,8 @@
 #include <string.h>
 
 static int s_is_client(const char *name) {
-    return strcmp(name, "learner") == 0 || strncmp(name, "actor", 5) == 0;
+    return strcmp(name, "learner") == 0 || strncmp(name, "actor", 5) == 0 ||
+           strncmp(name, "envworker", 9) == 0;
 }
 
 int main(int argc, char **argv) {
@@ -19,7 +21,7 @@ int main(int argc, char **argv) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: apex-keygen DIR [NAME ...]   (default names: replay learner actor)\n"
                 "  writes DIR/NAME.key (secret, 0600) and DIR/NAME.pub, and adds the client\n"
-                "  keys (learner, actor*) to DIR/authorized_keys\n");
+                "  keys (learner, actor*, envworker*) to DIR/authorized_keys\n");
         return argc < 2 ? 2 : 0;
     }
     const char *dir = argv[1];

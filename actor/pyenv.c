@@ -19,12 +19,14 @@
 #include "clock.h"
 #include "log.h"
 #include "net.h"
+#include "pylocal.h"
 #include "pywire.h"
 #include "security.h"
 #include "signals.h"
 #include "xalloc.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,7 +71,17 @@ typedef struct {
                                    // this slice's current observations
     char *argv[MAX_ARGS];
     char id_arg[16];
+    char local_arg[96];
+    pylocal_t local; // transport local: its shared memory and pipes
 } s_worker;
+
+// One message from a worker: where it came from and its payload frames (after the header).
+typedef struct {
+    const uint8_t *rid; // ZeroMQ: the sender's routing id (NULL for a local worker)
+    size_t rid_len;
+    int nf; // payload frames
+    pywire_frame_t f[PYLOCAL_FRAMES];
+} s_msg;
 
 typedef struct {
     uint8_t *next_obs, *act_obs; // (GE, row) staged
@@ -85,6 +97,9 @@ struct pyenv {
     size_t row;         // bytes per observation
     pywire_spaces_t sp; // n_actions and dtype from the options; shape from the first HELLO
     int have_shape;
+    int local;          // transport local: pipes and shared memory, no socket
+    uint8_t *scratch;   // (pylocal_reply_bytes) a local reply's private copy
+    struct pollfd *pfd; // (W) the local workers' pipes
     void *ctx, *sock;
     security_t *sec;
     char endpoint[CONFIG_STR_LEN], connect_ep[CONFIG_STR_LEN], n_arg[16];
@@ -156,13 +171,31 @@ static int s_send(pyenv_t *p, const uint8_t *rid, size_t rid_len, const s_hdr *h
     return 0;
 }
 
-static void s_refuse(pyenv_t *p, const uint8_t *rid, size_t rid_len, uint32_t w, uint64_t nonce,
-                     const char *reason) {
+// Sends worker w a message over its transport. 0, or -1 with the reason in p->why.
+static int s_send_w(pyenv_t *p, int w, const s_hdr *h, const void *payload, size_t len) {
+    s_worker *k = &p->w[w];
+    if (p->local) { // a STEP goes to its group's region, the rest to region 0
+        int region = h->type == PYWIRE_STEP ? (int)(h->first / (uint32_t)p->n) : 0;
+        return pylocal_send(&k->local, region, h, payload, len, p->why, sizeof p->why);
+    }
+    return s_send(p, k->rid, k->rid_len, h, payload, len);
+}
+
+// Refuses the sender of m (worker id w as it claimed, nonce its).
+static void s_refuse(pyenv_t *p, const s_msg *m, uint32_t w, uint64_t nonce, const char *reason) {
     s_hdr h;
     s_header(p, &h, PYWIRE_REFUSE, 0, 0, 0, 0);
     h.worker = w;
     h.nonce = nonce;
-    s_send(p, rid, rid_len, &h, reason, strlen(reason));
+    char why[sizeof p->why];
+    memcpy(why, p->why, sizeof why); // reason may be p->why, which a failed send overwrites
+    if (p->local) {
+        size_t len = strlen(reason) < TEXT_MAX ? strlen(reason) : TEXT_MAX;
+        pylocal_send(&p->w[w].local, 0, &h, reason, len, p->why, sizeof p->why);
+    } else {
+        s_send(p, m->rid, m->rid_len, &h, reason, strlen(reason));
+    }
+    memcpy(p->why, why, sizeof why);
     p->st.refused++;
 }
 
@@ -181,7 +214,11 @@ static void s_send_reset(pyenv_t *p, int w) {
     s_header(p, &h, PYWIRE_RESET, w, (uint32_t)p->N, k->reset_seq, 0);
     k->state = W_RESETTING;
     k->since_ms = clock_now_ms();
-    if (s_send(p, k->rid, k->rid_len, &h, p->seeds, (size_t)p->N * 8) != 0) {
+    if (s_send_w(p, w, &h, p->seeds, (size_t)p->N * 8) != 0) {
+        if (p->local) {
+            s_lost(p, w, p->why); // a spawned worker that cannot be written to is restarted
+            return;
+        }
         k->rid_len = 0; // gone: only a new HELLO brings it back
         k->state = W_DOWN;
     }
@@ -200,8 +237,19 @@ static int64_t s_backoff_ms(int fails) {
 
 static void s_spawn(pyenv_t *p, int w) {
     s_worker *k = &p->w[w];
-    pid_t pid = child_start(k->argv);
+    int fds[3];
+    if (p->local && pylocal_open_pipes(&k->local, fds) != 0) {
+        k->respawn_at_ms = clock_now_ms() + RESTART_MAX_MS;
+        return;
+    }
+    pid_t pid = p->local ? child_start_fds(k->argv, fds, 3) : child_start(k->argv);
+    if (p->local) {
+        pylocal_spawned(&k->local);
+    }
     if (pid < 0) {
+        if (p->local) {
+            pylocal_close_pipes(&k->local);
+        }
         log_every(&p->spawn_log, LOG_INTERVAL_MS, LOG_ERROR, "worker %d: fork: %s", w,
                   strerror(errno));
         k->respawn_at_ms = clock_now_ms() + RESTART_MAX_MS;
@@ -213,9 +261,9 @@ static void s_spawn(pyenv_t *p, int w) {
     k->nonce = 0;
     k->rid_len = 0;
     p->st.worker_spawns++;
-    log_every(&p->spawn_log, LOG_INTERVAL_MS, LOG_INFO,
-              "worker %d: started pid %d (%s %s --make %s)", w, (int)pid, p->o.python, p->o.script,
-              p->o.make);
+    // Not rate-limited: the restart back-off bounds how often this is said.
+    log_info("worker %d: started pid %d (%s %s --make %s)", w, (int)pid, p->o.python, p->o.script,
+             p->o.make);
 }
 
 // A spawned worker's process ended (how): expected after a kill, a failure otherwise.
@@ -282,6 +330,9 @@ static void s_lost(pyenv_t *p, int w, const char *why) {
         k->got[g] = k->fresh[g] = k->synced[g] = 0;
     }
     k->fails++;
+    if (p->local) {
+        pylocal_close_pipes(&k->local); // nothing more is read from this process
+    }
     if (p->o.spawn) {
         if (k->pid > 0) {
             if (k->state != W_KILLED) {
@@ -331,17 +382,13 @@ static void s_stale(pyenv_t *p, const s_hdr *h, const char *what) {
               (unsigned long long)h->seq, what, (unsigned long long)p->st.stale_frames);
 }
 
-// A RESULT's or RESET_DONE's frames (routing id, header, 5 payload frames) checked.
-static int s_check_reply(pyenv_t *p, const s_hdr *h, int nf, int is_reset) {
-    if (nf != RESULT_FRAMES) {
-        return s_bad(p, "worker %u: a reply of %d frames (expected %d)", h->worker, nf - 1,
+// A RESULT's or RESET_DONE's 5 payload frames checked.
+static int s_check_reply(pyenv_t *p, const s_hdr *h, const s_msg *m, int is_reset) {
+    if (m->nf != 5) {
+        return s_bad(p, "worker %u: a reply of %d frames (expected %d)", h->worker, m->nf + 1,
                      RESULT_FRAMES - 1);
     }
-    pywire_frame_t f[5];
-    for (int i = 0; i < 5; i++) {
-        f[i] = (pywire_frame_t){s_fdata(p, 2 + i), s_fsize(p, 2 + i)};
-    }
-    if (pywire_check_reply(h, f, &p->sp, is_reset, p->why, sizeof p->why) != APEX_OK) {
+    if (pywire_check_reply(h, m->f, &p->sp, is_reset, p->why, sizeof p->why) != APEX_OK) {
         return s_bad_why(p);
     }
     return 0;
@@ -377,7 +424,7 @@ static void s_stage_env(pyenv_t *p, s_group *gr, int j, uint8_t f, const uint8_t
     gr->status[j] = PYENV_OK;
 }
 
-static void s_on_result(pyenv_t *p, const s_hdr *h, int nf) {
+static void s_on_result(pyenv_t *p, const s_hdr *h, const s_msg *m) {
     s_worker *k = &p->w[h->worker];
     int g = (int)(h->first / (uint32_t)p->n);
     if (h->n_envs != (uint32_t)p->n || h->first % (uint32_t)p->n || g >= p->G) {
@@ -389,12 +436,12 @@ static void s_on_result(pyenv_t *p, const s_hdr *h, int nf) {
         s_stale(p, h, h->nonce != k->nonce ? "another process" : "not the request in flight");
         return;
     }
-    if (s_check_reply(p, h, nf, 0) != 0) {
+    if (s_check_reply(p, h, m, 0) != 0) {
         return;
     }
     s_group *gr = &p->grp[g];
-    const uint8_t *obs = s_fdata(p, 2), *rw = s_fdata(p, 3), *fl = s_fdata(p, 4);
-    const uint8_t *reset = s_fdata(p, 5), *rec = s_fdata(p, 6);
+    const uint8_t *obs = m->f[0].data, *rw = m->f[1].data, *fl = m->f[2].data;
+    const uint8_t *reset = m->f[3].data, *rec = m->f[4].data;
     for (int i = 0; i < p->n; i++) {
         double r;
         memcpy(&r, rw + 8 * (size_t)i, 8);
@@ -407,7 +454,7 @@ static void s_on_result(pyenv_t *p, const s_hdr *h, int nf) {
     k->fails = 0;
 }
 
-static void s_on_reset_done(pyenv_t *p, const s_hdr *h, int nf) {
+static void s_on_reset_done(pyenv_t *p, const s_hdr *h, const s_msg *m) {
     s_worker *k = &p->w[h->worker];
     if (k->state != W_RESETTING || h->nonce != k->nonce || h->seq != k->reset_seq) {
         s_stale(p, h, h->nonce != k->nonce ? "another process" : "not the RESET in flight");
@@ -417,11 +464,11 @@ static void s_on_reset_done(pyenv_t *p, const s_hdr *h, int nf) {
         s_bad(p, "worker %u: a RESET_DONE for %u envs from %u", h->worker, h->n_envs, h->first);
         return;
     }
-    if (s_check_reply(p, h, nf, 1) != 0) {
+    if (s_check_reply(p, h, m, 1) != 0) {
         return;
     }
     // The start observations become the rows to act on; no step happened.
-    const uint8_t *obs = s_fdata(p, 2), *fl = s_fdata(p, 4), *rec = s_fdata(p, 6);
+    const uint8_t *obs = m->f[0].data, *fl = m->f[2].data, *rec = m->f[4].data;
     size_t row = p->row;
     for (int i = 0; i < p->N; i++) {
         s_group *gr = &p->grp[i / p->n];
@@ -483,25 +530,24 @@ static int s_check_spaces(pyenv_t *p, const s_hdr *h, const char *desc) {
 }
 
 // Refuses a HELLO whose spaces do not fit: at start-up that fails pyenv_new.
-static void s_refuse_hello(pyenv_t *p, const s_hdr *h, const uint8_t *rid, size_t rid_len,
-                           int level) {
+static void s_refuse_hello(pyenv_t *p, const s_hdr *h, const s_msg *m, int level) {
     if (p->starting && !p->startup_error[0]) {
         snprintf(p->startup_error, sizeof p->startup_error, "%s", p->why);
     } else if (!p->starting) {
         log_every(&p->refuse_log, LOG_INTERVAL_MS, level, "%s", p->why);
     }
-    s_refuse(p, rid, rid_len, h->worker, h->nonce, p->why);
+    s_refuse(p, m, h->worker, h->nonce, p->why);
 }
 
-static void s_on_hello(pyenv_t *p, const s_hdr *h, int nf) {
-    if (nf != 3 || s_fsize(p, 2) > TEXT_MAX) {
-        s_bad(p, "a HELLO of %d frames", nf - 1);
+static void s_on_hello(pyenv_t *p, const s_hdr *h, const s_msg *m) {
+    if (m->nf != 1 || m->f[0].len > TEXT_MAX) {
+        s_bad(p, "a HELLO of %d frames", m->nf + 1);
         return;
     }
     char desc[TEXT_MAX + 1];
-    pywire_copy_text(desc, sizeof desc, s_fdata(p, 2), s_fsize(p, 2));
-    const uint8_t *rid = s_fdata(p, 0);
-    size_t rid_len = s_fsize(p, 0);
+    pywire_copy_text(desc, sizeof desc, m->f[0].data, m->f[0].len);
+    const uint8_t *rid = m->rid;
+    size_t rid_len = m->rid_len;
     s_worker *k = &p->w[h->worker];
     if (h->nonce == k->nonce && k->nonce != 0 && (k->state == W_RESETTING || k->state == W_UP)) {
         // A repeated HELLO of a worker we know (it was idle, or reconnected): keep going.
@@ -510,7 +556,7 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, int nf) {
         return;
     }
     if (s_check_spaces(p, h, desc) != 0) {
-        s_refuse_hello(p, h, rid, rid_len, LOG_ERROR);
+        s_refuse_hello(p, h, m, LOG_ERROR);
         return;
     }
     if (p->o.spawn && (k->state != W_STARTING || h->seq != (uint64_t)k->pid)) {
@@ -518,13 +564,14 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, int nf) {
                  "worker id %u is one this actor spawns itself (pid %d, %s); a HELLO from "
                  "pid %llu (%s) is refused",
                  h->worker, (int)k->pid, s_state_name[k->state], (unsigned long long)h->seq, desc);
-        s_refuse_hello(p, h, rid, rid_len, LOG_WARN);
+        s_refuse_hello(p, h, m, LOG_WARN);
         return;
     }
     if (!p->o.spawn && (k->state == W_RESETTING || k->state == W_UP)) {
         // Another process took this id: the newer one wins (a worker restarted by hand);
         // the old one is told, so that two workers with one id do not take turns.
-        s_refuse(p, k->rid, k->rid_len, h->worker, k->nonce,
+        s_msg old = {.rid = k->rid, .rid_len = k->rid_len};
+        s_refuse(p, &old, h->worker, k->nonce,
                  "a newer worker process connected with the same --worker-id");
         k->rid_len = 0; // s_lost must not reset the old one
         s_lost(p, (int)h->worker, "replaced by a newer process with the same id");
@@ -534,7 +581,9 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, int nf) {
         memcpy(p->sp.shape, h->shape, sizeof p->sp.shape);
         p->have_shape = 1;
     }
-    memcpy(k->rid, rid, rid_len);
+    if (rid_len) {
+        memcpy(k->rid, rid, rid_len);
+    }
     k->rid_len = rid_len;
     k->nonce = h->nonce;
     snprintf(k->desc, sizeof k->desc, "%s", desc);
@@ -543,32 +592,107 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, int nf) {
     s_send_reset(p, (int)h->worker);
 }
 
-// Checks and dispatches the message in p->frames[0 .. nf) (more: frames were left over).
+// Dispatches a message whose header h was parsed and whose worker id is in range.
+static void s_handle(pyenv_t *p, const s_hdr *h, const s_msg *m) {
+    if (h->type == PYWIRE_HELLO) {
+        s_on_hello(p, h, m);
+    } else if (h->type == PYWIRE_RESULT) {
+        s_on_result(p, h, m);
+    } else if (h->type == PYWIRE_RESET_DONE) {
+        s_on_reset_done(p, h, m);
+    } else {
+        s_bad(p, "a message of type %u from worker %u", h->type, h->worker);
+    }
+}
+
+// ZeroMQ: checks and dispatches the message in p->frames[0 .. nf) (more: frames were left
+// over): [routing id][header][payload frames].
 static void s_dispatch(pyenv_t *p, int nf, int more) {
     s_hdr h;
     if (more) {
         net_drain_more(p->sock);
         s_bad(p, "a message of more than %d frames", MAX_FRAMES - 1);
-    } else if (nf < 2 || s_fsize(p, 0) > RID_MAX) {
+    } else if (nf < 2 || nf - 2 > PYLOCAL_FRAMES || s_fsize(p, 0) > RID_MAX) {
         s_bad(p, "a message of %d frames", nf - 1);
     } else if (pywire_parse_header(s_fdata(p, 1), s_fsize(p, 1), &h, p->why, sizeof p->why) !=
                APEX_OK) {
         s_bad_why(p);
     } else if (h.worker >= (uint32_t)p->W) {
         s_bad(p, "a message of worker %u (this actor has workers 0..%d)", h.worker, p->W - 1);
-    } else if (h.type == PYWIRE_HELLO) {
-        s_on_hello(p, &h, nf);
-    } else if (h.type == PYWIRE_RESULT) {
-        s_on_result(p, &h, nf);
-    } else if (h.type == PYWIRE_RESET_DONE) {
-        s_on_reset_done(p, &h, nf);
     } else {
+        s_msg m = {.rid = s_fdata(p, 0), .rid_len = s_fsize(p, 0), .nf = nf - 2};
+        for (int i = 0; i < m.nf; i++) {
+            m.f[i] = (pywire_frame_t){s_fdata(p, 2 + i), s_fsize(p, 2 + i)};
+        }
+        s_handle(p, &h, &m);
+    }
+}
+
+// Local: the message whose header came through worker w's pipe; its frames are in w's
+// reply region of the message's group (a RESULT) or region 0 (HELLO, RESET_DONE), and are
+// copied out before anything looks at them.
+static void s_dispatch_local(pyenv_t *p, int w, const uint8_t *raw) {
+    s_hdr h;
+    if (pywire_parse_header(raw, PYWIRE_HEADER_BYTES, &h, p->why, sizeof p->why) != APEX_OK) {
+        s_bad_why(p);
+        return;
+    }
+    if (h.worker != (uint32_t)w) {
+        s_bad(p, "worker %d's pipe carried a message of worker %u", w, h.worker);
+        return;
+    }
+    int region = 0;
+    if (h.type == PYWIRE_RESULT) {
+        if (h.n_envs != (uint32_t)p->n || h.first % (uint32_t)p->n ||
+            h.first / (uint32_t)p->n >= (uint32_t)p->G) {
+            s_bad(p, "worker %u: a RESULT for envs %u..+%u, not one group's slice", h.worker,
+                  h.first, h.n_envs);
+            return;
+        }
+        region = (int)(h.first / (uint32_t)p->n);
+    } else if (h.type != PYWIRE_HELLO && h.type != PYWIRE_RESET_DONE) {
         s_bad(p, "a message of type %u from worker %u", h.type, h.worker);
+        return;
+    }
+    s_msg m = {.nf = PYLOCAL_FRAMES};
+    if (pylocal_take_frames(&p->w[w].local, region, p->scratch, m.f, p->why, sizeof p->why) != 0) {
+        s_bad(p, "worker %d: %.900s", w, p->why);
+        return;
+    }
+    if (h.type == PYWIRE_HELLO) {
+        m.nf = 1; // the text; the other lengths must be 0
+        for (int i = 1; i < PYLOCAL_FRAMES; i++) {
+            m.nf = m.f[i].len ? i + 1 : m.nf;
+        }
+    }
+    s_handle(p, &h, &m);
+}
+
+static void s_drain_local(pyenv_t *p) {
+    uint8_t raw[PYWIRE_HEADER_BYTES];
+    for (int w = 0; w < p->W; w++) {
+        s_worker *k = &p->w[w];
+        for (int m = 0; m < MAX_DRAIN && pylocal_is_open(&k->local); m++) {
+            int rc = pylocal_recv_header(&k->local, raw, p->why, sizeof p->why);
+            if (rc < 0) {
+                char how[sizeof p->why];
+                snprintf(how, sizeof how, "%s", p->why);
+                s_lost(p, w, how);
+            }
+            if (rc <= 0) {
+                break;
+            }
+            s_dispatch_local(p, w, raw);
+        }
     }
 }
 
 // Receives and handles up to MAX_DRAIN messages, and the CURVE handshakes waiting.
 static void s_drain(pyenv_t *p) {
+    if (p->local) {
+        s_drain_local(p);
+        return;
+    }
     while (p->sec && security_zap_handle(p->sec)) {
     }
     for (int m = 0; m < MAX_DRAIN; m++) {
@@ -591,13 +715,26 @@ static void s_drain(pyenv_t *p) {
 }
 
 static void s_poll(pyenv_t *p, int64_t wait_ms) {
+    if (p->o.spawn && wait_ms > CHILD_CHECK_MS) {
+        wait_ms = CHILD_CHECK_MS; // deaths are seen by waitpid, not by the socket
+    }
+    if (p->local) {
+        int n = 0;
+        for (int w = 0; w < p->W; w++) {
+            if (pylocal_is_open(&p->w[w].local)) {
+                p->pfd[n++] = (struct pollfd){.fd = pylocal_read_fd(&p->w[w].local),
+                                              .events = POLLIN};
+            }
+        }
+        if (poll(p->pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
+            log_every(&p->bad_log, LOG_INTERVAL_MS, LOG_ERROR, "poll: %s", strerror(errno));
+        }
+        return;
+    }
     zmq_pollitem_t items[2] = {
         {.socket = p->sock, .events = ZMQ_POLLIN},
         {.socket = p->sec ? security_zap_socket(p->sec) : NULL, .events = ZMQ_POLLIN}};
     int n = items[1].socket ? 2 : 1;
-    if (p->o.spawn && wait_ms > CHILD_CHECK_MS) {
-        wait_ms = CHILD_CHECK_MS; // deaths are seen by waitpid, not by the socket
-    }
     if (zmq_poll(items, n, (long)wait_ms) < 0 && errno != EINTR) {
         log_every(&p->bad_log, LOG_INTERVAL_MS, LOG_ERROR, "zmq_poll: %s", zmq_strerror(errno));
     }
@@ -616,6 +753,7 @@ void pyenv_opts_defaults(pyenv_opts_t *o) {
     o->obs_dtype = CONFIG_OBS_FLOAT32;
     o->hello_timeout_ms = 30000;
     o->actor_index = -1;
+    o->transport = PYENV_LOCAL;
 }
 
 static int s_check_opts(const pyenv_opts_t *o) {
@@ -634,6 +772,9 @@ static int s_check_opts(const pyenv_opts_t *o) {
         bad = "hello_timeout_ms must be >= 1";
     } else if (o->spawn && (!o->make[0] || !strchr(o->make, ':'))) {
         bad = "make must be MODULE:CALLABLE";
+    } else if (o->transport == PYENV_LOCAL && !o->spawn) {
+        bad = "the local transport (pipes and shared memory) is for workers the actor spawns; "
+              "workers started by hand connect over ZeroMQ (transport zmq)";
     }
     if (bad) {
         log_error("python env bridge: %s", bad);
@@ -682,6 +823,10 @@ static void s_alloc(pyenv_t *p) {
     p->done = xcalloc((size_t)p->done_cap, sizeof *p->done);
     p->seeds = xcalloc((size_t)p->N, sizeof(uint64_t));
     p->next_seq = 1;
+    if (p->local) {
+        p->scratch = xmalloc(pylocal_reply_bytes(p->N, p->row));
+        p->pfd = xcalloc((size_t)p->W, sizeof *p->pfd);
+    }
 }
 
 // The endpoint spawned workers connect to: the bound one, with a wildcard address made
@@ -731,6 +876,18 @@ static int s_security(pyenv_t *p, const apex_config_t *cfg) {
 }
 
 static int s_open(pyenv_t *p, const apex_config_t *cfg) {
+    if (p->local) { // one memfd per worker, kept across its restarts; pipes per process
+        size_t req = pylocal_request_bytes(p->N), rep = pylocal_reply_bytes(p->N, p->row);
+        for (int w = 0; w < p->W; w++) {
+            if (pylocal_init(&p->w[w].local, p->G, req, rep) != 0) {
+                return -1;
+            }
+            snprintf(p->w[w].local_arg, sizeof p->w[w].local_arg, "3,4,5,%zu,%zu,%d",
+                     p->w[w].local.req_bytes, p->w[w].local.rep_bytes, p->G);
+        }
+        snprintf(p->endpoint, sizeof p->endpoint, "local (pipes and shared memory)");
+        return 0;
+    }
     p->ctx = zmq_ctx_new();
     if (!p->ctx || s_security(p, cfg) != 0) {
         return -1;
@@ -757,8 +914,13 @@ static void s_build_argv(pyenv_t *p, int w) {
     char **v = k->argv;
     v[a++] = p->o.python;
     v[a++] = p->o.script;
-    v[a++] = "--connect";
-    v[a++] = p->connect_ep;
+    if (p->local) {
+        v[a++] = "--local";
+        v[a++] = k->local_arg;
+    } else {
+        v[a++] = "--connect";
+        v[a++] = p->connect_ep;
+    }
     v[a++] = "--make";
     v[a++] = p->o.make;
     v[a++] = "--num-envs";
@@ -843,6 +1005,7 @@ pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
     p->sp.n_actions = (uint32_t)opts->n_actions;
     p->row = (size_t)opts->obs_dim * (p->sp.dtype == PYWIRE_DT_UINT8 ? 1 : 4);
     p->sp.row_bytes = p->row;
+    p->local = opts->transport == PYENV_LOCAL;
     snprintf(p->n_arg, sizeof p->n_arg, "%d", p->N);
     s_alloc(p);
     if (s_open(p, opts->cfg) != 0) {
@@ -880,7 +1043,10 @@ void pyenv_destroy(pyenv_t **self_p) {
         free(k->got);
         free(k->fresh);
         free(k->synced);
+        pylocal_fini(&k->local);
     }
+    free(p->scratch);
+    free(p->pfd);
     net_close(&p->sock);
     security_destroy(&p->sec);
     if (p->ctx) {
@@ -930,8 +1096,7 @@ int pyenv_send_actions(pyenv_t *p, int group, const int32_t *actions) {
         s_hdr h;
         uint64_t seq = p->next_seq++;
         s_header(p, &h, PYWIRE_STEP, w, (uint32_t)p->n, seq, (uint32_t)(group * p->n));
-        if (s_send(p, k->rid, k->rid_len, &h, actions + (size_t)w * p->n,
-                   (size_t)p->n * sizeof(int32_t)) != 0) {
+        if (s_send_w(p, w, &h, actions + (size_t)w * p->n, (size_t)p->n * sizeof(int32_t)) != 0) {
             s_lost(p, w, p->why);
             continue;
         }
@@ -1035,10 +1200,13 @@ int pyenv_recv_results(pyenv_t *p, int group, int64_t timeout_ms, const pyenv_re
         s_poll(p, deadline - now);
     }
     for (int w = 0; w < p->W; w++) {
-        if (p->w[w].seq[group]) {
-            snprintf(p->why, sizeof p->why, "no reply within %lld ms%s",
-                     (long long)(clock_now_ms() - deadline + timeout_ms),
-                     signals_should_stop() ? " (shutting down)" : "");
+        if (p->w[w].seq[group] && signals_should_stop()) {
+            // Cut short by a shutdown: not the worker's failure. Its reply, if it comes, is
+            // stale; the caller is stopping and sends this group nothing more.
+            p->w[w].seq[group] = 0;
+        } else if (p->w[w].seq[group]) {
+            snprintf(p->why, sizeof p->why, "no reply within %lld ms",
+                     (long long)(clock_now_ms() - deadline + timeout_ms));
             s_lost(p, w, p->why);
         }
     }

@@ -1,8 +1,12 @@
 // pyenv.h: the actor's half of the Python env bridge: W Python worker processes, each
 // stepping N Gymnasium-style envs (python/apex_env.py), driven from C.
 //
-// What it does: binds one ROUTER socket that workers connect to (started here as child
-// processes, or by hand on other hosts), checks each worker's spaces against the run's,
+// What it does: talks to its workers over one of two transports, with the same messages
+// (pywire.h) and the same checks: LOCAL, for workers it spawns itself, a shared memory file
+// per worker for the frames and a pipe each way for the headers (pylocal.h: two system
+// calls a round trip, no socket, nothing another process could connect to); or ZMQ, one
+// ROUTER socket that workers connect to (spawned here, or started by hand on other hosts,
+// with CURVE under [security] mode = curve). It checks each worker's spaces against the run's,
 // seeds and resets the envs, and steps them in G groups so that the caller can overlap
 // Python's stepping of one group with its own inference for another (SEED RL / EnvPool):
 //   recv(0) act(0) send(0)  recv(1) act(1) send(1)            start
@@ -43,7 +47,7 @@
 // whose reset fails too); either way the next result is OK only if the env really stepped
 // from that row, so acting on zeros is harmless.
 //
-// CURVE ([security] mode = curve): the bridge socket is a CURVE server with the actor's key
+// CURVE ([security] mode = curve, transport ZMQ): the bridge socket is a CURVE server with the actor's key
 // pair (<key_dir>/actor.key, or actor<i>.key, as security.c picks it) and a ZAP handler that
 // admits only public keys listed in curve_authorized_keys (default: [security]
 // authorized_keys). A worker is a client like any other peer: it needs the actor's public
@@ -77,6 +81,11 @@
 
 typedef enum { PYENV_OK = 0, PYENV_ENV_FAULT = 1, PYENV_NO_STEP = 2 } pyenv_status;
 
+// How the actor and its workers talk. LOCAL (spawned workers only): shared memory for the
+// frames and a pipe each way for the headers (actor/pylocal.h), no socket; ZMQ: the
+// ROUTER below, for workers started by hand (other hosts, CURVE) or spawned ones.
+typedef enum { PYENV_LOCAL = 0, PYENV_ZMQ = 1 } pyenv_transport;
+
 // Parameters, config-like (plain values; strings are copied by pyenv_new).
 typedef struct {
     char bind[CONFIG_STR_LEN];    // endpoint to bind, e.g. "tcp://127.0.0.1:*", "tcp://*:5600"
@@ -87,6 +96,7 @@ typedef struct {
     int groups;                   // G >= 1, N % G == 0 (1 = lock step, 2 = two overlapped)
     // Spawning (spawn = 0: workers are started elsewhere with --worker-id 0 .. W-1)
     int spawn;
+    int transport; // pyenv_transport; LOCAL needs spawn (bind, connect and CURVE then unused)
     char python[CONFIG_STR_LEN];   // e.g. "/usr/bin/python3"
     char script[CONFIG_STR_LEN];   // e.g. "python/apex_env.py"
     char make[CONFIG_STR_LEN];     // MODULE:CALLABLE
@@ -107,7 +117,8 @@ typedef struct {
 } pyenv_opts_t;
 
 // Fills o with defaults: bind tcp://127.0.0.1:*, 1 worker x 1 env, 1 group, spawn 1,
-// /usr/bin/python3 python/apex_env.py, float32, seed 0, hello_timeout_ms 30000.
+// transport LOCAL, /usr/bin/python3 python/apex_env.py, float32, seed 0, hello_timeout_ms
+// 30000.
 void pyenv_opts_defaults(pyenv_opts_t *o);
 
 // Caller-provided outputs of one group, all (GE) or (GE, obs_dim) elements of the pool's
@@ -166,8 +177,9 @@ int pyenv_send_actions(pyenv_t *self, int group, const int32_t *actions);
 // restarted if spawned here, reset when it answers again otherwise; its envs report
 // PYENV_NO_STEP. With no reply owed (every worker of the group down), it waits until one is
 // back or timeout_ms passes, so a caller never spins. A shutdown signal (signals.h) ends
-// the wait early, as if the deadline had come. Returns the number of envs with status
-// PYENV_OK.
+// the wait early: the envs whose reply had not come report PYENV_NO_STEP, and their
+// workers are not counted lost (the caller is stopping). Returns the number of envs with
+// status PYENV_OK.
 int pyenv_recv_results(pyenv_t *self, int group, int64_t timeout_ms, const pyenv_results_t *out);
 
 // The error text of element j of group (valid after a recv that reported PYENV_ENV_FAULT

@@ -10,8 +10,10 @@
 //
 // Wire format (version 1). The same text is in python/apex_env.py; change both together.
 // ------------------------------------------------------------------------------------------
-// The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own). Every
-// message is multipart; frame 0 is a fixed 72-byte header, all integers little-endian:
+// The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own); workers
+// the actor spawns use the local transport instead (actor/pylocal.h: the same header over a
+// pipe, the same frames in shared memory). Every message is multipart; frame 0 is a fixed
+// 72-byte header, all integers little-endian:
 //
 //   off size field
 //     0   4  magic      "APXE"

@@ -2,10 +2,12 @@
 // against the same envs stepped in a plain Python loop (the cost floor).
 //
 // 64 reference CartPoles (../shared/peers/cartpole_env.py behind tests/pyenv_faults.py's
-// Gymnasium adapter) with random actions drawn in C, in four shapes: 1 or 2 workers (64 or
-// 32 envs each) x lock step (1 group) or two overlapped groups (each worker always has the
-// next request queued while the other group's results are handled). No network and no
-// n-step folding: this measures the bridge. --infer-us N adds N us of busy work per group
+// Gymnasium adapter; python/apex_cartpole.py, the same dynamics, when the peer is absent)
+// with random actions drawn in C, in four shapes over the local transport (pipes and shared
+// memory, what spawned workers use): 1 or 2 workers (64 or 32 envs each) x lock step (1
+// group) or two overlapped groups (each worker always has the next request queued while the
+// other group's results are handled); and 1 worker x 2 groups over ZeroMQ (what workers on
+// other hosts use), for comparison. No n-step folding: this measures the bridge. --infer-us N adds N us of busy work per group
 // step on the C side, standing in for the Q-network's inference that overlap hides.
 // The plain loop is bench/pyenv_plain_loop.py, run by this program before and after.
 //
@@ -17,8 +19,8 @@
 // own and the actor another; plain / (workers + actor) is the ratio where CPU is the limit.
 //
 // Output:
-//   BENCH actor.python_cartpole64.w<W>g<G>.env_steps_per_s <median> steps/s   each shape
-//   BENCH actor.python_cartpole64.w<W>g<G>.cpu_ns_per_step <median> ns   workers + actor
+//   BENCH actor.python_cartpole64.w<W>g<G>[.zmq].env_steps_per_s <median> steps/s   each shape
+//   BENCH actor.python_cartpole64.w<W>g<G>[.zmq].cpu_ns_per_step <median> ns   workers + actor
 //   BENCH actor.python_cartpole64.env_steps_per_s <median> steps/s       the best shape
 //   BENCH python_cartpole64.plain_loop_steps_per_s <median> steps/s
 //   BENCH python_cartpole64.plain_loop_cpu_ns_per_step <median> ns
@@ -27,7 +29,7 @@
 //   BENCH actor.python_cartpole64.cpu_ratio_total_vs_plain_loop <x> x    1 worker, 2 groups
 // Usage (from the repo root): bench_pyenv [--steps S] [--windows K] [--infer-us N]
 //   [--cartpole PATH]    defaults 2000 vector steps per window, 3 windows, 0 us, and
-//   $APEX_PYENV_CARTPOLE or ../shared/peers/cartpole_env.py
+//   $APEX_PYENV_CARTPOLE or ../shared/peers/cartpole_env.py (else python/apex_cartpole.py)
 #include "clock.h"
 #include "log.h"
 #include "pyenv.h"
@@ -161,10 +163,11 @@ static double s_window(s_bench *b, long vsteps) {
     return (double)env_steps / ((double)(t1 - t0) * 1e-9);
 }
 
-static s_result s_bridge(const char *cartpole, int W, int G, long vsteps, int windows,
-                         int64_t infer_us) {
+static s_result s_bridge(const char *cartpole, int W, int G, int transport, long vsteps,
+                         int windows, int64_t infer_us) {
     pyenv_opts_t o;
     pyenv_opts_defaults(&o);
+    o.transport = transport;
     snprintf(o.make, sizeof o.make, "tests/pyenv_faults.py:cartpole");
     snprintf(o.kwargs, sizeof o.kwargs, "{\"path\": \"%.900s\"}", cartpole);
     o.workers = W;
@@ -198,12 +201,13 @@ static s_result s_bridge(const char *cartpole, int W, int G, long vsteps, int wi
     pyenv_get_stats(b.p, &st);
     pyenv_destroy(&b.p);
     s_result r = {s_median(rates, windows), s_median(cw, windows), s_median(ca, windows)};
-    printf("# bridge %d worker%s x %d envs, %d group%s: median %.0f min %.0f max %.0f env "
+    printf("# bridge %s, %d worker%s x %d envs, %d group%s: median %.0f min %.0f max %.0f env "
            "steps/s; CPU per env step: workers %.0f ns, actor %.0f ns (episodes %llu, faults "
            "%llu, lost %llu)\n",
-           W, W > 1 ? "s" : "", ENVS / W, G, G > 1 ? "s (overlapped)" : " (lock step)", r.rate,
-           rates[0], rates[windows - 1], r.cpu_workers, r.cpu_actor,
-           (unsigned long long)st.episodes, (unsigned long long)(st.env_faults + st.bad_frames),
+           transport == PYENV_ZMQ ? "ZeroMQ" : "local", W, W > 1 ? "s" : "", ENVS / W, G,
+           G > 1 ? "s (overlapped)" : " (lock step)", r.rate, rates[0], rates[windows - 1],
+           r.cpu_workers, r.cpu_actor, (unsigned long long)st.episodes,
+           (unsigned long long)(st.env_faults + st.bad_frames),
            (unsigned long long)st.workers_lost);
     return r;
 }
@@ -244,6 +248,9 @@ int main(int argc, char **argv) {
     int64_t infer_us = 0;
     const char *cartpole = getenv("APEX_PYENV_CARTPOLE");
     cartpole = cartpole && *cartpole ? cartpole : "../shared/peers/cartpole_env.py";
+    if (!getenv("APEX_PYENV_CARTPOLE") && access(cartpole, R_OK) != 0) {
+        cartpole = "python/apex_cartpole.py"; // the same dynamics, in the repo
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--steps")) {
             vsteps = strtol(argv[i + 1], NULL, 10);
@@ -271,21 +278,28 @@ int main(int argc, char **argv) {
     log_set_level(LOG_WARN);
     double plain[2], plain_cpu[2];
     plain[0] = s_plain(cartpole, vsteps, windows, &plain_cpu[0]);
-    const int shapes[4][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}};
-    s_result r[4];
+    // {workers, groups, transport}; the ZeroMQ one is for comparison, not a candidate.
+    const int shapes[5][3] = {{1, 1, PYENV_LOCAL},
+                              {1, 2, PYENV_LOCAL},
+                              {2, 1, PYENV_LOCAL},
+                              {2, 2, PYENV_LOCAL},
+                              {1, 2, PYENV_ZMQ}};
+    s_result r[5];
     int best = 0;
     const char *tag = infer_us ? ".infer" : "";
-    for (int i = 0; i < 4; i++) {
-        r[i] = s_bridge(cartpole, shapes[i][0], shapes[i][1], vsteps, windows, infer_us);
+    for (int i = 0; i < 5; i++) {
+        r[i] = s_bridge(cartpole, shapes[i][0], shapes[i][1], shapes[i][2], vsteps, windows,
+                        infer_us);
         if (r[i].rate < 0) {
             fprintf(stderr, "bench_pyenv: the bridge did not start\n");
             return 1;
         }
-        printf("BENCH actor.python_cartpole64.w%dg%d%s.env_steps_per_s %.0f steps/s\n",
-               shapes[i][0], shapes[i][1], tag, r[i].rate);
-        printf("BENCH actor.python_cartpole64.w%dg%d%s.cpu_ns_per_step %.0f ns\n", shapes[i][0],
-               shapes[i][1], tag, r[i].cpu_workers + r[i].cpu_actor);
-        best = r[i].rate > r[best].rate ? i : best;
+        const char *zmq = shapes[i][2] == PYENV_ZMQ ? ".zmq" : "";
+        printf("BENCH actor.python_cartpole64.w%dg%d%s%s.env_steps_per_s %.0f steps/s\n",
+               shapes[i][0], shapes[i][1], zmq, tag, r[i].rate);
+        printf("BENCH actor.python_cartpole64.w%dg%d%s%s.cpu_ns_per_step %.0f ns\n", shapes[i][0],
+               shapes[i][1], zmq, tag, r[i].cpu_workers + r[i].cpu_actor);
+        best = shapes[i][2] == PYENV_LOCAL && r[i].rate > r[best].rate ? i : best;
     }
     plain[1] = s_plain(cartpole, vsteps, windows, &plain_cpu[1]); // shared machine: again
     if (plain[0] < 0 || plain[1] < 0) {

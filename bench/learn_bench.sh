@@ -7,8 +7,8 @@
 #   scripts/apex-local CONFIG --quiet --set run.seed=S --set run.name=learnbench-ENV-S \
 #                     --set run.out_dir=DIR [--set endpoints.*=free ports] [extra sets]
 # The launcher stops at the first greedy 100-episode evaluation >= [run] target_return or at
-# [run] max_seconds; its eval.csv (elapsed_s,env_frames,updates,eval_mean) gives the wall
-# seconds (from "all daemons up") and env frames of the first evaluation >= target. Prints
+# [run] max_seconds; its stop line gives the wall seconds from "all daemons up" to the first
+# evaluation >= target, and eval.csv (written by apex-eval --follow) its env frames. Prints
 #   BENCH learn.<env>.seed<S>.seconds_to_solve <v> s
 #   BENCH learn.<env>.seed<S>.frames_to_solve <v> frames
 # per solved run ("# ... not solved (best X)" otherwise), a table, and per env
@@ -26,14 +26,15 @@
 #   LEARN_BENCH_OUT          run directories (default runs/learnbench; removed per run first)
 #   LEARN_BENCH_PEER         1 = run the torch peer on CartPole (default), 0 = skip
 #   LEARN_BENCH_SETS         extra "section.key=value" overrides for every apex run, e.g.
-#                            "learner.checkpoint_interval_s=5" (evaluations follow checkpoints,
-#                            so this interval is the resolution of seconds_to_solve)
+#                            "eval.interval_s=1" (the evaluator follows the weights stream; its
+#                            interval bounds the resolution of seconds_to_solve)
 #   LEARN_BENCH_FIXED_PORTS  1 = use the config's endpoints (default 0: free loopback ports,
 #                            so that runs of other people on this machine cannot collide)
 #   BIN, PYTHON
 # Worst case total time: runs x max_seconds (+ start/stop), e.g. 9 x 600 s + 3 peer runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER=../shared/peers/torch_dqn.py
@@ -112,8 +113,14 @@ run_apex() { # env seed
   local target; target=$(ini_get "$dir/config.ini" run target_return)
   local hit="" best=""
   if [ -f "$dir/eval.csv" ] && [ -n "$target" ]; then
-    hit=$(awk -F, -v t="$target" 'NR > 1 && $4 + 0 >= t + 0 { print $1, $2; exit }' "$dir/eval.csv")
-    best=$(awk -F, 'NR > 1 && (b == "" || $4 + 0 > b + 0) { b = $4 } END { print b }' "$dir/eval.csv")
+    # Seconds from "all daemons up" (the launcher's stop line says it) and the env frames of
+    # the first evaluation >= target (eval.csv's columns by name).
+    local up; up=$(sed -n 's/^apex-local: stopping: solved: .* (.*, \([0-9.]*\) s after all daemons were up)$/\1/p' "$log")
+    local frames; frames=$(awk -F, -v t="$target" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+      $c["eval_mean"] + 0 >= t + 0 { print $c["env_frames"]; exit }' "$dir/eval.csv")
+    [ -n "$up" ] && [ -n "$frames" ] && hit="$up $frames"
+    best=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+      b == "" || $c["eval_mean"] + 0 > b + 0 { b = $c["eval_mean"] } END { print b }' "$dir/eval.csv")
   fi
   if [ -n "$hit" ]; then
     read -r secs frames <<<"$hit"

@@ -18,6 +18,7 @@
 # Usage: bash bench/run_actor.sh      env: BUILD (default build), PYTHON, PEER
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3} # Debian's interpreter has numpy (../shared/peers/README.md)
 PEER=${PEER:-../shared/peers/cartpole.py}
@@ -25,7 +26,6 @@ bin="$BUILD/bench/bench_actor"
 
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
 source bench/lib.sh
-bench_header "$bin"
 if [ ! -f "$PEER" ]; then
   echo "run_actor: peer $PEER not found (expected ../shared beside the repo)" >&2
   exit 1

@@ -16,11 +16,10 @@
 # Usage: bash bench/run_costs.sh   env: BUILD, COSTS_ARGS (extra flags, e.g. "--windows 7")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_replay_tcp"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
-source bench/lib.sh
-bench_header "$bin"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # Two passes: unpaced pushers (each set-up's maximum insert throughput; on 2 shared cores this

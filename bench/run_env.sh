@@ -22,6 +22,7 @@
 #   env: BUILD (default build), MINATAR_SRC, ENV_BENCH_ROUNDS
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 source bench/lib.sh
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3 # Debian's interpreter has numpy (see ../shared/peers/README.md)
@@ -29,7 +30,6 @@ ROUNDS=${ENV_BENCH_ROUNDS:-3}
 BIN="$BUILD/bench/bench_env"
 
 [ -x "$BIN" ] || make --no-print-directory "$BIN" >&2
-bench_header "$BIN"
 
 apex_out=$("$BIN" --only cartpole)
 echo "$apex_out"

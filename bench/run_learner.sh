@@ -17,6 +17,7 @@
 # Medians over timed windows; the machine is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 source bench/lib.sh
 BUILD=${BUILD:-build}
 BENCH="$BUILD/bench/bench_learner"
@@ -25,7 +26,6 @@ PY=/usr/bin/python3
 ROUNDS=${LEARNER_BENCH_ROUNDS:-3}
 NETS=${LEARNER_BENCH_NETS:-mlp minatar nature}
 [ -x "$BENCH" ] || make --no-print-directory "$BENCH" >/dev/null
-bench_header "$BENCH"
 
 # Runs the peer once; shows its output as comments and prints its median updates/s
 # (field 3 of its "RESULT <name>.updates_per_s <median> <min> <max> updates/s" line).

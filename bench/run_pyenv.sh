@@ -8,11 +8,10 @@
 # Usage: bash bench/run_pyenv.sh     env: BUILD (default build), PYENV_BENCH_ARGS
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_pyenv"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
-source bench/lib.sh
-bench_header "$bin"
 # Worker and bridge log lines go to stderr; the results to stdout.
 # shellcheck disable=SC2086
 "$bin" ${PYENV_BENCH_ARGS:-} 2>/dev/null

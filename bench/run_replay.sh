@@ -17,6 +17,7 @@
 # "#" lines keep every round's numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER=${PEER:-../shared/peers/numpy_per.py}
@@ -28,8 +29,6 @@ bin="$BUILD/bench/bench_replay"
 if [ ! -x "$bin" ]; then
   make --no-print-directory "$bin"
 fi
-source bench/lib.sh
-bench_header "$bin"
 if [ ! -f "$PEER" ]; then
   echo "run_replay: peer $PEER not found (expected ../shared beside the repo)" >&2
   exit 1

@@ -21,11 +21,10 @@
 # flags for every run, e.g. "--windows 7 --window 3")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD=${BUILD:-build}
 bin="$BUILD/bench/bench_replay_tcp"
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
-source bench/lib.sh
-bench_header "$bin"
 
 status=0
 # shellcheck disable=SC2086 # REPLAY_TCP_ARGS is a list of flags

@@ -38,7 +38,8 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
     memset(a, 0, sizeof *a);
     a->index = -1;
     a->resume = 1;
-    a->episodes = 100;
+    a->episodes = -1;
+    a->epsilon = -1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -76,6 +77,19 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
                    s_parse_long(next, 1, 100000000, &v) == 0) {
             a->episodes = v;
             i++;
+        } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--follow")) {
+            a->follow = 1;
+        } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--max-evals") && next &&
+                   s_parse_long(next, 1, 1000000000, &v) == 0) {
+            a->max_evals = v;
+            i++;
+        } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--trace") && i + 2 < argc &&
+                   s_parse_long(argv[i + 1], 0, 4294967295L, &a->trace_seed) == 0 &&
+                   s_parse_long(argv[i + 2], 1, 100000000, &a->trace_steps) == 0) {
+            a->trace = 1;
+            i += 2;
+        } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--actions") && next) {
+            a->actions = argv[++i];
         } else if ((flags & CLI_FLAG_EPSILON) && !strcmp(o, "--epsilon") && next) {
             char *end = NULL;
             a->epsilon = strtod(next, &end);

@@ -20,6 +20,7 @@ enum {
     CLI_FLAG_EPISODES = 1 << 3,   // --episodes N (eval)
     CLI_FLAG_EPSILON = 1 << 4,    // --epsilon X (eval)
     CLI_FLAG_DUMP = 1 << 5,       // --dump PATH (replay)
+    CLI_FLAG_EVAL = 1 << 6,       // --follow, --max-evals N, --trace SEED STEPS, --actions (eval)
 };
 
 typedef struct {
@@ -32,8 +33,13 @@ typedef struct {
     int resume; // 1 = resume when a checkpoint exists (default), 0 = --no-resume
     const char *checkpoint;
     const char *dump;
-    long episodes;
-    double epsilon;
+    long episodes;  // -1 when not given
+    double epsilon; // -1 when not given
+    int follow;
+    long max_evals; // 0 = no limit
+    int trace;
+    long trace_seed, trace_steps;
+    const char *actions;
 } cli_args_t;
 
 // role: "apex-replay" etc. usage: extra usage text for role flags (may be "").

@@ -51,21 +51,34 @@ static const s_row s_schema[] = {
      "log verbosity"},
 
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
-     "environment: CartPole-v1, Acrobot-v1, MountainCar-v0, or external (stepped by your "
-     "own actors; set obs_dim, n_actions and obs_dtype)"},
+     "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/<Game>-v0 "
+     "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders), python (Gymnasium-style "
+     "Python envs from [env] make, stepped by apex-actor's env workers, see [python]), or "
+     "external (stepped by your own actors); python and external need obs_dim (or obs_shape), "
+     "n_actions and obs_dtype"},
     {"env", "obs_dim", T_INT, OFF(env.ext_obs_dim), 0, 0, 1 << 20, "0", NULL,
-     "observation length for id = external (0 = the built-in id's)"},
+     "observation length for id = python or external (0 = the built-in id's)"},
     {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,
-     "number of discrete actions for id = external (0 = the built-in id's)"},
+     "number of discrete actions for id = python or external (0 = the built-in id's)"},
     {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "auto", "float32|uint8|auto",
-     "observation element type (auto: the environment's; uint8 stores a quarter of the bytes; "
-     "for id = external)"},
+     "observation element type (auto: the environment's, float32 for python and external; "
+     "uint8 stores a quarter of the bytes)"},
     {"env", "obs_shape", T_STR, STR(env.obs_shape), 0, 0, "", NULL,
-     "observation shape HxWxC, channels last, e.g. 84x84x4 (for id = external; a conv network "
-     "needs one; empty: a vector of obs_dim)"},
+     "observation shape HxWxC, channels last, e.g. 84x84x4 (for id = python or external; a "
+     "conv network needs one; empty: a vector of obs_dim)"},
     {"env", "obs_scale", T_FLOAT, OFF(env.obs_scale), 0, 0, 1e6, "0", NULL,
      "observations are multiplied by this before the network (0: the environment's own: 1 for "
-     "the built-in ones, 1/255 for external uint8, 1 for external float32)"},
+     "the built-in ones, 1/255 for python or external uint8, 1 for their float32)"},
+    {"env", "make", T_STR, STR(env.make), 0, 0, "", NULL,
+     "id = python: the env factory MODULE:CALLABLE, called once per env (MODULE: a dotted "
+     "module on the workers' sys.path, which has python/, or a path to a .py file), e.g. "
+     "apex_cartpole:CartPoleEnv"},
+    {"env", "kwargs", T_STR, STR(env.kwargs), 0, 0, "", NULL,
+     "id = python: keyword arguments for [env] make's CALLABLE, a JSON object on one line, "
+     "e.g. {\"id\": \"CartPole-v1\"} (empty: none)"},
+    {"env", "eval_id", T_STR, STR(env.eval_id), 0, 0, "", NULL,
+     "id = python or external: a built-in id with the same dynamics and spaces; the launcher "
+     "evaluates checkpoints on it with apex-eval (empty: no evaluation)"},
 
     {"network", "conv", T_STR, STR(network.conv_spec), 0, 0, "", NULL,
      "conv layers before the hidden ones, FILTERSxKERNELsSTRIDE, comma separated, no padding, "
@@ -148,9 +161,14 @@ static const s_row s_schema[] = {
      "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
     {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
      "1000", NULL, "period of metrics.csv rows (ms)"},
+    {"learner", "zero_stage", T_INT, OFF(learner.zero_stage), 0, 0, 2, "1", NULL,
+     "learner group (mpirun -np N apex-learner) only: 0 = all-reduce, optimizer state "
+     "replicated; 1 = optimizer state sharded over the ranks (ZeRO-1); 2 = gradients sharded "
+     "too (ZeRO-2)"},
 
     {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, CONFIG_MAX_ACTORS, "2", NULL,
-     "actor processes in the run (for the epsilon schedule and the launcher)"},
+     "actor processes in the run: the epsilon schedule's N, the launcher's count, and the "
+     "bound on actor ids the replay server accepts (--id 0..N-1)"},
     {"actor", "envs_per_actor", T_INT, OFF(actor.envs_per_actor), 0, 1, 4096, "16", NULL,
      "environments each actor steps in lock step"},
     {"actor", "n_step", T_INT, OFF(actor.n_step), 0, 1, 1000, "3", NULL, "n of n-step returns"},
@@ -162,7 +180,8 @@ static const s_row s_schema[] = {
     {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
      "transitions per message to the replay server"},
     {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,
-     "actor steps between weight refreshes from the learner"},
+     "env steps (frames, summed over an actor's envs) between weight refreshes from the "
+     "learner; the paper's 400"},
     {"actor", "max_pending_batches", T_INT, OFF(actor.max_pending_batches), 0, 1, 8192, "256", NULL,
      "unacknowledged batches kept for re-sending; when full the oldest is dropped"},
     {"actor", "ack_timeout_ms", T_INT, OFF(actor.ack_timeout_ms), 0, 10, 3600000, "3000", NULL,
@@ -171,6 +190,45 @@ static const s_row s_schema[] = {
      NULL, "period of ActorStats messages to the learner (ms)"},
     {"actor", "max_steps_per_s", T_INT, OFF(actor.max_steps_per_s), 0, 0, BIG, "0", NULL,
      "cap on vector steps per second per actor (0 = as fast as possible)"},
+
+    {"eval", "episodes", T_INT, OFF(eval.episodes), 0, 1, 100000, "100", NULL,
+     "episodes per evaluation (apex-eval; the launcher's stop on [run] target_return)"},
+    {"eval", "epsilon", T_FLOAT, OFF(eval.epsilon), 0, 0, 1, "0", NULL,
+     "exploration rate during evaluation (0: greedy; MinAtar's paper reports epsilon 0.1)"},
+    {"eval", "max_episode_steps", T_INT, OFF(eval.max_episode_steps), 0, 0, BIG, "27000", NULL,
+     "an evaluation episode is cut after this many steps and counted with its return so far "
+     "(a greedy policy can loop forever where an env has no time limit; 0 = never)"},
+    {"eval", "interval_s", T_FLOAT, OFF(eval.interval_s), 0, 0, 1e6, "0", NULL,
+     "apex-eval --follow evaluates the newest weights at most this often (0: as soon as an "
+     "evaluation ends and newer weights exist)"},
+    {"python", "workers", T_INT, OFF(python.workers), 0, 1, 256, "1", NULL,
+     "id = python: env worker processes per actor; each steps envs_per_actor / workers envs"},
+    {"python", "groups", T_INT, OFF(python.groups), 0, 1, 64, "2", NULL,
+     "id = python: each worker's envs are stepped in this many groups, so that Python steps "
+     "one while the actor infers for another (1 = lock step)"},
+    {"python", "spawn", T_BOOL, OFF(python.spawn), 0, 0, 1, "true", NULL,
+     "id = python: true, the actor starts its workers (and restarts them); false, they are "
+     "started by hand (python3 python/apex_env.py --connect ... --worker-id K) and connect "
+     "to [python] bind"},
+    {"python", "transport", T_ENUM, OFF(python.transport), 0, 0, 0, "local", "local|zmq",
+     "id = python: local, spawned workers talk over pipes and shared memory (no socket); zmq, "
+     "over ZeroMQ at [python] bind (CURVE under [security] mode = curve; needed for spawn = "
+     "false)"},
+    {"python", "bind", T_STR, STR(python.bind), 1, 0, "tcp://127.0.0.1:*", NULL,
+     "id = python, transport zmq: the endpoint actor 0 binds for its workers (ROUTER); actor i "
+     "binds port + i; * = an ephemeral port (spawned workers only)"},
+    {"python", "interpreter", T_STR, STR(python.interpreter), 1, 0, "/usr/bin/python3", NULL,
+     "id = python: the Python the workers run (a path; it needs numpy, and pyzmq for zmq)"},
+    {"python", "script", T_STR, STR(python.script), 0, 0, "", NULL,
+     "id = python: the worker script (empty: python/apex_env.py of the tree the binaries were "
+     "built in, found from the binary's directory)"},
+    {"python", "step_timeout_ms", T_INT, OFF(python.step_timeout_ms), 0, 10, 3600000, "10000", NULL,
+     "id = python: a worker whose reply to a step is this late is lost (restarted when "
+     "spawned); its envs' episodes are dropped (ms)"},
+    {"python", "hello_timeout_ms", T_INT, OFF(python.hello_timeout_ms), 0, 10, 3600000, "30000",
+     NULL,
+     "id = python: start-up waits this long for every worker's HELLO and first reset; "
+     "later, the bound on a restarted worker's (ms)"},
 
     {"endpoints", "replay_insert_bind", T_STR, STR(endpoints.replay_insert_bind), 1, 0,
      "tcp://127.0.0.1:5550", NULL,
@@ -668,10 +726,81 @@ static int s_cross_check_obs(apex_config_t *cfg, const envinfo_t *e, char *err, 
     return 0;
 }
 
+// [env] eval_id: a built-in env whose spaces are the run's (id = python or external).
+static int s_cross_check_eval_id(const apex_config_t *cfg, char *err, size_t errlen) {
+    const config_env_t *env = &cfg->env;
+    if (!env->eval_id[0]) {
+        return 0;
+    }
+    const envinfo_t *e = envinfo_find(env->eval_id);
+    if (!e) {
+        return s_fail(err, errlen, "%s: [env] eval_id: '%s' is not a built-in environment (%s)",
+                      WHERE("env", "eval_id"), env->eval_id, envinfo_known_ids());
+    }
+    if (e->obs_dim != env->obs_dim || e->n_actions != env->n_actions ||
+        e->obs_dtype != env->obs_dtype || e->obs_h != env->obs_h || e->obs_w != env->obs_w ||
+        e->obs_c != env->obs_c) {
+        return s_fail(err, errlen,
+                      "%s: [env] eval_id: %s has %d %s observation elements and %d actions; the "
+                      "run's ([env] obs_dim, obs_dtype, obs_shape, n_actions) are %d %s and %d",
+                      WHERE("env", "eval_id"), e->id, e->obs_dim,
+                      e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32", e->n_actions,
+                      env->obs_dim, env->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32",
+                      env->n_actions);
+    }
+    return 0;
+}
+
+// [env] id = python: the factory and [python]'s keys against [actor]'s.
+static int s_cross_check_python(const apex_config_t *cfg, char *err, size_t errlen) {
+    const config_env_t *env = &cfg->env;
+    const config_python_t *py = &cfg->python;
+    if (py->spawn && (!env->make[0] || !strchr(env->make, ':'))) {
+        return s_fail(err, errlen,
+                      "%s: [env] make: id = python needs the env factory as MODULE:CALLABLE "
+                      "(have '%s'), e.g. apex_cartpole:CartPoleEnv",
+                      WHERE("env", "make"), env->make);
+    }
+    size_t kl = strlen(env->kwargs);
+    if (kl && (env->kwargs[0] != '{' || env->kwargs[kl - 1] != '}')) {
+        return s_fail(err, errlen, "%s: [env] kwargs: '%s' is not a JSON object {...}",
+                      WHERE("env", "kwargs"), env->kwargs);
+    }
+    if (py->transport == CONFIG_PY_LOCAL && !py->spawn) {
+        return s_fail(err, errlen,
+                      "%s: [python] transport: local is for workers the actor spawns (%s: spawn "
+                      "= false); workers started by hand connect with transport = zmq",
+                      WHERE("python", "transport"), WHERE("python", "spawn"));
+    }
+    if (!py->spawn && strstr(py->bind, ":*")) {
+        return s_fail(err, errlen,
+                      "%s: [python] bind: '%s' has an ephemeral port; workers started by hand "
+                      "(spawn = false) need a fixed one to connect to",
+                      WHERE("python", "bind"), py->bind);
+    }
+    int64_t E = cfg->actor.envs_per_actor;
+    if (E % py->workers != 0 || (E / py->workers) % py->groups != 0) {
+        return s_fail(err, errlen,
+                      "%s: [python] workers %lld x groups %lld must divide [actor] "
+                      "envs_per_actor %lld (%s): each worker steps envs_per_actor / workers envs "
+                      "in groups of equal size",
+                      WHERE("python", E % py->workers ? "workers" : "groups"),
+                      (long long)py->workers, (long long)py->groups, (long long)E,
+                      WHERE("actor", "envs_per_actor"));
+    }
+    return 0;
+}
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
-    if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0) {
+    int is_python = strcmp(env->id, CONFIG_ENV_PYTHON) == 0;
+    if (!is_python && (env->make[0] || env->kwargs[0])) {
+        return s_fail(err, errlen, "%s: [env] %s is for id = python (id is '%s')",
+                      WHERE("env", env->make[0] ? "make" : "kwargs"),
+                      env->make[0] ? "make" : "kwargs", env->id);
+    }
+    if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0 || is_python) {
         if (env->obs_shape[0]) {
             int h, w, c;
             if (s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
@@ -686,23 +815,31 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
         }
         if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
             return s_fail(err, errlen,
-                          "%s: [env] id = external needs obs_dim (or obs_shape) and n_actions >= "
+                          "%s: [env] id = %s needs obs_dim (or obs_shape) and n_actions >= "
                           "2 (have %lld and %lld)",
-                          WHERE("env", "id"), (long long)env->ext_obs_dim,
+                          WHERE("env", "id"), env->id, (long long)env->ext_obs_dim,
                           (long long)env->ext_n_actions);
         }
         env->obs_dim = (int)env->ext_obs_dim;
         env->n_actions = (int)env->ext_n_actions;
         env->max_episode_steps = 0;
-        if (s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
+        if (s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
+            s_cross_check_eval_id(cfg, err, errlen) != 0 ||
+            (is_python && s_cross_check_python(cfg, err, errlen) != 0)) {
             return -1;
         }
         return s_cross_check_sizes(cfg, err, errlen);
     }
     const envinfo_t *e = envinfo_find(env->id);
     if (!e) {
-        return s_fail(err, errlen, "%s: [env] id: unknown environment '%s' (known: %s, or %s)",
-                      WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_EXTERNAL);
+        return s_fail(err, errlen,
+                      "%s: [env] id: unknown environment '%s' (known: %s, or %s, or %s)",
+                      WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_PYTHON,
+                      CONFIG_ENV_EXTERNAL);
+    }
+    if (env->eval_id[0] && strcmp(env->eval_id, env->id) != 0) {
+        return s_fail(err, errlen, "%s: [env] eval_id is for id = python or external (id is %s)",
+                      WHERE("env", "eval_id"), env->id);
     }
     // --print-config writes the derived values back, so a matching value is accepted.
     if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
@@ -906,4 +1043,18 @@ void config_help_markdown(FILE *out) {
         s_md(out, r->help);
         fputs(" |\n", out);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The schema as data (see config.h).
+
+int config_key_count(void) { return (int)N_ROWS; }
+
+int config_key_at(int i, const char **section, const char **key) {
+    if (i < 0 || (size_t)i >= N_ROWS) {
+        return -1;
+    }
+    *section = s_schema[i].section;
+    *key = s_schema[i].key;
+    return 0;
 }

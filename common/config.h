@@ -49,6 +49,9 @@ typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1, CONFIG_OBS_AUTO = 2
 // [env] id = external: the environment is stepped by the user's own actors (speaking
 // proto/apex.proto), not by apex-actor; its shape and dtype come from these keys.
 #define CONFIG_ENV_EXTERNAL "external"
+// [env] id = python: apex-actor steps Gymnasium-style Python envs ([env] make) through its
+// env workers (actor/pyenv.h, [python]); the observation keys are id = external's.
+#define CONFIG_ENV_PYTHON "python"
 
 typedef struct {
     char id[64];
@@ -63,7 +66,27 @@ typedef struct {
     int obs_h, obs_w, obs_c; // 0, 0, 0 for a vector observation
     int n_actions;
     int max_episode_steps; // 0: no time limit (external envs, MinAtar)
+    // id = python
+    char make[CONFIG_STR_LEN];   // MODULE:CALLABLE
+    char kwargs[CONFIG_STR_LEN]; // JSON object for CALLABLE, "" = none
+    char eval_id[64];            // a built-in id stepping the same MDP, for evaluation ("" = none)
 } config_env_t;
+
+// How apex-actor talks to its Python env workers (actor/pyenv.h pyenv_transport).
+typedef enum { CONFIG_PY_LOCAL = 0, CONFIG_PY_ZMQ = 1 } config_py_transport;
+
+// [python]: apex-actor's Python env workers for [env] id = python.
+typedef struct {
+    int64_t workers; // processes per actor; each steps envs_per_actor / workers envs
+    int64_t groups;  // each worker's envs in this many groups, stepped overlapped
+    int spawn;       // 1: the actor starts its workers; 0: they are started by hand
+    int transport;   // config_py_transport
+    char bind[CONFIG_STR_LEN];
+    char interpreter[CONFIG_STR_LEN];
+    char script[CONFIG_STR_LEN]; // "" = ../python/apex_env.py from the binary's directory
+    int64_t step_timeout_ms;
+    int64_t hello_timeout_ms;
+} config_python_t;
 
 #define CONFIG_MAX_CONV 4
 
@@ -117,6 +140,7 @@ typedef struct {
     int64_t threads;
     int64_t request_timeout_ms;
     int64_t metrics_interval_ms;
+    int64_t zero_stage; // a learner group's ZeRO stage (learner/train.h)
 } config_learner_t;
 
 typedef struct {
@@ -146,6 +170,13 @@ typedef struct {
 } config_endpoints_t;
 
 typedef struct {
+    int64_t episodes;          // per evaluation
+    double epsilon;            // exploration during evaluation (0: greedy)
+    int64_t max_episode_steps; // episodes are cut there (0: never)
+    double interval_s;         // at most one evaluation per interval (0: back to back)
+} config_eval_t;
+
+typedef struct {
     int mode; // config_security_mode
     char key_dir[CONFIG_STR_LEN];
     char authorized_keys[CONFIG_STR_LEN];
@@ -163,6 +194,8 @@ typedef struct apex_config_s {
     config_replay_t replay;
     config_learner_t learner;
     config_actor_t actor;
+    config_eval_t eval;
+    config_python_t python;
     config_endpoints_t endpoints;
     config_security_t security;
 } apex_config_t;
@@ -186,5 +219,11 @@ void config_print(const apex_config_t *cfg, FILE *out);
 void config_help(FILE *out);
 // Writes the reference as a Markdown table (configs/README.md is generated from this).
 void config_help_markdown(FILE *out);
+
+// The schema itself, for tests that must cover every key (tests/check_keys.c): the number
+// of keys, and the section and name of key i (0 <= i < config_key_count(), schema order;
+// static strings). config_key_at returns 0, or -1 when i is out of range.
+int config_key_count(void);
+int config_key_at(int i, const char **section, const char **key);
 
 #endif

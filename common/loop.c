@@ -269,3 +269,10 @@ int loop_run(loop_t *self) {
     }
     return 0;
 }
+
+int loop_timer_intervals(const loop_t *self, int64_t *intervals_ms, int max) {
+    for (int i = 0; i < self->n_timers && i < max; i++) {
+        intervals_ms[i] = self->timers[i].interval_ms;
+    }
+    return self->n_timers;
+}

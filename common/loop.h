@@ -50,5 +50,9 @@ void loop_set_idle(loop_t *self, loop_idle_fn fn, void *arg);
 int loop_run(loop_t *self);
 // Asks the loop to return after the current handler (callable from handlers).
 void loop_stop(loop_t *self);
+// The intervals of the registered timers, in registration order: writes up to max of them
+// to intervals_ms and returns how many timers there are. Read-only; for tests that check a
+// configured period reaches its timer without waiting for it to fire.
+int loop_timer_intervals(const loop_t *self, int64_t *intervals_ms, int max);
 
 #endif

@@ -364,6 +364,7 @@ static int s_decode_weights(wire_decoder_t *d, const Apex__Weights *m, wire_weig
     }
     *o = (wire_weights_t){.version = m->version,
                           .learner_step = m->learner_step,
+                          .env_frames = m->env_frames,
                           .num_params = m->num_params,
                           .params = F32(m->params)};
     return APEX_OK;
@@ -391,6 +392,8 @@ static int s_decode_actor_stats(wire_decoder_t *d, const Apex__ActorStats *m,
                               .frames_delta = m->frames_delta,
                               .weights_version = m->weights_version,
                               .dropped_batches = m->dropped_batches,
+                              .env_faults = m->env_faults,
+                              .episodes_dropped = m->episodes_dropped,
                               .n_episodes = n,
                               .returns = n ? F32(m->returns) : NULL,
                               .lengths = n ? (const uint32_t *)(const void *)m->lengths.data : NULL,
@@ -578,6 +581,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     case WIRE_MSG_WEIGHTS:
         w.version = msg->u.weights.version;
         w.learner_step = msg->u.weights.learner_step;
+        w.env_frames = msg->u.weights.env_frames;
         w.num_params = msg->u.weights.num_params;
         w.params = s_bin(msg->u.weights.params, (size_t)w.num_params * 4);
         env.body_case = APEX__ENVELOPE__BODY_WEIGHTS;
@@ -590,6 +594,8 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         as.frames_delta = a->frames_delta;
         as.weights_version = a->weights_version;
         as.dropped_batches = a->dropped_batches;
+        as.env_faults = a->env_faults;
+        as.episodes_dropped = a->episodes_dropped;
         as.n_episodes = a->n_episodes;
         as.returns = s_bin(a->returns, (size_t)a->n_episodes * 4);
         as.lengths = s_bin(a->lengths, (size_t)a->n_episodes * 4);

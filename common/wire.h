@@ -115,6 +115,7 @@ typedef struct {
 typedef struct {
     uint64_t version;
     uint64_t learner_step;
+    uint64_t env_frames; // the run's frames when published (0 from older learners)
     uint32_t num_params;
     const float *params;
 } wire_weights_t;
@@ -125,6 +126,8 @@ typedef struct {
     uint64_t frames_delta; // since its previous ActorStats that was sent (<= frames)
     uint64_t weights_version;
     uint64_t dropped_batches;
+    uint64_t env_faults;       // since the actor process started ([env] id = python)
+    uint64_t episodes_dropped; // likewise
     uint32_t n_episodes;
     const float *returns;
     const uint32_t *lengths;

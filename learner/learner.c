@@ -6,6 +6,7 @@
 #include "blas.h"
 #include "clock.h"
 #include "fileio.h"
+#include "group.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -28,6 +29,23 @@
 #define STOP_CHECK_MS 50
 #define MAX_DRAIN 64
 #define LIVENESS_LOG_MS 5000
+#define GROUP_IDLE_ROUND_MS 50 // a rank without a batch still joins a round this often
+
+// A round's values (s_group_round), summed over the ranks: flags, then each rank's totals.
+enum {
+    R_READY, // ranks with a batch: all of them -> a training step
+    R_STOP,  // ranks that want to stop
+    R_CKPT,  // rank 0's checkpoint timer fired
+    R_ROWS,  // sampled rows trained
+    R_WAIT_NS,
+    R_TRAIN_NS,
+    R_OPTIM_NS,
+    R_NET_NS,
+    R_COMM_NS,
+    R_BAD, // bad messages
+    R_LOSS,
+    R_N
+};
 
 typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
 
@@ -76,6 +94,16 @@ struct learner {
     metrics_t metrics;
     log_limiter_t bad_log, live_log, metrics_log, sub_log, tb_log;
     atomic_int stop_requested;
+    // Learner group (group.h; NULL: a single learner). The ranks step together: every step
+    // is preceded by a round (s_group_idle) that tells whether every rank has a batch, and
+    // carries the stop and checkpoint flags and each rank's totals for rank 0's metrics.
+    group_t *group;
+    int rank, n_ranks;
+    int group_stopped;              // a round said stop: no further round
+    int ckpt_due;                   // rank 0: the checkpoint timer fired since the last round
+    int64_t last_round_ms;          // a rank without a batch joins a round this often
+    double own[R_N];                // this rank's totals (from R_ROWS on)
+    double sum[R_N], sum_prev[R_N]; // rank 0: the group's, at the last round / metrics row
 };
 
 void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n) {
@@ -102,6 +130,7 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
     t->target_update = c->learner.target_update;
     t->priority_eps = (float)c->learner.priority_eps;
     t->seed = (uint64_t)c->run.seed;
+    t->zero_stage = (int)c->learner.zero_stage;
 }
 
 static void s_alloc_slots(learner_t *l) {
@@ -208,19 +237,23 @@ static int s_open_sockets(learner_t *l) {
     net_opts_t o_sample = {.max_msg_bytes = (int64_t)max_bytes};
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->sample_sock = net_socket(l->ctx, ZMQ_DEALER, &o_sample);
-    l->pub_sock = s_open_pub(l, c->endpoints.learner_pub_bind, 0);
-    l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
-    if (!l->sample_sock || !l->pub_sock || !l->stats_sock ||
-        security_client(l->security, l->sample_sock, "replay") ||
-        security_server(l->security, l->stats_sock)) {
+    if (!l->sample_sock || security_client(l->security, l->sample_sock, "replay")) {
         return -1;
+    }
+    // In a group only rank 0 publishes weights and hears the actors; every rank samples.
+    if (l->rank == 0) {
+        l->pub_sock = s_open_pub(l, c->endpoints.learner_pub_bind, 0);
+        l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
+        if (!l->pub_sock || !l->stats_sock || security_server(l->security, l->stats_sock)) {
+            return -1;
+        }
     }
     // Do not queue requests on a connection that is not up: they would be answered by
     // nobody; the request timer re-issues them once the replay server is reachable.
     int one = 1;
     zmq_setsockopt(l->sample_sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    if (net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep, sizeof l->stats_ep) !=
-            0 ||
+    if ((l->rank == 0 && net_bind(l->stats_sock, c->endpoints.learner_stats_bind, l->stats_ep,
+                                  sizeof l->stats_ep) != 0) ||
         net_connect(l->sample_sock, c->endpoints.replay_sample) != 0) {
         return -1;
     }
@@ -236,22 +269,31 @@ static int s_timer_metrics(loop_t *loop, void *arg);
 static int s_timer_checkpoint(loop_t *loop, void *arg);
 static int s_timer_status(loop_t *loop, void *arg);
 static int s_timer_publish(loop_t *loop, void *arg);
+static int s_group_init(learner_t *l);
+static int s_group_idle(learner_t *l);
+static void s_group_metrics(learner_t *l);
+static void s_group_leave(learner_t *l);
+static void s_group_report(learner_t *l, int at_stop);
 
 learner_t *learner_new(const apex_config_t *cfg, int resume) {
     learner_t *l = xcalloc(1, sizeof *l);
     l->cfg = *cfg;
+    if (s_group_init(l) != 0) {
+        free(l);
+        return NULL;
+    }
     snprintf(l->run_dir, sizeof l->run_dir, "%s/%s", cfg->run.out_dir, cfg->run.name);
     learner_checkpoint_path(cfg, l->ckpt_path, sizeof l->ckpt_path);
     int e = fileio_mkdir_p(l->run_dir);
     if (e != 0) {
         log_error("cannot create run directory %s: %s", l->run_dir, strerror(e));
-        free(l);
+        learner_destroy(&l);
         return NULL;
     }
     blas_set_threads((int)cfg->learner.threads);
     train_config_t tc;
     s_train_config(cfg, &tc);
-    l->trainer = trainer_new(&tc);
+    l->trainer = trainer_new_group(&tc, l->group);
     if (!l->trainer || s_load_or_init(l, resume) != 0) {
         learner_destroy(&l);
         return NULL;
@@ -259,15 +301,17 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     s_alloc_slots(l);
     char path[CONFIG_STR_LEN + 96];
     snprintf(path, sizeof path, "%s/metrics.csv", l->run_dir);
-    if (metrics_init(&l->metrics, path) != 0) {
+    if (l->rank != 0) {
+        memset(&l->metrics, 0, sizeof l->metrics); // rank 0 writes the group's metrics
+    } else if (metrics_init(&l->metrics, path) != 0) {
         log_error("cannot open %s: %s", path, strerror(errno));
         learner_destroy(&l);
         return NULL;
     }
     // TensorBoard: <run dir>/tb/, a new file per learner process (a resumed one too).
     snprintf(path, sizeof path, "%s/tb", l->run_dir);
-    l->metrics.tb = tbevents_new(path);
-    if (!l->metrics.tb) {
+    l->metrics.tb = l->rank == 0 ? tbevents_new(path) : NULL;
+    if (l->rank == 0 && !l->metrics.tb) {
         log_warn("no TensorBoard events (see above); metrics.csv is written as always");
     }
     if (l->resumed) {
@@ -284,16 +328,18 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     }
     l->loop = loop_new();
     loop_add_reader(l->loop, l->sample_sock, s_reader_sample, l);
-    loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
-    loop_add_reader(l->loop, l->pub_sock, s_reader_pub, l);
     security_attach(l->security, l->loop);
     loop_set_idle(l->loop, s_idle_train, l);
     loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
-    loop_add_timer(l->loop, cfg->learner.metrics_interval_ms, s_timer_metrics, l);
-    loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000),
-                   s_timer_checkpoint, l);
-    loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
-    loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
+    if (l->rank == 0) {
+        loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
+        loop_add_reader(l->loop, l->pub_sock, s_reader_pub, l);
+        loop_add_timer(l->loop, cfg->learner.metrics_interval_ms, s_timer_metrics, l);
+        loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000),
+                       s_timer_checkpoint, l);
+        loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
+        loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
+    }
     l->last_reply_ms = clock_now_ms();
     log_info("learner: %zu parameters, batch %lld, prefetch %d x %lld batches per request, %s; "
              "replay at %s, weights on %s",
@@ -333,6 +379,7 @@ void learner_destroy(learner_t **self_p) {
     free(l->slots);
     free(l->priorities);
     trainer_destroy(&l->trainer);
+    group_destroy(&l->group); // MPI_Finalize, last
     free(l);
     *self_p = NULL;
 }
@@ -534,6 +581,7 @@ static void s_publish(learner_t *l, int new_version) {
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
     m.u.weights = (wire_weights_t){.version = l->weights_version,
                                    .learner_step = (uint64_t)trainer_steps(l->trainer),
+                                   .env_frames = metrics_frames(&l->metrics),
                                    .num_params = (uint32_t)p->num_params,
                                    .params = p->data};
     wire_encode(&m, &l->out);
@@ -588,7 +636,7 @@ static void s_train_one(learner_t *l, s_slot *s) {
     mt->last_loss = loss;
     mt->train_ns += st.forward_ns + st.backward_ns;
     mt->optim_ns += st.optim_ns;
-    if (mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
+    if (l->rank == 0 && mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
         s_publish(l, 1);
     }
     mt->net_ns += clock_now_ns() - t0;
@@ -597,6 +645,9 @@ static void s_train_one(learner_t *l, s_slot *s) {
 static int s_idle_train(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
+    if (l->group) {
+        return s_group_idle(l);
+    }
     if (l->cfg.learner.max_steps > 0 && trainer_steps(l->trainer) >= l->cfg.learner.max_steps) {
         log_info("reached [learner] max_steps = %lld", (long long)l->cfg.learner.max_steps);
         return -1;
@@ -655,11 +706,14 @@ static int s_timer_metrics(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
     l->metrics.own_bad_messages = l->bad_messages;
+    uint64_t own_rows = l->metrics.sampled_rows;
+    s_group_metrics(l); // a group's sums instead of rank 0's own counters
     if (metrics_write_row(&l->metrics, clock_now_ms()) != 0) {
         log_every(&l->metrics_log, LIVENESS_LOG_MS, LOG_ERROR,
                   "cannot append to %s/metrics.csv: %s; training goes on", l->run_dir,
                   strerror(errno));
     }
+    l->metrics.sampled_rows = own_rows;
     if (l->metrics.tb_err != APEX_OK) {
         log_every(&l->tb_log, LIVENESS_LOG_MS, LOG_ERROR,
                   "cannot write %s: %s (%llu events dropped so far); training goes on",
@@ -689,7 +743,12 @@ static int s_checkpoint(learner_t *l) {
 
 static int s_timer_checkpoint(loop_t *loop, void *arg) {
     (void)loop;
-    s_checkpoint(arg);
+    learner_t *l = arg;
+    if (l->group) {
+        l->ckpt_due = 1; // every rank writes its shard after the next round
+        return 0;
+    }
+    s_checkpoint(l);
     return 0;
 }
 
@@ -702,15 +761,163 @@ static int s_timer_status(loop_t *loop, void *arg) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------
+// Learner group (mpirun -np N apex-learner; group.h, train.h)
+
+// MPI only under a launcher (group_launch_size); a group of one is a single learner.
+static int s_group_init(learner_t *l) {
+    l->rank = 0, l->n_ranks = 1;
+    if (group_launch_size() == 1) {
+        return 0;
+    }
+    l->group = group_new();
+    if (!l->group) {
+        return -1;
+    }
+    l->rank = group_rank(l->group), l->n_ranks = group_size(l->group);
+    if (l->n_ranks == 1) {
+        group_destroy(&l->group); // mpirun -np 1 under PMIx: nothing to share
+        return 0;
+    }
+    char role[64];
+    snprintf(role, sizeof role, "apex-learner.%d", l->rank);
+    if (l->rank > 0) {
+        log_set_role(role); // rank 0 keeps the daemon's name
+    }
+    log_info("rank %d of a learner group of %d (ZeRO stage %lld); effective batch %lld", l->rank,
+             l->n_ranks, (long long)l->cfg.learner.zero_stage,
+             (long long)(l->n_ranks * l->cfg.learner.batch_size));
+    return 0;
+}
+
+// What a rank holds (train_memory_t) and, at the stop, the share of the training steps'
+// time spent in collectives (for bench/run_zero.sh and for the operator).
+static void s_group_report(learner_t *l, int at_stop) {
+    if (!l->group) {
+        return;
+    }
+    if (!at_stop) {
+        train_memory_t m;
+        trainer_memory(l->trainer, &m);
+        log_info("rank %d memory: params %zu, gradients %zu, optimizer state %zu bytes", l->rank,
+                 m.param_bytes, m.grad_bytes, m.opt_bytes);
+        return;
+    }
+    double step_ns = l->own[R_TRAIN_NS] + l->own[R_OPTIM_NS];
+    log_info("rank %d: collectives %.1f%% of the training steps' time (%.0f of %.0f ms)", l->rank,
+             step_ns > 0 ? 100.0 * (double)group_comm_ns(l->group) / step_ns : 0.0,
+             (double)group_comm_ns(l->group) / 1e6, step_ns / 1e6);
+}
+
+// One round: every rank says whether it has a batch, wants to stop, and (rank 0) whether a
+// checkpoint is due, and adds its totals. Returns -1 when the group stops (every rank sees
+// the same sums, so every rank decides the same), else 1 when every rank has a batch.
+static int s_group_round(learner_t *l, int ready, int stop) {
+    metrics_t *mt = &l->metrics;
+    // This rank's interval timers move into its totals (rank 0's metrics row uses the sums).
+    l->own[R_WAIT_NS] += (double)mt->wait_ns, l->own[R_TRAIN_NS] += (double)mt->train_ns;
+    l->own[R_OPTIM_NS] += (double)mt->optim_ns, l->own[R_NET_NS] += (double)mt->net_ns;
+    mt->wait_ns = mt->train_ns = mt->optim_ns = mt->net_ns = 0;
+    l->own[R_ROWS] = (double)mt->sampled_rows;
+    l->own[R_COMM_NS] = (double)group_comm_ns(l->group);
+    l->own[R_BAD] = (double)l->bad_messages;
+    l->own[R_LOSS] = mt->last_loss;
+    double x[R_N];
+    memcpy(x, l->own, sizeof x);
+    x[R_READY] = ready, x[R_STOP] = stop, x[R_CKPT] = l->rank == 0 && l->ckpt_due;
+    int64_t t0 = clock_now_ns();
+    group_round(l->group, x, R_N);
+    l->own[R_WAIT_NS] += (double)(clock_now_ns() - t0); // waiting for the other ranks
+    l->last_round_ms = clock_now_ms();
+    if (l->rank == 0) {
+        memcpy(l->sum, x, sizeof x);
+        mt->last_loss = x[R_LOSS] / l->n_ranks; // the group's mean loss of the last step
+    }
+    if (x[R_CKPT] > 0) {
+        l->ckpt_due = 0;
+        s_checkpoint(l); // collective: every rank writes its shard at this same step
+    }
+    if (x[R_STOP] > 0) {
+        l->group_stopped = 1;
+        return -1;
+    }
+    return x[R_READY] == l->n_ranks;
+}
+
+// The idle handler of a rank: a rank with a batch joins a round at once (and trains when
+// every rank has one); a rank without joins one every GROUP_IDLE_ROUND_MS, so that a stop or
+// a checkpoint never waits for the replay server.
+static int s_group_idle(learner_t *l) {
+    if (l->cfg.learner.max_steps > 0 && trainer_steps(l->trainer) >= l->cfg.learner.max_steps) {
+        log_info("reached [learner] max_steps = %lld", (long long)l->cfg.learner.max_steps);
+        return -1; // every rank gets here after the same step
+    }
+    s_slot *s = s_next_ready(l);
+    int64_t now = clock_now_ns();
+    if (!s && clock_now_ms() - l->last_round_ms < GROUP_IDLE_ROUND_MS) {
+        if (!l->idle_since_ns) {
+            l->idle_since_ns = now;
+        }
+        return 0;
+    }
+    if (l->idle_since_ns) {
+        l->metrics.wait_ns += now - l->idle_since_ns;
+        l->idle_since_ns = 0;
+    }
+    int rc = s_group_round(l, s != NULL, atomic_load(&l->stop_requested));
+    if (rc < 0) {
+        return -1;
+    }
+    if (rc == 1) {
+        s_train_one(l, s);
+    }
+    return s != NULL; // with a batch, join the next round right away
+}
+
+// Rank 0's metrics row from the group's sums: rows and bad messages summed, the time
+// fractions averaged over the ranks.
+static void s_group_metrics(learner_t *l) {
+    if (!l->group) {
+        return;
+    }
+    metrics_t *mt = &l->metrics;
+    l->own[R_WAIT_NS] += (double)mt->wait_ns, l->own[R_TRAIN_NS] += (double)mt->train_ns;
+    l->own[R_OPTIM_NS] += (double)mt->optim_ns, l->own[R_NET_NS] += (double)mt->net_ns;
+    double *d = l->sum, *p = l->sum_prev, N = l->n_ranks;
+    mt->sampled_rows = (uint64_t)d[R_ROWS];
+    mt->own_bad_messages = (uint64_t)d[R_BAD];
+    mt->wait_ns = (int64_t)((d[R_WAIT_NS] - p[R_WAIT_NS]) / N);
+    mt->train_ns = (int64_t)((d[R_TRAIN_NS] - p[R_TRAIN_NS]) / N);
+    mt->optim_ns = (int64_t)((d[R_OPTIM_NS] - p[R_OPTIM_NS]) / N);
+    mt->net_ns = (int64_t)((d[R_NET_NS] - p[R_NET_NS]) / N);
+    memcpy(p, d, sizeof l->sum);
+}
+
+// After the loop: a rank that stopped on its own (signal, max_steps, learner_stop) tells
+// the others in one last round; a rank that a round stopped already knows.
+static void s_group_leave(learner_t *l) {
+    if (l->group && !l->group_stopped) {
+        while (s_group_round(l, 0, 1) >= 0) {
+        }
+    }
+}
+
 int learner_run(learner_t *self) {
     // Record this incarnation (the high 32 bits of the weights version) on disk before any
     // version of it is published: a learner killed before its first periodic checkpoint then
     // still cannot hand out a version twice after the next restart.
+    s_group_report(self, 0);
     s_checkpoint(self);
-    s_publish(self, 1); // actors get the initial (or resumed) weights right away
+    if (self->rank == 0) {
+        s_publish(self, 1); // actors get the initial (or resumed) weights right away
+    }
     s_issue_requests(self);
     loop_run(self->loop);
-    metrics_write_row(&self->metrics, clock_now_ms());
+    s_group_leave(self);
+    s_group_report(self, 1);
+    if (self->rank == 0) {
+        s_timer_metrics(self->loop, self);
+    }
     int rc = s_checkpoint(self);
     log_info("stopped at update %lld (final checkpoint %s)",
              (long long)trainer_steps(self->trainer), rc == 0 ? "written" : "FAILED");
@@ -725,3 +932,10 @@ int64_t learner_updates(const learner_t *self) {
     // atomic_load takes a non-const pointer in C11 (DR 459); the object is only read.
     return atomic_load_explicit((atomic_int_fast64_t *)&self->updates, memory_order_relaxed);
 }
+
+struct trainer *learner_trainer(learner_t *self) {
+    return self->trainer;
+}
+const struct loop *learner_loop(const learner_t *self) { return self->loop; }
+const char *learner_stats_endpoint(const learner_t *self) { return self->stats_ep; }
+uint64_t learner_request_timeouts(const learner_t *self) { return self->timeouts; }

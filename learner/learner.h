@@ -15,6 +15,12 @@
 // min_size_to_sample); "not ready" replies are simply re-requested.
 // Checkpoints (<run dir>/checkpoint.bin) every checkpoint_interval_s and at shutdown; with
 // resume set, an existing checkpoint is loaded at start-up and training continues exactly.
+// Under mpirun/srun (group.h) the process is one rank of a learner group: every rank samples,
+// trains its own batches and sends its own priority updates; the ranks step together, one
+// round (a small all-reduce of flags and counters) before every step; rank 0 alone binds
+// pub/stats, publishes, writes metrics.csv with the group's sums and times the checkpoints,
+// which every rank writes together (train.h: sharded optimizer state, [learner] zero_stage).
+// Without a launcher nothing of this exists and MPI is never initialised.
 #ifndef APEX_LEARNER_H
 #define APEX_LEARNER_H
 
@@ -45,5 +51,15 @@ int64_t learner_updates(const learner_t *self);
 
 // Paths inside the run directory, e.g. for tests: "<out_dir>/<name>/checkpoint.bin".
 void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n);
+
+// For tests that observe what the configuration does (tests/check_keys.c). Borrowed, valid
+// until learner_destroy; only while learner_run is not running in another thread. The
+// trainer (learner/train.h) the learner steps; its loop (timers: common/loop.h); the stats
+// endpoint as bound; the sample requests that timed out ([learner] request_timeout_ms) and
+// were re-issued, read after learner_run returned.
+struct trainer *learner_trainer(learner_t *self);
+const struct loop *learner_loop(const learner_t *self);
+const char *learner_stats_endpoint(const learner_t *self);
+uint64_t learner_request_timeouts(const learner_t *self);
 
 #endif

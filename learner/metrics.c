@@ -41,6 +41,8 @@ static const s_column s_columns[] = {
     {"net_frac", "time/net_frac", C_F3},
     {"duplicate_batches", "replay/duplicate_batches", C_U64},
     {"replay_sampled", "replay/sampled", C_U64},
+    {"env_faults", "actors/env_faults", C_U64},
+    {"episodes_dropped", "actors/episodes_dropped", C_U64},
 };
 #define N_COLUMNS (sizeof s_columns / sizeof s_columns[0])
 _Static_assert(N_COLUMNS <= METRICS_MAX_COLUMNS, "metrics_t's tag array holds every column");
@@ -118,6 +120,14 @@ void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t 
         a->frames = s->frames;
         a->weights_version = s->weights_version;
         a->dropped_batches = s->dropped_batches;
+        // Totals since the actor started: add what is new (all of it after its restart).
+        m->env_faults += s->env_faults >= a->env_faults ? s->env_faults - a->env_faults
+                                                        : s->env_faults;
+        m->episodes_dropped += s->episodes_dropped >= a->episodes_dropped
+                                   ? s->episodes_dropped - a->episodes_dropped
+                                   : s->episodes_dropped;
+        a->env_faults = s->env_faults;
+        a->episodes_dropped = s->episodes_dropped;
         a->last_seen_ms = now_ms;
     }
     m->frames += s->frames_delta;
@@ -191,6 +201,8 @@ static void s_row_values(const metrics_t *m, int64_t now_ms, double dt, s_value 
     v[i++].f = (double)m->net_ns / total_ns;
     v[i++].u = m->replay.duplicate_batches;
     v[i++].u = m->replay.sampled;
+    v[i++].u = m->env_faults;
+    v[i++].u = m->episodes_dropped;
     APEX_ASSERT(i == (int)N_COLUMNS);
 }
 

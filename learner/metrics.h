@@ -22,7 +22,8 @@ typedef struct {
     uint64_t frames;          // latest total reported by the actor process
     uint64_t weights_version; // version the actor acts with
     uint64_t dropped_batches;
-    int64_t last_seen_ms; // monotonic time of its last ActorStats; 0 = never
+    uint64_t env_faults, episodes_dropped; // its latest totals (since it started)
+    int64_t last_seen_ms;                  // monotonic time of its last ActorStats; 0 = never
 } metrics_actor_t;
 
 typedef struct {
@@ -42,6 +43,9 @@ typedef struct {
     // frames_delta, so neither a restarted actor nor a restarted learner counts twice.
     uint64_t episodes;
     uint64_t frames;
+    // Python env faults and dropped episodes of all actors since this learner started
+    // (summed from each actor's totals; an actor's restart starts its totals again).
+    uint64_t env_faults, episodes_dropped;
     int64_t elapsed_base_ms; // run time before this learner process started
     metrics_actor_t actors[METRICS_MAX_ACTORS];
     // Learner counters, updated by the learner.

@@ -4,11 +4,18 @@
 
 #include "apex.h"
 #include "clock.h"
+#include "group.h"
 #include "log.h"
 #include "loss.h"
 #include "xalloc.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 // Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE
 // S8). Three nn states rather than one: online(s') and target(s') run before online(s),
@@ -30,6 +37,17 @@ struct trainer {
     float *td;                 // (B) y - Q(s, a)
     int64_t step;
     rng_t rng;
+    // Learner group (NULL: a single learner). Shards of the flat parameter array, rank by
+    // rank (group_shard_range); this rank's is [shard_off, shard_off + shard_n).
+    group_t *group;
+    int zero; // -1: no group; else the ZeRO stage
+    int n_ranks, rank;
+    size_t shard_off, shard_n;
+    int *counts, *displs; // (n_ranks) every rank's shard, for the collectives
+    int *piece_counts;    // (n_ranks) stage 2: one piece's share of each rank
+    float *gshard;        // stage 2: this rank's averaged gradient (shard_n floats)
+    nn_pieces_t pieces;   // stage 2: the piece buffer and its reduce-scatter
+    train_memory_t mem;
 };
 
 void train_config_default(train_config_t *cfg) {
@@ -60,8 +78,72 @@ static int s_config_check(const train_config_t *cfg) {
     return APEX_OK;
 }
 
-trainer_t *trainer_new(const train_config_t *cfg) {
+// Stage 2's piece callback: the piece [offset, offset + n) is reduce-scattered over the
+// ranks whose shards it overlaps (shards are in rank order, so the piece is already laid
+// out rank by rank); this rank's share lands at its place in gshard. Every element of a
+// shard is written by exactly one piece per step.
+static void s_piece_done(void *arg, const float *piece, size_t offset, size_t n) {
+    trainer_t *self = arg;
+    for (int r = 0; r < self->n_ranks; r++) {
+        size_t lo = APEX_MAX(offset, (size_t)self->displs[r]);
+        size_t hi = APEX_MIN(offset + n, (size_t)self->displs[r] + (size_t)self->counts[r]);
+        self->piece_counts[r] = hi > lo ? (int)(hi - lo) : 0;
+    }
+    size_t mine = APEX_MAX(offset, self->shard_off);
+    float *recv = self->piece_counts[self->rank] > 0 ? self->gshard + (mine - self->shard_off)
+                                                     : self->gshard;
+    group_reduce_scatter_f32(self->group, piece, recv, self->piece_counts);
+}
+
+// The group's shards and buffers (see train.h); the classic buffers otherwise.
+static void s_alloc_training(trainer_t *self, group_t *group) {
+    const nn_config_t *net = &self->cfg.net;
+    size_t n = self->online.num_params;
+    self->zero = group && (group_size(group) > 1 || self->cfg.zero_stage > 0) ? self->cfg.zero_stage
+                                                                              : -1;
+    self->group = self->zero >= 0 ? group : NULL;
+    self->n_ranks = self->group ? group_size(group) : 1;
+    self->rank = self->group ? group_rank(group) : 0;
+    APEX_ASSERT(n <= INT32_MAX);
+    self->counts = xmalloc((size_t)self->n_ranks * sizeof(int));
+    self->displs = xmalloc((size_t)self->n_ranks * sizeof(int));
+    self->piece_counts = xmalloc((size_t)self->n_ranks * sizeof(int));
+    for (int r = 0; r < self->n_ranks; r++) {
+        size_t off, cnt;
+        group_shard_range(n, self->n_ranks, r, &off, &cnt);
+        self->displs[r] = (int)off;
+        self->counts[r] = (int)cnt;
+    }
+    if (self->zero >= 1) {
+        group_shard_range(n, self->n_ranks, self->rank, &self->shard_off, &self->shard_n);
+    } else {
+        self->shard_off = 0, self->shard_n = n; // every rank steps the whole array
+    }
+    optim_init(&self->optim, &self->cfg.optim, self->shard_n);
+    if (self->zero == 2) {
+        // No full-size gradient: the piece buffer plus this rank's shard of the gradient.
+        size_t cap = group_shard_max(n, self->n_ranks) / ZERO_PIECE_DIV;
+        cap = APEX_MAX(cap, nn_piece_min(net));
+        self->gshard = xaligned_alloc(APEX_MAX(self->shard_n, (size_t)1) * sizeof(float));
+        memset(self->gshard, 0, self->shard_n * sizeof(float));
+        self->pieces = (nn_pieces_t){xaligned_alloc(cap * sizeof(float)), cap, s_piece_done, self};
+        self->mem.grad_bytes = (self->shard_n + cap) * sizeof(float);
+    } else {
+        nn_params_init(&self->grads, net);
+        self->mem.grad_bytes = n * sizeof(float);
+    }
+    self->mem.param_bytes = 2 * n * sizeof(float);
+    self->mem.opt_bytes = 2 * self->shard_n * sizeof(float);
+}
+
+trainer_t *trainer_new(const train_config_t *cfg) { return trainer_new_group(cfg, NULL); }
+
+trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     if (s_config_check(cfg) != APEX_OK) {
+        return NULL;
+    }
+    if (cfg->zero_stage < 0 || cfg->zero_stage > 2) {
+        log_error("trainer config: zero_stage must be 0, 1 or 2");
         return NULL;
     }
     trainer_t *self = xcalloc(1, sizeof *self);
@@ -69,8 +151,7 @@ trainer_t *trainer_new(const train_config_t *cfg) {
     const nn_config_t *net = &cfg->net;
     nn_params_init(&self->online, net);
     nn_params_init(&self->target, net);
-    nn_params_init(&self->grads, net);
-    optim_init(&self->optim, &cfg->optim, self->online.num_params);
+    s_alloc_training(self, group);
     nn_state_init(&self->st_obs, net, cfg->batch_size, 1);
     nn_state_init(&self->st_next_online, net, cfg->batch_size, 0);
     nn_state_init(&self->st_next_target, net, cfg->batch_size, 0);
@@ -107,10 +188,46 @@ void trainer_destroy(trainer_t **self_p) {
     nn_state_fini(&self->st_obs);
     optim_fini(&self->optim);
     nn_params_fini(&self->grads);
+    xfree(self->gshard);
+    xfree(self->pieces.buf);
+    xfree(self->counts);
+    xfree(self->displs);
+    xfree(self->piece_counts);
     nn_params_fini(&self->target);
     nn_params_fini(&self->online);
     xfree(self);
     *self_p = NULL;
+}
+
+// A single learner, and stage 0: the whole (all-reduced) gradient, clipped and stepped by
+// every rank alike.
+static float s_full_update(trainer_t *self) {
+    if (self->group) {
+        group_allreduce_f32(self->group, self->grads.data, self->grads.num_params);
+    }
+    float norm = optim_clip_grad_norm(self->grads.data, self->grads.num_params,
+                                      self->cfg.grad_clip);
+    optim_step(&self->optim, self->online.data, self->grads.data);
+    return norm;
+}
+
+// Stages 1 and 2: this rank's averaged gradient shard (stage 1 reduce-scatters it here,
+// stage 2 already has it from the pieces), the global norm from the shards' sums of squares,
+// the single-learner clip, the shard's step, and the all-gather of the parameters.
+static float s_sharded_update(trainer_t *self) {
+    float *g = self->gshard;
+    if (self->zero == 1) {
+        // In place: the input is the whole gradient, this rank's shard lands at its start.
+        group_reduce_scatter_f32(self->group, NULL, self->grads.data, self->counts);
+        g = self->grads.data;
+    }
+    double ss = optim_sum_squares(g, self->shard_n);
+    group_allreduce_f64(self->group, &ss, 1);
+    double norm = sqrt(ss);
+    optim_clip_scale(g, self->shard_n, norm, self->cfg.grad_clip);
+    optim_step(&self->optim, self->online.data + self->shard_off, g);
+    group_allgather_f32(self->group, self->online.data, self->counts, self->displs);
+    return (float)norm;
 }
 
 float trainer_step(trainer_t *self, const train_batch_t *batch, float *priorities_out,
@@ -129,15 +246,25 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
     float loss = loss_huber_td(self->dq, self->td, self->q, self->y, batch->actions,
                                batch->is_weights, self->cfg.huber_delta, B, A);
     loss_priorities(priorities_out, self->td, self->cfg.priority_eps, B);
-    int64_t t1 = clock_now_ns();
+    int64_t t1 = clock_now_ns(), c0 = self->group ? group_comm_ns(self->group) : 0;
+    if (self->n_ranks > 1) {
+        // Each rank's loss is a mean over its B; 1/N makes the sum over ranks the mean over
+        // the N x B of the group (gradients are linear in dq).
+        float inv = 1.0f / (float)self->n_ranks;
+        for (size_t i = 0; i < (size_t)B * A; i++) {
+            self->dq[i] *= inv;
+        }
+    }
     // (3) backward; nn_backward accumulates, so start from zero.
-    nn_params_zero(&self->grads);
-    nn_backward(&self->st_obs, &self->online, &self->grads, self->dq, B);
+    if (self->zero == 2) {
+        nn_backward_pieces(&self->st_obs, &self->online, &self->pieces, self->dq, B);
+    } else {
+        nn_params_zero(&self->grads);
+        nn_backward(&self->st_obs, &self->online, &self->grads, self->dq, B);
+    }
     int64_t t2 = clock_now_ns();
     // (4) clip + optimizer, (5) target sync.
-    float norm = optim_clip_grad_norm(self->grads.data, self->grads.num_params,
-                                      self->cfg.grad_clip);
-    optim_step(&self->optim, self->online.data, self->grads.data);
+    float norm = self->zero >= 1 ? s_sharded_update(self) : s_full_update(self);
     self->step++;
     // Hard target update (DQN): every target_update steps, counted after this step, so
     // the first sync happens after exactly target_update updates.
@@ -150,7 +277,8 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
         for (int i = 0; i < B; i++) {
             qsum += self->y[i] - self->td[i]; // = Q(s_i, a_i)
         }
-        *stats = (train_stats_t){loss, norm, (float)(qsum / B), t1 - t0, t2 - t1, t3 - t2};
+        int64_t comm = self->group ? group_comm_ns(self->group) - c0 : 0;
+        *stats = (train_stats_t){loss, norm, (float)(qsum / B), t1 - t0, t2 - t1, t3 - t2, comm};
     }
     return loss;
 }
@@ -161,55 +289,190 @@ size_t trainer_num_params(const trainer_t *self) { return self->online.num_param
 int64_t trainer_steps(const trainer_t *self) { return self->step; }
 const optim_t *trainer_optim(const trainer_t *self) { return &self->optim; }
 const train_config_t *trainer_config(const trainer_t *self) { return &self->cfg; }
+void trainer_memory(const trainer_t *self, train_memory_t *out) { *out = self->mem; }
 rng_t *trainer_rng(trainer_t *self) { return &self->rng; }
 
 // ----------------------------------------------------------------------------
-// checkpoints: payload = online, target, optimizer m, optimizer v (nn_params_t layout).
+// checkpoints: payload = online, target, optimizer m, optimizer v (nn_params_t layout); in
+// a group with sharded moments (stages 1, 2), online and target, the moments in shard files.
 
 enum { TRAINER_CKPT_ARRAYS = 4 };
+
+// "<path>.s<step>.opt<r>of<N>": the step in the name, so that writing a new set never
+// touches the files of the committed one.
+static void s_shard_path(char *buf, size_t n, const char *path, uint64_t step, int r, int N) {
+    snprintf(buf, n, "%s.s%" PRIu64 ".opt%dof%d", path, step, r, N);
+}
+
+// Deletes shard files of path other than the set (keep_step, keep_ranks) (keep_ranks 0:
+// all of them): left by an older checkpoint or by a set that was never committed. Best
+// effort: a file that stays costs disk space, not correctness (path names its own set).
+static void s_remove_stale_shards(const char *path, uint64_t keep_step, int keep_ranks) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    DIR *d = opendir(dir);
+    if (!d) {
+        return;
+    }
+    size_t blen = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t step;
+        int r, N, end = 0;
+        if (strncmp(e->d_name, base, blen) != 0 ||
+            sscanf(e->d_name + blen, ".s%" SCNu64 ".opt%dof%d%n", &step, &r, &N, &end) != 3 ||
+            e->d_name[blen + (size_t)end] != '\0' || (step == keep_step && N == keep_ranks)) {
+            continue;
+        }
+        char full[4096 + 256];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        if (unlink(full) != 0) {
+            log_warn("cannot remove stale optimizer shard %s: %s", full, strerror(errno));
+        }
+    }
+    closedir(d);
+}
+
+// The same code on every rank: rank 0's (one_rank) or the first failure of any (else).
+static int s_agree(const trainer_t *self, int rc, int one_rank) {
+    if (!self->group || self->n_ranks == 1) {
+        return rc;
+    }
+    double x[2] = {one_rank && self->rank != 0 ? 0.0 : (double)(rc != APEX_OK),
+                   one_rank && self->rank != 0 ? 0.0 : (double)rc};
+    group_allreduce_f64(self->group, x, 2);
+    if (x[0] == 0.0) {
+        return APEX_OK;
+    }
+    // Several failures sum their codes: report this rank's own, or a generic I/O error.
+    return rc != APEX_OK ? rc : (one_rank ? (int)x[1] : APEX_EIO);
+}
+
+static void s_header(const trainer_t *self, ckpt_header_t *hdr, const ckpt_extra_t *extra) {
+    ckpt_header_init(hdr, &self->cfg.net);
+    hdr->learner_step = (uint64_t)self->step;
+    hdr->optim_kind = (uint32_t)self->optim.cfg.kind;
+    hdr->optim_step = (uint64_t)self->optim.step;
+    memcpy(hdr->rng_state, self->rng.s, sizeof hdr->rng_state);
+    if (extra) {
+        hdr->extra = *extra;
+    }
+}
 
 // Everything that trainer_step reads and that is not derived from the config goes into the
 // file: params, target, both moments, both step counters (optimizer's t drives Adam's bias
 // correction) and the RNG, which is what makes a resumed run bit-identical.
 int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *extra) {
     ckpt_header_t hdr;
-    ckpt_header_init(&hdr, &self->cfg.net);
-    hdr.learner_step = (uint64_t)self->step;
-    hdr.optim_kind = (uint32_t)self->optim.cfg.kind;
-    hdr.optim_step = (uint64_t)self->optim.step;
-    memcpy(hdr.rng_state, self->rng.s, sizeof hdr.rng_state);
-    if (extra) {
-        hdr.extra = *extra;
+    s_header(self, &hdr, extra);
+    if (self->zero < 1) {
+        // Replicated moments: rank 0 writes what a single learner writes.
+        int rc = APEX_OK;
+        if (self->rank == 0) {
+            hdr.extra.user[CKPT_USER_OPT_SHARDS] = 0;
+            const float *arrays[TRAINER_CKPT_ARRAYS] = {self->online.data, self->target.data,
+                                                        self->optim.m, self->optim.v};
+            rc = ckpt_write(path, &hdr, arrays, TRAINER_CKPT_ARRAYS);
+            if (rc == APEX_OK) {
+                s_remove_stale_shards(path, 0, 0);
+            }
+        }
+        return s_agree(self, rc, 1);
     }
-    const float *arrays[TRAINER_CKPT_ARRAYS] = {self->online.data, self->target.data, self->optim.m,
-                                                self->optim.v};
-    return ckpt_write(path, &hdr, arrays, TRAINER_CKPT_ARRAYS);
+    // (1) every rank's shard, (2) all written: (3) rank 0 commits the set by writing path.
+    char spath[4096 + 64];
+    s_shard_path(spath, sizeof spath, path, hdr.learner_step, self->rank, self->n_ranks);
+    ckpt_header_t sh = hdr;
+    memset(&sh.extra, 0, sizeof sh.extra);
+    sh.extra.user[CKPT_SHARD_OFFSET] = self->shard_off;
+    sh.extra.user[CKPT_SHARD_COUNT] = self->shard_n;
+    sh.extra.user[CKPT_SHARD_RANK] = (uint64_t)self->rank;
+    sh.extra.user[CKPT_SHARD_RANKS] = (uint64_t)self->n_ranks;
+    const float *moments[2] = {self->optim.m, self->optim.v};
+    int rc = s_agree(self, ckpt_write_shard(spath, &sh, moments, 2), 0);
+    if (rc != APEX_OK) {
+        return rc; // the committed set is untouched; the partial new one is deleted next time
+    }
+    if (self->rank == 0) {
+        hdr.extra.user[CKPT_USER_OPT_SHARDS] = (uint64_t)self->n_ranks;
+        const float *arrays[2] = {self->online.data, self->target.data};
+        rc = ckpt_write(path, &hdr, arrays, 2);
+        if (rc == APEX_OK) {
+            s_remove_stale_shards(path, hdr.learner_step, self->n_ranks);
+        }
+    }
+    return s_agree(self, rc, 1);
+}
+
+// Fills m, v (full-size scratch) at [off, off + n) from the shard files of a sharded
+// checkpoint whose header is hdr: only the old shards overlapping that range are read.
+static int s_read_shards(const trainer_t *self, const char *path, const ckpt_header_t *hdr,
+                         float *m, float *v, size_t off, size_t n) {
+    size_t total = self->online.num_params;
+    int M = (int)hdr->extra.user[CKPT_USER_OPT_SHARDS];
+    for (int k = 0; k < M; k++) {
+        size_t ko, kn;
+        group_shard_range(total, M, k, &ko, &kn);
+        if (kn == 0 || ko >= off + n || ko + kn <= off) {
+            continue;
+        }
+        char spath[4096 + 64];
+        s_shard_path(spath, sizeof spath, path, hdr->learner_step, k, M);
+        ckpt_header_t sh;
+        float *dst[2] = {m + ko, v + ko};
+        int rc = ckpt_read_shard(spath, &self->cfg.net, kn, &sh, dst, 2);
+        if (rc != APEX_OK) {
+            return rc;
+        }
+        if (sh.learner_step != hdr->learner_step || sh.optim_step != hdr->optim_step ||
+            sh.optim_kind != hdr->optim_kind || sh.extra.user[CKPT_SHARD_OFFSET] != ko ||
+            sh.extra.user[CKPT_SHARD_RANK] != (uint64_t)k ||
+            sh.extra.user[CKPT_SHARD_RANKS] != (uint64_t)M) {
+            log_error("%s: optimizer shard does not belong to %s (step %llu, shard %d of %d)",
+                      spath, path, (unsigned long long)hdr->learner_step, k, M);
+            return APEX_EINVAL;
+        }
+    }
+    return APEX_OK;
 }
 
 int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out) {
-    // Stage into scratch: the optimizer kind can only be checked once ckpt_read has
-    // returned, and a mismatch must leave the trainer unchanged. Not a hot path.
+    // Stage into scratch: the optimizer kind can only be checked once the file is read, a
+    // mismatch (or another rank's failure) must leave the trainer unchanged. Not a hot path.
     ckpt_header_t hdr;
     size_t n = self->online.num_params;
     float *staged = xaligned_alloc(TRAINER_CKPT_ARRAYS * n * sizeof(float));
     float *arrays[TRAINER_CKPT_ARRAYS] = {staged, staged + n, staged + 2 * n, staged + 3 * n};
-    int rc = ckpt_read(path, &self->cfg.net, &hdr, arrays, TRAINER_CKPT_ARRAYS);
+    int rc = ckpt_read_any(path, &self->cfg.net, &hdr, arrays, TRAINER_CKPT_ARRAYS);
     if (rc == APEX_OK && hdr.optim_kind != (uint32_t)self->optim.cfg.kind) {
         log_error("%s: checkpoint optimizer is %s, configured optimizer is %s", path,
                   optim_kind_name((optim_kind)hdr.optim_kind),
                   optim_kind_name(self->optim.cfg.kind));
         rc = APEX_EINVAL;
     }
+    uint64_t shards = rc == APEX_OK ? hdr.extra.user[CKPT_USER_OPT_SHARDS] : 0;
+    if (rc == APEX_OK && hdr.n_arrays == 2 && shards >= 1 && shards <= GROUP_MAX_RANKS) {
+        rc = s_read_shards(self, path, &hdr, arrays[2], arrays[3], self->shard_off, self->shard_n);
+    } else if (rc == APEX_OK && !(hdr.n_arrays == TRAINER_CKPT_ARRAYS && shards == 0)) {
+        log_error("%s: checkpoint holds %u arrays and names %llu optimizer shards; expected 4 "
+                  "arrays, or 2 and shard files",
+                  path, hdr.n_arrays, (unsigned long long)shards);
+        rc = APEX_EINVAL;
+    }
+    rc = s_agree(self, rc, 0);
     if (rc == APEX_OK) {
         memcpy(self->online.data, arrays[0], n * sizeof(float));
         memcpy(self->target.data, arrays[1], n * sizeof(float));
-        memcpy(self->optim.m, arrays[2], n * sizeof(float));
-        memcpy(self->optim.v, arrays[3], n * sizeof(float));
+        memcpy(self->optim.m, arrays[2] + self->shard_off, self->shard_n * sizeof(float));
+        memcpy(self->optim.v, arrays[3] + self->shard_off, self->shard_n * sizeof(float));
         self->optim.step = (int64_t)hdr.optim_step;
         self->step = (int64_t)hdr.learner_step;
         memcpy(self->rng.s, hdr.rng_state, sizeof self->rng.s);
         if (extra_out) {
             *extra_out = hdr.extra;
+            extra_out->user[CKPT_USER_OPT_SHARDS] = 0; // the trainer's, not the caller's
         }
     }
     xfree(staged);

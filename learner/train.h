@@ -17,6 +17,24 @@
 // reading the online weights through trainer_online().
 // Not thread-safe: one thread drives a trainer; trainer_online() may be read by another
 // thread only while no trainer_step runs.
+//
+// A learner group (trainer_new_group, group.h; ZeRO, Rajbhandari et al. 2020): every rank
+// runs trainer_step on its own batch at the same time, and the step becomes
+//   backward of the rank's loss scaled by 1/N (so sums over ranks are averages) ->
+//   stage 0: all-reduce of the whole gradient, then clip and step as a single learner, the
+//            optimizer state replicated;
+//   stage 1: reduce-scatter of the whole gradient: rank r receives the averaged gradient of
+//            its shard (group_shard_range of the flat parameter array);
+//   stage 2: the same reduce-scatter piece by piece while backward produces the gradient
+//            (nn_backward_pieces), so no full-size gradient exists: a piece buffer
+//            (shard / ZERO_PIECE_DIV floats, at least nn_piece_min) plus the shard;
+//   stages 1, 2: global norm = sqrt(all-reduce of the shards' sums of squares), the
+//            single-learner clip applied to the shard, the optimizer stepping the shard
+//            with its shard of the moments, then all-gather of the parameters.
+// The effective batch is N x batch and the result equals one learner's on the concatenated
+// batches up to the order of float additions. Every rank syncs its target on the same step.
+// Communication per step: 2 x 4 bytes x num_params x (N-1)/N per rank (a ring all-reduce's
+// volume; stages 1 and 2 move the same as stage 0), plus a few doubles.
 #ifndef APEX_TRAIN_H
 #define APEX_TRAIN_H
 
@@ -37,7 +55,17 @@ typedef struct {
     int64_t target_update; // steps between target syncs (>= 1)
     float priority_eps;    // added to |delta| in the new priorities
     uint64_t seed;         // [run] seed: network init and the learner RNG derive from it
+    int zero_stage;        // 0, 1, 2: a learner group's sharding (above); unused without one
 } train_config_t;
+
+// A trainer's own allocations, in bytes (what the memory test and bench/run_zero.sh read).
+typedef struct {
+    size_t param_bytes; // online + target
+    size_t grad_bytes;  // full gradient, shard and piece buffers
+    size_t opt_bytes;   // optimizer moments (m and v)
+} train_memory_t;
+
+#define ZERO_PIECE_DIV 4 // stage 2's piece buffer: the shard / this
 
 // One batch as flat arrays, borrowed for the duration of trainer_step.
 typedef struct {
@@ -57,6 +85,7 @@ typedef struct {
     int64_t forward_ns;  // forward passes + targets + loss
     int64_t backward_ns; // gradient zeroing + backward
     int64_t optim_ns;    // clip + optimizer step + target sync
+    int64_t comm_ns;     // of the above, time inside the group's collectives
 } train_stats_t;
 
 typedef struct trainer trainer_t;
@@ -69,6 +98,11 @@ void train_config_default(train_config_t *cfg);
 // the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
 // cfg is invalid. Caller destroys with trainer_destroy.
 trainer_t *trainer_new(const train_config_t *cfg);
+struct group;
+// The same for one rank of a learner group (borrowed; it must outlive the trainer). Every
+// rank draws the same initial network from the seed. group NULL or of size 1 with stage 0:
+// exactly trainer_new. Collective: every rank calls it.
+trainer_t *trainer_new_group(const train_config_t *cfg, struct group *group);
 // Frees everything; accepts NULL or *self_p == NULL and sets *self_p = NULL.
 void trainer_destroy(trainer_t **self_p);
 
@@ -85,15 +119,24 @@ size_t trainer_num_params(const trainer_t *self);
 int64_t trainer_steps(const trainer_t *self); // updates done (restored by load)
 const optim_t *trainer_optim(const trainer_t *self);
 const train_config_t *trainer_config(const trainer_t *self);
+void trainer_memory(const trainer_t *self, train_memory_t *out);
 rng_t *trainer_rng(trainer_t *self); // the learner's stream; checkpointed
 
 // Checkpoint: online, target, optimizer m and v, step counters, RNG, extra (may be NULL).
 // Returns 0 or an apex_err from ckpt_write; the previous file at path survives a failure.
+// In a group (collective: every rank calls it at the same step) stages 1 and 2 write each
+// rank's moments to "<path>.s<step>.opt<r>of<N>", then, when every rank succeeded, rank 0
+// writes path with online and target and extra.user[CKPT_USER_OPT_SHARDS] = N: path is the
+// manifest, and its atomic rename commits the set. Stage 0 and a single learner write the
+// moments into path itself (4 arrays). After a commit, rank 0 deletes shard files of other
+// sets. Every rank returns the same code.
 int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *extra);
 // Restores everything trainer_save wrote, so training continues exactly. Validates the
 // file against this trainer's network and optimizer kind; on error (apex_err from
 // ckpt_read, or APEX_EINVAL for an optimizer mismatch) the trainer is unchanged.
-// extra_out may be NULL.
+// extra_out may be NULL. Either kind of checkpoint loads onto any group size and stage
+// (re-sharded: each rank reads its range from whichever shard files hold it) and onto a
+// single learner. Collective in a group; every rank returns the same code.
 int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out);
 
 #endif

@@ -113,9 +113,11 @@ static uint32_t s_header_crc(const ckpt_header_t *hdr) {
 // writing
 
 // Atomic replace through fileio_atomic_write: the previous checkpoint survives any failure.
-int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays) {
+// n_arrays arrays of floats_per_array floats after hdr (magic already set).
+static int s_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays,
+                   size_t floats_per_array) {
     APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
-    size_t bytes = (size_t)hdr->num_params * sizeof(float);
+    size_t bytes = floats_per_array * sizeof(float);
     hdr->n_arrays = (uint32_t)n_arrays;
     hdr->payload_bytes = (uint64_t)bytes * n_arrays;
     uint32_t crc = 0;
@@ -130,13 +132,25 @@ int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[]
     return fileio_atomic_write(path, chunks, 1 + n_arrays);
 }
 
+int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays) {
+    memcpy(hdr->magic, CKPT_MAGIC, 8);
+    return s_write(path, hdr, arrays, n_arrays, (size_t)hdr->num_params);
+}
+
+int ckpt_write_shard(const char *path, ckpt_header_t *hdr, const float *const arrays[],
+                     int n_arrays) {
+    memcpy(hdr->magic, CKPT_SHARD_MAGIC, 8);
+    return s_write(path, hdr, arrays, n_arrays, (size_t)hdr->extra.user[CKPT_SHARD_COUNT]);
+}
+
 // ----------------------------------------------------------------------------
 // reading
 
 // Reads the header of either format into *h (format 1 converted, see ckpt.h), cheapest and
 // most telling checks first: a file that is not a checkpoint at all should say so, not
 // report a checksum error. Returns 0 or an apex_err after logging why.
-static int s_read_header(const char *path, int fd, off_t file_size, ckpt_header_t *h) {
+static int s_read_header(const char *path, int fd, off_t file_size, const char *magic,
+                         ckpt_header_t *h) {
     union {
         ckpt_header_t v2;
         s_header_v1 v1;
@@ -144,17 +158,21 @@ static int s_read_header(const char *path, int fd, off_t file_size, ckpt_header_
     } u;
     const size_t prefix = 16; // magic, format version, header size
     int e = fileio_read_all(fd, u.bytes, prefix);
-    if (e == 0 && memcmp(u.v2.magic, CKPT_MAGIC, 8) != 0) {
+    if (e == 0 && memcmp(u.v2.magic, magic, 8) != 0) {
         e = -1;
     }
+    int is_ckpt = memcmp(magic, CKPT_MAGIC, 8) == 0;
+    if (e < 0) {
+        log_error("%s: not an apex %s (bad magic or only %lld bytes)", path,
+                  is_ckpt ? "checkpoint" : "optimizer shard", (long long)file_size);
+    } else if (e > 0) {
+        log_error("%s: read failed (%lld bytes)", path, (long long)file_size);
+    }
     if (e != 0) {
-        log_error(e < 0 ? "%s: not an apex checkpoint (bad magic or only %lld bytes)"
-                        : "%s: read failed (%lld bytes)",
-                  path, (long long)file_size);
         return e < 0 ? APEX_EPROTO : APEX_EIO;
     }
     uint32_t version = u.v2.format_version, bytes = u.v2.header_bytes;
-    int v1 = version == 1 && bytes == sizeof(s_header_v1);
+    int v1 = version == 1 && bytes == sizeof(s_header_v1) && is_ckpt;
     if (!v1 && !(version == CKPT_FORMAT_VERSION && bytes == sizeof(ckpt_header_t))) {
         log_error("%s: checkpoint format version %u (header %u bytes); this build reads versions 1 "
                   "and %u\n---> HINT: a checkpoint of a newer build: use that build, or move the "
@@ -181,8 +199,9 @@ static int s_read_header(const char *path, int fd, off_t file_size, ckpt_header_
 }
 
 // The checks of a read header against the configured network and the file size.
+// floats: the length of each payload array (num_params, or a shard's count).
 static int s_check_header(const char *path, const ckpt_header_t *h, const nn_config_t *cfg,
-                          int n_arrays, off_t file_size) {
+                          int n_arrays, uint64_t floats, off_t file_size) {
     nn_config_t got;
     ckpt_header_config(h, &got);
     if (nn_config_check(&got, NULL, 0) != APEX_OK || !nn_config_equal(&got, cfg) ||
@@ -203,7 +222,7 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
         n_arrays = (int)h->n_arrays; // ckpt_read_online: any optimizer's layout will do
     }
     if (h->n_arrays != (uint32_t)n_arrays ||
-        h->payload_bytes != (uint64_t)n_arrays * h->num_params * sizeof(float)) {
+        h->payload_bytes != (uint64_t)n_arrays * floats * sizeof(float)) {
         log_error("%s: checkpoint holds %u arrays, expected %d", path, h->n_arrays, n_arrays);
         return APEX_EINVAL;
     }
@@ -216,16 +235,24 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
 }
 
 // Reads header and payload of an open file; *payload is owned by the caller on success.
+// shard_count: 0 for a checkpoint, else the floats per array of an optimizer shard.
 static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_arrays,
-                       ckpt_header_t *h, float **payload) {
+                       uint64_t shard_count, ckpt_header_t *h, float **payload) {
     struct stat st;
     if (fstat(fd, &st) < 0) {
         log_error("%s: fstat failed: %s", path, strerror(errno));
         return APEX_EIO;
     }
-    int rc = s_read_header(path, fd, st.st_size, h);
+    int rc = s_read_header(path, fd, st.st_size, shard_count ? CKPT_SHARD_MAGIC : CKPT_MAGIC, h);
+    if (rc == APEX_OK && shard_count && h->extra.user[CKPT_SHARD_COUNT] != shard_count) {
+        log_error("%s: optimizer shard of %llu floats, expected %llu", path,
+                  (unsigned long long)h->extra.user[CKPT_SHARD_COUNT],
+                  (unsigned long long)shard_count);
+        rc = APEX_EINVAL;
+    }
     if (rc == APEX_OK) {
-        rc = s_check_header(path, h, cfg, n_arrays, st.st_size);
+        rc = s_check_header(path, h, cfg, n_arrays, shard_count ? shard_count : h->num_params,
+                            st.st_size);
     }
     if (rc != APEX_OK) {
         return rc;
@@ -258,7 +285,7 @@ int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, floa
     }
     ckpt_header_t h;
     float *payload = NULL;
-    int rc = s_read_file(path, fd, cfg, n_arrays, &h, &payload);
+    int rc = s_read_file(path, fd, cfg, n_arrays, 0, &h, &payload);
     close(fd);
     if (rc != APEX_OK) {
         return rc;
@@ -280,12 +307,64 @@ int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hd
     }
     ckpt_header_t h;
     float *payload = NULL;
-    int rc = s_read_file(path, fd, cfg, 0, &h, &payload); // 0: as many arrays as stored
+    int rc = s_read_file(path, fd, cfg, 0, 0, &h, &payload); // 0: as many arrays as stored
     close(fd);
     if (rc != APEX_OK) {
         return rc;
     }
     memcpy(online, payload, (size_t)h.num_params * sizeof(float));
+    xfree(payload);
+    *hdr = h;
+    return APEX_OK;
+}
+
+int ckpt_read_any(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
+                  float *const arrays[], int max_arrays) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("%s: cannot open checkpoint: %s", path, strerror(errno));
+        return APEX_EIO;
+    }
+    ckpt_header_t h;
+    float *payload = NULL;
+    int rc = s_read_file(path, fd, cfg, 0, 0, &h, &payload);
+    close(fd);
+    if (rc == APEX_OK && h.n_arrays > (uint32_t)max_arrays) {
+        log_error("%s: checkpoint holds %u arrays, expected at most %d", path, h.n_arrays,
+                  max_arrays);
+        rc = APEX_EINVAL;
+    }
+    if (rc != APEX_OK) {
+        xfree(payload);
+        return rc;
+    }
+    size_t n = (size_t)h.num_params;
+    for (uint32_t i = 0; i < h.n_arrays; i++) {
+        memcpy(arrays[i], payload + (size_t)i * n, n * sizeof(float));
+    }
+    xfree(payload);
+    *hdr = h;
+    return APEX_OK;
+}
+
+int ckpt_read_shard(const char *path, const nn_config_t *cfg, size_t count, ckpt_header_t *hdr,
+                    float *const arrays[], int n_arrays) {
+    APEX_ASSERT(count > 0 && n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("%s: cannot open optimizer shard: %s", path, strerror(errno));
+        return APEX_EIO;
+    }
+    ckpt_header_t h;
+    float *payload = NULL;
+    int rc = s_read_file(path, fd, cfg, n_arrays, count, &h, &payload);
+    close(fd);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    for (int i = 0; i < n_arrays; i++) {
+        memcpy(arrays[i], payload + (size_t)i * count, count * sizeof(float));
+    }
     xfree(payload);
     *hdr = h;
     return APEX_OK;

@@ -46,7 +46,21 @@ typedef struct {
     uint64_t user[4];         // the learner's run totals (CKPT_USER_*); 0 if unused
 } ckpt_extra_t;
 // What the learner keeps in ckpt_extra_t.user (checkpoints of older builds: frames only).
-enum { CKPT_USER_FRAMES = 0, CKPT_USER_EPISODES = 1, CKPT_USER_ELAPSED_MS = 2 };
+// CKPT_USER_OPT_SHARDS: 0 when the file holds the optimizer moments itself (4 arrays); M > 0
+// when a learner group wrote them to M shard files beside it (2 arrays: online, target).
+enum {
+    CKPT_USER_FRAMES = 0,
+    CKPT_USER_EPISODES = 1,
+    CKPT_USER_ELAPSED_MS = 2,
+    CKPT_USER_OPT_SHARDS = 3
+};
+// An optimizer shard file of a learner group (learner/train.c names and validates the set):
+// the same header with magic CKPT_SHARD_MAGIC (so that apex-eval cannot take it for a
+// checkpoint), num_params and the shape of the whole network, and in extra.user the shard:
+// its offset and length in the flat parameter array, its rank and the number of ranks. The
+// payload is n_arrays arrays of that length (the trainer writes m, v).
+#define CKPT_SHARD_MAGIC "APEXOPTS"
+enum { CKPT_SHARD_OFFSET = 0, CKPT_SHARD_COUNT = 1, CKPT_SHARD_RANK = 2, CKPT_SHARD_RANKS = 3 };
 
 typedef struct {
     char magic[8];
@@ -93,5 +107,18 @@ int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, floa
 // Reads only the first array (the online network) of a checkpoint written with any number of
 // arrays, validating it exactly as ckpt_read does. For apex-eval, which has no optimizer.
 int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *online);
+// Reads every array of a checkpoint holding 1..max_arrays of them (hdr->n_arrays says how
+// many were filled), validating as ckpt_read does.
+int ckpt_read_any(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
+                  float *const arrays[], int max_arrays);
+
+// An optimizer shard (see CKPT_SHARD_MAGIC): writes hdr (magic set here; the caller fills the
+// shape, steps and extra.user[CKPT_SHARD_*]) and arrays of extra.user[CKPT_SHARD_COUNT]
+// floats, atomically as ckpt_write. Reading validates as ckpt_read does, plus the shard's
+// length against count; arrays[i] receive count floats each. Errors as for checkpoints.
+int ckpt_write_shard(const char *path, ckpt_header_t *hdr, const float *const arrays[],
+                     int n_arrays);
+int ckpt_read_shard(const char *path, const nn_config_t *cfg, size_t count, ckpt_header_t *hdr,
+                    float *const arrays[], int n_arrays);
 
 #endif

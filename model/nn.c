@@ -490,6 +490,66 @@ static void s_dueling_backward(float *dhead, const float *dq, int B, int A, int 
 }
 
 // ----------------------------------------------------------------------------
+// gradient pieces (nn_backward_pieces, ZeRO stage 2)
+
+size_t nn_piece_min(const nn_config_t *cfg) {
+    int in_dim[NN_MAX_LAYERS], out_dim[NN_MAX_LAYERS];
+    int n_layers = s_param_layers(cfg, in_dim, out_dim);
+    size_t need = 0;
+    for (int l = 0; l < n_layers; l++) {
+        // A conv layer is one piece (conv_backward writes w and b at once); a linear layer
+        // needs room for one row of w, and for its bias.
+        size_t layer = l < cfg->n_conv ? (size_t)out_dim[l] * (in_dim[l] + 1)
+                                       : (size_t)APEX_MAX(in_dim[l], out_dim[l]);
+        need = APEX_MAX(need, layer);
+    }
+    return need;
+}
+
+// A conv layer's gradient views into the (zeroed) piece buffer: w then b, as in the layout.
+static nn_linear_t s_conv_piece(const nn_pieces_t *pc, const nn_linear_t *L) {
+    size_t n = (size_t)L->out_dim * (L->in_dim + 1);
+    memset(pc->buf, 0, n * sizeof(float)); // conv_backward accumulates
+    return (nn_linear_t){pc->buf, pc->buf + (size_t)L->out_dim * L->in_dim, L->in_dim, L->out_dim};
+}
+
+// s_linear_backward, with dW and db handed over in pieces: blocks of whole rows of dW (rows
+// r0..r1 of the (out x in) matrix are contiguous in the flat array), each an sgemm with
+// beta = 0 into the piece buffer; the bias rides with the last block when it fits (b
+// follows w in the layout), else it is a piece of its own. Then din as there.
+static void s_linear_backward_pieces(float *din, const float *dout, const float *in,
+                                     const nn_linear_t *L, const float *base, const nn_pieces_t *pc,
+                                     int B, int in_batch_major) {
+    const int in_dim = L->in_dim, out_dim = L->out_dim;
+    const size_t off_w = (size_t)(L->w - base), nw = (size_t)out_dim * in_dim;
+    const int rows = (int)APEX_MIN(pc->capacity / (size_t)in_dim, (size_t)out_dim);
+    int bias_done = 0;
+    for (int r0 = 0; r0 < out_dim; r0 += rows) {
+        int m = APEX_MIN(rows, out_dim - r0);
+        size_t n = (size_t)m * in_dim;
+        blas_sgemm(pc->buf, dout + (size_t)r0 * B, in, 1.0f, 0.0f, BLAS_NO_TRANS,
+                   in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS, m, in_dim, B);
+        if (r0 + m == out_dim && n + (size_t)out_dim <= pc->capacity) {
+            for (int i = 0; i < out_dim; i++) {
+                pc->buf[n + i] = s_sum(dout + (size_t)i * B, (size_t)B);
+            }
+            n += (size_t)out_dim;
+            bias_done = 1;
+        }
+        pc->done(pc->arg, pc->buf, off_w + (size_t)r0 * in_dim, n);
+    }
+    if (!bias_done) {
+        for (int i = 0; i < out_dim; i++) {
+            pc->buf[i] = s_sum(dout + (size_t)i * B, (size_t)B);
+        }
+        pc->done(pc->arg, pc->buf, off_w + nw, (size_t)out_dim);
+    }
+    if (din) {
+        blas_sgemm(din, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, in_dim, B, out_dim);
+    }
+}
+
+// ----------------------------------------------------------------------------
 // forward / backward: the layer sequence of nn.h, layer by layer
 
 // An MLP's observations as float32 rows scaled by in_scale: the rows themselves when they
@@ -599,9 +659,11 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
     s_forward_from(sb, pb, obs, 1, B, qb);
 }
 
-void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B) {
+// nn_backward into grads, or with pc into pieces (nn_backward_pieces; grads is NULL then).
+static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
+                       const nn_pieces_t *pc, const float *dq, int B) {
     const nn_config_t *cfg = &s->cfg;
-    APEX_ASSERT(s->train && B == s->batch && grads->num_params == p->num_params);
+    APEX_ASSERT(s->train && B == s->batch && (pc || grads->num_params == p->num_params));
     s_dueling_backward(s->dhead, dq, B, cfg->n_actions, cfg->dueling);
     // Walk down: dout is dL/d(pre-activation output) of layer l; din goes to the layer below
     // through the ping-pong buffers, masked by that layer's ReLU. The observations get no
@@ -610,11 +672,15 @@ void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const 
     int top = p->n_layers - 1;
     for (int l = top; l >= cfg->n_conv; l--) {
         const nn_linear_t *L = &p->layer[l];
-        nn_linear_t *G = &grads->layer[l];
         int first = l == 0;
         const float *in = first ? s_mlp_rows(s) : s->act[l - 1];
         float *din = first ? NULL : s->grad[l & 1];
-        s_linear_backward(din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim, first);
+        if (pc) {
+            s_linear_backward_pieces(din, dout, in, L, p->data, pc, B, first);
+        } else {
+            nn_linear_t *G = &grads->layer[l];
+            s_linear_backward(din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim, first);
+        }
         if (din) {
             s_relu_backward(din, s->act[l - 1], (size_t)L->in_dim * B);
         }
@@ -622,16 +688,30 @@ void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const 
     }
     for (int l = cfg->n_conv - 1; l >= 0; l--) {
         const conv_shape_t *cs = &s->conv[l];
-        nn_linear_t *G = &grads->layer[l];
+        nn_linear_t G = pc ? s_conv_piece(pc, &p->layer[l]) : grads->layer[l];
         float *din = l == 0 ? NULL : s->grad[l & 1];
         // conv.c recomputes each chunk's im2col from the layer's input, kept since forward.
         conv_input_t in = s_conv_input(s, l);
-        conv_backward(din, G->w, G->b, dout, &in, p->layer[l].w, cs, B, s->scratch);
+        conv_backward(din, G.w, G.b, dout, &in, p->layer[l].w, cs, B, s->scratch);
+        if (pc) {
+            pc->done(pc->arg, pc->buf, (size_t)(p->layer[l].w - p->data),
+                     (size_t)G.out_dim * (G.in_dim + 1));
+        }
         if (din) {
             s_relu_backward(din, s->act[l - 1], conv_in_features(cs) * B);
         }
         dout = din;
     }
+}
+
+void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B) {
+    s_backward(s, p, grads, NULL, dq, B);
+}
+
+void nn_backward_pieces(nn_state_t *s, const nn_params_t *p, const nn_pieces_t *pieces,
+                        const float *dq, int B) {
+    APEX_ASSERT(pieces->capacity >= nn_piece_min(&s->cfg));
+    s_backward(s, p, NULL, pieces, dq, B);
 }
 
 // ----------------------------------------------------------------------------

@@ -198,6 +198,27 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
 // dL/dobs.
 void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B);
 
+// The gradient of nn_backward without a full-size gradient array (ZeRO stage 2, learner/
+// train.c): computed piece by piece into buf, layer by layer from the head down, and handed to
+// done(arg, piece, offset, n) as soon as piece[0..n) holds the gradient of parameters
+// [offset, offset + n) of the flat array, which nothing later in the pass adds to. A piece
+// is a conv layer's w and b, or a block of whole rows of a linear layer's w (the last block
+// with the bias when it fits), at most capacity floats; buf is reused after done returns.
+// The pieces cover [0, num_params) exactly once, in the same order on every call.
+typedef void (*nn_piece_fn)(void *arg, const float *piece, size_t offset, size_t n);
+typedef struct {
+    float *buf;      // capacity floats, owned by the caller
+    size_t capacity; // >= nn_piece_min(cfg)
+    nn_piece_fn done;
+    void *arg;
+} nn_pieces_t;
+// The smallest capacity nn_backward_pieces works with: the largest conv layer (w and b),
+// and the widest row or bias of a linear layer.
+size_t nn_piece_min(const nn_config_t *cfg);
+// Like nn_backward, but the gradient goes to pieces (overwritten, not accumulated).
+void nn_backward_pieces(nn_state_t *s, const nn_params_t *p, const nn_pieces_t *pieces,
+                        const float *dq, int B);
+
 // Index of the largest of q[0..A-1] (A >= 1); the first one on ties (as torch.argmax), and
 // NaNs never win (an all-NaN row gives 0). The one argmax of apex: actors' greedy actions,
 // the evaluator, double DQN's action selection and the actors' priorities.

@@ -140,7 +140,7 @@ void optim_step(optim_t *o, float *params, const float *grads) {
     o->step++;
 }
 
-float optim_clip_grad_norm(float *grads, size_t n, float max_norm) {
+double optim_sum_squares(const float *grads, size_t n) {
     // Squares summed in float within blocks of 256 (relative error ~1e-5, plenty for a
     // clip threshold) and the blocks in double, so long arrays do not drift.
     double ss = 0.0;
@@ -158,7 +158,10 @@ float optim_clip_grad_norm(float *grads, size_t n, float max_norm) {
         }
         ss += (double)((acc[0] + acc[1]) + (acc[2] + acc[3]));
     }
-    double norm = sqrt(ss);
+    return ss;
+}
+
+void optim_clip_scale(float *grads, size_t n, double norm, float max_norm) {
     if (max_norm > 0.0f && norm > max_norm) {
         // PyTorch: clip_coef = max_norm / (total_norm + 1e-6), applied only when < 1.
         float coef = (float)(max_norm / (norm + 1e-6));
@@ -166,5 +169,10 @@ float optim_clip_grad_norm(float *grads, size_t n, float max_norm) {
             grads[i] *= coef;
         }
     }
+}
+
+float optim_clip_grad_norm(float *grads, size_t n, float max_norm) {
+    double norm = sqrt(optim_sum_squares(grads, n));
+    optim_clip_scale(grads, n, norm, max_norm);
     return (float)norm;
 }

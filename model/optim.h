@@ -13,7 +13,9 @@
 //
 // Both moments live in two arrays of num_params floats laid out like the parameters:
 // Adam's m, v; RMSProp's mg (in m), ms (in v). What it does not do: weight decay,
-// schedules, per-tensor options. Not thread-safe; one optim_t per learner.
+// schedules, per-tensor options. Not thread-safe; one optim_t per learner. A learner group's
+// rank steps only its shard: an optim_t of n = the shard's length, given the shard's slices
+// of the parameters and the (averaged) gradient.
 #ifndef APEX_OPTIM_H
 #define APEX_OPTIM_H
 
@@ -58,5 +60,11 @@ void optim_step(optim_t *o, float *params, const float *grads);
 // g by max_norm / (||g|| + 1e-6). Returns the norm before clipping (summed in double).
 // max_norm <= 0 disables clipping but still returns the norm.
 float optim_clip_grad_norm(float *grads, size_t n, float max_norm);
+// The two halves of optim_clip_grad_norm, for a norm summed over the shards of a learner
+// group (ZeRO, learner/group.h): the sum of squares of grads[0..n) (in double), and the
+// scaling by max_norm / (norm + 1e-6) when norm > max_norm > 0. With the shards' sums
+// added up, the clip is the one a single learner applies to the whole gradient.
+double optim_sum_squares(const float *grads, size_t n);
+void optim_clip_scale(float *grads, size_t n, double norm, float max_norm);
 
 #endif

@@ -30,11 +30,14 @@ struct acks {
     uint64_t *seqs; // WIRE_ACK_MAX_SEQS: the seqs of one InsertAck
 };
 
-static void s_queue_init(s_queue *q, int cap) {
+static void s_queue_init(s_queue *q, int cap, int touch) {
     q->a = xcalloc((size_t)cap, sizeof *q->a);
-    // Touched now, so that the resident size does not grow later when bursts get long
-    // (tests/smoke/flood.sh watches VmRSS).
-    memset(q->a, 0, (size_t)cap * sizeof *q->a);
+    // The ready queue is used by every server: touched now, so that the resident size does
+    // not grow later when bursts get long (tests/smoke/flood.sh watches VmRSS). The wal
+    // queues stay untouched (not resident) unless the log is on.
+    if (touch) {
+        memset(q->a, 0, (size_t)cap * sizeof *q->a);
+    }
     q->n = 0;
     q->cap = cap;
 }
@@ -43,9 +46,9 @@ acks_t *acks_new(acks_send_fn send, void *arg) {
     acks_t *self = xcalloc(1, sizeof *self);
     self->send = send;
     self->arg = arg;
-    s_queue_init(&self->ready, ACKS_READY_MAX);
-    s_queue_init(&self->waiting, ACKS_WAITING_MAX);
-    s_queue_init(&self->flight, ACKS_WAITING_MAX);
+    s_queue_init(&self->ready, ACKS_READY_MAX, 1);
+    s_queue_init(&self->waiting, ACKS_WAITING_MAX, 0);
+    s_queue_init(&self->flight, ACKS_WAITING_MAX, 0);
     self->next = xmalloc(ACKS_WAITING_MAX * sizeof *self->next);
     self->seqs = xmalloc(WIRE_ACK_MAX_SEQS * sizeof *self->seqs);
     return self;

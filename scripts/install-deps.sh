@@ -11,9 +11,13 @@ PKGS=(
   gnuplot-nox                         # learning_curve.png
   procps                              # pgrep/pkill in the smoke tests
   clang-format-14                     # make format-check (part of make test)
+  libopenmpi-dev openmpi-bin          # the learner group (mpirun -np N apex-learner)
 )
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
   PKGS+=(clang libclang-rt-dev) # libFuzzer, for make fuzz
+fi
+if [ "${APEX_SLURM_DEPS:-0}" = 1 ]; then
+  PKGS+=(slurm-wlm munge iproute2) # tests/smoke/slurm*.sh start a Slurm cluster of their own
 fi
 if [ "${APEX_BENCH_DEPS:-0}" = 1 ]; then
   PKGS+=(python3-torch) # the PyTorch peer, only for make bench

@@ -116,7 +116,7 @@ START_TEST(test_error_classes) {
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
                    "MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
-                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, or external)");
+                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, or python, or external)");
     // The external environment's keys: both needed; built-in ids keep their own shape and
     // float32 observations.
     s_expect_error("[env]\nid = external\nobs_dim = 8\n",
@@ -282,6 +282,49 @@ START_TEST(test_external_env) {
 }
 END_TEST
 
+// [env] id = python: the observation keys of id = external, the factory and [python]'s
+// keys, each cross-check with its own message.
+START_TEST(test_python_env) {
+    const char *py = "[env]\nid = python\nmake = m:f\nobs_dim = 4\nn_actions = 2\n";
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "", text[512];
+    ck_assert_msg(s_load(py, &cfg, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.env.obs_dim, 4);
+    ck_assert_int_eq(cfg.env.obs_dtype, CONFIG_OBS_FLOAT32);
+    ck_assert_int_eq(cfg.python.workers, 1);
+    ck_assert_int_eq(cfg.python.groups, 2);
+    ck_assert_int_eq(cfg.python.spawn, 1);
+    ck_assert_int_eq(cfg.python.transport, CONFIG_PY_LOCAL);
+    ck_assert_int_eq(cfg.python.step_timeout_ms, 10000);
+    s_expect_error("[env]\nid = python\nobs_dim = 4\nn_actions = 2\n",
+                   "[env] make: id = python needs the env factory as MODULE:CALLABLE (have ''), "
+                   "e.g. apex_cartpole:CartPoleEnv");
+    s_expect_error("[env]\nid = python\nmake = m:f\nn_actions = 2\n",
+                   "[env] id = python needs obs_dim (or obs_shape) and n_actions >= 2 (have 0 "
+                   "and 2)");
+    snprintf(text, sizeof text, "%s[python]\nworkers = 3\n", py);
+    s_expect_error(text, " (default)): each worker steps envs_per_actor / workers envs in groups "
+                         "of equal size");
+    snprintf(text, sizeof text, "%s[python]\nspawn = false\n", py);
+    s_expect_error(text, "spawn = false); workers started by hand connect with transport = zmq");
+    snprintf(text, sizeof text, "%s[python]\nspawn = false\ntransport = zmq\n", py);
+    s_expect_error(text, "[python] bind: 'tcp://127.0.0.1:*' has an ephemeral port; workers "
+                         "started by hand (spawn = false) need a fixed one to connect to");
+    snprintf(text, sizeof text, "%skwargs = [1]\n", py);
+    s_expect_error(text, "[env] kwargs: '[1]' is not a JSON object {...}");
+    snprintf(text, sizeof text, "%seval_id = Acrobot-v1\n", py);
+    s_expect_error(text, "[env] eval_id: Acrobot-v1 has 6 float32 observation elements and 3 "
+                         "actions; the run's ([env] obs_dim, obs_dtype, obs_shape, n_actions) "
+                         "are 4 float32 and 2");
+    snprintf(text, sizeof text, "%seval_id = CartPole-v1\n", py);
+    ck_assert_msg(s_load(text, &cfg, err) == 0, "%s", err);
+    s_expect_error("[env]\nid = CartPole-v1\nmake = m:f\n",
+                   "[env] make is for id = python (id is 'CartPole-v1')");
+    s_expect_error("[env]\nid = CartPole-v1\neval_id = Acrobot-v1\n",
+                   "[env] eval_id is for id = python or external (id is CartPole-v1)");
+}
+END_TEST
+
 START_TEST(test_batches_per_request_auto) {
     // 0 (the default) resolves at load: up to 4, within max_batch and a 1 MiB reply; an
     // explicit value is kept, and one that overflows max_batch is an error.
@@ -320,7 +363,8 @@ END_TEST
 
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
-    const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini"};
+    const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini",
+                           "configs/python-cartpole.ini"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (access(files[i], R_OK) != 0) {
             continue; // run from another directory; make test runs from the repo root
@@ -342,6 +386,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_overrides);
     tcase_add_test(tc, test_print_round_trip);
     tcase_add_test(tc, test_external_env);
+    tcase_add_test(tc, test_python_env);
     tcase_add_test(tc, test_batches_per_request_auto);
     tcase_add_test(tc, test_shipped_configs_load);
     suite_add_tcase(s, tc);

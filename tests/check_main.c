@@ -1,20 +1,59 @@
-// check_main.c: one SRunner over every suite in tests/check_*.c (STYLE S21).
+// check_main.c: one SRunner per suite of tests/check_*.c (STYLE S21), each timed.
 //
 // The suite list comes from build/gen/suites.h, which the Makefile generates from the
 // "Suite *name_suite(void)" definitions, so a new test file is picked up automatically.
-// Exits non-zero when any test fails. CK_RUN_SUITE=name / CK_RUN_CASE=name select tests.
+// One runner per suite (rather than one for all) so that each suite's wall time is printed
+// ("suite <name>: <s> s"): tests/README.md keeps what each suite costs in CI, and a suite
+// that grows slow shows up in the CI log. Exits non-zero when any test fails.
+// CK_RUN_SUITE=name / CK_RUN_CASE=name select tests, as Check does.
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "check_apex.h"
 
-int main(void) {
-    SRunner *sr = srunner_create(NULL);
-#define ADD_SUITE(name) srunner_add_suite(sr, name());
-    APEX_SUITES(ADD_SUITE)
-#undef ADD_SUITE
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int s_run(Suite *(*make)(void), const char *name, int *ran) {
+    char want[128];
+    snprintf(want, sizeof want, "%s", name);
+    char *tail = strstr(want, "_suite");
+    if (tail && tail[6] == '\0') {
+        *tail = '\0';
+    }
+    // Check would run every other suite's runner with nothing selected and print an empty
+    // summary for each; skip them (each suite is named after its function: actor_suite
+    // creates "actor").
+    const char *only = getenv("CK_RUN_SUITE");
+    if (only && *only && strcmp(only, want) != 0) {
+        return 0;
+    }
+    Suite *suite = make();
+    SRunner *sr = srunner_create(suite);
     srunner_set_fork_status(sr, CK_FORK);
+    double t0 = s_now();
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    int n = srunner_ntests_run(sr), failed = srunner_ntests_failed(sr);
+    if (n > 0) {
+        printf("suite %s: %d checks, %d failed, %.1f s\n", want, n, failed, s_now() - t0);
+        fflush(stdout);
+        *ran += n;
+    }
     srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return failed;
+}
+
+int main(void) {
+    int failed = 0, ran = 0;
+    double t0 = s_now();
+#define RUN_SUITE(name) failed += s_run(name, #name, &ran);
+    APEX_SUITES(RUN_SUITE)
+#undef RUN_SUITE
+    printf("all suites: %d checks, %d failed, %.1f s\n", ran, failed, s_now() - t0);
+    return failed == 0 && ran > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -5,8 +5,9 @@
 //
 // The CartPole test compares the bridge with the reference CartPole stepped in plain Python
 // (tests/pyenv_faults.py reference_trajectory): the reference lives outside the repo, at
-// $APEX_PYENV_CARTPOLE (default ../shared/peers/cartpole_env.py); without it that one test
-// says so and passes. Other tests use Counter, whose observations are a closed form checked
+// $APEX_PYENV_CARTPOLE (default ../shared/peers/cartpole_env.py); without it the test uses
+// python/apex_cartpole.py, and the test of that module against the reference says it is
+// skipped and passes. Other tests use Counter, whose observations are a closed form checked
 // here. Tests run from the repo root (as `make unit` does). Waits are bounded by WAIT_MS and
 // wait for conditions; the only short timeouts are where a reply is meant never to come.
 #include "check_apex.h"
@@ -39,8 +40,13 @@
 // ---------------------------------------------------------------------------------------
 // Helpers
 
+// The transport of spawned workers in the test running: the loop tests run once over each
+// (_i: 0 local pipes and shared memory, 1 ZeroMQ).
+static int s_transport = PYENV_LOCAL;
+
 static void s_opts(pyenv_opts_t *o, const char *factory, const char *kwargs, int W, int N, int G) {
     pyenv_opts_defaults(o);
+    o->transport = s_transport;
     snprintf(o->python, sizeof o->python, PYTHON);
     snprintf(o->make, sizeof o->make, FAULTS ":%s", factory);
     snprintf(o->kwargs, sizeof o->kwargs, "%.1000s", kwargs ? kwargs : "");
@@ -269,16 +275,38 @@ static int32_t s_policy(int e, int t, const float *obs) {
 #define CP_STEPS 1100
 #define CP_REC 42 // "<4f4fdBB"
 
-START_TEST(test_cartpole_matches_python) {
+// The independent reference CartPole ($APEX_PYENV_CARTPOLE, default
+// ../shared/peers/cartpole_env.py), or NULL when it is not there (a clean checkout).
+static const char *s_peer_cartpole(void) {
     const char *ref = getenv("APEX_PYENV_CARTPOLE");
     ref = ref && *ref ? ref : "../shared/peers/cartpole_env.py";
-    if (access(ref, R_OK) != 0) {
-        fprintf(stderr,
-                "check_pyenv: the reference CartPole %s is not readable (set "
-                "APEX_PYENV_CARTPOLE): test_cartpole_matches_python SKIPPED\n",
-                ref);
+    return access(ref, R_OK) == 0 ? ref : NULL;
+}
+
+// python/apex_cartpole.py (the shipped config's env) is the peer's CartPole step for step.
+START_TEST(test_apex_cartpole_matches_peer) {
+    const char *ref = s_peer_cartpole();
+    if (!ref) {
+        fprintf(stderr, "check_pyenv: no reference CartPole (set APEX_PYENV_CARTPOLE): "
+                        "test_apex_cartpole_matches_peer SKIPPED\n");
         return;
     }
+    char cmd[1200], line[256] = "";
+    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --compare '%.1000s'", ref);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_msg(strncmp(line, "IDENTICAL", 9) == 0, "%s", line);
+}
+END_TEST
+
+START_TEST(test_cartpole_matches_python) {
+    s_transport = _i;
+    // The bridge against the same envs stepped in plain Python: the peer's CartPole, or
+    // without it the repo's own (the bridge's exactness does not need an independent env).
+    const char *ref = s_peer_cartpole();
+    ref = ref ? ref : "python/apex_cartpole.py";
     char cmd[1200];
     snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " '%s' %d %d %d", ref, CP_ENVS, CP_STEPS, SEED);
     FILE *f = popen(cmd, "r");
@@ -360,6 +388,7 @@ END_TEST
 // Env faults: each reported and reset, the other envs unaffected
 
 START_TEST(test_env_faults) {
+    s_transport = _i;
     static const char *const faults[][2] = {
         {"0.1", "raise"},      {"0.2", "nan"},        {"0.3", "shape"},      {"1.0", "dtype"},
         {"1.2", "reward_nan"}, {"1.3", "bad_return"}, {"1.4", "reset_raise"}};
@@ -420,6 +449,7 @@ END_TEST
 
 // uint8 image observations (3, 2, 2), and a fault in one env.
 START_TEST(test_uint8_frames) {
+    s_transport = _i;
     pyenv_opts_t o;
     s_opts(&o, "image", "{\"faults\": {\"0.1\": \"shape\"}}", 1, 2, 1);
     o.obs_dim = 12;
@@ -523,6 +553,7 @@ static void s_survive(pyenv_t *p, int N, int G, int64_t recv_ms, void (*trigger)
 }
 
 START_TEST(test_worker_hangs) {
+    s_transport = _i;
     const char *dir = check_tmpdir();
     char kw[800];
     // Env 1 of worker 0 sleeps for ever at step 2, once (the restarted worker is healthy).
@@ -543,6 +574,7 @@ static void s_sigkill_worker0(pyenv_t *p) {
 }
 
 START_TEST(test_worker_killed) {
+    s_transport = _i;
     pyenv_opts_t o;
     s_opts(&o, "counter", NULL, 2, 2, 2);
     pyenv_t *p = pyenv_new(&o);
@@ -702,6 +734,7 @@ START_TEST(test_fake_worker_garbage) {
     pyenv_opts_t o;
     s_opts(&o, "counter", NULL, 1, 2, 1);
     o.spawn = 0;
+    o.transport = PYENV_ZMQ;
     snprintf(o.bind, sizeof o.bind, "%.200s", fake.ep);
     pyenv_t *p = pyenv_new(&o);
     ck_assert_ptr_nonnull(p);
@@ -915,9 +948,10 @@ START_TEST(test_curve) {
     const char *sets[] = {"security.mode=curve", kd, ak};
     ck_assert_msg(config_load(&cfg, NULL, sets, 3, cerr, sizeof cerr) == 0, "%s", cerr);
 
-    // A spawned worker gets the actor's public key and <key_dir>/envworker.key.
+    // A spawned worker over ZeroMQ gets the actor's public key and <key_dir>/envworker.key.
     pyenv_opts_t o;
     s_opts(&o, "counter", NULL, 1, 2, 1);
+    o.transport = PYENV_ZMQ;
     o.cfg = &cfg;
     pyenv_t *p = pyenv_new(&o);
     ck_assert_ptr_nonnull(p);
@@ -934,6 +968,7 @@ START_TEST(test_curve) {
     snprintf(ikey, sizeof ikey, "%s/intruder.key", dir);
     pid_t worker = s_start_worker(ep, actor_pub, wkey);
     o.spawn = 0;
+    o.transport = PYENV_ZMQ;
     snprintf(o.bind, sizeof o.bind, "%.200s", ep);
     p = pyenv_new(&o);
     ck_assert_ptr_nonnull(p);
@@ -956,11 +991,12 @@ Suite *pyenv_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_spaces_refused);
-    tcase_add_test(tc, test_cartpole_matches_python);
-    tcase_add_test(tc, test_env_faults);
-    tcase_add_test(tc, test_uint8_frames);
-    tcase_add_test(tc, test_worker_hangs);
-    tcase_add_test(tc, test_worker_killed);
+    tcase_add_test(tc, test_apex_cartpole_matches_peer);
+    tcase_add_loop_test(tc, test_cartpole_matches_python, PYENV_LOCAL, PYENV_ZMQ + 1);
+    tcase_add_loop_test(tc, test_env_faults, PYENV_LOCAL, PYENV_ZMQ + 1);
+    tcase_add_loop_test(tc, test_uint8_frames, PYENV_LOCAL, PYENV_ZMQ + 1);
+    tcase_add_loop_test(tc, test_worker_hangs, PYENV_LOCAL, PYENV_ZMQ + 1);
+    tcase_add_loop_test(tc, test_worker_killed, PYENV_LOCAL, PYENV_ZMQ + 1);
     tcase_add_test(tc, test_fake_worker_garbage);
     tcase_add_test(tc, test_worker_ignores_garbage);
     tcase_add_test(tc, test_curve);

@@ -3,12 +3,18 @@ python/apex_env.py (--make tests/pyenv_faults.py:NAME --kwargs JSON).
 
   cartpole(path)  the reference CartPole-v1 (a file outside the repo, e.g.
                   ../shared/peers/cartpole_env.py, given by the test as a path) behind the
-                  Gymnasium API: reset(seed) -> (obs, info), step -> 5-tuple, spaces.
+                  Gymnasium API: reset(seed) -> (obs, info), step -> 5-tuple, spaces; or,
+                  for a path to python/apex_cartpole.py, its CartPoleEnv as it is.
+  faulty_cartpole(every)  python/apex_cartpole.py's CartPole whose step raises once every
+                  `every` steps (counted per env): the faults smoke test.
+  slow_cartpole(seconds)  the same, made after a sleep (a worker slow to say HELLO).
   counter(...)    a deterministic env whose observations are a closed form the C test
                   computes too, with one env made faulty on request (see Counter).
   image(...)      the same as uint8 frames of shape (3, 2, 2).
   reference_trajectory()  (run as a script) the plain-Python run check_pyenv.c compares
                   the bridge's CartPole against.
+  compare(peer)   (--compare PEER) python/apex_cartpole.py against the independent
+                  reference PEER, step for step: exit 0 and "IDENTICAL" when they agree.
 
 No gymnasium: the spaces are duck-typed like python/apex_env.py expects them.
 """
@@ -68,7 +74,44 @@ class GymCartPole:
 
 
 def cartpole(path, max_episode_steps=500):
+    mod = _load(path)
+    if hasattr(mod, "CartPoleEnv"):  # python/apex_cartpole.py: the Gymnasium API already
+        return mod.CartPoleEnv(max_episode_steps=max_episode_steps)
     return GymCartPole(path, max_episode_steps)
+
+
+APEX_CARTPOLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python",
+                             "apex_cartpole.py")
+
+
+class FaultyCartPole:
+    """apex_cartpole's CartPoleEnv whose step raises RuntimeError at every `every`-th step
+    of this env (the step is void; the worker resets the env)."""
+
+    def __init__(self, every=50):
+        self.env = _load(APEX_CARTPOLE).CartPoleEnv()
+        self.observation_space, self.action_space = self.env.observation_space, \
+            self.env.action_space
+        self.every, self.count = every, 0
+
+    def reset(self, seed=None, options=None):
+        return self.env.reset(seed=seed)
+
+    def step(self, action):
+        self.count += 1
+        if self.count % self.every == 0:
+            raise RuntimeError("injected fault at step %d of this env" % self.count)
+        return self.env.step(action)
+
+
+def faulty_cartpole(every=50):
+    return FaultyCartPole(every)
+
+
+def slow_cartpole(seconds=60):
+    """apex_cartpole's CartPole, made after `seconds` of sleep (a worker slow to start)."""
+    time.sleep(seconds)
+    return _load(APEX_CARTPOLE).CartPoleEnv()
 
 
 # ---- a deterministic env with injectable faults ------------------------------------------
@@ -225,5 +268,34 @@ def reference_trajectory(path, n_envs, steps, seed):
     out.flush()
 
 
+def compare(peer, seeds=20, steps=3000):
+    """python/apex_cartpole.py against the reference at path peer: the same seeds, the same
+    (random and balancing) actions, auto-reset; every observation's bytes, reward and flag
+    must agree. Prints IDENTICAL and returns 0, or the first difference and 1."""
+    ours, ref = cartpole(APEX_CARTPOLE), cartpole(peer)
+    assert type(ours).__name__ == "CartPoleEnv" and type(ref).__name__ == "GymCartPole"
+    rng = np.random.default_rng(7)
+    episodes = 0
+    for seed in range(seeds):
+        a, b = ours.reset(seed=seed)[0], ref.reset(seed=seed)[0]
+        for t in range(steps):
+            if a.tobytes() != b.tobytes():
+                print("seed %d step %d: observations %r and %r" % (seed, t, a, b))
+                return 1
+            act = policy(seed, t, a) if seed % 2 == 0 else int(rng.integers(2))
+            ra, rb = ours.step(act), ref.step(act)
+            if ra[0].tobytes() != rb[0].tobytes() or ra[1:4] != rb[1:4]:
+                print("seed %d step %d: step returns %r and %r" % (seed, t, ra[:4], rb[:4]))
+                return 1
+            a, b = ra[0], rb[0]
+            if ra[2] or ra[3]:
+                episodes += 1
+                a, b = ours.reset()[0], ref.reset()[0]
+    print("IDENTICAL: %d seeds x %d steps, %d episodes" % (seeds, steps, episodes))
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--compare":
+        sys.exit(compare(sys.argv[2]))
     reference_trajectory(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

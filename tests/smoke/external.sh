@@ -377,7 +377,7 @@ grep -q "all daemons up: replay\[[0-9]*\], learner\[[0-9]*\]$" "$TMP/local.out" 
   && ok "apex-local starts only replay and learner for id = external" || bad "apex-local: $(grep "daemons up" "$TMP/local.out" || tail -3 "$TMP/local.out")"
 grep -q "id = external: no apex-actor started; your actors push TransitionBatches (uint8" "$TMP/local.out" \
   && ok "apex-local says where external actors push" || bad "apex-local: no external-actor line"
-grep -q "no evaluation (\[env\] id = external: apex-eval cannot step your environment), so no stop on a return" "$TMP/local.out" \
+grep -q "no evaluation (\[env\] id = external: apex-eval cannot step your environment; \[env\] eval_id can name a built-in one with the same dynamics), so no stop on a return" "$TMP/local.out" \
   && ! grep -q "stop at greedy eval\|best.bin" "$TMP/local.out" && ok "apex-local says it will not evaluate, and promises no best.bin" \
   || bad "apex-local: $(grep "run directory" "$TMP/local.out")"
 [ "$rc" = 0 ] && ! grep -q "evaluation of the best\|gnuplot" "$TMP/local.out" && ok "apex-local ends with 0, no evaluation or plot" \

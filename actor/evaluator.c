@@ -1,0 +1,481 @@
+// evaluator.c: see evaluator.h.
+#define LOG_MODULE "eval"
+#include "evaluator.h"
+
+#include "apex.h"
+#include "blas.h"
+#include "ckpt.h"
+#include "clock.h"
+#include "explore.h"
+#include "fileio.h"
+#include "log.h"
+#include "minatar.h"
+#include "net.h"
+#include "security.h"
+#include "signals.h"
+#include "tbevents.h"
+#include "wire.h"
+#include "xalloc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#define POLL_MS 200 // how often a quiet evaluator looks at the shutdown flag
+#define WEIGHTS_RCVHWM 4
+
+void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg) {
+    *o = (eval_opts_t){.episodes = (long)cfg->eval.episodes,
+                       .epsilon = cfg->eval.epsilon,
+                       .parallel = (int)APEX_MIN(cfg->eval.episodes, EVALUATOR_PARALLEL_MAX),
+                       .max_episode_steps = cfg->eval.max_episode_steps,
+                       .seed = (uint64_t)cfg->run.seed};
+}
+
+// ---------------------------------------------------------------------------------------
+// Rounds
+
+typedef struct {
+    double sum, sum2, min, max;
+    long n, truncated;
+} s_summary;
+
+// One round of n envs until each has finished (or been cut at max_steps in) its first
+// episode.
+static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st, int n,
+                    const eval_opts_t *o, uint64_t first, s_summary *sum) {
+    vecenv_t v;
+    vecenv_init(&v, spec, n, o->seed, first, n);
+    int A = spec->n_actions;
+    float *q = xmalloc((size_t)n * (size_t)A * sizeof(float));
+    float *eps = xmalloc((size_t)n * sizeof(float));
+    int32_t *act = xmalloc((size_t)n * sizeof(int32_t));
+    void *next = xmalloc((size_t)n * env_obs_bytes(spec));
+    float *rew = xmalloc((size_t)n * sizeof(float));
+    uint8_t *term = xmalloc((size_t)n), *trunc = xmalloc((size_t)n), *done = xcalloc((size_t)n, 1);
+    vecenv_episode_t *eps_done = xmalloc((size_t)n * sizeof *eps_done);
+    rng_t rng;
+    rng_init_stream(&rng, o->seed, RNG_ROLE_ACTOR, first);
+    for (int i = 0; i < n; i++) {
+        eps[i] = (float)o->epsilon;
+    }
+    int remaining = n;
+    for (int64_t t = 1; remaining > 0; t++) {
+        nn_forward(st, p, v.obs, n, q);
+        explore_select(act, q, eps, n, A, &rng);
+        vecenv_step(&v, act, next, rew, term, trunc);
+        int k = vecenv_drain_episodes(&v, eps_done, n);
+        int cut = o->max_episode_steps > 0 && t >= o->max_episode_steps;
+        for (int j = 0; j < k + (cut ? n : 0); j++) {
+            int e = j < k ? eps_done[j].env : j - k;
+            if (done[e]) {
+                continue;
+            }
+            // An env cut here is still inside its first episode: its return so far.
+            double r = j < k ? eps_done[j].ret : v.ep_return[e];
+            done[e] = 1;
+            remaining--;
+            sum->truncated += j >= k;
+            sum->sum += r;
+            sum->sum2 += r * r;
+            sum->min = sum->n ? fmin(sum->min, r) : r;
+            sum->max = sum->n ? fmax(sum->max, r) : r;
+            sum->n++;
+        }
+    }
+    vecenv_fini(&v);
+    free(q), free(eps), free(act), free(next), free(rew), free(term), free(trunc), free(done);
+    free(eps_done);
+}
+
+void evaluator_run(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st,
+                   const eval_opts_t *opts, eval_result_t *out) {
+    APEX_ASSERT(opts->parallel >= 1 && opts->parallel <= st->max_batch && opts->episodes >= 1);
+    s_summary sum = {0};
+    uint64_t first = EVALUATOR_STREAM_BASE;
+    for (long left = opts->episodes; left > 0;) {
+        int n = left < opts->parallel ? (int)left : opts->parallel;
+        s_round(spec, p, st, n, opts, first, &sum);
+        first += (uint64_t)n;
+        left -= n;
+    }
+    double mean = sum.sum / (double)sum.n, var = sum.sum2 / (double)sum.n - mean * mean;
+    *out = (eval_result_t){mean, sqrt(var > 0 ? var : 0), sum.min, sum.max, sum.n, sum.truncated};
+}
+
+// ---------------------------------------------------------------------------------------
+// Traces
+
+// The a= fields of a trace file (lines after a reset carry a=-1 and are skipped). Returns
+// how many were read into *out (caller frees), or -1.
+static long s_read_actions(const char *path, int **out) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        log_error("%s: %s", path, strerror(errno));
+        return -1;
+    }
+    long n = 0, cap = 1024;
+    int *a = xmalloc((size_t)cap * sizeof *a);
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, " a=");
+        int v;
+        if (p && sscanf(p + 3, "%d", &v) == 1 && v >= 0) {
+            if (n == cap) {
+                cap *= 2;
+                a = xrealloc(a, (size_t)cap * sizeof *a); // start-up, not a hot path
+            }
+            a[n++] = v;
+        }
+    }
+    fclose(f);
+    *out = a;
+    return n;
+}
+
+static void s_hex(FILE *out, const uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "%02x", b[i]);
+    }
+}
+
+int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const char *actions_path,
+                    FILE *out) {
+    const env_spec_t *spec = env_find(cfg->env.id);
+    if (!spec) {
+        log_error("[env] id '%s' is not an environment apex can step (%s)", cfg->env.id,
+                  env_known_ids());
+        return 2;
+    }
+    int *actions = NULL;
+    long n_actions = -1;
+    if (actions_path && (n_actions = s_read_actions(actions_path, &actions)) < 0) {
+        return 2;
+    }
+    uint64_t lcg = seed;
+    const minatar_game_t *game = env_minatar_game(spec);
+    uint8_t state[ENV_MAX_STATE_BYTES], obs[ENV_MAX_OBS_DIM * 4];
+    char line[MINATAR_TRACE_LINE_MAX];
+    minatar_t *m = (minatar_t *)(void *)state;
+    rng_t rng;
+    rng_init_stream(&rng, seed, RNG_ROLE_ENV, 0);
+    if (game) {
+        // The reference's sequence: Environment(game), seed(seed), reset().
+        minatar_init(m, game, MINATAR_STICKY_PROB_DEFAULT, 1);
+        minatar_seed(m, (uint32_t)seed);
+        minatar_reset(m);
+        minatar_observe(m, obs);
+        minatar_format_step(line, sizeof line, 0, -1, -1, 0.0f, 0, obs, game->channels);
+        fprintf(out, "%s\n", line);
+    } else {
+        spec->reset(state, &rng, obs);
+        fprintf(out, "t=0 a=-1 r=0 term=0 trunc=0 obs=");
+        s_hex(out, obs, env_obs_bytes(spec));
+        fputc('\n', out);
+    }
+    long ep_len = 0;
+    for (long t = 1; t <= steps && (n_actions < 0 || t <= n_actions); t++) {
+        int a = n_actions >= 0 ? actions[t - 1] : minatar_lcg_action(&lcg) % spec->n_actions;
+        if (a < 0 || a >= spec->n_actions) {
+            log_error("%s: action %d at step %ld is not in [0, %d)", actions_path, a, t,
+                      spec->n_actions);
+            free(actions);
+            return 2;
+        }
+        float r;
+        uint8_t term;
+        spec->step(state, a, obs, &r, &term);
+        ep_len++;
+        int trunc = spec->max_episode_steps > 0 && ep_len >= spec->max_episode_steps;
+        if (game) {
+            minatar_format_step(line, sizeof line, t, a, m->last_action, r, term, obs,
+                                game->channels);
+            fprintf(out, "%s\n", line);
+        } else {
+            fprintf(out, "t=%ld a=%d r=%g term=%d trunc=%d obs=", t, a, (double)r, term, trunc);
+            s_hex(out, obs, env_obs_bytes(spec));
+            fputc('\n', out);
+        }
+        if (term || trunc) {
+            ep_len = 0;
+            spec->reset(state, &rng, obs);
+            if (game) {
+                minatar_format_step(line, sizeof line, t, -1, -1, 0.0f, 0, obs, game->channels);
+                fprintf(out, "%s\n", line);
+            } else {
+                fprintf(out, "t=%ld a=-1 r=0 term=0 trunc=0 obs=", t);
+                s_hex(out, obs, env_obs_bytes(spec));
+                fputc('\n', out);
+            }
+        }
+    }
+    free(actions);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Following the weights stream
+
+typedef struct {
+    apex_config_t cfg;
+    const env_spec_t *spec;
+    char run_dir[CONFIG_STR_LEN + 64];
+    nn_config_t net;
+    nn_params_t params;
+    nn_state_t state;
+    eval_opts_t opts;
+    void *ctx, *sub;
+    security_t *security;
+    wire_decoder_t *dec;
+    float *staged;
+    uint64_t staged_version, staged_step, staged_frames;
+    int has_staged;
+    uint64_t last_version; // evaluated last (0: none)
+    double best;
+    FILE *csv;
+    tbevents_t *tb;
+    int64_t t0_ms, last_eval_ms;
+    uint64_t bad;
+    log_limiter_t bad_log;
+} s_follow;
+
+// Reads every queued Weights message and stages the newest valid one.
+static void s_drain(s_follow *f) {
+    wire_msg_t m;
+    for (int i = 0; i < 256; i++) {
+        int rc = net_recv_decode(f->sub, f->dec, &m);
+        if (rc == APEX_EAGAIN) {
+            return;
+        }
+        if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
+            if (m.u.weights.version != f->staged_version || !f->has_staged) {
+                memcpy(f->staged, m.u.weights.params, f->params.num_params * sizeof(float));
+                f->staged_version = m.u.weights.version;
+                f->staged_step = m.u.weights.learner_step;
+                f->staged_frames = m.u.weights.env_frames;
+                f->has_staged = 1;
+            }
+            continue;
+        }
+        f->bad++;
+        log_every(&f->bad_log, 5000, LOG_WARN, "dropped bad weights message: %s (%llu in all)",
+                  rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(f->dec),
+                  (unsigned long long)f->bad);
+    }
+}
+
+#define EVAL_CSV_HEADER                                                                            \
+    "wall_time,elapsed_s,env_frames,updates,incarnation,version,episodes,eval_mean,eval_std,"      \
+    "eval_min,eval_max,truncated,eval_s\n"
+#define EVAL_CSV_MEAN_COLUMN 7
+
+// An evaluator restarted on a run directory (apex-local --restart, a resumed run, a requeued
+// Slurm job) continues its eval.csv and must not replace best.bin with a worse network: the
+// best so far is the largest eval_mean of the rows already there, as long as best.bin exists
+// (without it, the first evaluation writes one). A file with another header (an older
+// build's) is renamed to eval.csv.old and a new one started. Returns 1 when the file is to be
+// started (no header yet).
+static int s_resume_csv(s_follow *f, const char *path) {
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        return 1;
+    }
+    char line[1024];
+    int fresh = 0;
+    if (!fgets(line, sizeof line, in)) {
+        fresh = 1;
+    } else if (strcmp(line, EVAL_CSV_HEADER) != 0) {
+        char old[CONFIG_STR_LEN + 112];
+        snprintf(old, sizeof old, "%s.old", path);
+        if (rename(path, old) == 0) {
+            log_warn("%s has another build's columns: renamed to %s, starting a new one", path,
+                     old);
+        }
+        fresh = 1;
+    } else {
+        char best_path[CONFIG_STR_LEN + 96];
+        snprintf(best_path, sizeof best_path, "%s/best.bin", f->run_dir);
+        struct stat st;
+        int have_best = stat(best_path, &st) == 0;
+        while (have_best && fgets(line, sizeof line, in)) {
+            const char *p = line;
+            for (int c = 0; c < EVAL_CSV_MEAN_COLUMN && p; c++) {
+                p = strchr(p, ',');
+                p = p ? p + 1 : NULL;
+            }
+            char *end;
+            double mean = p ? strtod(p, &end) : NAN;
+            if (p && end != p && mean > f->best) {
+                f->best = mean;
+            }
+        }
+        if (have_best && isfinite(f->best)) {
+            log_info("continuing %s: best.bin holds the best so far, mean %.2f", path, f->best);
+        }
+    }
+    fclose(in);
+    return fresh;
+}
+
+// best.bin: the online network of the best version so far, a checkpoint of one array.
+static void s_write_best(s_follow *f, const eval_result_t *r) {
+    char path[CONFIG_STR_LEN + 96];
+    snprintf(path, sizeof path, "%s/best.bin", f->run_dir);
+    ckpt_header_t h;
+    ckpt_header_init(&h, &f->net);
+    h.learner_step = f->staged_step;
+    h.extra.weights_version = f->last_version;
+    h.extra.user[CKPT_USER_FRAMES] = f->staged_frames;
+    const float *arrays[1] = {f->params.data};
+    int rc = ckpt_write(path, &h, arrays, 1);
+    if (rc != APEX_OK) {
+        log_error("cannot write %s: %s (evaluation goes on)", path, apex_strerror(rc));
+        return;
+    }
+    log_info("best so far: mean %.2f at " WIRE_VERSION_FMT " (update %llu): %s", r->mean,
+             WIRE_VERSION_ARGS(f->last_version), (unsigned long long)f->staged_step, path);
+}
+
+static void s_record(s_follow *f, const eval_result_t *r, double secs) {
+    double elapsed = (double)(clock_now_ms() - f->t0_ms) / 1000.0;
+    if (f->csv) {
+        fprintf(f->csv, "%.3f,%.3f,%llu,%llu,%u,%u,%ld,%.4f,%.4f,%.4f,%.4f,%ld,%.3f\n",
+                clock_wall_s(), elapsed, (unsigned long long)f->staged_frames,
+                (unsigned long long)f->staged_step, WIRE_VERSION_ARGS(f->last_version), r->episodes,
+                r->mean, r->std, r->min, r->max, r->truncated, secs);
+        fflush(f->csv);
+    }
+    if (f->tb) {
+        static const char *const tags[] = {"eval/mean_return", "eval/std_return", "eval/min_return",
+                                           "eval/max_return",  "eval/updates",    "eval/seconds"};
+        double v[] = {r->mean, r->std, r->min, r->max, (double)f->staged_step, secs};
+        if (tbevents_scalars(f->tb, (int64_t)f->staged_frames, clock_wall_s(), tags, v, 6) != 0 ||
+            tbevents_flush(f->tb) != 0) {
+            log_every(&f->bad_log, 5000, LOG_WARN, "cannot write %s", tbevents_path(f->tb));
+        }
+    }
+    log_info("evaluated " WIRE_VERSION_FMT " (update %llu, %llu frames): mean %.2f std %.2f "
+             "min %.1f max %.1f over %ld episodes%s in %.2f s",
+             WIRE_VERSION_ARGS(f->last_version), (unsigned long long)f->staged_step,
+             (unsigned long long)f->staged_frames, r->mean, r->std, r->min, r->max, r->episodes,
+             r->truncated ? " (some cut at max_episode_steps)" : "", secs);
+}
+
+static int s_follow_open(s_follow *f) {
+    const apex_config_t *c = &f->cfg;
+    snprintf(f->run_dir, sizeof f->run_dir, "%s/%s", c->run.out_dir, c->run.name);
+    int e = fileio_mkdir_p(f->run_dir);
+    if (e != 0) {
+        log_error("cannot create %s: %s", f->run_dir, strerror(e));
+        return -1;
+    }
+    nn_config_from_run(&f->net, c);
+    nn_params_init(&f->params, &f->net);
+    evaluator_opts_from_run(&f->opts, c);
+    nn_state_init(&f->state, &f->net, f->opts.parallel, 0);
+    f->staged = xmalloc(f->params.num_params * sizeof(float));
+    wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
+                         .n_actions = (uint32_t)c->env.n_actions,
+                         .num_params = (uint32_t)f->params.num_params,
+                         .max_count = (uint32_t)c->replay.max_batch};
+    f->dec = wire_decoder_new(&lim);
+    f->ctx = zmq_ctx_new();
+    // The evaluator is an evaluation actor: it connects with the actors' key pair.
+    f->security = security_new(f->ctx, c, "actor", -1, 0);
+    net_opts_t o = {.max_msg_bytes = (int64_t)wire_max_message_bytes(&lim),
+                    .rcvhwm = WEIGHTS_RCVHWM};
+    f->sub = f->security ? net_socket(f->ctx, ZMQ_SUB, &o) : NULL;
+    if (!f->sub || security_client(f->security, f->sub, "learner") ||
+        zmq_setsockopt(f->sub, ZMQ_SUBSCRIBE, "", 0) != 0 ||
+        net_connect(f->sub, c->endpoints.learner_pub) != 0) {
+        return -1;
+    }
+    char path[CONFIG_STR_LEN + 96];
+    snprintf(path, sizeof path, "%s/eval.csv", f->run_dir);
+    f->best = -INFINITY;
+    int fresh = s_resume_csv(f, path);
+    f->csv = fopen(path, "a");
+    if (!f->csv) {
+        log_warn("cannot open %s: %s; evaluating without it", path, strerror(errno));
+    } else if (fresh) {
+        fputs(EVAL_CSV_HEADER, f->csv);
+        fflush(f->csv);
+    }
+    snprintf(path, sizeof path, "%s/tb/eval", f->run_dir);
+    f->tb = tbevents_new(path);
+    f->t0_ms = clock_now_ms();
+    return 0;
+}
+
+static void s_follow_close(s_follow *f) {
+    if (f->csv) {
+        fclose(f->csv);
+    }
+    tbevents_destroy(&f->tb);
+    net_close(&f->sub);
+    security_destroy(&f->security);
+    if (f->ctx) {
+        zmq_ctx_term(f->ctx);
+    }
+    wire_decoder_destroy(&f->dec);
+    free(f->staged);
+    nn_state_fini(&f->state);
+    nn_params_fini(&f->params);
+}
+
+int evaluator_follow(const apex_config_t *cfg, long max_evals) {
+    s_follow f = {.cfg = *cfg};
+    f.spec = env_find(cfg->env.id);
+    if (!f.spec) {
+        log_error("[env] id '%s' is not an environment apex can step (%s)", cfg->env.id,
+                  env_known_ids());
+        return 2;
+    }
+    blas_set_threads(1);
+    if (s_follow_open(&f) != 0) {
+        s_follow_close(&f);
+        return 2;
+    }
+    log_info("following the weights on %s: %ld episodes per version, epsilon %g, at most every "
+             "%g s; results in %s/eval.csv",
+             cfg->endpoints.learner_pub, f.opts.episodes, f.opts.epsilon, cfg->eval.interval_s,
+             f.run_dir);
+    long evals = 0;
+    while (!signals_should_stop() && (max_evals <= 0 || evals < max_evals)) {
+        zmq_pollitem_t item = {.socket = f.sub, .events = ZMQ_POLLIN};
+        int64_t wait = POLL_MS;
+        int64_t due = f.last_eval_ms + (int64_t)(cfg->eval.interval_s * 1000.0);
+        if (f.has_staged && f.staged_version != f.last_version) {
+            wait = APEX_MAX(0, APEX_MIN(wait, due - clock_now_ms()));
+        }
+        if (zmq_poll(&item, 1, (long)wait) < 0 && errno != EINTR) {
+            log_error("zmq_poll: %s", zmq_strerror(errno));
+            break;
+        }
+        s_drain(&f);
+        if (!f.has_staged || f.staged_version == f.last_version || clock_now_ms() < due) {
+            continue;
+        }
+        // The newest staged version; versions that arrived during the last evaluation and
+        // were overtaken are skipped.
+        memcpy(f.params.data, f.staged, f.params.num_params * sizeof(float));
+        f.last_version = f.staged_version;
+        int64_t t0 = clock_now_ns();
+        eval_result_t r;
+        evaluator_run(f.spec, &f.params, &f.state, &f.opts, &r);
+        double secs = (double)(clock_now_ns() - t0) / 1e9;
+        f.last_eval_ms = clock_now_ms();
+        s_record(&f, &r, secs);
+        if (r.mean > f.best) {
+            f.best = r.mean;
+            s_write_best(&f, &r);
+        }
+        evals++;
+    }
+    s_follow_close(&f);
+    return 0;
+}

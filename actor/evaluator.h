@@ -1,0 +1,70 @@
+// evaluator.h: evaluating a Q-network on apex's own environments, once (a checkpoint) or
+// continuously (the learner's weights stream, as the Ape-X paper's evaluation actors do).
+//
+// An evaluation runs `episodes` episodes, up to `parallel` envs at a time, greedy with
+// probability 1 - epsilon. Each env of a round contributes exactly its first episode, so
+// short episodes are not over-represented (collecting "the first K to finish" from a fixed
+// pool of envs biases the mean down). The envs use fixed streams (seed, RNG_ROLE_ENV,
+// EVALUATOR_STREAM_BASE + i), far from any training env's, and the same ones for every
+// network evaluated: successive evaluations differ by the network only (common random
+// numbers), which makes "version B beats version A" meaningful on 100 episodes.
+// An episode longer than max_episode_steps is cut there (counted with its return so far): a
+// greedy policy can loop forever in an env without a time limit (MinAtar has none).
+//
+// Following (evaluator_follow): a SUB on the learner's weights endpoint (CURVE like an actor,
+// with the actor's key pair), every new version evaluated, or the newest when evaluation fell
+// behind (older ones are skipped: the point is the current policy, quickly). Each evaluation
+// appends a row to <run>/eval.csv, writes scalars to <run>/tb/eval/ (a directory of its own:
+// TensorBoard reads only the newest file of a directory), and the best network so far goes
+// to <run>/best.bin (a format-2 checkpoint holding the online network only; apex-eval
+// --checkpoint reads it). Runs until SIGINT/SIGTERM (or, for tests, max_evals).
+// Not thread-safe; single-threaded (one BLAS thread).
+#ifndef APEX_EVALUATOR_H
+#define APEX_EVALUATOR_H
+
+#include "config.h"
+#include "env.h"
+#include "nn.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define EVALUATOR_STREAM_BASE 1000000000ULL // env streams far from any training env's index
+#define EVALUATOR_PARALLEL_MAX 1024
+
+typedef struct {
+    double mean, std, min, max;
+    long episodes;
+    long truncated; // episodes cut at max_episode_steps
+} eval_result_t;
+
+typedef struct {
+    long episodes;             // per evaluation
+    double epsilon;            // 0: greedy
+    int parallel;              // envs at a time, 1..EVALUATOR_PARALLEL_MAX
+    int64_t max_episode_steps; // cut longer episodes (0: never)
+    uint64_t seed;             // [run] seed
+} eval_opts_t;
+
+// The evaluation options of a run's [eval] section.
+void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg);
+
+// Evaluates the network p (config in st) on spec. st must hold opts->parallel samples.
+void evaluator_run(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st,
+                   const eval_opts_t *opts, eval_result_t *out);
+
+// Prints one line per step of cfg's env for debugging environments, with a seeded random
+// policy (the LCG of minatar.h, seeded with seed) or the a= actions of a trace file:
+//   MinAtar:  t=<t> a=<action> ea=<applied> r=<reward> term=<0|1> obs=<packed bits, hex>
+//             (the line tests/fixtures/gen_minatar.py --trace prints from the reference, for
+//             the same seed, so the two can be diffed; a line with a=-1 follows each reset)
+//   others:   t=<t> a=<action> r=<reward> term=<0|1> trunc=<0|1> obs=<float32 bytes, hex>
+// Returns 0, or 2 after logging why (unknown env, unreadable actions file).
+int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const char *actions_path,
+                    FILE *out);
+
+// Follows the weights stream of cfg's learner (see top). Returns 0 after a shutdown signal
+// or after max_evals evaluations (0: no limit), 2 on a start-up error (logged).
+int evaluator_follow(const apex_config_t *cfg, long max_evals);
+
+#endif

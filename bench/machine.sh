@@ -1,0 +1,20 @@
+# bench/machine.sh: sourced by every bench/run_*.sh, before anything is measured. Prints what
+# a figure in bench/RESULTS.md must name next to it (ratios against PyTorch move with all
+# three): the CPU, the OpenBLAS kernel in use and the OpenBLAS settings of the environment.
+#   # machine: <CPU model> (<n> CPUs), <date>
+#   # openblas: <package version>, kernel <Core: line of OPENBLAS_VERBOSE=2>
+#   # env: OPENBLAS_*=... (or "no OPENBLAS_* variables set")
+# Never sets OPENBLAS_CORETYPE: the benchmarks run on the kernel OpenBLAS picks, as users do.
+bench_machine() {
+  local bin=${BIN:-bin} cpu n kernel ver vars
+  cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+  n=$(nproc 2>/dev/null || echo '?')
+  # OpenBLAS (a DYNAMIC_ARCH build) names the kernel it chose at load when asked.
+  kernel=$(OPENBLAS_VERBOSE=2 "$bin/apex-learner" --help 2>&1 | sed -n 's/^Core: *//p' | head -1)
+  ver=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo unknown)
+  vars=$(env | grep '^OPENBLAS_' | tr '\n' ' ')
+  echo "# machine: ${cpu:-unknown CPU} ($n CPUs), $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "# openblas: $ver, kernel ${kernel:-unknown (not a DYNAMIC_ARCH build?)}"
+  echo "# env: ${vars:-no OPENBLAS_* variables set}"
+}
+bench_machine

@@ -1,0 +1,83 @@
+// group.h: the learner group, N data-parallel learner ranks over MPI (ZeRO, issue #15).
+//
+// A group is the processes one launcher started together (mpirun -np N, srun -n N). MPI is
+// initialised only when a launcher's variables say this process is one of several
+// (group_launch_size): OpenMPI 4.1's singleton MPI_Init would start an orted, and a plain
+// `apex-learner` must behave exactly as it always did. Without a launcher the group is one
+// rank and every collective is a local no-op (or a copy), so the trainer has one code path.
+//
+// Collectives over float arrays, all SUM, all on MPI_COMM_WORLD's duplicate:
+//   group_allreduce_f32         in place (ZeRO stage 0: plain data-parallel gradients)
+//   group_reduce_scatter_f32    recvcounts per rank (the shards of group_shard_range)
+//   group_allgather_f32         in place, rank r's block at displs[r]
+//   group_allreduce_f64         a few doubles (the global gradient norm)
+//   group_round                 a few doubles, waiting by sleeping (see below)
+// The blocking calls rely on OpenMPI's progress loop, which with mpi_yield_when_idle = 1
+// (scripts/apex-local sets it) calls sched_yield when nothing progresses: a waiting rank
+// gives its core to the replay server instead of spinning on it. They are used where the
+// ranks arrive together (inside a training step, after a round). group_round is where a
+// rank may wait long (for another rank's batch): it starts an MPI_Iallreduce and tests it
+// with growing sleeps (20 us doubling to GROUP_ROUND_SLEEP_MAX_US), so a waiting rank
+// sleeps instead of polling; a small message needs only a few progress calls. A rank that
+// was asked to stop (signals.h) and waits in a round longer than GROUP_STOP_ABORT_MS aborts
+// the job: the others are gone or hung.
+// Time spent inside the collectives of training steps and checkpoints is summed in
+// group_comm_ns (for comm_frac); rounds are not counted (they are waits for data).
+//
+// A rank that dies takes the group down (MPI's semantics: mpirun kills the job); errors of
+// a collective abort the job (MPI_ERRORS_ARE_FATAL): there is no partial group to go on
+// with. What it does not do: point-to-point messages, nested groups, threads (only the
+// thread that called group_new may call the rest).
+#ifndef APEX_GROUP_H
+#define APEX_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GROUP_ROUND_SLEEP_MAX_US 500
+#define GROUP_STOP_ABORT_MS 10000 // a stopping rank's round waits this long, then MPI_Abort
+#define GROUP_MAX_RANKS 4096
+
+typedef struct group group_t;
+
+// The group size a launcher announced in the environment: OMPI_COMM_WORLD_SIZE (mpirun),
+// SLURM_STEP_NUM_TASKS with SLURM_STEP_ID (an srun step), PMI_SIZE (MPICH's hydra), or 2
+// when only PMIX_RANK says there is a launcher (PMIx without a size variable; MPI then says
+// the real size). 1 when none does: a plain process.
+int group_launch_size(void);
+
+// Size group_launch_size() > 1: MPI_Init_thread (FUNNELED: ZeroMQ's I/O threads never call
+// MPI), rank and size of MPI_COMM_WORLD. Otherwise a group of one without MPI. Returns NULL
+// after logging why (MPI_Init failed, more than GROUP_MAX_RANKS). Call once per process;
+// destroy with group_destroy, which calls MPI_Finalize (after a barrier) when MPI was used.
+group_t *group_new(void);
+void group_destroy(group_t **self_p);
+
+int group_rank(const group_t *self);
+int group_size(const group_t *self);
+int group_uses_mpi(const group_t *self);    // 1 when MPI was initialised
+int64_t group_comm_ns(const group_t *self); // ns spent in collectives (not rounds) so far
+
+// Shard r of an array of n elements split over size ranks: the first n % size ranks hold
+// one more (DeepSpeed's get_data_parallel_partitions). *offset, *count in elements.
+void group_shard_range(size_t n, int size, int rank, size_t *offset, size_t *count);
+// The largest shard, ceil(n / size): what every rank allocates for its shard.
+size_t group_shard_max(size_t n, int size);
+
+// x[0..n) = the sum over ranks of x[0..n), on every rank.
+void group_allreduce_f32(group_t *self, float *x, size_t n);
+void group_allreduce_f64(group_t *self, double *x, int n);
+// send holds sum(recvcounts) floats laid out rank by rank; rank r receives in recv its
+// recvcounts[r] floats of the sum. send == NULL: in place, the input is recv itself and the
+// result lands at recv[0..recvcounts[rank]). recvcounts may contain zeros.
+void group_reduce_scatter_f32(group_t *self, const float *send, float *recv, const int *recvcounts);
+// buf (sum(counts) floats): every rank's block [displs[r], displs[r] + counts[r]) is sent
+// from its own place to all others.
+void group_allgather_f32(group_t *self, float *buf, const int *counts, const int *displs);
+// One synchronisation round: x[0..n) = the sum over ranks, waiting by sleeping (see top).
+// n <= 32.
+void group_round(group_t *self, double *x, int n);
+// Every rank has reached this point (a blocking barrier).
+void group_barrier(group_t *self);
+
+#endif

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The continuous evaluator (apex-eval --follow, started by apex-local) and apex-eval --trace.
+# A smoke-config cluster trains; the evaluator follows the learner's weights stream. Asserts:
+# eval.csv gains rows whose weights versions only increase (each version at most once; the
+# newest when behind); tb/eval/ holds the same numbers, read back by an independent reader;
+# best.bin holds the best version: apex-eval --checkpoint on it gives exactly the best mean
+# of eval.csv (the same fixed env streams); SIGTERM stops it with status 0. Then --trace of
+# MinAtar Breakout equals the trace of the real MinAtar (tests/fixtures/
+# minatar_trace_breakout.txt) line for line, and --actions replays it.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+RUNS="$TMP/runs"
+RUN="$RUNS/smoke"
+# key: eval.interval_s
+SETS=($(endpoint_sets) --set eval.interval_s=0.4 --set run.out_dir="$RUNS" --set run.target_return=100000
+      --set run.max_seconds=0 --set eval.episodes=20)
+scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet "${SETS[@]}" >"$TMP/launcher.out" 2>&1 &
+LPID=$!
+PIDS+=("$LPID")
+eval_rows() { local n; n=$(wc -l <"$RUN/eval.csv" 2>/dev/null || echo 1); echo $((n > 0 ? n - 1 : 0)); }
+enough() { [ "$(eval_rows)" -ge 5 ]; }
+wait_for 90 enough && ok "the evaluator follows the weights ($(eval_rows) evaluations)" || bad "eval.csv has $(eval_rows) rows"
+wait_for 30 grep -q "best so far" "$RUN/eval.log" && ok "it keeps the best version in best.bin" || bad "no best.bin line in eval.log"
+kill -TERM "$LPID"
+rc=0; wait "$LPID" || rc=$?
+[ "$rc" = 0 ] && ok "SIGTERM: launcher, evaluator and daemons exit 0" || bad "launcher exit $rc: $(tail -3 "$TMP/launcher.out")"
+"$PY" - "$RUN/eval.csv" <<'PY' && ok "weights versions only increase in eval.csv, each evaluated once" || bad "versions in eval.csv"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+v = [(int(r["incarnation"]) << 32) | int(r["version"]) for r in rows]
+print("    %d evaluations, versions %d..%d, episodes %s" % (len(v), v[0] & 0xFFFFFFFF, v[-1] & 0xFFFFFFFF, rows[0]["episodes"]))
+sys.exit(0 if all(b > a for a, b in zip(v, v[1:])) and rows[0]["episodes"] == "20" else 1)
+PY
+# An evaluation starts interval_s after the previous one ended (elapsed_s is its end, on the monotonic clock).
+"$PY" - "$RUN/eval.csv" <<'PY' && ok "[eval] interval_s spaces evaluations" || bad "evaluations closer than interval_s"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+gaps = [float(b["elapsed_s"]) - float(a["elapsed_s"]) - float(b["eval_s"]) for a, b in zip(rows, rows[1:])]
+print("    smallest pause between evaluations %.3f s" % min(gaps))
+sys.exit(0 if min(gaps) >= 0.4 - 0.01 else 1)
+PY
+"$PY" tests/tb_read.py "$RUN/tb/eval" >"$TMP/tb.csv" 2>"$TMP/tb.err" || bad "tb_read.py: $(cat "$TMP/tb.err")"
+"$PY" - "$RUN/eval.csv" "$TMP/tb.csv" <<'PY' && ok "tb/eval/ holds eval.csv's means, stepped by env frames" || bad "tb/eval/ differs from eval.csv"
+import csv, struct, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+tb = [r for r in csv.DictReader(open(sys.argv[2])) if r["tag"] == "eval/mean_return"]
+f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+ok = len(tb) == len(rows) and all(int(t["step"]) == int(r["env_frames"]) and abs(float(t["value"]) - f32(float(r["eval_mean"]))) <= 1e-4 * abs(float(r["eval_mean"])) + 1e-4 for t, r in zip(tb, rows))
+print("    %d rows, %d events" % (len(rows), len(tb)))
+sys.exit(0 if ok else 1)
+PY
+best=$("$PY" -c "import csv, sys; print('%.2f' % max(float(r['eval_mean']) for r in csv.DictReader(open(sys.argv[1]))))" "$RUN/eval.csv")
+expect_rc 0 "apex-eval loads best.bin" "$APEX_BIN/apex-eval" -c "$RUN/config.ini" --checkpoint "$RUN/best.bin" --episodes 20
+grep -q " mean $best " "$TMP/out" && ok "best.bin is the best version: the same mean $best on the same env streams" || bad "best.bin: $(cat "$TMP/out"), best in eval.csv $best"
+
+# A restarted evaluator (here: the run resumed) continues eval.csv and keeps best.bin unless a
+# version beats it: its first evaluation of a worse network must not replace it.
+cp "$RUN/best.bin" "$TMP/best_before.bin"
+rc=0; scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet --resume "${SETS[@]}" --set run.max_seconds=4 \
+  >"$TMP/resumed.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] && grep -q "continuing .*eval.csv: best.bin holds the best so far, mean $best" "$RUN/eval.log" \
+  && ok "the resumed evaluator starts from the best so far ($best)" || bad "resume: exit $rc, $(grep continuing "$RUN/eval.log")"
+after=$("$PY" -c "import csv, sys; print('%.2f' % max(float(r['eval_mean']) for r in csv.DictReader(open(sys.argv[1]))))" "$RUN/eval.csv")
+if [ "$after" = "$best" ]; then
+  cmp -s "$RUN/best.bin" "$TMP/best_before.bin" && ok "no better version after the resume: best.bin untouched" || bad "best.bin was replaced by a worse version"
+else
+  expect_rc 0 "apex-eval loads the new best.bin" "$APEX_BIN/apex-eval" -c "$RUN/config.ini" --checkpoint "$RUN/best.bin" --episodes 20
+  grep -q " mean $after " "$TMP/out" && ok "a better version ($after > $best) replaced best.bin" || bad "best.bin: $(cat "$TMP/out"), best $after"
+fi
+
+# --trace: the reference's own trace (gen_minatar.py --trace breakout 5 80), line for line.
+"$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=MinAtar/Breakout-v0 --trace 5 80 >"$TMP/trace.txt" 2>"$TMP/err" \
+  && cmp -s "$TMP/trace.txt" tests/fixtures/minatar_trace_breakout.txt \
+  && ok "apex-eval --trace MinAtar/Breakout-v0 5 80 equals the real MinAtar's trace ($(wc -l <"$TMP/trace.txt") lines)" \
+  || bad "trace differs: $(diff "$TMP/trace.txt" tests/fixtures/minatar_trace_breakout.txt | head -3)"
+"$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=MinAtar/Breakout-v0 --trace 5 1000 --actions tests/fixtures/minatar_trace_breakout.txt >"$TMP/replayed.txt" \
+  && cmp -s "$TMP/replayed.txt" tests/fixtures/minatar_trace_breakout.txt && ok "--actions replays a trace's actions" || bad "--actions replay differs"
+expect_rc 2 "--trace of an env apex cannot step is refused" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=external --set env.obs_dim=4 --set env.n_actions=2 --trace 1 5
+finish

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A learner group's lifecycle, quickly: scripts/apex-local --learners 2 (ZeRO stage 2) on the
+# smoke config for a few seconds, stopped by the launcher (SIGTERM to each rank). Checks: the
+# launcher exits 0; both ranks stop at the same update with their final checkpoint; the set
+# on disk is checkpoint.bin (online and target, naming 2 shards) plus one optimizer shard per
+# rank of that update, and nothing stale; rank 0's metrics sum both ranks' samples (about
+# 2 x batch_size per update); apex-eval reads checkpoint.bin; a single apex-learner (no
+# mpirun) resumes from the sharded set and trains on; then 3 ranks of stage 1 resume from
+# the single learner's checkpoint. ~25 s.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+# LeakSanitizer under make asan: OpenMPI's allocations (tests/lsan-mpi.supp, check_group.c).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0}
+CFG=configs/smoke.ini
+RUNS="$TMP/runs"
+RUN="$RUNS/smoke"
+EPS=$(endpoint_sets)
+rc=0
+# key: learner.zero_stage
+scripts/apex-local "$CFG" --bin "$APEX_BIN" --quiet --no-eval --learners 2 $EPS --set learner.zero_stage=2 \
+  --set run.out_dir="$RUNS" --set run.max_seconds=6 \
+  >"$TMP/launcher.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] && ok "launcher exit 0" || { bad "launcher exit $rc"; tail -20 "$RUN/learner.log"; }
+stops=$(sed -n 's/.*stopped at update \([0-9]*\) (final checkpoint written).*/\1/p' "$RUN/learner.log" | sort -u)
+n_stops=$(grep -c "stopped at update .* (final checkpoint written)" "$RUN/learner.log" || true)
+[ "$n_stops" = 2 ] && [ "$(echo "$stops" | wc -l)" = 1 ] \
+  && ok "both ranks stopped at update $stops with the final checkpoint" \
+  || bad "stops: $n_stops lines, updates: $stops"
+# zero_stage = 2 shards the gradients: a rank holds less than one full gradient (params
+# counts online + target, two full copies); stage 1 holds a full one plus its shard.
+"$PY" - "$RUN/learner.log" <<'PY' && ok "stage 2: each rank holds less than a full gradient" || bad "stage 2 memory"
+import re, sys
+m = re.findall(r"rank (\d) memory: params (\d+), gradients (\d+), optimizer state (\d+) bytes", open(sys.argv[1]).read())
+print("    " + "; ".join("rank %s: params %s, gradients %s, optimizer %s" % r for r in m))
+sys.exit(0 if len(m) >= 2 and all(int(g) < int(p) // 2 and int(o) < int(p) for _, p, g, o in m) else 1)
+PY
+shard_files=$(cd "$RUN" && ls checkpoint.bin.s*.opt* 2>/dev/null | sort | tr '\n' ' ')
+[ "$shard_files" = "checkpoint.bin.s$stops.opt0of2 checkpoint.bin.s$stops.opt1of2 " ] \
+  && ok "shards on disk: $shard_files" || bad "shards on disk: $shard_files"
+"$PY" - "$RUN/metrics.csv" <<'PY' && ok "metrics sum both ranks' samples" || bad "metrics do not sum the ranks"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if float(r["updates_per_s"]) > 0]
+r = rows[-2] if len(rows) > 1 else rows[-1]
+per = float(r["samples_per_s"]) / float(r["updates_per_s"])
+print(f"    {per:.1f} samples per update (batch 64, 2 ranks)")
+sys.exit(0 if 100 <= per <= 160 else 1)
+PY
+expect_rc 0 "apex-eval reads the group's checkpoint.bin" \
+  "$APEX_BIN/apex-eval" -c "$CFG" $EPS --checkpoint "$RUN/checkpoint.bin" --episodes 1
+# A single learner resumes from the sharded set (the replay server is gone: max_steps =
+# the stored update, so it stops at once after loading and writing back its checkpoint).
+expect_rc 0 "a single learner resumes from the sharded checkpoint" \
+  "$APEX_BIN/apex-learner" -c "$RUN/config.ini" --set learner.max_steps="$stops"
+grep -q "resumed from .* at update $stops" "$TMP/err" && ok "single learner at update $stops" \
+  || { bad "single learner did not resume at $stops"; tail -3 "$TMP/err"; }
+shard_files=$( (cd "$RUN" && ls checkpoint.bin.s*.opt* 2>/dev/null || true) | tr '\n' ' ')
+[ -z "$shard_files" ] && ok "its full checkpoint removed the stale shards" || bad "left: $shard_files"
+# 3 ranks of stage 1 resume from the single learner's checkpoint (re-shard on load).
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader
+     --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -np 3)
+expect_rc 0 "3 ranks of stage 1 resume from it" \
+  "${mpi[@]}" "$APEX_BIN/apex-learner" -c "$RUN/config.ini" --set learner.zero_stage=1 \
+  --set learner.max_steps="$stops"
+[ "$(grep -c "resumed from .* at update $stops" "$TMP/out" "$TMP/err" | awk -F: '{s += $2} END {print s}')" = 3 ] \
+  && ok "all 3 ranks resumed at update $stops" || { bad "3 ranks did not resume"; tail -5 "$TMP/err" "$TMP/out"; }
+[ "$(cd "$RUN" && ls checkpoint.bin.s"$stops".opt*of3 2>/dev/null | wc -l)" = 3 ] \
+  && ok "3 shards written" || bad "no 3 shards"
+finish

@@ -1,0 +1,169 @@
+// zero_ranks: one rank of a learner group on fixed batches, for tests/check_group.c, which
+// runs it as `mpirun -np N build/tests/zero_ranks key=value ...`. Not a daemon: a trainer
+// over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
+//
+//   net=mlp|conv|large  stage=S[,S...] (0, 1, 2; each stage in turn, from the same start)
+//   optim=adam|rmsprop  rows=R (whole batch of a step, a
+//   multiple of N; rank r trains rows [r R/N, (r+1) R/N))  steps=K  clip=C
+//   load=PATH (trainer_load first)  save=PATH (trainer_save after the steps)
+//   out=PATH: every rank writes PATH_s<stage>.r<rank> (its online parameters, raw floats) and
+//   rank 0 PATH_s<stage>.norms (one grad norm per step)
+//   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes" per rank
+//   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2; 0 under
+//   ASan, whose allocator glibc's counters do not see) and stop.
+// Exit status 0, or 1 with a message on stderr.
+#include "apex.h"
+#include "group.h"
+#include "log.h"
+#include "train.h"
+#include "zero_fixture.h"
+
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *net, *optim, *load, *save, *out, *stages;
+    int stage, rows, steps, mem;
+    float clip;
+} s_args;
+
+static int s_parse(int argc, char **argv, s_args *a) {
+    *a = (s_args){
+        .net = "mlp", .optim = "adam", .stages = "0", .rows = 12, .steps = 50, .clip = 0.3f};
+    for (int i = 1; i < argc; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq) {
+            return -1;
+        }
+        *eq = '\0';
+        const char *k = argv[i], *v = eq + 1;
+        if (strcmp(k, "net") == 0) {
+            a->net = v;
+        } else if (strcmp(k, "optim") == 0) {
+            a->optim = v;
+        } else if (strcmp(k, "load") == 0) {
+            a->load = v;
+        } else if (strcmp(k, "save") == 0) {
+            a->save = v;
+        } else if (strcmp(k, "out") == 0) {
+            a->out = v;
+        } else if (strcmp(k, "stage") == 0) {
+            a->stages = v;
+        } else if (strcmp(k, "rows") == 0) {
+            a->rows = atoi(v);
+        } else if (strcmp(k, "steps") == 0) {
+            a->steps = atoi(v);
+        } else if (strcmp(k, "mem") == 0) {
+            a->mem = atoi(v);
+        } else if (strcmp(k, "clip") == 0) {
+            a->clip = (float)atof(v);
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int s_write(const char *path, const void *data, size_t bytes) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, bytes, f) == bytes;
+    ok = f && fclose(f) == 0 && ok;
+    return ok ? 0 : -1;
+}
+
+static size_t s_heap(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    return 0;
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd; // in use: arena chunks + mmapped blocks
+#endif
+}
+
+static int s_run(group_t *g, const s_args *a) {
+    nn_config_t net;
+    optim_kind kind;
+    int N = group_size(g), rank = group_rank(g);
+    if (zf_net(&net, a->net) != 0 || optim_parse_kind(a->optim, &kind) != 0 || a->rows % N ||
+        a->rows > ZF_MAX_ROWS) {
+        fprintf(stderr, "zero_ranks: bad arguments\n");
+        return 1;
+    }
+    int per = a->rows / N;
+    train_config_t tc;
+    zf_train_config(&tc, &net, kind, per, a->stage, a->clip);
+    size_t heap0 = s_heap();
+    trainer_t *t = trainer_new_group(&tc, g);
+    size_t heap1 = s_heap();
+    if (!t) {
+        return 1;
+    }
+    if (a->mem) {
+        train_memory_t m;
+        trainer_memory(t, &m);
+        printf("mem %d %d %d %zu %zu %zu %zu\n", rank, N, a->stage, m.opt_bytes, m.grad_bytes,
+               m.param_bytes, heap1 - heap0);
+        trainer_destroy(&t);
+        return 0;
+    }
+    if (a->load && trainer_load(t, a->load, NULL) != APEX_OK) {
+        trainer_destroy(&t);
+        return 1;
+    }
+    zf_batch_t *b = xmalloc(sizeof *b);
+    float prio[ZF_MAX_ROWS];
+    char path[1024];
+    FILE *norms = NULL;
+    if (a->out && rank == 0) {
+        snprintf(path, sizeof path, "%s_s%d.norms", a->out, a->stage);
+        norms = fopen(path, "w");
+    }
+    for (int i = 0; i < a->steps; i++) {
+        zf_batch(b, &net, trainer_steps(t), a->rows);
+        train_batch_t tb = zf_slice(b, &net, rank * per, per);
+        train_stats_t st;
+        trainer_step(t, &tb, prio, &st);
+        if (norms) {
+            fprintf(norms, "%.9g\n", st.grad_norm);
+        }
+    }
+    if (norms) {
+        fclose(norms);
+    }
+    xfree(b);
+    int rc = 0;
+    if (a->save && trainer_save(t, a->save, NULL) != APEX_OK) {
+        rc = 1;
+    }
+    if (a->out) {
+        snprintf(path, sizeof path, "%s_s%d.r%d", a->out, a->stage, rank);
+        const nn_params_t *p = trainer_online(t);
+        rc |= s_write(path, p->data, p->num_params * sizeof(float));
+    }
+    trainer_destroy(&t);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    log_set_role("zero_ranks");
+    s_args a;
+    if (s_parse(argc, argv, &a) != 0) {
+        fprintf(stderr, "usage: zero_ranks key=value... (see tests/zero_ranks.c)\n");
+        return 1;
+    }
+    group_t *g = group_new();
+    if (!g) {
+        return 1;
+    }
+    int rc = 0;
+    for (const char *p = a.stages; *p && rc == 0; p++) {
+        if (*p >= '0' && *p <= '2') {
+            a.stage = *p - '0';
+            rc = s_run(g, &a);
+        }
+    }
+    group_destroy(&g);
+    return rc;
+}
