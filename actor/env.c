@@ -135,7 +135,9 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs_out, float 
         }
     }
     // Pass 2: bookkeeping and auto-reset. next_obs keeps the final observation of an ended
-    // episode; only v->obs moves on to the reset one.
+    // episode; only v->obs moves on to the reset one. The observations of the envs between
+    // two resets are copied as one block (usually all n: one memcpy, not n small ones).
+    int run = 0; // first env of the block not copied yet
     for (int i = 0; i < v->n; i++) {
         v->ep_return[i] += (double)rewards[i];
         v->ep_len[i]++;
@@ -144,16 +146,12 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs_out, float 
         truncated[i] = (uint8_t)(spec->max_episode_steps > 0 &&
                                  v->ep_len[i] >= spec->max_episode_steps);
         if (terminated[i] || truncated[i]) {
+            memcpy(v->obs + (size_t)run * O, next_obs + (size_t)run * O, (size_t)(i - run) * O);
             s_vecenv_finish(v, i);
-        } else if (O <= 32) {
-            // A classic observation is 8..24 bytes: a loop beats a libc memcpy call here.
-            for (size_t j = 0; j < O; j++) {
-                v->obs[(size_t)i * O + j] = next_obs[(size_t)i * O + j];
-            }
-        } else {
-            memcpy(v->obs + (size_t)i * O, next_obs + (size_t)i * O, O);
+            run = i + 1;
         }
     }
+    memcpy(v->obs + (size_t)run * O, next_obs + (size_t)run * O, (size_t)(v->n - run) * O);
     v->steps += (uint64_t)v->n;
 }
 

@@ -13,6 +13,8 @@
 #include "apex.h"
 #include "minatar.h"
 
+#include <string.h>
+
 _Static_assert(sizeof(minatar_t) <= ENV_MAX_STATE_BYTES, "a MinAtar state fits vecenv's bound");
 
 static void s_seed(void *state, rng_t *rng, const minatar_game_t *game) {
@@ -36,6 +38,33 @@ static void s_step(void *state, int32_t action, void *obs, float *reward, uint8_
 
 static void s_observe(const void *state, void *obs) { minatar_observe(state, obs); }
 
+// n steps at once, the same as n calls of s_step: the n observations are zeroed by one
+// memset of the block instead of one per env (they are sparse 0/1 frames, mostly zeros),
+// and each game writes its ones straight into its zeroed frame. A minatar_t is ~4 KB (the
+// RNG's 2.5 KB first), so consecutive envs' states are far apart: the next env's game
+// state, its RNG position and the RNG word it will draw are prefetched (a few percent;
+// prefetching the whole game state was slower).
+static void s_step_batch(void *states, int n, const int32_t *actions, void *obs_out, float *rewards,
+                         uint8_t *terminated) {
+    minatar_t *m = states;
+    uint8_t *obs = obs_out;
+    size_t O = minatar_obs_size(&m[0]);
+    memset(obs, 0, (size_t)n * O);
+    for (int i = 0; i < n; i++) {
+        if (i + 1 < n) {
+            const minatar_t *next = &m[i + 1];
+            __builtin_prefetch(&next->rng.pos);
+            __builtin_prefetch(&next->s);
+            __builtin_prefetch((const char *)&next->s + 64);
+            __builtin_prefetch(&next->rng.key[next->rng.pos < NPRANDOM_N ? next->rng.pos : 0]);
+        }
+        int term;
+        minatar_act(&m[i], actions[i], &rewards[i], &term);
+        terminated[i] = (uint8_t)term;
+        m[i].game->observe(&m[i], obs + (size_t)i * O);
+    }
+}
+
 #define MINATAR_SPEC(var, gid, game, channels)                                                     \
     static void s_seed_##var(void *state, rng_t *rng) { s_seed(state, rng, &game); }               \
     const env_spec_t var = {.id = gid,                                                             \
@@ -53,7 +82,7 @@ static void s_observe(const void *state, void *obs) { minatar_observe(state, obs
                             .reset = s_reset,                                                      \
                             .step = s_step,                                                        \
                             .observe = s_observe,                                                  \
-                            .step_batch = NULL}
+                            .step_batch = s_step_batch}
 
 MINATAR_SPEC(env_minatar_asterix_spec, "MinAtar/Asterix-v0", minatar_asterix_game, 4);
 MINATAR_SPEC(env_minatar_breakout_spec, "MinAtar/Breakout-v0", minatar_breakout_game, 4);

@@ -17,6 +17,7 @@
 #define AX_INIT_MOVE_INTERVAL 5
 
 enum { AX_PLAYER, AX_ENEMY, AX_TRAIL, AX_GOLD, AX_CHANNELS };
+_Static_assert(AX_GOLD == AX_ENEMY + 2, "s_asterix_observe picks the channel arithmetically");
 
 // ---------------------------------------------------------------------------------------
 
@@ -55,11 +56,13 @@ static void s_spawn_entity(minatar_t *m) {
                                                    (int8_t)is_gold, 1};
 }
 
-// Entity i on the player's cell: gold is collected (+1), an enemy ends the game.
+// Entity i on the player's cell: gold is collected (+1), an enemy ends the game. The test is
+// one branch (bitwise &, not ||): which slots hold entities is random, so a branch per
+// condition mispredicted often enough to be most of the step's time.
 static int s_touch(minatar_t *m, int i) {
     minatar_asterix_t *g = &m->s.asterix;
     minatar_asterix_entity_t *e = &g->entities[i];
-    if (!e->present || e->x != g->player_x || i + 1 != g->player_y) {
+    if (!(e->present & (e->x == g->player_x) & (i + 1 == g->player_y))) {
         return 0;
     }
     if (e->gold) {
@@ -78,15 +81,13 @@ static int s_asterix_act(minatar_t *m, int a) {
         g->spawn_timer = g->spawn_speed;
     }
 
-    if (a == MINATAR_LEFT) {
-        g->player_x = APEX_MAX(0, g->player_x - 1);
-    } else if (a == MINATAR_RIGHT) {
-        g->player_x = APEX_MIN(9, g->player_x + 1);
-    } else if (a == MINATAR_UP) {
-        g->player_y = APEX_MAX(1, g->player_y - 1);
-    } else if (a == MINATAR_DOWN) {
-        g->player_y = APEX_MIN(8, g->player_y + 1);
-    }
+    // The reference's if/elif on the action as table lookups and clamps (the agent's action
+    // is the least predictable branch of a step): x stays in [0, 9], y in [1, 8], so a clamp
+    // is the identity for the actions that do not move along that axis.
+    static const int8_t dx[MINATAR_N_ACTIONS] = {0, -1, 0, 1, 0, 0};
+    static const int8_t dy[MINATAR_N_ACTIONS] = {0, 0, -1, 0, 1, 0};
+    g->player_x = APEX_MIN(9, APEX_MAX(0, g->player_x + dx[a]));
+    g->player_y = APEX_MIN(8, APEX_MAX(1, g->player_y + dy[a]));
 
     for (int i = 0; i < 8; i++) {
         r += s_touch(m, i);
@@ -94,14 +95,12 @@ static int s_asterix_act(minatar_t *m, int a) {
     if (g->move_timer == 0) {
         g->move_timer = g->move_speed;
         for (int i = 0; i < 8; i++) {
+            // Present entities move one cell (absent ones keep x); one that leaves the board
+            // is gone and cannot touch the player either. Branch-free, as s_touch.
             minatar_asterix_entity_t *e = &g->entities[i];
-            if (!e->present) {
-                continue;
-            }
-            e->x = (int8_t)(e->x + (e->lr ? 1 : -1));
-            if (e->x < 0 || e->x > 9) {
-                e->present = 0; // off the board: it cannot touch the player either
-            }
+            int p = e->present, x = e->x + p * (2 * e->lr - 1);
+            e->x = (int8_t)x;
+            e->present = (int8_t)(p & (x >= 0) & (x <= 9));
             r += s_touch(m, i);
         }
     }
@@ -130,16 +129,16 @@ static void s_asterix_observe(const minatar_t *m, uint8_t *obs) {
     const minatar_asterix_t *g = &m->s.asterix;
 #define AX_AT(y, x, c) obs[((y)*MINATAR_SIZE + (x)) * AX_CHANNELS + (c)]
     AX_AT(g->player_y, g->player_x, AX_PLAYER) = 1;
+    // Without a branch per slot (see s_touch): every slot ORs its presence into its cells,
+    // which leaves a cell alone for an absent entity (its stale x clamped onto the board).
+    // No other entity shares a row, so OR and the reference's = agree.
     for (int i = 0; i < 8; i++) {
         const minatar_asterix_entity_t *e = &g->entities[i];
-        if (!e->present) {
-            continue;
-        }
-        AX_AT(i + 1, e->x, e->gold ? AX_GOLD : AX_ENEMY) = 1;
-        int back_x = e->lr ? e->x - 1 : e->x + 1;
-        if (back_x >= 0 && back_x <= 9) {
-            AX_AT(i + 1, back_x, AX_TRAIL) = 1;
-        }
+        int p = e->present, x = APEX_MIN(9, APEX_MAX(0, e->x));
+        AX_AT(i + 1, x, AX_ENEMY + 2 * e->gold) |= (uint8_t)p; // AX_GOLD = AX_ENEMY + 2
+        int back_x = x + 1 - 2 * e->lr;                        // behind it
+        int trail = p & (back_x >= 0) & (back_x <= 9);
+        AX_AT(i + 1, APEX_MIN(9, APEX_MAX(0, back_x)), AX_TRAIL) |= (uint8_t)trail;
     }
 #undef AX_AT
 }

@@ -116,10 +116,12 @@ static void s_breakout_observe(const minatar_t *m, uint8_t *obs) {
     BO_AT(g->ball_y, g->ball_x, BO_BALL) = 1;
     BO_AT(9, g->pos, BO_PADDLE) = 1;
     BO_AT(g->last_y, g->last_x, BO_TRAIL) = 1;
-    for (int y = 0; y < MINATAR_SIZE; y++) {
-        for (int x = 0; x < MINATAR_SIZE; x++) {
-            BO_AT(y, x, BO_BRICK) = g->brick_map[y][x];
-        }
+    // state[:, :, brick] = brick_map. Bricks only ever exist in rows 1..3 (s_fill_bricks
+    // is the one writer of a 1), and obs arrives zeroed: the other rows are already right.
+    const uint8_t *bricks = &g->brick_map[1][0]; // rows 1..3: 30 contiguous cells
+    uint8_t *dst = &BO_AT(1, 0, BO_BRICK);
+    for (int i = 0; i < 3 * MINATAR_SIZE; i++) {
+        dst[i * BO_CHANNELS] = bricks[i];
     }
 #undef BO_AT
 }

@@ -94,12 +94,14 @@ static inline sq_obj_t s_obj(int x, int y, int lr, int timer, int shot_timer) {
     return (sq_obj_t){{(int8_t)x, (int8_t)y, (int8_t)lr, (int8_t)timer, (int8_t)shot_timer}};
 }
 
+// Bitwise & rather than &&: one branch at the caller instead of one per coordinate, which
+// mispredicted on the objects' random positions (perf: the top two lines of a step).
 static inline int s_same_cell(const sq_obj_t *a, const sq_obj_t *b) {
-    return a->v[SQ_X] == b->v[SQ_X] && a->v[SQ_Y] == b->v[SQ_Y];
+    return (a->v[SQ_X] == b->v[SQ_X]) & (a->v[SQ_Y] == b->v[SQ_Y]);
 }
 
 static inline int s_on_player(const minatar_seaquest_t *g, const sq_obj_t *o) {
-    return o->v[SQ_X] == g->sub_x && o->v[SQ_Y] == g->sub_y;
+    return (o->v[SQ_X] == g->sub_x) & (o->v[SQ_Y] == g->sub_y);
 }
 
 static inline int s_off_board(const sq_obj_t *o) { return o->v[SQ_X] < 0 || o->v[SQ_X] > 9; }
@@ -402,21 +404,22 @@ static int s_seaquest_act(minatar_t *m, int a) {
 
 // state[y, x, c] = 1 with numpy's indexing: -10..-1 count from the end; beyond is an
 // IndexError in the reference (unreachable: every object on the board is inside it).
-static void s_set(uint8_t *obs, int y, int x, int c) {
-    if (x < 0) {
-        x += MINATAR_SIZE;
-    }
+static inline void s_set(uint8_t *obs, int y, int x, int c) {
+    x += (x < 0) * MINATAR_SIZE; // no branch: objects' positions are random
     APEX_ASSERT(y >= 0 && y < MINATAR_SIZE && x >= 0 && x < MINATAR_SIZE);
     obs[(y * MINATAR_SIZE + x) * SQ_CHANNELS + c] = 1;
 }
 
-// An enemy or diver and, if it is on the board, its trail behind it.
-static void s_set_with_trail(uint8_t *obs, const sq_obj_t *o, int c) {
-    s_set(obs, o->v[SQ_Y], o->v[SQ_X], c);
-    int back_x = o->v[SQ_LR] ? o->v[SQ_X] - 1 : o->v[SQ_X] + 1;
-    if (back_x >= 0 && back_x <= 9) {
-        s_set(obs, o->v[SQ_Y], back_x, SQ_TRAIL);
-    }
+// An enemy or diver and, if it is on the board, its trail behind it. The trail is ORed in
+// (its cell clamped onto the board when it is off it) instead of a branch on random data;
+// OR and = agree since nothing clears a cell.
+static inline void s_set_with_trail(uint8_t *obs, const sq_obj_t *o, int c) {
+    int x = o->v[SQ_X], y = o->v[SQ_Y];
+    s_set(obs, y, x, c);
+    int back_x = x + 1 - 2 * (o->v[SQ_LR] != 0);
+    int on = (back_x >= 0) & (back_x <= 9);
+    obs[(y * MINATAR_SIZE + APEX_MIN(9, APEX_MAX(0, back_x))) * SQ_CHANNELS + SQ_TRAIL] |=
+        (uint8_t)on;
 }
 
 static void s_seaquest_observe(const minatar_t *m, uint8_t *obs) {
@@ -425,12 +428,14 @@ static void s_seaquest_observe(const minatar_t *m, uint8_t *obs) {
     s_set(obs, g->sub_y, g->sub_or ? g->sub_x - 1 : g->sub_x + 1, SQ_SUB_BACK);
     // state[9, 0:max(0, oxygen) * 10 // 200, 7] and state[9, 9 - diver_count:9, 8]: the
     // second slice is empty for a negative count.
+    // Fixed-length loops that OR in whether a cell is in the slice: the slices' ends change
+    // every step, and a loop ending there mispredicted its exit.
     int oxygen_cells = s_floordiv(APEX_MAX(0, g->oxygen) * 10, SQ_MAX_OXYGEN);
-    for (int x = 0; x < oxygen_cells && x < MINATAR_SIZE; x++) {
-        s_set(obs, 9, x, SQ_OXYGEN_GUAGE);
-    }
-    for (int x = APEX_MAX(0, 9 - g->diver_count); x < 9; x++) {
-        s_set(obs, 9, x, SQ_DIVER_GUAGE);
+    int divers_from = 9 - g->diver_count; // > 9 for a negative count: no cell
+    uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS;
+    for (int x = 0; x < MINATAR_SIZE; x++) {
+        row9[x * SQ_CHANNELS + SQ_OXYGEN_GUAGE] |= (uint8_t)(x < oxygen_cells);
+        row9[x * SQ_CHANNELS + SQ_DIVER_GUAGE] |= (uint8_t)((x >= divers_from) & (x < 9));
     }
     for (int i = 0; i < g->n_f_bullets; i++) {
         s_set(obs, g->f_bullets[i].v[SQ_Y], g->f_bullets[i].v[SQ_X], SQ_F_BULLET);

@@ -26,8 +26,7 @@ static inline uint32_t s_twist(uint32_t hi, uint32_t lo, uint32_t far) {
     return far ^ (y >> 1) ^ ((y & 1u) ? MT_MATRIX_A : 0u);
 }
 
-// Regenerates all 624 words (mt19937_gen).
-static void s_generate(nprandom_t *r) {
+void nprandom_generate(nprandom_t *r) {
     uint32_t *k = r->key;
     int i = 0;
     for (; i < NPRANDOM_N - MT_M; i++) {
@@ -38,19 +37,6 @@ static void s_generate(nprandom_t *r) {
     }
     k[NPRANDOM_N - 1] = s_twist(k[NPRANDOM_N - 1], k[0], k[MT_M - 1]);
     r->pos = 0;
-}
-
-uint32_t nprandom_next_u32(nprandom_t *r) {
-    if (r->pos >= NPRANDOM_N) {
-        s_generate(r);
-    }
-    uint32_t y = r->key[r->pos++];
-    // Tempering.
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
-    return y;
 }
 
 uint64_t nprandom_next_u64(nprandom_t *r) {
@@ -64,13 +50,6 @@ uint64_t nprandom_next_u64(nprandom_t *r) {
 
 // ---------------------------------------------------------------------------------------
 // numpy's draws
-
-double nprandom_rand(nprandom_t *r) {
-    int32_t a = (int32_t)(nprandom_next_u32(r) >> 5);
-    int32_t b = (int32_t)(nprandom_next_u32(r) >> 6);
-    // Both products and the sum are exact (a * 2^26 + b < 2^53), so no rounding to match.
-    return (a * 67108864.0 + b) / 9007199254740992.0;
-}
 
 // Smallest 2^k - 1 >= v (numpy's gen_mask).
 static inline uint64_t s_mask(uint64_t v) {

@@ -34,12 +34,37 @@ typedef struct {
 
 // Seeds as numpy.random.RandomState(seed) does for an int seed (init_genrand).
 void nprandom_seed(nprandom_t *r, uint32_t seed);
-// The next raw 32-bit word (numpy's next_uint32 / random_raw of the legacy MT19937).
-uint32_t nprandom_next_u32(nprandom_t *r);
+// Regenerates all 624 words (mt19937_gen) and sets pos to 0; the draws below call it.
+void nprandom_generate(nprandom_t *r);
+
+// MT19937's tempering of one state word.
+static inline uint32_t nprandom_temper(uint32_t y) {
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+// The next raw 32-bit word (numpy's next_uint32 / random_raw of the legacy MT19937). Inline:
+// every MinAtar step draws at least two (the sticky-action rand()).
+static inline uint32_t nprandom_next_u32(nprandom_t *r) {
+    if (r->pos >= NPRANDOM_N) {
+        nprandom_generate(r);
+    }
+    return nprandom_temper(r->key[r->pos++]);
+}
+
 // Two words, the first drawn as the high half (numpy's mt19937_next64).
 uint64_t nprandom_next_u64(nprandom_t *r);
-// RandomState.rand(): a double in [0, 1) from two words.
-double nprandom_rand(nprandom_t *r);
+
+// RandomState.rand(): a double in [0, 1) from two words, a = u32 >> 5 then b = u32 >> 6.
+// Both products and the sum are exact (a * 2^26 + b < 2^53), so no rounding to match.
+static inline double nprandom_rand(nprandom_t *r) {
+    int32_t a = (int32_t)(nprandom_next_u32(r) >> 5);
+    int32_t b = (int32_t)(nprandom_next_u32(r) >> 6);
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+}
 // RandomState.randint(low, high): an int64 in [low, high). low < high is asserted (numpy
 // raises ValueError). Consumes no draw when high == low + 1.
 int64_t nprandom_randint(nprandom_t *r, int64_t low, int64_t high);

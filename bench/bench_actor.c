@@ -1,4 +1,5 @@
-// bench_actor.c: env steps/s of one real actor_t (actor/actor.h) on CartPole-v1.
+// bench_actor.c: env steps/s of one real actor_t (actor/actor.h) on CartPole-v1 and on
+// MinAtar Breakout with MinAtar's conv network.
 //
 // Everything an actor does per vector step is timed: batched Q inference for 64 envs,
 // epsilon-greedy selection, vecenv stepping with auto-reset, n-step folding, and per batch of
@@ -13,11 +14,14 @@
 // window is reported, per network:
 //   BENCH actor.cartpole64.env_steps_per_s <v> steps/s              4-256-256-dueling(2)
 //   BENCH actor.cartpole64.net64x64.env_steps_per_s <v> steps/s     4-64-64-dueling(2)
+//   BENCH actor.minatar_breakout64.env_steps_per_s <v> steps/s      MinAtar/Breakout-v0,
+//       uint8 10x10x4 -> conv 16 3x3 s1 -> 128 -> dueling(6) (MinAtar's DQN body)
 // plus "#" lines with min/max, the actor thread's CPU use (it should be ~100% of one
 // core: the actor is single-threaded, OpenBLAS is set to 1 thread) and what the sink saw.
 // Peer: ../shared/peers/cartpole.py (pure env stepping, no network; see bench/run_actor.sh).
 //
-// Usage: bench_actor [--net big|small|both] [--window s, default 1] [--windows 3..64, 5]
+// Usage: bench_actor [--net big|small|minatar|both|all] [--window s, default 1]
+//                    [--windows 3..64, 5]    (both = big and small; all = the three)
 //                    [--vsteps N vector steps per window; default 0 = calibrated to --window]
 #define LOG_MODULE "bench"
 #include "actor.h"
@@ -55,6 +59,7 @@ typedef struct {
     char insert_ep[EP_LEN], pub_ep[EP_LEN], stats_ep[EP_LEN];
     atomic_int stop;
     atomic_uint_fast64_t rows, batches, stats_msgs, bad;
+    uint32_t obs_dim, obs_dtype, n_actions; // of the batches it decodes
 } sink_t;
 
 static void *s_bound(void *ctx, int type, char *ep) {
@@ -110,7 +115,11 @@ static void s_sink_insert(sink_t *k, void *router, wire_decoder_t *dec, wire_buf
 }
 
 static void s_sink_loop(sink_t *k, void *router, void *pull) {
-    wire_limits_t lim = {.obs_dim = 4, .n_actions = 2, .max_count = 4096, .max_episodes = 4096};
+    wire_limits_t lim = {.obs_dim = k->obs_dim,
+                         .obs_dtype = k->obs_dtype,
+                         .n_actions = k->n_actions,
+                         .max_count = 4096,
+                         .max_episodes = 4096};
     wire_decoder_t *dec = wire_decoder_new(&lim);
     wire_buf_t out;
     wire_buf_init(&out, 64);
@@ -163,8 +172,9 @@ static void *s_sink_main(void *arg) {
 }
 
 // Starts the sink and waits until its endpoints are bound. Returns 0 or -1.
-static int s_sink_start(sink_t *k) {
+static int s_sink_start(sink_t *k, uint32_t obs_dim, uint32_t obs_dtype, uint32_t n_actions) {
     memset(k, 0, sizeof *k);
+    k->obs_dim = obs_dim, k->obs_dtype = obs_dtype, k->n_actions = n_actions;
     pthread_mutex_init(&k->lock, NULL);
     pthread_cond_init(&k->cond, NULL);
     if (pthread_create(&k->thread, NULL, s_sink_main, k) != 0) {
@@ -201,13 +211,23 @@ static double s_cpu_s(clockid_t which) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static actor_t *s_actor_new(const sink_t *k, const char *hidden) {
-    char h[64], ins[96], pub[96], stats[96], err[CONFIG_ERR_LEN];
-    snprintf(h, sizeof h, "network.hidden=%s", hidden);
+// One benchmarked set-up: the env and the network, as config values.
+typedef struct {
+    const char *name; // the BENCH line
+    const char *env, *conv, *hidden;
+    uint32_t obs_dim, obs_dtype, n_actions;
+} setup_t;
+
+static actor_t *s_actor_new(const sink_t *k, const setup_t *su) {
+    char h[64], env[96], conv[64], ins[96], pub[96], stats[96], err[CONFIG_ERR_LEN];
+    snprintf(h, sizeof h, "network.hidden=%s", su->hidden);
+    snprintf(env, sizeof env, "env.id=%s", su->env);
+    snprintf(conv, sizeof conv, "network.conv=%s", su->conv);
     snprintf(ins, sizeof ins, "endpoints.replay_insert=%s", k->insert_ep);
     snprintf(pub, sizeof pub, "endpoints.learner_pub=%s", k->pub_ep);
     snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k->stats_ep);
-    const char *sets[] = {"env.id=CartPole-v1",
+    const char *sets[] = {env,
+                          conv,
                           h,
                           "network.dueling=true",
                           "actor.envs_per_actor=64",
@@ -228,13 +248,13 @@ static actor_t *s_actor_new(const sink_t *k, const char *hidden) {
 
 // Runs one actor for a warm-up and `windows` windows of vsteps vector steps each (0: as
 // many as take about window_s); prints the BENCH line `name`. Returns 0, or -1 on failure.
-static int s_bench_net(const char *name, const char *hidden, long vsteps, double window_s,
-                       int windows) {
+static int s_bench_net(const setup_t *su, long vsteps, double window_s, int windows) {
+    const char *name = su->name, *hidden = su->hidden;
     sink_t k;
-    if (s_sink_start(&k) != 0) {
+    if (s_sink_start(&k, su->obs_dim, su->obs_dtype, su->n_actions) != 0) {
         return -1;
     }
-    actor_t *a = s_actor_new(&k, hidden);
+    actor_t *a = s_actor_new(&k, su);
     if (!a) {
         s_sink_stop(&k);
         return -1;
@@ -271,11 +291,12 @@ static int s_bench_net(const char *name, const char *hidden, long vsteps, double
                              : 0.5 * (rate[windows / 2 - 1] + rate[windows / 2]);
     // The actor thread's share of the wall clock shows how much the machine let it run;
     // steps per actor-thread cpu second is the one-core rate with that noise removed.
-    printf("# %s (hidden %s, dueling): %d windows of %ld vector steps x %d envs, min %.0f max "
+    printf("# %s (%s, conv '%s', hidden %s, dueling): %d windows of %ld vector steps x %d envs, "
+           "min %.0f max "
            "%.0f steps/s; actor thread cpu %.0f%% of wall (%.0f steps per actor-cpu second), "
            "whole process (actor + sink + libzmq I/O) %.0f%%\n",
-           name, hidden, windows, vsteps, N_ENVS, rate[0], rate[windows - 1], 100 * cpu / wall,
-           (double)steps_timed / cpu, 100 * cpu_all / wall);
+           name, su->env, su->conv, hidden, windows, vsteps, N_ENVS, rate[0], rate[windows - 1],
+           100 * cpu / wall, (double)steps_timed / cpu, 100 * cpu_all / wall);
     printf("# %s: actor sent %llu batches (%llu acked, %llu dropped), %llu episodes; sink got "
            "%llu batches, %llu rows, %llu stats messages, %llu bad\n",
            name, (unsigned long long)st.batches_sent, (unsigned long long)st.batches_acked,
@@ -331,26 +352,46 @@ int main(int argc, char **argv) {
     const char *net = "both";
     long vsteps = 0, windows = 5;
     double window_s = 1.0;
-    int big = 0, small = 0;
+    int big = 0, small = 0, minatar = 0;
     if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s) == 0) {
-        big = !strcmp(net, "big") || !strcmp(net, "both");
-        small = !strcmp(net, "small") || !strcmp(net, "both");
+        int all = !strcmp(net, "all");
+        big = all || !strcmp(net, "big") || !strcmp(net, "both");
+        small = all || !strcmp(net, "small") || !strcmp(net, "both");
+        minatar = all || !strcmp(net, "minatar");
     }
-    if (!(big || small) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS || !(window_s > 0)) {
-        fprintf(stderr, "usage: bench_actor [--net big|small|both] [--window s] "
+    if (!(big || small || minatar) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
+        !(window_s > 0)) {
+        fprintf(stderr, "usage: bench_actor [--net big|small|minatar|both|all] [--window s] "
                         "[--vsteps N per window, 0 = from --window] [--windows 3..64]\n");
         return 2;
     }
+    static const setup_t s_big = {
+        "actor.cartpole64.env_steps_per_s", "CartPole-v1", "", "256,256", 4, WIRE_OBS_FLOAT32, 2};
+    static const setup_t s_small = {"actor.cartpole64.net64x64.env_steps_per_s",
+                                    "CartPole-v1",
+                                    "",
+                                    "64,64",
+                                    4,
+                                    WIRE_OBS_FLOAT32,
+                                    2};
+    static const setup_t s_minatar = {"actor.minatar_breakout64.env_steps_per_s",
+                                      "MinAtar/Breakout-v0",
+                                      "16x3s1",
+                                      "128",
+                                      400,
+                                      WIRE_OBS_UINT8,
+                                      6};
     log_set_role("bench_actor");
     log_set_level(LOG_WARN);
     int rc = 0;
     if (big) {
-        rc |= s_bench_net("actor.cartpole64.env_steps_per_s", "256,256", vsteps, window_s,
-                          (int)windows);
+        rc |= s_bench_net(&s_big, vsteps, window_s, (int)windows);
     }
     if (small) {
-        rc |= s_bench_net("actor.cartpole64.net64x64.env_steps_per_s", "64,64", vsteps, window_s,
-                          (int)windows);
+        rc |= s_bench_net(&s_small, vsteps, window_s, (int)windows);
+    }
+    if (minatar) {
+        rc |= s_bench_net(&s_minatar, vsteps, window_s, (int)windows);
     }
     return rc == 0 ? 0 : 1;
 }

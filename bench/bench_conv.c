@@ -5,21 +5,21 @@
 // Two bodies, uint8 observations as the replay stores them:
 //   minatar  B = 512, 10x10x4 (0/1, scale 1) -> 16 3x3 s1
 //   nature   B = 128, 84x84x4 (scale 1/255) -> 32 8x8 s4 -> 64 4x4 s2 -> 64 3x3 s1
-// One step = conv forward of every layer, then conv_backward from a fixed dL/dout of the
-// top layer down (din = NULL at the first layer). No ReLU: it is not this module's.
-// Each quantity is the median over R windows of >= 30 ms: the whole step, the im2col calls
-// alone, the col2im calls alone, and plain blas_sgemm calls of the step's exact shapes
-// (same buffers, same beta). "other" = step - im2col - col2im - plain sgemm (bias fill, bias
-// sums, and whatever the GEMMs lose inside the step). GFLOP/s count the step's GEMM FLOPs.
-// Also times two alternative first-layer im2cols against conv_im2col_u8 (s_alt_transpose,
-// s_alt_gather), the forward GEMM in the other orientation (s_alt_gemm), and what the first
-// layer's backward saves by not computing dX (s_first_dx).
-// Last, 1024^3 sgemm as the machine's large-GEMM rate in the same run. Takes ~3-4 s.
-// Prints "BENCH conv.<body>.<what> <value> <unit>" lines and "#" lines per GEMM and layer.
-// Not part of `make bench` (no peer to compare with yet); run it by hand.
+// One step = the observations' transpose, conv_forward (bias + ReLU) of every layer, then
+// conv_backward from a fixed dL/dout of the top layer down (din = NULL at the first layer;
+// no ReLU mask: that is nn.c's). Each quantity is the median over R windows of >= 30 ms of
+// the thread's CPU time (on a shared machine, wall time mostly measures the other tenants):
+//   step, forward, backward; the first layer's forward for one weight set and for two
+//   (conv_forward2, the learner's online and target networks on s'); the transpose; every
+//   layer's chunked im2col alone; and plain blas_sgemm calls of the forward GEMMs on one
+//   chunk (the cache-resident shape conv.c runs) next to the same product on the whole
+//   batch at once (what the code did before chunking).
+// GFLOP/s count the GEMM FLOPs: forward OC K N, dW OC K N, dcol (inner layers) OC K N, 2 per
+// multiply-add. Last, 1024^3 sgemm as the machine's large-GEMM rate in the same run.
+// Prints "BENCH conv.<body>.<what> <value> <unit>" lines and "#" lines per layer.
+// Not part of `make bench` (no peer); run it by hand. Takes ~5 s.
 #include "apex.h"
 #include "blas.h"
-#include "clock.h"
 #include "conv.h"
 #include "rng.h"
 #include "xalloc.h"
@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_LAYERS 3
 #define MAX_RUNS 32
@@ -40,11 +41,18 @@ typedef struct {
     float scale;
     conv_shape_t s[MAX_LAYERS];
     uint8_t *obs;
+    float *t; // the first layer's input: the observations transposed, as nn.c does
     float *w[MAX_LAYERS], *b[MAX_LAYERS], *dw[MAX_LAYERS], *db[MAX_LAYERS];
-    float *out[MAX_LAYERS], *col[MAX_LAYERS], *dout[MAX_LAYERS];
-    float *dcol, *alt; // shared dcol scratch; the alternative's float copy of the batch
-    float *outT;       // (N x OC) of the largest layer, for s_alt_gemm
+    float *out[MAX_LAYERS], *dout[MAX_LAYERS], *out2; // out2: a second first-layer output
+    float *scratch;
+    float *big_a, *big_b, *big_c; // whole-batch operands for the plain GEMM comparison
 } body_t;
+
+static int64_t s_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void s_fill_normal(float *x, size_t n, float scale, rng_t *r) {
     for (size_t i = 0; i < n; i++) {
@@ -56,7 +64,7 @@ static void s_body_init(body_t *bd, const char *name, int B, float scale, int c,
                         const int *spec, int n_layers, int binary, rng_t *r) {
     memset(bd, 0, sizeof *bd);
     bd->name = name, bd->B = B, bd->n_layers = n_layers, bd->scale = scale;
-    size_t max_col = 0, max_act = 0;
+    size_t scratch = 0, big = 0;
     for (int l = 0; l < n_layers; l++) {
         conv_shape_t *s = &bd->s[l];
         int rc = conv_shape_init(s, c, h, w, spec[3 * l], spec[3 * l + 1], spec[3 * l + 2], NULL,
@@ -64,180 +72,122 @@ static void s_body_init(body_t *bd, const char *name, int B, float scale, int c,
         if (rc != 0) {
             abort();
         }
-        size_t nw = conv_num_params(s) - (size_t)s->c_out, col = conv_col_bytes(s, B);
+        size_t nw = conv_num_params(s) - (size_t)s->c_out;
         size_t act = conv_out_features(s) * (size_t)B * sizeof(float);
+        size_t K = (size_t)s->c_in * s->k * s->k, N = (size_t)s->oh * s->ow * B;
         bd->w[l] = xaligned_alloc(nw * sizeof(float));
         bd->b[l] = xaligned_alloc((size_t)s->c_out * sizeof(float));
         bd->dw[l] = xaligned_alloc(nw * sizeof(float));
         bd->db[l] = xaligned_alloc((size_t)s->c_out * sizeof(float));
         bd->out[l] = xaligned_alloc(act);
         bd->dout[l] = xaligned_alloc(act);
-        bd->col[l] = xaligned_alloc(col);
         conv_init_random(bd->w[l], bd->b[l], s, r);
         s_fill_normal(bd->dout[l], act / sizeof(float), 1e-3f, r);
-        max_col = l > 0 && col > max_col ? col : max_col;
-        max_act = APEX_MAX(max_act, act);
+        scratch = APEX_MAX(scratch, conv_scratch_bytes(s, B));
+        big = APEX_MAX(big, K * N);
         c = s->c_out, h = s->oh, w = s->ow;
     }
     size_t n_obs = conv_in_features(&bd->s[0]) * (size_t)B;
     bd->obs = xaligned_alloc(n_obs);
+    bd->t = xaligned_alloc(n_obs * sizeof(float));
     for (size_t i = 0; i < n_obs; i++) {
         bd->obs[i] = binary ? (uint8_t)(rng_uniform_f(r) < 0.1f) : (uint8_t)rng_below(r, 256);
     }
-    bd->dcol = xaligned_alloc(max_col ? max_col : sizeof(float));
-    bd->alt = xaligned_alloc(n_obs * sizeof(float));
-    bd->outT = xaligned_alloc(max_act);
+    bd->out2 = xaligned_alloc(conv_out_features(&bd->s[0]) * (size_t)B * sizeof(float));
+    bd->scratch = xaligned_alloc(scratch);
+    bd->big_a = xaligned_alloc(big * sizeof(float));
+    bd->big_b = xaligned_alloc(big * sizeof(float));
+    bd->big_c = xaligned_alloc(big * sizeof(float));
 }
 
 static void s_body_fini(body_t *bd) {
     for (int l = 0; l < bd->n_layers; l++) {
         xfree(bd->w[l]), xfree(bd->b[l]), xfree(bd->dw[l]), xfree(bd->db[l]);
-        xfree(bd->out[l]), xfree(bd->dout[l]), xfree(bd->col[l]);
+        xfree(bd->out[l]), xfree(bd->dout[l]);
     }
-    xfree(bd->obs), xfree(bd->dcol), xfree(bd->alt), xfree(bd->outT);
+    xfree(bd->obs), xfree(bd->t), xfree(bd->out2), xfree(bd->scratch);
+    xfree(bd->big_a), xfree(bd->big_b), xfree(bd->big_c);
+}
+
+static conv_input_t s_input(const body_t *bd, int l) {
+    return (conv_input_t){l == 0 ? bd->t : bd->out[l - 1], 0, 1.0f};
 }
 
 // ----------------------------------------------------------------------------
 // the timed operations
 
-static void s_step(body_t *bd) {
-    int B = bd->B, top = bd->n_layers - 1;
-    conv_forward_u8(bd->out[0], bd->col[0], bd->obs, bd->w[0], bd->b[0], bd->scale, &bd->s[0], B);
-    for (int l = 1; l <= top; l++) {
-        conv_forward(bd->out[l], bd->col[l], bd->out[l - 1], bd->w[l], bd->b[l], &bd->s[l], B);
-    }
-    // dout[top] stays fixed; dout[l - 1] is overwritten by layer l's din.
-    for (int l = top; l >= 0; l--) {
-        conv_backward(l ? bd->dout[l - 1] : NULL, bd->dcol, bd->dw[l], bd->db[l], bd->dout[l],
-                      bd->col[l], bd->w[l], &bd->s[l], B);
-    }
-}
+typedef enum {
+    OP_STEP,
+    OP_FORWARD,
+    OP_BACKWARD,
+    OP_FIRST1,     // first layer, one weight set
+    OP_FIRST2,     // first layer, two weight sets (conv_forward2)
+    OP_TRANSPOSE,  // the observations' transpose
+    OP_IM2COL,     // every layer's chunked im2col; per layer in pieces
+    OP_GEMM_CHUNK, // each layer's forward GEMM on one chunk x chunks; per layer in pieces
+    OP_GEMM_WHOLE, // the same product on the whole batch at once; per layer in pieces
+    OP_COUNT
+} op_t;
 
-// im2col of every layer; ns[l] += the time of layer l's.
-static void s_im2col_all(body_t *bd, int64_t *ns) {
+static void s_forward(body_t *bd) {
+    conv_transpose_f32(bd->t, bd->obs, 1, bd->scale, &bd->s[0], bd->B);
     for (int l = 0; l < bd->n_layers; l++) {
-        int64_t t0 = clock_now_ns();
-        if (l == 0) {
-            conv_im2col_u8(bd->col[0], bd->obs, bd->scale, &bd->s[0], bd->B);
-        } else {
-            conv_im2col(bd->col[l], bd->out[l - 1], &bd->s[l], bd->B);
+        conv_input_t in = s_input(bd, l);
+        conv_forward(bd->out[l], &in, bd->w[l], bd->b[l], 1, &bd->s[l], bd->B, bd->scratch);
+    }
+}
+
+static void s_backward(body_t *bd) {
+    // dout[top] stays fixed; dout[l - 1] is overwritten by layer l's din.
+    for (int l = bd->n_layers - 1; l >= 0; l--) {
+        conv_input_t in = s_input(bd, l);
+        conv_backward(l ? bd->dout[l - 1] : NULL, bd->dw[l], bd->db[l], bd->dout[l], &in, bd->w[l],
+                      &bd->s[l], bd->B, bd->scratch);
+    }
+}
+
+static void s_op(body_t *bd, op_t op, int64_t *ns) {
+    const int B = bd->B;
+    if (op == OP_STEP) {
+        s_forward(bd);
+        s_backward(bd);
+    } else if (op == OP_FORWARD) {
+        s_forward(bd);
+    } else if (op == OP_BACKWARD) {
+        s_backward(bd);
+    } else if (op == OP_FIRST1 || op == OP_FIRST2) {
+        conv_input_t in = s_input(bd, 0);
+        if (op == OP_FIRST1) {
+            conv_forward(bd->out[0], &in, bd->w[0], bd->b[0], 1, &bd->s[0], B, bd->scratch);
+        } else { // the same weights twice: the cost does not depend on the values
+            conv_forward2(bd->out[0], bd->out2, &in, bd->w[0], bd->b[0], bd->w[0], bd->b[0], 1,
+                          &bd->s[0], B, bd->scratch);
         }
-        ns[l] += clock_now_ns() - t0;
-    }
-}
-
-// col2im of every layer above the first; ns[l] += the time of layer l's.
-static void s_col2im_all(body_t *bd, int64_t *ns) {
-    for (int l = 1; l < bd->n_layers; l++) {
-        int64_t t0 = clock_now_ns();
-        conv_col2im(bd->dout[l - 1], bd->dcol, &bd->s[l], bd->B);
-        ns[l] += clock_now_ns() - t0;
-    }
-}
-
-// GEMM g of the step: 3 per layer (forward NN, dW NT, dcol TN); dcol only above layer 0.
-static int s_gemm_count(const body_t *bd) { return 3 * bd->n_layers; }
-
-static double s_gemm_flops(const body_t *bd, int g) {
-    const conv_shape_t *s = &bd->s[g / 3];
-    if (g / 3 == 0 && g % 3 == 2) {
-        return 0;
-    }
-    return 2.0 * s->c_out * s->c_in * s->k * s->k * s->oh * s->ow * bd->B;
-}
-
-static void s_gemm(body_t *bd, int g) {
-    int l = g / 3;
-    const conv_shape_t *s = &bd->s[l];
-    int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B, M = s->c_out;
-    if (g % 3 == 0) {
-        blas_sgemm(bd->out[l], bd->w[l], bd->col[l], 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, M, N,
-                   K);
-    } else if (g % 3 == 1) {
-        blas_sgemm(bd->dw[l], bd->dout[l], bd->col[l], 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_TRANS, M, K,
-                   N);
-    } else if (l > 0) {
-        blas_sgemm(bd->dcol, bd->w[l], bd->dout[l], 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, N, M);
-    }
-}
-
-// Two alternative first-layer im2cols, measured against conv_im2col_u8 (which transposes one
-// image row of the batch at a time into an L2-sized scratch and copies col rows from it).
-// ALT_TRANSPOSE: transpose the whole batch into a scaled float (C x H W B) copy (bd->alt,
-// 4 bytes per obs byte), then the inner-layer im2col from it.
-static void s_alt_transpose(body_t *bd) {
-    const conv_shape_t *s = &bd->s[0];
-    size_t B = (size_t)bd->B, hw = (size_t)s->h * s->w, C = (size_t)s->c_in, O = hw * C;
-    for (size_t c = 0; c < C; c++) {
-        for (size_t p = 0; p < hw; p++) {
-            float *dst = bd->alt + (c * hw + p) * B;
-            const uint8_t *src = bd->obs + p * C + c;
-            for (size_t b = 0; b < B; b++) {
-                dst[b] = bd->scale * (float)src[b * O];
-            }
-        }
-    }
-    conv_im2col(bd->col[0], bd->alt, s, bd->B);
-}
-
-// ALT_GATHER: gather every col entry straight from the observation rows (stride H W C), i.e.
-// convert each obs byte about k^2 / s^2 times; loops (oy, i) outermost so that one image row
-// of the batch is the working set.
-static void s_alt_gather(body_t *bd) {
-    const conv_shape_t *s = &bd->s[0];
-    const size_t sample = conv_in_features(s), Bz = (size_t)bd->B;
-    const size_t N = (size_t)s->oh * s->ow * Bz;
-    for (int oy = 0; oy < s->oh; oy++) {
-        for (int i = 0; i < s->k; i++) {
-            size_t y_off = (size_t)(oy * s->stride + i) * s->w * s->c_in;
-            for (int c = 0; c < s->c_in; c++) {
-                for (int j = 0; j < s->k; j++) {
-                    size_t r = ((size_t)c * s->k + i) * s->k + j;
-                    float *dst = bd->col[0] + r * N + (size_t)oy * s->ow * Bz;
-                    for (int ox = 0; ox < s->ow; ox++, dst += Bz) {
-                        const uint8_t *src = bd->obs + y_off +
-                                             (size_t)(ox * s->stride + j) * s->c_in + c;
-                        for (size_t b = 0; b < Bz; b++) {
-                            dst[b] = bd->scale * (float)src[b * sample];
-                        }
-                    }
+    } else if (op == OP_TRANSPOSE) {
+        conv_transpose_f32(bd->t, bd->obs, 1, bd->scale, &bd->s[0], B);
+    } else {
+        for (int l = 0; l < bd->n_layers; l++) {
+            const conv_shape_t *s = &bd->s[l];
+            int P = s->oh * s->ow, pc = conv_chunk_positions(s, B), K = s->c_in * s->k * s->k;
+            conv_input_t in = s_input(bd, l);
+            int64_t t0 = s_cpu_ns();
+            if (op == OP_IM2COL) {
+                for (int p0 = 0; p0 < P; p0 += pc) {
+                    conv_im2col(bd->scratch, &in, s, B, p0, APEX_MIN(p0 + pc, P));
                 }
+            } else if (op == OP_GEMM_CHUNK) {
+                for (int p0 = 0; p0 < P; p0 += pc) {
+                    int n = (APEX_MIN(p0 + pc, P) - p0) * B;
+                    blas_sgemm(bd->big_c, bd->w[l], bd->big_a, 1.0f, 0.0f, BLAS_NO_TRANS,
+                               BLAS_NO_TRANS, s->c_out, n, K);
+                }
+            } else {
+                blas_sgemm(bd->big_c, bd->w[l], bd->big_a, 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_NO_TRANS,
+                           s->c_out, P * B, K);
             }
+            ns[l] += s_cpu_ns() - t0;
         }
     }
-}
-
-// The forward GEMM in the other orientation, out^T (N x OC) = col^T W^T (sgemm TT, into
-// bd->outT), then transposed into out (OC x N) with the bias added, in blocks of 64 columns
-// so that the (64 x OC) block read stays in L1. Timed only to see whether the chosen
-// orientation (M = OC) costs GEMM speed, and what getting the chosen layout back costs.
-static void s_alt_gemm(body_t *bd, int l, int64_t *ns_gemm, int64_t *ns_transpose) {
-    const conv_shape_t *s = &bd->s[l];
-    int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B, OC = s->c_out;
-    int64_t t0 = clock_now_ns();
-    blas_sgemm(bd->outT, bd->col[l], bd->w[l], 1.0f, 0.0f, BLAS_TRANS, BLAS_TRANS, N, OC, K);
-    int64_t t1 = clock_now_ns();
-    for (size_t n0 = 0; n0 < (size_t)N; n0 += 64) {
-        size_t n1 = APEX_MIN(n0 + 64, (size_t)N);
-        for (size_t oc = 0; oc < (size_t)OC; oc++) {
-            float *dst = bd->out[l] + oc * N, bias = bd->b[l][oc];
-            for (size_t n = n0; n < n1; n++) {
-                dst[n] = bd->outT[n * OC + oc] + bias;
-            }
-        }
-    }
-    *ns_gemm += t1 - t0;
-    *ns_transpose += clock_now_ns() - t1;
-}
-
-// What the first layer's backward skips with din = NULL: the dcol GEMM (into col[0], whose
-// values do not matter here) and the col2im into a float copy of the batch (bd->alt).
-static void s_first_dx(body_t *bd) {
-    const conv_shape_t *s = &bd->s[0];
-    int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B;
-    blas_sgemm(bd->col[0], bd->w[0], bd->dout[0], 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, N,
-               s->c_out);
-    conv_col2im(bd->alt, bd->col[0], s, bd->B);
 }
 
 // ----------------------------------------------------------------------------
@@ -253,55 +203,17 @@ static double s_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-typedef enum {
-    OP_STEP,
-    OP_IM2COL,
-    OP_COL2IM,
-    OP_SGEMM,
-    OP_ALT_TRANSPOSE,
-    OP_ALT_GATHER,
-    OP_ALT_GEMM,
-    OP_FIRST_DX,
-    OP_COUNT
-} op_t;
-
-#define MAX_PIECES (3 * MAX_LAYERS)
-
-// One window of op: returns ms per call, and writes ms per call of each piece to piece_ms:
-// per GEMM for OP_SGEMM; per layer for OP_IM2COL and OP_COL2IM; for OP_ALT_GEMM the GEMM of
-// layer l at l and its transpose at MAX_LAYERS + l; zeros otherwise.
+// One window of op: returns ms per call, and ms per call of each layer's piece.
 static double s_window(body_t *bd, op_t op, double *piece_ms) {
-    int64_t t0 = clock_now_ns(), t;
-    int64_t ns[MAX_PIECES] = {0};
+    int64_t t0 = s_cpu_ns(), t;
+    int64_t ns[MAX_LAYERS] = {0};
     int iters = 0;
     do {
-        if (op == OP_STEP) {
-            s_step(bd);
-        } else if (op == OP_IM2COL) {
-            s_im2col_all(bd, ns);
-        } else if (op == OP_COL2IM) {
-            s_col2im_all(bd, ns);
-        } else if (op == OP_ALT_TRANSPOSE) {
-            s_alt_transpose(bd);
-        } else if (op == OP_ALT_GATHER) {
-            s_alt_gather(bd);
-        } else if (op == OP_ALT_GEMM) {
-            for (int l = 0; l < bd->n_layers; l++) {
-                s_alt_gemm(bd, l, &ns[l], &ns[MAX_LAYERS + l]);
-            }
-        } else if (op == OP_FIRST_DX) {
-            s_first_dx(bd);
-        } else {
-            for (int g = 0; g < s_gemm_count(bd); g++) {
-                int64_t g0 = clock_now_ns();
-                s_gemm(bd, g);
-                ns[g] += clock_now_ns() - g0;
-            }
-        }
+        s_op(bd, op, ns);
         iters++;
-    } while ((t = clock_now_ns() - t0) < WINDOW_NS);
-    for (int g = 0; g < MAX_PIECES; g++) {
-        piece_ms[g] = (double)ns[g] * 1e-6 / iters;
+    } while ((t = s_cpu_ns() - t0) < WINDOW_NS);
+    for (int l = 0; l < MAX_LAYERS; l++) {
+        piece_ms[l] = (double)ns[l] * 1e-6 / iters;
     }
     return (double)t * 1e-6 / iters;
 }
@@ -316,80 +228,60 @@ static double s_sgemm_1024(void) {
         a[i] = (float)(i % 13) * 0.01f, b[i] = (float)(i % 7) * 0.01f;
     }
     blas_sgemm(c, a, b, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n, n, n); // warm-up
-    int64_t t0 = clock_now_ns();
+    int64_t t0 = s_cpu_ns();
     int reps = 0;
     do {
         blas_sgemm(c, a, b, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n, n, n);
         reps++;
-    } while (clock_now_ns() - t0 < WINDOW_NS);
-    double s = (double)(clock_now_ns() - t0) * 1e-9;
+    } while (s_cpu_ns() - t0 < WINDOW_NS);
+    double s = (double)(s_cpu_ns() - t0) * 1e-9;
     xfree(a), xfree(b), xfree(c);
     return 2.0 * n * (double)n * n * reps / s * 1e-9;
 }
 
+static double s_layer_flops(const body_t *bd, int l) {
+    const conv_shape_t *s = &bd->s[l];
+    return 2.0 * s->c_out * s->c_in * s->k * s->k * s->oh * s->ow * bd->B;
+}
+
 static void s_bench_body(body_t *bd, int runs, const char *tsuffix) {
-    double ms[OP_COUNT][MAX_RUNS], pms[OP_COUNT][MAX_PIECES][MAX_RUNS], one[MAX_PIECES];
-    s_step(bd); // warm-up: first touch of every buffer
+    double ms[OP_COUNT][MAX_RUNS], pms[OP_COUNT][MAX_LAYERS][MAX_RUNS], one[MAX_LAYERS];
+    s_op(bd, OP_STEP, NULL); // warm-up: first touch of every buffer
     for (int r = 0; r < runs; r++) {
         for (int op = 0; op < OP_COUNT; op++) {
             ms[op][r] = s_window(bd, (op_t)op, one);
-            for (int g = 0; g < MAX_PIECES; g++) {
-                pms[op][g][r] = one[g];
+            for (int l = 0; l < MAX_LAYERS; l++) {
+                pms[op][l][r] = one[l];
             }
         }
     }
-    double med[OP_COUNT], flops = 0;
+    double med[OP_COUNT], step_flops = 0;
     for (int op = 0; op < OP_COUNT; op++) {
         med[op] = s_median(ms[op], runs);
     }
     const char *n = bd->name;
-    for (int g = 0; g < s_gemm_count(bd); g++) {
-        double f = s_gemm_flops(bd, g), m = s_median(pms[OP_SGEMM][g], runs);
-        flops += f;
-        if (f > 0) {
-            const conv_shape_t *s = &bd->s[g / 3];
-            int K = s->c_in * s->k * s->k, N = s->oh * s->ow * bd->B;
-            static const char *kind[3] = {"fwd NN", "dW NT", "dcol TN"};
-            printf("# conv.%s layer %d %-7s M=%d N=%d K=%d: %.3f ms, %.1f GFLOP/s\n", n, g / 3,
-                   kind[g % 3], g % 3 == 2 ? K : s->c_out, g % 3 == 1 ? K : N,
-                   g % 3 == 0   ? K
-                   : g % 3 == 1 ? N
-                                : s->c_out,
-                   m, f / (m * 1e-3) * 1e-9);
-        }
-    }
     for (int l = 0; l < bd->n_layers; l++) {
         const conv_shape_t *s = &bd->s[l];
-        double f = 2.0 * s->c_out * s->c_in * s->k * s->k * s->oh * s->ow * bd->B;
-        double m = s_median(pms[OP_ALT_GEMM][l], runs);
-        double tr = s_median(pms[OP_ALT_GEMM][MAX_LAYERS + l], runs);
-        printf("# conv.%s layer %d fwd as out^T = col^T W^T (TT, M=N, N=OC): %.3f ms, %.1f "
-               "GFLOP/s; + transpose to (OC x N) with bias %.3f ms\n",
-               n, l, m, f / (m * 1e-3) * 1e-9, tr);
+        double f = s_layer_flops(bd, l), chunk = s_median(pms[OP_GEMM_CHUNK][l], runs);
+        double whole = s_median(pms[OP_GEMM_WHOLE][l], runs);
+        int pc = conv_chunk_positions(s, bd->B), K = s->c_in * s->k * s->k;
+        step_flops += f * (l == 0 ? 2 : 3);
+        printf("# conv.%s layer %d: K=%d OC=%d, %d positions of %d per chunk (col %.0f KB); "
+               "im2col %.3f ms; forward GEMM on chunks %.3f ms (%.1f GFLOP/s), on the whole "
+               "batch %.3f ms (%.1f GFLOP/s)\n",
+               n, l, K, s->c_out, pc, s->oh * s->ow, (double)K * pc * bd->B * 4 / 1024,
+               s_median(pms[OP_IM2COL][l], runs), chunk, f / (chunk * 1e-3) * 1e-9, whole,
+               f / (whole * 1e-3) * 1e-9);
     }
-    for (int l = 0; l < bd->n_layers; l++) {
-        double col_mb = (double)conv_col_bytes(&bd->s[l], bd->B) / 1e6;
-        printf("# conv.%s layer %d im2col %.3f ms, col2im %.3f ms (col %.1f MB)\n", n, l,
-               s_median(pms[OP_IM2COL][l], runs), s_median(pms[OP_COL2IM][l], runs), col_mb);
-    }
-    double other = med[OP_STEP] - med[OP_IM2COL] - med[OP_COL2IM] - med[OP_SGEMM];
     printf("BENCH conv.%s%s.step_ms %.3f ms\n", n, tsuffix, med[OP_STEP]);
-    printf("BENCH conv.%s%s.im2col_ms %.3f ms\n", n, tsuffix, med[OP_IM2COL]);
-    printf("BENCH conv.%s%s.col2im_ms %.3f ms\n", n, tsuffix, med[OP_COL2IM]);
-    printf("BENCH conv.%s%s.sgemm_plain_ms %.3f ms\n", n, tsuffix, med[OP_SGEMM]);
-    printf("BENCH conv.%s%s.other_ms %.3f ms\n", n, tsuffix, other);
+    printf("BENCH conv.%s%s.forward_ms %.3f ms\n", n, tsuffix, med[OP_FORWARD]);
+    printf("BENCH conv.%s%s.backward_ms %.3f ms\n", n, tsuffix, med[OP_BACKWARD]);
     printf("BENCH conv.%s%s.step_gflops %.1f GFLOP/s\n", n, tsuffix,
-           flops / (med[OP_STEP] * 1e-3) * 1e-9);
-    printf("BENCH conv.%s%s.sgemm_plain_gflops %.1f GFLOP/s\n", n, tsuffix,
-           flops / (med[OP_SGEMM] * 1e-3) * 1e-9);
-    printf("BENCH conv.%s%s.sgemm_share %.1f %%\n", n, tsuffix,
-           100.0 * med[OP_SGEMM] / med[OP_STEP]);
-    printf("BENCH conv.%s%s.first_im2col_ms %.3f ms\n", n, tsuffix,
-           s_median(pms[OP_IM2COL][0], runs));
-    printf("BENCH conv.%s%s.first_im2col_alt_transpose_ms %.3f ms\n", n, tsuffix,
-           med[OP_ALT_TRANSPOSE]);
-    printf("BENCH conv.%s%s.first_im2col_alt_gather_ms %.3f ms\n", n, tsuffix, med[OP_ALT_GATHER]);
-    printf("BENCH conv.%s%s.first_dx_skipped_ms %.3f ms\n", n, tsuffix, med[OP_FIRST_DX]);
+           step_flops / (med[OP_STEP] * 1e-3) * 1e-9);
+    printf("BENCH conv.%s%s.first_forward_ms %.3f ms\n", n, tsuffix, med[OP_FIRST1]);
+    printf("BENCH conv.%s%s.first_forward2_ms %.3f ms\n", n, tsuffix, med[OP_FIRST2]);
+    printf("BENCH conv.%s%s.transpose_ms %.3f ms\n", n, tsuffix, med[OP_TRANSPOSE]);
+    printf("BENCH conv.%s%s.im2col_ms %.3f ms\n", n, tsuffix, med[OP_IM2COL]);
 }
 
 static int s_parse_int(const char *s, int *out) {
@@ -424,8 +316,8 @@ int main(int argc, char **argv) {
         snprintf(tsuffix, sizeof tsuffix, ".t%d", threads);
     }
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("# bench_conv: threads %d, %d windows of >= %d ms, OPENBLAS_CORETYPE=%s\n", threads,
-           runs, WINDOW_NS / 1000000, ct ? ct : "(unset)");
+    printf("# bench_conv: threads %d, %d windows of >= %d ms CPU time, OPENBLAS_CORETYPE=%s\n",
+           threads, runs, WINDOW_NS / 1000000, ct ? ct : "(unset)");
     rng_t r;
     rng_init_stream(&r, 1, RNG_ROLE_TEST, 0);
     body_t bd;

@@ -1,13 +1,28 @@
 // bench_learner.c: learner update throughput and GEMM efficiency (not a test: timing).
 //
-//   build/bench/bench_learner [--threads N] [--runs R] [--iters K]
+//   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--net NAME]...
 //
-// For the small net 4-256-256-dueling(2) and the large net 84-512-512-dueling(18), batch
-// 512, Adam, clip 40, target sync every 2500: R timed windows of K full trainer_step
+// Nets (--net may be given several times; default: small, large, minatar, nature):
+//   small    4-256-256-dueling(2), float32 vectors, batch 512
+//   large    84-512-512-dueling(18), float32 vectors, batch 512
+//   minatar  MinAtar's DQN body: uint8 10x10x4 frames (0/1, scale 1) -> conv 16 3x3 s1 ->
+//            fc 128 -> dueling(6), batch 512 (torch_learner.py --net minatar --actions 6)
+//   nature   the Nature DQN body: uint8 84x84x4 frames (0..255, scale 1/255) -> conv 32 8x8
+//            s4, 64 4x4 s2, 64 3x3 s1 -> fc 512 -> dueling(6), batch 128
+//            (torch_learner.py --net nature --actions 6 --batch 128)
+// Each: Adam, clip 40, target sync every 2500; R timed windows of K full trainer_step
 // updates after a warm-up, fed from a pool of 8 random batches (as the torch peer is).
 // Also measures 1024^3 sgemm in the same process, in windows interleaved with the update
-// windows, and reports the update's achieved GEMM rate (FLOPs of every forward/backward
-// GEMM per update x updates/s) as a percentage of it (median of per-window ratios).
+// windows, and reports the update's achieved GEMM rate as a percentage of it (median of
+// per-window ratios).
+//
+// FLOPs of one update (s_update_flops), 2 per multiply-add, B samples: with f_l the forward
+// FLOPs of parametric layer l for one sample (linear: in out; conv: OC C k k OH OW, i.e. the
+// im2col GEMM), fwd = B sum_l 2 f_l and first = B 2 f_0,
+//   update = 3 fwd (online(s'), target(s'), online(s)) + fwd (dW of every layer)
+//            + (fwd - first) (dX of every layer but the first; for a conv layer the dcol GEMM)
+// i.e. exactly the GEMMs nn_backward runs; bias fills and sums, ReLU, im2col/col2im, the
+// loss and Adam are not counted. For the MLPs this is the count earlier builds used.
 // Prints "BENCH <name> <median> <unit>" lines; medians over the R windows.
 #include "blas.h"
 #include "clock.h"
@@ -21,12 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define POOL 8
-#define BATCH 512
 
 typedef struct {
-    float *obs, *next_obs, *rew, *disc, *w;
+    void *obs, *next_obs; // (B x O) of the net's input dtype
+    float *rew, *disc, *w;
     int32_t *act;
 } bench_batch_t;
 
@@ -38,6 +54,12 @@ static int s_cmp_double(const void *a, const void *b) {
 static double s_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, s_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double s_thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 // The 1024^3 reference product. Measured in short windows interleaved with the update
@@ -83,13 +105,27 @@ static void s_sgemm_fini(sgemm_ref_t *g) {
     xfree(g->c);
 }
 
-// FLOPs of the GEMMs in one update: 3 forwards, dW of every layer, dX of all but the first.
+// FLOPs of the GEMMs in one update (see the header): 3 forwards, dW of every layer, dX of
+// all but the first. A conv layer's forward is its im2col GEMM, OC x (C k k) x (OH OW).
 static double s_update_flops(const nn_config_t *cfg, int B) {
     nn_params_t p;
     nn_params_init(&p, cfg);
+    int h, w, c;
+    nn_input_shape(cfg, &h, &w, &c);
     double fwd = 0, first = 0;
     for (int l = 0; l < p.n_layers; l++) {
-        double f = 2.0 * B * p.layer[l].in_dim * p.layer[l].out_dim;
+        double positions = 1.0;
+        if (l < cfg->n_conv) {
+            conv_shape_t cs;
+            int rc = conv_shape_init(&cs, c, h, w, cfg->conv[l].filters, cfg->conv[l].kernel,
+                                     cfg->conv[l].stride, NULL, 0);
+            if (rc != 0) {
+                abort();
+            }
+            positions = (double)cs.oh * cs.ow;
+            h = cs.oh, w = cs.ow, c = cs.c_out;
+        }
+        double f = 2.0 * B * p.layer[l].in_dim * p.layer[l].out_dim * positions;
         fwd += f;
         first = l == 0 ? f : first;
     }
@@ -97,26 +133,42 @@ static double s_update_flops(const nn_config_t *cfg, int B) {
     return 3 * fwd + fwd + (fwd - first);
 }
 
-static void s_make_pool(bench_batch_t *pool, train_batch_t *tb, int O, int A, rng_t *r) {
+// Random observations: float32 normals for an MLP; uint8 frames for a conv net, 0/1 when
+// in_scale is 1 (MinAtar) and 0..255 otherwise (Atari), as the torch peer draws them.
+static void *s_make_obs(const nn_config_t *cfg, int B, rng_t *r) {
+    size_t n = (size_t)B * cfg->obs_dim;
+    if (cfg->in_dtype == NN_INPUT_U8) {
+        uint8_t *o = xaligned_alloc(n);
+        uint32_t hi = cfg->in_scale == 1.0f ? 2 : 256;
+        for (size_t i = 0; i < n; i++) {
+            o[i] = (uint8_t)rng_below(r, hi);
+        }
+        return o;
+    }
+    float *o = xaligned_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        o[i] = (float)rng_normal(r);
+    }
+    return o;
+}
+
+static void s_make_pool(bench_batch_t *pool, train_batch_t *tb, const nn_config_t *cfg, int B,
+                        rng_t *r) {
     for (int k = 0; k < POOL; k++) {
         bench_batch_t *b = &pool[k];
-        b->obs = xaligned_alloc(sizeof(float) * BATCH * (size_t)O);
-        b->next_obs = xaligned_alloc(sizeof(float) * BATCH * (size_t)O);
-        b->rew = xmalloc(sizeof(float) * BATCH);
-        b->disc = xmalloc(sizeof(float) * BATCH);
-        b->w = xmalloc(sizeof(float) * BATCH);
-        b->act = xmalloc(sizeof(int32_t) * BATCH);
-        for (size_t i = 0; i < (size_t)BATCH * O; i++) {
-            b->obs[i] = (float)rng_normal(r);
-            b->next_obs[i] = (float)rng_normal(r);
-        }
-        for (int i = 0; i < BATCH; i++) {
+        b->obs = s_make_obs(cfg, B, r);
+        b->next_obs = s_make_obs(cfg, B, r);
+        b->rew = xmalloc(sizeof(float) * (size_t)B);
+        b->disc = xmalloc(sizeof(float) * (size_t)B);
+        b->w = xmalloc(sizeof(float) * (size_t)B);
+        b->act = xmalloc(sizeof(int32_t) * (size_t)B);
+        for (int i = 0; i < B; i++) {
             b->rew[i] = (float)rng_normal(r);
             b->disc[i] = rng_uniform(r) < 0.05 ? 0.0f : 0.970299f; // 0.99^3, 5% terminals
             b->w[i] = rng_uniform_f(r);
-            b->act[i] = (int32_t)rng_below(r, (uint32_t)A);
+            b->act[i] = (int32_t)rng_below(r, (uint32_t)cfg->n_actions);
         }
-        tb[k] = (train_batch_t){b->obs, b->act, b->rew, b->disc, b->next_obs, b->w, BATCH};
+        tb[k] = (train_batch_t){b->obs, b->act, b->rew, b->disc, b->next_obs, b->w, B};
     }
 }
 
@@ -131,43 +183,67 @@ static void s_free_pool(bench_batch_t *pool) {
     }
 }
 
+// One benchmarked network.
+typedef struct {
+    const char *name;
+    nn_config_t net;
+    int batch;
+    int iters; // updates per window unless --iters
+} bench_net_t;
+
 // Runs one network; prints its BENCH lines. Each window times an sgemm reference and then
 // `iters` updates; efficiency is the median over windows of (update GEMM rate / reference).
-static void s_bench_net(const char *name, const nn_config_t *net, int runs, int iters,
-                        sgemm_ref_t *ref, const char *tsuffix) {
+static void s_bench_net(const bench_net_t *bn, int runs, int iters, sgemm_ref_t *ref,
+                        const char *tsuffix) {
+    const nn_config_t *net = &bn->net;
+    const char *name = bn->name;
+    const int B = bn->batch;
     train_config_t tc;
     train_config_default(&tc);
     tc.net = *net;
-    tc.batch_size = BATCH;
+    tc.batch_size = B;
     trainer_t *tr = trainer_new(&tc);
     rng_t r;
     rng_init_stream(&r, 0, RNG_ROLE_TEST, 0);
     bench_batch_t pool[POOL];
     train_batch_t tb[POOL];
-    s_make_pool(pool, tb, net->obs_dim, net->n_actions, &r);
-    float *prio = xmalloc(sizeof(float) * BATCH);
+    s_make_pool(pool, tb, net, B, &r);
+    float *prio = xmalloc(sizeof(float) * (size_t)B);
     train_stats_t st;
     int k = 0;
     for (int i = 0; i < 10; i++) {
         trainer_step(tr, &tb[k++ % POOL], prio, &st);
     }
-    double flops = s_update_flops(net, BATCH), rates[64], eff[64];
+    double flops = s_update_flops(net, B), rates[64], eff[64], peaks[64], cpu_rates[64];
     int64_t f_ns = 0, b_ns = 0, o_ns = 0;
+    double cpu = 0.0, wall = 0.0;
     for (int w = 0; w < runs; w++) {
-        double peak = s_sgemm_window(ref);
+        peaks[w] = s_sgemm_window(ref);
+        double c0 = s_thread_cpu_s();
         int64_t t0 = clock_now_ns();
         for (int i = 0; i < iters; i++) {
             trainer_step(tr, &tb[k++ % POOL], prio, &st);
             f_ns += st.forward_ns, b_ns += st.backward_ns, o_ns += st.optim_ns;
         }
-        rates[w] = iters / ((double)(clock_now_ns() - t0) * 1e-9);
-        eff[w] = 100.0 * rates[w] * flops * 1e-9 / peak;
+        double dt = (double)(clock_now_ns() - t0) * 1e-9, dc = s_thread_cpu_s() - c0;
+        rates[w] = iters / dt;
+        cpu_rates[w] = iters / dc;
+        cpu += dc, wall += dt;
+        eff[w] = 100.0 * rates[w] * flops * 1e-9 / peaks[w];
     }
     double n_upd = (double)runs * iters, med = s_median(rates, runs);
-    printf("# %s: %zu params, %.1f MFLOP/update in GEMMs; per update: forward+loss %.3f ms, "
-           "backward %.3f ms, clip+optim %.3f ms; min %.1f max %.1f updates/s\n",
-           name, trainer_num_params(tr), flops * 1e-6, f_ns / n_upd * 1e-6, b_ns / n_upd * 1e-6,
-           o_ns / n_upd * 1e-6, rates[0], rates[runs - 1]);
+    char desc[128];
+    nn_config_format(net, desc, sizeof desc);
+    printf("# %s: %s, batch %d, %zu params, %.1f MFLOP/update in GEMMs; per update: "
+           "forward+loss %.3f ms, backward %.3f ms, clip+optim %.3f ms; min %.2f max %.2f "
+           "updates/s; sgemm in these windows %.1f GFLOP/s\n",
+           name, desc, B, trainer_num_params(tr), flops * 1e-6, f_ns / n_upd * 1e-6,
+           b_ns / n_upd * 1e-6, o_ns / n_upd * 1e-6, rates[0], rates[runs - 1],
+           s_median(peaks, runs));
+    // On a shared machine the thread's CPU time shows what one core does when it runs.
+    printf("# %s: the updating thread ran %.0f%% of the wall clock: %.2f updates per CPU "
+           "second (median of windows)\n",
+           name, 100.0 * cpu / wall, s_median(cpu_rates, runs));
     printf("BENCH learner.%s%s.updates_per_s %.2f updates/s\n", name, tsuffix, med);
     printf("BENCH learner.%s%s.gemm_gflops %.1f GFLOP/s\n", name, tsuffix, med * flops * 1e-9);
     printf("BENCH learner.%s%s.gemm_efficiency %.1f %%\n", name, tsuffix, s_median(eff, runs));
@@ -219,27 +295,33 @@ static void s_bench_layouts(void) {
     xfree(c);
 }
 
-// Actor-side latency: one forward pass for 64 environments on the large net.
-static void s_bench_actor_forward(const nn_config_t *net, int runs, const char *tsuffix) {
+// Actor-side latency: one forward pass for 64 environments (what an actor runs per step).
+static void s_bench_actor_forward(const bench_net_t *bn, int runs, const char *tsuffix) {
     enum { B = 64 };
+    const nn_config_t *net = &bn->net;
     nn_params_t p;
     nn_state_t st;
     nn_params_init(&p, net);
-    nn_state_init(&st, net, B, 1);
+    nn_state_init(&st, net, B, 0);
     rng_t r;
     rng_init_stream(&r, 0, RNG_ROLE_TEST, 1);
     nn_params_init_random(&p, &r);
-    float *obs = xaligned_alloc(sizeof(float) * B * (size_t)net->obs_dim);
+    void *obs = s_make_obs(net, B, &r);
     float *q = xaligned_alloc(sizeof(float) * B * (size_t)net->n_actions);
     double us[64];
+    int reps = net->n_conv > 1 ? 10 : 200;
+    nn_forward(&st, &p, obs, B, q); // first touch
     for (int w = 0; w < runs; w++) {
         int64_t t0 = clock_now_ns();
-        for (int i = 0; i < 200; i++) {
+        for (int i = 0; i < reps; i++) {
             nn_forward(&st, &p, obs, B, q);
         }
-        us[w] = (double)(clock_now_ns() - t0) * 1e-3 / 200;
+        us[w] = (double)(clock_now_ns() - t0) * 1e-3 / reps;
     }
-    printf("BENCH nn.large%s.forward_b64_us %.1f us\n", tsuffix, s_median(us, runs));
+    double med = s_median(us, runs);
+    printf("BENCH nn.%s%s.forward_b64_us %.1f us\n", bn->name, tsuffix, med);
+    printf("BENCH nn.%s%s.forward_b64_gflops %.1f GFLOP/s\n", bn->name, tsuffix,
+           nn_forward_flops(net) * B / (med * 1e-6) * 1e-9);
     xfree(obs);
     xfree(q);
     nn_state_fini(&st);
@@ -258,15 +340,73 @@ static int s_parse_int(const char *s, int *out) {
     return 0;
 }
 
+static const bench_net_t s_nets[] = {
+    {"small",
+     {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1},
+     512,
+     100},
+    {"large",
+     {.obs_dim = 84, .n_actions = 18, .n_hidden = 2, .hidden = {512, 512}, .dueling = 1},
+     512,
+     30},
+    {"minatar",
+     {.obs_dim = 400,
+      .in_h = 10,
+      .in_w = 10,
+      .in_c = 4,
+      .in_dtype = NN_INPUT_U8,
+      .in_scale = 1.0f,
+      .n_conv = 1,
+      .conv = {{16, 3, 1}},
+      .n_actions = 6,
+      .n_hidden = 1,
+      .hidden = {128},
+      .dueling = 1},
+     512,
+     30},
+    {"nature",
+     {.obs_dim = 84 * 84 * 4,
+      .in_h = 84,
+      .in_w = 84,
+      .in_c = 4,
+      .in_dtype = NN_INPUT_U8,
+      .in_scale = 1.0f / 255.0f,
+      .n_conv = 3,
+      .conv = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}},
+      .n_actions = 6,
+      .n_hidden = 1,
+      .hidden = {512},
+      .dueling = 1},
+     128,
+     4},
+};
+#define N_NETS ((int)(sizeof s_nets / sizeof s_nets[0]))
+
+static int s_find_net(const char *name) {
+    for (int i = 0; i < N_NETS; i++) {
+        if (strcmp(s_nets[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    int threads = 1, runs = 7, iters = 0;
+    int threads = 1, runs = 7, iters = 0, want[N_NETS] = {0}, any = 0;
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--net") == 0 && i + 1 < argc && s_find_net(argv[i + 1]) >= 0) {
+            want[s_find_net(argv[i + 1])] = any = 1;
+            continue;
+        }
         int *dst = strcmp(argv[i], "--threads") == 0 ? &threads
                    : strcmp(argv[i], "--runs") == 0  ? &runs
                    : strcmp(argv[i], "--iters") == 0 ? &iters
                                                      : NULL;
         if (!dst || i + 1 >= argc || s_parse_int(argv[i + 1], dst) != 0) {
-            fprintf(stderr, "usage: %s [--threads N] [--runs R] [--iters K]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--threads N] [--runs R] [--iters K] "
+                    "[--net small|large|minatar|nature]...\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -274,27 +414,34 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_learner: need threads >= 1, 1 <= runs <= 64, iters >= 0\n");
         return 2;
     }
+    for (int i = 0; i < N_NETS && !any; i++) {
+        want[i] = 1;
+    }
     blas_set_threads(threads);
     char tsuffix[16] = "";
     if (threads != 1) {
         snprintf(tsuffix, sizeof tsuffix, ".t%d", threads);
     }
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("# bench_learner: batch %d, threads %d, %d windows, OPENBLAS_CORETYPE=%s\n", BATCH,
-           threads, runs, ct ? ct : "(unset)");
+    printf("# bench_learner: threads %d, %d windows, OPENBLAS_CORETYPE=%s\n", threads, runs,
+           ct ? ct : "(unset)");
     sgemm_ref_t ref;
     s_sgemm_init(&ref);
     s_sgemm_window(&ref); // warm-up, discarded
     ref.n_rates = 0;
-    nn_config_t
-        small = {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1},
-        large = {.obs_dim = 84, .n_actions = 18, .n_hidden = 2, .hidden = {512, 512}, .dueling = 1};
-    s_bench_net("small", &small, runs, iters ? iters : 100, &ref, tsuffix);
-    s_bench_net("large", &large, runs, iters ? iters : 30, &ref, tsuffix);
+    for (int i = 0; i < N_NETS; i++) {
+        if (want[i]) {
+            s_bench_net(&s_nets[i], runs, iters ? iters : s_nets[i].iters, &ref, tsuffix);
+        }
+    }
     printf("BENCH sgemm.1024%s %.1f GFLOP/s\n", tsuffix, s_median(ref.rates, ref.n_rates));
     s_sgemm_fini(&ref);
-    s_bench_actor_forward(&large, runs, tsuffix);
-    if (threads == 1) {
+    for (int i = 0; i < N_NETS; i++) {
+        if (want[i] && strcmp(s_nets[i].name, "small") != 0) {
+            s_bench_actor_forward(&s_nets[i], runs, tsuffix);
+        }
+    }
+    if (threads == 1 && (!any || want[0])) {
         s_bench_layouts();
     }
     return 0;

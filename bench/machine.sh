@@ -12,7 +12,7 @@ bench_machine() {
   # OpenBLAS (a DYNAMIC_ARCH build) names the kernel it chose at load when asked.
   kernel=$(OPENBLAS_VERBOSE=2 "$bin/apex-learner" --help 2>&1 | sed -n 's/^Core: *//p' | head -1)
   ver=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo unknown)
-  vars=$(env | grep '^OPENBLAS_' | tr '\n' ' ')
+  vars=$(env | grep '^OPENBLAS_' | tr '\n' ' ' || true) # grep finds none: status 1
   echo "# machine: ${cpu:-unknown CPU} ($n CPUs), $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "# openblas: $ver, kernel ${kernel:-unknown (not a DYNAMIC_ARCH build?)}"
   echo "# env: ${vars:-no OPENBLAS_* variables set}"

@@ -10,6 +10,10 @@
 #   BENCH actor.cartpole64.ratio_vs_numpy64 <x> x           apex actor / peer "np64"
 # The peer steps the environment only, with random actions and no network: the ratio shows
 # what apex's whole actor step costs against a Python user's bare env stepping.
+# Then the same actor on 64 MinAtar/Breakout-v0 envs with MinAtar's conv network (uint8
+# 10x10x4 -> 16 3x3 s1 -> 128 -> dueling(6)): actor.minatar_breakout64.env_steps_per_s
+# (goal >= 40 k on one core; no peer), median of ACTOR_BENCH_ROUNDS runs (default 3), every
+# run's value and steps per actor-thread CPU second in "#" lines.
 # The machine is shared and noisy: compare ratios from one run, not numbers across runs.
 # Usage: bash bench/run_actor.sh      env: BUILD (default build), PYTHON, PEER
 set -euo pipefail
@@ -21,13 +25,14 @@ PEER=${PEER:-../shared/peers/cartpole.py}
 bin="$BUILD/bench/bench_actor"
 
 [ -x "$bin" ] || make --no-print-directory "$bin" >&2
+source bench/lib.sh
 if [ ! -f "$PEER" ]; then
   echo "run_actor: peer $PEER not found (expected ../shared beside the repo)" >&2
   exit 1
 fi
 
 echo "# apex:  $bin"
-apex_out=$("$bin")
+apex_out=$("$bin" --net both)
 echo "$apex_out"
 echo "# peer:  $PYTHON $PEER"
 peer_out=$("$PYTHON" "$PEER")
@@ -46,3 +51,13 @@ ratio() { awk -v n="$1" -v a="$2" -v p="$3" 'BEGIN { printf "BENCH %s %.2f x\n",
 ratio actor.cartpole64.ratio_vs_python "$big" "$py"
 ratio actor.cartpole64.net64x64.ratio_vs_python "$small" "$py"
 ratio actor.cartpole64.ratio_vs_numpy64 "$big" "$np64"
+
+vals=() cpus=()
+for r in $(seq 1 "${ACTOR_BENCH_ROUNDS:-3}"); do
+  out=$("$bin" --net minatar)
+  sed "s/^/# round $r: /" <<<"$out"
+  vals+=("$(get "$out" actor.minatar_breakout64.env_steps_per_s)")
+  cpus+=("$(sed -n 's/.*(\([0-9]*\) steps per actor-cpu second).*/\1/p' <<<"$out" | head -1)")
+done
+echo "# actor.minatar_breakout64: per run ${vals[*]} steps/s; per actor-thread CPU second ${cpus[*]}"
+echo "BENCH actor.minatar_breakout64.env_steps_per_s $(bench_median "${vals[@]}") steps/s"

@@ -3,18 +3,28 @@
 #
 #   bash bench/run_learner.sh                 # 1 thread
 #   LEARNER_BENCH_THREADS="1 2" bash bench/run_learner.sh
+#   LEARNER_BENCH_ROUNDS=5 bash bench/run_learner.sh      # conv nets: rounds (default 3)
+#   LEARNER_BENCH_NETS="minatar" bash bench/run_learner.sh  # any of: mlp minatar nature
 #
-# Runs build/bench/bench_learner (small 4-256-256-dueling(2) and large 84-512-512-
+# MLPs: build/bench/bench_learner (small 4-256-256-dueling(2) and large 84-512-512-
 # dueling(18), batch 512, Adam, clip 40) and ../shared/peers/torch_learner.py with the same
-# shapes and thread count, then prints the ratios. Medians over timed windows; the machine
-# is shared, so expect noise of +-10% between runs.
+# shapes and thread count, then the ratios.
+# Conv nets (MinAtar body, batch 512, vs `--net minatar --actions 6`; Nature body, batch 128,
+# vs `--net nature --actions 6 --batch 128`): apex and the peer alternate for ROUNDS rounds;
+# each BENCH value is the median over the rounds, a ratio the median of the rounds' own
+# ratios, and "#" lines keep every round (min..max is the spread). bench_learner's
+# gemm_efficiency line is the update's GEMM rate against the same run's 1024^3 sgemm.
+# Medians over timed windows; the machine is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
+source bench/lib.sh
 BUILD=${BUILD:-build}
 BENCH="$BUILD/bench/bench_learner"
 PEER=../shared/peers/torch_learner.py
 PY=/usr/bin/python3
+ROUNDS=${LEARNER_BENCH_ROUNDS:-3}
+NETS=${LEARNER_BENCH_NETS:-mlp minatar nature}
 [ -x "$BENCH" ] || make --no-print-directory "$BENCH" >/dev/null
 
 # Runs the peer once; shows its output as comments and prints its median updates/s
@@ -26,22 +36,60 @@ peer() {
   awk '/^RESULT .*updates_per_s/ {print $3}' <<<"$out"
 }
 
+has_net() { [[ " $NETS " == *" $1 "* ]]; }
+
 for t in ${LEARNER_BENCH_THREADS:-1}; do
   sfx=""; [ "$t" = 1 ] || sfx=".t$t"
-  out=$("$BENCH" --threads "$t")
-  echo "$out"
-  ours_small=$(awk -v k="learner.small$sfx.updates_per_s" '$1=="BENCH" && $2==k {print $3}' <<<"$out")
-  ours_large=$(awk -v k="learner.large$sfx.updates_per_s" '$1=="BENCH" && $2==k {print $3}' <<<"$out")
-  if [ ! -f "$PEER" ]; then
-    echo "run_learner: peer $PEER not found; ratios skipped" >&2
-    continue
+  if has_net mlp; then
+    out=$("$BENCH" --threads "$t" --net small --net large)
+    echo "$out"
+    ours_small=$(bench_field "$out" BENCH "learner.small$sfx.updates_per_s")
+    ours_large=$(bench_field "$out" BENCH "learner.large$sfx.updates_per_s")
+    if [ -f "$PEER" ]; then
+      torch_small=$(peer --threads "$t")
+      torch_large=$(peer --threads "$t" --obs 84 --hidden 512 --actions 18)
+      echo "BENCH torch.learner.small$sfx.updates_per_s $torch_small updates/s"
+      echo "BENCH torch.learner.large$sfx.updates_per_s $torch_large updates/s"
+      awk -v a="$ours_small" -v b="$torch_small" -v s="$sfx" \
+        'BEGIN {printf "BENCH learner.small%s.ratio_vs_torch %.2f x\n", s, a / b}'
+      awk -v a="$ours_large" -v b="$torch_large" -v s="$sfx" \
+        'BEGIN {printf "BENCH learner.large%s.ratio_vs_torch %.2f x\n", s, a / b}'
+    else
+      echo "run_learner: peer $PEER not found; ratios skipped" >&2
+    fi
   fi
-  torch_small=$(peer --threads "$t")
-  torch_large=$(peer --threads "$t" --obs 84 --hidden 512 --actions 18)
-  echo "BENCH torch.learner.small$sfx.updates_per_s $torch_small updates/s"
-  echo "BENCH torch.learner.large$sfx.updates_per_s $torch_large updates/s"
-  awk -v a="$ours_small" -v b="$torch_small" -v s="$sfx" \
-    'BEGIN {printf "BENCH learner.small%s.ratio_vs_torch %.2f x\n", s, a / b}'
-  awk -v a="$ours_large" -v b="$torch_large" -v s="$sfx" \
-    'BEGIN {printf "BENCH learner.large%s.ratio_vs_torch %.2f x\n", s, a / b}'
+
+  # The conv nets: name, bench_learner flags, peer flags, goal (ratio).
+  for spec in "minatar|--net minatar|--net minatar --actions 6 --iters 50 --windows 3|1.5" \
+    "nature|--net nature|--net nature --actions 6 --batch 128 --iters 8 --windows 3 --warmup 5|0.9"; do
+    IFS='|' read -r name ours_flags peer_flags goal <<<"$spec"
+    has_net "$name" || continue
+    apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=()
+    for r in $(seq 1 "$ROUNDS"); do
+      # shellcheck disable=SC2086 # the flags are words
+      out=$("$BENCH" --threads "$t" $ours_flags --runs 5)
+      sed "s/^/# round $r: /" <<<"$out"
+      a=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
+      apex_v+=("$a")
+      eff_v+=("$(bench_field "$out" BENCH "learner.$name$sfx.gemm_efficiency")")
+      cpu_v+=("$(awk '/updates per CPU second/ {for (i = 1; i <= NF; i++) if ($i == "updates" && $(i+1) == "per") {print $(i-1); exit}}' <<<"$out")")
+      if [ -f "$PEER" ]; then
+        # shellcheck disable=SC2086
+        p=$(peer --threads "$t" $peer_flags)
+        peer_v+=("$p")
+        ratio_v+=("$(awk -v a="$a" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
+        echo "# round $r: apex $a, torch $p updates/s, ratio $(awk -v a="$a" -v b="$p" 'BEGIN {printf "%.2f", a / b}')"
+      fi
+    done
+    echo "# $name: apex updates/s per round: ${apex_v[*]}; per CPU second of the updating thread: ${cpu_v[*]}"
+    echo "BENCH learner.$name$sfx.updates_per_s $(bench_median "${apex_v[@]}") updates/s"
+    echo "BENCH learner.$name$sfx.gemm_efficiency $(bench_median "${eff_v[@]}") %"
+    if [ ${#peer_v[@]} -gt 0 ]; then
+      echo "# $name: torch updates/s per round: ${peer_v[*]}; ratios: ${ratio_v[*]} (goal >= $goal)"
+      echo "BENCH torch.learner.$name$sfx.updates_per_s $(bench_median "${peer_v[@]}") updates/s"
+      printf "BENCH learner.%s%s.ratio_vs_torch %.2f x\n" "$name" "$sfx" "$(bench_median "${ratio_v[@]}")"
+    else
+      echo "run_learner: peer $PEER not found; $name ratio skipped" >&2
+    fi
+  done
 done

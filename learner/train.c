@@ -236,8 +236,9 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
     APEX_ASSERT(B >= 1 && B <= self->cfg.batch_size);
     int64_t t0 = clock_now_ns();
     // (1) forward passes. Only online(s) keeps activations that backward will use.
-    nn_forward(&self->st_next_online, &self->online, batch->next_obs, B, self->q_next_online);
-    nn_forward(&self->st_next_target, &self->target, batch->next_obs, B, self->q_next_target);
+    // online(s') and target(s') read the same s': a conv net's first layer runs once for both.
+    nn_forward_pair(&self->st_next_online, &self->online, &self->st_next_target, &self->target,
+                    batch->next_obs, B, self->q_next_online, self->q_next_target);
     nn_forward(&self->st_obs, &self->online, batch->obs, B, self->q);
     // (2) double-DQN n-step targets, Huber loss, priorities.
     loss_double_dqn_targets(self->y, self->q_next_online, self->q_next_target, batch->rewards,

@@ -36,6 +36,27 @@ void blas_sgemm(float *c, const float *a, const float *b, float alpha, float bet
                 c, N);
 }
 
+void blas_sgemm_ld(float *c, int ldc, const float *a, int lda, const float *b, int ldb, float alpha,
+                   float beta, blas_trans ta, blas_trans tb, int M, int N, int K) {
+    APEX_ASSERT(M >= 0 && N >= 0 && K >= 0);
+    APEX_ASSERT(lda >= (ta == BLAS_TRANS ? M : K) && ldb >= (tb == BLAS_TRANS ? K : N) && ldc >= N);
+    if (M == 0 || N == 0) {
+        return;
+    }
+    if (K == 0) {
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) {
+                float *x = c + (size_t)i * ldc + j;
+                *x = beta == 0.0f ? 0.0f : beta * *x;
+            }
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta == BLAS_TRANS ? CblasTrans : CblasNoTrans,
+                tb == BLAS_TRANS ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, lda, b, ldb, beta,
+                c, ldc);
+}
+
 void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, float beta,
                       blas_trans ta, blas_trans tb, int M, int N, int K) {
     for (int i = 0; i < M; i++) {

@@ -1,6 +1,7 @@
-// conv.c: conv2d forward/backward as im2col + sgemm (see conv.h for the layouts and why).
-// Dimension names: B = batch, C = C_in, OC = C_out, H x W input, OH x OW output, k kernel,
-// s stride, K = C k k (rows of the col matrix), N = OH OW B (its columns).
+// conv.c: conv2d forward/backward as im2col + sgemm in chunks of output positions (see
+// conv.h for the layouts and why). Dimension names: B = batch, C = C_in, OC = C_out, H x W
+// input, OH x OW output, P = OH OW, k kernel, s stride, K = C k k (rows of a col chunk),
+// N = P B (columns of the output), n = columns of one chunk.
 #include "conv.h"
 
 #include "apex.h"
@@ -40,7 +41,8 @@ int conv_shape_init(conv_shape_t *s, int c_in, int h, int w, int c_out, int k, i
         }
         return APEX_EINVAL;
     }
-    *s = (conv_shape_t){c_in, h, w, c_out, k, stride, (h - k) / stride + 1, (w - k) / stride + 1};
+    *s = (conv_shape_t){c_in, h, w, c_out, k, stride, (h - k) / stride + 1, (w - k) / stride + 1,
+                        0};
     return APEX_OK;
 }
 
@@ -52,11 +54,48 @@ size_t conv_in_features(const conv_shape_t *s) { return (size_t)s->c_in * s->h *
 
 size_t conv_out_features(const conv_shape_t *s) { return (size_t)s->c_out * s->oh * s->ow; }
 
-size_t conv_col_bytes(const conv_shape_t *s, int max_batch) {
+int conv_chunk_positions(const conv_shape_t *s, int B) {
+    APEX_ASSERT(B >= 1);
+    size_t per_position = (size_t)s->c_in * s->k * s->k * (size_t)B * sizeof(float);
+    size_t n = s->chunk > 0 ? (size_t)s->chunk : CONV_CHUNK_BYTES / per_position;
+    size_t P = (size_t)s->oh * s->ow;
+    return (int)APEX_MAX(1, APEX_MIN(n, P));
+}
+
+// The scratch of one call, in floats, for batch B: col chunk (K x n), the chunk's output for
+// two weight sets (2 OC x n), the stacked weights (2 OC x K) and dw^T (K x OC); each part
+// starts on a 64-byte line.
+typedef struct {
+    float *col, *out, *w2, *dwt;
+} s_scratch_t;
+
+static size_t s_up16(size_t n) { return (n + 15) / 16 * 16; }
+
+static size_t s_scratch_layout(const conv_shape_t *s, int B, float *base, s_scratch_t *out) {
+    size_t K = (size_t)s->c_in * s->k * s->k, OC = (size_t)s->c_out;
+    size_t n = (size_t)conv_chunk_positions(s, B) * (size_t)B;
+    size_t sizes[4] = {s_up16(K * n), s_up16(2 * OC * n), s_up16(2 * OC * K), s_up16(K * OC)};
+    float *parts[4];
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        parts[i] = base ? base + total : NULL;
+        total += sizes[i];
+    }
+    if (out) {
+        *out = (s_scratch_t){parts[0], parts[1], parts[2], parts[3]};
+    }
+    return total;
+}
+
+size_t conv_scratch_bytes(const conv_shape_t *s, int max_batch) {
     APEX_ASSERT(max_batch >= 1);
-    // K N floats of col, then one transposed image row (C W B) for the first-layer entries.
-    size_t per_sample = (size_t)s->c_in * s->k * s->k * s->oh * s->ow + (size_t)s->c_in * s->w;
-    return per_sample * (size_t)max_batch * sizeof(float);
+    // The chunk's columns n(B) = B * max(1, floor(C / B)) are not monotonic in B: take the
+    // largest over every batch up to max_batch (cheap: a loop over ints, at start-up).
+    size_t most = 0;
+    for (int B = 1; B <= max_batch; B++) {
+        most = APEX_MAX(most, s_scratch_layout(s, B, NULL, NULL));
+    }
+    return most * sizeof(float);
 }
 
 void conv_init_random(float *w, float *b, const conv_shape_t *s, rng_t *rng) {
@@ -72,8 +111,8 @@ void conv_init_random(float *w, float *b, const conv_shape_t *s, rng_t *rng) {
     }
 }
 
-// (K, N) of the col matrix for batch B, asserting that N fits a BLAS int.
-static void s_col_dims(const conv_shape_t *s, int B, int *K, int *N) {
+// N = OH OW B, asserting that it fits a BLAS int; and K.
+static void s_dims(const conv_shape_t *s, int B, int *K, int *N) {
     APEX_ASSERT(B >= 1 && s->oh >= 1 && s->ow >= 1);
     size_t n = (size_t)s->oh * s->ow * (size_t)B;
     APEX_ASSERT(n <= INT_MAX);
@@ -82,10 +121,16 @@ static void s_col_dims(const conv_shape_t *s, int B, int *K, int *N) {
 }
 
 // ----------------------------------------------------------------------------
-// small contiguous kernels (4-float vectors, as in nn.c: gcc -O2 vectorizes none of these
-// loops by itself, and a float sum is one long dependency chain without partial sums)
+// small contiguous kernels, on 4-float vectors (GCC/Clang vector extensions: SSE2 on
+// x86-64, NEON on arm64). gcc -O2 vectorizes none of these loops by itself, a float sum is
+// one long dependency chain without partial sums, and a scalar ReLU is a data-dependent
+// branch that mispredicts on half the activations. Loads and stores go through memcpy, so
+// any alignment is fine.
 
 typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int16_t v8i16 __attribute__((vector_size(16)));
+typedef uint8_t v16u8 __attribute__((vector_size(16)));
 
 static inline v4f s_load4(const float *p) {
     v4f v;
@@ -94,17 +139,6 @@ static inline v4f s_load4(const float *p) {
 }
 
 static inline void s_store4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
-
-static void s_fill(float *x, float value, size_t n) {
-    const v4f v = {value, value, value, value};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s_store4(x + i, v);
-    }
-    for (; i < n; i++) {
-        x[i] = value;
-    }
-}
 
 // Sum of n floats with eight partial sums.
 static float s_sum(const float *x, size_t n) {
@@ -133,136 +167,162 @@ static void s_add(float *dst, const float *src, size_t n) {
     }
 }
 
-// ----------------------------------------------------------------------------
-// im2col / col2im
-//
-// col (K x N): row r = (c k + i) k + j (the PyTorch weight order within one output channel),
-// column n = (oy OW + ox) B + b, value = input pixel (c, oy s + i, ox s + j) of sample b.
+// dst = scale * (float)src for n bytes: 16 at a time, widened by unpacking against zero
+// (SSE2 punpck, cvtdq2ps, mulps). The same values as the scalar expression.
+static void s_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n) {
+    const v4f sc = {scale, scale, scale, scale};
+    const v16u8 z8 = {0};
+    const v8i16 z16 = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16u8 u;
+        memcpy(&u, src + i, sizeof u);
+        v8i16 lo = (v8i16)__builtin_shuffle(
+            u, z8, (v16u8){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
+        v8i16 hi = (v8i16)__builtin_shuffle(
+            u, z8, (v16u8){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
+        v4i q[4] = {(v4i)__builtin_shuffle(lo, z16, (v8i16){0, 8, 1, 9, 2, 10, 3, 11}),
+                    (v4i)__builtin_shuffle(lo, z16, (v8i16){4, 12, 5, 13, 6, 14, 7, 15}),
+                    (v4i)__builtin_shuffle(hi, z16, (v8i16){0, 8, 1, 9, 2, 10, 3, 11}),
+                    (v4i)__builtin_shuffle(hi, z16, (v8i16){4, 12, 5, 13, 6, 14, 7, 15})};
+        for (int k = 0; k < 4; k++) {
+            s_store4(dst + i + 4 * k, __builtin_convertvector(q[k], v4f) * sc);
+        }
+    }
+    for (; i < n; i++) {
+        dst[i] = scale * (float)src[i];
+    }
+}
 
-// First layer, in two steps per image row y: (1) transpose row y of every sample into the
-// scratch t (C x W x B floats, scaled; the B-strided gather happens here, once per obs
-// element), then (2) copy the col rows of every window row (oy, i) with oy s + i = y from t
-// as contiguous runs of B floats (OW B with stride 1), like the inner-layer im2col. t is one
-// image row of the batch (172 KB for the Nature body at B = 128), so it stays in L2 between
-// the two steps. Gathering straight into col converts every obs element about k^2 / s^2
-// times instead of once: 1.3-1.5x (Nature body) to 2x (MinAtar body) slower (bench_conv).
-static void s_transpose_row(float *t, const void *obs, int is_u8, float scale, int y,
-                            const conv_shape_t *s, int B) {
-    const size_t sample = conv_in_features(s), Bz = (size_t)B, C = (size_t)s->c_in;
-    const size_t row = (size_t)y * s->w * C;
-    for (size_t c = 0; c < C; c++) {
-        for (size_t x = 0; x < (size_t)s->w; x++) {
-            float *dst = t + (c * s->w + x) * Bz;
-            size_t off = row + x * C + c;
-            if (is_u8) {
-                const uint8_t *src = (const uint8_t *)obs + off;
-                for (size_t b = 0; b < Bz; b++) {
-                    dst[b] = scale * (float)src[b * sample];
+// dst = src + bias, then max(., 0) as a mask when relu (lanes with x > 0 keep their bits,
+// the rest become +0), for n floats.
+static void s_bias_relu(float *dst, const float *src, float bias, int relu, size_t n) {
+    const v4f vb = {bias, bias, bias, bias}, zero = {0, 0, 0, 0};
+    size_t i = 0;
+    if (relu) {
+        for (; i + 4 <= n; i += 4) {
+            v4f v = s_load4(src + i) + vb;
+            s_store4(dst + i, (v4f)((v4i)v & (v4i)(v > zero)));
+        }
+        for (; i < n; i++) {
+            float v = src[i] + bias;
+            dst[i] = v > 0.0f ? v : 0.0f;
+        }
+        return;
+    }
+    for (; i + 4 <= n; i += 4) {
+        s_store4(dst + i, s_load4(src + i) + vb);
+    }
+    for (; i < n; i++) {
+        dst[i] = src[i] + bias;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the first layer's input: B rows of (H W C) -> (C x H x W x B)
+//
+// Each element is read once with the sample stride (H W C) and written once; the B reads of
+// one (y, x, c) touch B cache lines that the next 63 elements of the row reuse.
+
+void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, int B) {
+    const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;
+    for (size_t p = 0; p < HW; p++) {
+        for (size_t c = 0; c < C; c++) {
+            uint8_t *dst = t + (c * HW + p) * (size_t)B;
+            const uint8_t *src = obs + p * C + c;
+            for (size_t b = 0; b < (size_t)B; b++) {
+                dst[b] = src[b * O];
+            }
+        }
+    }
+}
+
+void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
+                        int B) {
+    const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;
+    for (size_t p = 0; p < HW; p++) {
+        for (size_t c = 0; c < C; c++) {
+            float *dst = t + (c * HW + p) * (size_t)B;
+            if (obs_u8) {
+                const uint8_t *src = (const uint8_t *)obs + p * C + c;
+                for (size_t b = 0; b < (size_t)B; b++) {
+                    dst[b] = scale * (float)src[b * O];
                 }
             } else {
-                const float *src = (const float *)obs + off;
-                for (size_t b = 0; b < Bz; b++) {
-                    dst[b] = scale * src[b * sample];
+                const float *src = (const float *)obs + p * C + c;
+                for (size_t b = 0; b < (size_t)B; b++) {
+                    dst[b] = scale * src[b * O];
                 }
             }
         }
     }
 }
 
-static void s_im2col_obs(float *col, const void *obs, int is_u8, float scale, const conv_shape_t *s,
-                         int B) {
-    int K, N;
-    s_col_dims(s, B, &K, &N);
-    const size_t Bz = (size_t)B, seg = (size_t)s->ow * Bz;
-    float *t = col + (size_t)K * N; // the row scratch lives after col (conv_col_bytes)
-    for (int y = 0; y < s->h; y++) {
-        int transposed = 0;
-        for (int i = 0; i < s->k; i++) {
-            int d = y - i, oy = d / s->stride;
-            if (d < 0 || d % s->stride != 0 || oy >= s->oh) {
-                continue; // no window row (oy, i) reads image row y
-            }
-            if (!transposed) {
-                s_transpose_row(t, obs, is_u8, scale, y, s, B);
-                transposed = 1;
-            }
-            for (int c = 0; c < s->c_in; c++) {
-                for (int j = 0; j < s->k; j++) {
-                    size_t r = ((size_t)c * s->k + i) * s->k + j;
-                    float *dst = col + r * N + (size_t)oy * seg;
-                    const float *src = t + ((size_t)c * s->w + j) * Bz;
-                    if (s->stride == 1) {
-                        memcpy(dst, src, seg * sizeof(float));
-                        continue;
-                    }
-                    for (int ox = 0; ox < s->ow; ox++) {
-                        memcpy(dst + (size_t)ox * Bz, src + (size_t)ox * s->stride * Bz,
-                               Bz * sizeof(float));
-                    }
-                }
-            }
-        }
+// ----------------------------------------------------------------------------
+// im2col / col2im of a chunk of output positions
+//
+// col row r = (c k + i) k + j (the PyTorch weight order within one output channel), column
+// (p - p0) B + b, value = input pixel (c, oy s + i, ox s + j) of sample b, p = oy OW + ox.
+// The positions of one output row in the chunk form a run: with stride 1 its pixels are
+// adjacent in the input (one copy of run B elements), otherwise one copy of B per position.
+
+// Copies n elements of the input at element offset off into dst as floats.
+static inline void s_take(float *dst, const conv_input_t *in, size_t off, size_t n) {
+    if (in->u8) {
+        s_u8_to_f32(dst, (const uint8_t *)in->data + off, in->scale, n);
+    } else {
+        memcpy(dst, (const float *)in->data + off, n * sizeof(float));
     }
 }
 
-void conv_im2col_u8(float *col, const uint8_t *obs, float scale, const conv_shape_t *s, int B) {
-    s_im2col_obs(col, obs, 1, scale, s, B);
-}
-
-void conv_im2col_f32(float *col, const float *obs, float scale, const conv_shape_t *s, int B) {
-    s_im2col_obs(col, obs, 0, scale, s, B);
-}
-
-// Inner layer: in is (C x H x W x B). Each (r, oy, ox) is a copy of B contiguous floats, and
-// with stride 1 the OW of them for one (r, oy) are adjacent in both arrays: one copy of OW B.
-// c outermost: one input channel plane (H W B floats) is the working set of k k rows.
-void conv_im2col(float *col, const float *in, const conv_shape_t *s, int B) {
-    int K, N;
-    s_col_dims(s, B, &K, &N);
-    const size_t Bz = (size_t)B, plane = (size_t)s->h * s->w * Bz, seg = (size_t)s->ow * Bz;
+void conv_im2col(float *col, const conv_input_t *in, const conv_shape_t *s, int B, int p0, int p1) {
+    const int P = s->oh * s->ow;
+    APEX_ASSERT(B >= 1 && 0 <= p0 && p0 < p1 && p1 <= P);
+    const size_t Bz = (size_t)B, plane = (size_t)s->h * s->w * Bz, st = (size_t)s->stride;
     float *dst = col;
     for (int c = 0; c < s->c_in; c++) {
         for (int i = 0; i < s->k; i++) {
             for (int j = 0; j < s->k; j++) { // row r = (c k + i) k + j: dst walks rows in order
-                for (int oy = 0; oy < s->oh; oy++) {
-                    const float *src = in + c * plane + (size_t)(oy * s->stride + i) * s->w * Bz +
-                                       (size_t)j * Bz;
+                for (int p = p0; p < p1;) {
+                    int oy = p / s->ow, ox = p % s->ow, run = APEX_MIN(s->ow - ox, p1 - p);
+                    size_t off = (size_t)c * plane +
+                                 ((size_t)(oy * s->stride + i) * s->w + ox * st + j) * Bz;
                     if (s->stride == 1) {
-                        memcpy(dst, src, seg * sizeof(float));
-                        dst += seg;
-                        continue;
+                        s_take(dst, in, off, (size_t)run * Bz);
+                        dst += (size_t)run * Bz;
+                    } else {
+                        for (int q = 0; q < run; q++, dst += Bz) {
+                            s_take(dst, in, off + (size_t)q * st * Bz, Bz);
+                        }
                     }
-                    for (int ox = 0; ox < s->ow; ox++, dst += Bz) {
-                        memcpy(dst, src + (size_t)ox * s->stride * Bz, Bz * sizeof(float));
-                    }
+                    p += run;
                 }
             }
         }
     }
 }
 
-// The adjoint of conv_im2col: din = 0, then every col entry is added back to its pixel.
-// Pixels no window covers (when (H - k) % s != 0, or k < s) keep gradient 0.
-void conv_col2im(float *din, const float *dcol, const conv_shape_t *s, int B) {
-    int K, N;
-    s_col_dims(s, B, &K, &N);
-    const size_t Bz = (size_t)B, plane = (size_t)s->h * s->w * Bz, seg = (size_t)s->ow * Bz;
-    memset(din, 0, (size_t)s->c_in * plane * sizeof(float));
+void conv_col2im_add(float *din, const float *dcol, const conv_shape_t *s, int B, int p0, int p1) {
+    const int P = s->oh * s->ow;
+    APEX_ASSERT(B >= 1 && 0 <= p0 && p0 < p1 && p1 <= P);
+    const size_t Bz = (size_t)B, plane = (size_t)s->h * s->w * Bz, st = (size_t)s->stride;
     const float *src = dcol;
     for (int c = 0; c < s->c_in; c++) {
         for (int i = 0; i < s->k; i++) {
             for (int j = 0; j < s->k; j++) {
-                for (int oy = 0; oy < s->oh; oy++) {
-                    float *dst = din + c * plane + (size_t)(oy * s->stride + i) * s->w * Bz +
-                                 (size_t)j * Bz;
+                for (int p = p0; p < p1;) {
+                    int oy = p / s->ow, ox = p % s->ow, run = APEX_MIN(s->ow - ox, p1 - p);
+                    float *dst = din + (size_t)c * plane +
+                                 ((size_t)(oy * s->stride + i) * s->w + ox * st + j) * Bz;
                     if (s->stride == 1) {
-                        s_add(dst, src, seg);
-                        src += seg;
-                        continue;
+                        s_add(dst, src, (size_t)run * Bz);
+                        src += (size_t)run * Bz;
+                    } else {
+                        for (int q = 0; q < run; q++, src += Bz) {
+                            s_add(dst + (size_t)q * st * Bz, src, Bz);
+                        }
                     }
-                    for (int ox = 0; ox < s->ow; ox++, src += Bz) {
-                        s_add(dst + (size_t)ox * s->stride * Bz, src, Bz);
-                    }
+                    p += run;
                 }
             }
         }
@@ -272,49 +332,81 @@ void conv_col2im(float *din, const float *dcol, const conv_shape_t *s, int B) {
 // ----------------------------------------------------------------------------
 // forward / backward
 
-// out (OC x N) = w (OC x K) col (K x N) + b: rows filled with the bias, then sgemm NN, beta 1.
-static void s_forward_gemm(float *out, const float *col, const float *w, const float *b,
-                           const conv_shape_t *s, int B) {
+// The forward of n_w weight sets stacked in w (n_w OC x K): per chunk, im2col, one GEMM
+// into the chunk's output scratch, and bias (+ ReLU) while copying it out to outs[net].
+static void s_forward(float *const *outs, const float *const *biases, int n_w, const float *w,
+                      const conv_input_t *in, int relu, const conv_shape_t *s, int B,
+                      const s_scratch_t *sc) {
     int K, N;
-    s_col_dims(s, B, &K, &N);
-    for (int oc = 0; oc < s->c_out; oc++) {
-        s_fill(out + (size_t)oc * N, b[oc], (size_t)N);
+    s_dims(s, B, &K, &N);
+    const int P = s->oh * s->ow, pc = conv_chunk_positions(s, B), OC = s->c_out;
+    for (int p0 = 0; p0 < P; p0 += pc) {
+        int p1 = APEX_MIN(p0 + pc, P), n = (p1 - p0) * B;
+        conv_im2col(sc->col, in, s, B, p0, p1);
+        blas_sgemm(sc->out, w, sc->col, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n_w * OC, n, K);
+        for (int net = 0; net < n_w; net++) {
+            for (int oc = 0; oc < OC; oc++) {
+                s_bias_relu(outs[net] + (size_t)oc * N + (size_t)p0 * B,
+                            sc->out + ((size_t)net * OC + oc) * n, biases[net][oc], relu,
+                            (size_t)n);
+            }
+        }
     }
-    blas_sgemm(out, w, col, 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, s->c_out, N, K);
 }
 
-void conv_forward_u8(float *out, float *col, const uint8_t *obs, const float *w, const float *b,
-                     float scale, const conv_shape_t *s, int B) {
-    conv_im2col_u8(col, obs, scale, s, B);
-    s_forward_gemm(out, col, w, b, s, B);
+void conv_forward(float *out, const conv_input_t *in, const float *w, const float *b, int relu,
+                  const conv_shape_t *s, int B, float *scratch) {
+    s_scratch_t sc;
+    s_scratch_layout(s, B, scratch, &sc);
+    float *outs[1] = {out};
+    const float *biases[1] = {b};
+    s_forward(outs, biases, 1, w, in, relu, s, B, &sc);
 }
 
-void conv_forward_f32(float *out, float *col, const float *obs, const float *w, const float *b,
-                      float scale, const conv_shape_t *s, int B) {
-    conv_im2col_f32(col, obs, scale, s, B);
-    s_forward_gemm(out, col, w, b, s, B);
+void conv_forward2(float *out_a, float *out_b, const conv_input_t *in, const float *w_a,
+                   const float *b_a, const float *w_b, const float *b_b, int relu,
+                   const conv_shape_t *s, int B, float *scratch) {
+    s_scratch_t sc;
+    s_scratch_layout(s, B, scratch, &sc);
+    size_t nw = (size_t)s->c_out * s->c_in * s->k * s->k;
+    memcpy(sc.w2, w_a, nw * sizeof(float));
+    memcpy(sc.w2 + nw, w_b, nw * sizeof(float));
+    float *outs[2] = {out_a, out_b};
+    const float *biases[2] = {b_a, b_b};
+    s_forward(outs, biases, 2, sc.w2, in, relu, s, B, &sc);
 }
 
-void conv_forward(float *out, float *col, const float *in, const float *w, const float *b,
-                  const conv_shape_t *s, int B) {
-    conv_im2col(col, in, s, B);
-    s_forward_gemm(out, col, w, b, s, B);
-}
-
-void conv_backward(float *din, float *dcol, float *dw, float *db, const float *dout,
-                   const float *col, const float *w, const conv_shape_t *s, int B) {
+void conv_backward(float *din, float *dw, float *db, const float *dout, const conv_input_t *in,
+                   const float *w, const conv_shape_t *s, int B, float *scratch) {
     int K, N;
-    s_col_dims(s, B, &K, &N);
-    // dW (OC x K) += dOut (OC x N) col^T: sgemm NT. This is the last read of col, so dcol
-    // may be the same buffer.
-    blas_sgemm(dw, dout, col, 1.0f, 1.0f, BLAS_NO_TRANS, BLAS_TRANS, s->c_out, K, N);
-    for (int oc = 0; oc < s->c_out; oc++) {
+    s_dims(s, B, &K, &N);
+    s_scratch_t sc;
+    s_scratch_layout(s, B, scratch, &sc);
+    const int P = s->oh * s->ow, pc = conv_chunk_positions(s, B), OC = s->c_out;
+    for (int oc = 0; oc < OC; oc++) {
         db[oc] += s_sum(dout + (size_t)oc * N, (size_t)N);
     }
-    if (!din) {
-        return; // first layer: the observations are not trained
+    if (din) {
+        memset(din, 0, conv_in_features(s) * (size_t)B * sizeof(float));
     }
-    // dCol (K x N) = W^T (K x OC) dOut (OC x N): sgemm TN; then scatter it back to pixels.
-    blas_sgemm(dcol, w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, N, s->c_out);
-    conv_col2im(din, dcol, s, B);
+    for (int p0 = 0; p0 < P; p0 += pc) {
+        int p1 = APEX_MIN(p0 + pc, P), n = (p1 - p0) * B;
+        const float *dchunk = dout + (size_t)p0 * B; // (OC x n) with row stride N
+        conv_im2col(sc.col, in, s, B, p0, p1);
+        // dW^T (K x OC) += col (K x n) dout_chunk^T: sgemm NT, the first chunk overwrites.
+        blas_sgemm_ld(sc.dwt, OC, sc.col, n, dchunk, N, 1.0f, p0 == 0 ? 0.0f : 1.0f, BLAS_NO_TRANS,
+                      BLAS_TRANS, K, OC, n);
+        if (din) {
+            // dCol (K x n) = W^T (K x OC) dout_chunk (OC x n): sgemm TN into the col chunk,
+            // whose last reader was the dW product; then scatter it back to pixels.
+            blas_sgemm_ld(sc.col, n, w, K, dchunk, N, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, n,
+                          OC);
+            conv_col2im_add(din, sc.col, s, B, p0, p1);
+        }
+    }
+    for (int oc = 0; oc < OC; oc++) {
+        for (int r = 0; r < K; r++) {
+            dw[(size_t)oc * K + r] += sc.dwt[(size_t)r * OC + oc];
+        }
+    }
 }

@@ -1,79 +1,77 @@
 // conv.h: conv2d layers for the Q-network's convolutional body: forward and backward as
-// im2col + sgemm through blas.h, over flat float arrays, with caller-provided scratch.
+// im2col + sgemm through blas.h, in chunks of output positions small enough to stay in the
+// cache, over flat float arrays, with caller-provided scratch.
 //
 // Shapes (defined once): B = batch, C = C_in, OC = C_out, H x W the input (non-square is
 // fine), k the (square) kernel, s the stride, no padding, OH = (H - k) / s + 1 and
 // OW = (W - k) / s + 1 (floor: like PyTorch, rows and columns no window reaches are ignored),
-// K = C k k, N = OH OW B.
+// K = C k k, P = OH OW output positions, N = P B.
 //
 // Parameters: PyTorch's Conv2d layout. w is (OC x C x k x k) row-major, i.e. an (OC x K)
 // matrix whose row index within an output channel is r = (c k + i) k + j; b is (OC). A layer
 // owns conv_num_params = OC K + OC floats, w then b (the state_dict order).
 //
 // Layouts:
-//   observations (first layer)  B rows of H W C elements each, channels-last [y][x][c]
-//                               (as the replay stores them), uint8 or float32; the layer
-//                               multiplies by a per-environment scale (MinAtar's 0/1
-//                               frames: 1; Atari frames: 1/255) while it builds col.
-//   activations (conv outputs)  (OC x OH x OW x B) row-major: out[oc][(y OW + x) B + b].
-//   col (scratch)               (K x N) row-major: col[r][(oy OW + ox) B + b] holds pixel
-//                               (c, oy s + i, ox s + j) of sample b.
-// forward   col = im2col(in);  out = w col + b           sgemm NN, M = OC, N = N, K = K
-// backward  dw += dout col^T;  db += row sums of dout    sgemm NT, M = OC, N = K, K = N
-//           dcol = w^T dout;   din = col2im(dcol)        sgemm TN, M = K, N = N, K = OC
+//   layer input   (C x H x W x B) row-major, the batch innermost: in[c][(y W + x) B + b].
+//                 An inner layer's input is the previous layer's output (floats). The first
+//                 layer's is the observations, which arrive as B rows of H W C elements,
+//                 channels-last [y][x][c] (as the replay stores them), transposed into this
+//                 layout once per pass: conv_transpose_f32 converts uint8 or float rows to
+//                 scaled floats (what nn.c does: each element is converted once, not once
+//                 per window reading it, k^2 / s^2 times; for MinAtar's body im2col then
+//                 runs 2x faster), conv_transpose_u8 keeps bytes (1/4 of the memory; im2col
+//                 converts and scales them). conv_input_t names which.
+//   output        (OC x OH x OW x B) row-major: out[oc][(y OW + x) B + b].
+//   col (scratch) (K x n) row-major for a chunk of output positions [p0, p1), n = (p1 - p0)
+//                 B: col[r][(p - p0) B + b] holds pixel (c, oy s + i, ox s + j) of sample b
+//                 at position p = oy OW + ox.
+// forward   per chunk: col = im2col(in); out[:, chunk] = relu?(w col + b)
+//                                                        sgemm NN, M = OC, N = n, K = K
+// backward  per chunk: col = im2col(in) (again); dw^T += col dout[:, chunk]^T
+//                                                        sgemm NT, M = K, N = OC, K = n
+//           db += row sums of dout; and for an inner layer
+//           dcol = w^T dout[:, chunk];  din[chunk's pixels] += col2im(dcol)
+//                                                        sgemm TN, M = K, N = n, K = OC
 //
 // Why this output layout: the columns of col, hence of out, run (y, x, b) with the batch
 // innermost. Read as a matrix, out is (OC OH OW) x B with row index f = oc OH OW + y OW + x,
 // which is exactly PyTorch's flatten of NCHW (x.view(B, -1)) stored feature-major: the
 // (features x B) matrix nn.c's linear layers consume. The flatten after the last conv layer
-// is therefore no operation at all, and ReLU, its mask and the bias fill are contiguous
-// loops over one array (nn.c's elementwise kernels apply unchanged). The next layer's im2col
-// is cheap in this layout too: every col entry group (r, oy, ox) is B contiguous floats of
-// the input, and with stride 1 the OW groups of one (r, oy) are one contiguous copy of OW B
-// floats (col2im is the same loop with +=). The GEMM's speed does not depend on the column
-// order (same M, N, K either way); the batch-outer alternative (b, y, x) would make the
-// inner-layer copies strided for s > 1 and need a transpose at the flatten.
-// The first layer's im2col is the one strided access: its input is B observation rows
-// (stride H W C). It works one image row y at a time: the row of every sample is
-// transposed, converted and scaled into a (C x W x B) float scratch (one image row of the
-// batch, 172 KB for the Nature body at B = 128, so it stays in L2), and the col rows of all
-// windows that read row y are copied out of it like an inner layer's. Each observation
-// element is converted once, and no float copy of the whole batch exists; the scratch is
-// the tail of the col buffer (included in conv_col_bytes). Measured against the two
-// alternatives (bench_conv, B as below): gathering every col entry straight from the rows
-// converts each element ~k^2/s^2 times and is 1.3-1.5x (Nature) to 2x (MinAtar) slower;
-// transposing the whole batch into a float copy first is 1.1x slower and needs 4 bytes per
-// observation byte more memory.
+// is therefore no operation at all, and ReLU, its mask and the bias are contiguous loops.
+// im2col is cheap in this layout too: every col entry group (r, p) is B contiguous elements
+// of the input, and with stride 1 the positions of one output row are one contiguous run.
+//
+// Why chunks (measured with bench_conv on a 2-core Xeon VM, AVX-512, OpenBLAS 0.3.21
+// SkylakeX kernel, 1 thread, CPU time): a whole-batch col is large (Nature body, first layer,
+// B = 128: 52 MB) and the GEMMs on it have a short side (M = OC = 16..64), so OpenBLAS packs
+// each col element from memory for only OC columns of work: 66-90 GFLOP/s, against 110-130
+// on a col chunk that is still in the cache from im2col (about CONV_CHUNK_BYTES). Writing
+// and re-reading the whole col is also what made im2col slow (7.5 ms of 52 MB for that
+// layer). So nothing of size N x K exists: forward works chunk by chunk, adds the bias and
+// applies the ReLU while the chunk's output is in the cache (no bias fill, no separate ReLU
+// pass), and backward recomputes each chunk's im2col from the input, which it needs anyway,
+// instead of keeping col from forward. The weight gradient is accumulated transposed
+// (M = K, N = OC: faster than M = OC on chunks) into scratch and added to dw at the end.
+// Two weight sets on the same input (the learner's online and target networks on s') share
+// each chunk's im2col and run as one GEMM with the two (OC x K) matrices stacked, M = 2 OC
+// (conv_forward2): the short side doubles, which is worth 25-40 % of those GEMMs.
+// Measured per forward of the first layer with its ReLU, CPU time (Nature B = 128, MinAtar
+// B = 512), the whole-batch code this replaced -> chunks (the transpose included): Nature
+// 19.9 -> 13.1-13.5 ms, for two weight sets 39.8 -> 16.7 ms; MinAtar 0.81-0.84 -> 0.75-0.78
+// ms, two sets 1.65 -> 1.19 ms. The inner layers' forward GEMMs run 2x faster on chunks
+// (bench_conv: Nature layers 1 and 2, 66-73 -> 133-139 GFLOP/s).
 //
 // Backward of the first layer: pass din = NULL. The observations are not trained, so the
-// dcol GEMM and the col2im scatter are skipped. That matters: for the Nature body's first
-// layer (the largest col matrix) they would add 13-17 ms to a 73-84 ms step (B = 128), for
-// the MinAtar body 0.8 ms to a 1.7-1.9 ms step (B = 512).
+// dcol GEMM and the col2im scatter are skipped.
 //
-// Memory: col is K N floats per layer plus the first-layer row scratch (conv_col_bytes;
-// Nature body at B = 128: 52.6, 21.6 and 14.7 MB). forward writes col and backward reads it,
-// so each layer keeps its own col from forward to backward; the dcol scratch of
-// conv_backward may be shared by all layers, and may even be the layer's own col (backward
-// reads col only before writing dcol). Nothing here allocates.
+// Memory: the input (kept by the caller between forward and backward), the output, and
+// conv_scratch_bytes of scratch per call, which every layer of a network may share (one
+// thread). Nothing here allocates.
 //
-// Measured (bench/bench_conv.c, 1 thread, OpenBLAS 0.3.21 SkylakeX kernel on a 2-core
-// Intel Xeon (AVX-512) VM, where 1024^3 sgemm runs at 170-200 GFLOP/s), forward + backward:
-//   MinAtar body, B = 512, 10x10x4 -> 16 3x3 s1: 1.7-1.9 ms, of which im2col 0.26-0.34,
-//     GEMMs ~1.3 (the same products alone: 57-60 GFLOP/s; the whole step: 40-44 GFLOP/s).
-//   Nature body, B = 128, 84x84x4 -> 32 8x8 s4 -> 64 4x4 s2 -> 64 3x3 s1: 73-84 ms, of which
-//     im2col 11-12 (first layer 7.4-8.0), col2im 2.3-2.4, GEMMs 58-64 (alone: 80-88 GFLOP/s;
-//     the whole step: 61-70 GFLOP/s).
-// The GEMMs are the cost, and the ones with a short side run slowest: the forward products
-// (M = OC = 16..64) at 53-85 GFLOP/s, the first layers' dW (N = 36 or 256, K = N huge) at
-// 46 and 70-85, the inner layers' dW and dcol at 107-134. Computing out^T = col^T W^T
-// instead (M = N) runs the forward at 75-95 GFLOP/s but needs a transpose back to this
-// layout, which nets ~4 ms of a Nature step and loses on the MinAtar body: not done.
-//
-// What it does not do: padding, dilation, groups, non-square kernels, ReLU (nn.c's kernels
-// fit the layout), pooling, threading. Thread-safety: every function is reentrant; threads
-// need distinct outputs and scratch. Products of dimensions are size_t; shapes are bounded
-// by conv_shape_init so that N fits a BLAS int for any batch with OH OW B <= INT_MAX
-// (asserted).
+// What it does not do: padding, dilation, groups, non-square kernels, pooling, threading.
+// Thread-safety: every function is reentrant; threads need distinct outputs and scratch.
+// Products of dimensions are size_t; shapes are bounded by conv_shape_init so that N fits a
+// BLAS int for any batch with OH OW B <= INT_MAX (asserted).
 #ifndef APEX_CONV_H
 #define APEX_CONV_H
 
@@ -82,12 +80,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The col chunk a forward or backward call aims for: at least one position (K B floats).
+#define CONV_CHUNK_BYTES (512 * 1024)
+
 // One conv2d layer's dimensions; a plain value filled by conv_shape_init.
 typedef struct {
     int c_in, h, w;       // C, H, W of the input
     int c_out, k, stride; // OC, kernel side, stride
     int oh, ow;           // OH, OW (derived)
+    int chunk;            // positions per chunk; 0 (conv_shape_init's) = from CONV_CHUNK_BYTES.
+                          // Tests set small values to cut runs at every place.
 } conv_shape_t;
+
+// A layer's input, (C x H x W x B): floats, or bytes that enter col multiplied by scale.
+typedef struct {
+    const void *data;
+    int u8;      // 1: uint8 elements (the first layer's transposed observations), 0: float
+    float scale; // multiplies uint8 elements; ignored for floats
+} conv_input_t;
 
 // Fills *s (OH, OW included) and returns APEX_OK, or APEX_EINVAL with the reason written to
 // why (may be NULL): channels in [1, 4096], H and W in [1, 4096], 1 <= k <= min(H, W),
@@ -96,42 +106,52 @@ int conv_shape_init(conv_shape_t *s, int c_in, int h, int w, int c_out, int k, i
                     char *why, size_t why_len);
 // Floats of the layer's parameters: OC C k k weights then OC biases.
 size_t conv_num_params(const conv_shape_t *s);
-// C H W: floats (or bytes) of one sample's input.
+// C H W: elements of one sample's input.
 size_t conv_in_features(const conv_shape_t *s);
 // OC OH OW: rows of the layer's feature-major output (the next linear layer's in_dim).
 size_t conv_out_features(const conv_shape_t *s);
-// Bytes of the col buffer for batches up to max_batch: K N floats of col plus C W B floats
-// of the first-layer entries' row scratch. Also enough for a dcol scratch.
-size_t conv_col_bytes(const conv_shape_t *s, int max_batch);
+// Output positions per chunk for batch B: s->chunk if set, else CONV_CHUNK_BYTES / (4 K B),
+// at least 1, at most P.
+int conv_chunk_positions(const conv_shape_t *s, int B);
+// Bytes of the scratch of conv_forward, conv_forward2 and conv_backward for batches up to
+// max_batch: a col chunk, the chunk's output for two weight sets, the stacked weights and
+// the transposed weight gradient.
+size_t conv_scratch_bytes(const conv_shape_t *s, int max_batch);
 // PyTorch's Conv2d default init: w and b uniform in +-1/sqrt(C k k).
 void conv_init_random(float *w, float *b, const conv_shape_t *s, rng_t *rng);
 
-// First layer: out (OC x OH OW B) from obs (B rows of H W C, channels-last, uint8 or
-// float32) times scale. col (conv_col_bytes for some max_batch >= B) is written and must
-// stay unchanged until conv_backward. 1 <= B; out, col and obs must not overlap.
-void conv_forward_u8(float *out, float *col, const uint8_t *obs, const float *w, const float *b,
-                     float scale, const conv_shape_t *s, int B);
-void conv_forward_f32(float *out, float *col, const float *obs, const float *w, const float *b,
-                      float scale, const conv_shape_t *s, int B);
-// Inner layer: out (OC x OH OW B) from in (C x H W B), the previous conv layer's output
-// (after its ReLU). col as above.
-void conv_forward(float *out, float *col, const float *in, const float *w, const float *b,
-                  const conv_shape_t *s, int B);
+// The first layer's input from B observation rows (H W C elements each, channels-last):
+// t (C x H x W x B) = obs as bytes (use with conv_input_t {t, 1, scale}), or, from uint8
+// (obs_u8 = 1) or float rows, times scale as floats ({t, 0, 1}). t holds
+// conv_in_features(s) B elements and must not overlap obs.
+void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, int B);
+void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
+                        int B);
 
-// Given dout = dL/dout (OC x OH OW B) and the col of the last forward of this layer with
-// the same B: dw += dout col^T and db += row sums of dout (accumulated, as nn_backward).
-// If din is not NULL, also overwrites din (C x H W B) with dL/din, using dcol (conv_col_bytes
-// of scratch, may be col itself) on the way; the caller applies the previous ReLU's mask.
-// din = NULL for the first layer: that skips the dcol GEMM and the col2im scatter.
-void conv_backward(float *din, float *dcol, float *dw, float *db, const float *dout,
-                   const float *col, const float *w, const conv_shape_t *s, int B);
+// out (OC x OH OW B) = w * in + b, then max(., 0) when relu is set. scratch: at least
+// conv_scratch_bytes(s, B) bytes, 64-byte aligned for speed. 1 <= B; out must not overlap
+// in or scratch.
+void conv_forward(float *out, const conv_input_t *in, const float *w, const float *b, int relu,
+                  const conv_shape_t *s, int B, float *scratch);
+// Two weight sets on one input: out_a from (w_a, b_a) and out_b from (w_b, b_b), the same
+// values as two conv_forward calls (each output is the same dot product over K), with one
+// im2col per chunk and one GEMM of M = 2 OC.
+void conv_forward2(float *out_a, float *out_b, const conv_input_t *in, const float *w_a,
+                   const float *b_a, const float *w_b, const float *b_b, int relu,
+                   const conv_shape_t *s, int B, float *scratch);
+
+// Given dout = dL/dout (OC x OH OW B, the gradient before this layer's ReLU, i.e. with the
+// mask applied by the caller) and the input of the forward pass (unchanged since):
+// dw += dout col^T and db += row sums of dout (accumulated, as nn_backward). If din is not
+// NULL, also overwrites din (C x H W B) with dL/din; the caller applies the previous ReLU's
+// mask. din = NULL for the first layer skips the dcol GEMM and the col2im scatter.
+void conv_backward(float *din, float *dw, float *db, const float *dout, const conv_input_t *in,
+                   const float *w, const conv_shape_t *s, int B, float *scratch);
 
 // The pieces of the above, exposed for the benchmark's time split and for tests.
-// col (K x OH OW B) from observation rows (first layer) or from a (C x H W B) activation.
-void conv_im2col_u8(float *col, const uint8_t *obs, float scale, const conv_shape_t *s, int B);
-void conv_im2col_f32(float *col, const float *obs, float scale, const conv_shape_t *s, int B);
-void conv_im2col(float *col, const float *in, const conv_shape_t *s, int B);
-// din (C x H W B) = the adjoint of conv_im2col applied to dcol (overwrites din).
-void conv_col2im(float *din, const float *dcol, const conv_shape_t *s, int B);
+// col (K x (p1 - p0) B) for output positions [p0, p1) of in; 0 <= p0 < p1 <= OH OW.
+void conv_im2col(float *col, const conv_input_t *in, const conv_shape_t *s, int B, int p0, int p1);
+// The adjoint: din (C x H W B) += every entry of dcol (K x (p1 - p0) B) at its pixel.
+void conv_col2im_add(float *din, const float *dcol, const conv_shape_t *s, int B, int p0, int p1);
 
 #endif

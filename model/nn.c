@@ -305,7 +305,7 @@ static float *s_take(float **cur, size_t n, size_t *total) {
 // Lays out every buffer of s over base (NULL: only sizes); returns the floats needed.
 static size_t s_state_layout(nn_state_t *s, float *base) {
     const nn_config_t *cfg = &s->cfg;
-    size_t B = (size_t)s->max_batch, total = 0, g_max = (size_t)cfg->obs_dim, col_max = 0;
+    size_t B = (size_t)s->max_batch, total = 0, g_max = (size_t)cfg->obs_dim;
     int in_dim[NN_MAX_LAYERS], out_dim[NN_MAX_LAYERS];
     int n_layers = s_param_layers(cfg, in_dim, out_dim);
     float *cur = base;
@@ -314,19 +314,14 @@ static size_t s_state_layout(nn_state_t *s, float *base) {
         s->act[l] = s_take(&cur, feats * B, &total);
         g_max = APEX_MAX(g_max, feats);
     }
+    size_t scratch = 0;
     for (int l = 0; l < cfg->n_conv; l++) {
-        size_t c = conv_col_bytes(&s->conv[l], s->max_batch) / sizeof(float) + 1;
-        col_max = APEX_MAX(col_max, c);
-        if (s->train) {
-            s->col[l] = s_take(&cur, c, &total);
-        }
+        scratch = APEX_MAX(scratch, conv_scratch_bytes(&s->conv[l], s->max_batch));
     }
-    if (cfg->n_conv > 0 && !s->train) {
-        // Forward-only states share one im2col buffer, as large as the largest layer's.
-        float *shared = s_take(&cur, col_max, &total);
-        for (int l = 0; l < cfg->n_conv; l++) {
-            s->col[l] = shared;
-        }
+    if (cfg->n_conv > 0) {
+        // The first layer's input, transposed, as floats.
+        s->in_t = s_take(&cur, conv_in_features(&s->conv[0]) * B, &total);
+        s->scratch = s_take(&cur, scratch / sizeof(float) + 1, &total);
     }
     if (cfg->n_conv == 0) {
         s->in_f32 = s_take(&cur, B * (size_t)cfg->obs_dim, &total);
@@ -586,29 +581,36 @@ static const float *s_mlp_rows(const nn_state_t *s) {
     return in_place ? s->obs : s->in_f32;
 }
 
-void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out) {
+// The input of conv layer l as conv.h reads it: the transposed observations (floats) for the
+// first, the previous layer's output (after its ReLU) for the others.
+static conv_input_t s_conv_input(const nn_state_t *s, int l) {
+    return (conv_input_t){l > 0 ? s->act[l - 1] : s->in_t, 0, 1.0f};
+}
+
+// Transposes the observation rows into s->in_t (conv nets), the first conv layer's input, as
+// floats times in_scale: every element is converted once here rather than once per window
+// that reads it in im2col (k^2 / s^2 times: 9 for MinAtar's 3x3 s1 body; bench_conv).
+static void s_conv_transpose(nn_state_t *s, const void *obs, int B) {
+    conv_transpose_f32(s->in_t, obs, s->cfg.in_dtype == NN_INPUT_U8, s_scale(&s->cfg), &s->conv[0],
+                       B);
+}
+
+// Layers from..n_layers-1 of the sequence (every layer below from has run), then the head.
+static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs, int from, int B,
+                           float *q_out) {
     const nn_config_t *cfg = &s->cfg;
-    APEX_ASSERT(B >= 1 && B <= s->max_batch && p->n_layers == cfg->n_conv + cfg->n_hidden + 1);
-    s->batch = B;
-    s->obs = obs;
-    // [conv2d -> ReLU] x n_conv: the first reads the observation rows itself.
-    for (int l = 0; l < cfg->n_conv; l++) {
+    // [conv2d -> ReLU] x n_conv, the ReLU applied by conv.c while each chunk is in the cache.
+    for (int l = from; l < cfg->n_conv; l++) {
         const nn_linear_t *L = &p->layer[l];
-        const conv_shape_t *cs = &s->conv[l];
-        if (l > 0) {
-            conv_forward(s->act[l], s->col[l], s->act[l - 1], L->w, L->b, cs, B);
-        } else if (cfg->in_dtype == NN_INPUT_U8) {
-            conv_forward_u8(s->act[l], s->col[l], obs, L->w, L->b, s_scale(cfg), cs, B);
-        } else {
-            conv_forward_f32(s->act[l], s->col[l], obs, L->w, L->b, s_scale(cfg), cs, B);
-        }
-        s_relu_forward(s->act[l], conv_out_features(cs) * B);
+        conv_input_t in = s_conv_input(s, l);
+        conv_forward(s->act[l], &in, L->w, L->b, 1, &s->conv[l], B, s->scratch);
     }
     // flatten: the last conv output is already the (F x B) feature-major matrix.
-    const float *in = cfg->n_conv > 0 ? s->act[cfg->n_conv - 1] : s_mlp_input(s, obs, B);
-    int batch_major = cfg->n_conv == 0;
+    int first_linear = APEX_MAX(from, cfg->n_conv);
+    const float *in = first_linear > 0 ? s->act[first_linear - 1] : s_mlp_input(s, obs, B);
+    int batch_major = first_linear == 0;
     // [linear -> ReLU] x n_hidden, then the head.
-    for (int l = cfg->n_conv; l < p->n_layers; l++) {
+    for (int l = first_linear; l < p->n_layers; l++) {
         const nn_linear_t *L = &p->layer[l];
         s_linear_forward(s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, batch_major);
         if (l < p->n_layers - 1) {
@@ -619,6 +621,42 @@ void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, flo
     }
     // dueling (or plain) Q.
     s_dueling_forward(q_out, s->act[p->n_layers - 1], B, cfg->n_actions, cfg->dueling);
+}
+
+void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out) {
+    const nn_config_t *cfg = &s->cfg;
+    APEX_ASSERT(B >= 1 && B <= s->max_batch && p->n_layers == cfg->n_conv + cfg->n_hidden + 1);
+    s->batch = B;
+    s->obs = obs;
+    if (cfg->n_conv > 0) {
+        s_conv_transpose(s, obs, B);
+    }
+    s_forward_from(s, p, obs, 0, B, q_out);
+}
+
+void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, const nn_params_t *pb,
+                     const void *obs, int B, float *qa, float *qb) {
+    const nn_config_t *cfg = &sa->cfg;
+    APEX_ASSERT(nn_config_equal(cfg, &sb->cfg) && cfg->in_dtype == sb->cfg.in_dtype &&
+                s_scale(cfg) == s_scale(&sb->cfg));
+    if (cfg->n_conv == 0) {
+        nn_forward(sa, pa, obs, B, qa);
+        nn_forward(sb, pb, obs, B, qb);
+        return;
+    }
+    APEX_ASSERT(B >= 1 && B <= sa->max_batch && B <= sb->max_batch &&
+                pa->n_layers == cfg->n_conv + cfg->n_hidden + 1 && pb->n_layers == pa->n_layers);
+    sa->batch = sb->batch = B;
+    sa->obs = sb->obs = obs;
+    s_conv_transpose(sa, obs, B);
+    if (sb->train) { // nn_backward on sb reads its own copy
+        memcpy(sb->in_t, sa->in_t, conv_in_features(&sa->conv[0]) * (size_t)B * sizeof(float));
+    }
+    conv_input_t in = s_conv_input(sa, 0);
+    conv_forward2(sa->act[0], sb->act[0], &in, pa->layer[0].w, pa->layer[0].b, pb->layer[0].w,
+                  pb->layer[0].b, 1, &sa->conv[0], B, sa->scratch);
+    s_forward_from(sa, pa, obs, 1, B, qa);
+    s_forward_from(sb, pb, obs, 1, B, qb);
 }
 
 // nn_backward into grads, or with pc into pieces (nn_backward_pieces; grads is NULL then).
@@ -652,9 +690,9 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
         const conv_shape_t *cs = &s->conv[l];
         nn_linear_t G = pc ? s_conv_piece(pc, &p->layer[l]) : grads->layer[l];
         float *din = l == 0 ? NULL : s->grad[l & 1];
-        // dcol may be the layer's own col (conv.h): backward reads col before writing dcol,
-        // and the next forward writes col anew.
-        conv_backward(din, s->col[l], G.w, G.b, dout, s->col[l], p->layer[l].w, cs, B);
+        // conv.c recomputes each chunk's im2col from the layer's input, kept since forward.
+        conv_input_t in = s_conv_input(s, l);
+        conv_backward(din, G.w, G.b, dout, &in, p->layer[l].w, cs, B, s->scratch);
         if (pc) {
             pc->done(pc->arg, pc->buf, (size_t)(p->layer[l].w - p->data),
                      (size_t)G.out_dim * (G.in_dim + 1));

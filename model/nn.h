@@ -13,8 +13,9 @@
 // Input: observations as the replay stores them, one row of O elements per sample,
 // channels-last [y][x][c], float32 or uint8 (in_dtype), multiplied by in_scale on the way
 // in (MinAtar's 0/1 frames: 1; Atari-style frames: 1/255; classic control: 1). A vector
-// observation is 1 x 1 x O. The first conv layer reads the rows directly (uint8 converted
-// and scaled inside its im2col); an MLP reads float32 rows in place and converts uint8 or
+// observation is 1 x 1 x O. A conv net transposes the rows into the first layer's
+// (C x H x W x B) input in the state (uint8 stays uint8 and is converted and scaled inside
+// im2col; float32 is scaled there); an MLP reads float32 rows in place and converts uint8 or
 // scaled rows into a scratch of the state first.
 //
 // Split (STYLE S9, llama2.c):
@@ -123,8 +124,9 @@ typedef struct {
     int n_features;                 // F: inputs of the first linear layer
     float *act[NN_MAX_LAYERS];      // each layer's output (post-ReLU but the head's),
                                     // (out features x max_batch); act[n_layers-1] = head
-    float *col[NN_MAX_CONV];        // conv layers' im2col (train: one each, also the dcol
-                                    // scratch of nn_backward; else one shared buffer)
+    float *in_t;                    // conv nets: the first layer's input, the observations
+                                    // transposed and scaled (conv.h), kept for nn_backward
+    float *scratch;                 // conv nets: conv.h's scratch, shared by the layers
     float *in_f32;                  // MLP: observations as scaled float32 (B x O); NULL
                                     // for conv nets
     float *grad[2];                 // ping-pong dL/dh buffers, (max features x max_batch)
@@ -172,11 +174,11 @@ void nn_params_copy(nn_params_t *dst, const nn_params_t *src);
 // Sets every float to 0 (gradients before a backward pass).
 void nn_params_zero(nn_params_t *p);
 
-// Allocates activations for up to max_batch samples. With train set the state also keeps
-// each conv layer's im2col for nn_backward (the learner's online(s) pass); without it the
-// conv layers share one im2col buffer (forward only: actors, the evaluator, the learner's
-// s' passes), which for the Nature body is a third of the memory. nn_state_fini: no-op
-// when zeroed.
+// Allocates activations and scratch for up to max_batch samples. train marks a state that
+// nn_backward will be called on (the learner's online(s) pass); it costs no memory: a conv
+// net keeps its layers' inputs (the activations and the transposed observations) in every
+// state, and conv.c recomputes each chunk's im2col in backward. nn_state_fini: no-op when
+// zeroed.
 void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train);
 void nn_state_fini(nn_state_t *s);
 
@@ -184,6 +186,13 @@ void nn_state_fini(nn_state_t *s);
 // 1 <= B <= max_batch. Keeps activations and a pointer to obs in s: obs must stay unchanged
 // until nn_backward.
 void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out);
+// Two networks with the same config (the learner's online and target parameters) on the
+// same observations: qa = Q_a(obs) on sa, qb = Q_b(obs) on sb, the values two nn_forward
+// calls give. For a conv net the first layer reads the observations once: one transpose, one
+// im2col per chunk and one GEMM with both weight matrices stacked (conv_forward2); an MLP
+// runs the two passes. Keeps in each state what nn_forward keeps.
+void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, const nn_params_t *pb,
+                     const void *obs, int B, float *qa, float *qb);
 // Accumulates (+=) into grads the gradient of a loss L given dq = dL/dq (B x A) for the
 // batch of the last nn_forward on s (a train state) with the same p. Does not compute
 // dL/dobs.

@@ -1,4 +1,5 @@
-// check_blas.c: blas_sgemm against the naive triple loop, on odd shapes and every transpose.
+// check_blas.c: blas_sgemm against the naive triple loop, on odd shapes and every transpose;
+// blas_sgemm_ld against blas_sgemm.
 #include "check_apex.h"
 
 #include "blas.h"
@@ -6,6 +7,7 @@
 #include "xalloc.h"
 
 #include <math.h>
+#include <string.h>
 
 // Fills n floats with uniform values in [-1, 1).
 static void s_fill(float *x, size_t n, rng_t *r) {
@@ -83,12 +85,52 @@ START_TEST(test_k_zero_scales_c) {
 }
 END_TEST
 
+// blas_sgemm_ld on views into wider matrices (pad columns of garbage that must stay as they
+// are) against blas_sgemm on dense copies of the same views, every transpose, beta 0 and 1.
+START_TEST(test_leading_dimensions) {
+    rng_t r;
+    rng_init_stream(&r, 3, RNG_ROLE_TEST, 0);
+    enum { M = 7, N = 9, K = 5, PAD = 3 };
+    for (int t = 0; t < 8; t++) {
+        blas_trans ta = (t & 1) ? BLAS_TRANS : BLAS_NO_TRANS;
+        blas_trans tb = (t & 2) ? BLAS_TRANS : BLAS_NO_TRANS;
+        float beta = (t & 4) ? 1.0f : 0.0f;
+        int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+        int lda = ac + PAD, ldb = bc + PAD, ldc = N + PAD;
+        float a[M * K], b[K * N], c[M * N], wa[(M + K) * (M + K + PAD)];
+        float wb[(K + N) * (K + N + PAD)], wc[M * (N + PAD)], c0[M * (N + PAD)];
+        s_fill(wa, (size_t)ar * lda, &r);
+        s_fill(wb, (size_t)br * ldb, &r);
+        s_fill(wc, (size_t)M * ldc, &r);
+        memcpy(c0, wc, sizeof(float) * (size_t)M * ldc);
+        for (int i = 0; i < ar; i++) {
+            memcpy(a + i * ac, wa + i * lda, sizeof(float) * (size_t)ac);
+        }
+        for (int i = 0; i < br; i++) {
+            memcpy(b + i * bc, wb + i * ldb, sizeof(float) * (size_t)bc);
+        }
+        for (int i = 0; i < M; i++) {
+            memcpy(c + i * N, wc + i * ldc, sizeof(float) * N);
+        }
+        blas_sgemm(c, a, b, 1.0f, beta, ta, tb, M, N, K);
+        blas_sgemm_ld(wc, ldc, wa, lda, wb, ldb, 1.0f, beta, ta, tb, M, N, K);
+        for (int i = 0; i < M; i++) {
+            ck_assert(check_close_f(wc + i * ldc, c + i * N, N, 1e-6, 1e-6, "sgemm_ld"));
+            for (int j = N; j < ldc; j++) {
+                ck_assert(wc[i * ldc + j] == c0[i * ldc + j]); // the pad is not written
+            }
+        }
+    }
+}
+END_TEST
+
 Suite *blas_suite(void) {
     Suite *s = suite_create("blas");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_odd_shapes_all_transposes);
     tcase_add_test(tc, test_alpha_beta_accumulate);
     tcase_add_test(tc, test_k_zero_scales_c);
+    tcase_add_test(tc, test_leading_dimensions);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,4 +1,4 @@
-// check_conv.c: conv2d kernels (common/conv.c) against an independent direct convolution in
+// check_conv.c: conv2d kernels (model/conv.c) against an independent direct convolution in
 // double precision, their gradients against central differences of it, and a whole conv body
 // against PyTorch (tests/fixtures/conv_torch.bin, written by gen_conv_torch.py) (STYLE S22).
 //
@@ -41,9 +41,15 @@ static conv_shape_t s_shape(int c_in, int h, int w, int c_out, int k, int stride
 
 static size_t s_nw(const conv_shape_t *s) { return (size_t)s->c_out * s->c_in * s->k * s->k; }
 
-static float *s_col_alloc(const conv_shape_t *s, int B) {
-    return xaligned_alloc(conv_col_bytes(s, B));
+static float *s_scratch_alloc(const conv_shape_t *s, int B) {
+    return xaligned_alloc(conv_scratch_bytes(s, B));
 }
+
+static conv_input_t s_in_f32(const float *x) { return (conv_input_t){x, 0, 1.0f}; }
+
+// Positions per chunk the tests run every case with: the default (one chunk for these small
+// shapes), and small ones that cut the runs of output rows at every place.
+static const int s_chunks[] = {0, 1, 2, 3, 5};
 
 // ----------------------------------------------------------------------------
 // the reference (double, NCHW) and layout helpers
@@ -171,8 +177,16 @@ START_TEST(test_shape) {
     ck_assert_uint_eq(conv_num_params(&s), 32 * 4 * 64 + 32);
     ck_assert_uint_eq(conv_in_features(&s), 84 * 84 * 4);
     ck_assert_uint_eq(conv_out_features(&s), 32 * 400);
-    // col (K x OH OW B) plus one transposed image row (C W B) for the first-layer entries.
-    ck_assert_uint_eq(conv_col_bytes(&s, 128), (256u * 400 + 4 * 84) * 128 * sizeof(float));
+    // Chunks of CONV_CHUNK_BYTES of col: 4 positions of K B = 256 x 128 floats; at least 1.
+    ck_assert_int_eq(conv_chunk_positions(&s, 128), 4);
+    ck_assert_int_eq(conv_chunk_positions(&s, 4096), 1);
+    ck_assert_int_eq(conv_chunk_positions(&s, 1), 400); // at most P
+    ck_assert_uint_ge(conv_scratch_bytes(&s, 128), 256u * 512 * sizeof(float));
+    ck_assert_uint_ge(conv_scratch_bytes(&s, 4096), 256u * 4096 * sizeof(float));
+    s.chunk = 7;
+    ck_assert_int_eq(conv_chunk_positions(&s, 128), 7);
+    s.chunk = 1000;
+    ck_assert_int_eq(conv_chunk_positions(&s, 128), 400);
     s = s_shape(2, 9, 7, 3, 4, 3); // floor: (9 - 4) / 3 + 1 = 2, (7 - 4) / 3 + 1 = 2
     ck_assert_int_eq(s.oh, 2);
     ck_assert_int_eq(s.ow, 2);
@@ -207,7 +221,8 @@ START_TEST(test_init_random) {
 }
 END_TEST
 
-// Inner-layer forward against the direct convolution, every shape.
+// Inner-layer forward against the direct convolution, every shape and chunking; with relu
+// set, exactly the ReLU of the output without.
 START_TEST(test_forward_inner) {
     rng_t r;
     rng_init_stream(&r, 11, RNG_ROLE_TEST, 0);
@@ -217,19 +232,30 @@ START_TEST(test_forward_inner) {
         int B = cs->B, HW = s.h * s.w, OHW = s.oh * s.ow;
         size_t nin = conv_in_features(&s) * B, nout = conv_out_features(&s) * B;
         float *in = xmalloc(nin * sizeof(float)), *out = xmalloc(nout * sizeof(float));
-        float *w = xmalloc(s_nw(&s) * sizeof(float)), b[8], *col = s_col_alloc(&s, B);
+        float *out_r = xmalloc(nout * sizeof(float)), *relu = xmalloc(nout * sizeof(float));
+        float *w = xmalloc(s_nw(&s) * sizeof(float)), b[8];
         s_fill(in, nin, &r, 1.0f);
         conv_init_random(w, b, &s, &r);
-        conv_forward(out, col, in, w, b, &s, B);
         double *x = xmalloc(nin * sizeof(double)), *ref = xmalloc(nout * sizeof(double));
         double *got = xmalloc(nout * sizeof(double)), *wd = s_to_double(w, s_nw(&s));
         double *bd = s_to_double(b, (size_t)s.c_out);
         s_chwb_to_nchw(x, in, s.c_in, HW, B);
         s_ref_conv(ref, x, wd, bd, &s, B);
-        s_chwb_to_nchw(got, out, s.c_out, OHW, B);
-        ck_assert_msg(check_close_d(got, ref, nout, S_RTOL, S_ATOL, "out"), "case %zu", t);
-        xfree(in), xfree(out), xfree(w), xfree(col), xfree(x), xfree(ref), xfree(got), xfree(wd);
-        xfree(bd);
+        conv_input_t cin = s_in_f32(in);
+        for (size_t k = 0; k < APEX_ARRAY_LEN(s_chunks); k++) {
+            s.chunk = s_chunks[k];
+            float *scratch = s_scratch_alloc(&s, B);
+            conv_forward(out, &cin, w, b, 0, &s, B, scratch);
+            s_chwb_to_nchw(got, out, s.c_out, OHW, B);
+            ck_assert_msg(check_close_d(got, ref, nout, S_RTOL, S_ATOL, "out"), "case %zu chunk %d",
+                          t, s.chunk);
+            conv_forward(out_r, &cin, w, b, 1, &s, B, scratch);
+            s_relu(relu, out, nout);
+            ck_assert_int_eq(memcmp(out_r, relu, nout * sizeof(float)), 0);
+            xfree(scratch);
+        }
+        xfree(in), xfree(out), xfree(out_r), xfree(relu), xfree(w), xfree(x), xfree(ref);
+        xfree(got), xfree(wd), xfree(bd);
     }
 }
 END_TEST
@@ -262,7 +288,7 @@ static double s_fd(double *v, size_t i, const conv_shape_t *s, const double *x, 
 
 // Inner-layer backward (dW, db, dX) against central differences, every shape. dw and db
 // start at 0.5 to show that backward accumulates; din is filled with garbage first to show
-// that it is overwritten; a second run with dcol = col gives the same bits.
+// that it is overwritten. Every other chunking gives the same gradients up to rounding.
 START_TEST(test_backward_inner_fd) {
     rng_t r;
     rng_init_stream(&r, 12, RNG_ROLE_TEST, 0);
@@ -271,11 +297,11 @@ START_TEST(test_backward_inner_fd) {
         conv_shape_t s = s_case_shape(cs);
         int B = cs->B, HW = s.h * s.w, OHW = s.oh * s.ow;
         size_t nin = conv_in_features(&s) * B, nout = conv_out_features(&s) * B, nw = s_nw(&s);
-        float *in = xmalloc(nin * sizeof(float)), *out = xmalloc(nout * sizeof(float));
+        float *in = xmalloc(nin * sizeof(float));
         float *dout = xmalloc(nout * sizeof(float)), *din = xmalloc(nin * sizeof(float));
         float *din2 = xmalloc(nin * sizeof(float)), *w = xmalloc(nw * sizeof(float));
-        float *dw = xmalloc(nw * sizeof(float)), b[8], db[8];
-        float *col = s_col_alloc(&s, B), *dcol = s_col_alloc(&s, B);
+        float *dw = xmalloc(nw * sizeof(float)), *dw2 = xmalloc(nw * sizeof(float)), b[8], db[8];
+        float db2[8], *scratch = s_scratch_alloc(&s, B);
         s_fill(in, nin, &r, 1.0f);
         s_fill(dout, nout, &r, 1.0f);
         conv_init_random(w, b, &s, &r);
@@ -288,8 +314,8 @@ START_TEST(test_backward_inner_fd) {
         for (size_t i = 0; i < nin; i++) {
             din[i] = NAN;
         }
-        conv_forward(out, col, in, w, b, &s, B);
-        conv_backward(din, dcol, dw, db, dout, col, w, &s, B);
+        conv_input_t cin = s_in_f32(in);
+        conv_backward(din, dw, db, dout, &cin, w, &s, B, scratch);
 
         double *x = xmalloc(nin * sizeof(double)), *c = xmalloc(nout * sizeof(double));
         double *wd = s_to_double(w, nw), *bd = s_to_double(b, (size_t)s.c_out);
@@ -314,19 +340,34 @@ START_TEST(test_backward_inner_fd) {
         }
         ck_assert_msg(check_close_d(ana, num, nin, S_RTOL, S_ATOL, "dx"), "case %zu", t);
 
-        // dcol may be col itself (backward reads col only before it writes dcol).
-        conv_backward(din2, col, dw, db, dout, col, w, &s, B);
-        ck_assert_int_eq(memcmp(din, din2, nin * sizeof(float)), 0);
-        xfree(in), xfree(out), xfree(dout), xfree(din), xfree(din2), xfree(w), xfree(dw);
-        xfree(col), xfree(dcol), xfree(x), xfree(c), xfree(wd), xfree(bd), xfree(num), xfree(ana);
+        for (size_t k = 1; k < APEX_ARRAY_LEN(s_chunks); k++) {
+            conv_shape_t sk = s;
+            sk.chunk = s_chunks[k];
+            float *sc = s_scratch_alloc(&sk, B);
+            for (size_t i = 0; i < nw; i++) {
+                dw2[i] = 0.5f;
+            }
+            for (int i = 0; i < s.c_out; i++) {
+                db2[i] = 0.5f;
+            }
+            conv_backward(din2, dw2, db2, dout, &cin, w, &sk, B, sc);
+            ck_assert_msg(check_close_f(dw2, dw, nw, 1e-5, 1e-6, "dw"), "case %zu chunk %d", t,
+                          sk.chunk);
+            ck_assert_msg(check_close_f(db2, db, (size_t)s.c_out, 1e-5, 1e-6, "db"), "case %zu", t);
+            ck_assert_msg(check_close_f(din2, din, nin, 1e-5, 1e-6, "dx"), "case %zu chunk %d", t,
+                          sk.chunk);
+            xfree(sc);
+        }
+        xfree(in), xfree(dout), xfree(din), xfree(din2), xfree(w), xfree(dw), xfree(dw2);
+        xfree(scratch), xfree(x), xfree(c), xfree(wd), xfree(bd), xfree(num), xfree(ana);
     }
 }
 END_TEST
 
-// First layer: uint8 rows and float32 rows holding the same values give the same bits; so
-// does the inner-layer entry on the same pixels moved to (C x HW x B) by hand; all agree
-// with the direct convolution; backward with din = NULL gives dW, db (FD) and touches no
-// dcol (NULL is passed).
+// First layer: the transposes put sample b's pixel (y, x, c) at [c][y][x][b]; uint8 rows and
+// float32 rows holding the same values give the same bits, and so does the inner-layer entry
+// on the same pixels moved to (C x HW x B) by hand; all agree with the direct convolution;
+// backward with din = NULL gives dW, db (FD), for every chunking.
 START_TEST(test_first_layer) {
     rng_t r;
     rng_init_stream(&r, 13, RNG_ROLE_TEST, 0);
@@ -334,84 +375,144 @@ START_TEST(test_first_layer) {
     for (size_t t = 0; t < APEX_ARRAY_LEN(s_cases); t++) {
         const s_case_t *cs = &s_cases[t];
         conv_shape_t s = s_case_shape(cs);
-        int B = cs->B, OHW = s.oh * s.ow;
+        int B = cs->B, OHW = s.oh * s.ow, HW = s.h * s.w, C = s.c_in;
         float scale = scales[t % APEX_ARRAY_LEN(scales)];
         size_t nin = conv_in_features(&s) * B, nout = conv_out_features(&s) * B, nw = s_nw(&s);
-        uint8_t *obs = xmalloc(nin);
+        uint8_t *obs = xmalloc(nin), *t_u8 = xmalloc(nin);
         float *obs_f = xmalloc(nin * sizeof(float)), *in = xmalloc(nin * sizeof(float));
+        float *t_f32 = xmalloc(nin * sizeof(float));
         float *o_u8 = xmalloc(nout * sizeof(float)), *o_f32 = xmalloc(nout * sizeof(float));
         float *o_in = xmalloc(nout * sizeof(float)), *w = xmalloc(nw * sizeof(float)), b[8];
-        float *col = s_col_alloc(&s, B), *col2 = s_col_alloc(&s, B);
         for (size_t i = 0; i < nin; i++) {
             obs[i] = (uint8_t)rng_below(&r, 256);
             obs_f[i] = (float)obs[i];
         }
+        conv_transpose_u8(t_u8, obs, &s, B);
+        conv_transpose_f32(t_f32, obs_f, 0, scale, &s, B);
+        for (int n = 0; n < B; n++) {
+            for (int p = 0; p < HW; p++) {
+                for (int c = 0; c < C; c++) {
+                    size_t src = ((size_t)n * HW + p) * C + c, dst = ((size_t)c * HW + p) * B + n;
+                    ck_assert_uint_eq(t_u8[dst], obs[src]);
+                    ck_assert(t_f32[dst] == scale * obs_f[src]);
+                }
+            }
+        }
         conv_init_random(w, b, &s, &r);
-        conv_forward_u8(o_u8, col, obs, w, b, scale, &s, B);
-        conv_forward_f32(o_f32, col2, obs_f, w, b, scale, &s, B);
-        ck_assert_int_eq(memcmp(o_u8, o_f32, nout * sizeof(float)), 0);
-        size_t ncol = (size_t)s.c_in * s.k * s.k * OHW * B;
-        ck_assert_int_eq(memcmp(col, col2, ncol * sizeof(float)), 0);
+        conv_input_t in_u8 = {t_u8, 1, scale}, in_f32 = s_in_f32(t_f32), in_hand = s_in_f32(in);
         s_obs_to_chwb(in, obs, scale, &s, B);
-        conv_forward(o_in, col2, in, w, b, &s, B);
-        ck_assert_int_eq(memcmp(o_u8, o_in, nout * sizeof(float)), 0);
-
         double *x = xmalloc(nin * sizeof(double)), *ref = xmalloc(nout * sizeof(double));
         double *got = xmalloc(nout * sizeof(double)), *wd = s_to_double(w, nw);
         double *bd = s_to_double(b, (size_t)s.c_out);
         s_obs_to_nchw(x, obs, scale, &s, B);
         s_ref_conv(ref, x, wd, bd, &s, B);
-        s_chwb_to_nchw(got, o_u8, s.c_out, OHW, B);
-        ck_assert_msg(check_close_d(got, ref, nout, S_RTOL, S_ATOL, "out"), "case %zu", t);
-
-        // Backward of the first layer: dout = c, no din.
-        float *dout = xmalloc(nout * sizeof(float)), *dw = xcalloc(nw, sizeof(float)), db[8] = {0};
+        float *dout = xmalloc(nout * sizeof(float)), *dw = xmalloc(nw * sizeof(float)), db[8];
         s_fill(dout, nout, &r, 1.0f);
-        conv_forward_u8(o_u8, col, obs, w, b, scale, &s, B);
-        conv_backward(NULL, NULL, dw, db, dout, col, w, &s, B);
         double *c = xmalloc(nout * sizeof(double)), *num = xmalloc((nw + 8) * sizeof(double));
         double *ana = xmalloc((nw + 8) * sizeof(double));
         s_chwb_to_nchw(c, dout, s.c_out, OHW, B);
         for (size_t i = 0; i < nw; i++) {
             num[i] = s_fd(wd, i, &s, x, wd, bd, c, B);
-            ana[i] = dw[i];
         }
         for (int i = 0; i < s.c_out; i++) {
             num[nw + i] = s_fd(bd, (size_t)i, &s, x, wd, bd, c, B);
-            ana[nw + i] = db[i];
         }
-        ck_assert_msg(check_close_d(ana, num, nw + s.c_out, S_RTOL, S_ATOL, "dw,db"), "case %zu",
-                      t);
-        xfree(obs), xfree(obs_f), xfree(in), xfree(o_u8), xfree(o_f32), xfree(o_in), xfree(w);
-        xfree(col), xfree(col2), xfree(x), xfree(ref), xfree(got), xfree(wd), xfree(bd);
-        xfree(dout), xfree(dw), xfree(c), xfree(num), xfree(ana);
+        for (size_t k = 0; k < APEX_ARRAY_LEN(s_chunks); k++) {
+            s.chunk = s_chunks[k];
+            float *scratch = s_scratch_alloc(&s, B);
+            conv_forward(o_u8, &in_u8, w, b, 0, &s, B, scratch);
+            conv_forward(o_f32, &in_f32, w, b, 0, &s, B, scratch);
+            conv_forward(o_in, &in_hand, w, b, 0, &s, B, scratch);
+            ck_assert_int_eq(memcmp(o_u8, o_f32, nout * sizeof(float)), 0);
+            ck_assert_int_eq(memcmp(o_u8, o_in, nout * sizeof(float)), 0);
+            s_chwb_to_nchw(got, o_u8, s.c_out, OHW, B);
+            ck_assert_msg(check_close_d(got, ref, nout, S_RTOL, S_ATOL, "out"), "case %zu chunk %d",
+                          t, s.chunk);
+            // Backward of the first layer: dout = c, no din.
+            memset(dw, 0, nw * sizeof(float));
+            memset(db, 0, sizeof db);
+            conv_backward(NULL, dw, db, dout, &in_u8, w, &s, B, scratch);
+            for (size_t i = 0; i < nw; i++) {
+                ana[i] = dw[i];
+            }
+            for (int i = 0; i < s.c_out; i++) {
+                ana[nw + i] = db[i];
+            }
+            ck_assert_msg(check_close_d(ana, num, nw + s.c_out, S_RTOL, S_ATOL, "dw,db"),
+                          "case %zu chunk %d", t, s.chunk);
+            xfree(scratch);
+        }
+        xfree(obs), xfree(t_u8), xfree(obs_f), xfree(in), xfree(t_f32), xfree(o_u8);
+        xfree(o_f32), xfree(o_in), xfree(w), xfree(x), xfree(ref), xfree(got), xfree(wd);
+        xfree(bd), xfree(dout), xfree(dw), xfree(c), xfree(num), xfree(ana);
     }
 }
 END_TEST
 
-// A batch's columns are independent: each sample run alone (B = 1) gives the same output as
-// its slice of the batched run (same bits: every output is one dot product over K).
+// A batch's columns are independent: each sample run alone (B = 1) gives its slice of the
+// batched run (each output is one dot product over K; the GEMM's kernel may differ with the
+// shape, so up to rounding).
 START_TEST(test_batch_independent) {
     rng_t r;
     rng_init_stream(&r, 14, RNG_ROLE_TEST, 0);
     conv_shape_t s = s_shape(3, 11, 9, 4, 3, 2);
     enum { B = 5 };
     size_t O = conv_in_features(&s), F = conv_out_features(&s);
-    uint8_t obs[B * 11 * 9 * 3];
+    uint8_t obs[B * 11 * 9 * 3], t_b[B * 11 * 9 * 3], t_1[11 * 9 * 3];
     float w[4 * 27], b[4], out[B * 4 * 5 * 4], one[4 * 5 * 4];
-    float *col = s_col_alloc(&s, B);
+    float *scratch = s_scratch_alloc(&s, B);
     for (size_t i = 0; i < B * O; i++) {
         obs[i] = (uint8_t)rng_below(&r, 256);
     }
     conv_init_random(w, b, &s, &r);
-    conv_forward_u8(out, col, obs, w, b, 1.0f / 255.0f, &s, B);
+    conv_transpose_u8(t_b, obs, &s, B);
+    conv_input_t in_b = {t_b, 1, 1.0f / 255.0f}, in_1 = {t_1, 1, 1.0f / 255.0f};
+    conv_forward(out, &in_b, w, b, 1, &s, B, scratch);
     for (int n = 0; n < B; n++) {
-        conv_forward_u8(one, col, obs + n * O, w, b, 1.0f / 255.0f, &s, 1);
+        conv_transpose_u8(t_1, obs + n * O, &s, 1);
+        conv_forward(one, &in_1, w, b, 1, &s, 1, scratch);
         for (size_t f = 0; f < F; f++) {
             ck_assert_float_eq_tol(one[f], out[f * B + n], 1e-6);
         }
     }
-    xfree(col);
+    xfree(scratch);
+}
+END_TEST
+
+// Two weight sets on one input (conv_forward2) give what two conv_forward calls give, for
+// every shape and chunking, with and without ReLU.
+START_TEST(test_forward2) {
+    rng_t r;
+    rng_init_stream(&r, 16, RNG_ROLE_TEST, 0);
+    for (size_t t = 0; t < APEX_ARRAY_LEN(s_cases); t++) {
+        const s_case_t *cs = &s_cases[t];
+        conv_shape_t s = s_case_shape(cs);
+        int B = cs->B;
+        size_t nin = conv_in_features(&s) * B, nout = conv_out_features(&s) * B, nw = s_nw(&s);
+        uint8_t *t_u8 = xmalloc(nin);
+        float *wa = xmalloc(nw * sizeof(float)), *wb = xmalloc(nw * sizeof(float)), ba[8], bb[8];
+        float *oa = xmalloc(nout * sizeof(float)), *ob = xmalloc(nout * sizeof(float));
+        float *ra = xmalloc(nout * sizeof(float)), *rb = xmalloc(nout * sizeof(float));
+        for (size_t i = 0; i < nin; i++) {
+            t_u8[i] = (uint8_t)rng_below(&r, 256);
+        }
+        conv_init_random(wa, ba, &s, &r);
+        conv_init_random(wb, bb, &s, &r);
+        conv_input_t in = {t_u8, 1, 1.0f / 255.0f};
+        for (size_t k = 0; k < APEX_ARRAY_LEN(s_chunks); k++) {
+            s.chunk = s_chunks[k];
+            float *scratch = s_scratch_alloc(&s, B);
+            for (int relu = 0; relu <= 1; relu++) {
+                conv_forward2(oa, ob, &in, wa, ba, wb, bb, relu, &s, B, scratch);
+                conv_forward(ra, &in, wa, ba, relu, &s, B, scratch);
+                conv_forward(rb, &in, wb, bb, relu, &s, B, scratch);
+                ck_assert_msg(check_close_f(oa, ra, nout, 1e-6, 1e-7, "a"), "case %zu", t);
+                ck_assert_msg(check_close_f(ob, rb, nout, 1e-6, 1e-7, "b"), "case %zu", t);
+            }
+            xfree(scratch);
+        }
+        xfree(t_u8), xfree(wa), xfree(wb), xfree(oa), xfree(ob), xfree(ra), xfree(rb);
+    }
 }
 END_TEST
 
@@ -483,16 +584,19 @@ static void s_chain_run(float *q, float *g, float *din, const s_chain_t *ch, con
     float *pre1 = xmalloc(h1n * sizeof(float)), *h1 = xmalloc(h1n * sizeof(float));
     float *pre2 = xmalloc(h2n * sizeof(float)), *h2 = xmalloc(h2n * sizeof(float));
     float *dh1 = xmalloc(h1n * sizeof(float)), *dh2 = xmalloc(h2n * sizeof(float));
-    float *col1 = s_col_alloc(s1, B), *col2 = s_col_alloc(s2, B), *dcol = s_col_alloc(s2, B);
-    float *dcol1 = s_col_alloc(s1, B);
+    size_t nin = conv_in_features(s1) * B;
+    uint8_t *t_obs = xmalloc(nin);
+    float *scratch = xaligned_alloc(APEX_MAX(conv_scratch_bytes(s1, B), conv_scratch_bytes(s2, B)));
     // Forward: the conv2 output, read as (F x B), is the linear layer's input as it is.
+    conv_input_t in1 = s_in_f32(in);
     if (ch->first) {
-        conv_forward_u8(pre1, col1, obs, w1, b1, ch->scale, s1, B);
-    } else {
-        conv_forward(pre1, col1, in, w1, b1, s1, B);
+        conv_transpose_u8(t_obs, obs, s1, B);
+        in1 = (conv_input_t){t_obs, 1, ch->scale};
     }
+    conv_forward(pre1, &in1, w1, b1, 0, s1, B, scratch);
     s_relu(h1, pre1, h1n);
-    conv_forward(pre2, col2, h1, w2, b2, s2, B);
+    conv_input_t in2 = s_in_f32(h1);
+    conv_forward(pre2, &in2, w2, b2, 0, s2, B, scratch);
     s_relu(h2, pre2, h2n);
     for (int a = 0; a < A; a++) {
         for (int n = 0; n < B; n++) {
@@ -509,11 +613,11 @@ static void s_chain_run(float *q, float *g, float *din, const s_chain_t *ch, con
     }
     blas_sgemm(dh2, wl, dq, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, F, B, A);
     s_relu_mask(dh2, pre2, h2n);
-    conv_backward(dh1, dcol, gw2, gb2, dh2, col2, w2, s2, B);
+    conv_backward(dh1, gw2, gb2, dh2, &in2, w2, s2, B, scratch);
     s_relu_mask(dh1, pre1, h1n);
-    conv_backward(ch->first ? NULL : din, dcol1, gw1, gb1, dh1, col1, w1, s1, B);
-    xfree(pre1), xfree(h1), xfree(pre2), xfree(h2), xfree(dh1), xfree(dh2), xfree(col1);
-    xfree(col2), xfree(dcol), xfree(dcol1);
+    conv_backward(ch->first ? NULL : din, gw1, gb1, dh1, &in1, w1, s1, B, scratch);
+    xfree(pre1), xfree(h1), xfree(pre2), xfree(h2), xfree(dh1), xfree(dh2), xfree(t_obs);
+    xfree(scratch);
 }
 
 // L and every gradient of the chain against the double reference and central differences
@@ -718,8 +822,8 @@ static void s_torch_net(const char *net, int as_f32) {
         obs_f[i] = (float)obs->data[i];
     }
     conv_shape_t s[4];
-    float *w[4], *b[4], *pre[4], *act[4], *col[4], *dw[4], *db[4], *dact[4];
-    size_t max_col = 0;
+    float *w[4], *b[4], *pre[4], *act[4], *dw[4], *db[4], *dact[4];
+    size_t max_scratch = 0;
     for (int l = 0; l < nl; l++) {
         s[l] = s_shape(C, H, W, d[5 + 3 * l], d[6 + 3 * l], d[7 + 3 * l]);
         char key[16];
@@ -730,20 +834,25 @@ static void s_torch_net(const char *net, int as_f32) {
         size_t n = conv_out_features(&s[l]) * B;
         pre[l] = xmalloc(n * sizeof(float)), act[l] = xmalloc(n * sizeof(float));
         dact[l] = xmalloc(n * sizeof(float));
-        col[l] = s_col_alloc(&s[l], B);
         dw[l] = xcalloc(s_nw(&s[l]), sizeof(float)), db[l] = xcalloc((size_t)s[l].c_out, 4);
-        max_col = APEX_MAX(max_col, conv_col_bytes(&s[l], B));
+        max_scratch = APEX_MAX(max_scratch, conv_scratch_bytes(&s[l], B));
         C = s[l].c_out, H = s[l].oh, W = s[l].ow;
     }
-    float *dcol = xaligned_alloc(max_col);
+    float *scratch = xaligned_alloc(max_scratch);
+    void *t_obs = xmalloc(obs->count * sizeof(float));
+    conv_input_t in[4];
+    if (as_f32) {
+        conv_transpose_f32(t_obs, obs_f, 0, *scale, &s[0], B);
+        in[0] = s_in_f32(t_obs);
+    } else {
+        conv_transpose_u8(t_obs, obs->data, &s[0], B);
+        in[0] = (conv_input_t){t_obs, 1, *scale};
+    }
     for (int l = 0; l < nl; l++) {
         if (l > 0) {
-            conv_forward(pre[l], col[l], act[l - 1], w[l], b[l], &s[l], B);
-        } else if (as_f32) {
-            conv_forward_f32(pre[0], col[0], obs_f, w[0], b[0], *scale, &s[0], B);
-        } else {
-            conv_forward_u8(pre[0], col[0], obs->data, w[0], b[0], *scale, &s[0], B);
+            in[l] = s_in_f32(act[l - 1]);
         }
+        conv_forward(pre[l], &in[l], w[l], b[l], 0, &s[l], B, scratch);
         s_relu(act[l], pre[l], conv_out_features(&s[l]) * B);
     }
     // g is dL/d flatten(relu(last)) as PyTorch's (B x F); ours is its transpose (F x B),
@@ -758,7 +867,8 @@ static void s_torch_net(const char *net, int as_f32) {
     }
     for (int l = top; l >= 0; l--) {
         s_relu_mask(dact[l], pre[l], conv_out_features(&s[l]) * B);
-        conv_backward(l ? dact[l - 1] : NULL, dcol, dw[l], db[l], dact[l], col[l], w[l], &s[l], B);
+        conv_backward(l ? dact[l - 1] : NULL, dw[l], db[l], dact[l], &in[l], w[l], &s[l], B,
+                      scratch);
     }
     for (int l = 0; l < nl; l++) {
         s_torch_cmp(&f, net, "out", l, pre[l], conv_out_features(&s[l]) * B, &s[l], B);
@@ -766,10 +876,10 @@ static void s_torch_net(const char *net, int as_f32) {
         s_torch_cmp(&f, net, "db", l, db[l], (size_t)s[l].c_out, NULL, B);
     }
     for (int l = 0; l < nl; l++) {
-        xfree(w[l]), xfree(b[l]), xfree(pre[l]), xfree(act[l]), xfree(dact[l]), xfree(col[l]);
+        xfree(w[l]), xfree(b[l]), xfree(pre[l]), xfree(act[l]), xfree(dact[l]);
         xfree(dw[l]), xfree(db[l]);
     }
-    xfree(dcol), xfree(g), xfree(d), xfree(scale), xfree(obs_f), xfree(f.buf);
+    xfree(scratch), xfree(t_obs), xfree(g), xfree(d), xfree(scale), xfree(obs_f), xfree(f.buf);
 }
 
 START_TEST(test_torch_minatar) {
@@ -789,8 +899,9 @@ END_TEST
 
 START_TEST(test_batch_zero_aborts) {
     conv_shape_t s = s_shape(1, 4, 4, 1, 2, 1);
-    float in[16] = {0}, out[9], col[64], w[4] = {0}, b[1] = {0};
-    conv_forward(out, col, in, w, b, &s, 0);
+    float in[16] = {0}, out[9], scratch[4096], w[4] = {0}, b[1] = {0};
+    conv_input_t cin = s_in_f32(in);
+    conv_forward(out, &cin, w, b, 0, &s, 0, scratch);
 }
 END_TEST
 
@@ -803,6 +914,7 @@ Suite *conv_suite(void) {
     tcase_add_test(tc, test_backward_inner_fd);
     tcase_add_test(tc, test_first_layer);
     tcase_add_test(tc, test_batch_independent);
+    tcase_add_test(tc, test_forward2);
     tcase_add_test(tc, test_chain_fd);
     tcase_add_test(tc, test_torch_minatar);
     tcase_add_test(tc, test_torch_nature);

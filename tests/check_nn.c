@@ -352,7 +352,7 @@ START_TEST(test_conv_forward_matches_reference) {
         }
         float q[64], q_inf[64];
         nn_forward(&st, &p, obs, B, q);
-        nn_forward(&inf, &p, obs, B, q_inf); // the shared-col inference state agrees
+        nn_forward(&inf, &p, obs, B, q_inf); // a forward-only state agrees
         nnref_forward(qref, cfg, theta, obs, B);
         for (int i = 0; i < B * A; i++) {
             got[i] = q[i];
@@ -364,6 +364,41 @@ START_TEST(test_conv_forward_matches_reference) {
         nn_state_fini(&inf);
         nn_state_fini(&st);
         nn_params_fini(&p);
+    }
+}
+END_TEST
+
+// nn_forward_pair gives the two forwards' values (conv nets: one stacked first layer; an
+// MLP: two passes), and a train state used as its second network backpropagates as after
+// its own nn_forward.
+START_TEST(test_forward_pair) {
+    rng_t r;
+    rng_init_stream(&r, 17, RNG_ROLE_TEST, 0);
+    const nn_config_t mlp = {.obs_dim = 5, .n_actions = 3, .n_hidden = 1, .hidden = {6}};
+    for (size_t s = 0; s <= APEX_ARRAY_LEN(s_conv_shapes); s++) {
+        const nn_config_t *cfg = s < APEX_ARRAY_LEN(s_conv_shapes) ? &s_conv_shapes[s] : &mlp;
+        int B = s < APEX_ARRAY_LEN(s_conv_batches) ? s_conv_batches[s] : 3, A = cfg->n_actions;
+        nn_params_t pa, pb, ga, gb;
+        nn_state_t sa, sb, ra, rb;
+        nn_params_init(&pa, cfg), nn_params_init(&pb, cfg);
+        nn_params_init(&ga, cfg), nn_params_init(&gb, cfg);
+        nn_params_init_random(&pa, &r), nn_params_init_random(&pb, &r);
+        nn_state_init(&sa, cfg, B, 0), nn_state_init(&sb, cfg, B, 1);
+        nn_state_init(&ra, cfg, B, 0), nn_state_init(&rb, cfg, B, 1);
+        void *obs = s_obs(cfg, B, &r);
+        float qa[64], qb[64], wa[64], wb[64], c[64];
+        s_fill(c, (size_t)B * A, &r, 1.0f);
+        nn_forward_pair(&sa, &pa, &sb, &pb, obs, B, qa, qb);
+        nn_forward(&ra, &pa, obs, B, wa);
+        nn_forward(&rb, &pb, obs, B, wb);
+        ck_assert(check_close_f(qa, wa, (size_t)B * A, 1e-6, 1e-7, "pair a"));
+        ck_assert(check_close_f(qb, wb, (size_t)B * A, 1e-6, 1e-7, "pair b"));
+        nn_backward(&sb, &pb, &gb, c, B);
+        nn_backward(&rb, &pb, &ga, c, B);
+        ck_assert(check_close_f(gb.data, ga.data, gb.num_params, 1e-5, 1e-6, "pair grads"));
+        free(obs);
+        nn_state_fini(&sa), nn_state_fini(&sb), nn_state_fini(&ra), nn_state_fini(&rb);
+        nn_params_fini(&pa), nn_params_fini(&pb), nn_params_fini(&ga), nn_params_fini(&gb);
     }
 }
 END_TEST
@@ -601,6 +636,7 @@ Suite *nn_suite(void) {
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_init_bounds_and_determinism);
     tcase_add_test(tc, test_conv_forward_matches_reference);
+    tcase_add_test(tc, test_forward_pair);
     tcase_add_test(tc, test_conv_gradcheck_all_layers);
     tcase_add_test(tc, test_input_dtype_and_scale);
     tcase_add_test(tc, test_minatar_and_nature_bodies);
