@@ -87,9 +87,11 @@ grep -q "No module named 'no_such_module'" "$TMP/make.log" && ok "make: the work
 refused interpreter "the interpreter /nonexistent/python3" --set python.interpreter=/nonexistent/python3
 # key: python.script
 refused script "the worker script $TMP/none.py" --set python.script="$TMP/none.py"
+# hello_timeout with its own kwargs: the config's max_episode_steps would make the factory
+# raise at once, and the check then passed only where the interpreter took over 300 ms to start.
 # key: python.hello_timeout_ms
 refused hello_timeout "workers 0 (starting) not ready after 300 ms" --set python.hello_timeout_ms=300 \
-  --set env.make=tests/pyenv_faults.py:slow_cartpole
+  --set env.make=tests/pyenv_faults.py:slow_cartpole --set 'env.kwargs={"seconds": 60}'
 # key: env.eval_id
 refused eval_id "[env] eval_id: Acrobot-v1 has 6 float32 observation elements and 3 actions" --set env.eval_id=Acrobot-v1
 # step_timeout_ms: a worker that hangs (once) is restarted after it; the other keeps going.
