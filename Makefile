@@ -63,7 +63,7 @@ CHECK_BIN := $(BUILD)/check_apex
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all test unit smoke asan bench learn-bench chaos run clean deps format format-check
+.PHONY: all test unit smoke asan bench learn-bench learn-minatar chaos run clean deps format format-check
 all: $(BINARIES)
 
 # ---- dependencies ----------------------------------------------------------------------
@@ -175,6 +175,11 @@ bench: $(BENCH_BINS) $(BINARIES)
 # Wall-clock seconds and frames to solve each environment, 5 seeds, with the PyTorch peer.
 learn-bench: $(BINARIES)
 	BIN=$(BIN) bash bench/learn_bench.sh
+
+# Issue #14's MinAtar learning table: each game for 30 min (returns at 10/20/30 min), and the
+# PyTorch peer on Breakout when MINATAR_SRC names a MinAtar checkout. ~3 h with the peer.
+learn-minatar: $(BINARIES)
+	BIN=$(BIN) bash bench/learn_minatar.sh
 
 # CartPole learning while replay, learner and actors are SIGKILLed (scripts/chaos), ~2 min.
 chaos: $(BINARIES)
