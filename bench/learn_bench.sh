@@ -35,6 +35,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
+source bench/lib.sh
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER=../shared/peers/torch_dqn.py
@@ -55,21 +56,6 @@ ini_get() {
     in_sec && $1 == key && $2 == "=" { sub(/^[^=]*=[ \t]*/, ""); print; exit }' "$1"
 }
 
-# Four free loopback ports as endpoint overrides (bind to port 0, read the port, close).
-free_port_sets() {
-  "$PYTHON" - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(4)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-ports = [s.getsockname()[1] for s in socks]
-for s in socks:
-    s.close()
-for name, p in zip(("replay_insert", "replay_sample", "learner_pub", "learner_stats"), ports):
-    print(f"endpoints.{name}_bind=tcp://127.0.0.1:{p}")
-    print(f"endpoints.{name}=tcp://127.0.0.1:{p}")
-PY
-}
 
 # Median of the numbers on stdin where "inf" marks a failed run; prints "inf" when the
 # median run failed, nothing when there is no input.

@@ -29,6 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
+source bench/lib.sh
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
 GAMES=${LEARN_MINATAR_GAMES:-breakout asterix freeway seaquest space_invaders}
@@ -48,20 +49,6 @@ marks=()
 for m in $MARKS; do awk -v m="$m" -v b="$BUDGET" 'BEGIN { exit !(m + 0 <= b + 0) }' && marks+=("$m"); done
 [ ${#marks[@]} -gt 0 ] || { echo "learn_minatar: no mark within the budget of $BUDGET s" >&2; exit 2; }
 
-free_port_sets() {
-  "$PYTHON" - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(4)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-ports = [s.getsockname()[1] for s in socks]
-for s in socks:
-    s.close()
-for name, p in zip(("replay_insert", "replay_sample", "learner_pub", "learner_stats"), ports):
-    print(f"endpoints.{name}_bind=tcp://127.0.0.1:{p}")
-    print(f"endpoints.{name}=tcp://127.0.0.1:{p}")
-PY
-}
 
 STATUS=0
 TABLE=()

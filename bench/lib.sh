@@ -4,6 +4,8 @@
 #   bench_median V...     the median of the numbers given (mean of the middle two if even).
 #   bench_field OUT KIND NAME
 #                         field 3 of the line "KIND NAME value ..." in OUT (BENCH or RESULT).
+#   free_port_sets        --set lines giving the four [endpoints] pairs free loopback ports
+#                         (learn_bench.sh, learn_minatar.sh)
 
 bench_median() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
@@ -13,4 +15,20 @@ bench_median() {
 
 bench_field() {
   awk -v k="$2" -v n="$3" '$1 == k && $2 == n {print $3; exit}' <<<"$1"
+}
+
+# Four free loopback ports as endpoint overrides (bind to port 0, read the port, close).
+free_port_sets() {
+  "${PYTHON:-/usr/bin/python3}" - <<'PY'
+import socket
+socks = [socket.socket() for _ in range(4)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+ports = [s.getsockname()[1] for s in socks]
+for s in socks:
+    s.close()
+for name, p in zip(("replay_insert", "replay_sample", "learner_pub", "learner_stats"), ports):
+    print(f"endpoints.{name}_bind=tcp://127.0.0.1:{p}")
+    print(f"endpoints.{name}=tcp://127.0.0.1:{p}")
+PY
 }
