@@ -326,7 +326,7 @@ static int s_parse_int(const char *s, int *out) {
     return 0;
 }
 
-static const bench_net_t s_nets[] = {
+static bench_net_t s_nets[] = {
     {"small",
      {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1},
      512,
@@ -335,36 +335,8 @@ static const bench_net_t s_nets[] = {
      {.obs_dim = 84, .n_actions = 18, .n_hidden = 2, .hidden = {512, 512}, .dueling = 1},
      512,
      30},
-    {"minatar",
-     {.obs_dim = 400,
-      .in_h = 10,
-      .in_w = 10,
-      .in_c = 4,
-      .in_dtype = NN_INPUT_U8,
-      .in_scale = 1.0f,
-      .n_conv = 1,
-      .conv = {{16, 3, 1}},
-      .n_actions = 6,
-      .n_hidden = 1,
-      .hidden = {128},
-      .dueling = 1},
-     512,
-     30},
-    {"nature",
-     {.obs_dim = 84 * 84 * 4,
-      .in_h = 84,
-      .in_w = 84,
-      .in_c = 4,
-      .in_dtype = NN_INPUT_U8,
-      .in_scale = 1.0f / 255.0f,
-      .n_conv = 3,
-      .conv = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}},
-      .n_actions = 6,
-      .n_hidden = 1,
-      .hidden = {512},
-      .dueling = 1},
-     128,
-     4},
+    {"minatar", {0}, 512, 30}, // net: nn_config_minatar(4, 6, 1), set by s_nets_init
+    {"nature", {0}, 128, 4},   // net: nn_config_nature(6, 1), set by s_nets_init
 };
 #define N_NETS ((int)(sizeof s_nets / sizeof s_nets[0]))
 
@@ -377,8 +349,15 @@ static int s_find_net(const char *name) {
     return -1;
 }
 
+// The two conv bodies are nn.h's reference bodies, with dueling heads over 6 actions.
+static void s_nets_init(void) {
+    s_nets[s_find_net("minatar")].net = nn_config_minatar(4, 6, 1);
+    s_nets[s_find_net("nature")].net = nn_config_nature(6, 1);
+}
+
 int main(int argc, char **argv) {
     int threads = 1, runs = 7, iters = 0, want[N_NETS] = {0}, any = 0;
+    s_nets_init();
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--net") == 0 && i + 1 < argc && s_find_net(argv[i + 1]) >= 0) {
             want[s_find_net(argv[i + 1])] = any = 1;
