@@ -41,7 +41,9 @@ ACTOR_MOD := $(filter-out %main.c,$(wildcard actor/*.c))
 REPLAY_MOD := $(filter-out %main.c,$(wildcard replay/*.c))
 LEARNER_MOD := $(filter-out %main.c,$(wildcard learner/*.c))
 TEST_SRC := $(wildcard tests/check_*.c)
-BENCH_SRC := $(wildcard bench/*.c)
+# bench/bench_common.c is what the benchmarks share: linked into each, no binary of its own.
+BENCH_LIB := bench/bench_common.c
+BENCH_SRC := $(filter-out $(BENCH_LIB),$(wildcard bench/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(PROTO_C:.c=.o)
@@ -166,7 +168,7 @@ asan: $(DEPS_STAMP)
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
 
 # ---- benchmarks ------------------------------------------------------------------------
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(call obj,$(BENCH_LIB)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
 bench: $(BENCH_BINS) $(BINARIES)

@@ -19,6 +19,7 @@
 // Prints "BENCH conv.<body>.<what> <value> <unit>" lines and "#" lines per layer.
 // Not part of `make bench` (no peer); run it by hand. Takes ~5 s.
 #include "apex.h"
+#include "bench_common.h"
 #include "blas.h"
 #include "conv.h"
 #include "rng.h"
@@ -193,16 +194,6 @@ static void s_op(body_t *bd, op_t op, int64_t *ns) {
 // ----------------------------------------------------------------------------
 // timing
 
-static int s_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // One window of op: returns ms per call, and ms per call of each layer's piece.
 static double s_window(body_t *bd, op_t op, double *piece_ms) {
     int64_t t0 = s_cpu_ns(), t;
@@ -257,20 +248,20 @@ static void s_bench_body(body_t *bd, int runs, const char *tsuffix) {
     }
     double med[OP_COUNT], step_flops = 0;
     for (int op = 0; op < OP_COUNT; op++) {
-        med[op] = s_median(ms[op], runs);
+        med[op] = bench_median(ms[op], runs);
     }
     const char *n = bd->name;
     for (int l = 0; l < bd->n_layers; l++) {
         const conv_shape_t *s = &bd->s[l];
-        double f = s_layer_flops(bd, l), chunk = s_median(pms[OP_GEMM_CHUNK][l], runs);
-        double whole = s_median(pms[OP_GEMM_WHOLE][l], runs);
+        double f = s_layer_flops(bd, l), chunk = bench_median(pms[OP_GEMM_CHUNK][l], runs);
+        double whole = bench_median(pms[OP_GEMM_WHOLE][l], runs);
         int pc = conv_chunk_positions(s, bd->B), K = s->c_in * s->k * s->k;
         step_flops += f * (l == 0 ? 2 : 3);
         printf("# conv.%s layer %d: K=%d OC=%d, %d positions of %d per chunk (col %.0f KB); "
                "im2col %.3f ms; forward GEMM on chunks %.3f ms (%.1f GFLOP/s), on the whole "
                "batch %.3f ms (%.1f GFLOP/s)\n",
                n, l, K, s->c_out, pc, s->oh * s->ow, (double)K * pc * bd->B * 4 / 1024,
-               s_median(pms[OP_IM2COL][l], runs), chunk, f / (chunk * 1e-3) * 1e-9, whole,
+               bench_median(pms[OP_IM2COL][l], runs), chunk, f / (chunk * 1e-3) * 1e-9, whole,
                f / (whole * 1e-3) * 1e-9);
     }
     printf("BENCH conv.%s%s.step_ms %.3f ms\n", n, tsuffix, med[OP_STEP]);

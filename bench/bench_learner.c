@@ -24,6 +24,7 @@
 // i.e. exactly the GEMMs nn_backward runs; bias fills and sums, ReLU, im2col/col2im, the
 // loss and Adam are not counted. For the MLPs this is the count earlier builds used.
 // Prints "BENCH <name> <median> <unit>" lines; medians over the R windows.
+#include "bench_common.h"
 #include "blas.h"
 #include "clock.h"
 #include "nn.h"
@@ -45,22 +46,6 @@ typedef struct {
     float *rew, *disc, *w;
     int32_t *act;
 } bench_batch_t;
-
-static int s_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double s_thread_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // The 1024^3 reference product. Measured in short windows interleaved with the update
 // windows, so that both see the same load on a shared machine.
@@ -219,19 +204,20 @@ static void s_bench_net(const bench_net_t *bn, int runs, int iters, sgemm_ref_t 
     double cpu = 0.0, wall = 0.0;
     for (int w = 0; w < runs; w++) {
         peaks[w] = s_sgemm_window(ref);
-        double c0 = s_thread_cpu_s();
+        double c0 = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID);
         int64_t t0 = clock_now_ns();
         for (int i = 0; i < iters; i++) {
             trainer_step(tr, &tb[k++ % POOL], prio, &st);
             f_ns += st.forward_ns, b_ns += st.backward_ns, o_ns += st.optim_ns;
         }
-        double dt = (double)(clock_now_ns() - t0) * 1e-9, dc = s_thread_cpu_s() - c0;
+        double dt = (double)(clock_now_ns() - t0) * 1e-9,
+               dc = bench_cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
         rates[w] = iters / dt;
         cpu_rates[w] = iters / dc;
         cpu += dc, wall += dt;
         eff[w] = 100.0 * rates[w] * flops * 1e-9 / peaks[w];
     }
-    double n_upd = (double)runs * iters, med = s_median(rates, runs);
+    double n_upd = (double)runs * iters, med = bench_median(rates, runs);
     char desc[128];
     nn_config_format(net, desc, sizeof desc);
     printf("# %s: %s, batch %d, %zu params, %.1f MFLOP/update in GEMMs; per update: "
@@ -239,14 +225,14 @@ static void s_bench_net(const bench_net_t *bn, int runs, int iters, sgemm_ref_t 
            "updates/s; sgemm in these windows %.1f GFLOP/s\n",
            name, desc, B, trainer_num_params(tr), flops * 1e-6, f_ns / n_upd * 1e-6,
            b_ns / n_upd * 1e-6, o_ns / n_upd * 1e-6, rates[0], rates[runs - 1],
-           s_median(peaks, runs));
+           bench_median(peaks, runs));
     // On a shared machine the thread's CPU time shows what one core does when it runs.
     printf("# %s: the updating thread ran %.0f%% of the wall clock: %.2f updates per CPU "
            "second (median of windows)\n",
-           name, 100.0 * cpu / wall, s_median(cpu_rates, runs));
+           name, 100.0 * cpu / wall, bench_median(cpu_rates, runs));
     printf("BENCH learner.%s%s.updates_per_s %.2f updates/s\n", name, tsuffix, med);
     printf("BENCH learner.%s%s.gemm_gflops %.1f GFLOP/s\n", name, tsuffix, med * flops * 1e-9);
-    printf("BENCH learner.%s%s.gemm_efficiency %.1f %%\n", name, tsuffix, s_median(eff, runs));
+    printf("BENCH learner.%s%s.gemm_efficiency %.1f %%\n", name, tsuffix, bench_median(eff, runs));
     fflush(stdout);
     xfree(prio);
     s_free_pool(pool);
@@ -318,7 +304,7 @@ static void s_bench_actor_forward(const bench_net_t *bn, int runs, const char *t
         }
         us[w] = (double)(clock_now_ns() - t0) * 1e-3 / reps;
     }
-    double med = s_median(us, runs);
+    double med = bench_median(us, runs);
     printf("BENCH nn.%s%s.forward_b64_us %.1f us\n", bn->name, tsuffix, med);
     printf("BENCH nn.%s%s.forward_b64_gflops %.1f GFLOP/s\n", bn->name, tsuffix,
            nn_forward_flops(net) * B / (med * 1e-6) * 1e-9);
@@ -340,7 +326,7 @@ static int s_parse_int(const char *s, int *out) {
     return 0;
 }
 
-static const bench_net_t s_nets[] = {
+static bench_net_t s_nets[] = {
     {"small",
      {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1},
      512,
@@ -349,36 +335,8 @@ static const bench_net_t s_nets[] = {
      {.obs_dim = 84, .n_actions = 18, .n_hidden = 2, .hidden = {512, 512}, .dueling = 1},
      512,
      30},
-    {"minatar",
-     {.obs_dim = 400,
-      .in_h = 10,
-      .in_w = 10,
-      .in_c = 4,
-      .in_dtype = NN_INPUT_U8,
-      .in_scale = 1.0f,
-      .n_conv = 1,
-      .conv = {{16, 3, 1}},
-      .n_actions = 6,
-      .n_hidden = 1,
-      .hidden = {128},
-      .dueling = 1},
-     512,
-     30},
-    {"nature",
-     {.obs_dim = 84 * 84 * 4,
-      .in_h = 84,
-      .in_w = 84,
-      .in_c = 4,
-      .in_dtype = NN_INPUT_U8,
-      .in_scale = 1.0f / 255.0f,
-      .n_conv = 3,
-      .conv = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}},
-      .n_actions = 6,
-      .n_hidden = 1,
-      .hidden = {512},
-      .dueling = 1},
-     128,
-     4},
+    {"minatar", {0}, 512, 30}, // net: nn_config_minatar(4, 6, 1), set by s_nets_init
+    {"nature", {0}, 128, 4},   // net: nn_config_nature(6, 1), set by s_nets_init
 };
 #define N_NETS ((int)(sizeof s_nets / sizeof s_nets[0]))
 
@@ -391,8 +349,15 @@ static int s_find_net(const char *name) {
     return -1;
 }
 
+// The two conv bodies are nn.h's reference bodies, with dueling heads over 6 actions.
+static void s_nets_init(void) {
+    s_nets[s_find_net("minatar")].net = nn_config_minatar(4, 6, 1);
+    s_nets[s_find_net("nature")].net = nn_config_nature(6, 1);
+}
+
 int main(int argc, char **argv) {
     int threads = 1, runs = 7, iters = 0, want[N_NETS] = {0}, any = 0;
+    s_nets_init();
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--net") == 0 && i + 1 < argc && s_find_net(argv[i + 1]) >= 0) {
             want[s_find_net(argv[i + 1])] = any = 1;
@@ -434,7 +399,7 @@ int main(int argc, char **argv) {
             s_bench_net(&s_nets[i], runs, iters ? iters : s_nets[i].iters, &ref, tsuffix);
         }
     }
-    printf("BENCH sgemm.1024%s %.1f GFLOP/s\n", tsuffix, s_median(ref.rates, ref.n_rates));
+    printf("BENCH sgemm.1024%s %.1f GFLOP/s\n", tsuffix, bench_median(ref.rates, ref.n_rates));
     s_sgemm_fini(&ref);
     for (int i = 0; i < N_NETS; i++) {
         if (want[i] && strcmp(s_nets[i].name, "small") != 0) {

@@ -30,6 +30,7 @@
 // Usage (from the repo root): bench_pyenv [--steps S] [--windows K] [--infer-us N]
 //   [--cartpole PATH]    defaults 2000 vector steps per window, 3 windows, 0 us, and
 //   $APEX_PYENV_CARTPOLE or ../shared/peers/cartpole_env.py (else python/apex_cartpole.py)
+#include "bench_common.h"
 #include "clock.h"
 #include "log.h"
 #include "pyenv.h"
@@ -46,16 +47,6 @@
 #define OBS 4
 #define RECV_MS 30000
 #define MAX_WINDOWS 32
-
-static int s_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // ---------------------------------------------------------------------------------------
 // CPU time
@@ -200,7 +191,8 @@ static s_result s_bridge(const char *cartpole, int W, int G, int transport, long
     pyenv_stats_t st;
     pyenv_get_stats(b.p, &st);
     pyenv_destroy(&b.p);
-    s_result r = {s_median(rates, windows), s_median(cw, windows), s_median(ca, windows)};
+    s_result r = {bench_median(rates, windows), bench_median(cw, windows),
+                  bench_median(ca, windows)};
     printf("# bridge %s, %d worker%s x %d envs, %d group%s: median %.0f min %.0f max %.0f env "
            "steps/s; CPU per env step: workers %.0f ns, actor %.0f ns (episodes %llu, faults "
            "%llu, lost %llu)\n",

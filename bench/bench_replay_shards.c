@@ -22,6 +22,7 @@
 //                            [--window s] [--warmup s] [--capacity-log2 10..24]
 #define LOG_MODULE "bench"
 #include "apex.h"
+#include "bench_common.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -41,12 +42,12 @@
 #include <time.h>
 #include <zmq.h>
 
-#define OBS_DIM 4
-#define INSERT_N 50u  // rows per TransitionBatch ([actor] send_batch)
-#define SAMPLE_N 512u // rows per batch ([learner] batch_size)
-#define BATCHES 4u    // batches per SampleRequest (batches_per_request = auto, CartPole)
-#define PREFETCH 4    // requests in flight ([learner] prefetch)
-#define FILL_N 4096u  // rows per batch while pre-filling (= [replay] max_batch)
+#define OBS_DIM BENCH_OBS_DIM
+#define INSERT_N 50u        // rows per TransitionBatch ([actor] send_batch)
+#define SAMPLE_N 512u       // rows per batch ([learner] batch_size)
+#define BATCHES 4u          // batches per SampleRequest (batches_per_request = auto, CartPole)
+#define PREFETCH 4          // requests in flight ([learner] prefetch)
+#define FILL_N BENCH_FILL_N // rows per batch while pre-filling
 #define PUSH_WINDOW 256
 #define VARIANTS 16 // distinct pre-generated row sets per pusher, cycled
 #define MAX_SHARDS 8
@@ -73,124 +74,31 @@ static void s_fail(shared_t *sh, const char *what) {
     atomic_store(&sh->stop, 1);
 }
 
-static void *s_dealer(void *ctx, const char *ep, const char *id) {
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    if (!s || zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        (id && zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id)) != 0) || zmq_connect(s, ep) != 0) {
-        if (s) {
-            zmq_close(s);
-        }
-        return NULL;
-    }
-    return s;
-}
-
-static wire_limits_t s_limits(void) {
-    wire_limits_t lim = {.obs_dim = OBS_DIM, .n_actions = 2, .max_count = FILL_N};
-    lim.max_message_bytes = wire_max_message_bytes(&lim);
-    return lim;
-}
-
-// Random CartPole-like rows, laid out (n, OBS_DIM) like the actor's batches.
-typedef struct {
-    uint32_t n;
-    float *obs, *next, *rew, *disc, *prio;
-    int32_t *act;
-} rows_t;
-
-static void s_rows_init(rows_t *r, uint32_t n, rng_t *rng) {
-    *r = (rows_t){.n = n,
-                  .obs = xmalloc((size_t)n * OBS_DIM * sizeof(float)),
-                  .next = xmalloc((size_t)n * OBS_DIM * sizeof(float)),
-                  .rew = xmalloc(n * sizeof(float)),
-                  .disc = xmalloc(n * sizeof(float)),
-                  .prio = xmalloc(n * sizeof(float)),
-                  .act = xmalloc(n * sizeof(int32_t))};
-    for (size_t i = 0; i < (size_t)n * OBS_DIM; i++) {
-        r->obs[i] = (float)rng_normal(rng) * 0.1f;
-        r->next[i] = (float)rng_normal(rng) * 0.1f;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        r->rew[i] = 2.9701f; // 3-step return of rewards 1
-        r->disc[i] = rng_below(rng, 20) ? 0.970299f : 0.0f;
-        r->prio[i] = rng_uniform_f(rng) * 2.0f + 1e-3f;
-        r->act[i] = (int32_t)rng_below(rng, 2);
-    }
-}
-
-static void s_rows_fini(rows_t *r) {
-    xfree(r->obs);
-    xfree(r->next);
-    xfree(r->rew);
-    xfree(r->disc);
-    xfree(r->prio);
-    xfree(r->act);
-}
-
-// Encodes rows [off, off + n) of r as TransitionBatch (actor, seq).
-static void s_encode_rows(wire_buf_t *out, const rows_t *r, uint32_t off, uint32_t n,
-                          uint32_t actor, uint64_t seq) {
-    size_t o = (size_t)off * OBS_DIM;
-    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = actor,
-                               .seq = seq,
-                               .count = n,
-                               .obs_dim = OBS_DIM,
-                               .obs = r->obs + o,
-                               .actions = r->act + off,
-                               .rewards = r->rew + off,
-                               .discounts = r->disc + off,
-                               .next_obs = r->next + o,
-                               .priorities = r->prio + off};
-    wire_encode(&m, out);
-}
-
-// Waiting InsertAcks on sock: how many batches they acknowledge, or -1.
-static int s_drain_acks(void *sock, wire_decoder_t *dec) {
-    int n = 0;
-    for (;;) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&msg);
-            return errno == EAGAIN || errno == EINTR ? n : -1;
-        }
-        wire_msg_t m;
-        int rc = wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
-        zmq_msg_close(&msg);
-        if (rc != APEX_OK || m.type != WIRE_MSG_INSERT_ACK) {
-            return -1;
-        }
-        n += 1 + (int)m.u.insert_ack.n_more;
-    }
-}
-
 // Sends `batches` batches of `rows` rows as `actor`, at most `window` unacknowledged; stops
 // early on sh->stop. Counts acknowledged rows into counter (may be NULL). Returns 0 or -1.
 static int s_push(shared_t *sh, void *ctx, const char *ep, uint32_t actor, uint64_t batches,
                   uint32_t rows, uint64_t window, atomic_uint_fast64_t *counter) {
     char id[32];
     snprintf(id, sizeof id, "actor-%u", actor);
-    void *sock = s_dealer(ctx, ep, id);
+    void *sock = bench_dealer(ctx, ep, id, NULL);
     if (!sock) {
         return -1;
     }
     rng_t rng;
     rng_init_stream(&rng, 7, RNG_ROLE_TEST, 100 + actor);
-    rows_t r;
+    bench_rows_t r;
     uint32_t variants = rows == FILL_N ? 1 : VARIANTS; // (the pre-fill's rows are many already)
-    s_rows_init(&r, rows * variants, &rng);
+    bench_rows_init(&r, rows * variants, &rng);
     wire_buf_t b;
     wire_buf_init(&b, 0);
-    wire_limits_t lim = s_limits();
+    wire_limits_t lim = bench_limits();
     wire_decoder_t *dec = wire_decoder_new(&lim);
     uint64_t seq = 0, acked = 0;
     int rc = 0;
     while (acked < batches && rc == 0 && !atomic_load(&sh->stop)) {
         if (seq < batches && seq - acked < window) {
             // Encoded per send with its own seq, as the actor does; the rows are cycled.
-            s_encode_rows(&b, &r, (uint32_t)(seq % variants) * rows, rows, actor, seq);
+            bench_encode_rows(&b, &r, (uint32_t)(seq % variants) * rows, rows, actor, seq);
             if (zmq_send(sock, b.data, b.len, ZMQ_DONTWAIT) >= 0) {
                 seq++;
                 continue;
@@ -202,7 +110,7 @@ static int s_push(shared_t *sh, void *ctx, const char *ep, uint32_t actor, uint6
         }
         zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
         zmq_poll(&it, 1, POLL_MS);
-        int n = s_drain_acks(sock, dec);
+        int n = bench_drain_acks(sock, dec);
         rc = n < 0 ? -1 : 0;
         acked += n > 0 ? (uint64_t)n : 0;
         if (counter && n > 0) {
@@ -210,7 +118,7 @@ static int s_push(shared_t *sh, void *ctx, const char *ep, uint32_t actor, uint6
         }
     }
     wire_buf_fini(&b);
-    s_rows_fini(&r);
+    bench_rows_fini(&r);
     wire_decoder_destroy(&dec);
     zmq_close(sock);
     return rc;
@@ -263,7 +171,7 @@ static void *s_learner_main(void *arg) {
     }
     void *ctx = zmq_ctx_new();
     security_t *sec = security_new(ctx, &cfg, "learner", -1, 0);
-    wire_limits_t lim = s_limits();
+    wire_limits_t lim = bench_limits();
     net_opts_t o = {.max_msg_bytes = (int64_t)lim.max_message_bytes};
     shards_t *S = shards_new(&cfg, ctx, sec, &o);
     wire_decoder_t *dec = wire_decoder_new(&lim);
@@ -337,74 +245,35 @@ static void *s_learner_main(void *arg) {
 // ---------------------------------------------------------------------------------------
 // Servers, measurement, main
 
-static void *s_server_main(void *arg) {
-    replay_server_run(arg);
-    return NULL;
-}
-
-static replay_server_t *s_server_new(int K, int k, int cap_log2) {
+// Starts shard k of K with 2^cap_log2 transitions in the run; the pre-fill writes as
+// actors 1000 - K + k. Returns 0 or -1 (after saying why).
+static int s_server_start(bench_server_t *srv, int K, int k, int cap_log2) {
     char a[64], c[64], err[CONFIG_ERR_LEN];
     snprintf(a, sizeof a, "replay.shards=%d", K);
     snprintf(c, sizeof c, "replay.capacity=%ld", 1L << cap_log2);
-    const char *sets[] = {a,
-                          c,
-                          "env.id=CartPole-v1",
-                          "replay.max_batch=4096",
-                          "replay.min_size_to_sample=1000",
-                          "replay.stats_interval_ms=60000",
-                          "learner.batch_size=512",
-                          "actor.send_batch=50",
-                          "actor.num_actors=1000", // pre-fill: actors 1000 - K + k
-                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
-                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
-    apex_config_t cfg;
-    if (config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) != 0 ||
-        config_select_shard(&cfg, k) != 0) {
-        fprintf(stderr, "bench_replay_shards: server config: %s\n", err);
-        return NULL;
+    const char *sets[] = {a, c};
+    if (bench_server_start(srv, sets, APEX_ARRAY_LEN(sets), k, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_replay_shards: server: %s\n", err);
+        return -1;
     }
-    return replay_server_new(&cfg, 1);
-}
-
-static double s_process_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void s_sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static int s_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, s_cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return 0;
 }
 
 // One K: servers, pre-fill, clients, windows, BENCH lines. Returns 0 or -1.
 static int s_run(const opts_t *o, int K) {
     shared_t sh = {.K = K, .cap_log2 = o->cap_log2};
-    replay_server_t *srv[MAX_SHARDS] = {0};
-    pthread_t st[MAX_SHARDS];
+    bench_server_t srv[MAX_SHARDS] = {0};
     size_t off = 0;
     int rc = 0;
     for (int k = 0; k < K && rc == 0; k++) {
-        srv[k] = s_server_new(K, k, o->cap_log2);
-        if (!srv[k] || pthread_create(&st[k], NULL, s_server_main, srv[k]) != 0) {
-            replay_server_destroy(&srv[k]);
-            rc = -1;
+        rc = s_server_start(&srv[k], K, k, o->cap_log2);
+        if (rc != 0) {
             break;
         }
-        snprintf(sh.insert_ep[k], CONFIG_STR_LEN, "%s", replay_server_insert_endpoint(srv[k]));
+        const replay_server_t *v = srv[k].server;
+        snprintf(sh.insert_ep[k], CONFIG_STR_LEN, "%s", replay_server_insert_endpoint(v));
         off += (size_t)snprintf(sh.sample_eps + off, sizeof sh.sample_eps - off, "%s%s",
-                                k ? "," : "", replay_server_sample_endpoint(srv[k]));
+                                k ? "," : "", replay_server_sample_endpoint(v));
     }
     void *ctx = zmq_ctx_new();
     int64_t t0 = clock_now_ns();
@@ -426,15 +295,15 @@ static int s_run(const opts_t *o, int K) {
             pushers[i] = (pusher_t){.sh = &sh, .ctx = ctx, .index = i};
             n_push += pthread_create(&pushers[i].thread, NULL, s_pusher_main, &pushers[i]) == 0;
         }
-        s_sleep_s(o->warmup_s);
+        bench_sleep_s(o->warmup_s);
         double samples[MAX_WINDOWS], inserts[MAX_WINDOWS], cpu = 0;
         uint64_t s0 = atomic_load(&sh.sample_batches), i0 = atomic_load(&sh.insert_rows);
-        double c0 = s_process_cpu_s();
+        double c0 = bench_cpu_s(CLOCK_PROCESS_CPUTIME_ID);
         int64_t w0 = clock_now_ns();
         for (int w = 0; w < o->windows; w++) {
-            s_sleep_s(o->window_s);
+            bench_sleep_s(o->window_s);
             uint64_t s1 = atomic_load(&sh.sample_batches), i1 = atomic_load(&sh.insert_rows);
-            double c1 = s_process_cpu_s();
+            double c1 = bench_cpu_s(CLOCK_PROCESS_CPUTIME_ID);
             int64_t w1 = clock_now_ns();
             double dt = (double)(w1 - w0) * 1e-9;
             samples[w] = (double)(s1 - s0) / dt;
@@ -444,7 +313,7 @@ static int s_run(const opts_t *o, int K) {
                    samples[w], inserts[w]);
             s0 = s1, i0 = i1, c0 = c1, w0 = w1;
         }
-        double sm = s_median(samples, o->windows), im = s_median(inserts, o->windows);
+        double sm = bench_median(samples, o->windows), im = bench_median(inserts, o->windows);
         printf("# replay.shards%d: sample512 min %.0f max %.0f, insert min %.0f max %.0f; process "
                "cpu %.0f%% of one core\n",
                K, samples[0], samples[o->windows - 1], inserts[0], inserts[o->windows - 1],
@@ -470,18 +339,15 @@ static int s_run(const opts_t *o, int K) {
     }
     zmq_ctx_term(ctx);
     for (int k = 0; k < K; k++) {
-        if (srv[k]) {
-            replay_server_stop(srv[k]);
-            pthread_join(st[k], NULL);
+        if (srv[k].server) {
             wire_replay_stats_t ss;
-            replay_server_stats(srv[k], &ss);
+            bench_server_stop(&srv[k], &ss);
             printf("# K = %d shard %d: inserted %llu, sampled %llu rows, updated %llu, bad "
                    "messages %llu, duplicates %llu\n",
                    K, k, (unsigned long long)ss.inserted, (unsigned long long)ss.sampled,
                    (unsigned long long)ss.updated, (unsigned long long)ss.bad_messages,
                    (unsigned long long)ss.duplicate_batches);
             rc = ss.bad_messages ? -1 : rc;
-            replay_server_destroy(&srv[k]);
         }
     }
     return rc == 0 && !atomic_load(&sh.failed) ? 0 : -1;

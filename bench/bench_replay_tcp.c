@@ -27,6 +27,7 @@
 //                         [--batches 1..8] (names get .batchesK unless K is 4)
 #define LOG_MODULE "bench"
 #include "apex.h"
+#include "bench_common.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -47,12 +48,11 @@
 #include <time.h>
 #include <zmq.h>
 
-#define OBS_DIM 4 // CartPole-v1
-#define N_ACTIONS 2
-#define INSERT_N 50u    // rows per TransitionBatch ([actor] send_batch)
-#define SAMPLE_N 512u   // rows per SampleRequest ([learner] batch_size)
-#define FILL_N 4096u    // rows per batch while pre-filling (= [replay] max_batch)
-#define FILL_INFLIGHT 8 // unacknowledged pre-fill batches
+#define OBS_DIM BENCH_OBS_DIM // CartPole-v1
+#define INSERT_N 50u          // rows per TransitionBatch ([actor] send_batch)
+#define SAMPLE_N 512u         // rows per SampleRequest ([learner] batch_size)
+#define FILL_N BENCH_FILL_N   // rows per batch while pre-filling
+#define FILL_INFLIGHT 8       // unacknowledged pre-fill batches
 // Unacknowledged batches per pusher: the actor's window ([actor] max_pending_batches,
 // default 256). With durability = wal an insert is acknowledged only after its log record is
 // fsynced, so a pusher's rate is bounded by window * batch / wal_sync_ms.
@@ -126,17 +126,7 @@ static int s_curve_client(void *s) {
 }
 
 static void *s_dealer(void *ctx, const char *ep, const char *id) {
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    if (!s || (s_key_dir[0] && s_curve_client(s) != 0) ||
-        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        (id && zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id)) != 0) || zmq_connect(s, ep) != 0) {
-        if (s) {
-            zmq_close(s);
-        }
-        return NULL;
-    }
-    return s;
+    return bench_dealer(ctx, ep, id, s_key_dir[0] ? s_curve_client : NULL);
 }
 
 // Sends buf; returns 1 when sent, 0 when it would block, -1 on error.
@@ -158,91 +148,6 @@ static int s_wait_in(void *sock, long ms) {
     return zmq_poll(&it, 1, ms) < 0 && errno != EINTR ? -1 : 0;
 }
 
-static wire_limits_t s_limits(void) {
-    wire_limits_t lim = {.obs_dim = OBS_DIM, .n_actions = N_ACTIONS, .max_count = FILL_N};
-    lim.max_message_bytes = wire_max_message_bytes(&lim);
-    return lim;
-}
-
-// ---------------------------------------------------------------------------------------
-// Rows: random CartPole-like transitions, laid out (n, OBS_DIM) like the actor's batches
-// ---------------------------------------------------------------------------------------
-
-typedef struct {
-    uint32_t n;
-    float *obs, *next_obs, *rewards, *discounts, *prio;
-    int32_t *actions;
-} rows_t;
-
-static void s_rows_init(rows_t *r, uint32_t n, rng_t *rng) {
-    r->n = n;
-    r->obs = xmalloc((size_t)n * OBS_DIM * sizeof(float));
-    r->next_obs = xmalloc((size_t)n * OBS_DIM * sizeof(float));
-    r->rewards = xmalloc(n * sizeof(float));
-    r->discounts = xmalloc(n * sizeof(float));
-    r->prio = xmalloc(n * sizeof(float));
-    r->actions = xmalloc(n * sizeof(int32_t));
-    for (size_t i = 0; i < (size_t)n * OBS_DIM; i++) {
-        r->obs[i] = (float)rng_normal(rng) * 0.1f;
-        r->next_obs[i] = (float)rng_normal(rng) * 0.1f;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        r->rewards[i] = 2.9701f; // 3-step return of rewards 1
-        r->discounts[i] = rng_below(rng, 20) ? 0.970299f : 0.0f;
-        r->prio[i] = rng_uniform_f(rng) * 2.0f + 1e-3f;
-        r->actions[i] = (int32_t)rng_below(rng, N_ACTIONS);
-    }
-}
-
-static void s_rows_fini(rows_t *r) {
-    xfree(r->obs);
-    xfree(r->next_obs);
-    xfree(r->rewards);
-    xfree(r->discounts);
-    xfree(r->prio);
-    xfree(r->actions);
-}
-
-// Encodes rows [off, off + n) of r as TransitionBatch seq of actor `actor`.
-static void s_encode_batch(wire_buf_t *out, const rows_t *r, uint32_t off, uint32_t n,
-                           uint32_t actor, uint64_t seq) {
-    size_t o = (size_t)off * OBS_DIM;
-    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = actor,
-                               .seq = seq,
-                               .count = n,
-                               .obs_dim = OBS_DIM,
-                               .obs = r->obs + o,
-                               .actions = r->actions + off,
-                               .rewards = r->rewards + off,
-                               .discounts = r->discounts + off,
-                               .next_obs = r->next_obs + o,
-                               .priorities = r->prio + off};
-    wire_encode(&m, out);
-}
-
-// Receives every waiting InsertAck on sock; returns how many batches they acknowledge (one
-// InsertAck can carry many seqs), or -1 on error.
-static int s_drain_acks(void *sock, wire_decoder_t *dec) {
-    int n = 0;
-    for (;;) {
-        zmq_msg_t msg;
-        zmq_msg_init(&msg);
-        if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&msg);
-            return errno == EAGAIN || errno == EINTR ? n : -1;
-        }
-        wire_msg_t m;
-        int rc = wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m);
-        zmq_msg_close(&msg);
-        if (rc != APEX_OK || m.type != WIRE_MSG_INSERT_ACK) {
-            errno = EPROTO;
-            return -1;
-        }
-        n += 1 + (int)m.u.insert_ack.n_more;
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Pre-fill: the whole capacity in batches of FILL_N, FILL_INFLIGHT unacknowledged
 // ---------------------------------------------------------------------------------------
@@ -252,28 +157,28 @@ static int s_prefill(void *ctx, const char *ep, uint64_t rows, rng_t *rng) {
     if (!sock) {
         return -1;
     }
-    rows_t r;
-    s_rows_init(&r, FILL_N, rng);
+    bench_rows_t r;
+    bench_rows_init(&r, FILL_N, rng);
     wire_buf_t b;
     wire_buf_init(&b, 0);
-    wire_limits_t lim = s_limits();
+    wire_limits_t lim = bench_limits();
     wire_decoder_t *dec = wire_decoder_new(&lim);
     uint64_t batches = (rows + FILL_N - 1) / FILL_N, sent = 0, acked = 0;
     int rc = 0;
     while (acked < batches && rc == 0) {
         if (sent < batches && sent - acked < FILL_INFLIGHT) {
-            s_encode_batch(&b, &r, 0, FILL_N, 999, sent);
+            bench_encode_rows(&b, &r, 0, FILL_N, 999, sent);
             rc = s_send(sock, &b, 0) == 1 ? 0 : -1;
             sent++;
             continue;
         }
-        int n = s_wait_in(sock, 5000) == 0 ? s_drain_acks(sock, dec) : -1;
+        int n = s_wait_in(sock, 5000) == 0 ? bench_drain_acks(sock, dec) : -1;
         rc = n < 0 ? -1 : 0;
         acked += n > 0 ? (uint64_t)n : 0;
     }
     wire_decoder_destroy(&dec);
     wire_buf_fini(&b);
-    s_rows_fini(&r);
+    bench_rows_fini(&r);
     zmq_close(sock);
     return rc;
 }
@@ -294,18 +199,18 @@ static void *s_pusher_main(void *arg) {
     }
     rng_t rng;
     rng_init_stream(&rng, 7, RNG_ROLE_TEST, 100 + (uint64_t)p->index);
-    rows_t r;
-    s_rows_init(&r, INSERT_N * PUSH_VARIANTS, &rng);
+    bench_rows_t r;
+    bench_rows_init(&r, INSERT_N * PUSH_VARIANTS, &rng);
     wire_buf_t b;
     wire_buf_init(&b, 0);
-    wire_limits_t lim = s_limits();
+    wire_limits_t lim = bench_limits();
     wire_decoder_t *dec = wire_decoder_new(&lim);
     uint64_t seq = 0, acked = 0;
     // Optional pacing: batch k may go out at t0 + k * period (no catching up after a stall).
     int64_t period_ns = p->rows_per_s > 0 ? (int64_t)(1e9 * INSERT_N / p->rows_per_s) : 0;
     int64_t next_ns = period_ns ? clock_now_ns() : 0;
     while (!atomic_load(&sh->stop)) {
-        int n = s_drain_acks(sock, dec);
+        int n = bench_drain_acks(sock, dec);
         if (n < 0) {
             s_fail(sh, "pusher recv");
             break;
@@ -315,8 +220,8 @@ static void *s_pusher_main(void *arg) {
         int64_t now = period_ns ? clock_now_ns() : 0;
         if (seq - acked < PUSH_INFLIGHT && now >= next_ns) {
             // Encoded per send, with its own seq, as the actor does.
-            s_encode_batch(&b, &r, (uint32_t)(seq % PUSH_VARIANTS) * INSERT_N, INSERT_N,
-                           (uint32_t)p->index, seq);
+            bench_encode_rows(&b, &r, (uint32_t)(seq % PUSH_VARIANTS) * INSERT_N, INSERT_N,
+                              (uint32_t)p->index, seq);
             int rc = s_send(sock, &b, ZMQ_DONTWAIT);
             if (rc < 0) {
                 s_fail(sh, "pusher send");
@@ -341,7 +246,7 @@ static void *s_pusher_main(void *arg) {
     }
     wire_decoder_destroy(&dec);
     wire_buf_fini(&b);
-    s_rows_fini(&r);
+    bench_rows_fini(&r);
     zmq_close(sock);
     return NULL;
 }
@@ -436,7 +341,7 @@ static void *s_sampler_main(void *arg) {
         s_fail(sh, "sampler socket");
         return NULL;
     }
-    wire_limits_t lim = s_limits();
+    wire_limits_t lim = bench_limits();
     st.dec = wire_decoder_new(&lim);
     wire_buf_init(&st.out, 0);
     rng_init_stream(&st.rng, 7, RNG_ROLE_TEST, 1);
@@ -553,9 +458,7 @@ static double s_server_helpers_cpu_s(void) {
 }
 
 static void s_mark(mark_t *m, shared_t *sh, const threads_t *th) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    m->cpu_process = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    m->cpu_process = bench_cpu_s(CLOCK_PROCESS_CPUTIME_ID);
     m->cpu_server = s_thread_cpu_s(th->server);
     m->cpu_pushers = 0.0;
     for (int i = 0; i < th->n_pushers; i++) {
@@ -568,22 +471,6 @@ static void s_mark(mark_t *m, shared_t *sh, const threads_t *th) {
     m->at_ns = clock_now_ns();
 }
 
-static void s_sleep_s(double s) {
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static int s_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double s_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], s_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Runs the timed windows and prints the BENCH lines.
 static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     double samples[MAX_WINDOWS], inserts[MAX_WINDOWS], cpu_per_k[MAX_WINDOWS];
@@ -592,7 +479,7 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     mark_t a, b;
     s_mark(&a, sh, th);
     for (int w = 0; w < o->windows; w++) {
-        s_sleep_s(o->window_s);
+        bench_sleep_s(o->window_s);
         s_mark(&b, sh, th);
         double dt = (double)(b.at_ns - a.at_ns) * 1e-9;
         samples[w] = (double)(b.sample_ok - a.sample_ok) / dt;
@@ -620,7 +507,7 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
            "(loop, its I/O threads, log writer, snapshot children) %.0f\n",
            100 * cpu[0] / o->windows, 100 * cpu[1] / o->windows, 100 * cpu[2] / o->windows,
            100 * cpu[3] / o->windows, 100 * server_cpu / o->windows);
-    double smed = s_median(samples, o->windows), imed = s_median(inserts, o->windows);
+    double smed = bench_median(samples, o->windows), imed = bench_median(inserts, o->windows);
     printf("# replay.tcp: %d windows x %.2f s, sample512 min %.0f max %.0f, insert min %.0f "
            "max %.0f\n",
            o->windows, o->window_s, samples[0], samples[o->windows - 1], inserts[0],
@@ -655,10 +542,10 @@ static void s_measure(const opts_t *o, shared_t *sh, const threads_t *th) {
     if (o->inflight > 0) {
         printf("BENCH %s.sample512_batches_per_s %.0f batches/s\n", name, smed);
     }
-    printf("BENCH %s.cpu_us_per_1k_inserts %.1f us\n", name, s_median(cpu_per_k, o->windows));
+    printf("BENCH %s.cpu_us_per_1k_inserts %.1f us\n", name, bench_median(cpu_per_k, o->windows));
     if (o->pushers > 0) {
         printf("BENCH %s.server_cpu_us_per_1k_inserts %.1f us\n", name,
-               s_median(server_per_k, o->windows));
+               bench_median(server_per_k, o->windows));
     }
     if (o->pushers > 0) {
         printf("BENCH %s.insert_transitions_per_s %.0f transitions/s\n", name, imed);
@@ -724,7 +611,7 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
 
 static char s_run_dir[512];
 
-static replay_server_t *s_server_new(const opts_t *o) {
+static int s_server_start(bench_server_t *srv, const opts_t *o) {
     char cap[64], err[CONFIG_ERR_LEN], dur[64], out[600], kd[600], ak[600];
     snprintf(cap, sizeof cap, "replay.capacity=%ld", 1L << o->cap_log2);
     snprintf(dur, sizeof dur, "replay.durability=%s", o->durability);
@@ -733,35 +620,14 @@ static replay_server_t *s_server_new(const opts_t *o) {
     snprintf(out, sizeof out, "run.out_dir=%s", s_run_dir);
     snprintf(kd, sizeof kd, "security.key_dir=%s", s_key_dir);
     snprintf(ak, sizeof ak, "security.authorized_keys=%s/authorized_keys", s_key_dir);
-    const char *curve[] = {"security.mode=curve", kd, ak};
-    const char *sets[] = {cap,
-                          dur,
-                          out,
-                          sync,
-                          "env.id=CartPole-v1",
-                          "replay.max_batch=4096",
-                          "replay.min_size_to_sample=1000",
-                          "replay.samples_per_insert=0",
-                          "replay.stats_interval_ms=60000",
-                          "learner.batch_size=512",
-                          "actor.send_batch=50",
-                          "actor.num_actors=1000", // the pre-fill writes as actor 999
-                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
-                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
-    const char *all[APEX_ARRAY_LEN(sets) + APEX_ARRAY_LEN(curve)];
-    int n = 0;
-    for (size_t i = 0; i < APEX_ARRAY_LEN(sets); i++) {
-        all[n++] = sets[i];
+    // The last three only with --curve. The pre-fill writes as actor 999 (of 1000).
+    const char *sets[] = {cap, dur, out, sync, "security.mode=curve", kd, ak};
+    int n = (int)APEX_ARRAY_LEN(sets) - (o->curve ? 0 : 3);
+    if (bench_server_start(srv, sets, n, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_replay_tcp: server: %s\n", err);
+        return -1;
     }
-    for (size_t i = 0; o->curve && i < APEX_ARRAY_LEN(curve); i++) {
-        all[n++] = curve[i];
-    }
-    apex_config_t cfg;
-    if (config_load(&cfg, NULL, all, n, err, sizeof err) != 0) {
-        fprintf(stderr, "bench_replay_tcp: config: %s\n", err);
-        return NULL;
-    }
-    return replay_server_new(&cfg, 1);
+    return 0;
 }
 
 // The clients' libzmq threads are named "1/ZMQbg/..." so that s_server_helpers_cpu_s can
@@ -771,11 +637,6 @@ static void *s_client_ctx(void) {
     void *ctx = zmq_ctx_new();
     zmq_ctx_set(ctx, ZMQ_THREAD_NAME_PREFIX, CLIENT_THREAD_PREFIX);
     return ctx;
-}
-
-static void *s_server_main(void *arg) {
-    replay_server_run(arg);
-    return NULL;
 }
 
 // Starts the pushers and the sampler, measures, stops and joins them. Returns 0 or -1.
@@ -795,7 +656,7 @@ static int s_run_clients(const opts_t *o, shared_t *sh, pthread_t server) {
         th.n_pushers += rc == 0;
     }
     if (rc == 0) {
-        s_sleep_s(o->warmup_s);
+        bench_sleep_s(o->warmup_s);
         s_measure(o, sh, &th);
     } else {
         fprintf(stderr, "bench_replay_tcp: pthread_create: %s\n", strerror(rc));
@@ -853,17 +714,12 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    replay_server_t *server = s_server_new(&o);
-    if (!server) {
+    bench_server_t srv;
+    if (s_server_start(&srv, &o) != 0) {
         return 2;
     }
-    shared_t sh = {.insert_ep = replay_server_insert_endpoint(server),
-                   .sample_ep = replay_server_sample_endpoint(server)};
-    pthread_t server_thread;
-    if (pthread_create(&server_thread, NULL, s_server_main, server) != 0) {
-        replay_server_destroy(&server);
-        return 2;
-    }
+    shared_t sh = {.insert_ep = replay_server_insert_endpoint(srv.server),
+                   .sample_ep = replay_server_sample_endpoint(srv.server)};
     rng_t rng;
     rng_init_stream(&rng, 7, RNG_ROLE_TEST, 0);
     void *fill_ctx = s_client_ctx();
@@ -879,12 +735,10 @@ int main(int argc, char **argv) {
     if (rc != 0) {
         fprintf(stderr, "bench_replay_tcp: pre-fill failed: %s\n", zmq_strerror(errno));
     } else {
-        rc = s_run_clients(&o, &sh, server_thread);
+        rc = s_run_clients(&o, &sh, srv.thread);
     }
-    replay_server_stop(server);
-    pthread_join(server_thread, NULL);
     wire_replay_stats_t st;
-    replay_server_stats(server, &st);
+    bench_server_stop(&srv, &st);
     printf("# server: inserted %llu, sampled %llu rows, updated %llu, stale updates %llu, bad "
            "messages %llu, learner not-ready replies %llu\n",
            (unsigned long long)st.inserted, (unsigned long long)st.sampled,
@@ -895,7 +749,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_replay_tcp: the server counted bad messages\n");
         rc = -1;
     }
-    replay_server_destroy(&server);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_run_dir);
     if (system(cmd) != 0) {

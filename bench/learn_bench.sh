@@ -36,17 +36,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
 source bench/lib.sh
-BIN=${BIN:-bin}
-PYTHON=${PYTHON:-/usr/bin/python3}
+bench_learn_init || exit 1
 PEER=../shared/peers/torch_dqn.py
 SEEDS=${LEARN_BENCH_SEEDS:-1 2 3 4 5}
 ENVS=${LEARN_BENCH_ENVS:-cartpole acrobot mountaincar}
 OUT=${LEARN_BENCH_OUT:-runs/learnbench}
 MAXS=${LEARN_BENCH_MAX_SECONDS:-}
 
-for b in apex-replay apex-learner apex-actor apex-eval; do
-  [ -x "$BIN/$b" ] || { make --no-print-directory >&2 || exit 1; break; }
-done
 mkdir -p "$OUT"
 
 # Value of [section] key in an INI file (the launcher's resolved config.ini).

@@ -30,8 +30,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
 source bench/lib.sh
-BIN=${BIN:-bin}
-PYTHON=${PYTHON:-/usr/bin/python3}
+bench_learn_init || exit 1
 GAMES=${LEARN_MINATAR_GAMES:-breakout asterix freeway seaquest space_invaders}
 BUDGET=${LEARN_MINATAR_BUDGET_S:-1800}
 MARKS=${LEARN_MINATAR_MARKS:-600 1200 1800}
@@ -41,9 +40,6 @@ PEER_GAMES=${LEARN_MINATAR_PEER_GAMES-breakout}
 PEER=../shared/peers/torch_minatar_dqn.py
 declare -A DQN=([asterix]=17 [breakout]=10 [freeway]=50 [seaquest]=20 [space_invaders]=43)
 
-for b in apex-replay apex-learner apex-actor apex-eval; do
-  [ -x "$BIN/$b" ] || { make --no-print-directory >&2 || exit 1; break; }
-done
 mkdir -p "$OUT"
 marks=()
 for m in $MARKS; do awk -v m="$m" -v b="$BUDGET" 'BEGIN { exit !(m + 0 <= b + 0) }' && marks+=("$m"); done

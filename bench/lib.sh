@@ -6,6 +6,9 @@
 #                         field 3 of the line "KIND NAME value ..." in OUT (BENCH or RESULT).
 #   free_port_sets        --set lines giving the four [endpoints] pairs free loopback ports
 #                         (learn_bench.sh, learn_minatar.sh)
+#   bench_learn_init      how learn_bench.sh and learn_minatar.sh start: BIN (default bin) and
+#                         PYTHON (default Debian's python3), and BIN's four daemons built by
+#                         make when one is missing; returns 1 when make fails
 
 bench_median() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
@@ -31,4 +34,13 @@ for name, p in zip(("replay_insert", "replay_sample", "learner_pub", "learner_st
     print(f"endpoints.{name}_bind=tcp://127.0.0.1:{p}")
     print(f"endpoints.{name}=tcp://127.0.0.1:{p}")
 PY
+}
+
+bench_learn_init() {
+  BIN=${BIN:-bin}
+  PYTHON=${PYTHON:-/usr/bin/python3}
+  local b
+  for b in apex-replay apex-learner apex-actor apex-eval; do
+    [ -x "$BIN/$b" ] || { make --no-print-directory >&2 || return 1; break; }
+  done
 }

@@ -78,6 +78,36 @@ void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
     n->dueling = c->network.dueling;
 }
 
+nn_config_t nn_config_minatar(int in_c, int n_actions, int dueling) {
+    return (nn_config_t){.obs_dim = 10 * 10 * in_c,
+                         .in_h = 10,
+                         .in_w = 10,
+                         .in_c = in_c,
+                         .in_dtype = NN_INPUT_U8,
+                         .in_scale = 1.0f,
+                         .n_conv = 1,
+                         .conv = {{16, 3, 1}},
+                         .n_actions = n_actions,
+                         .n_hidden = 1,
+                         .hidden = {128},
+                         .dueling = dueling};
+}
+
+nn_config_t nn_config_nature(int n_actions, int dueling) {
+    return (nn_config_t){.obs_dim = 84 * 84 * 4,
+                         .in_h = 84,
+                         .in_w = 84,
+                         .in_c = 4,
+                         .in_dtype = NN_INPUT_U8,
+                         .in_scale = 1.0f / 255.0f,
+                         .n_conv = 3,
+                         .conv = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}},
+                         .n_actions = n_actions,
+                         .n_hidden = 1,
+                         .hidden = {512},
+                         .dueling = dueling};
+}
+
 int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
     const char *msg = NULL;
     int h, w, c;

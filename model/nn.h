@@ -141,6 +141,16 @@ typedef struct {
 struct apex_config_s;
 void nn_config_from_run(nn_config_t *out, const struct apex_config_s *run);
 
+// Two reference bodies as values, for tests and benchmarks that need a known network (a
+// run's network comes from its config: nn_config_from_run, configs/minatar-*.ini):
+//   MinAtar's DQN (Young & Tian 2019): uint8 10x10xin_c frames of 0/1 (scale 1) -> conv 16
+//     3x3 s1 -> fc 128 -> head (PyTorch's count for in_c 4, 6 actions: 132 566 parameters);
+//   the Nature DQN (Mnih et al. 2015): uint8 84x84x4 frames (scale 1/255) -> conv 32 8x8 s4,
+//     64 4x4 s2, 64 3x3 s1 -> fc 512 -> head.
+// dueling: 0 or 1, as nn_config_t's.
+nn_config_t nn_config_minatar(int in_c, int n_actions, int dueling);
+nn_config_t nn_config_nature(int n_actions, int dueling);
+
 // Returns 0 when cfg is usable, else APEX_EINVAL with the reason written to why (may be
 // NULL): shapes in range, every conv layer fits its input (kernel <= input side).
 int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len);

@@ -37,6 +37,30 @@ void check_replay_start(check_replay_t *r, const apex_config_t *cfg);
 // Stops, joins and destroys the server, returning its final counters in *st (may be NULL).
 void check_replay_stop(check_replay_t *r, wire_replay_stats_t *st);
 
+// ---- clients of a replay server over sockets
+
+// A DEALER on ctx connected to ep (asserted), with ZMQ_LINGER 0, ZMQ_RCVTIMEO rcvtimeo_ms
+// and routing id id (NULL: libzmq's own). The caller closes it with zmq_close.
+void *check_dealer(void *ctx, const char *ep, const char *id, int rcvtimeo_ms);
+
+// Encodes m and sends it on sock as one frame, asserting that all of it went.
+void check_send_msg(void *sock, const wire_msg_t *m);
+
+// The rows of one TransitionBatch of float observations, filled in by the test: row j's
+// observation is obs[j * obs_dim .. (j + 1) * obs_dim).
+#define CHECK_ROWS_MAX 64
+#define CHECK_OBS_MAX 4
+typedef struct {
+    float obs[CHECK_ROWS_MAX * CHECK_OBS_MAX], next_obs[CHECK_ROWS_MAX * CHECK_OBS_MAX];
+    float rewards[CHECK_ROWS_MAX], discounts[CHECK_ROWS_MAX], prio[CHECK_ROWS_MAX];
+    int32_t actions[CHECK_ROWS_MAX];
+} check_rows_t;
+
+// Sends rows [0, n) of r, obs_dim floats each, as TransitionBatch (actor, seq) on sock with
+// the priorities prio (n of them, e.g. r->prio; NULL: none, the replay's maximum applies).
+void check_send_rows(void *sock, const check_rows_t *r, uint32_t n, uint32_t obs_dim,
+                     uint32_t actor, uint64_t seq, const float *prio);
+
 // A writable temp directory for this test (mkdtemp under $TMPDIR or /tmp); path is static
 // storage that lives until the next call. Removed by check_rmtree.
 const char *check_tmpdir(void);

@@ -263,18 +263,9 @@ static char *s_logged(void (*fn)(void *), void *arg) {
 // A conv net's checkpoint: the MinAtar body (10x10x4 uint8 -> conv 16 3x3 s1 -> 128 ->
 // dueling 6) round-trips, and a net of another shape is refused with both shapes named.
 static nn_config_t s_minatar_net(int filters) {
-    return (nn_config_t){.obs_dim = 400,
-                         .in_h = 10,
-                         .in_w = 10,
-                         .in_c = 4,
-                         .in_dtype = NN_INPUT_U8,
-                         .in_scale = 1.0f,
-                         .n_conv = 1,
-                         .conv = {{filters, 3, 1}},
-                         .n_actions = 6,
-                         .n_hidden = 1,
-                         .hidden = {128},
-                         .dueling = 1};
+    nn_config_t c = nn_config_minatar(4, 6, 1);
+    c.conv[0].filters = filters;
+    return c;
 }
 
 typedef struct {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zmq.h>
 
 static int s_close(double got, double want, double rtol, double atol) {
     if (isnan(got) || isnan(want)) {
@@ -80,4 +81,46 @@ void check_replay_stop(check_replay_t *r, wire_replay_stats_t *st) {
         replay_server_stats(r->server, st);
     }
     replay_server_destroy(&r->server);
+}
+
+// ---------------------------------------------------------------------------------------
+// Clients of a replay server
+
+void *check_dealer(void *ctx, const char *ep, const char *id, int rcvtimeo_ms) {
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_ptr_nonnull(s);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &rcvtimeo_ms, sizeof rcvtimeo_ms);
+    if (id) {
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id));
+    }
+    ck_assert_int_eq(zmq_connect(s, ep), 0);
+    return s;
+}
+
+void check_send_msg(void *sock, const wire_msg_t *m) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(m, &b);
+    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
+    wire_buf_fini(&b);
+}
+
+void check_send_rows(void *sock, const check_rows_t *r, uint32_t n, uint32_t obs_dim,
+                     uint32_t actor, uint64_t seq, const float *prio) {
+    ck_assert_uint_le(n, CHECK_ROWS_MAX);
+    ck_assert_uint_le(obs_dim, CHECK_OBS_MAX);
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = actor,
+                               .seq = seq,
+                               .count = n,
+                               .obs_dim = obs_dim,
+                               .obs = r->obs,
+                               .actions = r->actions,
+                               .rewards = r->rewards,
+                               .discounts = r->discounts,
+                               .next_obs = r->next_obs,
+                               .priorities = prio};
+    check_send_msg(sock, &m);
 }

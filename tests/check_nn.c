@@ -502,32 +502,15 @@ END_TEST
 // The MinAtar DQN body (Young & Tian 2019, examples/dqn.py) and the Nature DQN body are
 // expressible, with PyTorch's parameter counts (+ dueling's value row).
 START_TEST(test_minatar_and_nature_bodies) {
-    nn_config_t minatar = {.obs_dim = 400,
-                           .in_h = 10,
-                           .in_w = 10,
-                           .in_c = 4,
-                           .in_dtype = NN_INPUT_U8,
-                           .in_scale = 1.0f,
-                           .n_conv = 1,
-                           .conv = {{16, 3, 1}},
-                           .n_actions = 6,
-                           .n_hidden = 1,
-                           .hidden = {128}};
+    nn_config_t minatar = nn_config_minatar(4, 6, 0);
     ck_assert_int_eq(nn_config_check(&minatar, NULL, 0), APEX_OK);
     ck_assert_uint_eq(nn_num_params(&minatar), 132566); // the notes' count for C = 4
-    minatar.in_c = 10, minatar.obs_dim = 1000;
+    minatar = nn_config_minatar(10, 6, 0);
+    ck_assert_int_eq(minatar.obs_dim, 1000);
     ck_assert_uint_eq(nn_num_params(&minatar), 133430); // and for C = 10
-    nn_config_t nature = {.obs_dim = 84 * 84 * 4,
-                          .in_h = 84,
-                          .in_w = 84,
-                          .in_c = 4,
-                          .in_dtype = NN_INPUT_U8,
-                          .in_scale = 1.0f / 255.0f,
-                          .n_conv = 3,
-                          .conv = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}},
-                          .n_actions = 6,
-                          .n_hidden = 1,
-                          .hidden = {512}};
+    minatar = nn_config_minatar(4, 6, 1);
+    ck_assert_uint_eq(nn_num_params(&minatar), 132695); // with dueling's value row (128 + 1)
+    nn_config_t nature = nn_config_nature(6, 0);
     ck_assert_int_eq(nn_config_check(&nature, NULL, 0), APEX_OK);
     // conv 32*4*64+32, 64*32*16+64, 64*64*9+64; fc 3136*512+512; head 512*6+6
     ck_assert_uint_eq(nn_num_params(&nature), (size_t)(8224 + 32832 + 36928 + 1606144 + 3078));

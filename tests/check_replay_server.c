@@ -25,6 +25,14 @@ typedef struct {
     replay_server_t *server;
     pthread_t thread;
     void *ctx;
+    // s_connect's clients (NULL before it): actor-0 and actor-1 on the insert endpoint, a
+    // learner on the sample endpoint, a decoder for s_lim; and the reply s_reply returned
+    // last, with the frame it lives in. s_stop closes them.
+    void *a0, *a1, *lr;
+    wire_decoder_t *dec;
+    wire_msg_t m;
+    zmq_msg_t msg;
+    int msg_open;
 } s_fixture;
 
 static void *s_run(void *arg) {
@@ -48,7 +56,7 @@ static void s_create(s_fixture *f, int64_t min_size, double spi) {
                           a,
                           b};
     ck_assert_msg(config_load(&cfg, NULL, sets, 10, err, sizeof err) == 0, "%s", err);
-    f->server = replay_server_new(&cfg, 1);
+    *f = (s_fixture){.server = replay_server_new(&cfg, 1)};
     ck_assert_ptr_nonnull(f->server);
     f->ctx = zmq_ctx_new();
 }
@@ -64,56 +72,54 @@ static void s_start(s_fixture *f, int64_t min_size, double spi) {
     s_run_loop(f);
 }
 
+static void *s_dealer(s_fixture *f, const char *ep, const char *id) {
+    return check_dealer(f->ctx, ep, id, 3000);
+}
+
+static const wire_limits_t s_lim = {.obs_dim = OBS, .n_actions = 2, .max_count = 64};
+
+// The usual clients: actor-0 (and actor-1 when actors is 2) on the insert endpoint, a
+// learner on the sample endpoint, a decoder for s_lim.
+static void s_connect(s_fixture *f, int actors) {
+    f->a0 = s_dealer(f, replay_server_insert_endpoint(f->server), "actor-0");
+    f->a1 = actors > 1 ? s_dealer(f, replay_server_insert_endpoint(f->server), "actor-1") : NULL;
+    f->lr = s_dealer(f, replay_server_sample_endpoint(f->server), NULL);
+    f->dec = wire_decoder_new(&s_lim);
+}
+
+// Closes s_connect's clients (if any), stops the server and joins its thread.
 static void s_stop(s_fixture *f) {
+    if (f->msg_open) {
+        zmq_msg_close(&f->msg);
+        f->msg_open = 0;
+    }
+    wire_decoder_destroy(&f->dec);
+    void **socks[] = {&f->a0, &f->a1, &f->lr};
+    for (size_t i = 0; i < APEX_ARRAY_LEN(socks); i++) {
+        if (*socks[i]) {
+            zmq_close(*socks[i]);
+            *socks[i] = NULL;
+        }
+    }
     replay_server_stop(f->server);
     pthread_join(f->thread, NULL);
     zmq_ctx_term(f->ctx);
 }
 
-static void *s_dealer(s_fixture *f, const char *ep, const char *id) {
-    void *s = zmq_socket(f->ctx, ZMQ_DEALER);
-    int zero = 0, timeout = 3000;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-    if (id) {
-        zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id));
-    }
-    ck_assert_int_eq(zmq_connect(s, ep), 0);
-    return s;
-}
-
-static const wire_limits_t s_lim = {.obs_dim = OBS, .n_actions = 2, .max_count = 64};
-
 // Sends a batch of n rows whose observations all equal `tag` (so samples are traceable).
 static void s_send_batch(void *sock, uint32_t actor, uint64_t seq, int n, float tag,
                          const float *prio) {
-    float obs[64 * OBS], next[64 * OBS], rew[64], disc[64];
-    int32_t act[64];
+    check_rows_t r;
     for (int i = 0; i < n * OBS; i++) {
-        obs[i] = tag;
-        next[i] = tag + 0.5f;
+        r.obs[i] = tag;
+        r.next_obs[i] = tag + 0.5f;
     }
     for (int i = 0; i < n; i++) {
-        rew[i] = tag;
-        disc[i] = 0.99f;
-        act[i] = i % 2;
+        r.rewards[i] = tag;
+        r.discounts[i] = 0.99f;
+        r.actions[i] = i % 2;
     }
-    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = actor,
-                               .seq = seq,
-                               .count = (uint32_t)n,
-                               .obs_dim = OBS,
-                               .obs = obs,
-                               .actions = act,
-                               .rewards = rew,
-                               .discounts = disc,
-                               .next_obs = next,
-                               .priorities = prio};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
-    wire_buf_fini(&b);
+    check_send_rows(sock, &r, (uint32_t)n, OBS, actor, seq, prio);
 }
 
 // Receives one message and decodes it into *out using dec. Returns the apex_err.
@@ -125,43 +131,50 @@ static int s_recv(void *sock, wire_decoder_t *dec, zmq_msg_t *msg, wire_msg_t *o
     return wire_decode(dec, zmq_msg_data(msg), zmq_msg_size(msg), out);
 }
 
+// Receives the learner's next message and asserts that it is SampleReply `id` with `status`.
+// The reply is valid until the next s_reply or s_stop.
+static const wire_sample_reply_t *s_reply(s_fixture *f, uint64_t id, wire_sample_status status) {
+    if (f->msg_open) {
+        zmq_msg_close(&f->msg);
+    }
+    f->msg_open = 1;
+    ck_assert_int_eq(s_recv(f->lr, f->dec, &f->msg, &f->m), APEX_OK);
+    ck_assert_int_eq(f->m.type, WIRE_MSG_SAMPLE_REPLY);
+    ck_assert_uint_eq(f->m.u.sample_reply.id, id);
+    ck_assert_int_eq(f->m.u.sample_reply.status, status);
+    return &f->m.u.sample_reply;
+}
+
 static void s_send_request(void *sock, uint64_t id, uint32_t n) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request = (wire_sample_request_t){.id = id, .batch_size = n, .beta = 0.5f};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
-    wire_buf_fini(&b);
+    check_send_msg(sock, &m);
 }
 
 START_TEST(test_insert_sample_update) {
     s_fixture f;
     s_start(&f, 10, 0);
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *a1 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-1");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    s_connect(&f, 2);
     wire_msg_t m;
     zmq_msg_t msg;
     // Two actors insert; each batch is acknowledged with its (actor, seq).
     float hi[8] = {100, 100, 100, 100, 100, 100, 100, 100};
-    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
-    s_send_batch(a1, 1, 0, 8, 2.0f, hi);
-    ck_assert_int_eq(s_recv(a0, dec, &msg, &m), APEX_OK);
+    s_send_batch(f.a0, 0, 0, 8, 1.0f, NULL);
+    s_send_batch(f.a1, 1, 0, 8, 2.0f, hi);
+    ck_assert_int_eq(s_recv(f.a0, f.dec, &msg, &m), APEX_OK);
     ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
     ck_assert_uint_eq(m.u.insert_ack.actor_id, 0);
     zmq_msg_close(&msg);
-    ck_assert_int_eq(s_recv(a1, dec, &msg, &m), APEX_OK);
+    ck_assert_int_eq(s_recv(f.a1, f.dec, &msg, &m), APEX_OK);
     ck_assert_uint_eq(m.u.insert_ack.actor_id, 1);
     zmq_msg_close(&msg);
     // Several requests in flight, each answered with its own id.
-    s_send_request(lr, 11, 32);
-    s_send_request(lr, 12, 32);
+    s_send_request(f.lr, 11, 32);
+    s_send_request(f.lr, 12, 32);
     uint64_t keys[32];
     int seen[2] = {0, 0};
     for (int r = 0; r < 2; r++) {
-        ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
+        ck_assert_int_eq(s_recv(f.lr, f.dec, &msg, &m), APEX_OK);
         ck_assert_int_eq(m.type, WIRE_MSG_SAMPLE_REPLY);
         const wire_sample_reply_t *rep = &m.u.sample_reply;
         ck_assert_int_eq(rep->status, WIRE_SAMPLE_OK);
@@ -190,21 +203,11 @@ START_TEST(test_insert_sample_update) {
     }
     wire_msg_t up = {.type = WIRE_MSG_PRIORITY_UPDATE};
     up.u.priority_update = (wire_priority_update_t){.count = 32, .keys = keys, .priorities = low};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&up, &b);
-    ck_assert_int_eq(zmq_send(lr, b.data, b.len, 0), (int)b.len);
-    s_send_request(lr, 13, 32);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 13);
-    ck_assert_uint_eq(m.u.sample_reply.stats.updated, 32);
-    ck_assert_double_lt(m.u.sample_reply.stats.total_priority, 16 * pow(100, 0.6));
-    zmq_msg_close(&msg);
-    wire_buf_fini(&b);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(a1);
-    zmq_close(lr);
+    check_send_msg(f.lr, &up);
+    s_send_request(f.lr, 13, 32);
+    const wire_sample_reply_t *r13 = s_reply(&f, 13, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r13->stats.updated, 32);
+    ck_assert_double_lt(r13->stats.total_priority, 16 * pow(100, 0.6));
     s_stop(&f);
     wire_replay_stats_t st;
     replay_server_stats(f.server, &st);
@@ -218,30 +221,16 @@ END_TEST
 START_TEST(test_limiter_not_ready_then_ok) {
     s_fixture f;
     s_start(&f, 20, 0);
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
-    wire_msg_t m;
-    zmq_msg_t msg;
+    s_connect(&f, 1);
     // Empty replay: the request is held, then answered NOT_READY after ~200 ms.
-    s_send_request(lr, 1, 8);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 1);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_NOT_READY);
-    ck_assert_uint_ge(m.u.sample_reply.stats.limiter_waits, 1);
-    zmq_msg_close(&msg);
+    s_send_request(f.lr, 1, 8);
+    ck_assert_uint_ge(s_reply(&f, 1, WIRE_SAMPLE_NOT_READY)->stats.limiter_waits, 1);
     // A held request is served as soon as enough data arrives (before its timeout).
-    s_send_request(lr, 2, 8);
-    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
-    s_send_batch(a0, 0, 1, 8, 1.0f, NULL);
-    s_send_batch(a0, 0, 2, 8, 1.0f, NULL);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 2);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
-    zmq_msg_close(&msg);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(lr);
+    s_send_request(f.lr, 2, 8);
+    s_send_batch(f.a0, 0, 0, 8, 1.0f, NULL);
+    s_send_batch(f.a0, 0, 1, 8, 1.0f, NULL);
+    s_send_batch(f.a0, 0, 2, 8, 1.0f, NULL);
+    s_reply(&f, 2, WIRE_SAMPLE_OK);
     s_stop(&f);
     replay_server_destroy(&f.server);
 }
@@ -250,26 +239,16 @@ END_TEST
 START_TEST(test_samples_per_insert_ratio) {
     s_fixture f;
     s_start(&f, 1, 1.0); // at most one sampled row per inserted row, no tolerance
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
-    wire_msg_t m;
+    s_connect(&f, 1);
+    s_send_batch(f.a0, 0, 0, 8, 1.0f, NULL);
     zmq_msg_t msg;
-    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
     zmq_msg_init(&msg);
-    zmq_msg_recv(&msg, a0, 0); // ack: the batch is in
+    zmq_msg_recv(&msg, f.a0, 0); // ack: the batch is in
     zmq_msg_close(&msg);
-    s_send_request(lr, 1, 8); // 8 <= 1.0 * 8: allowed
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
-    zmq_msg_close(&msg);
-    s_send_request(lr, 2, 8); // 16 > 8: held, then not ready
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_NOT_READY);
-    zmq_msg_close(&msg);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(lr);
+    s_send_request(f.lr, 1, 8); // 8 <= 1.0 * 8: allowed
+    s_reply(&f, 1, WIRE_SAMPLE_OK);
+    s_send_request(f.lr, 2, 8); // 16 > 8: held, then not ready
+    s_reply(&f, 2, WIRE_SAMPLE_NOT_READY);
     s_stop(&f);
     replay_server_destroy(&f.server);
 }
@@ -316,23 +295,16 @@ START_TEST(test_hostile_input_counted_and_survived) {
         }
     }
     // Still serving: a legitimate actor and learner get through.
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    s_send_batch(a0, 0, 0, 8, 3.0f, NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    s_connect(&f, 1);
+    s_send_batch(f.a0, 0, 0, 8, 3.0f, NULL);
     zmq_msg_t msg;
     wire_msg_t out;
-    ck_assert_int_eq(s_recv(a0, dec, &msg, &out), APEX_OK);
+    ck_assert_int_eq(s_recv(f.a0, f.dec, &msg, &out), APEX_OK);
     zmq_msg_close(&msg);
-    s_send_request(lr, 5, 4);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &out), APEX_OK);
-    ck_assert_int_eq(out.u.sample_reply.status, WIRE_SAMPLE_OK);
-    zmq_msg_close(&msg);
-    wire_decoder_destroy(&dec);
+    s_send_request(f.lr, 5, 4);
+    s_reply(&f, 5, WIRE_SAMPLE_OK);
     zmq_close(ins);
     zmq_close(smp);
-    zmq_close(a0);
-    zmq_close(lr);
     s_stop(&f);
     // Per socket: junk, empty, multipart, truncated, other version, NaN = 6, plus the batch
     // on the sample socket = 13. Of these, the two NaN batches and the wrong-socket batch
@@ -366,11 +338,7 @@ static void s_send_stale_update(void *sock) {
     float prio = 1.0f;
     wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
     m.u.priority_update = (wire_priority_update_t){.count = 1, .keys = &key, .priorities = &prio};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
-    wire_buf_fini(&b);
+    check_send_msg(sock, &m);
 }
 
 // Receives InsertAcks on sock until n seqs are acknowledged (an ack may carry several);
@@ -398,34 +366,24 @@ START_TEST(test_sample_served_between_insert_slices) {
     enum { FLOOD = 300, ROWS = 8 };
     s_fixture f;
     s_create(&f, ROWS, 0); // the first batch makes sampling possible
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    s_connect(&f, 1);
     for (int i = 0; i < FLOOD; i++) {
-        s_send_batch(a0, 0, (uint64_t)i, ROWS, 1.0f, NULL);
+        s_send_batch(f.a0, 0, (uint64_t)i, ROWS, 1.0f, NULL);
     }
-    s_send_request(lr, 7, ROWS);
+    s_send_request(f.lr, 7, ROWS);
     s_wait_queued(f.server->insert_sock);
     s_wait_queued(f.server->sample_sock); // the request waits before the loop starts
     s_run_loop(&f);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
-    wire_msg_t m;
-    zmq_msg_t msg;
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 7);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
+    const wire_sample_reply_t *r = s_reply(&f, 7, WIRE_SAMPLE_OK);
     // Held (the store was empty) and answered right after the first insert slice.
-    ck_assert_uint_ge(m.u.sample_reply.stats.inserted, ROWS);
-    ck_assert_uint_le(m.u.sample_reply.stats.inserted, INSERT_SLICE * ROWS);
-    zmq_msg_close(&msg);
+    ck_assert_uint_ge(r->stats.inserted, ROWS);
+    ck_assert_uint_le(r->stats.inserted, INSERT_SLICE * ROWS);
     // Every insert is still acknowledged, in order (acks are coalesced per slice).
     uint64_t acked[FLOOD];
-    s_recv_acked(a0, dec, acked, FLOOD);
+    s_recv_acked(f.a0, f.dec, acked, FLOOD);
     for (int i = 0; i < FLOOD; i++) {
         ck_assert_uint_eq(acked[i], (uint64_t)i);
     }
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(lr);
     s_stop(&f);
     wire_replay_stats_t st;
     replay_server_stats(f.server, &st);
@@ -441,37 +399,24 @@ START_TEST(test_insert_served_during_sample_flood) {
     enum { FLOOD = 500, ROWS = 8 };
     s_fixture f;
     s_create(&f, ROWS, 0);
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    s_send_request(lr, 1, ROWS); // held: the store is empty
+    s_connect(&f, 1);
+    s_send_request(f.lr, 1, ROWS); // held: the store is empty
     for (int i = 0; i < FLOOD; i++) {
-        s_send_stale_update(lr);
+        s_send_stale_update(f.lr);
     }
-    s_send_request(lr, 2, ROWS);
-    s_send_batch(a0, 0, 0, ROWS, 1.0f, NULL);
+    s_send_request(f.lr, 2, ROWS);
+    s_send_batch(f.a0, 0, 0, ROWS, 1.0f, NULL);
     s_wait_queued(f.server->sample_sock);
     s_wait_queued(f.server->insert_sock);
     s_run_loop(&f);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
     wire_msg_t m;
     zmq_msg_t msg;
-    ck_assert_int_eq(s_recv(a0, dec, &msg, &m), APEX_OK);
+    ck_assert_int_eq(s_recv(f.a0, f.dec, &msg, &m), APEX_OK);
     ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
     zmq_msg_close(&msg);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 1);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
-    ck_assert_uint_le(m.u.sample_reply.stats.stale_updates, SAMPLE_BURST);
-    zmq_msg_close(&msg);
+    ck_assert_uint_le(s_reply(&f, 1, WIRE_SAMPLE_OK)->stats.stale_updates, SAMPLE_BURST);
     // The rest of the flood is handled too, in order, before the second request.
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 2);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_OK);
-    ck_assert_uint_eq(m.u.sample_reply.stats.stale_updates, FLOOD);
-    zmq_msg_close(&msg);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(lr);
+    ck_assert_uint_eq(s_reply(&f, 2, WIRE_SAMPLE_OK)->stats.stale_updates, FLOOD);
     s_stop(&f);
     replay_server_destroy(&f.server);
 }
@@ -624,10 +569,7 @@ START_TEST(test_uint8_observations) {
                                .rewards = rew,
                                .discounts = disc,
                                .next_obs = next};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(a0, b.data, b.len, 0), (int)b.len);
+    check_send_msg(a0, &m);
     uint64_t acked;
     s_recv_acked(a0, dec, &acked, 1);
     ck_assert_uint_eq(acked, 0);
@@ -640,8 +582,7 @@ START_TEST(test_uint8_observations) {
     m.u.batch.obs_dtype = WIRE_OBS_FLOAT32;
     m.u.batch.obs = fobs;
     m.u.batch.next_obs = fnext;
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(a0, b.data, b.len, 0), (int)b.len);
+    check_send_msg(a0, &m);
     // Sampling: every row served is one of the inserted rows, byte for byte.
     zmq_msg_t msg;
     wire_msg_t rep;
@@ -671,7 +612,6 @@ START_TEST(test_uint8_observations) {
     }
     ck_assert_uint_eq(st.bad_messages, 1);
     ck_assert_uint_eq(st.inserted, N);
-    wire_buf_fini(&b);
     wire_decoder_destroy(&dec);
     zmq_close(a0);
     zmq_close(lr);
@@ -691,27 +631,17 @@ START_TEST(test_several_batches_per_request) {
     enum { ROWS = 32, B = 8, K = 3 };
     s_fixture f;
     s_start(&f, ROWS, 0);
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
+    s_connect(&f, 1);
     for (int i = 0; i < ROWS / 8; i++) {
-        s_send_batch(a0, 0, (uint64_t)i, 8, (float)i, NULL); // no priorities: all equal
+        s_send_batch(f.a0, 0, (uint64_t)i, 8, (float)i, NULL); // no priorities: all equal
     }
     uint64_t acked[ROWS / 8];
-    s_recv_acked(a0, dec, acked, ROWS / 8);
+    s_recv_acked(f.a0, f.dec, acked, ROWS / 8);
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request =
         (wire_sample_request_t){.id = 7, .batch_size = B, .beta = 0.5f, .batches = K};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(lr, b.data, b.len, 0), (int)b.len);
-    zmq_msg_t msg;
-    wire_msg_t rep;
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &rep), APEX_OK);
-    const wire_sample_reply_t *r = &rep.u.sample_reply;
-    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
-    ck_assert_uint_eq(r->id, 7);
+    check_send_msg(f.lr, &m);
+    const wire_sample_reply_t *r = s_reply(&f, 7, WIRE_SAMPLE_OK);
     ck_assert_uint_eq(r->count, B * K);
     for (int k = 0; k < K; k++) {
         for (int j = 0; j < B; j++) {
@@ -721,21 +651,12 @@ START_TEST(test_several_batches_per_request) {
         }
     }
     ck_assert_uint_eq(r->stats.sampled, B * K);
-    zmq_msg_close(&msg);
     // 9 batches of 8 = 72 rows > max_batch 64: refused by the decoder, counted, no reply.
     m.u.sample_request.batches = 9;
     m.u.sample_request.id = 8;
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(lr, b.data, b.len, 0), (int)b.len);
-    s_send_request(lr, 9, B); // answered: the bad one was dropped
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &rep), APEX_OK);
-    ck_assert_uint_eq(rep.u.sample_reply.id, 9);
-    ck_assert_uint_eq(rep.u.sample_reply.count, B);
-    zmq_msg_close(&msg);
-    wire_buf_fini(&b);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(lr);
+    check_send_msg(f.lr, &m);
+    s_send_request(f.lr, 9, B); // answered: the bad one was dropped
+    ck_assert_uint_eq(s_reply(&f, 9, WIRE_SAMPLE_OK)->count, B);
     s_stop(&f);
     wire_replay_stats_t st;
     replay_server_stats(f.server, &st);
@@ -856,8 +777,7 @@ START_TEST(test_wal_acks_coalesced_per_actor) {
     const char *dir = check_tmpdir();
     apex_config_t cfg;
     s_wal_config(&cfg, dir, 1500);
-    s_fixture f;
-    f.server = replay_server_new(&cfg, 1);
+    s_fixture f = {.server = replay_server_new(&cfg, 1)};
     ck_assert_ptr_nonnull(f.server);
     ck_assert_int_eq(pthread_create(&f.thread, NULL, s_run, f.server), 0);
     f.ctx = zmq_ctx_new();
@@ -959,8 +879,7 @@ START_TEST(test_restore_keeps_replay_ratio) {
     uint64_t id = 0;
     // Run 1: 320 rows in; the credit stops at tolerance + max_batch = 80, so 3 batches of 32
     // are served (80 -> 48 -> 16 -> -16) and the 4th is held.
-    s_fixture f;
-    f.server = replay_server_new(&cfg, 1);
+    s_fixture f = {.server = replay_server_new(&cfg, 1)};
     ck_assert_ptr_nonnull(f.server);
     s_run_loop(&f);
     f.ctx = zmq_ctx_new();
@@ -1019,48 +938,32 @@ static void s_start_shard(s_fixture *f, int k) {
     ck_assert_msg(config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0, "%s",
                   err);
     ck_assert_int_eq(config_select_shard(&cfg, k), 0);
-    f->server = replay_server_new(&cfg, 1);
+    *f = (s_fixture){.server = replay_server_new(&cfg, 1)};
     ck_assert_ptr_nonnull(f->server);
     f->ctx = zmq_ctx_new();
     s_run_loop(f);
 }
 
-static void s_send_msg(void *sock, const wire_msg_t *m) {
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(m, &b);
-    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
-    wire_buf_fini(&b);
-}
-
 static void s_send_stats_request(void *sock, uint64_t id, uint64_t after) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request = (wire_sample_request_t){.id = id, .stats_only = 1, .stats_after = after};
-    s_send_msg(sock, &m);
+    check_send_msg(sock, &m);
 }
 
 START_TEST(test_shard_serves_its_actors_without_holds) {
     s_fixture f;
     s_start_shard(&f, 1);
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *a1 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-1");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
-    wire_msg_t m;
-    zmq_msg_t msg;
+    s_connect(&f, 2);
     // Actor 0 belongs to shard 0: refused and counted. Actor 1's batch is stored and acked.
-    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
+    s_send_batch(f.a0, 0, 0, 8, 1.0f, NULL);
     float prio[8] = {1, 2, 3, 4, 5, 6, 7, 0.25f};
-    s_send_batch(a1, 1, 0, 8, 2.0f, prio);
-    ck_assert_int_eq(s_recv(a1, dec, &msg, &m), APEX_OK);
-    ck_assert_int_eq(m.type, WIRE_MSG_INSERT_ACK);
-    zmq_msg_close(&msg);
+    s_send_batch(f.a1, 1, 0, 8, 2.0f, prio);
+    uint64_t acked;
+    s_recv_acked(f.a1, f.dec, &acked, 1);
     // 8 rows < min_size_to_sample and 32 rows > samples_per_insert * 8: served all the same,
     // at once. The stats name the shard and its minimum p^alpha.
-    s_send_request(lr, 1, 32);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    const wire_sample_reply_t *r = &m.u.sample_reply;
-    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    s_send_request(f.lr, 1, 32);
+    const wire_sample_reply_t *r = s_reply(&f, 1, WIRE_SAMPLE_OK);
     ck_assert_uint_eq(r->stats.shard, 1);
     ck_assert_uint_eq(r->stats.shards, 2);
     ck_assert_uint_eq(r->stats.size, 8);
@@ -1072,29 +975,20 @@ START_TEST(test_shard_serves_its_actors_without_holds) {
         wmax = r->is_weights[i] > wmax ? r->is_weights[i] : wmax;
     }
     ck_assert_float_eq(wmax, 1.0f);
-    zmq_msg_close(&msg);
     // With a smaller minimum over every shard (another shard's), every weight is below 1 and
     // is (min / p_i^alpha)^beta.
     double gmin = pow(0.01, 0.6);
     wire_msg_t q = {.type = WIRE_MSG_SAMPLE_REQUEST};
     q.u.sample_request =
         (wire_sample_request_t){.id = 2, .batch_size = 32, .beta = 0.5f, .min_priority = gmin};
-    s_send_msg(lr, &q);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    r = &m.u.sample_reply;
-    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    check_send_msg(f.lr, &q);
+    r = s_reply(&f, 2, WIRE_SAMPLE_OK);
     for (uint32_t i = 0; i < r->count; i++) {
         ck_assert_float_lt(r->is_weights[i], 1.0f);
     }
-    zmq_msg_close(&msg);
     // Seq 3 without seq 1 and 2: the dump's marks name the two as not stored.
-    s_send_batch(a1, 1, 3, 8, 2.0f, NULL);
-    ck_assert_int_eq(s_recv(a1, dec, &msg, &m), APEX_OK);
-    zmq_msg_close(&msg);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(a1);
-    zmq_close(lr);
+    s_send_batch(f.a1, 1, 3, 8, 2.0f, NULL);
+    s_recv_acked(f.a1, f.dec, &acked, 1);
     s_stop(&f);
     ck_assert_uint_eq(replay_server_bad_count(f.server, WIRE_MSG_TRANSITION_BATCH), 1);
     char path[] = "/tmp/apex_dump_XXXXXX", marks[64], line[256];
@@ -1119,34 +1013,19 @@ END_TEST
 START_TEST(test_shard_stats_requests) {
     s_fixture f;
     s_start_shard(&f, 0);
-    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
-    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
-    wire_decoder_t *dec = wire_decoder_new(&s_lim);
-    wire_msg_t m;
-    zmq_msg_t msg;
-    s_send_stats_request(lr, 7, 0);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 7);
-    ck_assert_int_eq(m.u.sample_reply.status, WIRE_SAMPLE_NOT_READY);
-    ck_assert_uint_eq(m.u.sample_reply.stats.inserted, 0);
-    zmq_msg_close(&msg);
+    s_connect(&f, 1);
+    // A stats reply is NOT_READY: it carries no rows.
+    s_send_stats_request(f.lr, 7, 0);
+    ck_assert_uint_eq(s_reply(&f, 7, WIRE_SAMPLE_NOT_READY)->stats.inserted, 0);
     // Held until the first insert; its reply carries the new count.
-    s_send_stats_request(lr, 8, 1);
-    s_send_batch(a0, 0, 0, 8, 1.0f, NULL);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 8);
-    ck_assert_uint_eq(m.u.sample_reply.stats.inserted, 8);
-    zmq_msg_close(&msg);
+    s_send_stats_request(f.lr, 8, 1);
+    s_send_batch(f.a0, 0, 0, 8, 1.0f, NULL);
+    ck_assert_uint_eq(s_reply(&f, 8, WIRE_SAMPLE_NOT_READY)->stats.inserted, 8);
     // Waiting for an insert that does not come: answered at the deadline, still with stats.
-    s_send_stats_request(lr, 9, 9);
-    ck_assert_int_eq(s_recv(lr, dec, &msg, &m), APEX_OK);
-    ck_assert_uint_eq(m.u.sample_reply.id, 9);
-    ck_assert_uint_eq(m.u.sample_reply.stats.inserted, 8);
-    ck_assert_uint_eq(m.u.sample_reply.stats.sampled, 0);
-    zmq_msg_close(&msg);
-    wire_decoder_destroy(&dec);
-    zmq_close(a0);
-    zmq_close(lr);
+    s_send_stats_request(f.lr, 9, 9);
+    const wire_sample_reply_t *r = s_reply(&f, 9, WIRE_SAMPLE_NOT_READY);
+    ck_assert_uint_eq(r->stats.inserted, 8);
+    ck_assert_uint_eq(r->stats.sampled, 0);
     s_stop(&f);
     ck_assert_uint_eq(f.server->stats_replies, 3);
     ck_assert_uint_eq(f.server->not_ready, 0);

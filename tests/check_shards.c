@@ -21,7 +21,6 @@
 #include "check_apex.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -53,92 +52,62 @@ static float s_prio(int i) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Replay servers in threads
+// Replay servers in threads (check_replay_t)
 
-typedef struct {
-    replay_server_t *server;
-    pthread_t thread;
-} s_srv;
-
-static void *s_srv_main(void *arg) {
-    replay_server_run(arg);
-    return NULL;
+// The rows the servers and the learners share: [replay] shards = K, batches of up to 512
+// rows, sampling from the first row, requests held at most 200 ms; then sets[0..n).
+static void s_config(apex_config_t *cfg, int shards, const char *const *sets, int n) {
+    char k[64], err[CONFIG_ERR_LEN];
+    snprintf(k, sizeof k, "replay.shards=%d", shards);
+    const char *all[16] = {k, "replay.max_batch=512", "replay.min_size_to_sample=1",
+                           "replay.sample_timeout_ms=200"};
+    int n_all = 4;
+    ck_assert_int_le(n, (int)APEX_ARRAY_LEN(all) - n_all);
+    for (int i = 0; i < n; i++) {
+        all[n_all++] = sets[i];
+    }
+    ck_assert_msg(config_load(cfg, NULL, all, n_all, err, sizeof err) == 0, "%s", err);
 }
 
 // Starts shard k of a run of `shards` (1: an unsharded server) holding 2000 in all, bound
 // to insert_bind / sample_bind (tcp://127.0.0.1:* for ephemeral ports).
-static void s_srv_start(s_srv *v, int shards, int k, const char *insert_bind,
+static void s_srv_start(check_replay_t *v, int shards, int k, const char *insert_bind,
                         const char *sample_bind) {
-    char a[64], b[128], c[128], err[CONFIG_ERR_LEN];
-    snprintf(a, sizeof a, "replay.shards=%d", shards);
+    char b[128], c[128];
     snprintf(b, sizeof b, "endpoints.replay_insert_bind=%s", insert_bind);
     snprintf(c, sizeof c, "endpoints.replay_sample_bind=%s", sample_bind);
-    const char *sets[] = {a,
-                          b,
+    const char *sets[] = {b,
                           c,
                           "replay.capacity=2000",
-                          "replay.max_batch=512",
-                          "replay.min_size_to_sample=1",
-                          "replay.sample_timeout_ms=200",
                           "replay.stats_interval_ms=60000",
                           "learner.batch_size=1",
                           "actor.send_batch=32"};
     apex_config_t cfg;
-    ck_assert_msg(config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0, "%s",
-                  err);
+    s_config(&cfg, shards, sets, APEX_ARRAY_LEN(sets));
     ck_assert_int_eq(config_select_shard(&cfg, k), 0);
-    v->server = replay_server_new(&cfg, 1);
-    ck_assert_ptr_nonnull(v->server);
-    ck_assert_int_eq(pthread_create(&v->thread, NULL, s_srv_main, v->server), 0);
-}
-
-static void s_srv_stop(s_srv *v) {
-    replay_server_stop(v->server);
-    pthread_join(v->thread, NULL);
-    replay_server_destroy(&v->server);
+    check_replay_start(v, &cfg);
 }
 
 // Inserts items [first, first + n) as one batch (actor, seq): obs[0] = the item's index, its
 // raw priority s_prio(item). Waits for the ack.
 static void s_insert(void *ctx, const char *ep, uint32_t actor, uint64_t seq, int first, int n) {
-    float obs[ITEMS * OBS], next[ITEMS * OBS], rew[ITEMS], disc[ITEMS], pr[ITEMS];
-    int32_t act[ITEMS];
+    check_rows_t r;
     for (int j = 0; j < n; j++) {
         for (int d = 0; d < OBS; d++) {
-            obs[j * OBS + d] = (float)(first + j);
-            next[j * OBS + d] = 0.5f;
+            r.obs[j * OBS + d] = (float)(first + j);
+            r.next_obs[j * OBS + d] = 0.5f;
         }
-        rew[j] = 1.0f;
-        disc[j] = 0.99f;
-        act[j] = j % 2;
-        pr[j] = s_prio(first + j);
+        r.rewards[j] = 1.0f;
+        r.discounts[j] = 0.99f;
+        r.actions[j] = j % 2;
+        r.prio[j] = s_prio(first + j);
     }
-    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
-    m.u.batch = (wire_batch_t){.actor_id = actor,
-                               .seq = seq,
-                               .count = (uint32_t)n,
-                               .obs_dim = OBS,
-                               .obs = obs,
-                               .actions = act,
-                               .rewards = rew,
-                               .discounts = disc,
-                               .next_obs = next,
-                               .priorities = pr};
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
     char id[32];
-    int zero = 0, timeout = WAIT_MS;
     snprintf(id, sizeof id, "actor-%u", actor);
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-    zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id));
-    ck_assert_int_eq(zmq_connect(s, ep), 0);
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(s, b.data, b.len, 0), (int)b.len);
+    void *s = check_dealer(ctx, ep, id, WAIT_MS);
+    check_send_rows(s, &r, (uint32_t)n, OBS, actor, seq, r.prio);
     char ack[256];
     ck_assert_int_gt(zmq_recv(s, ack, sizeof ack, 0), 0);
-    wire_buf_fini(&b);
     zmq_close(s);
 }
 
@@ -156,24 +125,18 @@ typedef struct {
 
 // sample_eps: [endpoints] replay_sample of the learner's config (a list when shards > 1).
 static void s_learner_new(s_learner *L, int shards, const char *sample_eps, double spi) {
-    char a[64], b[600], c[64], err[CONFIG_ERR_LEN];
-    snprintf(a, sizeof a, "replay.shards=%d", shards);
+    char b[600], c[64];
     snprintf(b, sizeof b, "endpoints.replay_sample=%s", sample_eps);
     snprintf(c, sizeof c, "replay.samples_per_insert=%g", spi);
-    const char *sets[] = {a,
-                          b,
+    const char *sets[] = {b,
                           c,
                           "replay.spi_tolerance=0",
                           "replay.capacity=1000",
-                          "replay.max_batch=512",
-                          "replay.min_size_to_sample=1",
-                          "replay.sample_timeout_ms=200",
                           "learner.request_timeout_ms=300",
                           "learner.batch_size=8",
                           "learner.batches_per_request=1"};
     memset(L, 0, sizeof *L);
-    ck_assert_msg(config_load(&L->cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0,
-                  "%s", err);
+    s_config(&L->cfg, shards, sets, APEX_ARRAY_LEN(sets));
     L->ctx = zmq_ctx_new();
     L->sec = security_new(L->ctx, &L->cfg, "learner", -1, 0);
     net_opts_t o = {.max_msg_bytes = 0};
@@ -324,7 +287,7 @@ static double s_chi2_same(const uint64_t *a, const uint64_t *b) {
 // A fixed data set on one server and on two shards. eps: "ep0,ep1" of the two shards' sample
 // endpoints, and single: the one server's.
 typedef struct {
-    s_srv one, shard[2];
+    check_replay_t one, shard[2];
     void *ctx;
     char eps[600];
 } s_fixture;
@@ -345,10 +308,10 @@ static void s_fixture_start(s_fixture *f) {
 }
 
 static void s_fixture_stop(s_fixture *f) {
-    s_srv_stop(&f->one);
+    check_replay_stop(&f->one, NULL);
     for (int k = 0; k < 2; k++) {
         if (f->shard[k].server) {
-            s_srv_stop(&f->shard[k]);
+            check_replay_stop(&f->shard[k], NULL);
         }
     }
     zmq_ctx_term(f->ctx);
@@ -488,7 +451,7 @@ START_TEST(test_down_shard_skipped_and_taken_back) {
     snprintf(ins2, sizeof ins2, "tcp://127.0.0.1:*,%s", ins);
     snprintf(smp2, sizeof smp2, "tcp://127.0.0.1:*,%s",
              replay_server_sample_endpoint(f.shard[1].server));
-    s_srv_stop(&f.shard[1]);
+    check_replay_stop(&f.shard[1], NULL);
     int64_t deadline = clock_now_ms() + WAIT_MS;
     uint64_t id = 1;
     while (shards_take_down(L.sh) != 1) {
