@@ -124,6 +124,11 @@ static const s_row s_schema[] = {
     {"learner", "batch_size", T_INT, OFF(learner.batch_size), 0, 1, 65536, "512", NULL,
      "transitions per update"},
     {"learner", "lr", T_FLOAT, OFF(learner.lr), 0, 1e-12, 10, "0.0005", NULL, "learning rate"},
+    {"learner", "lr_end", T_FLOAT, OFF(learner.lr_end), 0, 1e-12, 10, "0.0001", NULL,
+     "learning rate after lr_steps updates, reached linearly from lr (only with lr_steps > 0)"},
+    {"learner", "lr_steps", T_INT, OFF(learner.lr_steps), 0, 0, BIG, "0", NULL,
+     "updates over which the learning rate is annealed linearly from lr to lr_end (0: lr "
+     "stays constant)"},
     {"learner", "optimizer", T_ENUM, OFF(learner.optimizer), 0, 0, 0, "adam", "adam|rmsprop",
      "adam, or centered rmsprop as in the Ape-X paper"},
     {"learner", "adam_beta1", T_FLOAT, OFF(learner.adam_beta1), 0, 0, 0.999999, "0.9", NULL,

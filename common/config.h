@@ -124,7 +124,9 @@ typedef struct {
 typedef struct {
     int64_t batch_size;
     double lr;
-    int optimizer; // config_optimizer
+    double lr_end;    // lr after lr_steps updates (linear), when lr_steps > 0
+    int64_t lr_steps; // 0: lr stays constant
+    int optimizer;    // config_optimizer
     double adam_beta1;
     double adam_beta2;
     double adam_eps;

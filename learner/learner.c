@@ -123,6 +123,8 @@ static void s_train_config(const apex_config_t *c, train_config_t *t) {
     optim_config_default(&t->optim,
                          c->learner.optimizer == CONFIG_OPTIM_RMSPROP ? OPTIM_RMSPROP : OPTIM_ADAM);
     t->optim.lr = (float)c->learner.lr;
+    t->lr_end = (float)c->learner.lr_end;
+    t->lr_steps = c->learner.lr_steps;
     t->optim.adam_beta1 = (float)c->learner.adam_beta1;
     t->optim.adam_beta2 = (float)c->learner.adam_beta2;
     t->optim.adam_eps = (float)c->learner.adam_eps;
@@ -353,11 +355,19 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
     }
     l->last_reply_ms = clock_now_ms();
-    log_info("learner: %zu parameters, batch %lld, prefetch %d x %lld batches per request, %s; "
-             "replay at %s, weights on %s",
+    char lr[80];
+    if (cfg->learner.lr_steps > 0) {
+        snprintf(lr, sizeof lr, "lr %g -> %g over %lld updates (now %g)", cfg->learner.lr,
+                 cfg->learner.lr_end, (long long)cfg->learner.lr_steps,
+                 (double)trainer_lr(l->trainer));
+    } else {
+        snprintf(lr, sizeof lr, "lr %g", cfg->learner.lr);
+    }
+    log_info("learner: %zu parameters, batch %lld, prefetch %d x %lld batches per request, %s, "
+             "%s; replay at %s, weights on %s",
              trainer_num_params(l->trainer), (long long)cfg->learner.batch_size, l->n_slots,
              (long long)cfg->learner.batches_per_request,
-             cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam",
+             cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam", lr,
              cfg->endpoints.replay_sample, cfg->endpoints.learner_pub_bind);
     return l;
 }

@@ -69,10 +69,12 @@ static int s_config_check(const train_config_t *cfg) {
         return APEX_EINVAL;
     }
     if (cfg->batch_size < 1 || cfg->target_update < 1 || !(cfg->optim.lr > 0.0f) ||
-        !(cfg->huber_delta > 0.0f) ||
+        !(cfg->huber_delta > 0.0f) || cfg->lr_steps < 0 ||
+        (cfg->lr_steps > 0 && !(cfg->lr_end > 0.0f)) ||
         (cfg->optim.kind != OPTIM_ADAM && cfg->optim.kind != OPTIM_RMSPROP)) {
         log_error("trainer config: need batch_size >= 1, target_update >= 1, lr > 0, "
-                  "huber_delta > 0, optimizer adam|rmsprop");
+                  "huber_delta > 0, lr_steps >= 0 (and lr_end > 0 with lr_steps > 0), "
+                  "optimizer adam|rmsprop");
         return APEX_EINVAL;
     }
     return APEX_OK;
@@ -263,7 +265,9 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
         nn_backward(&self->st_obs, &self->online, &self->grads, self->dq, B);
     }
     int64_t t2 = clock_now_ns();
-    // (4) clip + optimizer, (5) target sync.
+    // (4) clip + optimizer, (5) target sync. The schedule is a function of the step count
+    // alone, so every rank of a group and a learner resumed from a checkpoint agree on it.
+    self->optim.cfg.lr = trainer_lr(self);
     float norm = self->zero >= 1 ? s_sharded_update(self) : s_full_update(self);
     self->step++;
     // Hard target update (DQN): every target_update steps, counted after this step, so
@@ -286,6 +290,16 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
 const nn_params_t *trainer_online(const trainer_t *self) { return &self->online; }
 const nn_params_t *trainer_target(const trainer_t *self) { return &self->target; }
 size_t trainer_num_params(const trainer_t *self) { return self->online.num_params; }
+
+float trainer_lr(const trainer_t *self) {
+    const train_config_t *c = &self->cfg;
+    if (c->lr_steps <= 0) {
+        return c->optim.lr;
+    }
+    double f = (double)(self->step + 1) / (double)c->lr_steps;
+    return (float)(c->optim.lr + (c->lr_end - c->optim.lr) * (f < 1.0 ? f : 1.0));
+}
+
 int64_t trainer_steps(const trainer_t *self) { return self->step; }
 const optim_t *trainer_optim(const trainer_t *self) { return &self->optim; }
 const train_config_t *trainer_config(const trainer_t *self) { return &self->cfg; }

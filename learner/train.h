@@ -50,6 +50,8 @@ typedef struct {
     nn_config_t net;
     int batch_size;        // largest B passed to trainer_step; states are sized for it
     optim_config_t optim;  // kind, lr, Adam betas/eps, RMSProp decay/eps
+    float lr_end;          // with lr_steps > 0: update t uses lr + (lr_end - lr) min(1, t/lr_steps)
+    int64_t lr_steps;      // 0: optim.lr throughout
     float grad_clip;       // global L2 norm bound; <= 0 disables
     float huber_delta;     // Huber loss threshold (> 0), [learner] huber_delta
     int64_t target_update; // steps between target syncs (>= 1)
@@ -117,6 +119,7 @@ const nn_params_t *trainer_online(const trainer_t *self);
 const nn_params_t *trainer_target(const trainer_t *self);
 size_t trainer_num_params(const trainer_t *self);
 int64_t trainer_steps(const trainer_t *self); // updates done (restored by load)
+float trainer_lr(const trainer_t *self);      // learning rate of the next update
 const optim_t *trainer_optim(const trainer_t *self);
 const train_config_t *trainer_config(const trainer_t *self);
 void trainer_memory(const trainer_t *self, train_memory_t *out);

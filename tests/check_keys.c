@@ -1033,6 +1033,9 @@ static const s_row s_rows[] = {
 
     {"learner.batch_size", "learner.batch_size=16", LRUN, s_lrun, LR_REQ_BATCH, DOWN, NULL},
     {"learner.lr", "learner.lr=0.01", NULL, s_train, TR_DELTA, UP, NULL},
+    {"learner.lr_end", "learner.lr_end=1e-6", "learner.lr_steps=1", s_train, TR_DELTA, DOWN, NULL},
+    {"learner.lr_steps", "learner.lr_steps=1", "learner.lr_end=1e-6", s_train, TR_DELTA, DOWN,
+     NULL},
     {"learner.optimizer", "learner.optimizer=rmsprop", NULL, s_train, TR_DELTA, DIFF, NULL},
     {"learner.adam_beta1", "learner.adam_beta1=0.5", NULL, s_train, TR_DELTA, DIFF, NULL},
     {"learner.adam_beta2", "learner.adam_beta2=0.5", NULL, s_train, TR_DELTA, DIFF, NULL},

@@ -281,6 +281,57 @@ START_TEST(test_target_sync_and_priorities) {
 }
 END_TEST
 
+// [learner] lr_end / lr_steps: update t (1-based) uses lr + (lr_end - lr) min(1, t / lr_steps),
+// and that is the rate the optimizer applies. Adam's first step has a closed form: with
+// m = g and v = g^2 after bias correction, each parameter moves by lr g / (|g| + eps), so
+// the largest move is lr to within eps / |g|.
+START_TEST(test_lr_schedule) {
+    train_config_t tc;
+    s_small_config(&tc, 1);
+    tc.optim.lr = 0.01f;
+    tc.lr_end = 0.001f;
+    tc.lr_steps = 4;
+    trainer_t *tr = trainer_new(&tc);
+    rng_t r;
+    rng_init_stream(&r, 29, RNG_ROLE_TEST, 0);
+    s_batch_t sb;
+    s_make_batch(&sb, &r);
+    float prio[6];
+    for (int s = 0; s < 7; s++) {
+        double f = (s + 1) / 4.0;
+        double want = 0.01 + (0.001 - 0.01) * (f < 1 ? f : 1);
+        ck_assert_msg(fabs(trainer_lr(tr) - want) < 1e-9, "step %d: lr %g, want %g", s,
+                      (double)trainer_lr(tr), want);
+        trainer_step(tr, &sb.b, prio, NULL);
+    }
+    trainer_destroy(&tr);
+
+    // lr_steps = 1: the very first update already runs at lr_end; lr_steps = 0: at lr.
+    for (int steps = 0; steps <= 1; steps++) {
+        tc.lr_steps = steps;
+        tr = trainer_new(&tc);
+        size_t n = trainer_num_params(tr);
+        float *before = xmalloc(n * sizeof(float));
+        memcpy(before, trainer_online(tr)->data, n * sizeof(float));
+        trainer_step(tr, &sb.b, prio, NULL);
+        double moved = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs((double)trainer_online(tr)->data[i] - before[i]);
+            moved = d > moved ? d : moved;
+        }
+        double lr = steps ? 0.001 : 0.01;
+        ck_assert_msg(moved <= lr * (1 + 1e-4) && moved >= lr * (1 - 1e-3),
+                      "lr_steps %d: largest move %g, want %g", steps, moved, lr);
+        xfree(before);
+        trainer_destroy(&tr);
+    }
+    // An annealed rate needs a positive end.
+    tc.lr_steps = 10;
+    tc.lr_end = 0;
+    ck_assert_ptr_null(trainer_new(&tc));
+}
+END_TEST
+
 START_TEST(test_invalid_config) {
     train_config_t tc;
     train_config_default(&tc); // network left unset
@@ -349,6 +400,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_whole_loss_gradient);
     tcase_add_test(tc, test_loss_gradient_through_nn);
     tcase_add_test(tc, test_target_sync_and_priorities);
+    tcase_add_test(tc, test_lr_schedule);
     tcase_add_test(tc, test_invalid_config);
     tcase_add_test(tc, test_chain_mdp_converges);
     suite_add_tcase(s, tc);
