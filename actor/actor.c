@@ -91,6 +91,8 @@ struct actor {
     float *staged;
     uint64_t staged_version;
     int has_staged;
+    int64_t staged_seen_ms; // monotonic time the staged version was last received
+    log_limiter_t old_log;
     atomic_int stop_requested;
 };
 
@@ -437,6 +439,8 @@ static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who)
 // flood cannot take the loop) and stages the newest valid one: garbage before or after valid
 // weights cannot hide them, and a publisher flooding the SUB is drained at network speed,
 // not at the weight-sync rate (a conflating socket did that in libzmq's I/O thread).
+// "Newest" is by version (wire_weights_judge): learner_kill.sh saw an actor go back to a
+// killed learner's weights that arrived after its successor's.
 static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     actor_t *a = arg;
@@ -447,13 +451,26 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
             break;
         }
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
-            a->last_weights_ms = clock_now_ms();
-            // The learner re-publishes its current version every second: copy only news.
-            if (!a->has_staged || m.u.weights.version != a->staged_version) {
-                memcpy(a->staged, m.u.weights.params, a->params.num_params * sizeof(float));
-                a->staged_version = m.u.weights.version;
-                a->has_staged = 1;
+            int64_t now = clock_now_ms();
+            uint64_t v = m.u.weights.version;
+            a->last_weights_ms = now;
+            wire_weights_verdict w = wire_weights_judge(v, a->has_staged, a->staged_version,
+                                                        now - a->staged_seen_ms);
+            if (w == WIRE_WEIGHTS_SAME) {
+                a->staged_seen_ms = now;
+                continue;
             }
+            if (w == WIRE_WEIGHTS_STALE) {
+                log_every(&a->old_log, LOG_INTERVAL_MS, LOG_INFO,
+                          "ignored weights " WIRE_VERSION_FMT " older than " WIRE_VERSION_FMT
+                          " (a restarted learner's old connection)",
+                          WIRE_VERSION_ARGS(v), WIRE_VERSION_ARGS(a->staged_version));
+                continue;
+            }
+            memcpy(a->staged, m.u.weights.params, a->params.num_params * sizeof(float));
+            a->staged_version = v;
+            a->staged_seen_ms = now;
+            a->has_staged = 1;
             continue;
         }
         a->st.bad_messages++;
@@ -469,6 +486,12 @@ static void s_sync_weights(actor_t *a) {
     a->st.weight_syncs++;
     s_reader_weights(a->loop, a->weights_sock, a);
     if (a->has_staged && a->staged_version != a->st.weights_version) {
+        if (a->staged_version >> 32 != a->st.weights_version >> 32) {
+            // Once per learner incarnation (a start or restart): what a log reader needs to
+            // follow the actor across learner restarts.
+            log_info("acting with weights " WIRE_VERSION_FMT " (learner incarnation %u)",
+                     WIRE_VERSION_ARGS(a->staged_version), (unsigned)(a->staged_version >> 32));
+        }
         memcpy(a->params.data, a->staged, a->params.num_params * sizeof(float));
         a->st.weights_version = a->staged_version;
         a->st.weight_updates++;

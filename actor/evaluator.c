@@ -234,6 +234,7 @@ typedef struct {
     float *staged;
     uint64_t staged_version, staged_step, staged_frames;
     int has_staged;
+    int64_t staged_seen_ms;
     uint64_t last_version; // evaluated last (0: none)
     double best;
     FILE *csv;
@@ -243,7 +244,8 @@ typedef struct {
     log_limiter_t bad_log;
 } s_follow;
 
-// Reads every queued Weights message and stages the newest valid one.
+// Reads every queued Weights message and stages the newest valid one, newest by version
+// (wire_weights_judge), so that eval.csv never goes back to a killed learner's weights.
 static void s_drain(s_follow *f) {
     wire_msg_t m;
     for (int i = 0; i < 256; i++) {
@@ -252,7 +254,13 @@ static void s_drain(s_follow *f) {
             return;
         }
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
-            if (m.u.weights.version != f->staged_version || !f->has_staged) {
+            int64_t now = clock_now_ms();
+            wire_weights_verdict w = wire_weights_judge(m.u.weights.version, f->has_staged,
+                                                        f->staged_version, now - f->staged_seen_ms);
+            if (w != WIRE_WEIGHTS_STALE) {
+                f->staged_seen_ms = now;
+            }
+            if (w == WIRE_WEIGHTS_TAKE) {
                 memcpy(f->staged, m.u.weights.params, f->params.num_params * sizeof(float));
                 f->staged_version = m.u.weights.version;
                 f->staged_step = m.u.weights.learner_step;

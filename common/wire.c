@@ -72,6 +72,17 @@ static void s_arena_reset(s_arena *a) {
 
 // ---------------------------------------------------------------------------------------
 
+wire_weights_verdict wire_weights_judge(uint64_t v, int has_staged, uint64_t staged,
+                                        int64_t staged_age_ms) {
+    if (!has_staged || v > staged) {
+        return WIRE_WEIGHTS_TAKE;
+    }
+    if (v == staged) {
+        return WIRE_WEIGHTS_SAME;
+    }
+    return staged_age_ms < WIRE_OLDER_WEIGHTS_AFTER_MS ? WIRE_WEIGHTS_STALE : WIRE_WEIGHTS_TAKE;
+}
+
 const char *wire_msg_name(wire_msg_type t) {
     static const char *const names[WIRE_MSG_COUNT_] = {
         "none",           "TransitionBatch", "SampleRequest", "SampleReply",

@@ -42,6 +42,22 @@ const char *wire_msg_name(wire_msg_type t);
 #define WIRE_VERSION_FMT "v%u:%u"
 #define WIRE_VERSION_ARGS(v) (unsigned)((uint64_t)(v) >> 32), (unsigned)((uint64_t)(v)&0xFFFFFFFFu)
 
+// What a subscriber does with a Weights message of version v, given the version it holds
+// (staged, last heard staged_age_ms ago; has_staged 0: none yet). Newest is by version, not
+// by arrival: after a learner restart a SUB fair-queues the dead connection's last messages
+// with the new learner's, so an older incarnation's weights can arrive after newer ones.
+// Those are stragglers, unless the newer publisher has been quiet for
+// WIRE_OLDER_WEIGHTS_AFTER_MS (it re-publishes every second): a learner started afresh, in
+// a new run directory, counts from zero again and must still be followed.
+#define WIRE_OLDER_WEIGHTS_AFTER_MS 3000
+typedef enum {
+    WIRE_WEIGHTS_TAKE,  // newer (or the publisher of the held one went quiet): stage it
+    WIRE_WEIGHTS_SAME,  // a re-publish of the held version: refresh its time, copy nothing
+    WIRE_WEIGHTS_STALE, // older, while the held version is still heard: ignore it
+} wire_weights_verdict;
+wire_weights_verdict wire_weights_judge(uint64_t v, int has_staged, uint64_t staged,
+                                        int64_t staged_age_ms);
+
 // Element type of obs and next_obs (the values of config.h's config_obs_dtype).
 typedef enum { WIRE_OBS_FLOAT32 = 0, WIRE_OBS_UINT8 = 1 } wire_obs_dtype;
 // Bytes per observation element of dtype t.

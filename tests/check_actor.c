@@ -260,6 +260,43 @@ START_TEST(test_feeds_replay_and_takes_weights) {
 }
 END_TEST
 
+// Weights go forward only: an older version arriving after a newer one (a restarted
+// learner's dead connection, fair-queued with the new one) is ignored while the newer one
+// is still heard; once it has not been for 3 s (a learner started afresh, counting from
+// zero again), the older one is taken.
+static int s_synced_more(const actor_stats_t *st, const actor_stats_t *ref) {
+    return st->weight_syncs >= ref->weight_syncs + 5;
+}
+
+START_TEST(test_weights_never_go_back) {
+    s_upstream u;
+    s_upstream_start(&u);
+    const uint64_t newer = (2ull << 32) | 7, older = (1ull << 32) | 900;
+    actor_stats_t want = {.weights_version = newer}, st;
+    s_wait(&u.x, s_has_version, &want, "the newer weights", u.pub, newer, &u.w);
+    actor_get_stats(u.x.actor, &st);
+    actor_stats_t from = st;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (!s_synced_more(&st, &from)) {
+        s_publish(u.pub, newer, &u.w); // the live learner's re-publish, then the straggler
+        s_publish(u.pub, older, &u.w);
+        actor_get_stats(u.x.actor, &st);
+        ck_assert_msg(st.weights_version == newer, "went back to v%llu",
+                      (unsigned long long)st.weights_version);
+        ck_assert_msg(clock_now_ms() < deadline, "no weight syncs");
+        s_sleep_ms(20);
+    }
+    // Only the older version now: taken after the newer one has been quiet for 3 s.
+    want.weights_version = older;
+    s_wait(&u.x, s_has_version, &want, "the older weights, once the newer went quiet", u.pub, older,
+           &u.w);
+    s_actor_stop(&u.x, &st);
+    ck_assert_uint_eq(st.weights_version, older);
+    wire_replay_stats_t rs;
+    s_upstream_fini(&u, &rs);
+}
+END_TEST
+
 // A publisher (anyone who reaches the SUB) sends multipart messages and garbage around
 // valid weights: the actor counts the bad ones, keeps stepping and takes the valid weights.
 // (With ZMQ_CONFLATE on the SUB, libzmq 4.3.4 asserted on the multipart message.)
@@ -507,6 +544,7 @@ Suite *actor_suite(void) {
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_feeds_replay_and_takes_weights);
     tcase_add_test(tc, test_weights_amid_multipart_and_garbage);
+    tcase_add_test(tc, test_weights_never_go_back);
     tcase_add_test(tc, test_survives_replay_restart);
     tcase_add_test(tc, test_deterministic_batches);
     tcase_add_test(tc, test_stats_carry_apex_epsilons);

@@ -1015,6 +1015,23 @@ START_TEST(test_sharding_fields) {
 }
 END_TEST
 
+// Newest by version: newer and first are taken, a re-publish is the same, an older one is
+// stale while the held version is heard (< 3 s) and taken once it is not.
+START_TEST(test_weights_judge) {
+    const uint64_t v1 = (1ull << 32) | 5, v2 = (2ull << 32) | 1;
+    ck_assert_int_eq(wire_weights_judge(v1, 0, 0, 0), WIRE_WEIGHTS_TAKE);
+    ck_assert_int_eq(wire_weights_judge(v1, 0, v2, 0), WIRE_WEIGHTS_TAKE); // nothing held
+    ck_assert_int_eq(wire_weights_judge(v2, 1, v1, 0), WIRE_WEIGHTS_TAKE);
+    ck_assert_int_eq(wire_weights_judge(v2, 1, v2, 99999), WIRE_WEIGHTS_SAME);
+    ck_assert_int_eq(wire_weights_judge(v1, 1, v2, 0), WIRE_WEIGHTS_STALE);
+    ck_assert_int_eq(wire_weights_judge(v1, 1, v2, WIRE_OLDER_WEIGHTS_AFTER_MS - 1),
+                     WIRE_WEIGHTS_STALE);
+    ck_assert_int_eq(wire_weights_judge(v1, 1, v2, WIRE_OLDER_WEIGHTS_AFTER_MS), WIRE_WEIGHTS_TAKE);
+    ck_assert_int_eq(wire_weights_judge(0, 1, v2, WIRE_OLDER_WEIGHTS_AFTER_MS),
+                     WIRE_WEIGHTS_TAKE); // a learner started afresh
+}
+END_TEST
+
 Suite *wire_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("core");
@@ -1035,6 +1052,7 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_uint8_sample_reply_round_trip);
     tcase_add_test(tc, test_uint8_max_message_bytes);
     tcase_add_test(tc, test_sharding_fields);
+    tcase_add_test(tc, test_weights_judge);
     suite_add_tcase(s, tc);
     return s;
 }
