@@ -5,17 +5,25 @@
 # no cgroups, no accounting), whose node has this machine's 2 CPUs for 6 steps (srun
 # --overlap). Checks:
 #   - --dry-run prints the batch script and changes nothing (also with --shards/--learners);
-#   - job A (configs/cartpole.ini) solves: squeue -s and scontrol show its steps while it
-#     runs (--min-seconds 10 keeps it running that long), among them the evaluator (apex-eval
-#     --follow at nice 10, --eval-episodes as [eval] episodes); eval.csv gains rows; the
-#     watcher stops the job on an eval.csv row that reached target_return; the steps stop
-#     in order (actors and the evaluator, learner with its final checkpoint, replay); best.bin
-#     is evaluated once more at the end; the job ends COMPLETED with exit 0;
+#   - job A (configs/cartpole.ini, --learners 2: a learner group) solves: apex-slurm picks
+#     the launch srun --mpi=list says (srun --mpi=pmix where Slurm has PMIx, as Debian's
+#     does; mpirun otherwise); squeue -s and scontrol show its steps while it runs
+#     (--min-seconds 10 keeps it running that long), the learner step with its 2 tasks
+#     (scontrol listpids: apex-learner ranks 0 and 1, PMIX_RANK, each logging "rank r of a
+#     learner group of 2"), the evaluator (apex-eval --follow at nice 10, --eval-episodes as
+#     [eval] episodes); eval.csv gains rows; the watcher stops the job on an eval.csv row
+#     that reached target_return; the steps stop in order (actors and the evaluator, the
+#     learner with rank 0's final checkpoint, replay): both ranks stop at one update, whose
+#     optimizer shards are on disk; best.bin is evaluated once more at the end; the job ends
+#     COMPLETED with exit 0 and leaves no process (apex, mpirun, orted, prted) behind;
 #   - job B (never solves, --no-eval: no evaluator step): an actor and the learner killed
 #     with SIGKILL come back as new steps (the learner resumes from its checkpoint); then
 #     `scancel` stops every step and leaves no apex process;
-#   - job C (CurveZMQ, keys in a shared directory): the evaluator follows the weights with the
-#     actors' key pair; `scancel --batch --signal=USR1` stops it in order, COMPLETED.
+#   - job C (CurveZMQ, keys in a shared directory; --learners 2 --learner-launch mpirun, the
+#     fallback: mpirun in one step of 1 task, the ranks its children): the evaluator follows
+#     the weights with the actors' key pair; `scancel --batch --signal=USR1` stops it in
+#     order (the ranks get the SIGTERM, not mpirun: both write the final checkpoint),
+#     COMPLETED, no process left.
 # The cluster is stopped at the end, also when the test fails. Needs root; without Slurm it
 # is skipped (failed under CI: .ci/run installs it with APEX_SLURM_DEPS=1).
 source "$(dirname "$0")/lib.sh"
@@ -79,6 +87,54 @@ job_exit() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*ExitCode=\([0-9:]*
 job_ended() { [ -z "$(squeue -h -j "$1" -o %i 2>/dev/null)" ] && [ -n "$(job_state "$1")" ]; }
 # apex_procs DIR: the apex processes of the run in DIR (none once a job has stopped).
 apex_procs() { pgrep -af "apex-(replay|learner|actor|eval) -c $1/" || true; }
+# job_procs JOB: every process of job JOB of this cluster (apex daemons, srun, mpirun,
+# orted, prted...), by the SLURM_JOB_ID and SLURM_CONF in its environment.
+job_procs() {
+  local e p
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}; p=${p%/environ}
+    grep -qzx "SLURM_JOB_ID=$1" "$e" 2>/dev/null && grep -qzxF "SLURM_CONF=$SLURM_CONF" "$e" 2>/dev/null &&
+      echo "$p $(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-100)"
+  done
+  return 0
+}
+no_job_procs() { [ -z "$(job_procs "$1")" ]; }
+# group_ranks STEP: "PID:RANK" of each apex-learner process of step STEP, by scontrol
+# listpids (on this, the only node) and the rank its launcher gave it (PMIX_RANK, which
+# srun --mpi=pmix and mpirun both set), sorted by rank.
+group_ranks() {
+  local p r
+  for p in $(scontrol listpids "$1" 2>/dev/null | awk 'NR > 1 { print $1 }'); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = apex-learner ] || continue
+    r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^PMIX_RANK=//p')
+    echo "$p:$r"
+  done | sort -t: -k2 -n | tr '\n' ' '
+}
+two_ranks() { [ "$(group_ranks "$1" | grep -o ':[0-9]*' | tr -d ':\n')" = 01 ]; }
+step_tasks() { scontrol show step "$1" 2>/dev/null | sed -n 's/.* Tasks=\([0-9]*\) .*/\1/p'; }
+# check_group RUN STEP: the learner step STEP runs ranks 0 and 1 (scontrol listpids), and
+# each logged its rank in RUN/learner.log under its own pid.
+check_group() {
+  local r p0 p1
+  if wait_for 60 two_ranks "$2"; then
+    r=$(group_ranks "$2"); p0=${r%%:*}; p1=${r#* }; p1=${p1%%:*}
+    wait_for 30 grep -q "apex-learner\[$p0\] I learner: rank 0 of a learner group of 2" "$1/learner.log" &&
+      wait_for 30 grep -q "apex-learner.1\[$p1\] I learner: rank 1 of a learner group of 2" "$1/learner.log" &&
+      ok "both ranks run in step $2 (scontrol listpids, pid:PMIX_RANK): ${r% }; each logs 'rank r of a learner group of 2' under its pid" ||
+      bad "learner ranks $r: no 'rank r of a learner group of 2' lines under their pids: $(grep 'learner group' "$1/learner.log" | head -2)"
+  else
+    bad "the learner step $2 does not run ranks 0 and 1: '$(group_ranks "$2")'; $(scontrol listpids "$2" 2>&1 | tr '\n' ' ')"
+  fi
+}
+# group_stop RUN: both ranks stopped at one update with the final checkpoint (rank 0 wrote
+# checkpoint.bin), and that update's optimizer shards are on disk.
+group_stop() {
+  local u
+  u=$(sed -n 's/.*apex-learner\[[0-9]*\] I learner: stopped at update \([0-9]*\) (final checkpoint written).*/\1/p' "$1/learner.log" | tail -n 1)
+  [ -n "$u" ] && grep -q "apex-learner.1\[[0-9]*\] I learner: stopped at update $u (final checkpoint written)" "$1/learner.log" &&
+    [ -s "$1/checkpoint.bin.s$u.opt0of2" ] && [ -s "$1/checkpoint.bin.s$u.opt1of2" ] &&
+    echo "$u"
+}
 ALL_STEPS="actor0 actor1 batch eval learner replay "
 NOEVAL_STEPS="actor0 actor1 batch learner replay "
 # eval_rows DIR: data rows in DIR/eval.csv (0 while it is missing); eval_rows_ge DIR N.
@@ -103,16 +159,25 @@ else
   bad "--shards 2 --learners 2 --dry-run: $(head -3 "$TMP/dry2.err")"
 fi
 
-# --- job A: solves ---------------------------------------------------------------------
+# --- job A: a learner group solves ----------------------------------------------------
+# The launch apex-slurm picks: srun --mpi=pmix where Slurm lists PMIx (Debian's 22.05 does).
+if srun --mpi=list 2>&1 | grep -q '^[[:space:]]*pmix'; then WANT_LAUNCH="srun --mpi=pmix"; else WANT_LAUNCH=mpirun; fi
 T_A=$(date +%s)
-submit a --set run.target_return=195 --set run.max_seconds=300 --min-seconds 10 --eval-episodes 50 && ok "job A submitted: $JOB"
+submit a --set run.target_return=195 --set run.max_seconds=300 --min-seconds 10 --eval-episodes 50 --learners 2 &&
+  ok "job A submitted: $JOB: $(grep -o 'learner ([^)]*)' "$TMP/submit-a.out")"
 A=$JOB
 RUN_A="$RUNS/a"
+grep -q "learner (2 ranks, $WANT_LAUNCH)" "$TMP/submit-a.out" &&
+  ok "--learners 2 takes $WANT_LAUNCH, as srun --mpi=list says: $(srun --mpi=list 2>&1 | sed -n 's/^[[:space:]]*//p' | tr '\n' ' ')" ||
+  bad "--learners 2: want $WANT_LAUNCH: $(cat "$TMP/submit-a.out")"
 wait_for 60 has_steps "$A" "$ALL_STEPS" && ok "squeue -s shows job A's steps: $(steps "$A")" ||
   bad "job A's steps: '$(steps "$A")' (state $(job_state "$A"))"
 scontrol show job "$A" | grep -q "JobState=RUNNING" && ok "scontrol show job: RUNNING on $(scontrol show job "$A" | sed -n 's/^ *NodeList=//p')" || bad "scontrol: $(job_state "$A")"
 LSTEP=$(step_id "$A" learner)
-scontrol show step "$LSTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$LSTEP .*State=RUNNING" && ok "scontrol show step $LSTEP: the learner, RUNNING" || bad "scontrol show step $LSTEP: $(scontrol show step "$LSTEP" 2>&1 | head -2)"
+WANT_TASKS=2; [ "$WANT_LAUNCH" = mpirun ] && WANT_TASKS=1 # (mpirun is the step's one task)
+scontrol show step "$LSTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$LSTEP .*State=RUNNING" && [ "$(step_tasks "$LSTEP")" = "$WANT_TASKS" ] &&
+  ok "scontrol show step $LSTEP: the learner, RUNNING, Tasks=$(step_tasks "$LSTEP")" || bad "scontrol show step $LSTEP: $(scontrol show step "$LSTEP" 2>&1 | head -3 | tr '\n' ' ')"
+check_group "$RUN_A" "$LSTEP"
 ESTEP=$(step_id "$A" eval)
 scontrol show step "$ESTEP" 2>/dev/null | tr '\n' ' ' | grep -q "StepId=$ESTEP .*State=RUNNING" && ok "scontrol show step $ESTEP: the evaluator, RUNNING" || bad "scontrol show step '$ESTEP': $(scontrol show step "$ESTEP" 2>&1 | head -2)"
 # (The daemon itself, once srun has started it: srun's command line names apex-eval too.)
@@ -155,12 +220,15 @@ def t(name, pat):
             return line[:24]
     return "~"
 a = max(t("actor0", "stopping after"), t("actor1", "stopping after"))
-l, r = t("learner", "final checkpoint"), t("replay", "replay: stopping")
-print(f"    actors {a}, learner {l}, replay {r}")
+l, r = t("learner", r"apex-learner\[\d+\] I learner: stopped .*final checkpoint"), t("replay", "replay: stopping")
+print(f"    actors {a}, learner (rank 0) {l}, replay {r}")
 sys.exit(0 if a <= l <= r < "~" else 1)
 PY
+u=$(group_stop "$RUN_A") && ok "both ranks stopped at update $u with the final checkpoint: checkpoint.bin, checkpoint.bin.s$u.opt0of2, .opt1of2" ||
+  bad "the group's stop: $(grep 'stopped at update' "$RUN_A/learner.log") shards $(cd "$RUN_A" && ls checkpoint.bin.s* 2>/dev/null | tr '\n' ' ')"
 [ -s "$RUN_A/best.bin" ] && [ -s "$RUN_A/eval.csv" ] && ok "best.bin and eval.csv in the run directory" || bad "no best.bin/eval.csv"
-[ -z "$(apex_procs "$RUN_A")" ] && ok "no apex process left after job A" || bad "left: $(apex_procs "$RUN_A")"
+[ -z "$(apex_procs "$RUN_A")" ] && wait_for 30 no_job_procs "$A" && ok "no apex process left after job A, nor any other of the job (mpirun, orted, prted)" ||
+  bad "left: $(apex_procs "$RUN_A") $(job_procs "$A")"
 
 # --- job B: restarts, then scancel -----------------------------------------------------
 submit b --set run.target_return=100000 --set run.max_seconds=0 --no-eval && ok "job B submitted: $JOB"
@@ -202,12 +270,18 @@ echo "       after scancel, $clean of 4 daemons logged their orderly shutdown"
 # --- job C: the orderly stop on request ------------------------------------------------
 # ... with CurveZMQ: the keys in a directory every node sees (here, this machine's).
 (cd "$TMP" && "$APEX_BIN/apex-keygen" keys >/dev/null)
-submit c --set run.target_return=100000 --set run.max_seconds=0 \
+# ... and a learner group under mpirun (the fallback where Slurm has no PMIx), in one step.
+submit c --set run.target_return=100000 --set run.max_seconds=0 --learners 2 --learner-launch mpirun \
   --set security.mode=curve --set security.key_dir="$TMP/keys" --set security.authorized_keys="$TMP/keys/authorized_keys" &&
-  ok "job C submitted (CURVE, keys in $TMP/keys): $JOB"
+  ok "job C submitted (CURVE, keys in $TMP/keys; $(grep -o 'learner ([^)]*)' "$TMP/submit-c.out")): $JOB"
 C=$JOB
 RUN_C="$RUNS/c"
 wait_for 60 has_steps "$C" "$ALL_STEPS" || bad "job C's steps: '$(steps "$C")'"
+CSTEP=$(step_id "$C" learner)
+mpirun_ranks() { [ "$(pgrep -P "$(pgrep -f "^mpirun -np 2 .*apex-learner -c $RUN_C/config.ini")" -x apex-learner | wc -l)" = 2 ]; }
+[ "$(step_tasks "$CSTEP")" = 1 ] && wait_for 60 mpirun_ranks &&
+  ok "job C's learner step $CSTEP: Tasks=1, mpirun with 2 apex-learner children" || bad "job C's learner step '$CSTEP': Tasks=$(step_tasks "$CSTEP"), mpirun's children: $(pgrep -af mpirun)"
+check_group "$RUN_C" "$CSTEP"
 wait_for 60 grep -q "training starts" "$RUN_C/learner.log" && grep -q "CURVE on" "$RUN_C/replay.log" &&
   ok "job C trains over CURVE: $(grep -m1 -o 'CURVE on: [^,]*' "$RUN_C/replay.log")" || bad "job C: the learner did not train over CURVE"
 wait_for 120 eval_rows_ge "$RUN_C" 1 && ok "job C's evaluator follows the weights over CURVE (actor key pair): $(eval_rows "$RUN_C") evaluation(s)" ||
@@ -218,7 +292,10 @@ wait_for 90 job_ended "$C" || bad "job C did not end after SIGUSR1"
   grep -q "final checkpoint written" "$RUN_C/learner.log" && grep -q "replay: stopping:" "$RUN_C/replay.log" &&
   ok "scancel --batch --signal=USR1: an orderly stop, COMPLETED 0:0, final checkpoint written" ||
   bad "job C: $(job_state "$C") $(job_exit "$C"): $(tail -3 "$RUN_C/slurm-$C.out")"
-[ -z "$(apex_procs "$RUN_C")" ] && ok "no apex process left after job C" || bad "left: $(apex_procs "$RUN_C")"
+u=$(group_stop "$RUN_C") && ok "under mpirun too, both ranks stopped at update $u with the final checkpoint and its shards" ||
+  bad "job C's group did not stop in order: $(grep 'stopped at update\|rank\|mpirun' "$RUN_C/learner.log" | tail -5)"
+[ -z "$(apex_procs "$RUN_C")" ] && wait_for 30 no_job_procs "$C" && ok "no apex process left after job C, no mpirun or orted" ||
+  bad "left: $(apex_procs "$RUN_C") $(job_procs "$C")"
 
 if [ "$FAIL" -gt 0 ]; then
   for j in "$RUN_A/slurm-$A.out" "$RUN_B/slurm-${B:-x}.out" "$RUN_C/slurm-${C:-x}.out"; do
