@@ -286,7 +286,7 @@ wait_for 60 grep -q "training starts" "$RUN_C/learner.log" && grep -q "CURVE on"
   ok "job C trains over CURVE: $(grep -m1 -o 'CURVE on: [^,]*' "$RUN_C/replay.log")" || bad "job C: the learner did not train over CURVE"
 wait_for 120 eval_rows_ge "$RUN_C" 1 && ok "job C's evaluator follows the weights over CURVE (actor key pair): $(eval_rows "$RUN_C") evaluation(s)" ||
   bad "job C: no evaluation over CURVE: $(tail -3 "$RUN_C/eval.log")"
-scancel --batch --signal=USR1 "$C"
+scancel --batch --signal=USR1 "$C" || bad "scancel --batch --signal=USR1 $C failed (job C state $(job_state "$C"))"
 wait_for 90 job_ended "$C" || bad "job C did not end after SIGUSR1"
 [ "$(job_state "$C")" = COMPLETED ] && [ "$(job_exit "$C")" = 0:0 ] && grep -q "stopping: asked to" "$RUN_C/slurm-$C.out" &&
   grep -q "final checkpoint written" "$RUN_C/learner.log" && grep -q "replay: stopping:" "$RUN_C/replay.log" &&
