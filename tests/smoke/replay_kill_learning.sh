@@ -10,11 +10,14 @@
 #     batch_size); with the sample count forgotten on restore it ran 7 000 - 11 500
 #     updates/s for seconds instead of its usual ~1 600, and greedy returns fell to 170 and
 #     stayed there;
-#   - training goes on for REPLAY_KILL_UPDATES (default 30 000) more updates, and the
-#     greedy evaluations after the restore (apex-eval --follow evaluates versions as they
-#     come) stay above 400: their median over that stretch. A solved CartPole DQN still has
-#     dips of a few seconds (docs/architecture.md, "CartPole after it is solved"); a stretch
-#     this long is what tells a dip from a collapse, as the kill waits for the settled run.
+#   - training goes on for REPLAY_KILL_UPDATES (default 30 000) more updates, and (with
+#     REPLAY_KILL_LEARNING=full, as `make chaos` runs it) the greedy evaluations after the
+#     restore (apex-eval --follow evaluates versions as they come) stay above 400: their
+#     median over that stretch. A solved CartPole DQN still has dips of a few seconds, and
+#     now and then a fall of 10 s or more with no kill at all (docs/architecture.md,
+#     "CartPole after it is solved"): ~1 run in 10 of this check fails for that reason, so
+#     under `make test` the median is printed, not asserted, and the run is judged on what
+#     a restore can break (the data, the limiter, the burst above).
 # Deadlines are generous; nothing here waits for a fixed time.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -54,9 +57,13 @@ wait_for 120 enough || bad "fewer than 5 evaluations after the restore"
 med=$(evals_from $((n_before + 1)) | median)
 n_after=$(evals_from $((n_before + 1)) | wc -l)
 low=$(evals_from $((n_before + 1)) | sort -g | awk "NR == 1")
-awk -v m="$med" 'BEGIN { exit !(m >= 400) }' \
-  && ok "greedy returns stay above 400 after the replay kill: median $med of $n_after evaluations (lowest $low)" \
-  || bad "greedy returns after the replay kill fell: median $med of $n_after evaluations (lowest $low)"
+if [ "${REPLAY_KILL_LEARNING:-}" = full ]; then
+  awk -v m="$med" 'BEGIN { exit !(m >= 400) }' \
+    && ok "greedy returns stay above 400 after the replay kill: median $med of $n_after evaluations (lowest $low)" \
+    || bad "greedy returns after the replay kill fell: median $med of $n_after evaluations (lowest $low)"
+else
+  echo "    greedy returns after the replay kill: median $med of $n_after evaluations (lowest $low; asserted >= 400 by make chaos)"
+fi
 cfg() { sed -n "s/^$1 *= *//p" configs/cartpole.ini; }
 cap=$(($(cfg num_actors) * $(cfg envs_per_actor) * $(cfg max_steps_per_s) * $(cfg samples_per_insert) / $(cfg batch_size)))
 "$PY" - "$RUN/metrics.csv" "$rows_at_kill" "$cap" <<'PY' && ok "no burst after the restore (the cap: $cap updates/s)" || bad "the learner burst after the restore"
