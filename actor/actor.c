@@ -439,8 +439,8 @@ static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who)
 // flood cannot take the loop) and stages the newest valid one: garbage before or after valid
 // weights cannot hide them, and a publisher flooding the SUB is drained at network speed,
 // not at the weight-sync rate (a conflating socket did that in libzmq's I/O thread).
-// "Newest" is by version (wire_weights_judge): learner_kill.sh saw an actor go back to a
-// killed learner's weights that arrived after its successor's.
+// "Newest" is by version (wire_weights_judge), not by arrival: a killed learner's last
+// messages can still be queued when its successor's arrive.
 static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     actor_t *a = arg;
