@@ -15,6 +15,7 @@
 #include "security.h"
 #include "nstep.h"
 #include "rng.h"
+#include "weights_client.h"
 #include "wire.h"
 #include "xalloc.h"
 
@@ -24,8 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-// The weights SUB's queue, and how many queued messages one sync decodes at most.
-#define WEIGHTS_RCVHWM 4
+// How many queued weights messages one read decodes at most.
 #define WEIGHTS_DRAIN_MAX 256
 
 #define FLUSH_TICK_MS 20 // retry pending batches, rate-limit granularity
@@ -72,7 +72,8 @@ struct actor {
     vecenv_episode_t *episodes;
     float *ep_returns, *ep_eps;
     uint32_t *ep_lengths;
-    void *ctx, *insert_sock, *weights_sock, *stats_sock;
+    void *ctx, *insert_sock, *stats_sock;
+    weights_client_t weights; // asks the learner for weights (weights_client.h)
     security_t *security;
     loop_t *loop;
     uint64_t seq;
@@ -156,21 +157,15 @@ static int s_open_sockets(actor_t *a) {
     int64_t max_bytes = (int64_t)wire_max_message_bytes(&lim);
     a->ctx = zmq_ctx_new();
     net_opts_t o_insert = {.max_msg_bytes = max_bytes, .sndhwm = 64};
-    // Not ZMQ_CONFLATE: libzmq 4.3.4's conflating pipe asserts on a multipart message, which
-    // anyone who can reach the SUB may send. A short queue, read whenever it is readable
-    // (s_reader_weights), bounds memory to WEIGHTS_RCVHWM messages of at most max_bytes.
-    net_opts_t o_weights = {.max_msg_bytes = max_bytes, .rcvhwm = WEIGHTS_RCVHWM};
     net_opts_t o_stats = {.sndhwm = 16};
     a->security = security_new(a->ctx, &a->cfg, "actor", a->index, 0);
     if (!a->security) {
         return -1;
     }
     a->insert_sock = net_socket(a->ctx, ZMQ_DEALER, &o_insert);
-    a->weights_sock = net_socket(a->ctx, ZMQ_SUB, &o_weights);
     a->stats_sock = net_socket(a->ctx, ZMQ_PUSH, &o_stats);
-    if (!a->insert_sock || !a->weights_sock || !a->stats_sock ||
+    if (!a->insert_sock || !a->stats_sock ||
         security_client(a->security, a->insert_sock, "replay") ||
-        security_client(a->security, a->weights_sock, "learner") ||
         security_client(a->security, a->stats_sock, "learner")) {
         return -1;
     }
@@ -181,9 +176,8 @@ static int s_open_sockets(actor_t *a) {
     // Batches are buffered by us (bounded, counted), not queued by libzmq to a dead peer.
     zmq_setsockopt(a->insert_sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(a->stats_sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    zmq_setsockopt(a->weights_sock, ZMQ_SUBSCRIBE, "", 0);
     if (net_connect(a->insert_sock, e->replay_insert) != 0 ||
-        net_connect(a->weights_sock, e->learner_pub) != 0 ||
+        weights_client_open(&a->weights, a->ctx, a->security, e->learner_pub, max_bytes) != 0 ||
         net_connect(a->stats_sock, e->learner_stats) != 0) {
         return -1;
     }
@@ -231,7 +225,8 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->last_ack_ms = a->last_weights_ms = clock_now_ms();
     a->loop = loop_new();
     loop_add_reader(a->loop, a->insert_sock, s_reader_acks, a);
-    loop_add_reader(a->loop, a->weights_sock, s_reader_weights, a);
+    loop_add_reader(a->loop, a->weights.sock, s_reader_weights, a);
+    weights_client_ask(&a->weights, 0, clock_now_ms());
     loop_set_idle(a->loop, s_idle_step, a);
     loop_add_timer(a->loop, FLUSH_TICK_MS, s_timer_flush, a);
     loop_add_timer(a->loop, cfg->actor.stats_interval_ms, s_timer_stats, a);
@@ -253,7 +248,7 @@ void actor_destroy(actor_t **self_p) {
     actor_t *a = *self_p;
     loop_destroy(&a->loop);
     net_close(&a->insert_sock);
-    net_close(&a->weights_sock);
+    weights_client_close(&a->weights);
     net_close(&a->stats_sock);
     security_destroy(&a->security);
     if (a->ctx) {
@@ -435,21 +430,23 @@ static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who)
               who, ep, SILENT_RECONNECT_MS / 1000);
 }
 
-// Reads every queued Weights message in order (at most WEIGHTS_DRAIN_MAX per call, so a
+// Reads every queued answer to the weights requests (at most WEIGHTS_DRAIN_MAX per call, so a
 // flood cannot take the loop) and stages the newest valid one: garbage before or after valid
-// weights cannot hide them, and a publisher flooding the SUB is drained at network speed,
-// not at the weight-sync rate (a conflating socket did that in libzmq's I/O thread).
-// "Newest" is by version (wire_weights_judge), not by arrival: a killed learner's last
-// messages can still be queued when its successor's arrive.
+// weights cannot hide them. "Newest" is by version (wire_weights_judge), not by arrival: a
+// killed learner's last answers can still be queued when its successor's arrive. Any answer
+// means the request was taken: the next one goes out at once, and the learner holds it until
+// it has a newer version (weights_client.h).
 static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     actor_t *a = arg;
     wire_msg_t m;
+    int answered = 0;
     for (int i = 0; i < WEIGHTS_DRAIN_MAX; i++) {
         int rc = net_recv_decode(sock, a->dec, &m);
         if (rc == APEX_EAGAIN) {
             break;
         }
+        answered = 1;
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
             uint64_t v = m.u.weights.version;
@@ -477,14 +474,18 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
         log_every(&a->bad_log, LOG_INTERVAL_MS, LOG_WARN, "dropped bad weights message: %s",
                   rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(a->dec));
     }
+    if (answered) {
+        weights_client_answered(&a->weights);
+        weights_client_ask(&a->weights, a->has_staged ? a->staged_version : 0, clock_now_ms());
+    }
     return 0;
 }
 
 // Every weight_sync_steps: the staged weights, if newer, become the acting network. The
-// learner re-publishes every second, so no weights for long means a dead link.
+// learner answers a held request within a second, so no weights for long means a dead link.
 static void s_sync_weights(actor_t *a) {
     a->st.weight_syncs++;
-    s_reader_weights(a->loop, a->weights_sock, a);
+    s_reader_weights(a->loop, a->weights.sock, a);
     if (a->has_staged && a->staged_version != a->st.weights_version) {
         if (a->staged_version >> 32 != a->st.weights_version >> 32) {
             // Once per learner incarnation (a start or restart): what a log reader needs to
@@ -498,9 +499,11 @@ static void s_sync_weights(actor_t *a) {
     }
     int64_t now = clock_now_ms();
     if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
-        s_reconnect(a, a->weights_sock, a->cfg.endpoints.learner_pub, "learner");
+        s_reconnect(a, a->weights.sock, a->cfg.endpoints.learner_pub, "learner");
         a->last_weights_ms = now;
+        weights_client_answered(&a->weights); // that request went with the old connection
     }
+    weights_client_ask(&a->weights, a->has_staged ? a->staged_version : 0, now);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "security.h"
 #include "signals.h"
 #include "tbevents.h"
+#include "weights_client.h"
 #include "wire.h"
 #include "xalloc.h"
 
@@ -26,7 +27,6 @@
 #include <zmq.h>
 
 #define POLL_MS 200 // how often a quiet evaluator looks at the shutdown flag
-#define WEIGHTS_RCVHWM 4
 
 void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg) {
     *o = (eval_opts_t){.episodes = (long)cfg->eval.episodes,
@@ -228,7 +228,8 @@ typedef struct {
     nn_params_t params;
     nn_state_t state;
     eval_opts_t opts;
-    void *ctx, *sub;
+    void *ctx;
+    weights_client_t weights; // asks the learner for weights (weights_client.h)
     security_t *security;
     wire_decoder_t *dec;
     float *staged;
@@ -249,10 +250,11 @@ typedef struct {
 static void s_drain(s_follow *f) {
     wire_msg_t m;
     for (int i = 0; i < 256; i++) {
-        int rc = net_recv_decode(f->sub, f->dec, &m);
+        int rc = net_recv_decode(f->weights.sock, f->dec, &m);
         if (rc == APEX_EAGAIN) {
-            return;
+            break;
         }
+        weights_client_answered(&f->weights);
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
             wire_weights_verdict w = wire_weights_judge(m.u.weights.version, f->has_staged,
@@ -274,6 +276,8 @@ static void s_drain(s_follow *f) {
                   rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(f->dec),
                   (unsigned long long)f->bad);
     }
+    // The next request: at once after an answer, again after WEIGHTS_RESEND_MS without one.
+    weights_client_ask(&f->weights, f->has_staged ? f->staged_version : 0, clock_now_ms());
 }
 
 #define EVAL_CSV_HEADER                                                                            \
@@ -394,14 +398,12 @@ static int s_follow_open(s_follow *f) {
     f->ctx = zmq_ctx_new();
     // The evaluator is an evaluation actor: it connects with the actors' key pair.
     f->security = security_new(f->ctx, c, "actor", -1, 0);
-    net_opts_t o = {.max_msg_bytes = (int64_t)wire_max_message_bytes(&lim),
-                    .rcvhwm = WEIGHTS_RCVHWM};
-    f->sub = f->security ? net_socket(f->ctx, ZMQ_SUB, &o) : NULL;
-    if (!f->sub || security_client(f->security, f->sub, "learner") ||
-        zmq_setsockopt(f->sub, ZMQ_SUBSCRIBE, "", 0) != 0 ||
-        net_connect(f->sub, c->endpoints.learner_pub) != 0) {
+    if (!f->security ||
+        weights_client_open(&f->weights, f->ctx, f->security, c->endpoints.learner_pub,
+                            (int64_t)wire_max_message_bytes(&lim)) != 0) {
         return -1;
     }
+    weights_client_ask(&f->weights, 0, clock_now_ms());
     char path[CONFIG_STR_LEN + 96];
     snprintf(path, sizeof path, "%s/eval.csv", f->run_dir);
     f->best = -INFINITY;
@@ -424,7 +426,7 @@ static void s_follow_close(s_follow *f) {
         fclose(f->csv);
     }
     tbevents_destroy(&f->tb);
-    net_close(&f->sub);
+    weights_client_close(&f->weights);
     security_destroy(&f->security);
     if (f->ctx) {
         zmq_ctx_term(f->ctx);
@@ -454,7 +456,7 @@ int evaluator_follow(const apex_config_t *cfg, long max_evals) {
              f.run_dir);
     long evals = 0;
     while (!signals_should_stop() && (max_evals <= 0 || evals < max_evals)) {
-        zmq_pollitem_t item = {.socket = f.sub, .events = ZMQ_POLLIN};
+        zmq_pollitem_t item = {.socket = f.weights.sock, .events = ZMQ_POLLIN};
         int64_t wait = POLL_MS;
         int64_t due = f.last_eval_ms + (int64_t)(cfg->eval.interval_s * 1000.0);
         if (f.has_staged && f.staged_version != f.last_version) {

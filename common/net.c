@@ -132,6 +132,25 @@ int net_drain_more(void *sock) {
     return dropped;
 }
 
+int net_recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *payload, int *extra) {
+    *extra = 0;
+    int rc = net_recv(sock, id, ZMQ_DONTWAIT);
+    if (rc == APEX_EAGAIN) {
+        return 0;
+    }
+    if (rc != APEX_OK) {
+        return -1;
+    }
+    if (!zmq_msg_more(id) || net_recv(sock, payload, ZMQ_DONTWAIT) != APEX_OK) {
+        *extra = 1; // a ROUTER always delivers id + payload; anything else is malformed
+        return 1;
+    }
+    if (zmq_msg_more(payload)) {
+        *extra = net_drain_more(sock);
+    }
+    return 1;
+}
+
 int net_recv_decode(void *sock, wire_decoder_t *dec, wire_msg_t *out) {
     zmq_msg_t msg;
     zmq_msg_init(&msg);

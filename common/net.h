@@ -57,6 +57,11 @@ int net_recv(void *sock, zmq_msg_t *msg, int flags);
 // Returns how many were dropped.
 int net_drain_more(void *sock);
 
+// Receives [routing id][payload] from a ROUTER without blocking (both initialised by the
+// caller with zmq_msg_init). Returns 1 with both filled, 0 when nothing is waiting, -1 on a
+// closed socket; *extra is set when the message had another shape (its frames drained).
+int net_recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *payload, int *extra);
+
 // Receives one single-frame message without blocking and decodes it with dec (the views in
 // *out live in the decoder's arena, valid until its next decode). Returns APEX_EAGAIN when
 // nothing is waiting (or the socket failed), APEX_OK, or the decode error; a multipart

@@ -85,8 +85,8 @@ wire_weights_verdict wire_weights_judge(uint64_t v, int has_staged, uint64_t sta
 
 const char *wire_msg_name(wire_msg_type t) {
     static const char *const names[WIRE_MSG_COUNT_] = {
-        "none",           "TransitionBatch", "SampleRequest", "SampleReply",
-        "PriorityUpdate", "Weights",         "ActorStats",    "InsertAck"};
+        "none",    "TransitionBatch", "SampleRequest", "SampleReply",   "PriorityUpdate",
+        "Weights", "ActorStats",      "InsertAck",     "WeightsRequest"};
     return (unsigned)t < WIRE_MSG_COUNT_ ? names[t] : "unknown";
 }
 
@@ -493,6 +493,10 @@ static int s_decode_body(wire_decoder_t *d, const Apex__Envelope *env, wire_msg_
                                 .n_more = (uint32_t)env->insert_ack->n_seqs,
                                 .more = env->insert_ack->n_seqs ? env->insert_ack->seqs : NULL};
         return APEX_OK;
+    case APEX__ENVELOPE__BODY_WEIGHTS_REQUEST:
+        out->type = WIRE_MSG_WEIGHTS_REQUEST;
+        out->u.weights_request.have_version = env->weights_request->have_version;
+        return APEX_OK;
     default:
         return s_err(d, APEX_EPROTO, "envelope without a known body (case %d)",
                      (int)env->body_case);
@@ -568,6 +572,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     Apex__Weights w = APEX__WEIGHTS__INIT;
     Apex__ActorStats as = APEX__ACTOR_STATS__INIT;
     Apex__InsertAck ack = APEX__INSERT_ACK__INIT;
+    Apex__WeightsRequest wr = APEX__WEIGHTS_REQUEST__INIT;
     env.version = version;
     switch (msg->type) {
     case WIRE_MSG_TRANSITION_BATCH: {
@@ -679,6 +684,11 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         ack.seqs = (uint64_t *)msg->u.insert_ack.more; // protobuf-c only reads it here
         env.body_case = APEX__ENVELOPE__BODY_INSERT_ACK;
         env.insert_ack = &ack;
+        break;
+    case WIRE_MSG_WEIGHTS_REQUEST:
+        wr.have_version = msg->u.weights_request.have_version;
+        env.body_case = APEX__ENVELOPE__BODY_WEIGHTS_REQUEST;
+        env.weights_request = &wr;
         break;
     default:
         APEX_PANIC("wire_encode: message type %d", (int)msg->type);

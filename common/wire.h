@@ -30,6 +30,7 @@ typedef enum {
     WIRE_MSG_WEIGHTS,
     WIRE_MSG_ACTOR_STATS,
     WIRE_MSG_INSERT_ACK,
+    WIRE_MSG_WEIGHTS_REQUEST,
     WIRE_MSG_COUNT_
 } wire_msg_type;
 
@@ -171,6 +172,10 @@ typedef struct {
 } wire_insert_ack_t;
 
 typedef struct {
+    uint64_t have_version; // the newest weights version the asking peer holds (0: none)
+} wire_weights_request_t;
+
+typedef struct {
     wire_msg_type type;
     union {
         wire_batch_t batch;
@@ -180,6 +185,7 @@ typedef struct {
         wire_weights_t weights;
         wire_actor_stats_t actor_stats;
         wire_insert_ack_t insert_ack;
+        wire_weights_request_t weights_request;
     } u;
 } wire_msg_t;
 

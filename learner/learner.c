@@ -25,7 +25,9 @@
 #include <time.h>
 
 #define REQUEST_TICK_MS 20 // re-issue requests that could not be sent / timed out
-#define REPUBLISH_MS 1000  // weights are re-sent this often even without progress
+#define REPUBLISH_MS 1000  // a held weights request is answered after this long regardless
+#define WAITERS_MAX 1024   // weights requests held until the next version (s_hold)
+#define ROUTING_ID_MAX 255 // libzmq's bound on a routing id
 #define STATUS_LOG_MS 5000
 #define STOP_CHECK_MS 50
 #define MAX_DRAIN 64
@@ -50,6 +52,13 @@ enum {
 
 typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
 
+// A weights request held until the learner has a newer version (s_hold).
+typedef struct {
+    uint8_t id[ROUTING_ID_MAX];
+    uint8_t id_len;
+    int64_t since_ms;
+} s_waiter;
+
 // One prefetch slot: a request in flight, then the batches it brought back
 // ([learner] batches_per_request of them, trained one after the other).
 typedef struct {
@@ -71,7 +80,7 @@ struct learner {
     char run_dir[CONFIG_STR_LEN + 64];
     char ckpt_path[CONFIG_STR_LEN + 96];
     trainer_t *trainer;
-    void *ctx, *pub_sock, *stats_sock;
+    void *ctx, *weights_sock, *stats_sock;
     shards_t *shards; // the replay: one DEALER per shard (learner/shards.h)
     security_t *security;
     wire_decoder_t *dec;
@@ -82,12 +91,16 @@ struct learner {
     uint64_t next_id, next_arrival;
     float *priorities;
     uint64_t weights_version;
-    int64_t last_publish_ms;
     int64_t idle_since_ns; // start of the current wait for data; 0 = not waiting
     int64_t last_reply_ms; // liveness of the replay server
     uint64_t timeouts, late_replies, not_ready, bad_messages, dropped_updates;
-    uint64_t subscriptions, refused_subscriptions; // on the weights XPUB (s_reader_pub)
-    uint64_t foreign_since_open, pub_reopens;
+    // Weights (s_reader_weights): the current version encoded once, shared by every reply
+    // (zmq_msg_copy counts references), and the requests held until the next version.
+    zmq_msg_t weights_msg;
+    int has_weights_msg;
+    s_waiter *waiters; // (WAITERS_MAX)
+    int n_waiters;
+    uint64_t weights_requests, weights_replies, bad_weights_requests;
     int started; // first OK reply seen
     int resumed; // from a checkpoint, whose counters are in resumed_extra
     ckpt_extra_t resumed_extra;
@@ -95,7 +108,7 @@ struct learner {
     // Mirror of trainer_steps for learner_updates(), the only state other threads read.
     atomic_int_fast64_t updates;
     metrics_t metrics;
-    log_limiter_t bad_log, live_log, metrics_log, sub_log, tb_log;
+    log_limiter_t bad_log, live_log, metrics_log, weights_log, tb_log;
     atomic_int stop_requested;
     // Learner group (group.h; NULL: a single learner). The ranks step together: every step
     // is preceded by a round (s_group_idle) that tells whether every rank has a batch, and
@@ -187,37 +200,21 @@ static int s_load_or_init(learner_t *l, int resume) {
     return 0;
 }
 
-// The weights publisher: an XPUB in manual mode. A PUB applies every topic a peer subscribes
-// to, and a flood of 40 000 distinct ones stalled publishing for ~26 s (each send walks the
-// trie of topics). Here the learner reads every subscription itself and applies only the
-// one actors send (the empty topic: weights messages carry no topic prefix), so a send
-// walks one entry per subscriber. libzmq 4.3.4 still keeps each subscription a peer sends
-// (for its own bookkeeping) until that peer disconnects, so memory is bounded differently:
-// after PUB_FOREIGN_SUBS_MAX foreign subscriptions the socket is opened again (s_reader_pub),
-// which drops every connection and everything stored for them; actors reconnect within
-// ZeroMQ's reconnect interval and subscribe again. endpoint: where to bind (the configured
-// one at start-up, the one actually bound when re-opening, so an ephemeral port stays).
-#define PUB_FOREIGN_SUBS_MAX 4096
-static void *s_open_pub(learner_t *l, const char *endpoint, int reopen) {
-    // A subscriber sends only subscriptions (actors send one, empty): bound their size. The
-    // bound also applies to ZMTP handshake commands, and a CURVE HELLO/INITIATE is a few
-    // hundred bytes, so it cannot be tiny (tests/smoke/curve.sh).
-    net_opts_t o_pub = {.sndhwm = 4, .max_msg_bytes = 4096};
-    void *sock = net_socket(l->ctx, ZMQ_XPUB, &o_pub);
-    int one = 1;
+// Weights go out as answers to requests (WeightsRequest, proto/apex.proto) on a ROUTER, not
+// on a PUB. A PUB or XPUB (even in manual mode) processes every subscription a peer sends
+// inside libzmq, eagerly: libzmq 4.3.4 reads a peer's pipe to the end and stores each topic,
+// and a peer that sends faster than that kept the learner's thread inside libzmq (a CI run:
+// 2.5 GB, no weights published for a minute). A ROUTER only queues what a peer sends, up to
+// RCVHWM per peer, and the learner reads MAX_DRAIN requests a turn, fairly over peers: a
+// flooding peer is slowed by TCP and costs at most its own queue.
+static void *s_open_weights(learner_t *l, const char *endpoint) {
+    // A request is a few bytes. The bound also applies to ZMTP handshake commands, and a
+    // CURVE HELLO/INITIATE is a few hundred bytes, so it cannot be tiny (tests/smoke/curve.sh).
+    // SNDHWM: a peer gets one answer per request, so its queue fills only if it floods.
+    net_opts_t o = {.sndhwm = 4, .rcvhwm = 16, .max_msg_bytes = 4096};
+    void *sock = net_socket(l->ctx, ZMQ_ROUTER, &o);
     if (!sock || security_server(l->security, sock) ||
-        zmq_setsockopt(sock, ZMQ_XPUB_MANUAL, &one, sizeof one) != 0) {
-        net_close(&sock);
-        return NULL;
-    }
-    // libzmq closes the old listener on its I/O thread, after zmq_close returns: a re-open
-    // may find the port still taken for a moment (a bounded wait, only on that rare path).
-    int rc = -1;
-    for (int i = 0; reopen && i < 100 && (rc = zmq_bind(sock, endpoint)) != 0; i++) {
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    if (reopen ? rc != 0 : net_bind(sock, endpoint, l->pub_ep, sizeof l->pub_ep) != 0) {
+        net_bind(sock, endpoint, l->pub_ep, sizeof l->pub_ep) != 0) {
         net_close(&sock);
         return NULL;
     }
@@ -259,9 +256,9 @@ static int s_open_sockets(learner_t *l) {
         return -1;
     }
     if (l->rank == 0) {
-        l->pub_sock = s_open_pub(l, c->endpoints.learner_pub_bind, 0);
+        l->weights_sock = s_open_weights(l, c->endpoints.learner_pub_bind);
         l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
-        if (!l->pub_sock || !l->stats_sock || security_server(l->security, l->stats_sock)) {
+        if (!l->weights_sock || !l->stats_sock || security_server(l->security, l->stats_sock)) {
             return -1;
         }
     }
@@ -274,7 +271,7 @@ static int s_open_sockets(learner_t *l) {
 
 static int s_reader_sample(loop_t *loop, void *sock, void *arg);
 static int s_reader_stats(loop_t *loop, void *sock, void *arg);
-static int s_reader_pub(loop_t *loop, void *sock, void *arg);
+static int s_reader_weights(loop_t *loop, void *sock, void *arg);
 static int s_idle_train(loop_t *loop, void *arg);
 static int s_timer_requests(loop_t *loop, void *arg);
 static int s_timer_metrics(loop_t *loop, void *arg);
@@ -311,6 +308,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         return NULL;
     }
     s_alloc_slots(l);
+    l->waiters = xcalloc(WAITERS_MAX, sizeof *l->waiters);
     char path[CONFIG_STR_LEN + 96];
     snprintf(path, sizeof path, "%s/metrics.csv", l->run_dir);
     if (l->rank != 0) {
@@ -347,7 +345,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     loop_add_timer(l->loop, REQUEST_TICK_MS, s_timer_requests, l);
     if (l->rank == 0) {
         loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
-        loop_add_reader(l->loop, l->pub_sock, s_reader_pub, l);
+        loop_add_reader(l->loop, l->weights_sock, s_reader_weights, l);
         loop_add_timer(l->loop, cfg->learner.metrics_interval_ms, s_timer_metrics, l);
         loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000),
                        s_timer_checkpoint, l);
@@ -379,8 +377,12 @@ void learner_destroy(learner_t **self_p) {
     learner_t *l = *self_p;
     loop_destroy(&l->loop);
     shards_destroy(&l->shards);
-    net_close(&l->pub_sock);
+    net_close(&l->weights_sock);
     net_close(&l->stats_sock);
+    if (l->has_weights_msg) {
+        zmq_msg_close(&l->weights_msg);
+    }
+    free(l->waiters);
     security_destroy(&l->security);
     if (l->ctx) {
         zmq_ctx_term(l->ctx);
@@ -571,53 +573,97 @@ static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
     return 0;
 }
 
-// Subscriptions arriving on the weights XPUB (manual mode, see s_open_sockets): a frame is
-// 0x01 (subscribe) or 0x00 (unsubscribe) followed by the topic. Only the empty topic is
-// applied, to the pipe that sent it (libzmq applies ZMQ_SUBSCRIBE on a manual XPUB to the
-// last pipe a subscription came from); everything else is counted and dropped.
-static int s_reader_pub(loop_t *loop, void *sock, void *arg) {
+// Sends the current weights to the peer id (dropped by the ROUTER when that peer's queue is
+// full or it is gone: it asks again after its own timeout).
+static void s_send_weights(learner_t *l, const void *id, size_t id_len) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_msg_copy(&m, &l->weights_msg);
+    if (zmq_send(l->weights_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_msg_send(&m, l->weights_sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return;
+    }
+    l->weights_replies++;
+}
+
+// Holds the request of peer id until the next version (one entry per peer: a repeated
+// request leaves it as it is). A full table answers at once instead: nobody is left without
+// weights, and a peer asking again and again only fills its own queue.
+static void s_hold(learner_t *l, const uint8_t *id, size_t id_len, int64_t now) {
+    for (int i = 0; i < l->n_waiters; i++) {
+        if (l->waiters[i].id_len == id_len && memcmp(l->waiters[i].id, id, id_len) == 0) {
+            return; // held since its first request: the heartbeat stays due
+        }
+    }
+    if (l->n_waiters == WAITERS_MAX) {
+        s_send_weights(l, id, id_len);
+        return;
+    }
+    s_waiter *w = &l->waiters[l->n_waiters++];
+    memcpy(w->id, id, id_len);
+    w->id_len = (uint8_t)id_len;
+    w->since_ms = now;
+}
+
+// Answers the held requests that arrived at or before held_since_ms (INT64_MAX: all).
+static void s_answer_waiters(learner_t *l, int64_t held_since_ms) {
+    int kept = 0;
+    for (int i = 0; i < l->n_waiters; i++) {
+        s_waiter *w = &l->waiters[i];
+        if (w->since_ms <= held_since_ms) {
+            s_send_weights(l, w->id, w->id_len);
+        } else {
+            l->waiters[kept++] = *w;
+        }
+    }
+    l->n_waiters = kept;
+}
+
+// Weights requests (DEALER -> ROUTER): answered at once when the peer's version is not the
+// current one, held (s_hold) when it is. Anything else is counted and dropped.
+static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
-    uint8_t buf[8];
+    int64_t now = clock_now_ms();
     for (int i = 0; i < MAX_DRAIN; i++) {
-        int n = zmq_recv(sock, buf, sizeof buf, ZMQ_DONTWAIT);
-        if (n < 0) {
-            break; // EAGAIN (or the socket is closing)
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        int extra = 0;
+        if (net_recv_routed(sock, &id, &body, &extra) <= 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&body);
+            break;
         }
-        int more = 0;
-        size_t more_len = sizeof more;
-        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &more_len);
-        if (n == 1 && !more && (buf[0] == 1 || buf[0] == 0)) {
-            zmq_setsockopt(sock, buf[0] == 1 ? ZMQ_SUBSCRIBE : ZMQ_UNSUBSCRIBE, "", 0);
-            l->subscriptions += buf[0] == 1;
-            continue;
+        const char *why = NULL;
+        wire_msg_t m;
+        if (extra) {
+            why = "not [routing id][one frame]";
+        } else if (zmq_msg_size(&id) == 0 || zmq_msg_size(&id) > ROUTING_ID_MAX) {
+            why = "bad routing id";
+        } else if (wire_decode(l->dec, zmq_msg_data(&body), zmq_msg_size(&body), &m) != APEX_OK) {
+            why = wire_decoder_last_error(l->dec);
+        } else if (m.type != WIRE_MSG_WEIGHTS_REQUEST) {
+            why = wire_msg_name(m.type);
         }
-        l->refused_subscriptions++;
-        l->foreign_since_open++;
-        if (more) {
-            net_drain_more(sock);
+        if (why) {
+            l->bad_weights_requests++;
+            l->bad_messages++;
+            log_every(&l->weights_log, LIVENESS_LOG_MS, LOG_WARN,
+                      "weights endpoint: dropped a message that is not a weights request (%s); "
+                      "%llu in all",
+                      why, (unsigned long long)l->bad_weights_requests);
+        } else {
+            l->weights_requests++;
+            if (l->has_weights_msg && m.u.weights_request.have_version != l->weights_version) {
+                s_send_weights(l, zmq_msg_data(&id), zmq_msg_size(&id));
+            } else {
+                s_hold(l, zmq_msg_data(&id), zmq_msg_size(&id), now);
+            }
         }
-        log_every(&l->sub_log, LIVENESS_LOG_MS, LOG_WARN,
-                  "weights publisher: dropped a subscription to a topic other than the weights "
-                  "(%d bytes); %llu dropped in all",
-                  n, (unsigned long long)l->refused_subscriptions);
-    }
-    if (l->foreign_since_open >= PUB_FOREIGN_SUBS_MAX) {
-        char ep[CONFIG_STR_LEN];
-        snprintf(ep, sizeof ep, "%s", l->pub_ep);
-        net_close(&l->pub_sock);
-        l->pub_sock = s_open_pub(l, ep, 1);
-        if (!l->pub_sock) {
-            log_error("weights publisher: cannot bind %s again; actors get no new weights", ep);
-            return -1; // the learner stops (exit 1): a supervisor restarts it
-        }
-        loop_replace_socket(l->loop, sock, l->pub_sock);
-        l->pub_reopens++;
-        l->foreign_since_open = 0;
-        log_warn("weights publisher: %d foreign subscriptions: opened %s again, which drops "
-                 "every connection and what libzmq stored for them (actors reconnect); %llu "
-                 "times so far",
-                 PUB_FOREIGN_SUBS_MAX, ep, (unsigned long long)l->pub_reopens);
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
     }
     return 0;
 }
@@ -625,10 +671,10 @@ static int s_reader_pub(loop_t *loop, void *sock, void *arg) {
 // ---------------------------------------------------------------------------------------
 // Training, publishing, checkpoints
 
-static void s_publish(learner_t *l, int new_version) {
-    if (new_version) {
-        l->weights_version++;
-    }
+// A new version: encoded once into a message of its own (the previous one lives on in the
+// replies still queued), then sent to every held request.
+static void s_publish(learner_t *l) {
+    l->weights_version++;
     const nn_params_t *p = trainer_online(l->trainer);
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
     m.u.weights = (wire_weights_t){.version = l->weights_version,
@@ -637,10 +683,14 @@ static void s_publish(learner_t *l, int new_version) {
                                    .num_params = (uint32_t)p->num_params,
                                    .params = p->data};
     wire_encode(&m, &l->out);
-    // PUB never blocks: with no subscriber, or a slow one past its HWM, the message is dropped.
-    net_send(l->pub_sock, l->out.data, l->out.len, ZMQ_DONTWAIT);
-    l->last_publish_ms = clock_now_ms();
+    if (l->has_weights_msg) {
+        zmq_msg_close(&l->weights_msg);
+    }
+    zmq_msg_init_size(&l->weights_msg, l->out.len);
+    memcpy(zmq_msg_data(&l->weights_msg), l->out.data, l->out.len);
+    l->has_weights_msg = 1;
     l->metrics.weights_version = l->weights_version;
+    s_answer_waiters(l, INT64_MAX);
 }
 
 static s_slot *s_next_ready(learner_t *l) {
@@ -688,7 +738,7 @@ static void s_train_one(learner_t *l, s_slot *s) {
     mt->train_ns += st.forward_ns + st.backward_ns;
     mt->optim_ns += st.optim_ns;
     if (l->rank == 0 && mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
-        s_publish(l, 1);
+        s_publish(l);
     }
     mt->net_ns += clock_now_ns() - t0;
 }
@@ -751,9 +801,9 @@ static int s_timer_requests(loop_t *loop, void *arg) {
 static int s_timer_publish(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
-    if (clock_now_ms() - l->last_publish_ms >= REPUBLISH_MS) {
-        s_publish(l, l->weights_version == 0);
-    }
+    // Requests held this long are answered with the weights they have: a peer that hears
+    // nothing for several seconds knows its link is dead, not the learner slow.
+    s_answer_waiters(l, clock_now_ms() - REPUBLISH_MS);
     return 0;
 }
 
@@ -964,7 +1014,7 @@ int learner_run(learner_t *self) {
     s_group_report(self, 0);
     s_checkpoint(self);
     if (self->rank == 0) {
-        s_publish(self, 1); // actors get the initial (or resumed) weights right away
+        s_publish(self); // requests from now on are answered with these (or newer) weights
     }
     s_issue_requests(self);
     loop_run(self->loop);

@@ -279,28 +279,6 @@ static void s_count_bad(replay_server_t *s, const char *where, const uint8_t *id
               (unsigned long long)p->bad, (unsigned long long)s->bad_total);
 }
 
-// Receives [routing id][payload] from a ROUTER. Returns 1 with both messages filled, 0 when
-// nothing is waiting, -1 on a closed socket. Extra frames are drained and reported via
-// *extra.
-static int s_recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *payload, int *extra) {
-    *extra = 0;
-    int rc = net_recv(sock, id, ZMQ_DONTWAIT);
-    if (rc == APEX_EAGAIN) {
-        return 0;
-    }
-    if (rc != APEX_OK) {
-        return -1;
-    }
-    if (!zmq_msg_more(id) || net_recv(sock, payload, ZMQ_DONTWAIT) != APEX_OK) {
-        *extra = 1; // a ROUTER always delivers id + payload; anything else is malformed
-        return 1;
-    }
-    if (zmq_msg_more(payload)) {
-        *extra = net_drain_more(sock);
-    }
-    return 1;
-}
-
 // ---------------------------------------------------------------------------------------
 // Inserts
 
@@ -433,7 +411,7 @@ static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_r
         zmq_msg_init(&id);
         zmq_msg_init(&payload);
         int extra;
-        int got = s_recv_routed(sock, &id, &payload, &extra);
+        int got = net_recv_routed(sock, &id, &payload, &extra);
         if (got == 1) {
             if (extra) {
                 s_count_bad(s, where, zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,

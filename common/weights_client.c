@@ -1,0 +1,43 @@
+// weights_client.c: see weights_client.h.
+#include "weights_client.h"
+
+#include <zmq.h>
+
+#include "net.h"
+
+int weights_client_open(weights_client_t *w, void *ctx, security_t *sec, const char *endpoint,
+                        int64_t max_bytes) {
+    *w = (weights_client_t){0};
+    wire_buf_init(&w->buf, 64);
+    // Answers queue at most 4 deep (one per request, plus ones a restarted learner's old
+    // connection still delivers); a request is never queued behind another.
+    net_opts_t o = {.max_msg_bytes = max_bytes, .rcvhwm = 4, .sndhwm = 1};
+    w->sock = net_socket(ctx, ZMQ_DEALER, &o);
+    if (!w->sock || security_client(sec, w->sock, "learner") != 0) {
+        return -1;
+    }
+    // A request goes only to a connection that is up: one queued to a learner that is not
+    // there would be answered by nobody (weights_client_ask tries again instead).
+    int one = 1;
+    zmq_setsockopt(w->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    return net_connect(w->sock, endpoint);
+}
+
+void weights_client_close(weights_client_t *w) {
+    net_close(&w->sock);
+    wire_buf_fini(&w->buf);
+}
+
+void weights_client_ask(weights_client_t *w, uint64_t have, int64_t now_ms) {
+    if (w->in_flight && now_ms - w->sent_ms < WEIGHTS_RESEND_MS) {
+        return;
+    }
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST};
+    m.u.weights_request.have_version = have;
+    wire_encode(&m, &w->buf);
+    if (net_send(w->sock, w->buf.data, w->buf.len, ZMQ_DONTWAIT) == APEX_OK) {
+        w->in_flight = 1;
+        w->sent_ms = now_ms;
+        w->requests++;
+    }
+}
