@@ -216,13 +216,22 @@ typedef struct {
     uint64_t version, learner_step;
 } s_weights_info;
 
-// Receives one Weights message (decoded and validated by wire_decode against the learner's
+// Asks the learner for weights newer than have (a WeightsRequest, as an actor does) and
+// receives the answer (decoded and validated by wire_decode against the learner's
 // num_params) into *w, and its params into params (num_params floats) when not NULL.
 // Returns 0, or -1 after the socket's receive timeout.
-static int s_recv_weights(void *sub, wire_decoder_t *dec, s_weights_info *w, float *params) {
+static int s_recv_weights(void *sock, wire_decoder_t *dec, uint64_t have, s_weights_info *w,
+                          float *params) {
+    wire_msg_t req = {.type = WIRE_MSG_WEIGHTS_REQUEST};
+    req.u.weights_request.have_version = have;
+    wire_buf_t b;
+    wire_buf_init(&b, 64);
+    wire_encode(&req, &b);
+    ck_assert_int_eq(zmq_send(sock, b.data, b.len, 0), (int)b.len);
+    wire_buf_fini(&b);
     zmq_msg_t msg;
     zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, sub, 0) < 0) {
+    if (zmq_msg_recv(&msg, sock, 0) < 0) {
         zmq_msg_close(&msg);
         return -1;
     }
@@ -249,14 +258,14 @@ static wire_decoder_t *s_weights_decoder(void) {
     return wire_decoder_new(&lim);
 }
 
+// A DEALER on the learner's weights endpoint, as an actor's weights client.
 static void *s_subscribe(void *ctx, const learner_t *l) {
-    void *sub = s_socket(ctx, ZMQ_SUB, 3000); // > REPUBLISH_MS: a message comes every second
-    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    void *sock = s_socket(ctx, ZMQ_DEALER, 3000); // > REPUBLISH_MS: a held request's answer
     const char *ep = learner_pub_endpoint(l);
     ck_assert_msg(strncmp(ep, "tcp://127.0.0.1:", 16) == 0 && strchr(ep, '*') == NULL,
-                  "unresolved pub endpoint '%s'", ep);
-    ck_assert_int_eq(zmq_connect(sub, ep), 0);
-    return sub;
+                  "unresolved weights endpoint '%s'", ep);
+    ck_assert_int_eq(zmq_connect(sock, ep), 0);
+    return sock;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -351,16 +360,24 @@ START_TEST(test_learns_from_replay_over_zmq) {
     void *ctx = zmq_ctx_new();
     void *sub = s_subscribe(ctx, x.learner);
     wire_decoder_t *dec = s_weights_decoder();
-    // Before any data: the initial weights (republished every second), no update yet.
+    // Before any data: the initial weights (asked for with no version: answered at once),
+    // no update yet.
     s_weights_info w, prev;
-    ck_assert_int_eq(s_recv_weights(sub, dec, &prev, NULL), 0);
+    ck_assert_int_eq(s_recv_weights(sub, dec, 0, &prev, NULL), 0);
     ck_assert_uint_ge(prev.version, 1);
     ck_assert_uint_eq(prev.learner_step, 0);
     ck_assert_int_eq(learner_updates(x.learner), 0);
-    // Data in: training starts, and new versions are published every publish_every updates.
+    // Asked with the current version and nothing new to give: the request is held and
+    // answered after about a second with the same weights (the heartbeat that tells a live
+    // learner from a dead link).
+    ck_assert_int_eq(s_recv_weights(sub, dec, prev.version, &w, NULL), 0);
+    ck_assert_uint_eq(w.version, prev.version);
+    ck_assert_uint_eq(w.learner_step, 0);
+    // Data in: training starts, and new versions are published every publish_every updates;
+    // a request with the newest version held is answered by the next one.
     s_fill(ctx, replay_server_insert_endpoint(r.server));
     int increases = 0;
-    while (increases < 3 && s_recv_weights(sub, dec, &w, NULL) == 0) {
+    while (increases < 3 && s_recv_weights(sub, dec, prev.version, &w, NULL) == 0) {
         ck_assert_uint_ge(w.version, prev.version);
         ck_assert_uint_ge(w.learner_step, prev.learner_step);
         if (w.version > prev.version) {
@@ -530,7 +547,7 @@ START_TEST(test_resume_restores_state) {
     wire_decoder_t *dec = s_weights_decoder();
     float *params = malloc(P * sizeof(float));
     s_weights_info w;
-    ck_assert_int_eq(s_recv_weights(sub, dec, &w, params), 0);
+    ck_assert_int_eq(s_recv_weights(sub, dec, 0, &w, params), 0);
     ck_assert_uint_eq(w.learner_step, 200);
     ck_assert_uint_gt(w.version, hdr_a.extra.weights_version); // versions keep increasing
     ck_assert_int_eq(memcmp(params, file_a + sizeof hdr_a, P * sizeof(float)), 0);
