@@ -88,7 +88,9 @@ static int s_terminated(const char *s, size_t n) { return memchr(s, '\0', n) != 
 
 // What the daemons assume of a config that loaded.
 static void s_check_valid(const apex_config_t *c) {
-    FUZZ_CHECK(c->env.obs_dim > 0 && c->env.n_actions > 0 && c->env.max_episode_steps > 0);
+    FUZZ_CHECK(c->env.obs_dim > 0 && c->env.n_actions > 0);
+    // 0 = no step limit of apex's (MinAtar has none; a Python env ends its own episodes).
+    FUZZ_CHECK(c->env.max_episode_steps >= 0);
     FUZZ_CHECK(c->network.n_hidden >= 1 && c->network.n_hidden <= CONFIG_MAX_HIDDEN);
     for (int i = 0; i < c->network.n_hidden; i++) {
         FUZZ_CHECK(c->network.hidden[i] >= 1 && c->network.hidden[i] <= 8192);

@@ -198,6 +198,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         FUZZ_CHECK(m->u.insert_ack.n_more <= WIRE_ACK_MAX_SEQS - 1);
         FUZZ_CHECK(m->u.insert_ack.n_more == 0 || m->u.insert_ack.more != NULL);
         break;
+    case WIRE_MSG_WEIGHTS_REQUEST:
+        break; // any have_version is a legal request
     default:
         FUZZ_CHECK(!"decode succeeded with an unknown message type");
     }
@@ -286,6 +288,8 @@ static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {
                a->u.insert_ack.n_more == b->u.insert_ack.n_more &&
                s_same(a->u.insert_ack.more, b->u.insert_ack.more,
                       (size_t)a->u.insert_ack.n_more * 8);
+    case WIRE_MSG_WEIGHTS_REQUEST:
+        return a->u.weights_request.have_version == b->u.weights_request.have_version;
     default:
         return 0;
     }

@@ -270,5 +270,9 @@ int main(int argc, char **argv) {
     m.u.insert_ack = (wire_insert_ack_t){.actor_id = 1, .seq = 42, .n_more = 5, .more = s_more};
     rc |= s_write(dir, "insert_ack_batched", &m, APEX_PROTOCOL_VERSION);
 
+    m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS_REQUEST};
+    m.u.weights_request.have_version = (3ull << 32) | 17;
+    rc |= s_write(dir, "weights_request", &m, APEX_PROTOCOL_VERSION);
+
     return rc ? 1 : 0;
 }

@@ -862,7 +862,9 @@ static int s_timer_status(loop_t *loop, void *arg) {
     learner_t *l = arg;
     char line[512];
     metrics_format_status(&l->metrics, line, sizeof line);
-    log_info("%s", line);
+    log_info("%s  weights requests %llu, answers %llu, held %d, refused %llu", line,
+             (unsigned long long)l->weights_requests, (unsigned long long)l->weights_replies,
+             l->n_waiters, (unsigned long long)l->bad_weights_requests);
     return 0;
 }
 
