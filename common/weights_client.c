@@ -29,8 +29,19 @@ void weights_client_close(weights_client_t *w) {
 }
 
 void weights_client_ask(weights_client_t *w, uint64_t have, int64_t now_ms) {
-    if (w->in_flight && now_ms - w->sent_ms < WEIGHTS_RESEND_MS) {
-        return;
+    if (w->in_flight) {
+        // With ZMQ_IMMEDIATE a DEALER without a connection cannot send: the one the request
+        // went out on is gone (a learner killed and restarting), and so is the request. Ask
+        // the new learner as soon as it is there rather than after WEIGHTS_RESEND_MS.
+        int ev = 0;
+        size_t len = sizeof ev;
+        if (zmq_getsockopt(w->sock, ZMQ_EVENTS, &ev, &len) == 0 && !(ev & ZMQ_POLLOUT)) {
+            w->in_flight = 0;
+            return;
+        }
+        if (now_ms - w->sent_ms < WEIGHTS_RESEND_MS) {
+            return;
+        }
     }
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST};
     m.u.weights_request.have_version = have;

@@ -2,10 +2,10 @@
 //
 // The learner answers a WeightsRequest on its weights endpoint (a ROUTER) at once when the
 // asker's version is not its current one, and otherwise holds it until the next version or
-// for about a second (learner.c s_reader_weights). A client keeps one request in flight:
-// it asks again when an answer arrives, so new versions come as soon as they exist, and
-// when a request has gone unanswered for WEIGHTS_RESEND_MS (the learner restarted, or its
-// answer was dropped).
+// for a second or so (learner.c s_reader_weights). A client keeps one request in flight:
+// it asks again when an answer arrives, so new versions come as soon as they exist; when
+// the connection the request went on is gone (the learner restarted); and when a request
+// has gone unanswered for WEIGHTS_RESEND_MS (its answer was dropped).
 #ifndef APEX_WEIGHTS_CLIENT_H
 #define APEX_WEIGHTS_CLIENT_H
 
@@ -14,7 +14,7 @@
 #include "security.h"
 #include "wire.h"
 
-#define WEIGHTS_RESEND_MS 2500 // > the learner's 1 s hold: an unanswered request is lost
+#define WEIGHTS_RESEND_MS 2500 // > the learner's 1-1.5 s hold: an unanswered request is lost
 
 typedef struct {
     void *sock; // DEALER

@@ -350,7 +350,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         loop_add_timer(l->loop, (int64_t)(cfg->learner.checkpoint_interval_s * 1000),
                        s_timer_checkpoint, l);
         loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
-        loop_add_timer(l->loop, REPUBLISH_MS, s_timer_publish, l);
+        loop_add_timer(l->loop, REPUBLISH_MS / 2, s_timer_publish, l); // held 1-1.5 s
     }
     l->last_reply_ms = clock_now_ms();
     char lr[80];
