@@ -4,9 +4,11 @@
   hostile_peer.py replay-insert --endpoint EP [options]   DEALERs -> apex-replay insert ROUTER
   hostile_peer.py replay-sample --endpoint EP [options]   DEALERs -> apex-replay sample ROUTER
   hostile_peer.py learner-stats --endpoint EP [options]   PUSH    -> apex-learner stats PULL
-  hostile_peer.py learner-pub   --endpoint EP [options]   SUB/XSUB/raw TCP -> apex-learner PUB
+  hostile_peer.py learner-pub   --endpoint EP [options]   DEALERs/REQ/SUB/XSUB/raw TCP ->
+                                                          apex-learner weights ROUTER
   hostile_peer.py fake-upstream --pub EP --router EP --pull EP [options]
-        binds a fake learner PUB, a fake replay ROUTER and a stats PULL for a real apex-actor
+        binds a fake learner weights ROUTER, a fake replay ROUTER and a stats PULL for a real
+        apex-actor
   hostile_peer.py seq-max --endpoint EP                   one batch with seq 2^64-1, then a probe
 
 Every mode stops by itself after --seconds (at most --rate messages a second). Messages are
@@ -21,8 +23,8 @@ peer sees on its socket monitor and counts as a disconnect.
 
 Output: one line "sent KIND N" per kind, then one line "RESULT {json}" with the totals
 (sent_bad, sent_good, sent_giant, handshakes, disconnects, replies, ...). The process ends
-with os._exit (libzmq's SUB trie is torn down recursively and would overflow the stack
-after a giant subscription; the daemons, not this peer, are under test).
+with os._exit, without tearing down its many sockets (the daemons, not this peer, are under
+test).
 """
 import argparse
 import json
@@ -47,7 +49,7 @@ U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
 
 # Envelope body fields (proto/apex.proto).
-B_BATCH, B_SREQ, B_SREPLY, B_PUPD, B_WEIGHTS, B_STATS, B_ACK = 2, 3, 4, 5, 6, 7, 8
+B_BATCH, B_SREQ, B_SREPLY, B_PUPD, B_WEIGHTS, B_STATS, B_ACK, B_WREQ = 2, 3, 4, 5, 6, 7, 8, 9
 
 
 # ---------------------------------------------------------------------------------------
@@ -93,6 +95,10 @@ def priority_update(count, keys, prios, version=apexwire.VERSION):
 def weights(version_no, step, num_params, params, version=apexwire.VERSION):
     return env(B_WEIGHTS, _uint(1, version_no) + _uint(2, step) + _uint(3, num_params) +
                _bytes(4, params), version)
+
+
+def weights_request(have_version, version=apexwire.VERSION):
+    return env(B_WREQ, _uint(1, have_version), version)
 
 
 def actor_stats(actor_id, frames, wv, dropped, n, returns, lengths, epsilons,
@@ -360,6 +366,7 @@ def wrong_kinds(p, exclude):
         B_STATS: ("wrong_kind_ActorStats",
                   lambda: actor_stats(0, 10, 1, 0, 1, f32([1.0]), u32([1]), f32([0.1]))),
         B_ACK: ("wrong_kind_InsertAck", lambda: insert_ack(0, 1)),
+        B_WREQ: ("wrong_kind_WeightsRequest", lambda: weights_request(1)),
     }
     return [(name, "bad", fac) for k, (name, fac) in kinds.items() if k not in exclude]
 
@@ -596,89 +603,218 @@ def mode_learner_stats(p):
 
 
 # ---------------------------------------------------------------------------------------
-# Mode: learner pub (SUB/XSUB -> PUB). A subscriber can only send subscriptions.
+# Mode: learner pub (DEALERs -> the learner's weights ROUTER: WeightsRequest in, Weights
+# out). The name is the endpoint's ([endpoints] learner_pub_bind); it is no PUB any more.
+
+WEIGHTS_RESEND_S = 2.5  # common/weights_client.h WEIGHTS_RESEND_MS
+WRONG_TYPE_RECONNECTS = 20  # per SUB/XSUB: libzmq does not retry a refused handshake itself
+
+
+class WeightsListener:
+    """A well-behaved weights client (common/weights_client.c): one request in flight with
+    the newest version it holds, asked again as soon as an answer arrives and after
+    WEIGHTS_RESEND_S without one. Records when each Weights arrived and its version."""
+
+    def __init__(self, sock):
+        self.s = sock
+        self.have, self.in_flight, self.sent_t = 0, False, 0.0
+        self.first_ask = None
+        self.got = []  # (monotonic time, version)
+        self.num_params, self.other, self.requests = set(), 0, 0
+
+    def tick(self):
+        now = time.monotonic()
+        while self.s.poll(0):
+            frames = self.s.recv_multipart()
+            self.in_flight = False  # any answer means the request was taken
+            body, f = fields(frames[0]) if len(frames) == 1 else (None, {})
+            if body == B_WEIGHTS:
+                self.got.append((now, f.get(1, 0)))
+                self.num_params.add(f.get(3, 0))
+                self.have = max(self.have, f.get(1, 0))
+            else:
+                self.other += 1
+        if not self.in_flight or now - self.sent_t >= WEIGHTS_RESEND_S:
+            try:
+                self.s.send(weights_request(self.have), zmq.NOBLOCK)
+            except zmq.Again:
+                return  # not connected yet (ZMQ_IMMEDIATE): asked again on the next tick
+            self.in_flight, self.sent_t = True, now
+            self.requests += 1
+            if self.first_ask is None:
+                self.first_ask = now
+
+    def result(self, t_end):
+        v = [x for _, x in self.got]
+        t = [self.first_ask or t_end] + [x for x, _ in self.got] + [t_end]
+        return {"weights_received": len(v),
+                # Never back, and forward over the attack (a held request is answered after
+                # ~1 s with the same version: repeats are the learner's heartbeat).
+                "weights_versions_increasing": bool(v) and v[-1] > v[0] and
+                all(x <= y for x, y in zip(v, v[1:])),
+                "weights_distinct": len(set(v)), "weights_first": v[0] if v else 0,
+                "weights_last": v[-1] if v else 0,
+                "weights_max_gap_s": round(max(b - a for a, b in zip(t, t[1:])), 2),
+                "num_params": sorted(self.num_params), "other_messages": self.other,
+                "listener_requests": self.requests}
+
 
 def mode_learner_pub(p):
+    """A listener (WeightsListener) must keep getting newer weights while: a flooder DEALER
+    (routing id of 255 bytes) sends valid WeightsRequests as fast as it can (have_version 0,
+    random, and the current version, which the learner holds) and reads the answers;
+    --subscribers silent DEALERs keep asking and never read; a hostile DEALER sends garbage,
+    multipart messages, other message kinds, wrong protocol versions and, --giants times, a
+    frame above the learner's 4096-byte MAXMSGSIZE (the learner drops that connection); a
+    REQ sends its delimiter frame; SUB and XSUB sockets (re)connect by hand and must be
+    refused at the ZMTP handshake and get nothing; raw TCP connections send garbage."""
     a, r = p.a, p.rng
-    a.giants = 0  # the giant frame here is one giant subscription (below)
-    listener = p.sock(zmq.SUB, a.endpoint, SUBSCRIBE=b"")
-    p.extra["silent"] = [p.sock(zmq.SUB, a.endpoint, monitor=False, SUBSCRIBE=b"", RCVHWM=1, RCVBUF=4096)
+    ep = a.endpoint
+    listener = WeightsListener(p.sock(zmq.DEALER, ep, IMMEDIATE=1, SNDHWM=1, RCVHWM=4))
+    hostile = p.sock(zmq.DEALER, ep, ident=b"hostile-weights")
+    flooder = p.sock(zmq.DEALER, ep, ident=b"\xff" * 255)
+    silent = [p.sock(zmq.DEALER, ep, monitor=False, RCVHWM=1, RCVBUF=4096)
               for _ in range(a.subscribers)]
-    xsub = p.sock(zmq.XSUB, a.endpoint)
-    wrong = p.sock(zmq.DEALER, a.endpoint, monitor=False)
-    p.wait_handshake(2)
-    for _ in range(20):
-        p.send(wrong, "wrong_socket_type_DEALER", "bad-transport", os.urandom(64))
-    got = {"weights": 0, "versions": [], "other": 0, "num_params": set()}
+    p.extra["silent"] = silent
+    # SUB/XSUB: a ROUTER accepts DEALER, REQ and ROUTER peers only. Their own monitors (not
+    # p.events, which must count the DEALERs' handshakes and giant-frame disconnects).
+    wt = {"connections": 0, "handshakes": 0, "disconnects": 0, "messages": 0, "reconnects": 0}
+    wrong = []
+    for kind in (zmq.SUB, zmq.XSUB, zmq.SUB, zmq.XSUB):
+        s = p.ctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        if kind == zmq.SUB:
+            s.setsockopt(zmq.SUBSCRIBE, b"")
+        wrong.append([s, s.get_monitor_socket(), 0])
+        s.connect(ep)
+    req = p.sock(zmq.REQ, ep, monitor=False)
+    p.wait_handshake(3)
+    p.raw_tcp_garbage(ep)
+    p.send(req, "req_delimiter_then_request", "bad", weights_request(0))
+    for s, _, _ in wrong:
+        if s.type == zmq.XSUB:  # queued for a connection that never comes up
+            p.send(s, "xsub_subscription", "refused", b"\x01")
+            p.send(s, "xsub_request", "refused", weights_request(0))
+    answers = {"flood": 0, "flood_weights": 0, "hostile": 0}
+    fl = {"n": 0, "silent": 0}
+    flood_kinds = ("flood_request_have_0", "flood_request_have_random",
+                   "flood_request_have_current")
 
-    def listen():
-        while listener.poll(0):
-            body, f = fields(listener.recv())
-            if body == B_WEIGHTS:
-                got["weights"] += 1
-                got["versions"].append(f.get(1, 0))
-                got["num_params"].add(f.get(3, 0))
-            else:
-                got["other"] += 1
+    def flood():
+        for _ in range(256):
+            k = fl["n"] % 3
+            have = (0, r.getrandbits(64), listener.have)[k]
+            try:
+                flooder.send(weights_request(have), zmq.NOBLOCK)
+            except zmq.Again:
+                p.blocked += 1
+                break
+            p.count(flood_kinds[k], "good")
+            fl["n"] += 1
+        for _ in range(1024):
+            try:
+                msg = flooder.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            answers["flood"] += 1
+            answers["flood_weights"] += fields(msg)[0] == B_WEIGHTS
 
-    # A SUB socket cannot send at all.
-    try:
-        listener.send(b"hello", zmq.NOBLOCK)
-        p.count("sub_send_accepted", "bad")
-    except zmq.ZMQError as e:
-        p.count("sub_send_refused_" + zmq.strerror(e.errno).replace(" ", "_"), "refused")
-    p.raw_tcp_garbage(a.endpoint)
-    # A giant subscription (larger than any message an apex daemon accepts).
-    p.send(xsub, "giant_subscription", "giant", b"\x01" + p.giant())
-    # A flood of distinct subscriptions from one SUB (each is stored by the PUB).
-    for i in range(a.sub_flood):
-        xsub_or_sub = xsub if i % 2 else listener
-        topic = os.urandom(a.sub_flood_bytes)
-        if xsub_or_sub is listener:
-            listener.setsockopt(zmq.SUBSCRIBE, topic)
-            p.count("subscribe_random_topic_via_SUB", "subscription")
-        else:
-            p.send(xsub, "subscribe_random_topic_via_XSUB", "subscription", b"\x01" + topic)
-        if i % 500 == 0:
-            listen()
-    # Messages upstream from an XSUB that are not subscriptions: a PUB must ignore them.
-    catalog = [
-        ("xsub_data_frame", "bad", lambda: b"\x07" + os.urandom(r.randint(0, 512))),
-        ("xsub_unsubscribe_unknown", "bad", lambda: b"\x00" + os.urandom(16)),
-        ("xsub_empty_frame", "bad", lambda: b""),
-        ("xsub_multipart", "bad", lambda: [b"\x01abc", os.urandom(32)]),
+    def wrong_types():
+        for w in wrong:
+            s, m = w[0], w[1]
+            while m.poll(0):
+                ev = recv_monitor_message(m)["event"]
+                if ev == zmq.EVENT_CONNECTED:
+                    wt["connections"] += 1
+                elif ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    wt["handshakes"] += 1
+                elif ev == zmq.EVENT_DISCONNECTED:
+                    wt["disconnects"] += 1
+                    if w[2] < WRONG_TYPE_RECONNECTS:
+                        w[2] += 1
+                        wt["reconnects"] += 1
+                        try:
+                            s.disconnect(ep)
+                        except zmq.ZMQError:
+                            pass
+                        s.connect(ep)
+            while s.poll(0):
+                s.recv_multipart()
+                wt["messages"] += 1
+
+    def tick():
+        listener.tick()
+        flood()
+        i = fl["silent"] % max(1, len(silent))
+        if silent:
+            p.send(silent[i], "silent_request_have_%s" % ("0" if i % 2 else "current"), "good",
+                   weights_request(0 if i % 2 else listener.have))
+        fl["silent"] += 1
+        while hostile.poll(0):
+            hostile.recv_multipart()
+            answers["hostile"] += 1
+        wrong_types()
+
+    def valid():
+        return weights_request(r.getrandbits(64))
+
+    bad = common_bad(p, valid) + [
+        ("request_wrong_version_0", "bad", lambda: weights_request(1, version=0)),
+        ("request_wrong_version_2", "bad", lambda: weights_request(1, version=2)),
+        ("request_wrong_version_u32_max", "bad", lambda: weights_request(1, version=U32_MAX)),
+        ("request_have_version_as_bytes", "bad", lambda: env(B_WREQ, _bytes(1, b"\x01\x02"))),
+        # Weights of a small model: a real one (5 kB) is above MAXMSGSIZE, a giant frame.
+        ("wrong_kind_Weights_small", "bad", lambda: weights(1, 1, 4, f32([0.0] * 4))),
+    ] + wrong_kinds(p, exclude={B_WEIGHTS, B_WREQ})
+    good = [
+        ("request_have_random", "good", valid),
+        ("request_have_0", "good", lambda: weights_request(0)),
+        ("request_unknown_field_7", "good", lambda: env(B_WREQ, _uint(1, 5) + _uint(7, 9))),
     ]
-    run_catalog(p, xsub, catalog, a.seconds, on_tick=listen)
-    listen()
-    v = got["versions"]
-    p.report(replies=got["weights"], weights_received=got["weights"],
-             weights_versions_increasing=all(x < y for x, y in zip(v, v[1:])),
-             weights_first=v[0] if v else 0, weights_last=v[-1] if v else 0,
-             num_params=sorted(got["num_params"]), other_messages=got["other"],
-             silent_subscribers=a.subscribers)
+    run_catalog(p, hostile, bad + good, a.seconds, on_tick=tick)
+    t_end = time.monotonic()
+    tick()
+    res = listener.result(t_end)
+    p.report(replies=res["weights_received"], flood_requests=fl["n"],
+             flood_answers=answers["flood"], flood_answers_weights=answers["flood_weights"],
+             hostile_answers=answers["hostile"], silent_connections=len(silent),
+             wrong_type=wt, expected_num_params=a.num_params, **res)
 
 
 # ---------------------------------------------------------------------------------------
-# Mode: fake upstream for a real actor (fake learner PUB, fake replay ROUTER, stats PULL)
+# Mode: fake upstream for a real actor (fake learner weights ROUTER, fake replay ROUTER,
+# stats PULL)
+
+HOLD_S = 0.5  # a clean stage holds a request that has its version this long (a heartbeat)
+
 
 def mode_fake_upstream(p):
     """Stages (each result is reported per stage):
-      garbage   --attack-seconds of bad Weights on the PUB and bad InsertAcks/garbage on the
-                ROUTER, interleaved with valid weights and valid acks (no giant frames)
-      settle    valid weights of version V_SETTLE only; every batch acked
-      huge      (--huge-weights) finite weights of magnitude 1e30, version V_HUGE
+      garbage   --attack-seconds: each WeightsRequest of the actor answered with a bad Weights
+                (wrong num_params, short, NaN, Inf, wrong protocol version), garbage, a
+                multipart message or another message kind, or a valid Weights (a new or an
+                old version); with no request waiting, more of the same unsolicited; bad
+                InsertAcks and garbage on the replay ROUTER, interleaved with valid acks (no
+                giant frames)
+      settle    requests answered with valid weights of version V_SETTLE only; every batch
+                acked
+      huge      (--huge-weights) answered with finite weights of magnitude 1e30, V_HUGE
       recover   valid weights of version V_RECOVER
-      giant     one giant frame on the PUB and one on the ROUTER, then --clean-seconds of valid
-                weights of version V_FINAL; every batch acked
+      giant     one giant frame on the weights ROUTER and one on the replay ROUTER, then
+                --clean-seconds of valid weights of version V_FINAL; every batch acked
       final     2.5 s more of the same: has the actor reconnected both sockets?
+    In the clean stages (all but garbage) a request is answered at once unless it already
+    has the stage's version; then it is held HOLD_S and answered with the same weights, as
+    the learner does (a heartbeat). Every request is checked: one frame, a WeightsRequest.
     """
     a, r = p.a, p.rng
     P, d = a.num_params, a.obs_dim
     V_SETTLE, V_HUGE, V_RECOVER, V_FINAL = 500000, 600000, 700000, 800000
-    pub = p.sock(zmq.PUB, bind=a.pub, SNDHWM=100)
+    wrouter = p.sock(zmq.ROUTER, bind=a.pub, ROUTER_MANDATORY=1, SNDHWM=16)
     router = p.sock(zmq.ROUTER, bind=a.router, ROUTER_MANDATORY=1, ROUTER_HANDOVER=1)
     pull = p.sock(zmq.PULL, bind=a.pull)
-    st = {"version": 1000, "peer": None, "seqs": [], "stage": "connect"}
+    st = {"version": 1000, "peer": None, "wid": None, "seqs": [], "stage": "connect"}
+    pending = []  # weights requests not answered yet: [routing id, have_version, arrival]
     seen = set()
     stages = {}
 
@@ -687,7 +823,10 @@ def mode_fake_upstream(p):
                                         "malformed": 0, "malformed_why": {}, "acks": 0,
                                         "stats": 0, "weights_version_last": None,
                                         "frames_first": None, "frames_last": None,
-                                        "dropped_last": None, "seconds": 0.0})
+                                        "dropped_last": None, "seconds": 0.0,
+                                        "weights_requests": 0, "weights_requests_bad": 0,
+                                        "have_last": None, "weights_answers": 0,
+                                        "weights_unsolicited": 0})
 
     def weights_of(version_no, scale=0.05):
         return weights(version_no, 1, P, f32([r.uniform(-scale, scale) for _ in range(P)]))
@@ -696,9 +835,9 @@ def mode_fake_upstream(p):
         st["version"] += 1
         return weights_of(st["version"])
 
-    # Multipart frames included: an actor SUB with ZMQ_CONFLATE aborted on them (libzmq
-    # 4.3.4's conflating pipe), which is why the actor drains a short plain queue instead.
-    pub_catalog = common_bad(p, valid_new) + [
+    # Multipart frames included: an actor SUB with ZMQ_CONFLATE once aborted on them (libzmq
+    # 4.3.4's conflating pipe); a DEALER must drop them like any other bad answer.
+    weights_catalog = common_bad(p, valid_new) + [
         ("weights_num_params_minus_1", "bad", lambda: weights(5, 1, P - 1, f32([0.0] * (P - 1)))),
         ("weights_num_params_plus_1", "bad", lambda: weights(5, 1, P + 1, f32([0.0] * (P + 1)))),
         ("weights_num_params_0", "bad", lambda: weights(5, 1, 0, b"")),
@@ -729,6 +868,17 @@ def mode_fake_upstream(p):
 
     def take():
         rec = stage_rec(st["stage"])
+        while wrouter.poll(0):
+            frames = wrouter.recv_multipart()
+            rec["weights_requests"] += 1
+            body, f = fields(frames[1]) if len(frames) == 2 else (None, {})
+            if body != B_WREQ:
+                rec["weights_requests_bad"] += 1
+                continue
+            st["wid"] = frames[0]
+            rec["have_last"] = f.get(1, 0)
+            pending.append([frames[0], f.get(1, 0), time.monotonic()])
+            del pending[:-64]  # unsolicited answers make it ask again: keep the newest
         while router.poll(0):
             frames = router.recv_multipart()
             if len(frames) != 2:
@@ -763,18 +913,46 @@ def mode_fake_upstream(p):
                     rec["frames_first"] = f.get(2, 0)
                 rec["dropped_last"] = f.get(4, 0)
 
-    def run_stage(name, seconds, pub_next=None, router_next=None, rate=None):
+    def hostile_weights(nxt):
+        """One bad-or-valid answer per tick: to the oldest waiting request, else unsolicited
+        to the last routing id that asked."""
+        def turn(n):
+            rec = stage_rec(st["stage"])
+            if pending:
+                wid = pending.pop(0)[0]
+                key = "weights_answers"
+            elif st["wid"] is not None:
+                wid, key = st["wid"], "weights_unsolicited"
+            else:
+                return
+            nm, cls, msg = nxt(n)
+            rec[key] += p.send(wrouter, "learner_" + nm, cls, msg, prefix=[wid])
+        return turn
+
+    def clean_weights(nm, version_no, msg):
+        """Every waiting request answered with msg, at once unless it has version_no."""
+        def turn(n):
+            rec, now = stage_rec(st["stage"]), time.monotonic()
+            keep = []
+            for w in pending:
+                if w[1] != version_no or now - w[2] >= HOLD_S:
+                    rec["weights_answers"] += p.send(wrouter, "learner_" + nm, "good", msg,
+                                                     prefix=[w[0]])
+                else:
+                    keep.append(w)
+            pending[:] = keep
+        return turn
+
+    def run_stage(name, seconds, weights_turn, router_next=None, rate=None):
         st["stage"] = name
         stage_rec(name)
         t0 = time.monotonic()
         n = 0
         while time.monotonic() - t0 < seconds:
-            if pub_next:
-                nm, cls, msg = pub_next(n)
-                p.send(pub, "pub_" + nm, cls, msg)
+            weights_turn(n)
             if router_next and st["peer"] is not None:
                 nm, cls, msg = router_next(n)
-                p.send(router, "router_" + nm, cls, msg, prefix=[st["peer"]])
+                p.send(router, "replay_" + nm, cls, msg, prefix=[st["peer"]])
             n += 1
             take()
             if n % 20 == 0:
@@ -791,32 +969,36 @@ def mode_fake_upstream(p):
             return nm, cls, fac()
         return nxt
 
-    def constant(nm, msg):
-        return lambda n: (nm, "good", msg)
-
-    # The actor connects after we bind; its first batch names its routing id.
+    # The actor connects after we bind; its first batch names its replay routing id (and it
+    # asks for weights at once, which names its weights routing id).
     t_connect = time.monotonic()
-    while st["peer"] is None and time.monotonic() - t_connect < a.connect_timeout:
+    while (st["peer"] is None or st["wid"] is None) and \
+            time.monotonic() - t_connect < a.connect_timeout:
         take()
         time.sleep(0.01)
-    if st["peer"] is None:
-        p.report(error="the actor never sent a batch", stages=stages, batches=0)
+    if st["peer"] is None or st["wid"] is None:
+        p.report(error="the actor never sent a batch" if st["peer"] is None
+                 else "the actor never asked for weights", stages=stages, batches=0)
     p.t0 = time.monotonic()
-    run_stage("garbage", a.attack_seconds, from_catalog(pub_catalog), from_catalog(router_catalog))
-    run_stage("settle", 1.5, constant("weights_settle", weights_of(V_SETTLE)), rate=100)
+    run_stage("garbage", a.attack_seconds, hostile_weights(from_catalog(weights_catalog)),
+              from_catalog(router_catalog))
+    run_stage("settle", 1.5, clean_weights("settle", V_SETTLE, weights_of(V_SETTLE)), rate=100)
     if a.huge_weights:
-        run_stage("huge", 1.5, constant("weights_finite_1e30",
-                                        weights(V_HUGE, 1, P, f32([1e30] * P))), rate=100)
-        run_stage("recover", 2.0, constant("weights_recover", weights_of(V_RECOVER)), rate=100)
-    p.send(pub, "giant_frame_pub", "giant", p.giant())
-    p.send(router, "giant_frame_router", "giant", p.giant(), prefix=[st["peer"]])
-    final = constant("weights_final", weights_of(V_FINAL))
+        run_stage("huge", 1.5, clean_weights("finite_1e30", V_HUGE,
+                                             weights(V_HUGE, 1, P, f32([1e30] * P))), rate=100)
+        run_stage("recover", 2.0, clean_weights("recover", V_RECOVER, weights_of(V_RECOVER)),
+                  rate=100)
+    p.send(wrouter, "giant_frame_weights", "giant", p.giant(), prefix=[st["wid"]])
+    p.send(router, "giant_frame_replay", "giant", p.giant(), prefix=[st["peer"]])
+    final = clean_weights("final", V_FINAL, weights_of(V_FINAL))
     run_stage("giant", a.clean_seconds, final, rate=100)
     run_stage("final", 2.5, final, rate=100)
     p.poll_monitors()
     p.report(batches=sum(s["batches"] for s in stages.values()), unique_seqs=len(seen),
              replies=sum(s["batches"] for s in stages.values()),
              peer=(st["peer"] or b"").decode(errors="replace"), stages=stages,
+             weights_requests=sum(s["weights_requests"] for s in stages.values()),
+             weights_requests_bad=sum(s["weights_requests_bad"] for s in stages.values()),
              versions={"settle": V_SETTLE, "huge": V_HUGE, "recover": V_RECOVER,
                        "final": V_FINAL})
 
@@ -848,7 +1030,7 @@ def main():
     ap.add_argument("mode", choices=["replay-insert", "replay-sample", "learner-stats",
                                      "learner-pub", "fake-upstream", "seq-max"])
     ap.add_argument("--endpoint")
-    ap.add_argument("--pub")
+    ap.add_argument("--pub", help="fake-upstream: where to bind the fake learner's weights ROUTER")
     ap.add_argument("--router")
     ap.add_argument("--pull")
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -864,10 +1046,7 @@ def main():
     ap.add_argument("--unread", type=int, default=400,
                     help="replay-sample: max-size sample requests whose replies are never read")
     ap.add_argument("--subscribers", type=int, default=50,
-                    help="learner-pub: subscribers that connect and never read")
-    ap.add_argument("--sub-flood", type=int, default=15000,
-                    help="learner-pub: distinct random subscriptions")
-    ap.add_argument("--sub-flood-bytes", type=int, default=200)
+                    help="learner-pub: DEALERs that keep asking for weights and never read")
     ap.add_argument("--attack-seconds", type=float, default=10.0)
     ap.add_argument("--clean-seconds", type=float, default=7.0)
     ap.add_argument("--connect-timeout", type=float, default=15.0)
