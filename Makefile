@@ -161,8 +161,8 @@ SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 asan: $(DEPS_STAMP)
 	# Under ASan freed memory sits in quarantine (a smaller one keeps the smoke tests' memory
 	# bounds meaningful) and everything runs several times slower: the hostile test's memory
-	# bound and subscription flood are scaled for that.
-	SMOKE_FAST=1 HOSTILE_MEM_MB=1024 HOSTILE_SUB_FLOOD=1000 WEIGHTS_FLOOD_EXTRA_KB=262144 \
+	# bound and the weights flood's are scaled for that.
+	SMOKE_FAST=1 HOSTILE_MEM_MB=1024 WEIGHTS_FLOOD_EXTRA_KB=262144 \
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-quarantine_size_mb=64} \
 	$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin \
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test

@@ -100,7 +100,7 @@ struct learner {
     int has_weights_msg;
     s_waiter *waiters; // (WAITERS_MAX)
     int n_waiters;
-    uint64_t weights_requests, weights_replies, bad_weights_requests;
+    uint64_t weights_requests, weights_replies, bad_weights_requests, unheld_requests;
     int started; // first OK reply seen
     int resumed; // from a checkpoint, whose counters are in resumed_extra
     ckpt_extra_t resumed_extra;
@@ -576,6 +576,9 @@ static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
 // Sends the current weights to the peer id (dropped by the ROUTER when that peer's queue is
 // full or it is gone: it asks again after its own timeout).
 static void s_send_weights(learner_t *l, const void *id, size_t id_len) {
+    if (!l->has_weights_msg) {
+        return; // nothing published yet (learner_run publishes before the loop runs)
+    }
     zmq_msg_t m;
     zmq_msg_init(&m);
     zmq_msg_copy(&m, &l->weights_msg);
@@ -588,8 +591,10 @@ static void s_send_weights(learner_t *l, const void *id, size_t id_len) {
 }
 
 // Holds the request of peer id until the next version (one entry per peer: a repeated
-// request leaves it as it is). A full table answers at once instead: nobody is left without
-// weights, and a peer asking again and again only fills its own queue.
+// request leaves it as it is). A full table (1024 peers waiting: a flood of connections)
+// drops the request, counted: answering it at once would have the asker ask again at once,
+// a loop of full weights. The asker asks again after WEIGHTS_RESEND_MS, with the version it
+// holds, and is answered at once if that is not the newest.
 static void s_hold(learner_t *l, const uint8_t *id, size_t id_len, int64_t now) {
     for (int i = 0; i < l->n_waiters; i++) {
         if (l->waiters[i].id_len == id_len && memcmp(l->waiters[i].id, id, id_len) == 0) {
@@ -597,7 +602,11 @@ static void s_hold(learner_t *l, const uint8_t *id, size_t id_len, int64_t now) 
         }
     }
     if (l->n_waiters == WAITERS_MAX) {
-        s_send_weights(l, id, id_len);
+        l->unheld_requests++;
+        log_every(&l->weights_log, LIVENESS_LOG_MS, LOG_WARN,
+                  "weights endpoint: %d requests held already; dropped one (%llu in all): a "
+                  "flood of connections, or more actors than the learner expects",
+                  WAITERS_MAX, (unsigned long long)l->unheld_requests);
         return;
     }
     s_waiter *w = &l->waiters[l->n_waiters++];
@@ -620,8 +629,11 @@ static void s_answer_waiters(learner_t *l, int64_t held_since_ms) {
     l->n_waiters = kept;
 }
 
-// Weights requests (DEALER -> ROUTER): answered at once when the peer's version is not the
-// current one, held (s_hold) when it is. Anything else is counted and dropped.
+// Weights requests (DEALER -> ROUTER): answered at once when the peer's version is older than
+// the current one, held (s_hold) when it is the current one or newer (a learner started
+// afresh counts from 0 again, and an actor keeps a newer version for a while, see
+// wire_weights_judge: answering it at once would be a loop of weights it refuses). Anything
+// else is counted and dropped.
 static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
@@ -656,7 +668,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
                       why, (unsigned long long)l->bad_weights_requests);
         } else {
             l->weights_requests++;
-            if (l->has_weights_msg && m.u.weights_request.have_version != l->weights_version) {
+            if (l->has_weights_msg && m.u.weights_request.have_version < l->weights_version) {
                 s_send_weights(l, zmq_msg_data(&id), zmq_msg_size(&id));
             } else {
                 s_hold(l, zmq_msg_data(&id), zmq_msg_size(&id), now);
