@@ -7,7 +7,13 @@
 // the send. The actor talks to a sink thread that binds what the other daemons would:
 //   ROUTER (replay insert): decodes every TransitionBatch and answers InsertAck, as
 //                           apex-replay does, so acks flow back into the actor's loop;
-//   PUB    (learner weights): never publishes, so the actor keeps its initial network;
+//   ROUTER (learner weights): answers the actor's WeightsRequests as a learner that has not
+//                             trained yet does: its first request at once with version 1,
+//                             the very network the actor starts with (both are seeded from
+//                             [run] seed), every later one (have_version 1) after holding it
+//                             for a second (the learner's heartbeat), so the actor acts with
+//                             its initial network throughout and the weights path costs what
+//                             it costs between two versions;
 //   PULL   (learner stats): drains ActorStats.
 // The actor runs on the calling thread via actor_run(actor, max_vector_steps) for a fixed
 // number of vector steps per window; env steps come from actor_get_stats. The median
@@ -29,6 +35,8 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "nn.h"
+#include "rng.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -46,9 +54,11 @@
 #define EP_LEN 64
 #define POLL_MS 20
 #define WARMUP_VSTEPS 500
+#define WEIGHTS_VERSION 1    // a learner's first version
+#define WEIGHTS_HOLD_MS 1000 // learner.c REPUBLISH_MS: a held request is answered this late
 
 // ---------------------------------------------------------------------------------------
-// The sink: stands in for apex-replay (insert) and apex-learner (pub, stats)
+// The sink: stands in for apex-replay (insert) and apex-learner (weights, stats)
 // ---------------------------------------------------------------------------------------
 
 typedef struct {
@@ -56,11 +66,20 @@ typedef struct {
     pthread_mutex_t lock; // guards ready and the endpoints until the sink is ready
     pthread_cond_t cond;
     int ready; // 1 = endpoints bound, -1 = failed
-    char insert_ep[EP_LEN], pub_ep[EP_LEN], stats_ep[EP_LEN];
+    char insert_ep[EP_LEN], weights_ep[EP_LEN], stats_ep[EP_LEN];
     atomic_int stop;
-    atomic_uint_fast64_t rows, batches, stats_msgs, bad;
+    atomic_uint_fast64_t rows, batches, stats_msgs, bad, weights_requests, weights_answers;
     uint32_t obs_dim, obs_dtype, n_actions; // of the batches it decodes
+    const wire_buf_t *weights;              // Weights v WEIGHTS_VERSION, encoded (borrowed)
 } sink_t;
+
+// The one weights request the sink holds (the bench runs one actor), as the learner does.
+typedef struct {
+    uint8_t id[256];
+    size_t id_len;
+    int held;
+    int64_t since_ms;
+} s_held_t;
 
 static void *s_bound(void *ctx, int type, char *ep) {
     void *s = zmq_socket(ctx, type);
@@ -114,7 +133,54 @@ static void s_sink_insert(sink_t *k, void *router, wire_decoder_t *dec, wire_buf
     zmq_msg_close(&msg);
 }
 
-static void s_sink_loop(sink_t *k, void *router, void *pull) {
+static void s_sink_answer(sink_t *k, void *sock, const void *id, size_t id_len) {
+    // As the learner: DONTWAIT, an answer that cannot go out is dropped (the actor asks
+    // again after WEIGHTS_RESEND_MS).
+    if (zmq_send(sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+        zmq_send(sock, k->weights->data, k->weights->len, ZMQ_DONTWAIT) >= 0) {
+        atomic_fetch_add(&k->weights_answers, 1);
+    }
+}
+
+// Reads every waiting [routing id][WeightsRequest]: answered at once when the asker does not
+// hold WEIGHTS_VERSION, held otherwise (a request from another peer while one is held is
+// answered at once, as the learner's full table does).
+static void s_sink_weights(sink_t *k, void *sock, wire_decoder_t *dec, s_held_t *h) {
+    for (;;) {
+        zmq_msg_t id, msg;
+        zmq_msg_init(&id);
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&id, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&msg);
+            return;
+        }
+        wire_msg_t m;
+        if (!zmq_msg_more(&id) || zmq_msg_size(&id) > sizeof h->id ||
+            zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0 || zmq_msg_more(&msg) ||
+            wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m) != APEX_OK ||
+            m.type != WIRE_MSG_WEIGHTS_REQUEST) {
+            atomic_fetch_add(&k->bad, 1);
+        } else {
+            atomic_fetch_add(&k->weights_requests, 1);
+            const void *who = zmq_msg_data(&id);
+            size_t len = zmq_msg_size(&id);
+            int same = h->held && h->id_len == len && memcmp(h->id, who, len) == 0;
+            if (m.u.weights_request.have_version != WEIGHTS_VERSION || (h->held && !same)) {
+                s_sink_answer(k, sock, who, len);
+            } else if (!same) { // a repeated request keeps the time of the first
+                memcpy(h->id, who, len);
+                h->id_len = len;
+                h->held = 1;
+                h->since_ms = clock_now_ms();
+            }
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&msg);
+    }
+}
+
+static void s_sink_loop(sink_t *k, void *router, void *weights, void *pull) {
     wire_limits_t lim = {.obs_dim = k->obs_dim,
                          .obs_dtype = k->obs_dtype,
                          .n_actions = k->n_actions,
@@ -123,10 +189,12 @@ static void s_sink_loop(sink_t *k, void *router, void *pull) {
     wire_decoder_t *dec = wire_decoder_new(&lim);
     wire_buf_t out;
     wire_buf_init(&out, 64);
-    zmq_pollitem_t items[2] = {{.socket = router, .events = ZMQ_POLLIN},
-                               {.socket = pull, .events = ZMQ_POLLIN}};
+    s_held_t held = {.held = 0};
+    zmq_pollitem_t items[3] = {{.socket = router, .events = ZMQ_POLLIN},
+                               {.socket = pull, .events = ZMQ_POLLIN},
+                               {.socket = weights, .events = ZMQ_POLLIN}};
     while (!atomic_load(&k->stop)) {
-        if (zmq_poll(items, 2, POLL_MS) < 0) {
+        if (zmq_poll(items, 3, POLL_MS) < 0) {
             if (errno == EINTR) {
                 continue;
             }
@@ -145,6 +213,13 @@ static void s_sink_loop(sink_t *k, void *router, void *pull) {
             }
             zmq_msg_close(&msg);
         }
+        if (items[2].revents & ZMQ_POLLIN) {
+            s_sink_weights(k, weights, dec, &held);
+        }
+        if (held.held && clock_now_ms() - held.since_ms >= WEIGHTS_HOLD_MS) {
+            s_sink_answer(k, weights, held.id, held.id_len);
+            held.held = 0;
+        }
     }
     wire_buf_fini(&out);
     wire_decoder_destroy(&dec);
@@ -154,14 +229,14 @@ static void *s_sink_main(void *arg) {
     sink_t *k = arg;
     void *ctx = zmq_ctx_new();
     void *router = s_bound(ctx, ZMQ_ROUTER, k->insert_ep);
-    void *pub = s_bound(ctx, ZMQ_PUB, k->pub_ep);
+    void *weights = s_bound(ctx, ZMQ_ROUTER, k->weights_ep);
     void *pull = s_bound(ctx, ZMQ_PULL, k->stats_ep);
-    int ok = router && pub && pull;
+    int ok = router && weights && pull;
     s_sink_signal(k, ok ? 1 : -1);
     if (ok) {
-        s_sink_loop(k, router, pull);
+        s_sink_loop(k, router, weights, pull);
     }
-    void *socks[] = {router, pub, pull};
+    void *socks[] = {router, weights, pull};
     for (size_t i = 0; i < APEX_ARRAY_LEN(socks); i++) {
         if (socks[i]) {
             zmq_close(socks[i]);
@@ -171,10 +246,13 @@ static void *s_sink_main(void *arg) {
     return NULL;
 }
 
-// Starts the sink and waits until its endpoints are bound. Returns 0 or -1.
-static int s_sink_start(sink_t *k, uint32_t obs_dim, uint32_t obs_dtype, uint32_t n_actions) {
+// Starts the sink, answering weights requests with the encoded Weights in weights (borrowed
+// until s_sink_stop), and waits until its endpoints are bound. Returns 0 or -1.
+static int s_sink_start(sink_t *k, uint32_t obs_dim, uint32_t obs_dtype, uint32_t n_actions,
+                        const wire_buf_t *weights) {
     memset(k, 0, sizeof *k);
     k->obs_dim = obs_dim, k->obs_dtype = obs_dtype, k->n_actions = n_actions;
+    k->weights = weights;
     pthread_mutex_init(&k->lock, NULL);
     pthread_cond_init(&k->cond, NULL);
     if (pthread_create(&k->thread, NULL, s_sink_main, k) != 0) {
@@ -218,14 +296,16 @@ typedef struct {
     uint32_t obs_dim, obs_dtype, n_actions;
 } setup_t;
 
-static actor_t *s_actor_new(const sink_t *k, const setup_t *su) {
-    char h[64], env[96], conv[64], ins[96], pub[96], stats[96], err[CONFIG_ERR_LEN];
+// The config of the benchmarked actor, with the sink's endpoints (k NULL: the defaults, for
+// what does not depend on them). Returns 0, or -1 with a message.
+static int s_config(apex_config_t *cfg, const sink_t *k, const setup_t *su) {
+    char h[64], env[96], conv[64], ins[96], weights[96], stats[96], err[CONFIG_ERR_LEN];
     snprintf(h, sizeof h, "network.hidden=%s", su->hidden);
     snprintf(env, sizeof env, "env.id=%s", su->env);
     snprintf(conv, sizeof conv, "network.conv=%s", su->conv);
-    snprintf(ins, sizeof ins, "endpoints.replay_insert=%s", k->insert_ep);
-    snprintf(pub, sizeof pub, "endpoints.learner_pub=%s", k->pub_ep);
-    snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k->stats_ep);
+    snprintf(ins, sizeof ins, "endpoints.replay_insert=%s", k ? k->insert_ep : "");
+    snprintf(weights, sizeof weights, "endpoints.learner_pub=%s", k ? k->weights_ep : "");
+    snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k ? k->stats_ep : "");
     const char *sets[] = {env,
                           conv,
                           h,
@@ -236,27 +316,54 @@ static actor_t *s_actor_new(const sink_t *k, const setup_t *su) {
                           "actor.max_steps_per_s=0",
                           "run.seed=1",
                           ins,
-                          pub,
+                          weights,
                           stats};
-    apex_config_t cfg;
-    if (config_load(&cfg, NULL, sets, (int)APEX_ARRAY_LEN(sets), err, sizeof err) != 0) {
+    int n = (int)APEX_ARRAY_LEN(sets) - (k ? 0 : 3);
+    if (config_load(cfg, NULL, sets, n, err, sizeof err) != 0) {
         fprintf(stderr, "bench_actor: config: %s\n", err);
-        return NULL;
+        return -1;
     }
-    return actor_new(&cfg, 0);
+    return 0;
+}
+
+// What a learner that has not trained yet answers with: Weights v WEIGHTS_VERSION holding
+// the network the actor starts with (learner/train.c and actor/actor.c both draw it from
+// [run] seed, RNG_ROLE_NET_INIT stream 0), encoded into out.
+static void s_initial_weights(wire_buf_t *out, const apex_config_t *cfg) {
+    nn_config_t n;
+    nn_config_from_run(&n, cfg);
+    nn_params_t p;
+    nn_params_init(&p, &n);
+    rng_t init;
+    rng_init_stream(&init, (uint64_t)cfg->run.seed, RNG_ROLE_NET_INIT, 0);
+    nn_params_init_random(&p, &init);
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){
+        .version = WEIGHTS_VERSION, .num_params = (uint32_t)p.num_params, .params = p.data};
+    wire_encode(&m, out);
+    nn_params_fini(&p);
 }
 
 // Runs one actor for a warm-up and `windows` windows of vsteps vector steps each (0: as
 // many as take about window_s); prints the BENCH line `name`. Returns 0, or -1 on failure.
 static int s_bench_net(const setup_t *su, long vsteps, double window_s, int windows) {
     const char *name = su->name, *hidden = su->hidden;
-    sink_t k;
-    if (s_sink_start(&k, su->obs_dim, su->obs_dtype, su->n_actions) != 0) {
+    apex_config_t cfg;
+    if (s_config(&cfg, NULL, su) != 0) {
         return -1;
     }
-    actor_t *a = s_actor_new(&k, su);
+    wire_buf_t weights;
+    wire_buf_init(&weights, 0);
+    s_initial_weights(&weights, &cfg);
+    sink_t k;
+    if (s_sink_start(&k, su->obs_dim, su->obs_dtype, su->n_actions, &weights) != 0) {
+        wire_buf_fini(&weights);
+        return -1;
+    }
+    actor_t *a = s_config(&cfg, &k, su) == 0 ? actor_new(&cfg, 0) : NULL;
     if (!a) {
         s_sink_stop(&k);
+        wire_buf_fini(&weights);
         return -1;
     }
     actor_stats_t st;
@@ -297,17 +404,22 @@ static int s_bench_net(const setup_t *su, long vsteps, double window_s, int wind
            "whole process (actor + sink + libzmq I/O) %.0f%%\n",
            name, su->env, su->conv, hidden, windows, vsteps, N_ENVS, rate[0], rate[windows - 1],
            100 * cpu / wall, (double)steps_timed / cpu, 100 * cpu_all / wall);
-    printf("# %s: actor sent %llu batches (%llu acked, %llu dropped), %llu episodes; sink got "
-           "%llu batches, %llu rows, %llu stats messages, %llu bad\n",
+    printf("# %s: actor sent %llu batches (%llu acked, %llu dropped), %llu episodes, weights "
+           "v%llu; sink got %llu batches, %llu rows, %llu stats messages, %llu weights requests "
+           "(%llu answered), %llu bad\n",
            name, (unsigned long long)st.batches_sent, (unsigned long long)st.batches_acked,
            (unsigned long long)st.batches_dropped, (unsigned long long)st.episodes,
-           (unsigned long long)atomic_load(&k.batches), (unsigned long long)atomic_load(&k.rows),
-           (unsigned long long)atomic_load(&k.stats_msgs), (unsigned long long)atomic_load(&k.bad));
+           (unsigned long long)st.weights_version, (unsigned long long)atomic_load(&k.batches),
+           (unsigned long long)atomic_load(&k.rows), (unsigned long long)atomic_load(&k.stats_msgs),
+           (unsigned long long)atomic_load(&k.weights_requests),
+           (unsigned long long)atomic_load(&k.weights_answers),
+           (unsigned long long)atomic_load(&k.bad));
     printf("BENCH %s %.0f steps/s\n", name, med);
     fflush(stdout);
     int rc = atomic_load(&k.bad) == 0 && st.batches_sent > 0 ? 0 : -1;
     actor_destroy(&a);
     s_sink_stop(&k);
+    wire_buf_fini(&weights);
     return rc;
 }
 

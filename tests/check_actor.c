@@ -1,11 +1,13 @@
 // check_actor.c: apex-actor through its real interfaces, run in a thread of this process:
 // against a real replay server (batches stored and acknowledged, a replay restart survived),
-// a stub weight publisher (a PUB socket here sending Weights), a stub replay (a ROUTER here,
-// to capture the first TransitionBatch bytes: same seed, same bytes) and a stub learner stats
-// sink (a PULL here, to read ActorStats and their per-episode epsilons).
+// a stub learner weights endpoint (a ROUTER here that reads the actor's WeightsRequests and
+// answers with Weights, check_helpers.h), a stub replay (a ROUTER here, to capture the first
+// TransitionBatch bytes: same seed, same bytes) and a stub learner stats sink (a PULL here,
+// to read ActorStats and their per-episode epsilons).
 // Everything binds ephemeral loopback ports; waits are bounded by WAIT_MS and poll for a
 // condition, never assert on how long something took.
 #include "check_apex.h"
+#include "check_helpers.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -139,41 +141,36 @@ static void s_actor_stop(s_actor *x, actor_stats_t *st) {
     actor_destroy(&x->actor);
 }
 
-// Stub learner: publishes Weights{version} with num_params floats of params.
-static void s_publish(void *pub, uint64_t version, const nn_params_t *p) {
-    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
-    m.u.weights = (wire_weights_t){.version = version,
-                                   .learner_step = version * 100,
-                                   .num_params = (uint32_t)p->num_params,
-                                   .params = p->data};
-    wire_buf_t b;
-    wire_buf_init(&b, 0);
-    wire_encode(&m, &b);
-    ck_assert_int_eq(zmq_send(pub, b.data, b.len, 0), (int)b.len);
-    wire_buf_fini(&b);
+// Stub learner: Weights{version} with the num_params floats of p, encoded into *b (which
+// this initialises; the caller frees it with wire_buf_fini).
+static void s_weights(wire_buf_t *b, uint64_t version, const nn_params_t *p) {
+    wire_buf_init(b, 0);
+    check_encode_weights(b, version, p->data, (uint32_t)p->num_params);
 }
 
-// Polls the actor's stats until pred holds (publishing Weights v`version` on pub every
-// round when pub is not NULL); fails the test after WAIT_MS. Returns the last snapshot.
+// Polls the actor's stats until pred holds (answering every waiting weights request on
+// router with the encoded Weights in answer every round, when router is not NULL); fails
+// the test after WAIT_MS. Returns the last snapshot.
 typedef int (*s_pred)(const actor_stats_t *st, const actor_stats_t *ref);
 
 static actor_stats_t s_wait(const s_actor *x, s_pred pred, const actor_stats_t *ref,
-                            const char *what, void *pub, uint64_t version, const nn_params_t *p) {
+                            const char *what, void *router, const wire_buf_t *answer) {
     int64_t deadline = clock_now_ms() + WAIT_MS;
     actor_stats_t st;
     for (;;) {
-        if (pub) {
-            s_publish(pub, version, p);
+        if (router) {
+            check_weights_answer(router, answer, NULL);
         }
         actor_get_stats(x->actor, &st);
         if (pred(&st, ref)) {
             return st;
         }
         ck_assert_msg(clock_now_ms() < deadline,
-                      "waited in vain for %s: steps %llu acked %llu dropped %llu weights v%llu",
+                      "waited in vain for %s: steps %llu acked %llu dropped %llu weights v%llu "
+                      "bad %llu",
                       what, (unsigned long long)st.steps, (unsigned long long)st.batches_acked,
                       (unsigned long long)st.batches_dropped,
-                      (unsigned long long)st.weights_version);
+                      (unsigned long long)st.weights_version, (unsigned long long)st.bad_messages);
         s_sleep_ms(20);
     }
 }
@@ -187,16 +184,19 @@ static int s_dropped_more(const actor_stats_t *st, const actor_stats_t *ref) {
 static int s_has_version(const actor_stats_t *st, const actor_stats_t *ref) {
     return st->weights_version == ref->weights_version;
 }
+static int s_has_version_and_bad(const actor_stats_t *st, const actor_stats_t *ref) {
+    return st->weights_version == ref->weights_version && st->bad_messages >= ref->bad_messages;
+}
 
 // ---------------------------------------------------------------------------------------
 // Tests
 
-// A real replay server, a stub learner (PUB of weights, PULL of stats) and a running
-// actor 0 wired to them; w holds random weights for the stub to publish.
+// A real replay server, a stub learner (ROUTER answering weights requests, PULL of stats)
+// and a running actor 0 wired to them; w holds random weights for the stub to answer with.
 typedef struct {
     apex_config_t cfg;
     check_replay_t r;
-    void *ctx, *pub, *pull;
+    void *ctx, *weights, *pull;
     nn_params_t w;
     s_actor x;
 } s_upstream;
@@ -205,11 +205,11 @@ static void s_upstream_start(s_upstream *u) {
     s_config(&u->cfg, 7);
     check_replay_start(&u->r, &u->cfg);
     u->ctx = zmq_ctx_new();
-    char pub_ep[256], stats_ep[256];
-    u->pub = s_bound(u->ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    char weights_ep[256], stats_ep[256];
+    u->weights = check_weights_router(u->ctx, weights_ep, sizeof weights_ep);
     u->pull = s_bound(u->ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
     s_set(&u->cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(u->r.server));
-    s_set(&u->cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&u->cfg, "endpoints.learner_pub=%s", weights_ep);
     s_set(&u->cfg, "endpoints.learner_stats=%s", stats_ep);
     nn_config_t n;
     s_net_config(&n);
@@ -224,24 +224,27 @@ static void s_upstream_start(s_upstream *u) {
 static void s_upstream_fini(s_upstream *u, wire_replay_stats_t *rs) {
     check_replay_stop(&u->r, rs);
     nn_params_fini(&u->w);
-    zmq_close(u->pub);
+    zmq_close(u->weights);
     zmq_close(u->pull);
     zmq_ctx_term(u->ctx);
 }
 
-// Batches reach a real replay server and are acknowledged; published weights are taken,
-// and newer versions replace older ones.
+// Batches reach a real replay server and are acknowledged; weights the learner answers
+// with are taken, and newer versions replace older ones.
 START_TEST(test_feeds_replay_and_takes_weights) {
     s_upstream u;
     s_upstream_start(&u);
     s_actor *x = &u.x;
-    void *pub = u.pub;
-    nn_params_t *w = &u.w;
+    wire_buf_t v5, v6;
+    s_weights(&v5, 5, &u.w);
+    s_weights(&v6, 6, &u.w);
     actor_stats_t zero = {0}, want = {.weights_version = 5};
-    s_wait(x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
-    s_wait(x, s_has_version, &want, "weights v5", pub, 5, w);
+    s_wait(x, s_acked_more, &zero, "acknowledged batches", NULL, NULL);
+    s_wait(x, s_has_version, &want, "weights v5", u.weights, &v5);
     want.weights_version = 6;
-    s_wait(x, s_has_version, &want, "weights v6", pub, 6, w);
+    s_wait(x, s_has_version, &want, "weights v6", u.weights, &v6);
+    wire_buf_fini(&v5);
+    wire_buf_fini(&v6);
     actor_stats_t st;
     s_actor_stop(x, &st);
     ck_assert_uint_eq(st.weights_version, 6);
@@ -260,10 +263,11 @@ START_TEST(test_feeds_replay_and_takes_weights) {
 }
 END_TEST
 
-// Weights go forward only: an older version arriving after a newer one (a restarted
-// learner's dead connection, fair-queued with the new one) is ignored while the newer one
-// is still heard; once it has not been for 3 s (a learner started afresh, counting from
-// zero again), the older one is taken.
+// Weights go forward only: an older version arriving after a newer one (a killed learner's
+// last answer, still queued at the actor when its successor's arrive: each request is
+// answered here with the live learner's weights followed by the straggler) is ignored while
+// the newer one is still heard; once it has not been for 3 s (a learner started afresh,
+// counting from zero again), the older one is taken.
 static int s_synced_more(const actor_stats_t *st, const actor_stats_t *ref) {
     return st->weight_syncs >= ref->weight_syncs + 5;
 }
@@ -272,14 +276,23 @@ START_TEST(test_weights_never_go_back) {
     s_upstream u;
     s_upstream_start(&u);
     const uint64_t newer = (2ull << 32) | 7, older = (1ull << 32) | 900;
+    wire_buf_t b_newer, b_older;
+    s_weights(&b_newer, newer, &u.w);
+    s_weights(&b_older, older, &u.w);
     actor_stats_t want = {.weights_version = newer}, st;
-    s_wait(&u.x, s_has_version, &want, "the newer weights", u.pub, newer, &u.w);
+    s_wait(&u.x, s_has_version, &want, "the newer weights", u.weights, &b_newer);
     actor_get_stats(u.x.actor, &st);
     actor_stats_t from = st;
     int64_t deadline = clock_now_ms() + WAIT_MS;
-    while (!s_synced_more(&st, &from)) {
-        s_publish(u.pub, newer, &u.w); // the live learner's re-publish, then the straggler
-        s_publish(u.pub, older, &u.w);
+    // Each round waits for a request: the actor asks again only after it has read an answer,
+    // so every straggler but the last has reached it before the next round. The pause only
+    // keeps the rounds from running at network speed (no assertion depends on it).
+    for (int rounds = 0; rounds < 5 || !s_synced_more(&st, &from); rounds++) {
+        check_weights_request_t q;
+        ck_assert_msg(check_weights_wait_request(u.weights, deadline, &q), "no weights request");
+        ck_assert_uint_eq(q.have_version, newer);
+        check_weights_send(u.weights, &q, b_newer.data, b_newer.len, 0);
+        check_weights_send(u.weights, &q, b_older.data, b_older.len, 0);
         actor_get_stats(u.x.actor, &st);
         ck_assert_msg(st.weights_version == newer, "went back to v%llu",
                       (unsigned long long)st.weights_version);
@@ -288,50 +301,143 @@ START_TEST(test_weights_never_go_back) {
     }
     // Only the older version now: taken after the newer one has been quiet for 3 s.
     want.weights_version = older;
-    s_wait(&u.x, s_has_version, &want, "the older weights, once the newer went quiet", u.pub, older,
-           &u.w);
+    s_wait(&u.x, s_has_version, &want, "the older weights, once the newer went quiet", u.weights,
+           &b_older);
     s_actor_stop(&u.x, &st);
     ck_assert_uint_eq(st.weights_version, older);
+    wire_buf_fini(&b_newer);
+    wire_buf_fini(&b_older);
     wire_replay_stats_t rs;
     s_upstream_fini(&u, &rs);
 }
 END_TEST
 
-// A publisher (anyone who reaches the SUB) sends multipart messages and garbage around
-// valid weights: the actor counts the bad ones, keeps stepping and takes the valid weights.
-// (With ZMQ_CONFLATE on the SUB, libzmq 4.3.4 asserted on the multipart message.)
+// The holding protocol (the learner answers a request whose have_version is its current
+// version only when a newer one exists, common/weights_client.h) rests on this: the actor's
+// first request says it holds nothing (0); every request after an answer names the newest
+// version it holds, not the last one that arrived (a straggler older than the held one is
+// no reason to ask for anything else).
+START_TEST(test_asks_with_newest_version) {
+    s_upstream u;
+    s_upstream_start(&u);
+    wire_buf_t v5, v7, v3;
+    s_weights(&v5, 5, &u.w);
+    s_weights(&v7, 7, &u.w);
+    s_weights(&v3, 3, &u.w);
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    check_weights_request_t q;
+    ck_assert(check_weights_wait_request(u.weights, deadline, &q));
+    ck_assert_uint_eq(q.have_version, 0);
+    check_weights_send(u.weights, &q, v5.data, v5.len, 0);
+    // The next request goes out as soon as the answer is read. One naming the previous
+    // version again can only be a re-send of the request already answered (after
+    // WEIGHTS_RESEND_MS on a loaded machine): skipped.
+    do {
+        ck_assert_msg(check_weights_wait_request(u.weights, deadline, &q), "no request after v5");
+    } while (q.have_version == 0);
+    ck_assert_uint_eq(q.have_version, 5);
+    check_weights_send(u.weights, &q, v7.data, v7.len, 0);
+    check_weights_send(u.weights, &q, v3.data, v3.len, 0); // an older straggler
+    do {
+        ck_assert_msg(check_weights_wait_request(u.weights, deadline, &q), "no request after v7");
+    } while (q.have_version == 5);
+    ck_assert_uint_eq(q.have_version, 7);
+    // The requests that answering the straggler brings still name 7.
+    check_weights_send(u.weights, &q, v3.data, v3.len, 0);
+    ck_assert(check_weights_wait_request(u.weights, deadline, &q));
+    ck_assert_uint_eq(q.have_version, 7);
+    actor_stats_t want = {.weights_version = 7}, st;
+    s_wait(&u.x, s_has_version, &want, "weights v7", u.weights, &v7);
+    s_actor_stop(&u.x, &st);
+    ck_assert_uint_eq(st.weights_version, 7);
+    ck_assert_uint_eq(st.bad_messages, 0);
+    wire_buf_fini(&v5);
+    wire_buf_fini(&v7);
+    wire_buf_fini(&v3);
+    wire_replay_stats_t rs;
+    s_upstream_fini(&u, &rs);
+}
+END_TEST
+
+// A learner that answers with multipart messages and garbage around valid weights (anyone
+// bound where the actor connects can), and with a message of another kind (a
+// WeightsRequest, as a confused peer would echo): the actor counts the bad ones, keeps
+// stepping and takes the valid weights. (With ZMQ_CONFLATE on the old SUB, libzmq 4.3.4
+// asserted on a multipart message.)
 START_TEST(test_weights_amid_multipart_and_garbage) {
     s_upstream u;
     s_upstream_start(&u);
     s_actor *x = &u.x;
-    void *pub = u.pub;
-    nn_params_t *w = &u.w;
+    wire_buf_t v9, req;
+    s_weights(&v9, 9, &u.w);
+    wire_buf_init(&req, 0);
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST};
+    m.u.weights_request.have_version = 9;
+    wire_encode(&m, &req);
     actor_stats_t zero = {0};
-    s_wait(x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    s_wait(x, s_acked_more, &zero, "acknowledged batches", NULL, NULL);
     int64_t deadline = clock_now_ms() + WAIT_MS;
-    actor_stats_t st;
+    // One answer: [junk][junk], then a lone junk frame, then valid weights v9, then junk
+    // again. A queue is decoded in order, so the valid message in the middle must still
+    // count. Nothing else is answered: v9 can only come from there.
+    check_weights_request_t q;
+    ck_assert_msg(check_weights_wait_request(u.weights, deadline, &q), "no weights request");
     const char junk[] = "not a protobuf at all";
-    for (;;) {
-        // [junk][junk], then a lone junk frame, then valid weights v9, then junk again:
-        // a queue is decoded in order, so the valid message in the middle must still count.
-        ck_assert_int_eq(zmq_send(pub, junk, sizeof junk, ZMQ_SNDMORE), (int)sizeof junk);
-        ck_assert_int_eq(zmq_send(pub, junk, sizeof junk, 0), (int)sizeof junk);
-        s_publish(pub, 9, w);
-        ck_assert_int_eq(zmq_send(pub, junk, 3, 0), 3);
-        actor_get_stats(x->actor, &st);
-        if (st.weights_version == 9 && st.bad_messages >= 2) {
-            break;
-        }
-        ck_assert_msg(clock_now_ms() < deadline, "waited in vain: weights v%llu, bad %llu",
-                      (unsigned long long)st.weights_version, (unsigned long long)st.bad_messages);
-        s_sleep_ms(20);
-    }
+    check_weights_send(u.weights, &q, junk, sizeof junk, ZMQ_SNDMORE);
+    ck_assert_int_eq(zmq_send(u.weights, junk, sizeof junk, 0), (int)sizeof junk);
+    check_weights_send(u.weights, &q, junk, sizeof junk, 0);
+    check_weights_send(u.weights, &q, v9.data, v9.len, 0);
+    check_weights_send(u.weights, &q, junk, 3, 0);
+    actor_stats_t want = {.weights_version = 9, .bad_messages = 3};
+    actor_stats_t st = s_wait(x, s_has_version_and_bad, &want, "weights v9 amid 3 bad messages",
+                              NULL, NULL);
+    ck_assert_uint_eq(st.bad_messages, 3); // each counted once, the multipart one too
+    // A well-formed message of the wrong kind is refused and counted too, and changes nothing
+    // (sent to the same peer: a ROUTER may send to a routing id whenever it likes).
+    check_weights_send(u.weights, &q, req.data, req.len, 0);
+    want.bad_messages = 4;
+    st = s_wait(x, s_has_version_and_bad, &want, "a WeightsRequest counted as bad", NULL, NULL);
+    ck_assert_uint_eq(st.bad_messages, 4);
     actor_stats_t before = st;
-    s_wait(x, s_acked_more, &before, "more acknowledged batches", NULL, 0, NULL);
+    ck_assert_uint_eq(st.weights_version, 9);
+    s_wait(x, s_acked_more, &before, "more acknowledged batches", NULL, NULL);
     s_actor_stop(x, &st);
     ck_assert_uint_eq(st.weights_version, 9);
-    ck_assert_uint_eq(st.weight_updates, 1); // re-published v9 is not copied again
+    ck_assert_uint_eq(st.weight_updates, 1);
     ck_assert_uint_gt(st.steps, before.steps);
+    wire_buf_fini(&v9);
+    wire_buf_fini(&req);
+    wire_replay_stats_t rs;
+    s_upstream_fini(&u, &rs);
+}
+END_TEST
+
+// A learner that takes the requests but never answers (hung, or its answers lost): the
+// actor keeps stepping, and once its weights link has been silent for 5 s
+// (SILENT_RECONNECT_MS in actor.c) it reconnects, so its next request comes over a new
+// connection, which the ROUTER names with a new routing id. Every request says it holds
+// nothing. Takes those 5 s.
+START_TEST(test_silent_learner_reconnected) {
+    s_upstream u;
+    s_upstream_start(&u);
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    check_weights_request_t first, q;
+    ck_assert_msg(check_weights_wait_request(u.weights, deadline, &first), "no weights request");
+    ck_assert_uint_eq(first.have_version, 0);
+    actor_stats_t st0;
+    actor_get_stats(u.x.actor, &st0);
+    int requests = 1;
+    do {
+        ck_assert_msg(check_weights_wait_request(u.weights, deadline, &q),
+                      "%d requests, all over the first connection: no reconnect", requests);
+        ck_assert_uint_eq(q.have_version, 0);
+        requests++;
+    } while (q.id_len == first.id_len && memcmp(q.id, first.id, q.id_len) == 0);
+    actor_stats_t st = s_wait(&u.x, s_acked_more, &st0, "batches acked all along", NULL, NULL);
+    ck_assert_uint_gt(st.steps, st0.steps);
+    s_actor_stop(&u.x, &st);
+    ck_assert_uint_eq(st.weights_version, 0);
+    ck_assert_uint_eq(st.bad_messages, 0);
     wire_replay_stats_t rs;
     s_upstream_fini(&u, &rs);
 }
@@ -350,24 +456,24 @@ START_TEST(test_survives_replay_restart) {
     s_set(&cfg, "endpoints.replay_sample_bind=%s", replay_server_sample_endpoint(r.server));
     s_set(&cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(r.server));
     void *ctx = zmq_ctx_new();
-    char pub_ep[256], stats_ep[256];
-    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    char weights_ep[256], stats_ep[256];
+    void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // never answers
     void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
-    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_pub=%s", weights_ep);
     s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
     s_actor x;
     s_actor_start(&x, &cfg, 0);
     actor_stats_t zero = {0};
-    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, 0, NULL);
+    s_wait(&x, s_acked_more, &zero, "acknowledged batches", NULL, NULL);
     wire_replay_stats_t rs1, rs2;
     check_replay_stop(&r, &rs1);
     ck_assert_uint_gt(rs1.inserted, 0);
     actor_stats_t down;
     actor_get_stats(x.actor, &down);
     actor_stats_t dropping = s_wait(&x, s_dropped_more, &down, "drops while replay is down", NULL,
-                                    0, NULL);
+                                    NULL);
     check_replay_start(&r, &cfg); // same ports
-    actor_stats_t back = s_wait(&x, s_acked_more, &dropping, "acks from the new replay", NULL, 0,
+    actor_stats_t back = s_wait(&x, s_acked_more, &dropping, "acks from the new replay", NULL,
                                 NULL);
     ck_assert_uint_gt(back.steps, dropping.steps);
     actor_stats_t st;
@@ -376,25 +482,25 @@ START_TEST(test_survives_replay_restart) {
     ck_assert_uint_gt(rs2.inserted, 0);
     ck_assert_uint_eq(rs2.bad_messages, 0);
     ck_assert_uint_gt(st.batches_dropped, 0);
-    zmq_close(pub);
+    zmq_close(weights);
     zmq_close(pull);
     zmq_ctx_term(ctx);
 }
 END_TEST
 
 // Runs actor `index` with seed against a ROUTER of the test's, standing in for the replay
-// server (and with nobody publishing weights), and returns its first n TransitionBatch
-// payloads (malloc'ed, *lens their sizes).
+// server (and with a learner that never answers a weights request), and returns its first n
+// TransitionBatch payloads (malloc'ed, *lens their sizes).
 static void s_first_batches(int64_t seed, int index, int n, unsigned char **bufs, size_t *lens) {
     apex_config_t cfg;
     s_config(&cfg, seed);
     void *ctx = zmq_ctx_new();
-    char ins_ep[256], pub_ep[256], stats_ep[256];
+    char ins_ep[256], weights_ep[256], stats_ep[256];
     void *router = s_bound(ctx, ZMQ_ROUTER, ins_ep, sizeof ins_ep);
-    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep); // silent
+    void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // silent
     void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
     s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
-    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_pub=%s", weights_ep);
     s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
     s_actor x;
     s_actor_start(&x, &cfg, index);
@@ -439,7 +545,7 @@ static void s_first_batches(int64_t seed, int index, int n, unsigned char **bufs
     ck_assert_uint_eq(st.weights_version, 0);
     wire_decoder_destroy(&dec);
     zmq_close(router);
-    zmq_close(pub);
+    zmq_close(weights);
     zmq_close(pull);
     zmq_ctx_term(ctx);
 }
@@ -476,12 +582,12 @@ START_TEST(test_stats_carry_apex_epsilons) {
     s_config(&cfg, 7);
     s_set(&cfg, "actor.max_steps_per_s=2000");
     void *ctx = zmq_ctx_new();
-    char ins_ep[256], pub_ep[256], stats_ep[256];
+    char ins_ep[256], weights_ep[256], stats_ep[256];
     void *router = s_bound(ctx, ZMQ_ROUTER, ins_ep, sizeof ins_ep); // unread replay stand-in
-    void *pub = s_bound(ctx, ZMQ_PUB, pub_ep, sizeof pub_ep);
+    void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // never answers
     void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
     s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
-    s_set(&cfg, "endpoints.learner_pub=%s", pub_ep);
+    s_set(&cfg, "endpoints.learner_pub=%s", weights_ep);
     s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
     double want[ENVS];
     for (int k = 0; k < ENVS; k++) {
@@ -532,7 +638,7 @@ START_TEST(test_stats_carry_apex_epsilons) {
     ck_assert_uint_ge(st.episodes, (uint64_t)episodes);
     wire_decoder_destroy(&dec);
     zmq_close(router);
-    zmq_close(pub);
+    zmq_close(weights);
     zmq_close(pull);
     zmq_ctx_term(ctx);
 }
@@ -545,6 +651,8 @@ Suite *actor_suite(void) {
     tcase_add_test(tc, test_feeds_replay_and_takes_weights);
     tcase_add_test(tc, test_weights_amid_multipart_and_garbage);
     tcase_add_test(tc, test_weights_never_go_back);
+    tcase_add_test(tc, test_asks_with_newest_version);
+    tcase_add_test(tc, test_silent_learner_reconnected);
     tcase_add_test(tc, test_survives_replay_restart);
     tcase_add_test(tc, test_deterministic_batches);
     tcase_add_test(tc, test_stats_carry_apex_epsilons);

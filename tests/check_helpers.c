@@ -1,11 +1,15 @@
 // check_helpers.c: helpers shared by the suites (no suite of its own).
 #include "check_apex.h"
+#include "check_helpers.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
+
+#include "clock.h"
 
 static int s_close(double got, double want, double rtol, double atol) {
     if (isnan(got) || isnan(want)) {
@@ -123,4 +127,93 @@ void check_send_rows(void *sock, const check_rows_t *r, uint32_t n, uint32_t obs
                                .next_obs = r->next_obs,
                                .priorities = prio};
     check_send_msg(sock, &m);
+}
+
+// ---------------------------------------------------------------------------------------
+// A stand-in for the learner's weights endpoint (check_helpers.h)
+
+void *check_weights_router(void *ctx, char *ep, size_t ep_len) {
+    void *s = zmq_socket(ctx, ZMQ_ROUTER);
+    ck_assert_ptr_nonnull(s);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_bind(s, "tcp://127.0.0.1:*"), 0);
+    ck_assert_int_eq(zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &ep_len), 0);
+    return s;
+}
+
+// Reads one request without blocking: 1 with *req filled, 0 when none is waiting. A
+// request is tiny, so a decoder of the smallest limits reads it.
+static int s_read_request(void *router, check_weights_request_t *req) {
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    if (zmq_msg_recv(&id, router, ZMQ_DONTWAIT) < 0) {
+        ck_assert_msg(errno == EAGAIN || errno == EINTR, "weights router: %s", zmq_strerror(errno));
+        zmq_msg_close(&id);
+        return 0;
+    }
+    ck_assert_msg(zmq_msg_more(&id), "a weights request without a body");
+    ck_assert_uint_le(zmq_msg_size(&id), sizeof req->id);
+    req->id_len = zmq_msg_size(&id);
+    memcpy(req->id, zmq_msg_data(&id), req->id_len);
+    zmq_msg_close(&id);
+    zmq_msg_init(&body);
+    ck_assert_int_ge(zmq_msg_recv(&body, router, ZMQ_DONTWAIT), 0); // frames come whole
+    ck_assert_msg(!zmq_msg_more(&body), "a weights request of more than one frame");
+    wire_limits_t lim = {
+        .obs_dim = 1, .n_actions = 1, .num_params = 1, .max_count = 1, .max_episodes = 1};
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    wire_msg_t m;
+    int rc = wire_decode(dec, zmq_msg_data(&body), zmq_msg_size(&body), &m);
+    ck_assert_msg(rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS_REQUEST,
+                  "the weights endpoint got %s, not a WeightsRequest",
+                  rc == APEX_OK ? wire_msg_name(m.type) : wire_decoder_last_error(dec));
+    req->have_version = m.u.weights_request.have_version;
+    wire_decoder_destroy(&dec);
+    zmq_msg_close(&body);
+    return 1;
+}
+
+int check_weights_wait_request(void *router, int64_t deadline_ms, check_weights_request_t *req) {
+    for (;;) {
+        if (s_read_request(router, req)) {
+            return 1;
+        }
+        int64_t left = deadline_ms - clock_now_ms();
+        if (left <= 0) {
+            return 0;
+        }
+        zmq_pollitem_t item = {.socket = router, .events = ZMQ_POLLIN};
+        int rc = zmq_poll(&item, 1, (long)(left < 100 ? left : 100));
+        ck_assert_msg(rc >= 0 || errno == EINTR, "zmq_poll: %s", zmq_strerror(errno));
+    }
+}
+
+void check_weights_send(void *router, const check_weights_request_t *to, const void *data,
+                        size_t len, int flags) {
+    ck_assert_int_eq(zmq_send(router, to->id, to->id_len, ZMQ_SNDMORE), (int)to->id_len);
+    ck_assert_int_eq(zmq_send(router, data, len, flags), (int)len);
+}
+
+int check_weights_answer(void *router, const wire_buf_t *answer, uint64_t *have) {
+    check_weights_request_t q;
+    int n = 0;
+    while (s_read_request(router, &q)) {
+        check_weights_send(router, &q, answer->data, answer->len, 0);
+        n++;
+        if (have) {
+            *have = q.have_version;
+        }
+    }
+    return n;
+}
+
+void check_encode_weights(wire_buf_t *out, uint64_t version, const float *params,
+                          uint32_t num_params) {
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){.version = version,
+                                   .learner_step = version * 100,
+                                   .num_params = num_params,
+                                   .params = params};
+    wire_encode(&m, out);
 }

@@ -1015,6 +1015,55 @@ START_TEST(test_sharding_fields) {
 }
 END_TEST
 
+// WeightsRequest (actors and apex-eval --follow -> the learner's ROUTER): have_version
+// survives the round trip at both ends of its range (0, "I hold nothing", is proto3's
+// default and absent on the wire), the Envelope field is the contract's 9 (checked with the
+// independent writer), and it is checked like every other message: version, truncation.
+START_TEST(test_weights_request) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    const uint64_t haves[] = {0, 1, (3ull << 32) | 17, UINT64_MAX};
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST}, o;
+    for (size_t k = 0; k < sizeof haves / sizeof haves[0]; k++) {
+        m.u.weights_request.have_version = haves[k];
+        wire_encode(&m, &b);
+        o = (wire_msg_t){.type = WIRE_MSG_NONE};
+        o.u.weights_request.have_version = 12345; // must be overwritten, with 0 too
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.type, WIRE_MSG_WEIGHTS_REQUEST);
+        ck_assert_uint_eq(o.u.weights_request.have_version, haves[k]);
+        // A few bytes: far below the learner's ZMQ_MAXMSGSIZE on its weights ROUTER (4096).
+        ck_assert_uint_le(b.len, 16);
+    }
+    ck_assert_str_eq(wire_msg_name(WIRE_MSG_WEIGHTS_REQUEST), "WeightsRequest");
+    // Every prefix of the largest one is refused (UINT64_MAX is a 10-byte varint).
+    for (size_t len = 0; len < b.len; len++) {
+        ck_assert_msg(wire_decode(d, b.data, len, &o) != APEX_OK, "prefix of %zu/%zu accepted", len,
+                      b.len);
+    }
+    wire_encode_version(&m, APEX_PROTOCOL_VERSION + 1, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EVERSION);
+    // Hand-written: Envelope{version, weights_request (field 9) = {have_version (1)}}.
+    pb_t body = {.n = 0}, env = {.n = 0};
+    pb_uint(&body, 1, (7ull << 32) | 5);
+    pb_uint(&env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(&env, 9, body.b, body.n);
+    ck_assert_int_eq(wire_decode(d, env.b, env.n, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_WEIGHTS_REQUEST);
+    ck_assert_uint_eq(o.u.weights_request.have_version, (7ull << 32) | 5);
+    // An empty body is a request from a peer that holds nothing.
+    env.n = 0;
+    pb_uint(&env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(&env, 9, "", 0);
+    ck_assert_int_eq(wire_decode(d, env.b, env.n, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_WEIGHTS_REQUEST);
+    ck_assert_uint_eq(o.u.weights_request.have_version, 0);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
 // Newest by version: newer and first are taken, a re-publish is the same, an older one is
 // stale while the held version is heard (< 3 s) and taken once it is not.
 START_TEST(test_weights_judge) {
@@ -1053,6 +1102,7 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_uint8_max_message_bytes);
     tcase_add_test(tc, test_sharding_fields);
     tcase_add_test(tc, test_weights_judge);
+    tcase_add_test(tc, test_weights_request);
     suite_add_tcase(s, tc);
     return s;
 }
