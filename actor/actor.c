@@ -433,9 +433,12 @@ static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who)
 // Reads every queued answer to the weights requests (at most WEIGHTS_DRAIN_MAX per call, so a
 // flood cannot take the loop) and stages the newest valid one: garbage before or after valid
 // weights cannot hide them. "Newest" is by version (wire_weights_judge), not by arrival: a
-// killed learner's last answers can still be queued when its successor's arrive. Any answer
-// means the request was taken: the next one goes out at once, and the learner holds it until
-// it has a newer version (weights_client.h).
+// killed learner's last answers can still be queued when its successor's arrive. A valid
+// answer of a version taken or held already means the request was served: the next one goes
+// out at once, and the learner holds it until it has a newer version (weights_client.h).
+// Anything else (garbage, another network's size, an older version) leaves the request to
+// its resend timeout, so a peer answering with what the actor refuses cannot make it ask
+// again and again.
 static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     actor_t *a = arg;
@@ -446,7 +449,6 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
         if (rc == APEX_EAGAIN) {
             break;
         }
-        answered = 1;
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
             uint64_t v = m.u.weights.version;
@@ -455,6 +457,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
                                                         now - a->staged_seen_ms);
             if (w == WIRE_WEIGHTS_SAME) {
                 a->staged_seen_ms = now;
+                answered = 1;
                 continue;
             }
             if (w == WIRE_WEIGHTS_STALE) {
@@ -468,6 +471,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
             a->staged_version = v;
             a->staged_seen_ms = now;
             a->has_staged = 1;
+            answered = 1;
             continue;
         }
         a->st.bad_messages++;
@@ -501,7 +505,10 @@ static void s_sync_weights(actor_t *a) {
     if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
         s_reconnect(a, a->weights.sock, a->cfg.endpoints.learner_pub, "learner");
         a->last_weights_ms = now;
-        weights_client_answered(&a->weights); // that request went with the old connection
+        // That request went with the old connection. The next one at the next sync: sent
+        // now, it could still go into the connection being closed.
+        weights_client_answered(&a->weights);
+        return;
     }
     weights_client_ask(&a->weights, a->has_staged ? a->staged_version : 0, now);
 }

@@ -14,9 +14,11 @@
 //          server stores each name once). When the window is full the oldest batch is
 //          dropped and counted. The actor never blocks and never exits because a peer is
 //          missing.
-//   weights (SUB, a queue of 4): every weight_sync_steps steps the queued Weights messages are
-//          decoded in order and the newest valid one, if any, replaces the local network. Until the first one arrives the actor acts with
-//          its own initial network (seeded from [run] seed).
+//   weights (DEALER -> learner, weights_client.h): one WeightsRequest in flight, with the
+//          newest version held; answers are decoded as they arrive and the newest valid one
+//          is staged; every weight_sync_steps steps it replaces the local network. Until the
+//          first one arrives the actor acts with its own initial network (seeded from
+//          [run] seed).
 //   stats  (PUSH -> learner): ActorStats (frames, finished episodes, epsilons) every
 //          stats_interval_ms.
 // Determinism: with the same config, seed and index, and before any weights arrive, the

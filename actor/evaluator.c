@@ -254,13 +254,15 @@ static void s_drain(s_follow *f) {
         if (rc == APEX_EAGAIN) {
             break;
         }
-        weights_client_answered(&f->weights);
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
             wire_weights_verdict w = wire_weights_judge(m.u.weights.version, f->has_staged,
                                                         f->staged_version, now - f->staged_seen_ms);
             if (w != WIRE_WEIGHTS_STALE) {
                 f->staged_seen_ms = now;
+                // Served: ask again at once (as actor.c s_reader_weights, which says why
+                // only then).
+                weights_client_answered(&f->weights);
             }
             if (w == WIRE_WEIGHTS_TAKE) {
                 memcpy(f->staged, m.u.weights.params, f->params.num_params * sizeof(float));

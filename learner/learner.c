@@ -581,8 +581,8 @@ static void s_send_weights(learner_t *l, const void *id, size_t id_len) {
     }
     zmq_msg_t m;
     zmq_msg_init(&m);
-    zmq_msg_copy(&m, &l->weights_msg);
-    if (zmq_send(l->weights_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+    if (zmq_msg_copy(&m, &l->weights_msg) != 0 ||
+        zmq_send(l->weights_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_msg_send(&m, l->weights_sock, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&m);
         return;
