@@ -982,7 +982,9 @@ def mode_fake_upstream(p):
     p.t0 = time.monotonic()
     run_stage("garbage", a.attack_seconds, hostile_weights(from_catalog(weights_catalog)),
               from_catalog(router_catalog))
-    run_stage("settle", 1.5, clean_weights("settle", V_SETTLE, weights_of(V_SETTLE)), rate=100)
+    # 4 s: a request answered with garbage stays in flight until the actor's resend timeout
+    # (weights_client.h WEIGHTS_RESEND_MS, 2.5 s), so settle must outlast it.
+    run_stage("settle", 4.0, clean_weights("settle", V_SETTLE, weights_of(V_SETTLE)), rate=100)
     if a.huge_weights:
         run_stage("huge", 1.5, clean_weights("finite_1e30", V_HUGE,
                                              weights(V_HUGE, 1, P, f32([1e30] * P))), rate=100)
