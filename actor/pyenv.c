@@ -103,7 +103,10 @@ struct pyenv {
     void *ctx, *sock;
     security_t *sec;
     char endpoint[CONFIG_STR_LEN], connect_ep[CONFIG_STR_LEN], n_arg[16];
-    char server_key[SECURITY_KEY_Z85_LEN + 1];
+    // "--curve-server-key=<Z85>" and "--curve-secret=<path>" as single arguments: a Z85 key
+    // may begin with '-', which argparse takes for an option when it stands alone (a CI
+    // run's random key did, 1 in 85).
+    char server_key_arg[SECURITY_KEY_Z85_LEN + 32], secret_arg[CONFIG_STR_LEN + 32];
     s_worker *w;
     s_group *grp;
     uint64_t next_seq;
@@ -865,7 +868,9 @@ static int s_security(pyenv_t *p, const apex_config_t *cfg) {
     if (!p->sec) {
         return -1;
     }
-    snprintf(p->server_key, sizeof p->server_key, "%s", security_public_key(p->sec));
+    snprintf(p->server_key_arg, sizeof p->server_key_arg, "--curve-server-key=%s",
+             security_public_key(p->sec));
+    snprintf(p->secret_arg, sizeof p->secret_arg, "--curve-secret=%s", p->o.curve_worker_key);
     if (p->o.spawn && access(p->o.curve_worker_key, R_OK) != 0) {
         log_error("python env bridge: the workers' key %s: %s\n---> HINT: bin/apex-keygen "
                   "<key_dir> envworker, and add envworker.pub's key to the allow-list",
@@ -932,10 +937,8 @@ static void s_build_argv(pyenv_t *p, int w) {
         v[a++] = p->o.kwargs;
     }
     if (p->sec) {
-        v[a++] = "--curve-server-key";
-        v[a++] = p->server_key;
-        v[a++] = "--curve-secret";
-        v[a++] = p->o.curve_worker_key;
+        v[a++] = p->server_key_arg;
+        v[a++] = p->secret_arg;
     }
     v[a] = NULL;
     APEX_ASSERT(a < MAX_ARGS);

@@ -8,7 +8,9 @@ answers every STEP (N actions, or a slice of them) with ONE reply holding all re
 
     python3 python/apex_env.py --connect tcp://actor-host:5600 --make MODULE:CALLABLE \
         [--num-envs N] [--kwargs JSON] [--worker-id K] \
-        [--curve-server-key KEY_OR_PUBFILE --curve-secret KEYFILE]
+        [--curve-server-key=KEY_OR_PUBFILE --curve-secret=KEYFILE]
+
+(Give a Z85 key with '=': one may begin with '-', which argparse would take for an option.)
 
 (apex-actor starts its own workers with --local FDS instead of --connect: the same messages
 over two inherited pipes and a shared memory file, see "Local transport" below.)
