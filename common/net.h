@@ -39,6 +39,8 @@ typedef struct {
 void *net_socket(void *ctx, int type, const net_opts_t *opts);
 void net_close(void **sock_p);
 
+#define NET_ROUTING_ID_MAX 255 // libzmq's bound on a routing id (ZMQ_ROUTING_ID)
+
 // Bind/connect with a log line naming the endpoint on failure. Return 0 or -1.
 // net_bind writes the actual endpoint (ephemeral port resolved) into bound if non-NULL.
 int net_bind(void *sock, const char *endpoint, char *bound, size_t bound_len);

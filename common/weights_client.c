@@ -49,6 +49,5 @@ void weights_client_ask(weights_client_t *w, uint64_t have, int64_t now_ms) {
     if (net_send(w->sock, w->buf.data, w->buf.len, ZMQ_DONTWAIT) == APEX_OK) {
         w->in_flight = 1;
         w->sent_ms = now_ms;
-        w->requests++;
     }
 }

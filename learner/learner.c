@@ -27,7 +27,6 @@
 #define REQUEST_TICK_MS 20 // re-issue requests that could not be sent / timed out
 #define REPUBLISH_MS 1000  // a held weights request is answered after this long regardless
 #define WAITERS_MAX 1024   // weights requests held until the next version (s_hold)
-#define ROUTING_ID_MAX 255 // libzmq's bound on a routing id
 #define STATUS_LOG_MS 5000
 #define STOP_CHECK_MS 50
 #define MAX_DRAIN 64
@@ -54,7 +53,7 @@ typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
 
 // A weights request held until the learner has a newer version (s_hold).
 typedef struct {
-    uint8_t id[ROUTING_ID_MAX];
+    uint8_t id[NET_ROUTING_ID_MAX];
     uint8_t id_len;
     int64_t since_ms;
 } s_waiter;
@@ -652,7 +651,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
         wire_msg_t m;
         if (extra) {
             why = "not [routing id][one frame]";
-        } else if (zmq_msg_size(&id) == 0 || zmq_msg_size(&id) > ROUTING_ID_MAX) {
+        } else if (zmq_msg_size(&id) == 0 || zmq_msg_size(&id) > NET_ROUTING_ID_MAX) {
             why = "bad routing id";
         } else if (wire_decode(l->dec, zmq_msg_data(&body), zmq_msg_size(&body), &m) != APEX_OK) {
             why = wire_decoder_last_error(l->dec);
