@@ -44,6 +44,9 @@ mkdir -p "$OUT"
 marks=()
 for m in $MARKS; do awk -v m="$m" -v b="$BUDGET" 'BEGIN { exit !(m + 0 <= b + 0) }' && marks+=("$m"); done
 [ ${#marks[@]} -gt 0 ] || { echo "learn_minatar: no mark within the budget of $BUDGET s" >&2; exit 2; }
+# s_mark SECONDS: a mark as the summary line shows it: minutes, or seconds below one minute
+# (a short budget's marks printed as "0 min" before).
+s_mark() { if [ "$1" -ge 60 ]; then awk -v m="$1" 'BEGIN { printf "%g min", m / 60 }'; else echo "$1 s"; fi; }
 
 
 STATUS=0
@@ -73,7 +76,7 @@ for g in $GAMES; do
     echo "BENCH learn.minatar_$g.frames_at_${m}s $f frames"
     reached=$(awk -v r="$r" -v t="${DQN[$g]}" 'BEGIN { print (r != "none" && r + 0 >= t + 0) ? 1 : 0 }')
     echo "BENCH learn.minatar_$g.dqn_return_reached_at_${m}s $reached (DQN at 5M frames: ${DQN[$g]})"
-    line+=$(printf '  %4.0f min: %7s (%s frames)' "$(awk -v m="$m" 'BEGIN { print m / 60 }')" "$r" "$f")
+    line+=$(printf '  %6s: %7s (%s frames)' "$(s_mark "$m")" "$r" "$f")
   done
   row apex "$g" "$line"
 done
@@ -90,7 +93,7 @@ if [ -n "$PEER_GAMES" ] && [ -n "${MINATAR_SRC:-}" ] && [ -f "$PEER" ]; then
         awk -v m="$m" '$1 + 0 <= m + 0 { r = $3; f = $2 } END { print (r == "" ? "none" : r), (f == "" ? "none" : f) }')
       echo "BENCH torch.learn.minatar_$g.return_at_${m}s $r return"
       echo "BENCH torch.learn.minatar_$g.frames_at_${m}s $f frames"
-      line+=$(printf '  %4.0f min: %7s (%s frames)' "$(awk -v m="$m" 'BEGIN { print m / 60 }')" "$r" "$f")
+      line+=$(printf '  %6s: %7s (%s frames)' "$(s_mark "$m")" "$r" "$f")
     done
     row torch "$g" "$line"
   done
