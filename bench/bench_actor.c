@@ -143,8 +143,8 @@ static void s_sink_answer(sink_t *k, void *sock, const void *id, size_t id_len) 
 }
 
 // Reads every waiting [routing id][WeightsRequest]: answered at once when the asker does not
-// hold WEIGHTS_VERSION, held otherwise (a request from another peer while one is held is
-// answered at once, as the learner's full table does).
+// hold WEIGHTS_VERSION, held otherwise (the bench runs one actor: a request from another
+// peer while one is held is answered at once rather than tracked).
 static void s_sink_weights(sink_t *k, void *sock, wire_decoder_t *dec, s_held_t *h) {
     for (;;) {
         zmq_msg_t id, msg;

@@ -1,13 +1,12 @@
 // check_actor.c: apex-actor through its real interfaces, run in a thread of this process:
 // against a real replay server (batches stored and acknowledged, a replay restart survived),
 // a stub learner weights endpoint (a ROUTER here that reads the actor's WeightsRequests and
-// answers with Weights, check_helpers.h), a stub replay (a ROUTER here, to capture the first
+// answers with Weights, check_apex.h), a stub replay (a ROUTER here, to capture the first
 // TransitionBatch bytes: same seed, same bytes) and a stub learner stats sink (a PULL here,
 // to read ActorStats and their per-episode epsilons).
 // Everything binds ephemeral loopback ports; waits are bounded by WAIT_MS and poll for a
 // condition, never assert on how long something took.
 #include "check_apex.h"
-#include "check_helpers.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -1,6 +1,5 @@
 // check_helpers.c: helpers shared by the suites (no suite of its own).
 #include "check_apex.h"
-#include "check_helpers.h"
 
 #include <errno.h>
 #include <math.h>
@@ -130,7 +129,7 @@ void check_send_rows(void *sock, const check_rows_t *r, uint32_t n, uint32_t obs
 }
 
 // ---------------------------------------------------------------------------------------
-// A stand-in for the learner's weights endpoint (check_helpers.h)
+// A stand-in for the learner's weights endpoint (check_apex.h)
 
 void *check_weights_router(void *ctx, char *ep, size_t ep_len) {
     void *s = zmq_socket(ctx, ZMQ_ROUTER);
