@@ -717,14 +717,29 @@ static void s_drain(pyenv_t *p) {
     }
 }
 
-static void s_poll(pyenv_t *p, int64_t wait_ms) {
+// Waits up to wait_ms for a message. group >= 0 (a recv of that group, local transport):
+// only for the reply of ONE worker that still owes it, the last in index order, not for
+// any worker's. A reply written while the actor sleeps on that worker's pipe alone wakes
+// nobody, and the drain after the wake-up takes it for free. Waking the actor once per group
+// instead of once per reply is what the bridge's overlap needs on a busy machine: each
+// wake-up of a sleeping actor costs the writing worker a cross-CPU interrupt and the worker
+// it preempts a context switch, ~10-20 us of CPU on a VM (bench_pyenv W=2, G=2: 0.59-0.64x
+// -> 0.71-0.74x the plain loop; docs/performance.md). Nothing waits longer for it: the group
+// is not complete before that worker replies, the others' messages (other groups, HELLOs,
+// EOFs) are drained at every wake-up, and the wait is at most CHILD_CHECK_MS.
+static void s_poll(pyenv_t *p, int64_t wait_ms, int group) {
     if (p->o.spawn && wait_ms > CHILD_CHECK_MS) {
         wait_ms = CHILD_CHECK_MS; // deaths are seen by waitpid, not by the socket
     }
     if (p->local) {
-        int n = 0;
+        int n = 0, only = -1;
+        for (int w = 0; group >= 0 && w < p->W; w++) {
+            if (p->w[w].seq[group] && pylocal_is_open(&p->w[w].local)) {
+                only = w;
+            }
+        }
         for (int w = 0; w < p->W; w++) {
-            if (pylocal_is_open(&p->w[w].local)) {
+            if (pylocal_is_open(&p->w[w].local) && (only < 0 || w == only)) {
                 p->pfd[n++] = (struct pollfd){.fd = pylocal_read_fd(&p->w[w].local),
                                               .events = POLLIN};
             }
@@ -965,7 +980,7 @@ static int s_wait_ready(pyenv_t *p) {
         if (s_all_up(p) || p->startup_error[0] || now >= deadline) {
             break;
         }
-        s_poll(p, deadline - now);
+        s_poll(p, deadline - now, -1);
     }
     p->starting = 0;
     if (p->startup_error[0]) {
@@ -1200,7 +1215,7 @@ int pyenv_recv_results(pyenv_t *p, int group, int64_t timeout_ms, const pyenv_re
         if (s_group_done(p, group) || now >= deadline || signals_should_stop()) {
             break;
         }
-        s_poll(p, deadline - now);
+        s_poll(p, deadline - now, group);
     }
     for (int w = 0; w < p->W; w++) {
         if (p->w[w].seq[group] && signals_should_stop()) {
