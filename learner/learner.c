@@ -822,6 +822,9 @@ static int s_timer_metrics(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
     l->metrics.own_bad_messages = l->bad_messages;
+    l->metrics.weights_answers = l->weights_replies;
+    l->metrics.weights_held = (uint64_t)l->n_waiters;
+    l->metrics.weights_refused = l->bad_weights_requests + l->unheld_requests;
     uint64_t own_rows = l->metrics.sampled_rows;
     s_group_metrics(l); // a group's sums instead of rank 0's own counters
     if (metrics_write_row(&l->metrics, clock_now_ms()) != 0) {

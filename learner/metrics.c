@@ -43,6 +43,9 @@ static const s_column s_columns[] = {
     {"replay_sampled", "replay/sampled", C_U64},
     {"env_faults", "actors/env_faults", C_U64},
     {"episodes_dropped", "actors/episodes_dropped", C_U64},
+    {"weights_answers", "weights/answers", C_U64},
+    {"weights_held", "weights/held", C_U64},
+    {"weights_refused", "weights/refused", C_U64},
 };
 #define N_COLUMNS (sizeof s_columns / sizeof s_columns[0])
 _Static_assert(N_COLUMNS <= METRICS_MAX_COLUMNS, "metrics_t's tag array holds every column");
@@ -203,6 +206,9 @@ static void s_row_values(const metrics_t *m, int64_t now_ms, double dt, s_value 
     v[i++].u = m->replay.sampled;
     v[i++].u = m->env_faults;
     v[i++].u = m->episodes_dropped;
+    v[i++].u = m->weights_answers;
+    v[i++].u = m->weights_held;
+    v[i++].u = m->weights_refused;
     APEX_ASSERT(i == (int)N_COLUMNS);
 }
 

@@ -55,6 +55,10 @@ typedef struct {
     uint64_t weights_version;
     wire_replay_stats_t replay; // from the latest sample reply
     uint64_t own_bad_messages;  // refused by the learner itself (the CSV column adds both)
+    // The weights endpoint (learner.c s_reader_weights), since this learner started: answers
+    // sent, requests refused (malformed, or dropped with WAITERS_MAX already held), and the
+    // requests held right now for the next version.
+    uint64_t weights_answers, weights_refused, weights_held;
     int64_t wait_ns, train_ns, optim_ns, net_ns; // per-stage time since the last row
     // Values at the previous row, for rates.
     int64_t prev_ms;

@@ -109,6 +109,9 @@ limit_kb=$((65536 + ${WEIGHTS_FLOOD_EXTRA_KB:-0}))
 wait_for 30 grep -q "weights endpoint: dropped a message that is not a weights request" "$RUN/learner.log" \
   && ok "the learner drops and counts the garbage (logged at a bounded rate: $(grep -c 'weights endpoint: dropped' "$RUN/learner.log") lines)" \
   || bad "no dropped-message line in learner.log"
+wait_for 30 gt weights_refused 0 && gt weights_answers 0 \
+  && ok "metrics.csv counts the endpoint: weights_answers $(col weights_answers), weights_refused $(col weights_refused), weights_held $(col weights_held)" \
+  || bad "metrics.csv: weights_answers '$(col weights_answers)', weights_refused '$(col weights_refused)'"
 touch "$TMP/flood.done.stop"
 wait "$FPID" || true
 echo "    $(cat "$TMP/flood.out")"
