@@ -1,6 +1,9 @@
 // bench_learner.c: learner update throughput and GEMM efficiency (not a test: timing).
 //
-//   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--net NAME]...
+//   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--batch B] [--net NAME]...
+//
+// --batch B replaces every net's batch below (the MinAtar configs train on 256: what
+// updates/s a learner of that batch can reach on this machine, with 1 or 2 threads).
 //
 // Nets (--net may be given several times; default: small, large, minatar, nature):
 //   small    4-256-256-dueling(2), float32 vectors, batch 512
@@ -356,7 +359,7 @@ static void s_nets_init(void) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 1, runs = 7, iters = 0, want[N_NETS] = {0}, any = 0;
+    int threads = 1, runs = 7, iters = 0, batch = 0, want[N_NETS] = {0}, any = 0;
     s_nets_init();
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--net") == 0 && i + 1 < argc && s_find_net(argv[i + 1]) >= 0) {
@@ -366,26 +369,37 @@ int main(int argc, char **argv) {
         int *dst = strcmp(argv[i], "--threads") == 0 ? &threads
                    : strcmp(argv[i], "--runs") == 0  ? &runs
                    : strcmp(argv[i], "--iters") == 0 ? &iters
+                   : strcmp(argv[i], "--batch") == 0 ? &batch
                                                      : NULL;
         if (!dst || i + 1 >= argc || s_parse_int(argv[i + 1], dst) != 0) {
             fprintf(stderr,
-                    "usage: %s [--threads N] [--runs R] [--iters K] "
+                    "usage: %s [--threads N] [--runs R] [--iters K] [--batch B] "
                     "[--net small|large|minatar|nature]...\n",
                     argv[0]);
             return 2;
         }
     }
-    if (threads < 1 || runs < 1 || runs > 64 || iters < 0) {
-        fprintf(stderr, "bench_learner: need threads >= 1, 1 <= runs <= 64, iters >= 0\n");
+    if (threads < 1 || runs < 1 || runs > 64 || iters < 0 || batch < 0 || batch > 65536) {
+        fprintf(stderr, "bench_learner: need threads >= 1, 1 <= runs <= 64, iters >= 0, "
+                        "0 <= batch <= 65536\n");
         return 2;
+    }
+    for (int i = 0; i < N_NETS && batch > 0; i++) {
+        s_nets[i].batch = batch;
     }
     for (int i = 0; i < N_NETS && !any; i++) {
         want[i] = 1;
     }
     blas_set_threads(threads);
-    char tsuffix[16] = "";
+    // Names say what they measure: ".t2" for 2 threads; the update lines add ".b256" for
+    // --batch 256 (the actor forward is always B = 64, the sgemm always 1024^3).
+    char tsuffix[16] = "", usuffix[32];
     if (threads != 1) {
         snprintf(tsuffix, sizeof tsuffix, ".t%d", threads);
+    }
+    snprintf(usuffix, sizeof usuffix, "%s", tsuffix);
+    if (batch > 0) {
+        snprintf(usuffix + strlen(usuffix), sizeof usuffix - strlen(usuffix), ".b%d", batch);
     }
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("# bench_learner: threads %d, %d windows, OPENBLAS_CORETYPE=%s\n", threads, runs,
@@ -396,7 +410,7 @@ int main(int argc, char **argv) {
     ref.n_rates = 0;
     for (int i = 0; i < N_NETS; i++) {
         if (want[i]) {
-            s_bench_net(&s_nets[i], runs, iters ? iters : s_nets[i].iters, &ref, tsuffix);
+            s_bench_net(&s_nets[i], runs, iters ? iters : s_nets[i].iters, &ref, usuffix);
         }
     }
     printf("BENCH sgemm.1024%s %.1f GFLOP/s\n", tsuffix, bench_median(ref.rates, ref.n_rates));
