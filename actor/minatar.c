@@ -72,7 +72,9 @@ void minatar_act(minatar_t *m, int action, float *reward, int *terminal) {
 }
 
 void minatar_observe(const minatar_t *m, uint8_t *obs) {
-    memset(obs, 0, minatar_obs_size(m));
+    if (!m->game->whole_frame) {
+        memset(obs, 0, minatar_obs_size(m));
+    }
     m->game->observe(m, obs);
 }
 

@@ -134,8 +134,12 @@ struct minatar_game {
     int minimal_actions[MINATAR_N_ACTIONS]; // minimal_action_set(), in the reference's order
     void (*reset)(minatar_t *m);
     int (*act)(minatar_t *m, int action);
-    void (*observe)(const minatar_t *m, uint8_t *obs); // obs zeroed by the caller
-    int (*difficulty_ramp)(const minatar_t *m);        // ramp_index, or -1 where there is none
+    // Writes the frame's ones into obs, which the caller zeroed, or, for a game with
+    // whole_frame set, every byte of the frame (rows copied whole, where that is cheaper
+    // than zeroing them first: Asterix).
+    void (*observe)(const minatar_t *m, uint8_t *obs);
+    int whole_frame;
+    int (*difficulty_ramp)(const minatar_t *m); // ramp_index, or -1 where there is none
 };
 
 extern const minatar_game_t minatar_asterix_game;
