@@ -361,20 +361,23 @@ static int s_seaquest_act(minatar_t *m, int a) {
         g->d_spawn_timer = SQ_DIVER_SPAWN_SPEED;
     }
 
-    if (a == MINATAR_FIRE && g->shot_timer == 0) {
-        s_append(g->f_bullets, &g->n_f_bullets, MINATAR_SEAQUEST_MAX_F_BULLETS,
-                 s_obj(g->sub_x, g->sub_y, g->sub_or, 0, 0));
-        g->shot_timer = SQ_SHOT_COOL_DOWN;
-    } else if (a == MINATAR_LEFT) {
-        g->sub_x = APEX_MAX(0, g->sub_x - 1);
-        g->sub_or = 0;
-    } else if (a == MINATAR_RIGHT) {
-        g->sub_x = APEX_MIN(9, g->sub_x + 1);
-        g->sub_or = 1;
-    } else if (a == MINATAR_UP) {
-        g->sub_y = APEX_MAX(0, g->sub_y - 1);
-    } else if (a == MINATAR_DOWN) {
-        g->sub_y = APEX_MIN(8, g->sub_y + 1);
+    // The reference's if/elif on the action as table lookups and clamps, as in Asterix (the
+    // agent's action is the least predictable branch of a step): x stays in [0, 9] and y in
+    // [0, 8], so a clamp is the identity for the actions that do not move along that axis;
+    // LEFT and RIGHT also turn the sub (sub_or: -1 keeps it). Only FIRE keeps a branch.
+    static const int8_t dx[MINATAR_N_ACTIONS] = {0, -1, 0, 1, 0, 0};
+    static const int8_t dy[MINATAR_N_ACTIONS] = {0, 0, -1, 0, 1, 0};
+    static const int8_t turn[MINATAR_N_ACTIONS] = {-1, 0, -1, 1, -1, -1};
+    if (a == MINATAR_FIRE) {
+        if (g->shot_timer == 0) {
+            s_append(g->f_bullets, &g->n_f_bullets, MINATAR_SEAQUEST_MAX_F_BULLETS,
+                     s_obj(g->sub_x, g->sub_y, g->sub_or, 0, 0));
+            g->shot_timer = SQ_SHOT_COOL_DOWN;
+        }
+    } else {
+        g->sub_x = APEX_MIN(9, APEX_MAX(0, g->sub_x + dx[a]));
+        g->sub_y = APEX_MIN(8, APEX_MAX(0, g->sub_y + dy[a]));
+        g->sub_or = turn[a] < 0 ? g->sub_or : turn[a];
     }
 
     r += s_update_f_bullets(g);
@@ -404,16 +407,16 @@ static int s_seaquest_act(minatar_t *m, int a) {
 
 // state[y, x, c] = 1 with numpy's indexing: -10..-1 count from the end; beyond is an
 // IndexError in the reference (unreachable: every object on the board is inside it).
-static inline void s_set(uint8_t *obs, int y, int x, int c) {
+static inline void s_set(uint8_t *restrict obs, int y, int x, int c) {
     x += (x < 0) * MINATAR_SIZE; // no branch: objects' positions are random
-    APEX_ASSERT(y >= 0 && y < MINATAR_SIZE && x >= 0 && x < MINATAR_SIZE);
+    APEX_ASSERT((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE);
     obs[(y * MINATAR_SIZE + x) * SQ_CHANNELS + c] = 1;
 }
 
 // An enemy or diver and, if it is on the board, its trail behind it. The trail is ORed in
 // (its cell clamped onto the board when it is off it) instead of a branch on random data;
 // OR and = agree since nothing clears a cell.
-static inline void s_set_with_trail(uint8_t *obs, const sq_obj_t *o, int c) {
+static inline void s_set_with_trail(uint8_t *restrict obs, const sq_obj_t *o, int c) {
     int x = o->v[SQ_X], y = o->v[SQ_Y];
     s_set(obs, y, x, c);
     int back_x = x + 1 - 2 * (o->v[SQ_LR] != 0);
@@ -422,34 +425,52 @@ static inline void s_set_with_trail(uint8_t *obs, const sq_obj_t *o, int c) {
         (uint8_t)on;
 }
 
-static void s_seaquest_observe(const minatar_t *m, uint8_t *obs) {
+// Sliding windows for the gauges of row 9: cell x of the oxygen gauge is s_oxygen_window[10
+// - cells + x] (1 for x < cells), and of the diver gauge s_diver_window[9 - from + x] (1 for
+// from <= x, x < 9), each as its byte of the cell's 16-bit pair of gauge channels. Loads
+// instead of a loop that ends where a slice ends (the ends change every step and
+// mispredicted) or of bit tests per cell.
+static const uint16_t s_oxygen_window[2 * MINATAR_SIZE] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const uint16_t s_diver_window[2 * MINATAR_SIZE] = {
+    [9] = 0x100, [10] = 0x100, [11] = 0x100, [12] = 0x100, [13] = 0x100, [14] = 0x100};
+_Static_assert(SQ_DIVER_GUAGE == SQ_OXYGEN_GUAGE + 1, "a cell's two gauges are one uint16");
+
+// obs is restrict: its byte stores would otherwise alias the game state, and the compiler
+// reloaded every count and position after each of them.
+static void s_seaquest_observe(const minatar_t *m, uint8_t *restrict obs) {
     const minatar_seaquest_t *g = &m->s.seaquest;
-    s_set(obs, g->sub_y, g->sub_x, SQ_SUB_FRONT);
-    s_set(obs, g->sub_y, g->sub_or ? g->sub_x - 1 : g->sub_x + 1, SQ_SUB_BACK);
+    const int sub_x = g->sub_x, sub_y = g->sub_y;
+    s_set(obs, sub_y, sub_x, SQ_SUB_FRONT);
+    s_set(obs, sub_y, g->sub_or ? sub_x - 1 : sub_x + 1, SQ_SUB_BACK);
     // state[9, 0:max(0, oxygen) * 10 // 200, 7] and state[9, 9 - diver_count:9, 8]: the
-    // second slice is empty for a negative count.
-    // Fixed-length loops that OR in whether a cell is in the slice: the slices' ends change
-    // every step, and a loop ending there mispredicted its exit.
+    // second slice is empty for a negative count (from > 9: clamped to 9, no cell < 9).
+    // diver_count <= 6 keeps from >= 3. Cell 9 of the diver gauge is never set.
     int oxygen_cells = s_floordiv(APEX_MAX(0, g->oxygen) * 10, SQ_MAX_OXYGEN);
-    int divers_from = 9 - g->diver_count; // > 9 for a negative count: no cell
-    uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS;
-    for (int x = 0; x < MINATAR_SIZE; x++) {
-        row9[x * SQ_CHANNELS + SQ_OXYGEN_GUAGE] |= (uint8_t)(x < oxygen_cells);
-        row9[x * SQ_CHANNELS + SQ_DIVER_GUAGE] |= (uint8_t)((x >= divers_from) & (x < 9));
+    int divers_from = APEX_MIN(9, 9 - g->diver_count);
+    APEX_ASSERT(oxygen_cells <= MINATAR_SIZE && divers_from >= 3);
+    const uint16_t *ox = s_oxygen_window + MINATAR_SIZE - oxygen_cells;
+    const uint16_t *dv = s_diver_window + 9 - divers_from;
+    uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS + SQ_OXYGEN_GUAGE;
+    for (int x = 0; x < MINATAR_SIZE - 1; x++) {
+        uint16_t pair = (uint16_t)(ox[x] | dv[x]);
+        memcpy(row9 + x * SQ_CHANNELS, &pair, 2);
     }
-    for (int i = 0; i < g->n_f_bullets; i++) {
+    memcpy(row9 + 9 * SQ_CHANNELS, &ox[9], 2);
+    const int n_f_bullets = g->n_f_bullets, n_e_bullets = g->n_e_bullets;
+    const int n_e_fish = g->n_e_fish, n_e_subs = g->n_e_subs, n_divers = g->n_divers;
+    for (int i = 0; i < n_f_bullets; i++) {
         s_set(obs, g->f_bullets[i].v[SQ_Y], g->f_bullets[i].v[SQ_X], SQ_F_BULLET);
     }
-    for (int i = 0; i < g->n_e_bullets; i++) {
+    for (int i = 0; i < n_e_bullets; i++) {
         s_set(obs, g->e_bullets[i].v[SQ_Y], g->e_bullets[i].v[SQ_X], SQ_E_BULLET);
     }
-    for (int i = 0; i < g->n_e_fish; i++) {
+    for (int i = 0; i < n_e_fish; i++) {
         s_set_with_trail(obs, &g->e_fish[i], SQ_E_FISH);
     }
-    for (int i = 0; i < g->n_e_subs; i++) {
+    for (int i = 0; i < n_e_subs; i++) {
         s_set_with_trail(obs, &g->e_subs[i], SQ_E_SUB);
     }
-    for (int i = 0; i < g->n_divers; i++) {
+    for (int i = 0; i < n_divers; i++) {
         s_set_with_trail(obs, &g->divers[i], SQ_DIVER);
     }
 }
