@@ -165,6 +165,18 @@ void minatar_reset(minatar_t *m);
 // Environment.act(action): one step. action in [0, 6) is asserted. Writes the reward and the
 // terminal flag (either pointer may be NULL).
 void minatar_act(minatar_t *m, int action, float *reward, int *terminal);
+// minatar_act's body without the check of action, inline for loops over many envs
+// (env_minatar.c's step_batch, whose caller has checked every action): the sticky draw,
+// then the game's act unless it is over. Returns the reward; m->terminal is the flag.
+static inline int minatar_act_inline(minatar_t *m, int action) {
+    // Environment.act: the draw comes first and always happens.
+    if (nprandom_rand_below(&m->rng, m->sticky_prob)) { // rand() < sticky_prob
+        action = m->last_action;
+    }
+    m->last_action = action;
+    // Every game's act starts with `if self.terminal: return 0, True`.
+    return m->terminal ? 0 : m->game->act(m, action);
+}
 // Environment.state(): writes 10 * 10 * channels bytes (0/1), [y][x][c], into obs.
 void minatar_observe(const minatar_t *m, uint8_t *obs);
 static inline int minatar_channels(const minatar_t *m) { return m->game->channels; }
