@@ -377,7 +377,8 @@ static int s_seaquest_act(minatar_t *m, int a) {
     } else {
         g->sub_x = APEX_MIN(9, APEX_MAX(0, g->sub_x + dx[a]));
         g->sub_y = APEX_MIN(8, APEX_MAX(0, g->sub_y + dy[a]));
-        g->sub_or = turn[a] < 0 ? g->sub_or : turn[a];
+        int keep = -(turn[a] < 0); // all ones for the actions that keep sub_or (no branch)
+        g->sub_or = (g->sub_or & keep) | (turn[a] & ~keep);
     }
 
     r += s_update_f_bullets(g);
@@ -427,11 +428,12 @@ static inline void s_set_with_trail(uint8_t *restrict obs, const sq_obj_t *o, in
 
 // Sliding windows for the gauges of row 9: cell x of the oxygen gauge is s_oxygen_window[10
 // - cells + x] (1 for x < cells), and of the diver gauge s_diver_window[9 - from + x] (1 for
-// from <= x, x < 9), each as its byte of the cell's 16-bit pair of gauge channels. Loads
-// instead of a loop that ends where a slice ends (the ends change every step and
-// mispredicted) or of bit tests per cell.
-static const uint16_t s_oxygen_window[2 * MINATAR_SIZE] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-static const uint16_t s_diver_window[2 * MINATAR_SIZE] = {
+// from <= x <= from + 5), each as its byte of the cell's 16-bit pair of gauge channels:
+// loads and ORs of four cells at a time, where a loop ending where a slice ends
+// mispredicted (the ends change every step) and a loop over the cells cost more than the
+// rest of the frame.
+static const uint16_t s_oxygen_window[24] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const uint16_t s_diver_window[24] = {
     [9] = 0x100, [10] = 0x100, [11] = 0x100, [12] = 0x100, [13] = 0x100, [14] = 0x100};
 _Static_assert(SQ_DIVER_GUAGE == SQ_OXYGEN_GUAGE + 1, "a cell's two gauges are one uint16");
 
@@ -441,21 +443,26 @@ static void s_seaquest_observe(const minatar_t *m, uint8_t *restrict obs) {
     const minatar_seaquest_t *g = &m->s.seaquest;
     const int sub_x = g->sub_x, sub_y = g->sub_y;
     s_set(obs, sub_y, sub_x, SQ_SUB_FRONT);
-    s_set(obs, sub_y, g->sub_or ? sub_x - 1 : sub_x + 1, SQ_SUB_BACK);
+    s_set(obs, sub_y, sub_x + 1 - 2 * g->sub_or, SQ_SUB_BACK); // behind it: sub_or is 0 or 1
     // state[9, 0:max(0, oxygen) * 10 // 200, 7] and state[9, 9 - diver_count:9, 8]: the
-    // second slice is empty for a negative count (from > 9: clamped to 9, no cell < 9).
-    // diver_count <= 6 keeps from >= 3. Cell 9 of the diver gauge is never set.
+    // second slice is empty for a negative count (from > 9: clamped to 9). diver_count <= 6
+    // keeps from >= 3; cell 9 of the diver gauge is never set (masked below: from + 5 can
+    // reach it).
     int oxygen_cells = s_floordiv(APEX_MAX(0, g->oxygen) * 10, SQ_MAX_OXYGEN);
     int divers_from = APEX_MIN(9, 9 - g->diver_count);
     APEX_ASSERT(oxygen_cells <= MINATAR_SIZE && divers_from >= 3);
-    const uint16_t *ox = s_oxygen_window + MINATAR_SIZE - oxygen_cells;
-    const uint16_t *dv = s_diver_window + 9 - divers_from;
+    uint64_t ox[3], dv[3], pairs[3]; // cells 0-3, 4-7, 8-11: four 16-bit pairs each
+    memcpy(ox, s_oxygen_window + MINATAR_SIZE - oxygen_cells, sizeof ox);
+    memcpy(dv, s_diver_window + 9 - divers_from, sizeof dv);
+    for (int k = 0; k < 3; k++) {
+        pairs[k] = ox[k] | dv[k];
+    }
+    pairs[2] &= ~(0xffull << 24); // cell 9's diver byte
     uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS + SQ_OXYGEN_GUAGE;
-    for (int x = 0; x < MINATAR_SIZE - 1; x++) {
-        uint16_t pair = (uint16_t)(ox[x] | dv[x]);
+    for (int x = 0; x < MINATAR_SIZE; x++) {
+        uint16_t pair = (uint16_t)(pairs[x / 4] >> (16 * (x % 4)));
         memcpy(row9 + x * SQ_CHANNELS, &pair, 2);
     }
-    memcpy(row9 + 9 * SQ_CHANNELS, &ox[9], 2);
     const int n_f_bullets = g->n_f_bullets, n_e_bullets = g->n_e_bullets;
     const int n_e_fish = g->n_e_fish, n_e_subs = g->n_e_subs, n_divers = g->n_divers;
     for (int i = 0; i < n_f_bullets; i++) {
