@@ -204,23 +204,34 @@ static int s_update_f_bullets(minatar_seaquest_t *g) {
     return r;
 }
 
+// The per-object tests of the updates below are selects and bitwise &, and each object
+// takes at most one branch, on a rare event (it left, was picked up, or may have met a
+// bullet): the move timers' zeros, and which objects touch the player, differ from env to
+// env, and as branches they mispredicted. The order of what each object does is the
+// reference's.
+
+// A due object's timer restarts at restart and it moves one cell; any other counts down.
+// Returns whether it was due.
+static inline int s_tick(sq_obj_t *o, int restart) {
+    int due = o->v[SQ_MOVE_TIMER] == 0;
+    o->v[SQ_MOVE_TIMER] = (int8_t)(due ? restart : o->v[SQ_MOVE_TIMER] - 1);
+    o->v[SQ_X] = (int8_t)(o->v[SQ_X] + (due ? (o->v[SQ_LR] ? 1 : -1) : 0));
+    return due;
+}
+
 static void s_update_divers(minatar_seaquest_t *g) {
     for (int i = g->n_divers - 1; i >= 0 && i < g->n_divers; i--) {
         sq_obj_t *d = &g->divers[i];
-        if (s_on_player(g, d) && g->diver_count < 6) {
+        if (s_on_player(g, d) & (g->diver_count < 6)) {
             s_remove(g->divers, &g->n_divers, *d);
             g->diver_count += 1;
-        } else if (d->v[SQ_MOVE_TIMER] == 0) {
-            d->v[SQ_MOVE_TIMER] = SQ_DIVER_MOVE_INTERVAL;
-            s_step_x(d);
-            if (s_off_board(d)) {
-                s_remove(g->divers, &g->n_divers, *d);
-            } else if (s_on_player(g, d) && g->diver_count < 6) {
-                s_remove(g->divers, &g->n_divers, *d);
-                g->diver_count += 1;
-            }
-        } else {
-            d->v[SQ_MOVE_TIMER] -= 1;
+            continue;
+        }
+        int due = s_tick(d, SQ_DIVER_MOVE_INTERVAL);
+        int off = due & s_off_board(d);
+        if (off | (due & s_on_player(g, d) & (g->diver_count < 6))) {
+            s_remove(g->divers, &g->n_divers, *d);
+            g->diver_count += !off;
         }
     }
 }
@@ -248,21 +259,15 @@ static int s_update_e_subs(minatar_t *m) {
     for (int i = g->n_e_subs - 1; i >= 0 && i < g->n_e_subs; i--) {
         sq_obj_t detached; // the sub after it left the list, when it did
         sq_obj_t *s = &g->e_subs[i];
-        if (s_on_player(g, s)) {
-            m->terminal = 1;
-        }
-        if (s->v[SQ_MOVE_TIMER] == 0) {
-            s->v[SQ_MOVE_TIMER] = (int8_t)g->move_speed;
-            s_step_x(s);
-            if (s_off_board(s)) {
-                s = s_remove_tracked(g->e_subs, &g->n_e_subs, i, &detached);
-            } else if (s_on_player(g, s)) {
-                m->terminal = 1;
-            } else {
-                s = s_enemy_meets_bullets(g, g->e_subs, &g->n_e_subs, i, &detached, &r);
-            }
-        } else {
-            s->v[SQ_MOVE_TIMER] -= 1;
+        int hit = s_on_player(g, s);
+        int due = s_tick(s, g->move_speed);
+        int off = due & s_off_board(s);
+        int hit_after = due & !off & s_on_player(g, s);
+        m->terminal |= (uint8_t)(hit | hit_after);
+        if (off) {
+            s = s_remove_tracked(g->e_subs, &g->n_e_subs, i, &detached);
+        } else if (due & !hit_after & (g->n_f_bullets > 0)) {
+            s = s_enemy_meets_bullets(g, g->e_subs, &g->n_e_subs, i, &detached, &r);
         }
         // Runs for a sub removed just above, too (the reference keeps using the object).
         if (s->v[SQ_SHOT_TIMER] == 0) {
@@ -280,14 +285,12 @@ static void s_update_e_bullets(minatar_t *m) {
     minatar_seaquest_t *g = &m->s.seaquest;
     for (int i = g->n_e_bullets - 1; i >= 0 && i < g->n_e_bullets; i--) {
         sq_obj_t *b = &g->e_bullets[i];
-        if (s_on_player(g, b)) {
-            m->terminal = 1;
-        }
+        int hit = s_on_player(g, b);
         s_step_x(b);
-        if (s_off_board(b)) {
+        int off = s_off_board(b);
+        m->terminal |= (uint8_t)(hit | ((!off) & s_on_player(g, b)));
+        if (off) {
             s_remove(g->e_bullets, &g->n_e_bullets, *b);
-        } else if (s_on_player(g, b)) {
-            m->terminal = 1;
         }
     }
 }
@@ -298,21 +301,15 @@ static int s_update_e_fish(minatar_t *m) {
     for (int i = g->n_e_fish - 1; i >= 0 && i < g->n_e_fish; i--) {
         sq_obj_t detached; // unused after the call: a removed fish is not touched again
         sq_obj_t *f = &g->e_fish[i];
-        if (s_on_player(g, f)) {
-            m->terminal = 1;
-        }
-        if (f->v[SQ_MOVE_TIMER] == 0) {
-            f->v[SQ_MOVE_TIMER] = (int8_t)g->move_speed;
-            s_step_x(f);
-            if (s_off_board(f)) {
-                s_remove(g->e_fish, &g->n_e_fish, *f);
-            } else if (s_on_player(g, f)) {
-                m->terminal = 1;
-            } else {
-                s_enemy_meets_bullets(g, g->e_fish, &g->n_e_fish, i, &detached, &r);
-            }
-        } else {
-            f->v[SQ_MOVE_TIMER] -= 1;
+        int hit = s_on_player(g, f);
+        int due = s_tick(f, g->move_speed);
+        int off = due & s_off_board(f);
+        int hit_after = due & !off & s_on_player(g, f);
+        m->terminal |= (uint8_t)(hit | hit_after);
+        if (off) {
+            s_remove(g->e_fish, &g->n_e_fish, *f);
+        } else if (due & !hit_after & (g->n_f_bullets > 0)) {
+            s_enemy_meets_bullets(g, g->e_fish, &g->n_e_fish, i, &detached, &r);
         }
     }
     return r;
