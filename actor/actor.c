@@ -537,19 +537,21 @@ static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
     const size_t OB = a->obs_bytes;
     const int e0 = g * a->GE;
     if (r->ok == a->GE && a->G == 1) { // all envs stepped: the built-in envs' case
-        nstep_push_all(&a->nstep, a->obs_t, a->actions, r->rewards, r->next_obs, r->terminated,
-                       r->truncated, &a->out);
+        nstep_push_all(&a->nstep, a->obs_t, a->actions, r->rewards, r->obs, r->final_obs,
+                       r->terminated, r->truncated, &a->out);
         return;
     }
-    const uint8_t *next = r->next_obs;
+    const uint8_t *obs = r->obs, *final = r->final_obs;
     for (int j = 0; j < a->GE; j++) {
         int e = e0 + j;
         if (r->status[j] != PYENV_OK) {
             nstep_clear_env(&a->nstep, e);
             continue;
         }
+        int ended = r->terminated[j] || r->truncated[j];
         nstep_push(&a->nstep, e, a->obs_t + (size_t)e * OB, a->actions[e], r->rewards[j],
-                   next + (size_t)j * OB, r->terminated[j], r->truncated[j], &a->out);
+                   (ended ? final : obs) + (size_t)j * OB, r->terminated[j], r->truncated[j],
+                   &a->out);
     }
 }
 

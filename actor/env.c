@@ -70,6 +70,7 @@ void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint
     v->state = xcalloc(N, spec->state_bytes);
     v->rng = xcalloc(N, sizeof(rng_t));
     v->obs = xcalloc(N, v->obs_bytes);
+    v->final_obs = xcalloc(N, v->obs_bytes);
     v->ep_return = xcalloc(N, sizeof(double));
     v->ep_len = xcalloc(N, sizeof(int32_t));
     v->done = xcalloc((size_t)episodes_cap, sizeof(vecenv_episode_t));
@@ -90,14 +91,16 @@ void vecenv_fini(vecenv_t *v) {
     free(v->state);
     free(v->rng);
     free(v->obs);
+    free(v->final_obs);
     free(v->ep_return);
     free(v->ep_len);
     free(v->done);
     memset(v, 0, sizeof(*v));
 }
 
-// Records env i's finished episode (or counts it as dropped when the buffer is full), then
-// starts the next one, writing its first observation into v->obs.
+// Records env i's finished episode (or counts it as dropped when the buffer is full), keeps
+// its final observation in v->final_obs, then starts the next one, writing its first
+// observation into v->obs.
 static void s_vecenv_finish(vecenv_t *v, int i) {
     // Full buffer: drop the newest report rather than shift the old ones out. Reports are
     // statistics only; the count of drops says the caller drains too rarely.
@@ -111,33 +114,33 @@ static void s_vecenv_finish(vecenv_t *v, int i) {
     v->ep_return[i] = 0.0;
     v->ep_len[i] = 0;
     const env_spec_t *spec = v->spec;
-    spec->reset(v->state + (size_t)i * spec->state_bytes, &v->rng[i],
-                v->obs + (size_t)i * v->obs_bytes);
+    const size_t O = v->obs_bytes;
+    memcpy(v->final_obs + (size_t)i * O, v->obs + (size_t)i * O, O);
+    spec->reset(v->state + (size_t)i * spec->state_bytes, &v->rng[i], v->obs + (size_t)i * O);
 }
 
-void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs_out, float *rewards,
-                 uint8_t *terminated, uint8_t *truncated) {
+void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *terminated,
+                 uint8_t *truncated) {
     const env_spec_t *spec = v->spec;
     const size_t S = spec->state_bytes, O = v->obs_bytes;
-    uint8_t *next_obs = next_obs_out;
     // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
     // Checked for all envs before any steps, so an abort never leaves half a vector stepped.
     for (int i = 0; i < v->n; i++) {
         APEX_ASSERT(actions[i] >= 0 && actions[i] < spec->n_actions);
     }
-    // Pass 1: physics for all envs (batched where the spec can overlap its libm calls).
+    // Pass 1: physics for all envs (batched where the spec can overlap its libm calls),
+    // writing straight into the observations to act on: for the envs whose episode goes on
+    // they are the same, and the few that end are set apart in pass 2.
     if (spec->step_batch != NULL) {
-        spec->step_batch(v->state, v->n, actions, next_obs, rewards, terminated);
+        spec->step_batch(v->state, v->n, actions, v->obs, rewards, terminated);
     } else {
         for (int i = 0; i < v->n; i++) {
-            spec->step(v->state + (size_t)i * S, actions[i], next_obs + (size_t)i * O, &rewards[i],
+            spec->step(v->state + (size_t)i * S, actions[i], v->obs + (size_t)i * O, &rewards[i],
                        &terminated[i]);
         }
     }
-    // Pass 2: bookkeeping and auto-reset. next_obs keeps the final observation of an ended
-    // episode; only v->obs moves on to the reset one. The observations of the envs between
-    // two resets are copied as one block (usually all n: one memcpy, not n small ones).
-    int run = 0; // first env of the block not copied yet
+    // Pass 2: bookkeeping and auto-reset: an ended episode's final observation moves to
+    // v->final_obs and its reset observation takes its place in v->obs.
     for (int i = 0; i < v->n; i++) {
         v->ep_return[i] += (double)rewards[i];
         v->ep_len[i]++;
@@ -146,12 +149,9 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs_out, float 
         truncated[i] = (uint8_t)(spec->max_episode_steps > 0 &&
                                  v->ep_len[i] >= spec->max_episode_steps);
         if (terminated[i] || truncated[i]) {
-            memcpy(v->obs + (size_t)run * O, next_obs + (size_t)run * O, (size_t)(i - run) * O);
             s_vecenv_finish(v, i);
-            run = i + 1;
         }
     }
-    memcpy(v->obs + (size_t)run * O, next_obs + (size_t)run * O, (size_t)(v->n - run) * O);
     v->steps += (uint64_t)v->n;
 }
 

@@ -124,6 +124,8 @@ typedef struct {
     uint8_t *state;         // (n, state_bytes)
     rng_t *rng;             // (n)
     uint8_t *obs;           // (n, obs_bytes): the observation to act on next
+    uint8_t *final_obs;     // (n, obs_bytes): row i is env i's final observation when its
+                            // last step ended the episode; stale otherwise (vecenv_step)
     double *ep_return;      // (n) return of the running episode so far
     int32_t *ep_len;        // (n) steps of the running episode so far
     uint64_t steps;         // env steps taken by vecenv_step, summed over envs
@@ -145,18 +147,29 @@ void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint
 // Frees the arrays. A zeroed or already finished vecenv_t is a no-op.
 void vecenv_fini(vecenv_t *v);
 
-// Steps every env i with actions[i]. Outputs, all (n) or (n, obs_dim), caller-allocated:
-//   next_obs    the observation the step produced, the final one if the episode ended
-//               (what an n-step target bootstraps from; never the reset observation)
+// Steps every env i with actions[i]. Outputs, all (n), caller-allocated:
 //   rewards     the step's reward
 //   terminated  1 if the MDP reached a terminal state
 //   truncated   1 if the episode hit max_episode_steps (as with Gymnasium's TimeLimit, both
 //               flags can be 1 on the same step; consumers give terminated priority)
-// Envs whose episode ended are reset; afterwards v->obs holds, for every env, the
-// observation to act on next (the reset observation where an episode ended). Finished
+// The observations stay in vecenv, where the step writes them (no copy of the whole vector,
+// which was a tenth of a MinAtar step): afterwards v->obs holds, for every env, the
+// observation to act on next, and the observation the step produced (what an n-step target
+// bootstraps from; never the reset observation) is vecenv_next_obs(v, i, ended):
+//   - an env whose episode went on: its row of v->obs (the two are the same observation);
+//   - an env whose episode ended (terminated[i] || truncated[i]): its row of v->final_obs,
+//     the final observation; it was reset, and v->obs holds its reset observation.
+// Rows of v->final_obs of envs that did not end are stale. Both arrays are overwritten by
+// the next vecenv_step: a caller that needs an observation longer copies it. Finished
 // episodes are appended to v->done. Asserts actions[i] in [0, n_actions).
-void vecenv_step(vecenv_t *v, const int32_t *actions, void *next_obs, float *rewards,
-                 uint8_t *terminated, uint8_t *truncated);
+void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *terminated,
+                 uint8_t *truncated);
+
+// The observation env i's last vecenv_step produced, given whether that step ended its
+// episode (terminated[i] || truncated[i]): a row of v->final_obs or of v->obs (see above).
+static inline const void *vecenv_next_obs(const vecenv_t *v, int i, int ended) {
+    return (ended ? v->final_obs : v->obs) + (size_t)i * v->obs_bytes;
+}
 
 // Copies up to cap finished episodes (oldest first) into out, removes them from the buffer,
 // and returns how many were copied.

@@ -39,17 +39,20 @@ static void s_step(void *state, int32_t action, void *obs, float *reward, uint8_
 static void s_observe(const void *state, void *obs) { minatar_observe(state, obs); }
 
 // n steps at once, the same as n calls of s_step: the n observations are zeroed by one
-// memset of the block instead of one per env (they are sparse 0/1 frames, mostly zeros),
-// and each game writes its ones straight into its zeroed frame. A minatar_t is ~4 KB (the
-// RNG's 2.5 KB first), so consecutive envs' states are far apart: the next env's game
-// state, its RNG position and the RNG word it will draw are prefetched (a few percent;
-// prefetching the whole game state was slower).
+// memset of the block instead of one per env (they are sparse 0/1 frames, mostly zeros;
+// a memset of one frame with a constant size compiles to rep stos, slower at this size),
+// unless the game writes its frames whole, and each game writes its ones straight into its
+// frame. A minatar_t is ~4 KB (the RNG's 2.5 KB first), so consecutive envs' states are far
+// apart: the next env's game state, its RNG position and the RNG word it will draw are
+// prefetched (a few percent; prefetching the whole game state was slower).
 static void s_step_batch(void *states, int n, const int32_t *actions, void *obs_out, float *rewards,
                          uint8_t *terminated) {
     minatar_t *m = states;
     uint8_t *obs = obs_out;
     size_t O = minatar_obs_size(&m[0]);
-    memset(obs, 0, (size_t)n * O);
+    if (!m[0].game->whole_frame) {
+        memset(obs, 0, (size_t)n * O);
+    }
     for (int i = 0; i < n; i++) {
         if (i + 1 < n) {
             const minatar_t *next = &m[i + 1];
@@ -58,9 +61,11 @@ static void s_step_batch(void *states, int n, const int32_t *actions, void *obs_
             __builtin_prefetch((const char *)&next->s + 64);
             __builtin_prefetch(&next->rng.key[next->rng.pos < NPRANDOM_N ? next->rng.pos : 0]);
         }
-        int term;
-        minatar_act(&m[i], actions[i], &rewards[i], &term);
-        terminated[i] = (uint8_t)term;
+        // minatar_act inline: the wrapper costs no call (a predictable check of the action
+        // stays: the games index tables with it).
+        APEX_ASSERT((unsigned)actions[i] < MINATAR_N_ACTIONS);
+        rewards[i] = (float)minatar_act_inline(&m[i], actions[i]);
+        terminated[i] = m[i].terminal;
         m[i].game->observe(&m[i], obs + (size_t)i * O);
     }
 }

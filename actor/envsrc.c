@@ -27,7 +27,7 @@ struct envsrc {
     int started;      // the first recv happened
     // The bridge.
     pyenv_t *py;
-    // Result buffers, per group: (G, GE, obs) and (G, GE).
+    // Result buffers, per group: (G, GE, obs) (the bridge only) and (G, GE).
     uint8_t *next_obs, *obs;
     float *rewards;
     uint8_t *terminated, *truncated, *status;
@@ -117,8 +117,10 @@ int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index
 
 static void s_alloc_results(envsrc_t *s) {
     size_t n = (size_t)s->n;
-    s->next_obs = xcalloc(n, s->obs_bytes);
-    s->obs = xcalloc(n, s->obs_bytes);
+    if (!s->builtin) { // vecenv keeps its own observations
+        s->next_obs = xcalloc(n, s->obs_bytes);
+        s->obs = xcalloc(n, s->obs_bytes);
+    }
     s->rewards = xcalloc(n, sizeof(float));
     s->terminated = xcalloc(n, 1);
     s->truncated = xcalloc(n, 1);
@@ -216,15 +218,14 @@ void envsrc_send(envsrc_t *s, int g, const int32_t *actions) {
 int envsrc_recv(envsrc_t *s, int g, envsrc_result_t *out) {
     APEX_ASSERT(g >= 0 && g < s->G);
     size_t off = (size_t)g * (size_t)s->GE, ob = off * s->obs_bytes;
-    *out = (envsrc_result_t){.next_obs = s->next_obs + ob,
-                             .obs = s->obs + ob,
-                             .rewards = s->rewards + off,
+    *out = (envsrc_result_t){.rewards = s->rewards + off,
                              .terminated = s->terminated + off,
                              .truncated = s->truncated + off,
                              .status = s->status + off};
     if (s->builtin) {
-        out->obs = s->v.obs; // vecenv's own: the observations to act on
-        if (!s->started) {   // the start observations; no step happened
+        out->obs = s->v.obs; // vecenv's own arrays: no copy
+        out->final_obs = s->v.final_obs;
+        if (!s->started) { // the start observations; no step happened
             APEX_ASSERT(!s->pending);
             s->started = 1;
             memset(s->status, PYENV_NO_STEP, (size_t)s->n);
@@ -233,11 +234,15 @@ int envsrc_recv(envsrc_t *s, int g, envsrc_result_t *out) {
         }
         APEX_ASSERT(s->pending);
         s->pending = 0;
-        vecenv_step(&s->v, s->actions, s->next_obs, s->rewards, s->terminated, s->truncated);
+        vecenv_step(&s->v, s->actions, s->rewards, s->terminated, s->truncated);
         memset(s->status, PYENV_OK, (size_t)s->n);
         out->ok = s->n;
         return s->n;
     }
+    // The bridge's next_obs holds what every step produced, so its ended rows are the final
+    // observations and the others equal obs's: one array serves as final_obs.
+    out->obs = s->obs + ob;
+    out->final_obs = s->next_obs + ob;
     pyenv_results_t r = {s->next_obs + ob,    s->obs + ob,        s->rewards + off,
                          s->terminated + off, s->truncated + off, s->status + off};
     out->ok = pyenv_recv_results(s->py, g, s->step_timeout_ms, &r);

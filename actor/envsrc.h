@@ -41,10 +41,13 @@ typedef struct envsrc envsrc_t;
 
 // One group's results, owned by the envsrc: valid until that group's next envsrc_recv.
 typedef struct {
-    const void *next_obs; // (GE, obs) what each step produced (the final observation when the
-                          // episode ended: the n-step target bootstraps from it on truncation)
-    const void *obs;      // (GE, obs) the observations to act on next
-    const float *rewards; // (GE)
+    const void *obs;       // (GE, obs) the observations to act on next
+    const void *final_obs; // (GE, obs) rows of the envs whose episode ended on this step
+                           // (terminated or truncated): the final observation (the n-step
+                           // target bootstraps from it on truncation); stale for the others.
+                           // What a step produced is final_obs's row if its episode ended,
+                           // else obs's (vecenv's convention, env.h)
+    const float *rewards;  // (GE)
     const uint8_t *terminated, *truncated;
     const uint8_t *status; // (GE) pyenv_status
     int ok;                // envs with status OK

@@ -54,7 +54,6 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
     float *q = xmalloc((size_t)n * (size_t)A * sizeof(float));
     float *eps = xmalloc((size_t)n * sizeof(float));
     int32_t *act = xmalloc((size_t)n * sizeof(int32_t));
-    void *next = xmalloc((size_t)n * env_obs_bytes(spec));
     float *rew = xmalloc((size_t)n * sizeof(float));
     uint8_t *term = xmalloc((size_t)n), *trunc = xmalloc((size_t)n), *done = xcalloc((size_t)n, 1);
     vecenv_episode_t *eps_done = xmalloc((size_t)n * sizeof *eps_done);
@@ -67,7 +66,7 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
     for (int64_t t = 1; remaining > 0; t++) {
         nn_forward(st, p, v.obs, n, q);
         explore_select(act, q, eps, n, A, &rng);
-        vecenv_step(&v, act, next, rew, term, trunc);
+        vecenv_step(&v, act, rew, term, trunc);
         int k = vecenv_drain_episodes(&v, eps_done, n);
         int cut = o->max_episode_steps > 0 && t >= o->max_episode_steps;
         for (int j = 0; j < k + (cut ? n : 0); j++) {
@@ -88,7 +87,7 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
         }
     }
     vecenv_fini(&v);
-    free(q), free(eps), free(act), free(next), free(rew), free(term), free(trunc), free(done);
+    free(q), free(eps), free(act), free(rew), free(term), free(trunc), free(done);
     free(eps_done);
 }
 

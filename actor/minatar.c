@@ -56,13 +56,7 @@ void minatar_reset(minatar_t *m) {
 
 void minatar_act(minatar_t *m, int action, float *reward, int *terminal) {
     APEX_ASSERT(action >= 0 && action < MINATAR_N_ACTIONS);
-    // Environment.act: the draw comes first and always happens.
-    if (nprandom_rand(&m->rng) < m->sticky_prob) {
-        action = m->last_action;
-    }
-    m->last_action = action;
-    // Every game's act starts with `if self.terminal: return 0, True`.
-    int r = m->terminal ? 0 : m->game->act(m, action);
+    int r = minatar_act_inline(m, action);
     if (reward) {
         *reward = (float)r;
     }
@@ -72,7 +66,9 @@ void minatar_act(minatar_t *m, int action, float *reward, int *terminal) {
 }
 
 void minatar_observe(const minatar_t *m, uint8_t *obs) {
-    memset(obs, 0, minatar_obs_size(m));
+    if (!m->game->whole_frame) {
+        memset(obs, 0, minatar_obs_size(m));
+    }
     m->game->observe(m, obs);
 }
 

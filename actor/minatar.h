@@ -134,8 +134,12 @@ struct minatar_game {
     int minimal_actions[MINATAR_N_ACTIONS]; // minimal_action_set(), in the reference's order
     void (*reset)(minatar_t *m);
     int (*act)(minatar_t *m, int action);
-    void (*observe)(const minatar_t *m, uint8_t *obs); // obs zeroed by the caller
-    int (*difficulty_ramp)(const minatar_t *m);        // ramp_index, or -1 where there is none
+    // Writes the frame's ones into obs, which the caller zeroed, or, for a game with
+    // whole_frame set, every byte of the frame (rows copied whole, where that is cheaper
+    // than zeroing them first: Asterix).
+    void (*observe)(const minatar_t *m, uint8_t *obs);
+    int whole_frame;
+    int (*difficulty_ramp)(const minatar_t *m); // ramp_index, or -1 where there is none
 };
 
 extern const minatar_game_t minatar_asterix_game;
@@ -161,6 +165,18 @@ void minatar_reset(minatar_t *m);
 // Environment.act(action): one step. action in [0, 6) is asserted. Writes the reward and the
 // terminal flag (either pointer may be NULL).
 void minatar_act(minatar_t *m, int action, float *reward, int *terminal);
+// minatar_act's body without the check of action, inline for loops over many envs
+// (env_minatar.c's step_batch, whose caller has checked every action): the sticky draw,
+// then the game's act unless it is over. Returns the reward; m->terminal is the flag.
+static inline int minatar_act_inline(minatar_t *m, int action) {
+    // Environment.act: the draw comes first and always happens.
+    if (nprandom_rand_below(&m->rng, m->sticky_prob)) { // rand() < sticky_prob
+        action = m->last_action;
+    }
+    m->last_action = action;
+    // Every game's act starts with `if self.terminal: return 0, True`.
+    return m->terminal ? 0 : m->game->act(m, action);
+}
 // Environment.state(): writes 10 * 10 * channels bytes (0/1), [y][x][c], into obs.
 void minatar_observe(const minatar_t *m, uint8_t *obs);
 static inline int minatar_channels(const minatar_t *m) { return m->game->channels; }

@@ -51,16 +51,20 @@ static void s_freeway_reset(minatar_t *m) {
     g->terminate_timer = FW_TIME_LIMIT;
 }
 
+// A car's move, with x wrapping around the board (speed 0, probability 2^-53, moves left as
+// in the reference's `1 if speed > 0 else -1`).
+static inline int s_wrap(int x) { return x < 0 ? 9 : x > 9 ? 0 : x; }
+
+// The reference's branches as selects: the action, each car's timer and direction differ
+// from env to env and step to step, and as branches they mispredicted (a vector step goes
+// through 64 different envs). The order of the tests on pos is the reference's.
 static int s_freeway_act(minatar_t *m, int a) {
     minatar_freeway_t *g = &m->s.freeway;
     int r = 0;
-    if (a == MINATAR_UP && g->move_timer == 0) {
-        g->move_timer = FW_PLAYER_SPEED;
-        g->pos = APEX_MAX(0, g->pos - 1);
-    } else if (a == MINATAR_DOWN && g->move_timer == 0) {
-        g->move_timer = FW_PLAYER_SPEED;
-        g->pos = APEX_MIN(9, g->pos + 1);
-    }
+    static const int8_t dy[MINATAR_N_ACTIONS] = {0, 0, -1, 0, 1, 0}; // UP -1, DOWN +1
+    int moves = (dy[a] != 0) & (g->move_timer == 0);
+    g->move_timer = moves ? FW_PLAYER_SPEED : g->move_timer;
+    g->pos = APEX_MIN(9, APEX_MAX(0, g->pos + (moves ? dy[a] : 0)));
 
     if (g->pos == 0) {
         r += 1;
@@ -68,26 +72,18 @@ static int s_freeway_act(minatar_t *m, int a) {
         g->pos = 9;
     }
 
+    int pos = g->pos;
     for (int i = 0; i < 8; i++) {
         minatar_freeway_car_t *c = &g->cars[i];
-        if (c->x == 4 && c->y == g->pos) {
-            g->pos = 9;
-        }
-        if (c->timer == 0) {
-            c->timer = c->speed < 0 ? -c->speed : c->speed;
-            c->x += c->speed > 0 ? 1 : -1;
-            if (c->x < 0) {
-                c->x = 9;
-            } else if (c->x > 9) {
-                c->x = 0;
-            }
-            if (c->x == 4 && c->y == g->pos) {
-                g->pos = 9;
-            }
-        } else {
-            c->timer -= 1;
-        }
+        pos = (c->x == 4) & (c->y == pos) ? 9 : pos;
+        int due = c->timer == 0;
+        int speed = c->speed;
+        int x = due ? s_wrap(c->x + (speed > 0 ? 1 : -1)) : c->x;
+        c->timer = due ? (speed < 0 ? -speed : speed) : c->timer - 1;
+        c->x = x;
+        pos = due & (x == 4) & (c->y == pos) ? 9 : pos;
     }
+    g->pos = pos;
 
     g->move_timer -= g->move_timer > 0;
     g->terminate_timer -= 1;
@@ -97,7 +93,9 @@ static int s_freeway_act(minatar_t *m, int a) {
     return r;
 }
 
-static void s_freeway_observe(const minatar_t *m, uint8_t *obs) {
+// Without a branch per car (speeds and positions differ between envs): the trail's cell
+// and channel are selects.
+static void s_freeway_observe(const minatar_t *m, uint8_t *restrict obs) {
     const minatar_freeway_t *g = &m->s.freeway;
 #define FW_AT(y, x, c) obs[((y)*MINATAR_SIZE + (x)) * FW_CHANNELS + (c)]
     FW_AT(g->pos, 4, FW_CHICKEN) = 1;
@@ -108,16 +106,9 @@ static void s_freeway_observe(const minatar_t *m, uint8_t *obs) {
     for (int i = 0; i < 8; i++) {
         const minatar_freeway_car_t *c = &g->cars[i];
         FW_AT(c->y, c->x, FW_CAR) = 1;
-        int back_x = c->speed > 0 ? c->x - 1 : c->x + 1;
-        if (back_x < 0) {
-            back_x = 9;
-        } else if (back_x > 9) {
-            back_x = 0;
-        }
+        int back_x = s_wrap(c->speed > 0 ? c->x - 1 : c->x + 1);
         int s = c->speed < 0 ? -c->speed : c->speed;
-        if (s >= 1 && s <= 5) {
-            trail = FW_SPEED1 + s - 1;
-        }
+        trail = (s >= 1) & (s <= 5) ? FW_SPEED1 + s - 1 : trail;
         if (trail >= 0) {
             FW_AT(c->y, back_x, trail) = 1;
         }

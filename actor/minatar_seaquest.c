@@ -204,23 +204,34 @@ static int s_update_f_bullets(minatar_seaquest_t *g) {
     return r;
 }
 
+// The per-object tests of the updates below are selects and bitwise &, and each object
+// takes at most one branch, on a rare event (it left, was picked up, or may have met a
+// bullet): the move timers' zeros, and which objects touch the player, differ from env to
+// env, and as branches they mispredicted. The order of what each object does is the
+// reference's.
+
+// A due object's timer restarts at restart and it moves one cell; any other counts down.
+// Returns whether it was due.
+static inline int s_tick(sq_obj_t *o, int restart) {
+    int due = o->v[SQ_MOVE_TIMER] == 0;
+    o->v[SQ_MOVE_TIMER] = (int8_t)(due ? restart : o->v[SQ_MOVE_TIMER] - 1);
+    o->v[SQ_X] = (int8_t)(o->v[SQ_X] + (due ? (o->v[SQ_LR] ? 1 : -1) : 0));
+    return due;
+}
+
 static void s_update_divers(minatar_seaquest_t *g) {
     for (int i = g->n_divers - 1; i >= 0 && i < g->n_divers; i--) {
         sq_obj_t *d = &g->divers[i];
-        if (s_on_player(g, d) && g->diver_count < 6) {
+        if (s_on_player(g, d) & (g->diver_count < 6)) {
             s_remove(g->divers, &g->n_divers, *d);
             g->diver_count += 1;
-        } else if (d->v[SQ_MOVE_TIMER] == 0) {
-            d->v[SQ_MOVE_TIMER] = SQ_DIVER_MOVE_INTERVAL;
-            s_step_x(d);
-            if (s_off_board(d)) {
-                s_remove(g->divers, &g->n_divers, *d);
-            } else if (s_on_player(g, d) && g->diver_count < 6) {
-                s_remove(g->divers, &g->n_divers, *d);
-                g->diver_count += 1;
-            }
-        } else {
-            d->v[SQ_MOVE_TIMER] -= 1;
+            continue;
+        }
+        int due = s_tick(d, SQ_DIVER_MOVE_INTERVAL);
+        int off = due & s_off_board(d);
+        if (off | (due & s_on_player(g, d) & (g->diver_count < 6))) {
+            s_remove(g->divers, &g->n_divers, *d);
+            g->diver_count += !off;
         }
     }
 }
@@ -248,21 +259,15 @@ static int s_update_e_subs(minatar_t *m) {
     for (int i = g->n_e_subs - 1; i >= 0 && i < g->n_e_subs; i--) {
         sq_obj_t detached; // the sub after it left the list, when it did
         sq_obj_t *s = &g->e_subs[i];
-        if (s_on_player(g, s)) {
-            m->terminal = 1;
-        }
-        if (s->v[SQ_MOVE_TIMER] == 0) {
-            s->v[SQ_MOVE_TIMER] = (int8_t)g->move_speed;
-            s_step_x(s);
-            if (s_off_board(s)) {
-                s = s_remove_tracked(g->e_subs, &g->n_e_subs, i, &detached);
-            } else if (s_on_player(g, s)) {
-                m->terminal = 1;
-            } else {
-                s = s_enemy_meets_bullets(g, g->e_subs, &g->n_e_subs, i, &detached, &r);
-            }
-        } else {
-            s->v[SQ_MOVE_TIMER] -= 1;
+        int hit = s_on_player(g, s);
+        int due = s_tick(s, g->move_speed);
+        int off = due & s_off_board(s);
+        int hit_after = due & !off & s_on_player(g, s);
+        m->terminal |= (uint8_t)(hit | hit_after);
+        if (off) {
+            s = s_remove_tracked(g->e_subs, &g->n_e_subs, i, &detached);
+        } else if (due & !hit_after & (g->n_f_bullets > 0)) {
+            s = s_enemy_meets_bullets(g, g->e_subs, &g->n_e_subs, i, &detached, &r);
         }
         // Runs for a sub removed just above, too (the reference keeps using the object).
         if (s->v[SQ_SHOT_TIMER] == 0) {
@@ -280,14 +285,12 @@ static void s_update_e_bullets(minatar_t *m) {
     minatar_seaquest_t *g = &m->s.seaquest;
     for (int i = g->n_e_bullets - 1; i >= 0 && i < g->n_e_bullets; i--) {
         sq_obj_t *b = &g->e_bullets[i];
-        if (s_on_player(g, b)) {
-            m->terminal = 1;
-        }
+        int hit = s_on_player(g, b);
         s_step_x(b);
-        if (s_off_board(b)) {
+        int off = s_off_board(b);
+        m->terminal |= (uint8_t)(hit | ((!off) & s_on_player(g, b)));
+        if (off) {
             s_remove(g->e_bullets, &g->n_e_bullets, *b);
-        } else if (s_on_player(g, b)) {
-            m->terminal = 1;
         }
     }
 }
@@ -298,21 +301,15 @@ static int s_update_e_fish(minatar_t *m) {
     for (int i = g->n_e_fish - 1; i >= 0 && i < g->n_e_fish; i--) {
         sq_obj_t detached; // unused after the call: a removed fish is not touched again
         sq_obj_t *f = &g->e_fish[i];
-        if (s_on_player(g, f)) {
-            m->terminal = 1;
-        }
-        if (f->v[SQ_MOVE_TIMER] == 0) {
-            f->v[SQ_MOVE_TIMER] = (int8_t)g->move_speed;
-            s_step_x(f);
-            if (s_off_board(f)) {
-                s_remove(g->e_fish, &g->n_e_fish, *f);
-            } else if (s_on_player(g, f)) {
-                m->terminal = 1;
-            } else {
-                s_enemy_meets_bullets(g, g->e_fish, &g->n_e_fish, i, &detached, &r);
-            }
-        } else {
-            f->v[SQ_MOVE_TIMER] -= 1;
+        int hit = s_on_player(g, f);
+        int due = s_tick(f, g->move_speed);
+        int off = due & s_off_board(f);
+        int hit_after = due & !off & s_on_player(g, f);
+        m->terminal |= (uint8_t)(hit | hit_after);
+        if (off) {
+            s_remove(g->e_fish, &g->n_e_fish, *f);
+        } else if (due & !hit_after & (g->n_f_bullets > 0)) {
+            s_enemy_meets_bullets(g, g->e_fish, &g->n_e_fish, i, &detached, &r);
         }
     }
     return r;
@@ -361,20 +358,24 @@ static int s_seaquest_act(minatar_t *m, int a) {
         g->d_spawn_timer = SQ_DIVER_SPAWN_SPEED;
     }
 
-    if (a == MINATAR_FIRE && g->shot_timer == 0) {
-        s_append(g->f_bullets, &g->n_f_bullets, MINATAR_SEAQUEST_MAX_F_BULLETS,
-                 s_obj(g->sub_x, g->sub_y, g->sub_or, 0, 0));
-        g->shot_timer = SQ_SHOT_COOL_DOWN;
-    } else if (a == MINATAR_LEFT) {
-        g->sub_x = APEX_MAX(0, g->sub_x - 1);
-        g->sub_or = 0;
-    } else if (a == MINATAR_RIGHT) {
-        g->sub_x = APEX_MIN(9, g->sub_x + 1);
-        g->sub_or = 1;
-    } else if (a == MINATAR_UP) {
-        g->sub_y = APEX_MAX(0, g->sub_y - 1);
-    } else if (a == MINATAR_DOWN) {
-        g->sub_y = APEX_MIN(8, g->sub_y + 1);
+    // The reference's if/elif on the action as table lookups and clamps, as in Asterix (the
+    // agent's action is the least predictable branch of a step): x stays in [0, 9] and y in
+    // [0, 8], so a clamp is the identity for the actions that do not move along that axis;
+    // LEFT and RIGHT also turn the sub (sub_or: -1 keeps it). Only FIRE keeps a branch.
+    static const int8_t dx[MINATAR_N_ACTIONS] = {0, -1, 0, 1, 0, 0};
+    static const int8_t dy[MINATAR_N_ACTIONS] = {0, 0, -1, 0, 1, 0};
+    static const int8_t turn[MINATAR_N_ACTIONS] = {-1, 0, -1, 1, -1, -1};
+    if (a == MINATAR_FIRE) {
+        if (g->shot_timer == 0) {
+            s_append(g->f_bullets, &g->n_f_bullets, MINATAR_SEAQUEST_MAX_F_BULLETS,
+                     s_obj(g->sub_x, g->sub_y, g->sub_or, 0, 0));
+            g->shot_timer = SQ_SHOT_COOL_DOWN;
+        }
+    } else {
+        g->sub_x = APEX_MIN(9, APEX_MAX(0, g->sub_x + dx[a]));
+        g->sub_y = APEX_MIN(8, APEX_MAX(0, g->sub_y + dy[a]));
+        int keep = -(turn[a] < 0); // all ones for the actions that keep sub_or (no branch)
+        g->sub_or = (g->sub_or & keep) | (turn[a] & ~keep);
     }
 
     r += s_update_f_bullets(g);
@@ -404,16 +405,16 @@ static int s_seaquest_act(minatar_t *m, int a) {
 
 // state[y, x, c] = 1 with numpy's indexing: -10..-1 count from the end; beyond is an
 // IndexError in the reference (unreachable: every object on the board is inside it).
-static inline void s_set(uint8_t *obs, int y, int x, int c) {
+static inline void s_set(uint8_t *restrict obs, int y, int x, int c) {
     x += (x < 0) * MINATAR_SIZE; // no branch: objects' positions are random
-    APEX_ASSERT(y >= 0 && y < MINATAR_SIZE && x >= 0 && x < MINATAR_SIZE);
+    APEX_ASSERT((unsigned)y < MINATAR_SIZE && (unsigned)x < MINATAR_SIZE);
     obs[(y * MINATAR_SIZE + x) * SQ_CHANNELS + c] = 1;
 }
 
 // An enemy or diver and, if it is on the board, its trail behind it. The trail is ORed in
 // (its cell clamped onto the board when it is off it) instead of a branch on random data;
 // OR and = agree since nothing clears a cell.
-static inline void s_set_with_trail(uint8_t *obs, const sq_obj_t *o, int c) {
+static inline void s_set_with_trail(uint8_t *restrict obs, const sq_obj_t *o, int c) {
     int x = o->v[SQ_X], y = o->v[SQ_Y];
     s_set(obs, y, x, c);
     int back_x = x + 1 - 2 * (o->v[SQ_LR] != 0);
@@ -422,34 +423,71 @@ static inline void s_set_with_trail(uint8_t *obs, const sq_obj_t *o, int c) {
         (uint8_t)on;
 }
 
-static void s_seaquest_observe(const minatar_t *m, uint8_t *obs) {
+// Sliding windows for the gauges of row 9: cell x of the oxygen gauge is s_oxygen_window[10
+// - cells + x] (1 for x < cells), and of the diver gauge s_diver_window[9 - from + x] (1 for
+// from <= x <= from + 5), each as its byte of the cell's 16-bit pair of gauge channels:
+// loads and ORs of four cells at a time, where a loop ending where a slice ends
+// mispredicted (the ends change every step) and a loop over the cells cost more than the
+// rest of the frame.
+static const uint16_t s_oxygen_window[24] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const uint16_t s_diver_window[24] = {
+    [9] = 0x100, [10] = 0x100, [11] = 0x100, [12] = 0x100, [13] = 0x100, [14] = 0x100};
+_Static_assert(SQ_DIVER_GUAGE == SQ_OXYGEN_GUAGE + 1, "a cell's two gauges are one uint16");
+
+// obs is restrict: its byte stores would otherwise alias the game state, and the compiler
+// reloaded every count and position after each of them.
+static void s_seaquest_observe(const minatar_t *m, uint8_t *restrict obs) {
     const minatar_seaquest_t *g = &m->s.seaquest;
-    s_set(obs, g->sub_y, g->sub_x, SQ_SUB_FRONT);
-    s_set(obs, g->sub_y, g->sub_or ? g->sub_x - 1 : g->sub_x + 1, SQ_SUB_BACK);
+    const int sub_x = g->sub_x, sub_y = g->sub_y;
+    s_set(obs, sub_y, sub_x, SQ_SUB_FRONT);
+    s_set(obs, sub_y, sub_x + 1 - 2 * g->sub_or, SQ_SUB_BACK); // behind it: sub_or is 0 or 1
     // state[9, 0:max(0, oxygen) * 10 // 200, 7] and state[9, 9 - diver_count:9, 8]: the
-    // second slice is empty for a negative count.
-    // Fixed-length loops that OR in whether a cell is in the slice: the slices' ends change
-    // every step, and a loop ending there mispredicted its exit.
+    // second slice is empty for a negative count (from > 9: clamped to 9). diver_count <= 6
+    // keeps from >= 3; cell 9 of the diver gauge is never set (masked below: from + 5 can
+    // reach it).
     int oxygen_cells = s_floordiv(APEX_MAX(0, g->oxygen) * 10, SQ_MAX_OXYGEN);
-    int divers_from = 9 - g->diver_count; // > 9 for a negative count: no cell
-    uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS;
-    for (int x = 0; x < MINATAR_SIZE; x++) {
-        row9[x * SQ_CHANNELS + SQ_OXYGEN_GUAGE] |= (uint8_t)(x < oxygen_cells);
-        row9[x * SQ_CHANNELS + SQ_DIVER_GUAGE] |= (uint8_t)((x >= divers_from) & (x < 9));
+    int divers_from = APEX_MIN(9, 9 - g->diver_count);
+    APEX_ASSERT(oxygen_cells <= MINATAR_SIZE && divers_from >= 3);
+    uint64_t ox[3], dv[3], pairs[3]; // cells 0-3, 4-7, 8-11: four 16-bit pairs each
+    memcpy(ox, s_oxygen_window + MINATAR_SIZE - oxygen_cells, sizeof ox);
+    memcpy(dv, s_diver_window + 9 - divers_from, sizeof dv);
+    for (int k = 0; k < 3; k++) {
+        pairs[k] = ox[k] | dv[k];
     }
-    for (int i = 0; i < g->n_f_bullets; i++) {
+    pairs[2] &= ~(0xffull << 24); // cell 9's diver byte
+    // Ten stores spelled out: as a loop (which GCC keeps at -O2) they cost as much again.
+    uint8_t *row9 = obs + 9 * MINATAR_SIZE * SQ_CHANNELS + SQ_OXYGEN_GUAGE;
+#define SQ_GAUGE_CELL(x)                                                                           \
+    do {                                                                                           \
+        uint16_t pair = (uint16_t)(pairs[(x) / 4] >> (16 * ((x) % 4)));                            \
+        memcpy(row9 + (x)*SQ_CHANNELS, &pair, 2);                                                  \
+    } while (0)
+    SQ_GAUGE_CELL(0);
+    SQ_GAUGE_CELL(1);
+    SQ_GAUGE_CELL(2);
+    SQ_GAUGE_CELL(3);
+    SQ_GAUGE_CELL(4);
+    SQ_GAUGE_CELL(5);
+    SQ_GAUGE_CELL(6);
+    SQ_GAUGE_CELL(7);
+    SQ_GAUGE_CELL(8);
+    SQ_GAUGE_CELL(9);
+#undef SQ_GAUGE_CELL
+    const int n_f_bullets = g->n_f_bullets, n_e_bullets = g->n_e_bullets;
+    const int n_e_fish = g->n_e_fish, n_e_subs = g->n_e_subs, n_divers = g->n_divers;
+    for (int i = 0; i < n_f_bullets; i++) {
         s_set(obs, g->f_bullets[i].v[SQ_Y], g->f_bullets[i].v[SQ_X], SQ_F_BULLET);
     }
-    for (int i = 0; i < g->n_e_bullets; i++) {
+    for (int i = 0; i < n_e_bullets; i++) {
         s_set(obs, g->e_bullets[i].v[SQ_Y], g->e_bullets[i].v[SQ_X], SQ_E_BULLET);
     }
-    for (int i = 0; i < g->n_e_fish; i++) {
+    for (int i = 0; i < n_e_fish; i++) {
         s_set_with_trail(obs, &g->e_fish[i], SQ_E_FISH);
     }
-    for (int i = 0; i < g->n_e_subs; i++) {
+    for (int i = 0; i < n_e_subs; i++) {
         s_set_with_trail(obs, &g->e_subs[i], SQ_E_SUB);
     }
-    for (int i = 0; i < g->n_divers; i++) {
+    for (int i = 0; i < n_divers; i++) {
         s_set_with_trail(obs, &g->divers[i], SQ_DIVER);
     }
 }

@@ -65,6 +65,26 @@ static inline double nprandom_rand(nprandom_t *r) {
     int32_t b = (int32_t)(nprandom_next_u32(r) >> 6);
     return (a * 67108864.0 + b) / 9007199254740992.0;
 }
+// nprandom_rand(r) < p, exactly, for p in [0, 1], consuming the same two words; faster. The
+// comparison is a * 2^26 + b < p * 2^53, i.e. a + b / 2^26 < p * 2^27 (both sides exact:
+// scaling by powers of two), and b / 2^26 is in [0, 1): unless p * 2^27 - 1 < a < p * 2^27,
+// which has probability 2^-27 per draw, a alone decides it, and the second word is skipped
+// (its position is still consumed, regenerating the state when the first word was its last)
+// rather than tempered and converted. MinAtar's sticky-action draw, on every step.
+static inline int nprandom_rand_below(nprandom_t *r, double p) {
+    double a = (double)(nprandom_next_u32(r) >> 5);
+    double t = p * 134217728.0; // p * 2^27
+    if (a + 1.0 <= t || a >= t) {
+        if (r->pos >= NPRANDOM_N) {
+            nprandom_generate(r);
+        }
+        r->pos++;
+        return a < t;
+    }
+    int32_t b = (int32_t)(nprandom_next_u32(r) >> 6);
+    return (a * 67108864.0 + b) / 9007199254740992.0 < p;
+}
+
 // RandomState.randint(low, high): an int64 in [low, high). low < high is asserted (numpy
 // raises ValueError). Consumes no draw when high == low + 1.
 int64_t nprandom_randint(nprandom_t *r, int64_t low, int64_t high);

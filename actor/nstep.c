@@ -139,16 +139,18 @@ int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float rewa
 }
 
 int nstep_push_all(nstep_t *ns, const void *obs_v, const int32_t *actions, const float *rewards,
-                   const void *next_obs_v, const uint8_t *terminated, const uint8_t *truncated,
-                   nstep_out_t *out) {
+                   const void *next_obs_v, const void *final_obs_v, const uint8_t *terminated,
+                   const uint8_t *truncated, nstep_out_t *out) {
     const uint8_t *obs = obs_v, *next_obs = next_obs_v;
+    const uint8_t *final_obs = final_obs_v ? final_obs_v : next_obs_v;
     const size_t O = (size_t)ns->obs_bytes;
     int emitted = 0;
     // Env order, so the rows of one call are grouped by env (the tests rely on it; replay
     // does not care).
     for (int e = 0; e < ns->n_envs; e++) {
+        const uint8_t *next = (terminated[e] || truncated[e] ? final_obs : next_obs);
         emitted += nstep_push(ns, e, obs + (size_t)e * O, actions[e], rewards[e],
-                              next_obs + (size_t)e * O, terminated[e], truncated[e], out);
+                              next + (size_t)e * O, terminated[e], truncated[e], out);
     }
     return emitted;
 }

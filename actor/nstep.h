@@ -59,10 +59,13 @@ void nstep_clear_env(nstep_t *ns, int env);
 int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float reward,
                const void *next_obs, int terminated, int truncated, nstep_out_t *out);
 // nstep_push for every env e in order, with (n_envs) and (n_envs, obs_bytes) inputs as
-// vecenv_step produces them. Returns the number of transitions appended.
+// vecenv_step leaves them: next_obs is what each step produced, except for an env whose
+// episode ended (terminated or truncated), whose row of final_obs is taken instead (vecenv's
+// obs and final_obs, env.h). final_obs may be NULL when next_obs holds every env's own.
+// Returns the number of transitions appended.
 int nstep_push_all(nstep_t *ns, const void *obs, const int32_t *actions, const float *rewards,
-                   const void *next_obs, const uint8_t *terminated, const uint8_t *truncated,
-                   nstep_out_t *out);
+                   const void *next_obs, const void *final_obs, const uint8_t *terminated,
+                   const uint8_t *truncated, nstep_out_t *out);
 // The most transitions one nstep_push_all can append: n_envs * n.
 int nstep_max_emit(const nstep_t *ns);
 

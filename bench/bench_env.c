@@ -44,8 +44,8 @@ static double s_thread_cpu_s(void) {
 
 // Steps v for vsteps vector steps with random actions; returns env steps per second and adds
 // the thread's CPU seconds to *cpu.
-static double s_run_window(vecenv_t *v, rng_t *r, long vsteps, void *next_obs, float *rewards,
-                           uint8_t *term, uint8_t *trunc, double *cpu) {
+static double s_run_window(vecenv_t *v, rng_t *r, long vsteps, float *rewards, uint8_t *term,
+                           uint8_t *trunc, double *cpu) {
     int32_t actions[BENCH_NENV];
     const uint32_t A = (uint32_t)v->spec->n_actions;
     double c0 = s_thread_cpu_s();
@@ -66,7 +66,7 @@ static double s_run_window(vecenv_t *v, rng_t *r, long vsteps, void *next_obs, f
                 actions[i + 1] = (int32_t)(((u >> 32) * A) >> 32);
             }
         }
-        vecenv_step(v, actions, next_obs, rewards, term, trunc);
+        vecenv_step(v, actions, rewards, term, trunc);
         v->done_count = 0; // nobody drains episode reports in this benchmark
     }
     int64_t dt_ns = clock_now_ns() - t0;
@@ -80,19 +80,19 @@ static void s_bench(const env_spec_t *spec, const char *name, long vsteps, int w
     vecenv_init(&v, spec, BENCH_NENV, 1, 0, BENCH_NENV);
     rng_t r;
     rng_init_stream(&r, 1, RNG_ROLE_ACTOR, 0);
-    static float next_obs[BENCH_NENV * ENV_MAX_OBS_DIM], rewards[BENCH_NENV];
+    static float rewards[BENCH_NENV];
     static uint8_t term[BENCH_NENV], trunc[BENCH_NENV];
     double rates[MAX_WINDOWS], cpu = 0.0;
     long warm = vsteps > 0 ? vsteps / 4 : 2000;
     int64_t t0 = clock_now_ns();
-    (void)s_run_window(&v, &r, warm, next_obs, rewards, term, trunc, &cpu);
+    (void)s_run_window(&v, &r, warm, rewards, term, trunc, &cpu);
     if (vsteps <= 0) {
         double per_s = (double)warm / ((double)(clock_now_ns() - t0) * 1e-9);
         vsteps = (long)(per_s * MINATAR_WINDOW_S) + 1;
     }
     cpu = 0.0;
     for (int w = 0; w < windows; w++) {
-        rates[w] = s_run_window(&v, &r, vsteps, next_obs, rewards, term, trunc, &cpu);
+        rates[w] = s_run_window(&v, &r, vsteps, rewards, term, trunc, &cpu);
     }
     qsort(rates, (size_t)windows, sizeof(double), s_cmp_double);
     double median = windows % 2 ? rates[windows / 2]

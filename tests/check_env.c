@@ -223,7 +223,7 @@ END_TEST
 enum { VN = 4 };
 
 typedef struct {
-    float next_obs[VN * ENV_MAX_OBS_DIM];
+    float next_obs[VN * ENV_MAX_OBS_DIM]; // vecenv_next_obs of each env, gathered
     float rewards[VN];
     uint8_t term[VN];
     uint8_t trunc[VN];
@@ -234,7 +234,11 @@ static void s_vec_step_const(vecenv_t *v, s_vec_io_t *io, int32_t action) {
     for (int i = 0; i < v->n; i++) {
         io->actions[i] = action;
     }
-    vecenv_step(v, io->actions, io->next_obs, io->rewards, io->term, io->trunc);
+    vecenv_step(v, io->actions, io->rewards, io->term, io->trunc);
+    for (int i = 0; i < v->n; i++) {
+        memcpy((uint8_t *)io->next_obs + (size_t)i * v->obs_bytes,
+               vecenv_next_obs(v, i, io->term[i] || io->trunc[i]), v->obs_bytes);
+    }
 }
 
 START_TEST(test_vecenv_truncates_at_limit) {

@@ -12,7 +12,9 @@
 #include "check_apex.h"
 
 #include "apex.h"
+#include "env.h"
 #include "minatar.h"
+#include "rng.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -259,6 +261,62 @@ START_TEST(test_reference_fixture) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------
+// The fast path against the plain one
+
+START_TEST(test_vecenv_matches_plain_steps) {
+    // The actor's path (vecenv over the spec's step_batch, auto-reset, final observations
+    // set apart) must equal minatar_act + minatar_observe env by env, the path the fixtures
+    // above check against the reference: the same rewards, terminal flags, observations the
+    // steps produced, and observations to act on after resets. Several thousand steps per
+    // game, so every game ends many episodes (Freeway's 2 500-step limit included) and the
+    // envs' states drift apart from their common start.
+    static const env_spec_t *const specs[] = {&env_minatar_asterix_spec, &env_minatar_breakout_spec,
+                                              &env_minatar_freeway_spec, &env_minatar_seaquest_spec,
+                                              &env_minatar_space_invaders_spec};
+    enum { NV = 7, T = 6000 };
+    const env_spec_t *spec = specs[_i];
+    vecenv_t v;
+    vecenv_init(&v, spec, NV, 21, 3, NV);
+    static minatar_t plain[NV];
+    memcpy(plain, v.state, sizeof plain); // seeded and reset as vecenv did it
+    const size_t O = v.obs_bytes;
+    int32_t act[NV];
+    float rew[NV];
+    uint8_t term[NV], trunc[NV], obs[MINATAR_MAX_OBS];
+    rng_t r;
+    rng_init_stream(&r, 5, RNG_ROLE_TEST, (uint64_t)_i);
+    int ends = 0;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < NV; i++) {
+            act[i] = (int32_t)rng_below(&r, MINATAR_N_ACTIONS);
+        }
+        vecenv_step(&v, act, rew, term, trunc);
+        v.done_count = 0; // episode reports are not looked at here
+        for (int i = 0; i < NV; i++) {
+            float pr;
+            int pt;
+            minatar_act(&plain[i], act[i], &pr, &pt);
+            minatar_observe(&plain[i], obs);
+            ck_assert_msg(pr == rew[i] && pt == term[i] && !trunc[i],
+                          "%s step %d env %d: reward %g/%g, terminal %d/%d", spec->id, t, i,
+                          (double)rew[i], (double)pr, term[i], pt);
+            ck_assert_msg(memcmp(vecenv_next_obs(&v, i, term[i]), obs, O) == 0,
+                          "%s step %d env %d: the step's observation differs", spec->id, t, i);
+            if (pt) {
+                minatar_reset(&plain[i]);
+                minatar_observe(&plain[i], obs);
+                ends++;
+            }
+            ck_assert_msg(memcmp(v.obs + (size_t)i * O, obs, O) == 0,
+                          "%s step %d env %d: the observation to act on differs", spec->id, t, i);
+        }
+    }
+    ck_assert_int_gt(ends, NV);
+    vecenv_fini(&v);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
 // The wrapper's rules, directly
 
 START_TEST(test_table) {
@@ -449,6 +507,11 @@ Suite *minatar_suite(void) {
     tcase_set_timeout(tc, 120); // about 10^5 replayed steps; much slower under ASan
     tcase_add_loop_test(tc, test_reference_fixture, 0, 5);
     tcase_add_test(tc, test_reference_trace_lines);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("vecenv");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_vecenv_matches_plain_steps, 0, 5);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("wrapper");

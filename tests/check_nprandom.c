@@ -6,6 +6,7 @@
 #include "nprandom.h"
 
 #include <signal.h>
+#include <string.h>
 
 #include "fixtures/nprandom_values.h"
 
@@ -89,6 +90,42 @@ START_TEST(test_single_value_range_draws_nothing) {
 }
 END_TEST
 
+START_TEST(test_rand_below_is_rand_lt) {
+    // nprandom_rand_below(r, p) == (nprandom_rand(r) < p) with the same words consumed, for
+    // thresholds that a decides alone and for the ones that need b (t - 1 < a < t, which
+    // random p hit with probability 2^-27: built here from the next word), from even and odd
+    // positions (a draw that straddles a regeneration) and for p = 0, 1 and 0.1.
+    nprandom_t x, y;
+    nprandom_seed(&x, 12345);
+    int slow = 0;
+    for (int k = 0; k < 20000; k++) {
+        if (k % 7 == 0) {
+            (void)nprandom_next_u32(&x); // shift the parity of the position
+        }
+        y = x;
+        nprandom_t peek = x;
+        double a = (double)(nprandom_next_u32(&peek) >> 5);
+        double b = (double)(nprandom_next_u32(&peek) >> 6);
+        const double ps[] = {0.0,
+                             1.0,
+                             0.1,
+                             (double)(k % 1000) / 1000.0,
+                             a / 134217728.0,
+                             (a + 1.0) / 134217728.0,
+                             (a + 0.5) / 134217728.0,
+                             (a + b / 67108864.0) / 134217728.0,
+                             (a + (b + 1.0) / 67108864.0) / 134217728.0};
+        const double p = ps[k % 9];
+        slow += k % 9 >= 6;
+        int want = nprandom_rand(&x) < p;
+        int got = nprandom_rand_below(&y, p);
+        ck_assert_msg(got == want, "draw %d, p %.17g: %d, rand() < p is %d", k, p, got, want);
+        ck_assert(memcmp(&x, &y, sizeof x) == 0);
+    }
+    ck_assert_int_gt(slow, 6000);
+}
+END_TEST
+
 START_TEST(test_empty_range_asserts) {
     nprandom_t r;
     nprandom_seed(&r, 1);
@@ -103,6 +140,7 @@ Suite *nprandom_suite(void) {
     tcase_add_test(tc, test_raw_words_and_rand_per_seed);
     tcase_add_test(tc, test_randint_many_ranges);
     tcase_add_test(tc, test_single_value_range_draws_nothing);
+    tcase_add_test(tc, test_rand_below_is_rand_lt);
     tcase_add_test_raise_signal(tc, test_empty_range_asserts, SIGABRT);
     suite_add_tcase(s, tc);
     return s;

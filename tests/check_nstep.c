@@ -157,12 +157,15 @@ END_TEST
 
 START_TEST(test_envs_interleaved) {
     // Three envs pushed together; env 1 terminates at step 1 and restarts, env 2 truncates
-    // at step 2. Rows come out in env order, each env's flush oldest first.
+    // at step 2. Rows come out in env order, each env's flush oldest first. Run 0 passes
+    // every step's own observation in next; run 1 passes vecenv's layout: an ended env's
+    // row of next holds a reset observation (step -1) and its final one is in final.
+    const int split = _i;
     nstep_t ns;
     nstep_out_t out;
     nstep_init(&ns, 3, OB, 3, 0.99);
     nstep_out_init(&out, nstep_max_emit(&ns), OB);
-    float obs[3 * OD], next[3 * OD], rew[3];
+    float obs[3 * OD], next[3 * OD], final[3 * OD], rew[3];
     int32_t act[3];
     uint8_t term[3], trunc[3];
     const int T = 4;
@@ -175,9 +178,14 @@ START_TEST(test_envs_interleaved) {
             rew[e] = (float)(e + 1); // env e earns e + 1 per step
             term[e] = e == 1 && t == 1;
             trunc[e] = e == 2 && t == 2;
+            s_obs(final + e * OD, split ? -2 : t + 1, e); // stale unless the episode ended
+            if (split && (term[e] || trunc[e])) {
+                s_obs(final + e * OD, t + 1, e);
+                s_obs(next + e * OD, -1, e);
+            }
         }
         out.count = 0;
-        int k = nstep_push_all(&ns, obs, act, rew, next, term, trunc, &out);
+        int k = nstep_push_all(&ns, obs, act, rew, next, split ? final : NULL, term, trunc, &out);
         ck_assert_int_eq(k, out.count);
         total += k;
         if (t == 1) { // env 1 terminal: (s0, 2 + .99*2, 0), (s1, 2, 0)
@@ -270,7 +278,7 @@ Suite *nstep_suite(void) {
     tcase_add_test(tc, test_terminated_wins_over_truncated);
     tcase_add_test(tc, test_n_longer_than_episode);
     tcase_add_test(tc, test_n1_is_one_step);
-    tcase_add_test(tc, test_envs_interleaved);
+    tcase_add_loop_test(tc, test_envs_interleaved, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("reference");
     tcase_add_test(tc, test_random_episodes_match_brute_force);
