@@ -171,6 +171,11 @@ static const s_row s_schema[] = {
      "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
     {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
      "1000", NULL, "period of metrics.csv rows (ms)"},
+    {"learner", "ranks", T_INT, OFF(learner.ranks), 0, 1, 1024, "1", NULL,
+     "learner processes the launchers (scripts/apex-local, scripts/apex-slurm) start as one "
+     "data-parallel group: N > 1 runs apex-learner under mpirun or srun as N ranks, each "
+     "training on its own batch_size; their --learners N overrides it. A learner started by "
+     "hand is the group mpirun/srun make it"},
     {"learner", "zero_stage", T_INT, OFF(learner.zero_stage), 0, 0, 2, "1", NULL,
      "learner group (mpirun -np N apex-learner) only: 0 = all-reduce, optimizer state "
      "replicated; 1 = optimizer state sharded over the ranks (ZeRO-1); 2 = gradients sharded "

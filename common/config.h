@@ -148,6 +148,7 @@ typedef struct {
     int64_t request_timeout_ms;
     int64_t metrics_interval_ms;
     int64_t zero_stage; // a learner group's ZeRO stage (learner/train.h)
+    int64_t ranks;      // learner processes the launchers start as one group (1: a single one)
 } config_learner_t;
 
 typedef struct {

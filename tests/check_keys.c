@@ -1065,6 +1065,7 @@ static const s_row s_rows[] = {
      "learner.request_timeout_ms=3600000;learner.prefetch=1", s_ltimeout, 0, UP, NULL},
     // Only in a learner group (mpirun); check_group tests each stage's sharding.
     {"learner.zero_stage", NULL, NULL, NULL, 0, DIFF, "learner_group_stop.sh"},
+    {"learner.ranks", NULL, NULL, NULL, 0, DIFF, "learner_group.sh"},
     {"learner.metrics_interval_ms", "learner.metrics_interval_ms=2000", NULL, s_learner, LN_TIMERS,
      DIFF, NULL},
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # smoke: slow
-# A learner group learns: configs/cartpole.ini through scripts/apex-local --learners 2 (two
-# ranks under mpirun, ZeRO stage 2) with --restart on-failure. Once the group has written a
+# A learner group learns: configs/cartpole.ini through scripts/apex-local with [learner]
+# ranks = 2 (two ranks under mpirun, ZeRO stage 2; learner_group_stop.sh starts its group with
+# --learners 2) with --restart on-failure. Once the group has written a
 # checkpoint, one rank is killed with SIGKILL: the group dies with it (MPI's semantics),
 # apex-local restarts the whole group, which resumes from the sharded checkpoint, and the
 # run still reaches a greedy evaluation of 195 (as tests/smoke/learn.sh) after the restart.
@@ -13,7 +14,8 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print
 RUNS="$TMP/runs"
 RUN="$RUNS/cartpole"
 rc=0
-scripts/apex-local configs/cartpole.ini --bin "$APEX_BIN" --quiet --learners 2 \
+# key: learner.ranks
+scripts/apex-local configs/cartpole.ini --bin "$APEX_BIN" --quiet --set learner.ranks=2 \
   --restart on-failure --min-seconds 20 $(endpoint_sets) \
   --set run.out_dir="$RUNS" --set run.seed=1 --set run.target_return=195 \
   --set learner.zero_stage=2 --set learner.checkpoint_interval_s=2 \
