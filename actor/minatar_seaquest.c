@@ -433,6 +433,9 @@ static const uint16_t s_oxygen_window[24] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static const uint16_t s_diver_window[24] = {
     [9] = 0x100, [10] = 0x100, [11] = 0x100, [12] = 0x100, [13] = 0x100, [14] = 0x100};
 _Static_assert(SQ_DIVER_GUAGE == SQ_OXYGEN_GUAGE + 1, "a cell's two gauges are one uint16");
+// The windows' 16-bit pairs and 64-bit shifts put the oxygen byte first in memory only on a
+// little-endian host; elsewhere the frames would silently differ from the reference's.
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the gauge windows assume little-endian");
 
 // obs is restrict: its byte stores would otherwise alias the game state, and the compiler
 // reloaded every count and position after each of them.

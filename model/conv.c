@@ -229,19 +229,6 @@ static void s_bias_relu(float *dst, const float *src, float bias, int relu, size
 // Each element is read once with the sample stride (H W C) and written once; the B reads of
 // one (y, x, c) touch B cache lines that the next 63 elements of the row reuse.
 
-void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, int B) {
-    const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;
-    for (size_t p = 0; p < HW; p++) {
-        for (size_t c = 0; c < C; c++) {
-            uint8_t *dst = t + (c * HW + p) * (size_t)B;
-            const uint8_t *src = obs + p * C + c;
-            for (size_t b = 0; b < (size_t)B; b++) {
-                dst[b] = src[b * O];
-            }
-        }
-    }
-}
-
 // The transpose of a 16 x 16 block of bytes: on return r[j][i] is what r[i][j] was. Four
 // rounds of interleaves (bytes, pairs, quads, halves), each one SSE2 punpck per vector.
 static inline void s_transpose16(v16u8 r[16]) {
@@ -265,8 +252,8 @@ static inline void s_transpose16(v16u8 r[16]) {
             b[h * 8 + 4 + k] = (v16u8)__builtin_shuffle(x, y, hi16);
         }
     }
-    // c[g * 4 + m]: column pair 2m of group g (columns 4g..4g+3), rows 0-7 (m even: cols
-    // 4g, 4g+1) ... as the four quads of group g combine two by two.
+    // c[g * 4 + m]: columns 4g + 2 (m & 1) and the next one, rows 8 (m >> 1) .. + 7, eight
+    // bytes each, as the four row quads of group g (columns 4g..4g+3) combine two by two.
     for (int g = 0; g < 4; g++) {
         const v16u8 *q = &b[g * 4]; // rows 0-3, 4-7, 8-11, 12-15 of columns 4g..4g+3
         c[g * 4 + 0] = (v16u8)__builtin_shuffle((v4i)q[0], (v4i)q[1], lo32); // cols 0,1 rows 0-7
@@ -274,6 +261,7 @@ static inline void s_transpose16(v16u8 r[16]) {
         c[g * 4 + 2] = (v16u8)__builtin_shuffle((v4i)q[2], (v4i)q[3], lo32); // cols 0,1 rows 8-15
         c[g * 4 + 3] = (v16u8)__builtin_shuffle((v4i)q[2], (v4i)q[3], hi32); // cols 2,3 rows 8-15
     }
+    // r[4g + j]: column 4g + j, rows 0-7 then 8-15.
     for (int g = 0; g < 4; g++) {
         const v16u8 *q = &c[g * 4];
         r[4 * g + 0] = (v16u8)__builtin_shuffle((v2i64)q[0], (v2i64)q[2], lo64);
@@ -283,24 +271,27 @@ static inline void s_transpose16(v16u8 r[16]) {
     }
 }
 
-// uint8 rows to scaled floats in blocks of 16 row bytes x 16 samples: the 16 samples' bytes
+// uint8 rows to (C x H x W x B), as scaled floats (f32 = 1: t is float *) or as the bytes
+// themselves (t is uint8_t *), in blocks of 16 row bytes x 16 samples: the 16 samples' bytes
 // are loaded as vectors, transposed in registers, and each source byte's 16 samples leave
-// as 16 contiguous floats. Row bytes outer, samples inner: the 16 output rows of a block of
-// bytes are written front to back, and the B source lines read for it (8 KB at B = 128)
+// as 16 contiguous elements. Row bytes outer, samples inner: the 16 output rows of a block
+// of bytes are written front to back, and the B source lines read for it (8 KB at B = 128)
 // serve the next three blocks from L1. (Samples outer wrote one line per 512 bytes all
 // over the output, and took 1.5x the element-wise loop's time.) The element-wise loop this
 // replaces read one byte per sample stride and converted it alone: Nature's 128 x 28 224
 // bytes took 2.3-2.4 ms, twice per update. Leftover samples (B mod 16) and row bytes
 // (H W C mod 16) go element-wise.
-static void s_transpose_u8_f32(float *t, const uint8_t *obs, float scale, const conv_shape_t *s,
-                               int B) {
+static void s_transpose_u8(void *t, int f32, const uint8_t *obs, float scale, const conv_shape_t *s,
+                           int B) {
     const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;
     const size_t Bz = (size_t)B, B16 = Bz / 16 * 16, O16 = O / 16 * 16;
     const v4f sc = {scale, scale, scale, scale};
+    float *tf = t;
+    uint8_t *tb = t;
     for (size_t j = 0; j < O16; j += 16) {
-        float *dst[16]; // the output rows of source bytes j .. j + 15
+        size_t row[16]; // the output rows of source bytes j .. j + 15, in elements
         for (size_t i = 0, p = j / C, c = j % C; i < 16; i++) {
-            dst[i] = t + (c * HW + p) * Bz;
+            row[i] = (c * HW + p) * Bz;
             if (++c == C) {
                 c = 0, p++;
             }
@@ -312,23 +303,35 @@ static void s_transpose_u8_f32(float *t, const uint8_t *obs, float scale, const 
             }
             s_transpose16(r);
             for (int i = 0; i < 16; i++) {
-                s_cvt16(dst[i] + b, r[i], sc);
+                if (f32) {
+                    s_cvt16(tf + row[i] + b, r[i], sc);
+                } else {
+                    memcpy(tb + row[i] + b, &r[i], sizeof r[i]);
+                }
             }
         }
     }
     // The rest: samples B16.. for every byte, and bytes O16.. for the blocked samples.
     for (size_t j = 0; j < O; j++) {
-        float *d = t + ((j % C) * HW + j / C) * Bz;
+        size_t d = ((j % C) * HW + j / C) * Bz;
         for (size_t b = j < O16 ? B16 : 0; b < Bz; b++) {
-            d[b] = scale * (float)obs[b * O + j];
+            if (f32) {
+                tf[d + b] = scale * (float)obs[b * O + j];
+            } else {
+                tb[d + b] = obs[b * O + j];
+            }
         }
     }
+}
+
+void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, int B) {
+    s_transpose_u8(t, 0, obs, 1.0f, s, B);
 }
 
 void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
                         int B) {
     if (obs_u8) {
-        s_transpose_u8_f32(t, obs, scale, s, B);
+        s_transpose_u8(t, 1, obs, scale, s, B);
         return;
     }
     const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;

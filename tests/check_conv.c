@@ -364,8 +364,9 @@ START_TEST(test_backward_inner_fd) {
 }
 END_TEST
 
-// The uint8 -> float transpose works in blocks of 16 samples x 16 row bytes with element-wise
-// leftovers: every element lands at [c][y][x][b] scaled, for batches and row lengths on both
+// The uint8 transposes (to scaled floats, and to bytes) work in blocks of 16 samples x 16 row
+// bytes with element-wise leftovers: every element lands at [c][y][x][b], for batches and
+// row lengths on both
 // sides of the block edges (B = 1, 15, 16, 17, 40; H W C = 2 x 3 x 1 = 6, 4 x 4 x 1 = 16,
 // 5 x 5 x 3 = 75, 10 x 10 x 4 = 400, 9 x 7 x 5 = 315), on random bytes of all 256 values.
 START_TEST(test_transpose_u8_blocks) {
@@ -380,25 +381,32 @@ START_TEST(test_transpose_u8_blocks) {
             int B = batches[bi];
             float scale = bi % 2 ? 1.0f : 1.0f / 255.0f;
             size_t n = conv_in_features(&s) * (size_t)B;
-            uint8_t *obs = xmalloc(n);
+            // The byte transpose runs on two outputs prefilled 0x00 and 0xff: an element it
+            // did not write keeps one of them and differs from obs there.
+            uint8_t *obs = xmalloc(n), *tb0 = xmalloc(n), *tb1 = xmalloc(n);
             float *t = xmalloc(n * sizeof(float));
             for (size_t i = 0; i < n; i++) {
                 obs[i] = (uint8_t)rng_below(&r, 256);
                 t[i] = -1.0f; // every element must be written
             }
             conv_transpose_f32(t, obs, 1, scale, &s, B);
+            memset(tb0, 0x00, n), memset(tb1, 0xff, n);
+            conv_transpose_u8(tb0, obs, &s, B);
+            conv_transpose_u8(tb1, obs, &s, B);
             for (int b = 0; b < B; b++) {
                 for (int p = 0; p < HW; p++) {
                     for (int c = 0; c < C; c++) {
                         size_t src = ((size_t)b * HW + p) * C + c,
                                dst = ((size_t)c * HW + p) * B + b;
+                        ck_assert_uint_eq(tb0[dst], obs[src]);
+                        ck_assert_uint_eq(tb1[dst], obs[src]);
                         ck_assert_msg(t[dst] == scale * (float)obs[src],
                                       "shape %zu B %d: b %d p %d c %d: %g, want %g", si, B, b, p, c,
                                       (double)t[dst], (double)(scale * (float)obs[src]));
                     }
                 }
             }
-            xfree(obs), xfree(t);
+            xfree(obs), xfree(t), xfree(tb0), xfree(tb1);
         }
     }
 }

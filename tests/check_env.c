@@ -241,6 +241,33 @@ static void s_vec_step_const(vecenv_t *v, s_vec_io_t *io, int32_t action) {
     }
 }
 
+// The same step taken outside vecenv: copies of the VN states before it (taken by
+// s_vec_save), each stepped alone by spec->step with `action`. Asserts that every env's
+// vecenv_next_obs is the observation its own step produced, whether the episode went on or
+// ended (then vecenv has reset the env: it must not hand out the reset observation).
+typedef struct {
+    _Alignas(64) uint8_t state[VN][ENV_MAX_STATE_BYTES]; // states are doubles or minatar_t
+} s_vec_saved_t;
+
+static void s_vec_save(const vecenv_t *v, s_vec_saved_t *sv) {
+    for (int i = 0; i < v->n; i++) {
+        memcpy(sv->state[i], v->state + (size_t)i * v->spec->state_bytes, v->spec->state_bytes);
+    }
+}
+
+static void s_vec_check_next_obs(const vecenv_t *v, s_vec_saved_t *sv, const s_vec_io_t *io,
+                                 int32_t action) {
+    for (int i = 0; i < v->n; i++) {
+        float want[ENV_MAX_OBS_DIM], r;
+        uint8_t term;
+        v->spec->step(sv->state[i], action, want, &r, &term);
+        ck_assert_msg(memcmp((const uint8_t *)io->next_obs + (size_t)i * v->obs_bytes, want,
+                             v->obs_bytes) == 0,
+                      "env %d: vecenv_next_obs is not the observation of its step", i);
+        ck_assert(r == io->rewards[i] && term == io->term[i]);
+    }
+}
+
 START_TEST(test_vecenv_truncates_at_limit) {
     // MountainCar with "no push" and Acrobot with zero torque never reach their goals, so
     // every episode is cut by the time limit at exactly max_episode_steps.
@@ -251,11 +278,20 @@ START_TEST(test_vecenv_truncates_at_limit) {
         vecenv_t v;
         s_vec_io_t io;
         vecenv_init(&v, spec, VN, 5, 0, 2 * VN);
+        s_vec_saved_t sv;
         for (int t = 1; t <= T; t++) {
+            s_vec_save(&v, &sv);
             s_vec_step_const(&v, &io, 1);
+            // Truncated at T: the final observation (what the n-step target bootstraps
+            // from) is the step's own, kept apart from the reset one now in v.obs.
+            s_vec_check_next_obs(&v, &sv, &io, 1);
             for (int i = 0; i < VN; i++) {
                 ck_assert_int_eq(io.term[i], 0);
                 ck_assert_int_eq(io.trunc[i], t == T);
+                if (t == T) {
+                    ck_assert(memcmp((const uint8_t *)io.next_obs + (size_t)i * v.obs_bytes,
+                                     v.obs + (size_t)i * v.obs_bytes, v.obs_bytes) != 0);
+                }
             }
             ck_assert_int_eq(v.done_count, t == T ? VN : 0);
         }
@@ -282,13 +318,15 @@ START_TEST(test_vecenv_autoreset_keeps_terminal_obs) {
     s_vec_io_t io;
     vecenv_init(&v, &env_cartpole_spec, VN, 9, 100, VN);
     int finished = 0;
+    s_vec_saved_t sv;
     for (int t = 1; t <= 100 && finished < VN; t++) {
+        s_vec_save(&v, &sv);
         s_vec_step_const(&v, &io, 1);
+        s_vec_check_next_obs(&v, &sv, &io, 1);
         for (int i = 0; i < VN; i++) {
             const float *no = io.next_obs + i * 4, *o = (const float *)v.obs + i * 4;
             ck_assert(io.rewards[i] == 1.0f);
             if (!io.term[i]) {
-                ck_assert(memcmp(no, o, 4 * sizeof(float)) == 0);
                 continue;
             }
             finished++;

@@ -269,7 +269,10 @@ START_TEST(test_vecenv_matches_plain_steps) {
     // above check against the reference: the same rewards, terminal flags, observations the
     // steps produced, and observations to act on after resets. Several thousand steps per
     // game, so every game ends many episodes (Freeway's 2 500-step limit included) and the
-    // envs' states drift apart from their common start.
+    // envs' states drift apart from their common start. Both sides run the same game code
+    // (minatar_act_inline, game->observe): this checks the plumbing (frames written in place
+    // into dirty buffers, Asterix's skipped memset, final_obs, resets); exactness to the
+    // reference is test_reference_fixture's.
     static const env_spec_t *const specs[] = {&env_minatar_asterix_spec, &env_minatar_breakout_spec,
                                               &env_minatar_freeway_spec, &env_minatar_seaquest_spec,
                                               &env_minatar_space_invaders_spec};
