@@ -5,6 +5,7 @@
 #   LEARNER_BENCH_THREADS="1 2" bash bench/run_learner.sh
 #   LEARNER_BENCH_ROUNDS=5 bash bench/run_learner.sh      # conv nets: rounds (default 3)
 #   LEARNER_BENCH_NETS="minatar" bash bench/run_learner.sh  # any of: mlp minatar nature
+#   PYTHON=/usr/bin/python3 (the peer's interpreter; it needs torch, else the ratios are skipped)
 #
 # MLPs: build/bench/bench_learner (small 4-256-256-dueling(2) and large 84-512-512-
 # dueling(18), batch 512, Adam, clip 40) and ../shared/peers/torch_learner.py with the same
@@ -22,18 +23,30 @@ source bench/lib.sh
 BUILD=${BUILD:-build}
 BENCH="$BUILD/bench/bench_learner"
 PEER=../shared/peers/torch_learner.py
-PY=/usr/bin/python3
+PY=${PYTHON:-/usr/bin/python3}
 ROUNDS=${LEARNER_BENCH_ROUNDS:-3}
 NETS=${LEARNER_BENCH_NETS:-mlp minatar nature}
 [ -x "$BENCH" ] || make --no-print-directory "$BENCH" >/dev/null
+# The peer needs PyTorch (Debian: apt-get install python3-torch). Without it the ratios are
+# skipped with a message: a peer that fails to import must not turn into a ratio of "inf".
+HAVE_PEER=0
+if [ ! -f "$PEER" ]; then
+  echo "run_learner: peer $PEER not found; ratios skipped" >&2
+elif ! "$PY" -c 'import torch' 2>/dev/null; then
+  echo "run_learner: $PY cannot import torch (apt-get install python3-torch); ratios skipped" >&2
+else
+  HAVE_PEER=1
+fi
 
 # Runs the peer once; shows its output as comments and prints its median updates/s
 # (field 3 of its "RESULT <name>.updates_per_s <median> <min> <max> updates/s" line).
 peer() {
-  local out
-  out=$("$PY" "$PEER" "$@")
+  local out v
+  out=$("$PY" "$PEER" "$@") || { echo "run_learner: the peer failed: $PEER $*" >&2; return 1; }
   sed 's/^/# peer: /' <<<"$out" >&2
-  awk '/^RESULT .*updates_per_s/ {print $3}' <<<"$out"
+  v=$(awk '/^RESULT .*updates_per_s/ {print $3}' <<<"$out")
+  [ -n "$v" ] || { echo "run_learner: no RESULT line from the peer: $PEER $*" >&2; return 1; }
+  echo "$v"
 }
 
 has_net() { [[ " $NETS " == *" $1 "* ]]; }
@@ -45,7 +58,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
     echo "$out"
     ours_small=$(bench_field "$out" BENCH "learner.small$sfx.updates_per_s")
     ours_large=$(bench_field "$out" BENCH "learner.large$sfx.updates_per_s")
-    if [ -f "$PEER" ]; then
+    if [ "$HAVE_PEER" = 1 ]; then
       torch_small=$(peer --threads "$t")
       torch_large=$(peer --threads "$t" --obs 84 --hidden 512 --actions 18)
       echo "BENCH torch.learner.small$sfx.updates_per_s $torch_small updates/s"
@@ -54,8 +67,6 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
         'BEGIN {printf "BENCH learner.small%s.ratio_vs_torch %.2f x\n", s, a / b}'
       awk -v a="$ours_large" -v b="$torch_large" -v s="$sfx" \
         'BEGIN {printf "BENCH learner.large%s.ratio_vs_torch %.2f x\n", s, a / b}'
-    else
-      echo "run_learner: peer $PEER not found; ratios skipped" >&2
     fi
   fi
 
@@ -73,7 +84,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
       apex_v+=("$a")
       eff_v+=("$(bench_field "$out" BENCH "learner.$name$sfx.gemm_efficiency")")
       cpu_v+=("$(awk '/updates per CPU second/ {for (i = 1; i <= NF; i++) if ($i == "updates" && $(i+1) == "per") {print $(i-1); exit}}' <<<"$out")")
-      if [ -f "$PEER" ]; then
+      if [ "$HAVE_PEER" = 1 ]; then
         # shellcheck disable=SC2086
         p=$(peer --threads "$t" $peer_flags)
         peer_v+=("$p")
@@ -88,8 +99,6 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
       echo "# $name: torch updates/s per round: ${peer_v[*]}; ratios: ${ratio_v[*]} (goal >= $goal)"
       echo "BENCH torch.learner.$name$sfx.updates_per_s $(bench_median "${peer_v[@]}") updates/s"
       printf "BENCH learner.%s%s.ratio_vs_torch %.2f x\n" "$name" "$sfx" "$(bench_median "${ratio_v[@]}")"
-    else
-      echo "run_learner: peer $PEER not found; $name ratio skipped" >&2
     fi
   done
 done
