@@ -2,8 +2,8 @@
 # smoke: slow
 # Chaos: a CartPole run through scripts/apex-local --restart on-failure with [replay]
 # durability = wal while scripts/chaos kills a random daemon (replay, learner, an actor) with
-# SIGKILL every few seconds, plus a wal "probe" replay server fed with known batches for the
-# loss accounting. Passes when the run is solved anyway, only the killed daemons died, no
+# SIGKILL every few seconds (the plan's kills, then none), plus a wal "probe" replay server
+# fed with known batches for the loss accounting. Passes when the run is solved anyway, only the killed daemons died, no
 # acknowledged probe batch is lost or stored twice, and the cluster's replay stored no batch
 # twice (see scripts/chaos for every check).
 #   CHAOS_MODE=short (default, for make test): configs/smoke.ini, >= 15 kills (5 of each
