@@ -60,6 +60,17 @@
 // 19.9 -> 13.1-13.5 ms, for two weight sets 39.8 -> 16.7 ms; MinAtar 0.81-0.84 -> 0.75-0.78
 // ms, two sets 1.65 -> 1.19 ms. The inner layers' forward GEMMs run 2x faster on chunks
 // (bench_conv: Nature layers 1 and 2, 66-73 -> 133-139 GFLOP/s).
+// How big a chunk (2026-12-05, 2-vCPU Zen 4, OpenBLAS 0.3.21 Cooperlake kernel; bench_learner
+// updates, % of the run's sgemm): 512 KB chunks (MinAtar B = 512: 7 positions, GEMMs of
+// M = 16..32, N = 3584, K = 36) -> 64 KB (1 position, N = 512): MinAtar 74.6 -> 79.8 %, at
+// B = 256 75.6 -> 80.3 %, at B = 128 78.0 -> 82.8 %; Nature unchanged within noise (its
+// chunks go from 4, 2, 1 positions to 1). A shape-by-shape count through an LD_PRELOAD
+// cblas_sgemm timer showed why: the MinAtar dW GEMM (M = 36, N = 16, K = 3584) ran at
+// 49 GFLOP/s, packing both operands for only 16 or 36 FLOPs per packed float, and the
+// forward ones at 73-83; under about 1e6 multiply-adds per call (M N K) OpenBLAS's
+// SkylakeX/Cooperlake kernels skip packing altogether (its "small matrix" path), and the
+// same GEMMs on one position run at 106-110. With OPENBLAS_CORETYPE=Haswell (no such path;
+// probed for this choice only) 64 KB is also the best of 16/64/512 KB: 78.3 % vs 74.4 %.
 //
 // Backward of the first layer: pass din = NULL. The observations are not trained, so the
 // dcol GEMM and the col2im scatter are skipped.
@@ -81,7 +92,8 @@
 #include <stdint.h>
 
 // The col chunk a forward or backward call aims for: at least one position (K B floats).
-#define CONV_CHUNK_BYTES (512 * 1024)
+// 64 KB: see "How big a chunk" above.
+#define CONV_CHUNK_BYTES (64 * 1024)
 
 // One conv2d layer's dimensions; a plain value filled by conv_shape_init.
 typedef struct {

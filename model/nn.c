@@ -349,7 +349,7 @@ static size_t s_state_layout(nn_state_t *s, float *base) {
         scratch = APEX_MAX(scratch, conv_scratch_bytes(&s->conv[l], s->max_batch));
     }
     if (cfg->n_conv > 0) {
-        // The first layer's input, transposed, as floats.
+        // The first layer's input, transposed: room for floats (bytes use a quarter of it).
         s->in_t = s_take(&cur, conv_in_features(&s->conv[0]) * B, &total);
         s->scratch = s_take(&cur, scratch / sizeof(float) + 1, &total);
     }
@@ -611,18 +611,37 @@ static const float *s_mlp_rows(const nn_state_t *s) {
     return in_place ? s->obs : s->in_f32;
 }
 
-// The input of conv layer l as conv.h reads it: the transposed observations (floats) for the
-// first, the previous layer's output (after its ReLU) for the others.
+// The input of conv layer l as conv.h reads it: the transposed observations for the first
+// (bytes that im2col scales, or scaled floats), the previous layer's output (after its ReLU)
+// for the others.
 static conv_input_t s_conv_input(const nn_state_t *s, int l) {
-    return (conv_input_t){l > 0 ? s->act[l - 1] : s->in_t, 0, 1.0f};
+    if (l > 0) {
+        return (conv_input_t){s->act[l - 1], 0, 1.0f};
+    }
+    return (conv_input_t){s->in_t, s->in_t_u8, s->in_t_u8 ? s_scale(&s->cfg) : 1.0f};
 }
 
-// Transposes the observation rows into s->in_t (conv nets), the first conv layer's input, as
-// floats times in_scale: every element is converted once here rather than once per window
-// that reads it in im2col (k^2 / s^2 times: 9 for MinAtar's 3x3 s1 body; bench_conv).
+// Transposes the observation rows into s->in_t (conv nets), the first conv layer's input.
+// uint8 observations stay bytes when their float copy (C H W B floats) would exceed
+// NN_F32_INPUT_MAX_BYTES, else become scaled floats. Floats convert each element once instead
+// of once per window reading it in im2col ((k / s)^2 times: 9 for MinAtar's 3x3 s1 body, 4
+// for the Nature body's 8x8 s4 layer), but cost 4 bytes per element: a copy that fits the
+// cache is the cheaper input (MinAtar, B = 512: 819 KB; bench_learner 77.3-78.2 % of sgemm
+// with bytes, 78.8-79.8 % with floats), one that does not is written to and read back from
+// memory twice per update (Nature, B = 128: 14.4 MB; 72.4-75.0 % with floats, 75.1-76.1 %
+// with bytes; the float transpose alone took 1.3-3.9 ms from run to run on the shared Zen 4,
+// the byte one 0.63-0.68 ms).
+#define NN_F32_INPUT_MAX_BYTES ((size_t)1 << 20)
+
 static void s_conv_transpose(nn_state_t *s, const void *obs, int B) {
-    conv_transpose_f32(s->in_t, obs, s->cfg.in_dtype == NN_INPUT_U8, s_scale(&s->cfg), &s->conv[0],
-                       B);
+    const conv_shape_t *c0 = &s->conv[0];
+    s->in_t_u8 = s->cfg.in_dtype == NN_INPUT_U8 &&
+                 conv_in_features(c0) * (size_t)B * sizeof(float) > NN_F32_INPUT_MAX_BYTES;
+    if (s->in_t_u8) {
+        conv_transpose_u8(s->in_t, obs, c0, B);
+    } else {
+        conv_transpose_f32(s->in_t, obs, s->cfg.in_dtype == NN_INPUT_U8, s_scale(&s->cfg), c0, B);
+    }
 }
 
 // Layers from..n_layers-1 of the sequence (every layer below from has run), then the head.
@@ -679,8 +698,10 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
     sa->batch = sb->batch = B;
     sa->obs = sb->obs = obs;
     s_conv_transpose(sa, obs, B);
+    sb->in_t_u8 = sa->in_t_u8;
     if (sb->train) { // nn_backward on sb reads its own copy
-        memcpy(sb->in_t, sa->in_t, conv_in_features(&sa->conv[0]) * (size_t)B * sizeof(float));
+        memcpy(sb->in_t, sa->in_t,
+               conv_in_features(&sa->conv[0]) * (size_t)B * (sa->in_t_u8 ? 1 : sizeof(float)));
     }
     conv_input_t in = s_conv_input(sa, 0);
     conv_forward2(sa->act[0], sb->act[0], &in, pa->layer[0].w, pa->layer[0].b, pb->layer[0].w,

@@ -14,9 +14,10 @@
 // channels-last [y][x][c], float32 or uint8 (in_dtype), multiplied by in_scale on the way
 // in (MinAtar's 0/1 frames: 1; Atari-style frames: 1/255; classic control: 1). A vector
 // observation is 1 x 1 x O. A conv net transposes the rows into the first layer's
-// (C x H x W x B) input in the state (uint8 stays uint8 and is converted and scaled inside
-// im2col; float32 is scaled there); an MLP reads float32 rows in place and converts uint8 or
-// scaled rows into a scratch of the state first.
+// (C x H x W x B) input in the state: scaled floats, or for uint8 rows whose float copy
+// would exceed 1 MB (Atari-sized frames) the bytes themselves, which im2col converts and
+// scales (nn.c says why); an MLP reads float32 rows in place and converts uint8 or scaled
+// rows into a scratch of the state first.
 //
 // Split (STYLE S9, llama2.c):
 //   nn_config_t  values only: input shape, dtype and scale, conv layers, hidden sizes,
@@ -124,8 +125,10 @@ typedef struct {
     int n_features;                 // F: inputs of the first linear layer
     float *act[NN_MAX_LAYERS];      // each layer's output (post-ReLU but the head's),
                                     // (out features x max_batch); act[n_layers-1] = head
-    float *in_t;                    // conv nets: the first layer's input, the observations
-                                    // transposed and scaled (conv.h), kept for nn_backward
+    void *in_t;                     // conv nets: the first layer's input, the observations
+                                    // transposed (conv.h), kept for nn_backward: scaled
+                                    // floats, or the bytes themselves when in_t_u8
+    int in_t_u8;                    // set by each forward: in_t holds uint8 (see nn.c)
     float *scratch;                 // conv nets: conv.h's scratch, shared by the layers
     float *in_f32;                  // MLP: observations as scaled float32 (B x O); NULL
                                     // for conv nets

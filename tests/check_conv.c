@@ -177,16 +177,20 @@ START_TEST(test_shape) {
     ck_assert_uint_eq(conv_num_params(&s), 32 * 4 * 64 + 32);
     ck_assert_uint_eq(conv_in_features(&s), 84 * 84 * 4);
     ck_assert_uint_eq(conv_out_features(&s), 32 * 400);
-    // Chunks of CONV_CHUNK_BYTES of col: 4 positions of K B = 256 x 128 floats; at least 1.
-    ck_assert_int_eq(conv_chunk_positions(&s, 128), 4);
+    // Chunks of CONV_CHUNK_BYTES (64 KB) of col: 4 positions of K B = 256 x 16 floats, 64 of
+    // 256 x 1; at least 1 (B = 128: one position of 128 KB).
+    ck_assert_int_eq(conv_chunk_positions(&s, 16), 4);
+    ck_assert_int_eq(conv_chunk_positions(&s, 1), 64);
+    ck_assert_int_eq(conv_chunk_positions(&s, 128), 1);
     ck_assert_int_eq(conv_chunk_positions(&s, 4096), 1);
-    ck_assert_int_eq(conv_chunk_positions(&s, 1), 400); // at most P
-    ck_assert_uint_ge(conv_scratch_bytes(&s, 128), 256u * 512 * sizeof(float));
+    ck_assert_uint_ge(conv_scratch_bytes(&s, 128), 256u * 128 * sizeof(float));
     ck_assert_uint_ge(conv_scratch_bytes(&s, 4096), 256u * 4096 * sizeof(float));
     s.chunk = 7;
     ck_assert_int_eq(conv_chunk_positions(&s, 128), 7);
     s.chunk = 1000;
-    ck_assert_int_eq(conv_chunk_positions(&s, 128), 400);
+    ck_assert_int_eq(conv_chunk_positions(&s, 128), 400); // at most P
+    conv_shape_t tiny = s_shape(1, 4, 4, 1, 2, 1);        // K = 4, P = 9
+    ck_assert_int_eq(conv_chunk_positions(&tiny, 1), 9);
     s = s_shape(2, 9, 7, 3, 4, 3); // floor: (9 - 4) / 3 + 1 = 2, (7 - 4) / 3 + 1 = 2
     ck_assert_int_eq(s.oh, 2);
     ck_assert_int_eq(s.ow, 2);

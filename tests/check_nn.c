@@ -499,6 +499,50 @@ START_TEST(test_input_dtype_and_scale) {
 }
 END_TEST
 
+// The first layer's input as bytes (nn.c keeps uint8 observations as bytes when their float
+// copy would exceed 1 MB: the Nature body from B = 10) gives the values of the float input
+// it uses for smaller batches: q, gradients, and a forward pair whose second state trains.
+START_TEST(test_byte_input_matches_float_input) {
+    rng_t r;
+    rng_init_stream(&r, 19, RNG_ROLE_TEST, 0);
+    const nn_config_t cfg = nn_config_nature(6, 1);
+    enum { B = 12, SMALL = 3, A = 6 };
+    nn_params_t p, p2, g_big, g_small, g_pair;
+    nn_params_init(&p, &cfg), nn_params_init(&p2, &cfg);
+    nn_params_init(&g_big, &cfg), nn_params_init(&g_small, &cfg), nn_params_init(&g_pair, &cfg);
+    nn_params_init_random(&p, &r), nn_params_init_random(&p2, &r);
+    nn_state_t big, small, pa, pb;
+    nn_state_init(&big, &cfg, B, 1), nn_state_init(&small, &cfg, SMALL, 1);
+    nn_state_init(&pa, &cfg, B, 0), nn_state_init(&pb, &cfg, B, 1);
+    uint8_t *obs = s_obs(&cfg, B, &r);
+    float q_big[B * A], q_small[B * A], qa[B * A], qb[B * A], c[B * A];
+    s_fill(c, (size_t)B * A, &r, 1.0f);
+    nn_forward(&big, &p, obs, B, q_big);
+    ck_assert_int_eq(big.in_t_u8, 1);
+    nn_backward(&big, &p, &g_big, c, B);
+    for (int b0 = 0; b0 < B; b0 += SMALL) {
+        nn_forward(&small, &p, obs + (size_t)b0 * cfg.obs_dim, SMALL, q_small + b0 * A);
+        ck_assert_int_eq(small.in_t_u8, 0);
+        nn_backward(&small, &p, &g_small, c + b0 * A, SMALL); // accumulates over the slices
+    }
+    ck_assert(check_close_f(q_big, q_small, (size_t)B * A, 1e-5, 1e-6, "q bytes vs floats"));
+    ck_assert(check_close_f(g_big.data, g_small.data, g_big.num_params, 1e-4, 1e-6,
+                            "grads bytes vs floats"));
+    // The pair on bytes: its train state keeps its own copy of the bytes for backward.
+    nn_forward_pair(&pa, &p2, &pb, &p, obs, B, qa, qb);
+    ck_assert_int_eq(pb.in_t_u8, 1);
+    ck_assert(check_close_f(qb, q_big, (size_t)B * A, 1e-6, 1e-7, "pair b"));
+    nn_forward(&big, &p2, obs, B, q_big);
+    ck_assert(check_close_f(qa, q_big, (size_t)B * A, 1e-6, 1e-7, "pair a"));
+    nn_backward(&pb, &p, &g_pair, c, B);
+    ck_assert(check_close_f(g_pair.data, g_big.data, g_big.num_params, 1e-5, 1e-7, "pair grads"));
+    free(obs);
+    nn_state_fini(&big), nn_state_fini(&small), nn_state_fini(&pa), nn_state_fini(&pb);
+    nn_params_fini(&p), nn_params_fini(&p2), nn_params_fini(&g_big), nn_params_fini(&g_small);
+    nn_params_fini(&g_pair);
+}
+END_TEST
+
 // The MinAtar DQN body (Young & Tian 2019, examples/dqn.py) and the Nature DQN body are
 // expressible, with PyTorch's parameter counts (+ dueling's value row).
 START_TEST(test_minatar_and_nature_bodies) {
@@ -622,6 +666,7 @@ Suite *nn_suite(void) {
     tcase_add_test(tc, test_forward_pair);
     tcase_add_test(tc, test_conv_gradcheck_all_layers);
     tcase_add_test(tc, test_input_dtype_and_scale);
+    tcase_add_test(tc, test_byte_input_matches_float_input);
     tcase_add_test(tc, test_minatar_and_nature_bodies);
     tcase_add_test(tc, test_whole_network_matches_pytorch);
     tcase_add_test(tc, test_forward_matches_reference);
