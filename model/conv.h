@@ -69,8 +69,11 @@
 // 49 GFLOP/s, packing both operands for only 16 or 36 FLOPs per packed float, and the
 // forward ones at 73-83; under about 1e6 multiply-adds per call (M N K) OpenBLAS's
 // SkylakeX/Cooperlake kernels skip packing altogether (its "small matrix" path), and the
-// same GEMMs on one position run at 106-110. With OPENBLAS_CORETYPE=Haswell (no such path;
-// probed for this choice only) 64 KB is also the best of 16/64/512 KB: 78.3 % vs 74.4 %.
+// same GEMMs on one position run at 106-110. 16 KB did as well or better with this kernel
+// (single runs: 82.0 % at B = 512, 84.7 % at B = 256) but not with OPENBLAS_CORETYPE=Haswell
+// (no such path; probed for this choice only; single runs at B = 512: 16 KB 74.3 %, 64 KB
+// 78.3 %, 512 KB 74.4 %). Three alternated rounds under Haswell later showed 64 KB and
+// 512 KB alike for MinAtar (74.0-76.0 vs 75.2-76.0 %): the gain is the AVX-512 kernels'.
 //
 // Backward of the first layer: pass din = NULL. The observations are not trained, so the
 // dcol GEMM and the col2im scatter are skipped.
