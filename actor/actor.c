@@ -19,6 +19,7 @@
 #include "wire.h"
 #include "xalloc.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -364,24 +365,53 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
     a->pending_len++;
 }
 
-// Ships the first `count` rows of a->out as one batch with initial priorities, and moves
-// the remaining rows to the front.
-static void s_ship(actor_t *a, int count) {
+// n-step returns are float32 (nstep.c sums in double and rounds): env rewards near FLT_MAX
+// round one to +-inf, and the replay takes finite rewards only (wire.h), so it would refuse
+// the whole batch. Such rows are left out of the first `count` (the others close up), counted
+// and logged. Returns the rows kept.
+static int s_drop_overflowed(actor_t *a, int count) {
     nstep_out_t *o = &a->out;
-    int O = a->obs_dim;
     size_t OB = a->obs_bytes;
-    nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards, o->discounts,
-                     o->next_obs, (float)a->cfg.learner.priority_eps, count);
-    // Weights that pass validation (finite) can still overflow in the forward pass, and the
-    // replay refuses a batch with a NaN priority: send none, so it uses its max priority.
-    int prio_ok = 1;
+    int kept = 0;
     for (int i = 0; i < count; i++) {
-        prio_ok &= a->prio[i] >= 0.0f && a->prio[i] < INFINITY; // false for NaN too
+        if (!isfinite(o->rewards[i])) {
+            continue;
+        }
+        if (kept != i) {
+            memcpy(o->obs + kept * OB, o->obs + i * OB, OB);
+            memcpy(o->next_obs + kept * OB, o->next_obs + i * OB, OB);
+            o->actions[kept] = o->actions[i];
+            o->rewards[kept] = o->rewards[i];
+            o->discounts[kept] = o->discounts[i];
+        }
+        kept++;
+    }
+    if (kept < count) {
+        a->st.reward_overflows += (uint64_t)(count - kept);
+        log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
+                  "n-step returns overflowed float32 (env rewards near 3.4e38): %llu transitions "
+                  "dropped so far",
+                  (unsigned long long)a->st.reward_overflows);
+    }
+    return kept;
+}
+
+// Sends the first `rows` rows of a->out as one batch, with initial priorities.
+static void s_send_rows(actor_t *a, int rows) {
+    nstep_out_t *o = &a->out;
+    nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards, o->discounts,
+                     o->next_obs, (float)a->cfg.learner.priority_eps, rows);
+    // Weights that pass validation (finite) can still overflow in the forward pass, and the
+    // replay refuses a batch with a priority outside the wire's range (NaN included): send
+    // none, so it uses its max priority.
+    int prio_ok = 1;
+    for (int i = 0; i < rows; i++) {
+        prio_ok &= a->prio[i] >= 0.0f && a->prio[i] <= WIRE_PRIORITY_MAX; // false for NaN too
     }
     if (!prio_ok) {
         a->st.bad_priorities++;
         log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
-                  "non-finite initial priorities (weights " WIRE_VERSION_FMT
+                  "initial priorities out of range (weights " WIRE_VERSION_FMT
                   " overflow): %llu batches sent without priorities",
                   WIRE_VERSION_ARGS(a->st.weights_version),
                   (unsigned long long)a->st.bad_priorities);
@@ -391,8 +421,8 @@ static void s_ship(actor_t *a, int count) {
                                .epoch = a->epoch,
                                .seq = a->seq++,
                                .weights_version = a->st.weights_version,
-                               .count = (uint32_t)count,
-                               .obs_dim = (uint32_t)O,
+                               .count = (uint32_t)rows,
+                               .obs_dim = (uint32_t)a->obs_dim,
                                .obs_dtype = (uint32_t)a->obs_dtype,
                                .obs = o->obs,
                                .actions = o->actions,
@@ -402,6 +432,17 @@ static void s_ship(actor_t *a, int count) {
                                .priorities = prio_ok ? a->prio : NULL};
     s_enqueue(a, &m);
     s_flush_pending(a);
+}
+
+// Ships the first `count` rows of a->out as one batch (less those s_drop_overflowed leaves
+// out), and moves the remaining rows to the front.
+static void s_ship(actor_t *a, int count) {
+    nstep_out_t *o = &a->out;
+    size_t OB = a->obs_bytes;
+    int rows = s_drop_overflowed(a, count);
+    if (rows > 0) {
+        s_send_rows(a, rows);
+    }
     int rest = o->count - count;
     if (rest > 0) {
         size_t ro = (size_t)count * OB, no = (size_t)rest * OB;
@@ -657,7 +698,10 @@ static int s_timer_stats(loop_t *loop, void *arg) {
     actor_t *a = arg;
     int n = envsrc_drain_episodes(a->src, a->episodes, EPISODES_CAP);
     for (int i = 0; i < n; i++) {
-        a->ep_returns[i] = (float)a->episodes[i].ret;
+        // Saturated at +-FLT_MAX: a return past float32 (env rewards near 3.4e38) would make
+        // the learner refuse the whole message, frames and all (the wire takes finite ones).
+        double r = a->episodes[i].ret;
+        a->ep_returns[i] = r > FLT_MAX ? FLT_MAX : r < -FLT_MAX ? -FLT_MAX : (float)r;
         a->ep_lengths[i] = (uint32_t)a->episodes[i].len;
         a->ep_eps[i] = a->eps[a->episodes[i].env];
     }

@@ -183,6 +183,14 @@ static int s_count_ok(wire_decoder_t *d, uint32_t count, const char *what) {
 
 #define F32(b) ((const float *)(const void *)(b).data)
 
+static int s_actor_ok(wire_decoder_t *d, const char *what, uint32_t actor_id) {
+    if (d->lim.max_actors && actor_id >= d->lim.max_actors) {
+        return s_err(d, APEX_EINVAL, "%s: actor_id %u is not below [actor] num_actors %u", what,
+                     actor_id, d->lim.max_actors);
+    }
+    return APEX_OK;
+}
+
 // ---------------------------------------------------------------------------------------
 // Per-message decoding.
 
@@ -218,7 +226,7 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
     if (!obs_ok || !s_all_finite(F32(*rewards), count)) {
         return s_err(d, APEX_EINVAL, "%s: non-finite observation or reward", what);
     }
-    if (!s_all_in(F32(*discounts), count, 0.0f, 1.0f)) {
+    if (!s_all_in(F32(*discounts), count, 0.0f, WIRE_DISCOUNT_MAX)) {
         return s_err(d, APEX_EINVAL, "%s: discount outside [0, 1] or NaN", what);
     }
     const int32_t *a = (const int32_t *)(const void *)actions->data;
@@ -241,8 +249,17 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         return s_err(d, APEX_EPROTO, "TransitionBatch: %zu priority bytes for %u rows",
                      m->priorities.len, m->count);
     }
-    if (m->priorities.len && !s_all_in(F32(m->priorities), m->count, 0.0f, 3.0e38f)) {
-        return s_err(d, APEX_EINVAL, "TransitionBatch: negative or non-finite priority");
+    if (m->priorities.len && !s_all_in(F32(m->priorities), m->count, 0.0f, WIRE_PRIORITY_MAX)) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: priority negative, above %g or NaN",
+                     (double)WIRE_PRIORITY_MAX);
+    }
+    rc = s_actor_ok(d, "TransitionBatch", m->actor_id);
+    if (rc) {
+        return rc;
+    }
+    if (m->seq > WIRE_SEQ_MAX) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: seq %llu above %llu",
+                     (unsigned long long)m->seq, (unsigned long long)WIRE_SEQ_MAX);
     }
     *o = (wire_batch_t){
         .actor_id = m->actor_id,
@@ -263,13 +280,13 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
 }
 
 // p^alpha values on the wire (a learner's minimum, a server's total and minimum): finite, >= 0.
-static int s_priority_ok(double v) { return v >= 0.0 && v <= 1e300; } // false for NaN, inf
+static int s_priority_ok(double v) { return v >= 0.0 && v <= WIRE_MASS_MAX; } // false for NaN
 
 static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest *m,
                                    wire_sample_request_t *o) {
     if (!s_priority_ok(m->min_priority)) {
-        return s_err(d, APEX_EINVAL, "SampleRequest: min_priority %g not finite and >= 0",
-                     m->min_priority);
+        return s_err(d, APEX_EINVAL, "SampleRequest: min_priority %g not in [0, %g]",
+                     m->min_priority, WIRE_MASS_MAX);
     }
     if (m->stats_only) {
         // A stats request carries no rows; the zero batch_size is what makes an older
@@ -292,8 +309,9 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
     if (rc) {
         return rc;
     }
-    if (!(m->beta >= 0.0f && m->beta <= 1.0f)) {
-        return s_err(d, APEX_EINVAL, "SampleRequest: beta %g not in [0, 1]", (double)m->beta);
+    if (!(m->beta >= 0.0f && m->beta <= WIRE_BETA_MAX)) {
+        return s_err(d, APEX_EINVAL, "SampleRequest: beta %g not in [0, %g]", (double)m->beta,
+                     (double)WIRE_BETA_MAX);
     }
     uint32_t k = m->batches ? m->batches : 1;
     if (k > WIRE_MAX_BATCHES_PER_REQUEST ||
@@ -323,10 +341,8 @@ static int s_stats_from(wire_decoder_t *d, const Apex__ReplayStats *s, wire_repl
     double total = s->total_priority == s->total_priority ? s->total_priority : 0.0;
     uint32_t shards = s->shards ? s->shards : 1;
     if (!s_priority_ok(total) || !s_priority_ok(s->min_priority)) {
-        return s_err(d, APEX_EINVAL,
-                     "ReplayStats: priority total %g / minimum %g not finite and "
-                     ">= 0",
-                     s->total_priority, s->min_priority);
+        return s_err(d, APEX_EINVAL, "ReplayStats: priority total %g / minimum %g not in [0, %g]",
+                     s->total_priority, s->min_priority, WIRE_MASS_MAX);
     }
     if (s->shard >= shards) {
         return s_err(d, APEX_EINVAL, "ReplayStats: shard %u of %u", s->shard, shards);
@@ -375,7 +391,7 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
         return s_err(d, APEX_EPROTO, "SampleReply: keys/weights lengths do not match count %u",
                      m->count);
     }
-    if (!s_all_in(F32(m->is_weights), m->count, 0.0f, 1.0f)) {
+    if (!s_all_in(F32(m->is_weights), m->count, 0.0f, WIRE_IS_WEIGHT_MAX)) {
         return s_err(d, APEX_EINVAL, "SampleReply: importance weight outside [0, 1] or NaN");
     }
     o->status = WIRE_SAMPLE_OK;
@@ -401,8 +417,9 @@ static int s_decode_priority_update(wire_decoder_t *d, const Apex__PriorityUpdat
     if (!s_len_ok(&m->keys, m->count, 8, 0) || !s_len_ok(&m->priorities, m->count, 4, 0)) {
         return s_err(d, APEX_EPROTO, "PriorityUpdate: lengths do not match count %u", m->count);
     }
-    if (!s_all_in(F32(m->priorities), m->count, 0.0f, 3.0e38f)) {
-        return s_err(d, APEX_EINVAL, "PriorityUpdate: negative or non-finite priority");
+    if (!s_all_in(F32(m->priorities), m->count, 0.0f, WIRE_PRIORITY_MAX)) {
+        return s_err(d, APEX_EINVAL, "PriorityUpdate: priority negative, above %g or NaN",
+                     (double)WIRE_PRIORITY_MAX);
     }
     *o = (wire_priority_update_t){.count = m->count,
                                   .keys = (const uint64_t *)(const void *)m->keys.data,
@@ -440,12 +457,18 @@ static int s_decode_actor_stats(wire_decoder_t *d, const Apex__ActorStats *m,
         !s_len_ok(&m->epsilons, n, 4, 0)) {
         return s_err(d, APEX_EPROTO, "ActorStats: lengths do not match n_episodes %u", n);
     }
-    if (n && (!s_all_finite(F32(m->returns), n) || !s_all_in(F32(m->epsilons), n, 0.0f, 1.0f))) {
+    if (n && (!s_all_finite(F32(m->returns), n) ||
+              !s_all_in(F32(m->epsilons), n, 0.0f, WIRE_EPSILON_MAX))) {
         return s_err(d, APEX_EINVAL, "ActorStats: non-finite return or epsilon outside [0, 1]");
     }
-    if (m->frames_delta > m->frames) {
-        return s_err(d, APEX_EINVAL, "ActorStats: frames_delta %llu exceeds frames %llu",
-                     (unsigned long long)m->frames_delta, (unsigned long long)m->frames);
+    if (m->frames_delta > m->frames || m->frames > WIRE_FRAMES_MAX) {
+        return s_err(d, APEX_EINVAL, "ActorStats: frames_delta %llu, frames %llu (at most %llu)",
+                     (unsigned long long)m->frames_delta, (unsigned long long)m->frames,
+                     (unsigned long long)WIRE_FRAMES_MAX);
+    }
+    int rc = s_actor_ok(d, "ActorStats", m->actor_id);
+    if (rc) {
+        return rc;
     }
     *o = (wire_actor_stats_t){.actor_id = m->actor_id,
                               .frames = m->frames,

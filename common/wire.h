@@ -70,6 +70,29 @@ typedef enum {
     WIRE_SAMPLE_REFUSED = 2
 } wire_sample_status;
 
+// ---------------------------------------------------------------------------------------
+// Bounds of the numbers a peer sends: the one source. wire_decode refuses a message with a
+// value outside them, and every layer behind the decoder (the replay store, the learner's
+// modules, the actor's checks of its own output) tests against these same names, so that a
+// value the decoder lets through is one every later layer takes. (Issue #26: the decoder
+// took min_priority <= 1e300, the store refused >= 1e300, and the server asserted on the
+// refusal: one well-formed SampleRequest stopped apex-replay.) Bounds that come from the
+// run's configuration (dims, counts, actions, actor ids) are in wire_limits_t below.
+// Raw priorities |TD| + eps (TransitionBatch, PriorityUpdate): [0, this].
+#define WIRE_PRIORITY_MAX 3.0e38f
+// p^alpha values sent as doubles (SampleRequest.min_priority, ReplayStats total and
+// minimum): [0, this]. They are sums or values of the replay's float leaves, so FLT_MAX
+// bounds them, and a value in range converts to a finite float.
+#define WIRE_MASS_MAX 3.4028234663852886e38
+#define WIRE_BETA_MAX 1.0f            // SampleRequest.beta: [0, this]
+#define WIRE_DISCOUNT_MAX 1.0f        // discounts: [0, this]
+#define WIRE_IS_WEIGHT_MAX 1.0f       // importance weights: [0, this]
+#define WIRE_EPSILON_MAX 1.0f         // ActorStats epsilons: [0, this]
+#define WIRE_SEQ_MAX (UINT64_MAX - 1) // TransitionBatch.seq: seq + 1 (a high-water mark) fits
+// ActorStats.frames (and frames_delta <= frames): counts a double holds exactly (metrics.csv
+// and TensorBoard carry them as doubles); 2^53 frames is ~285 years at a million frames/s.
+#define WIRE_FRAMES_MAX (1ull << 53)
+
 // Key of a sampled transition: ring slot in the low 32 bits, its generation in the high.
 #define WIRE_KEY(slot, gen) ((uint64_t)(slot) | ((uint64_t)(gen) << 32))
 #define WIRE_KEY_SLOT(key) ((uint32_t)((key)&0xffffffffu))
@@ -197,6 +220,8 @@ typedef struct {
     uint32_t num_params;      // Weights must carry exactly this many (0: refuse Weights)
     uint32_t max_count;       // most rows in a batch, sample or priority update
     uint32_t max_episodes;    // most episodes in one ActorStats
+    uint32_t max_actors;      // TransitionBatch and ActorStats actor_id must be below this
+                              // ([actor] num_actors); 0: not checked (no such messages expected)
     size_t max_message_bytes; // larger inputs are refused before parsing
 } wire_limits_t;
 

@@ -30,6 +30,7 @@ static const wire_limits_t s_profiles[] = {
      .num_params = 100,
      .max_count = 8,
      .max_episodes = 4,
+     .max_actors = 3,
      .max_message_bytes = 512},
     {.obs_dim = 6, .n_actions = 3, .num_params = 0, .max_count = 4096, .max_episodes = 0},
     {.obs_dim = 1, .n_actions = 1, .num_params = 1, .max_count = 1, .max_episodes = 1},
@@ -121,7 +122,7 @@ static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_
         FUZZ_CHECK(s_finite(obs, n_obs) && s_finite(next_obs, n_obs));
     }
     FUZZ_CHECK(s_finite(rewards, count));
-    FUZZ_CHECK(s_in(discounts, count, 0.0f, 1.0f));
+    FUZZ_CHECK(s_in(discounts, count, 0.0f, WIRE_DISCOUNT_MAX));
     FUZZ_CHECK(s_actions_ok(actions, count, lim->n_actions));
 }
 
@@ -131,27 +132,29 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         const wire_batch_t *b = &m->u.batch;
         s_check_rows(lim, b->count, b->obs_dim, b->obs_dtype, b->obs, b->actions, b->rewards,
                      b->discounts, b->next_obs);
-        FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, 3.0e38f));
+        FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, WIRE_PRIORITY_MAX));
+        FUZZ_CHECK(b->seq <= WIRE_SEQ_MAX);
+        FUZZ_CHECK(!lim->max_actors || b->actor_id < lim->max_actors);
         break;
     }
     case WIRE_MSG_SAMPLE_REQUEST: {
         const wire_sample_request_t *r = &m->u.sample_request;
-        FUZZ_CHECK(isfinite(r->min_priority) && r->min_priority >= 0.0);
+        FUZZ_CHECK(r->min_priority >= 0.0 && r->min_priority <= WIRE_MASS_MAX);
         if (r->stats_only) { // a stats request: no rows
             FUZZ_CHECK(r->batch_size == 0 && r->batches == 1);
             break;
         }
         FUZZ_CHECK(r->stats_after == 0);
         FUZZ_CHECK(r->batch_size >= 1 && r->batch_size <= lim->max_count);
-        FUZZ_CHECK(r->beta >= 0.0f && r->beta <= 1.0f);
+        FUZZ_CHECK(r->beta >= 0.0f && r->beta <= WIRE_BETA_MAX);
         FUZZ_CHECK(r->batches >= 1 && r->batches <= WIRE_MAX_BATCHES_PER_REQUEST &&
                    (uint64_t)r->batches * r->batch_size <= lim->max_count);
         break;
     }
     case WIRE_MSG_SAMPLE_REPLY: {
         const wire_sample_reply_t *r = &m->u.sample_reply;
-        FUZZ_CHECK(isfinite(r->stats.total_priority) && r->stats.total_priority >= 0.0);
-        FUZZ_CHECK(isfinite(r->stats.min_priority) && r->stats.min_priority >= 0.0);
+        FUZZ_CHECK(r->stats.total_priority >= 0.0 && r->stats.total_priority <= WIRE_MASS_MAX);
+        FUZZ_CHECK(r->stats.min_priority >= 0.0 && r->stats.min_priority <= WIRE_MASS_MAX);
         FUZZ_CHECK(r->stats.shards >= 1 && r->stats.shard < r->stats.shards);
         if (r->status != WIRE_SAMPLE_OK) {
             FUZZ_CHECK(r->status == WIRE_SAMPLE_NOT_READY || r->status == WIRE_SAMPLE_REFUSED);
@@ -163,7 +166,7 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
                      r->discounts, r->next_obs);
         FUZZ_CHECK(r->keys && r->is_weights);
         (void)s_touch_u64(r->keys, r->count);
-        FUZZ_CHECK(s_in(r->is_weights, r->count, 0.0f, 1.0f));
+        FUZZ_CHECK(s_in(r->is_weights, r->count, 0.0f, WIRE_IS_WEIGHT_MAX));
         break;
     }
     case WIRE_MSG_PRIORITY_UPDATE: {
@@ -171,7 +174,7 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         FUZZ_CHECK(u->count >= 1 && u->count <= lim->max_count);
         FUZZ_CHECK(u->keys && u->priorities);
         (void)s_touch_u64(u->keys, u->count);
-        FUZZ_CHECK(s_in(u->priorities, u->count, 0.0f, 3.0e38f));
+        FUZZ_CHECK(s_in(u->priorities, u->count, 0.0f, WIRE_PRIORITY_MAX));
         break;
     }
     case WIRE_MSG_WEIGHTS: {
@@ -186,7 +189,9 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         FUZZ_CHECK(n <= lim->max_episodes);
         FUZZ_CHECK(n ? (a->returns && a->lengths && a->epsilons)
                      : (!a->returns && !a->lengths && !a->epsilons));
-        FUZZ_CHECK(s_finite(a->returns, n) && s_in(a->epsilons, n, 0.0f, 1.0f));
+        FUZZ_CHECK(s_finite(a->returns, n) && s_in(a->epsilons, n, 0.0f, WIRE_EPSILON_MAX));
+        FUZZ_CHECK(a->frames_delta <= a->frames && a->frames <= WIRE_FRAMES_MAX);
+        FUZZ_CHECK(!lim->max_actors || a->actor_id < lim->max_actors);
         uint64_t total = 0;
         for (uint32_t i = 0; i < n; i++) {
             total += a->lengths[i];

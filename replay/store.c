@@ -7,6 +7,7 @@
 #include "log.h"
 #include "powbatch.h"
 #include "sumtree.h"
+#include "wire.h"
 #include "xalloc.h"
 
 #include <math.h>
@@ -293,8 +294,10 @@ int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys,
 int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double global_min,
                      uint64_t *keys, float *is_w, void *obs, int32_t *actions, float *rewards,
                      float *discounts, void *next_obs) {
-    // n, beta and the minimum come from a peer's request: refuse, never assert (STYLE S6.4).
-    if (n == 0 || !(beta >= 0.0f && beta <= 1e6f) || !(global_min >= 0.0 && global_min < 1e300)) {
+    // n, beta and the minimum come from a peer's request: refuse, never assert (STYLE S6.4),
+    // by the wire's bounds, so that whatever the decoder let through is served.
+    if (n == 0 || !(beta >= 0.0f && beta <= WIRE_BETA_MAX) ||
+        !(global_min >= 0.0 && global_min <= WIRE_MASS_MAX)) {
         return APEX_EINVAL;
     }
     if (s->size == 0) {

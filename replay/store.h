@@ -60,9 +60,9 @@ void store_add(store_t *s, uint32_t n, const void *obs, const int32_t *actions,
                const float *prio);
 
 // Stratified proportional sample of n >= 1 rows, gathered into caller buffers: keys (n),
-// is_w (n), obs and next_obs (n, obs_dim), actions, rewards, discounts (n). beta >= 0.
+// is_w (n), obs and next_obs (n, obs_dim), actions, rewards, discounts (n).
 // Returns APEX_OK; APEX_EAGAIN when the store is empty; APEX_EINVAL when n == 0 or beta is
-// negative or not finite. Outputs are untouched unless APEX_OK.
+// outside the wire's [0, WIRE_BETA_MAX] (NaN too). Outputs are untouched unless APEX_OK.
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
                  void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs);
 
@@ -70,7 +70,7 @@ int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys,
 // instead of this store's minimum (global_min = 0: exactly store_sample). A shard of a sharded
 // replay is given the minimum over every shard, so its weights are those one store holding
 // every shard's rows would give: (min / p_i^alpha)^beta, N and the totals cancelling as above.
-// Also APEX_EINVAL when global_min is negative or not finite.
+// Also APEX_EINVAL when global_min is outside the wire's [0, WIRE_MASS_MAX] (NaN too).
 int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double global_min,
                      uint64_t *keys, float *is_w, void *obs, int32_t *actions, float *rewards,
                      float *discounts, void *next_obs);

@@ -9,7 +9,9 @@
 #include "apex.h"
 #include "rng.h"
 #include "store.h"
+#include "wire.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,11 +398,11 @@ END_TEST
 START_TEST(test_is_weights_wide_range) {
     // Priorities across the whole accepted range [1e-8, 1e20] in small stores: the weight
     // of a high-priority row is then as small as (1e-28)^beta. This exercises the batched
-    // x^beta kernel over its domain, and its powf fallback where the result nears the
-    // float range's bottom (beta 1.35: 2^y with y < -125).
+    // x^beta kernel over the domain a request can reach (beta <= WIRE_BETA_MAX; the kernel's
+    // powf fallback near the float range's bottom is check_powbatch's).
     rng_t rng;
     rng_init_stream(&rng, 8, RNG_ROLE_TEST, 0);
-    const float betas[] = {1.0f, 0.4f, 1.35f, 0.05f, 0.7f};
+    const float betas[] = {1.0f, 0.4f, 0.95f, 0.05f, 0.7f};
     batch_t b = s_batch_new(64);
     for (int trial = 0; trial < 200; trial++) {
         double alpha = trial % 2 ? 1.0 : 0.6;
@@ -896,12 +898,77 @@ START_TEST(test_uint8_persistence_round_trip) {
 }
 END_TEST
 
+// The store serves every request the wire decoder lets through, and refuses what it refuses
+// (issue #26: min_priority = 1e300 passed the decoder and failed the store, and the server
+// asserted). Each sample-request number a peer sends, at its edges: 0, -0, denormals, 1, the
+// wire's bound and the next representable value on each side, the type's max, +-inf, NaN.
+START_TEST(test_store_takes_what_the_wire_takes) {
+    store_t *s = s_new(8, 0.6);
+    s_add_rows(s, 0, 8, NULL);
+    rng_t r;
+    rng_init_stream(&r, 2, RNG_ROLE_TEST, 0);
+    batch_t b = s_batch_new(4);
+    wire_limits_t lim = {.obs_dim = D, .n_actions = 7, .max_count = 4};
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    wire_buf_t buf;
+    wire_buf_init(&buf, 0);
+    const float betas[] = {0.0f,          -0.0f,
+                           FLT_TRUE_MIN,  FLT_MIN,
+                           0.5f,          nextafterf(WIRE_BETA_MAX, 0.0f),
+                           WIRE_BETA_MAX, nextafterf(WIRE_BETA_MAX, INFINITY),
+                           FLT_MAX,       INFINITY,
+                           -INFINITY,     NAN,
+                           -FLT_TRUE_MIN, -1.0f};
+    const double mins[] = {0.0,
+                           -0.0,
+                           DBL_TRUE_MIN,
+                           DBL_MIN,
+                           1.0,
+                           1e300,
+                           nextafter(WIRE_MASS_MAX, 0.0),
+                           WIRE_MASS_MAX,
+                           nextafter(WIRE_MASS_MAX, INFINITY),
+                           DBL_MAX,
+                           INFINITY,
+                           -INFINITY,
+                           NAN,
+                           -DBL_TRUE_MIN,
+                           -1.0};
+    int accepted = 0, refused = 0;
+    for (size_t i = 0; i < APEX_ARRAY_LEN(betas); i++) {
+        for (size_t j = 0; j < APEX_ARRAY_LEN(mins); j++) {
+            wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST}, o;
+            m.u.sample_request = (wire_sample_request_t){
+                .id = 1, .batch_size = 4, .beta = betas[i], .min_priority = mins[j]};
+            wire_encode(&m, &buf);
+            int wire_ok = wire_decode(dec, buf.data, buf.len, &o) == APEX_OK;
+            int store_rc = store_sample_min(s, &r, 4, betas[i], mins[j], b.keys, b.is_w, b.obs,
+                                            b.act, b.rew, b.disc, b.next_obs);
+            ck_assert_msg(store_rc == APEX_OK || store_rc == APEX_EINVAL, "rc %d", store_rc);
+            ck_assert_msg(wire_ok == (store_rc == APEX_OK),
+                          "beta %a, min_priority %a: the wire %s it, the store %s it", betas[i],
+                          mins[j], wire_ok ? "takes" : "refuses",
+                          store_rc == APEX_OK ? "takes" : "refuses");
+            accepted += wire_ok;
+            refused += !wire_ok;
+        }
+    }
+    ck_assert_int_gt(accepted, 20); // both outcomes are exercised
+    ck_assert_int_gt(refused, 20);
+    wire_buf_fini(&buf);
+    wire_decoder_destroy(&dec);
+    s_batch_free(&b);
+    store_destroy(&s);
+}
+END_TEST
+
 Suite *store_suite(void) {
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_config_validation);
     tcase_add_test(tc, test_empty_store_eagain);
+    tcase_add_test(tc, test_store_takes_what_the_wire_takes);
     tcase_add_test(tc, test_fifo_eviction_order);
     tcase_add_test(tc, test_capacity_one);
     tcase_add_test(tc, test_add_more_than_capacity);

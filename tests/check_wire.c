@@ -918,7 +918,7 @@ START_TEST(test_uint8_max_message_bytes) {
                                                        .bad_messages = UINT64_MAX,
                                                        .limiter_waits = UINT64_MAX,
                                                        .duplicate_batches = UINT64_MAX,
-                                                       .total_priority = 1e300}};
+                                                       .total_priority = WIRE_MASS_MAX}};
     wire_buf_t b;
     wire_buf_init(&b, 0);
     wire_encode(&m, &b);
