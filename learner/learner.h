@@ -1,28 +1,30 @@
 // learner.h: the apex-learner daemon: sample, train, send priorities, publish, checkpoint.
 //
 // One thread runs a loop (common/loop.h) whose idle handler trains whenever a batch is
-// ready. Sockets:
-//   sample (DEALER -> replay's ROUTER): keeps [learner] prefetch SampleRequests in flight;
-//          ZeroMQ's I/O thread receives the replies while the training thread computes, so
-//          the next batch is usually waiting when a step ends (the prefetch). After every
-//          step a PriorityUpdate with the sampled keys goes back on the same socket.
-//          With [replay] shards = K > 1, one DEALER per shard: learner/shards.h chooses the
-//          shard of each request (P_k / sum P), holds the run's replay ratio, and takes a
-//          shard that is down out of the choice until it answers again.
-//   pub    (PUB, bound): Weights{version, learner_step, params} every publish_every steps,
-//          and once a second regardless, so that actors that (re)joined late catch up.
-//   stats  (PULL, bound): ActorStats from the actors, folded into metrics.csv.
-// A request unanswered for request_timeout_ms is forgotten and re-issued (its late reply,
-// if any, is ignored by id), so a restarted replay server is picked up without a restart.
+// ready. learner.c is the orchestration; the work is in modules, each with a suite:
+//   prefetch.h        [learner] prefetch SampleRequests in flight on the replay's sockets
+//                     (one DEALER per [replay] shard, shards.h choosing the shard and holding
+//                     the replay ratio when there are several); the batches their replies
+//                     bring, and the PriorityUpdate of each batch trained, to the shard it
+//                     came from. A request unanswered for request_timeout_ms is re-issued, so
+//                     a restarted replay server is picked up without a restart.
+//   weights_server.h  (common/) the weights endpoint, a ROUTER: actors and apex-eval ask
+//                     with the version they hold and are answered with a newer one at once,
+//                     or when the next one is published (every publish_every updates), or
+//                     after a second with the current one, so a quiet link can be told from
+//                     a dead one. Not a PUB: docs/architecture.md says why.
+//   stats             (PULL, bound) ActorStats from the actors, folded into metrics.csv
+//                     (metrics.h) and TensorBoard.
+//   train.h           the update; round.h how the ranks of a learner group step together.
 // Learning starts when the replay server first answers OK (its limiter enforces
 // min_size_to_sample); "not ready" replies are simply re-requested.
 // Checkpoints (<run dir>/checkpoint.bin) every checkpoint_interval_s and at shutdown; with
 // resume set, an existing checkpoint is loaded at start-up and training continues exactly.
 // Under mpirun/srun (group.h) the process is one rank of a learner group: every rank samples,
 // trains its own batches and sends its own priority updates; the ranks step together, one
-// round (a small all-reduce of flags and counters) before every step; rank 0 alone binds
-// pub/stats, publishes, writes metrics.csv with the group's sums and times the checkpoints,
-// which every rank writes together (train.h: sharded optimizer state, [learner] zero_stage).
+// round (round.h) before every step; rank 0 alone binds the weights and stats endpoints,
+// publishes, writes metrics.csv with the group's sums and times the checkpoints, which every
+// rank writes together (train.h: sharded optimizer state, [learner] zero_stage).
 // Without a launcher nothing of this exists and MPI is never initialised.
 #ifndef APEX_LEARNER_H
 #define APEX_LEARNER_H
@@ -35,7 +37,8 @@
 typedef struct learner learner_t;
 
 // Creates the trainer (loading <run dir>/checkpoint.bin when resume and it exists), opens
-// the run directory's metrics.csv, binds pub/stats and connects to the replay server.
+// the run directory's metrics.csv, binds the weights and stats endpoints (rank 0) and connects
+// to the replay server.
 // Returns NULL after logging why (bad checkpoint, address in use, unwritable run dir).
 learner_t *learner_new(const apex_config_t *cfg, int resume);
 void learner_destroy(learner_t **self_p);
@@ -44,7 +47,7 @@ void learner_destroy(learner_t **self_p);
 int learner_run(learner_t *self);
 void learner_stop(learner_t *self); // thread-safe
 
-// The endpoints actually bound for pub and stats (ephemeral ports resolved, e.g.
+// The endpoints actually bound for weights and stats (ephemeral ports resolved, e.g.
 // "tcp://127.0.0.1:41234" for a bind of "tcp://127.0.0.1:*"). Borrowed strings, fixed by
 // learner_new and valid until learner_destroy; thread-safe.
 const char *learner_pub_endpoint(const learner_t *self);

@@ -4,6 +4,7 @@
 
 #include "apex.h"
 #include "clock.h"
+#include "config.h"
 #include "group.h"
 #include "log.h"
 #include "loss.h"
@@ -58,6 +59,28 @@ void train_config_default(train_config_t *cfg) {
     cfg->huber_delta = 1.0f;
     cfg->target_update = 2500;
     cfg->priority_eps = 1e-6f;
+}
+
+void train_config_from_run(train_config_t *t, const apex_config_t *c) {
+    train_config_default(t);
+    nn_config_from_run(&t->net, c);
+    t->batch_size = (int)c->learner.batch_size;
+    optim_config_default(&t->optim,
+                         c->learner.optimizer == CONFIG_OPTIM_RMSPROP ? OPTIM_RMSPROP : OPTIM_ADAM);
+    t->optim.lr = (float)c->learner.lr;
+    t->lr_end = (float)c->learner.lr_end;
+    t->lr_steps = c->learner.lr_steps;
+    t->optim.adam_beta1 = (float)c->learner.adam_beta1;
+    t->optim.adam_beta2 = (float)c->learner.adam_beta2;
+    t->optim.adam_eps = (float)c->learner.adam_eps;
+    t->optim.rms_decay = (float)c->learner.rms_decay;
+    t->optim.rms_eps = (float)c->learner.rms_eps;
+    t->grad_clip = (float)c->learner.grad_clip;
+    t->huber_delta = (float)c->learner.huber_delta;
+    t->target_update = c->learner.target_update;
+    t->priority_eps = (float)c->learner.priority_eps;
+    t->seed = (uint64_t)c->run.seed;
+    t->zero_stage = (int)c->learner.zero_stage;
 }
 
 // Startup-class validation (STYLE S6.3): the learner's config loader should already have

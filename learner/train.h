@@ -100,6 +100,10 @@ void train_config_default(train_config_t *cfg);
 // the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
 // cfg is invalid. Caller destroys with trainer_destroy.
 trainer_t *trainer_new(const train_config_t *cfg);
+struct apex_config_s;
+// The trainer a run's config describes ([network], [learner], [run] seed; the network's
+// input from [env]).
+void train_config_from_run(train_config_t *cfg, const struct apex_config_s *run);
 struct group;
 // The same for one rank of a learner group (borrowed; it must outlive the trainer). Every
 // rank draws the same initial network from the seed. group NULL or of size 1 with stage 0:

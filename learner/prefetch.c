@@ -1,0 +1,349 @@
+// prefetch.c: see prefetch.h.
+#define LOG_MODULE "learner"
+#include "prefetch.h"
+
+#include "apex.h"
+#include "log.h"
+#include "net.h"
+#include "xalloc.h"
+
+#include <string.h>
+
+#define LOG_INTERVAL_MS 5000
+
+typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
+
+// One slot: a request in flight, then the batches its reply brought back.
+typedef struct {
+    s_slot_state state;
+    uint64_t id;
+    int64_t sent_ms;
+    uint64_t arrival; // order in which batches became ready
+    int shard;        // the replay shard asked (its reply's keys go back there)
+    uint32_t next;    // the next batch to train, of batches_per_request
+    uint64_t *keys;   // (B) B = batch_size x batches_per_request rows
+    float *is_w, *rewards, *discounts;
+    uint8_t *obs, *next_obs; // (B, obs_bytes): as the replay stores them (the run's dtype)
+    int32_t *actions;
+} s_slot;
+
+struct prefetch {
+    shards_t *shards; // borrowed
+    wire_decoder_t *dec;
+    s_slot *slots;
+    int n_slots;
+    uint32_t batch, batches; // rows per batch, batches per request
+    size_t obs_bytes;        // one observation
+    int64_t timeout_ms;      // [learner] request_timeout_ms
+    const char *replay_ep;   // for the liveness log (one shard)
+    uint64_t next_id, next_arrival;
+    s_slot *training; // the slot of the batch prefetch_next gave, until prefetch_trained
+    float *prio_out;  // (batch) the priorities that go out
+    uint64_t *keys_out;
+    prefetch_stats_t st;
+    log_limiter_t bad_log, live_log, prio_log, refused_log;
+};
+
+prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now_ms) {
+    prefetch_t *p = xcalloc(1, sizeof *p);
+    p->shards = shards;
+    p->n_slots = (int)cfg->learner.prefetch;
+    p->batch = (uint32_t)cfg->learner.batch_size;
+    p->batches = (uint32_t)cfg->learner.batches_per_request;
+    p->obs_bytes = (size_t)cfg->env.obs_dim * wire_obs_elem_bytes((uint32_t)cfg->env.obs_dtype);
+    p->timeout_ms = cfg->learner.request_timeout_ms;
+    p->replay_ep = cfg->endpoints.replay_sample;
+    wire_limits_t lim = {.obs_dim = (uint32_t)cfg->env.obs_dim,
+                         .obs_dtype = (uint32_t)cfg->env.obs_dtype,
+                         .n_actions = (uint32_t)cfg->env.n_actions,
+                         .max_count = (uint32_t)cfg->replay.max_batch};
+    p->dec = wire_decoder_new(&lim);
+    size_t B = (size_t)p->batch * p->batches;
+    p->slots = xcalloc((size_t)p->n_slots, sizeof *p->slots);
+    for (int i = 0; i < p->n_slots; i++) {
+        s_slot *s = &p->slots[i];
+        s->keys = xmalloc(B * sizeof *s->keys);
+        s->is_w = xmalloc(B * sizeof(float));
+        s->obs = xmalloc(B * p->obs_bytes);
+        s->next_obs = xmalloc(B * p->obs_bytes);
+        s->rewards = xmalloc(B * sizeof(float));
+        s->discounts = xmalloc(B * sizeof(float));
+        s->actions = xmalloc(B * sizeof(int32_t));
+    }
+    p->prio_out = xmalloc(p->batch * sizeof(float));
+    p->keys_out = xmalloc(p->batch * sizeof(uint64_t));
+    p->st.last_reply_ms = now_ms;
+    return p;
+}
+
+void prefetch_destroy(prefetch_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    prefetch_t *p = *self_p;
+    for (int i = 0; i < p->n_slots; i++) {
+        s_slot *s = &p->slots[i];
+        free(s->keys);
+        free(s->is_w);
+        free(s->obs);
+        free(s->next_obs);
+        free(s->rewards);
+        free(s->discounts);
+        free(s->actions);
+    }
+    free(p->slots);
+    free(p->prio_out);
+    free(p->keys_out);
+    wire_decoder_destroy(&p->dec);
+    free(p);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests
+
+// Frees the slots waiting on a shard that went down (their replies will not come), so that
+// their requests go to the shards still up.
+static void s_forget_down_shards(prefetch_t *p) {
+    for (int k; (k = shards_take_down(p->shards)) >= 0;) {
+        for (int i = 0; i < p->n_slots; i++) {
+            if (p->slots[i].state == SLOT_IN_FLIGHT && p->slots[i].shard == k) {
+                p->slots[i].state = SLOT_FREE;
+                p->st.timeouts++;
+            }
+        }
+    }
+}
+
+void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
+    uint32_t rows = self->batch * self->batches;
+    for (int i = 0; i < self->n_slots; i++) {
+        s_slot *s = &self->slots[i];
+        if (s->state != SLOT_FREE) {
+            continue;
+        }
+        wire_sample_request_t req = {.id = self->next_id + 1,
+                                     .batch_size = self->batch,
+                                     .beta = beta,
+                                     .batches = self->batches};
+        int k, rc = APEX_EAGAIN;
+        // A failed send takes its shard down (shards_send_request), so this ends within K tries.
+        while ((k = shards_pick(self->shards, rows, now_ms)) >= 0 &&
+               (rc = shards_send_request(self->shards, k, &req, now_ms)) != APEX_OK &&
+               shards_count(self->shards) > 1) {
+        }
+        s_forget_down_shards(self);
+        if (rc != APEX_OK) {
+            return;
+        }
+        s->id = ++self->next_id;
+        s->shard = k;
+        s->sent_ms = now_ms;
+        s->state = SLOT_IN_FLIGHT;
+    }
+}
+
+void prefetch_tick(prefetch_t *self, float beta, int64_t now_ms) {
+    for (int i = 0; i < self->n_slots; i++) {
+        s_slot *s = &self->slots[i];
+        if (s->state == SLOT_IN_FLIGHT && now_ms - s->sent_ms > self->timeout_ms) {
+            s->state = SLOT_FREE;
+            self->st.timeouts++;
+            shards_timed_out(self->shards, s->shard, now_ms);
+        }
+    }
+    shards_tick(self->shards, now_ms); // with several shards: their liveness, logged per shard
+    s_forget_down_shards(self);
+    if (shards_count(self->shards) == 1 && now_ms - self->st.last_reply_ms > self->timeout_ms) {
+        log_every(&self->live_log, LOG_INTERVAL_MS, LOG_WARN,
+                  "replay server at %s has not answered for %.1f s (%llu requests timed out); "
+                  "retrying",
+                  self->replay_ep, (double)(now_ms - self->st.last_reply_ms) / 1000.0,
+                  (unsigned long long)self->st.timeouts);
+    }
+    prefetch_issue(self, beta, now_ms);
+}
+
+// ---------------------------------------------------------------------------------------
+// Replies
+
+static s_slot *s_slot_for_id(prefetch_t *p, int shard, uint64_t id) {
+    for (int i = 0; i < p->n_slots; i++) {
+        if (p->slots[i].state == SLOT_IN_FLIGHT && p->slots[i].id == id &&
+            p->slots[i].shard == shard) {
+            return &p->slots[i];
+        }
+    }
+    return NULL;
+}
+
+static prefetch_result s_bad(prefetch_t *p, const char *why) {
+    p->st.bad_messages++;
+    log_every(&p->bad_log, LOG_INTERVAL_MS, LOG_WARN,
+              "dropped a bad reply from the replay: %s (%llu in all)", why,
+              (unsigned long long)p->st.bad_messages);
+    return PREFETCH_BAD;
+}
+
+// A decoded reply on shard k's socket.
+static prefetch_result s_take_reply(prefetch_t *p, int k, const wire_sample_reply_t *r,
+                                    int64_t now) {
+    int own = shards_take_reply(p->shards, k, r, now); // keeps the stats; 1: its own request
+    if (own < 0) {
+        return s_bad(p, "its stats name another shard");
+    }
+    if (own > 0) {
+        return PREFETCH_STATS;
+    }
+    p->st.last_reply_ms = now;
+    s_slot *s = s_slot_for_id(p, k, r->id);
+    if (!s) {
+        p->st.late_replies++; // answered after its timeout; its slot was already re-issued
+        return PREFETCH_LATE;
+    }
+    uint32_t rows = p->batch * p->batches;
+    if (r->status != WIRE_SAMPLE_OK) {
+        // NOT_READY: the replay's limiter is holding learning back (e.g. min_size_to_sample).
+        // REFUSED: a configuration mismatch; logged, and retried so that a fixed replay
+        // server is picked up.
+        if (r->status == WIRE_SAMPLE_REFUSED) {
+            p->st.refused++;
+            log_every(&p->refused_log, LOG_INTERVAL_MS, LOG_ERROR,
+                      "replay refused a sample of %u x %u rows (check [replay] capacity and "
+                      "max_batch; %llu refused)",
+                      p->batches, p->batch, (unsigned long long)p->st.refused);
+        } else {
+            p->st.not_ready++;
+        }
+        shards_not_served(p->shards, k, rows);
+        s->state = SLOT_FREE;
+        return PREFETCH_NOT_SERVED;
+    }
+    if (r->count != rows) {
+        shards_not_served(p->shards, k, rows); // nothing usable was sampled for this request
+        s->state = SLOT_FREE;
+        return s_bad(p, "not the rows asked for");
+    }
+    // The decoder checked the reply's dtype and dims against the run's; the network reads the
+    // observations as they are (uint8 or float32, with the run's scale: model/nn.h).
+    size_t B = r->count;
+    memcpy(s->keys, r->keys, B * sizeof *s->keys);
+    memcpy(s->is_w, r->is_weights, B * sizeof(float));
+    memcpy(s->obs, r->obs, B * p->obs_bytes);
+    memcpy(s->next_obs, r->next_obs, B * p->obs_bytes);
+    memcpy(s->rewards, r->rewards, B * sizeof(float));
+    memcpy(s->discounts, r->discounts, B * sizeof(float));
+    memcpy(s->actions, r->actions, B * sizeof(int32_t));
+    s->next = 0;
+    s->arrival = ++p->next_arrival;
+    s->state = SLOT_READY;
+    if (!p->st.started) {
+        p->st.started = 1;
+        log_info("first batch received (replay holds %llu transitions): training starts",
+                 (unsigned long long)shards_stats(p->shards)->size);
+    }
+    return PREFETCH_TAKEN;
+}
+
+prefetch_result prefetch_handle(prefetch_t *self, int k, const void *buf, size_t len,
+                                int64_t now_ms) {
+    wire_msg_t m;
+    int rc = wire_decode(self->dec, buf, len, &m);
+    if (rc != APEX_OK) {
+        return s_bad(self, wire_decoder_last_error(self->dec));
+    }
+    if (m.type != WIRE_MSG_SAMPLE_REPLY) {
+        return s_bad(self, "not a SampleReply");
+    }
+    return s_take_reply(self, k, &m.u.sample_reply, now_ms);
+}
+
+int prefetch_read(prefetch_t *self, int k, int max, int64_t now_ms) {
+    void *sock = shards_socket(self->shards, k);
+    int n = 0;
+    for (; n < max; n++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
+            zmq_msg_close(&msg);
+            break; // nothing more now (or the socket is closing)
+        }
+        if (zmq_msg_more(&msg)) {
+            // A DEALER hears one frame per message from a ROUTER; drop the rest of this one.
+            net_drain_more(sock);
+            s_bad(self, "more than one frame");
+        } else {
+            prefetch_handle(self, k, zmq_msg_data(&msg), zmq_msg_size(&msg), now_ms);
+        }
+        zmq_msg_close(&msg);
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------------------------------
+// Training
+
+int prefetch_next(prefetch_t *self, prefetch_batch_t *out) {
+    s_slot *best = NULL;
+    for (int i = 0; i < self->n_slots; i++) {
+        s_slot *s = &self->slots[i];
+        if (s->state == SLOT_READY && (!best || s->arrival < best->arrival)) {
+            best = s;
+        }
+    }
+    self->training = best;
+    if (!best) {
+        return 0;
+    }
+    size_t r0 = (size_t)best->next * self->batch, o0 = r0 * self->obs_bytes;
+    out->batch = (train_batch_t){.obs = best->obs + o0,
+                                 .actions = best->actions + r0,
+                                 .rewards = best->rewards + r0,
+                                 .discounts = best->discounts + r0,
+                                 .next_obs = best->next_obs + o0,
+                                 .is_weights = best->is_w + r0,
+                                 .size = (int)self->batch};
+    out->keys = best->keys + r0;
+    out->shard = best->shard;
+    return 1;
+}
+
+void prefetch_trained(prefetch_t *self, const float *priorities, float beta, int64_t now_ms) {
+    s_slot *s = self->training;
+    APEX_ASSERT(s && s->state == SLOT_READY); // prefetch_next gave a batch (programming error)
+    self->training = NULL;
+    const uint64_t *keys = s->keys + (size_t)s->next * self->batch;
+    const float *prio = priorities;
+    // Rows whose priority the replay would refuse (NaN: a loss gone NaN, or past the wire's
+    // bound) keep their old priority: the rest of the update goes out.
+    int all_ok = 1;
+    for (uint32_t i = 0; i < self->batch; i++) {
+        all_ok &= priorities[i] >= 0.0f && priorities[i] <= WIRE_PRIORITY_MAX; // false for NaN
+    }
+    uint32_t n = self->batch;
+    if (!all_ok) {
+        n = 0;
+        for (uint32_t i = 0; i < self->batch; i++) {
+            if (priorities[i] >= 0.0f && priorities[i] <= WIRE_PRIORITY_MAX) {
+                self->keys_out[n] = keys[i];
+                self->prio_out[n++] = priorities[i];
+            }
+        }
+        keys = self->keys_out, prio = self->prio_out;
+        self->st.bad_priorities += self->batch - n;
+        log_every(&self->prio_log, LOG_INTERVAL_MS, LOG_ERROR,
+                  "priorities outside [0, %g] (a loss gone NaN or infinite: training "
+                  "diverged?): %llu left out of the updates so far",
+                  (double)WIRE_PRIORITY_MAX, (unsigned long long)self->st.bad_priorities);
+    }
+    wire_priority_update_t up = {.count = n, .keys = keys, .priorities = prio};
+    if (n > 0 && shards_send_update(self->shards, s->shard, &up) != APEX_OK) {
+        self->st.dropped_updates++;
+    }
+    if (++s->next == self->batches) {
+        s->state = SLOT_FREE;
+        prefetch_issue(self, beta, now_ms);
+    }
+}
+
+const prefetch_stats_t *prefetch_stats(const prefetch_t *self) { return &self->st; }

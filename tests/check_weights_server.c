@@ -1,0 +1,254 @@
+// check_weights_server.c: common/weights_server.h with real DEALER clients on loopback, the
+// way actors and apex-eval --follow ask: an older version is answered at once, the current
+// one held until the next version or the heartbeat, one entry per peer, a full hold table
+// drops (counted), everything that is not a WeightsRequest is refused and counted, and
+// versions only increase. Every wait is for a condition, with a generous deadline.
+#include "check_apex.h"
+
+#include <signal.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "clock.h"
+#include "weights_server.h"
+#include "wire.h"
+
+#define WAIT_MS 20000
+#define NP 5
+
+typedef struct {
+    void *ctx;
+    weights_server_t *w;
+    wire_decoder_t *dec; // what a client reads: Weights of NP parameters
+    wire_buf_t buf;
+    float params[NP];
+} s_fix;
+
+static void s_setup(s_fix *f, int hold_max) {
+    memset(f, 0, sizeof *f);
+    f->ctx = zmq_ctx_new();
+    f->w = weights_server_new(f->ctx, NULL, "tcp://127.0.0.1:*", hold_max);
+    ck_assert_ptr_nonnull(f->w);
+    ck_assert(strncmp(weights_server_endpoint(f->w), "tcp://127.0.0.1:", 16) == 0);
+    wire_limits_t lim = {.num_params = NP, .max_count = 1};
+    f->dec = wire_decoder_new(&lim);
+    wire_buf_init(&f->buf, 0);
+    for (int i = 0; i < NP; i++) {
+        f->params[i] = 0.25f * (float)i;
+    }
+}
+
+static void s_teardown(s_fix *f) {
+    weights_server_destroy(&f->w);
+    ck_assert_ptr_null(f->w);
+    zmq_ctx_term(f->ctx);
+    wire_decoder_destroy(&f->dec);
+    wire_buf_fini(&f->buf);
+}
+
+static void *s_client(s_fix *f, const char *id) {
+    return check_dealer(f->ctx, weights_server_endpoint(f->w), id, 0);
+}
+
+static void s_ask(void *client, uint64_t have) {
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST};
+    m.u.weights_request.have_version = have;
+    check_send_msg(client, &m);
+}
+
+// Runs the server's reader until it has taken `requests` valid requests and `refused` bad
+// messages in all (the messages cross a TCP connection: wait for them, not for a time).
+static void s_serve_until(s_fix *f, uint64_t requests, uint64_t refused) {
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    weights_server_stats_t st;
+    for (;;) {
+        weights_server_read(f->w, 64, clock_now_ms());
+        weights_server_stats(f->w, &st);
+        if (st.requests >= requests && st.refused >= refused) {
+            break;
+        }
+        ck_assert_msg(clock_now_ms() < deadline, "requests %llu of %llu, refused %llu of %llu",
+                      (unsigned long long)st.requests, (unsigned long long)requests,
+                      (unsigned long long)st.refused, (unsigned long long)refused);
+        zmq_pollitem_t it = {.socket = weights_server_socket(f->w), .events = ZMQ_POLLIN};
+        zmq_poll(&it, 1, 10);
+    }
+    ck_assert_uint_eq(st.requests, requests);
+    ck_assert_uint_eq(st.refused, refused);
+}
+
+// The version of the Weights waiting for client within wait_ms, or 0 when none came.
+static uint64_t s_answer(s_fix *f, void *client, int wait_ms) {
+    zmq_pollitem_t it = {.socket = client, .events = ZMQ_POLLIN};
+    if (zmq_poll(&it, 1, wait_ms) <= 0) {
+        return 0;
+    }
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    ck_assert_int_ge(zmq_msg_recv(&msg, client, 0), 0);
+    ck_assert(!zmq_msg_more(&msg));
+    wire_msg_t m;
+    ck_assert_int_eq(wire_decode(f->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+    ck_assert_int_eq(m.type, WIRE_MSG_WEIGHTS);
+    ck_assert_mem_eq(m.u.weights.params, f->params, sizeof f->params);
+    uint64_t v = m.u.weights.version;
+    zmq_msg_close(&msg);
+    return v;
+}
+
+static void s_publish(s_fix *f, uint64_t version) {
+    wire_weights_t w = {
+        .version = version, .learner_step = 7, .num_params = NP, .params = f->params};
+    weights_server_publish(f->w, &w);
+    ck_assert_uint_eq(weights_server_version(f->w), version);
+}
+
+START_TEST(test_answer_hold_publish_heartbeat) {
+    s_fix f;
+    s_setup(&f, 16);
+    void *a = s_client(&f, "actor-0"), *b = s_client(&f, "actor-1");
+    // Before any version: held (nothing to answer with).
+    s_ask(a, 0);
+    s_serve_until(&f, 1, 0);
+    ck_assert_uint_eq(s_answer(&f, a, 50), 0);
+    // The first version answers it.
+    s_publish(&f, 5);
+    ck_assert_uint_eq(s_answer(&f, a, WAIT_MS), 5);
+    // Older than the current: answered at once. The current one: held.
+    s_ask(b, 4);
+    s_ask(a, 5);
+    s_ask(a, 5); // a repeated request from the same peer is held once
+    s_serve_until(&f, 4, 0);
+    ck_assert_uint_eq(s_answer(&f, b, WAIT_MS), 5);
+    ck_assert_uint_eq(s_answer(&f, a, 50), 0);
+    weights_server_stats_t st;
+    weights_server_stats(f.w, &st);
+    ck_assert_int_eq(st.held, 1);
+    // A newer version held by the client (a learner started afresh): held, not answered.
+    s_ask(b, 9);
+    s_serve_until(&f, 5, 0);
+    weights_server_stats(f.w, &st);
+    ck_assert_int_eq(st.held, 2);
+    // The heartbeat answers only the requests held long enough.
+    weights_server_heartbeat(f.w, clock_now_ms() - WEIGHTS_SERVER_HOLD_MS - 10000);
+    ck_assert_uint_eq(s_answer(&f, a, 50), 0);
+    weights_server_heartbeat(f.w, clock_now_ms() + WEIGHTS_SERVER_HOLD_MS);
+    ck_assert_uint_eq(s_answer(&f, a, WAIT_MS), 5);
+    ck_assert_uint_eq(s_answer(&f, b, WAIT_MS), 5);
+    weights_server_stats(f.w, &st);
+    ck_assert_int_eq(st.held, 0);
+    // A new version answers every held request, once.
+    s_ask(a, 5);
+    s_ask(b, 5);
+    s_serve_until(&f, 7, 0);
+    s_publish(&f, 6);
+    ck_assert_uint_eq(s_answer(&f, a, WAIT_MS), 6);
+    ck_assert_uint_eq(s_answer(&f, b, WAIT_MS), 6);
+    ck_assert_uint_eq(s_answer(&f, a, 50), 0);
+    weights_server_stats(f.w, &st);
+    ck_assert_uint_eq(st.answers, 6);
+    ck_assert_uint_eq(st.refused, 0);
+    ck_assert_uint_eq(st.unheld, 0);
+    zmq_close(a);
+    zmq_close(b);
+    s_teardown(&f);
+}
+END_TEST
+
+START_TEST(test_full_hold_table_drops) {
+    s_fix f;
+    s_setup(&f, 2);
+    void *c[3];
+    char id[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof id, "actor-%d", i);
+        c[i] = s_client(&f, id);
+        s_ask(c[i], 0);
+        s_serve_until(&f, (uint64_t)i + 1, 0); // in this order
+    }
+    weights_server_stats_t st;
+    weights_server_stats(f.w, &st);
+    ck_assert_int_eq(st.held, 2);
+    ck_assert_uint_eq(st.unheld, 1);
+    s_publish(&f, 1);
+    ck_assert_uint_eq(s_answer(&f, c[0], WAIT_MS), 1);
+    ck_assert_uint_eq(s_answer(&f, c[1], WAIT_MS), 1);
+    ck_assert_uint_eq(s_answer(&f, c[2], 50), 0); // dropped: it asks again after its timeout
+    for (int i = 0; i < 3; i++) {
+        zmq_close(c[i]);
+    }
+    s_teardown(&f);
+}
+END_TEST
+
+START_TEST(test_refuses_what_is_not_a_request) {
+    s_fix f;
+    s_setup(&f, 4);
+    s_publish(&f, 3);
+    void *a = s_client(&f, "actor-0");
+    // Garbage; a valid message of another kind; two frames; an empty frame.
+    ck_assert_int_eq(zmq_send(a, "garbage", 7, 0), 7);
+    wire_msg_t m = {.type = WIRE_MSG_ACTOR_STATS};
+    check_send_msg(a, &m);
+    ck_assert_int_eq(zmq_send(a, "x", 1, ZMQ_SNDMORE), 1);
+    ck_assert_int_eq(zmq_send(a, "y", 1, 0), 1);
+    ck_assert_int_eq(zmq_send(a, "", 0, 0), 0);
+    s_serve_until(&f, 0, 4);
+    ck_assert_uint_eq(s_answer(&f, a, 50), 0);
+    // Routing ids a ROUTER never hands out (empty, longer than libzmq's bound).
+    uint8_t body[8];
+    wire_msg_t r = {.type = WIRE_MSG_WEIGHTS_REQUEST};
+    wire_encode(&r, &f.buf);
+    ck_assert_uint_le(f.buf.len, sizeof body);
+    memcpy(body, f.buf.data, f.buf.len);
+    static uint8_t long_id[300];
+    weights_server_handle(f.w, long_id, 0, body, f.buf.len, 0, clock_now_ms());
+    weights_server_handle(f.w, long_id, sizeof long_id, body, f.buf.len, 0, clock_now_ms());
+    weights_server_handle(f.w, "actor-9", 7, body, f.buf.len, 1, clock_now_ms());
+    weights_server_stats_t st;
+    weights_server_stats(f.w, &st);
+    ck_assert_uint_eq(st.refused, 7);
+    ck_assert_uint_eq(st.requests, 0);
+    ck_assert_int_eq(st.held, 0);
+    // The same client is served normally afterwards.
+    s_ask(a, 0);
+    s_serve_until(&f, 1, 7);
+    ck_assert_uint_eq(s_answer(&f, a, WAIT_MS), 3);
+    zmq_close(a);
+    s_teardown(&f);
+}
+END_TEST
+
+// Versions only increase: publishing an older one is the caller's programming error.
+START_TEST(test_older_version_asserts) {
+    s_fix f;
+    s_setup(&f, 4);
+    s_publish(&f, 3);
+    s_publish(&f, 3);
+}
+END_TEST
+
+START_TEST(test_bind_error) {
+    void *ctx = zmq_ctx_new();
+    ck_assert_ptr_null(weights_server_new(ctx, NULL, "nonsense://x", 4));
+    weights_server_t *a = weights_server_new(ctx, NULL, "tcp://127.0.0.1:*", 4);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_null(weights_server_new(ctx, NULL, weights_server_endpoint(a), 4)); // in use
+    weights_server_destroy(&a);
+    weights_server_destroy(&a); // NULL: a no-op
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+Suite *weights_server_suite(void) {
+    Suite *s = suite_create("weights_server");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_answer_hold_publish_heartbeat);
+    tcase_add_test(tc, test_full_hold_table_drops);
+    tcase_add_test(tc, test_refuses_what_is_not_a_request);
+    tcase_add_test_raise_signal(tc, test_older_version_asserts, SIGABRT);
+    tcase_add_test(tc, test_bind_error);
+    suite_add_tcase(s, tc);
+    return s;
+}
