@@ -1,7 +1,7 @@
 # fuzz/fuzz.mk: libFuzzer harnesses, included by the main Makefile (`-include fuzz/fuzz.mk`).
 #   make fuzz            build, then run every harness for FUZZ_SECONDS (default 60) each
 #   make fuzz-smoke      the same for 10 s each (CI)
-#   make fuzz-build      only build build-fuzz/fuzz_wire and build-fuzz/fuzz_config
+#   make fuzz-build      only build the harnesses (build-fuzz/fuzz_<target>)
 #   make fuzz-corpus     regenerate fuzz/corpus/ from wire_encode and configs/*.ini
 #   make fuzz-clean
 # Everything is built by clang in $(FUZZ_BUILD), apart from the normal build: the common
@@ -16,7 +16,7 @@ FUZZ_SAVED_GOAL := $(.DEFAULT_GOAL)
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := wire config
+FUZZ_TARGETS := wire config replay learner
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
@@ -30,9 +30,17 @@ FUZZ_COMMON_SRC := common/apex.c common/xalloc.c common/log.c common/clock.c \
   common/envinfo.c common/config.c common/wire.c
 FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(FUZZ_COMMON_SRC)) \
   $(FUZZ_BUILD)/proto/apex.pb-c.o
+# The handler harnesses drive a daemon's modules: the whole of common/ (sockets, loop,
+# security), the replay server's modules, and the learner's that take peer input.
+FUZZ_DAEMON_SRC := $(COMMON_SRC) $(REPLAY_MOD) learner/prefetch.c learner/shards.c \
+  learner/metrics.c
+FUZZ_DAEMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(FUZZ_DAEMON_SRC)) \
+  $(FUZZ_BUILD)/proto/apex.pb-c.o $(FUZZ_BUILD)/proto/tensorboard.pb-c.o
+FUZZ_DAEMON_LIBS = $(shell pkg-config --libs libzmq) -lpthread
 FUZZ_BINS := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 # Objects reached only through pattern rules; keep them for incremental rebuilds.
-.SECONDARY: $(FUZZ_COMMON_OBJ) $(patsubst %,$(FUZZ_BUILD)/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
+.SECONDARY: $(FUZZ_COMMON_OBJ) $(FUZZ_DAEMON_OBJ) \
+  $(patsubst %,$(FUZZ_BUILD)/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
 
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus fuzz-clean fuzz-clang-check
 fuzz-build: $(FUZZ_BINS)
@@ -56,7 +64,21 @@ $(FUZZ_BUILD)/proto/apex.pb-c.o: $(FUZZ_BUILD)/proto/apex.pb-c.c
 	$(FUZZ_CC) $(filter-out -Wmissing-prototypes -Wshadow,$(FUZZ_CFLAGS)) \
 	  -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BUILD)/common/%.o: common/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
+$(FUZZ_BUILD)/common/%.o: common/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h \
+  $(FUZZ_BUILD)/proto/tensorboard.pb-c.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/proto/tensorboard.pb-c.o: $(FUZZ_BUILD)/proto/tensorboard.pb-c.h
+	$(FUZZ_CC) $(filter-out -Wmissing-prototypes -Wshadow,$(FUZZ_CFLAGS)) \
+	  -fsanitize=fuzzer-no-link -c $(FUZZ_BUILD)/proto/tensorboard.pb-c.c -o $@
+
+$(FUZZ_BUILD)/replay/%.o $(FUZZ_BUILD)/learner/%.o: FUZZ_CFLAGS += -Ireplay -Ilearner -Imodel
+$(FUZZ_BUILD)/replay/%.o: replay/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_BUILD)/learner/%.o: learner/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h \
+  $(FUZZ_BUILD)/proto/tensorboard.pb-c.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
@@ -64,8 +86,14 @@ $(FUZZ_BUILD)/fuzz/%.o: fuzz/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_COMMON_OBJ)
+$(FUZZ_BUILD)/fuzz/fuzz_replay.o $(FUZZ_BUILD)/fuzz/fuzz_learner.o: \
+  FUZZ_CFLAGS += -Ireplay -Ilearner -Imodel
+$(FUZZ_BUILD)/fuzz_wire $(FUZZ_BUILD)/fuzz_config: $(FUZZ_BUILD)/fuzz_%: \
+  $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_COMMON_OBJ)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(FUZZ_LIBS) -o $@
+$(FUZZ_BUILD)/fuzz_replay $(FUZZ_BUILD)/fuzz_learner: $(FUZZ_BUILD)/fuzz_%: \
+  $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_DAEMON_OBJ)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(FUZZ_LIBS) $(FUZZ_DAEMON_LIBS) -o $@
 
 # Every common/ source through clang -Werror (no sanitizers, no link): the fuzz build uses
 # only some of them, and a clang warning anywhere in common/ should be seen early.
@@ -89,6 +117,7 @@ fuzz-corpus: $(BUILD)/fuzz/gen_corpus
 	@mkdir -p fuzz/corpus/wire fuzz/corpus/config fuzz/replay/wire
 	$(BUILD)/fuzz/gen_corpus fuzz/corpus/wire fuzz/replay/wire
 	cp configs/*.ini fuzz/corpus/config/
+	python3 fuzz/gen_programs.py fuzz
 
 fuzz-clean:
 	rm -rf $(FUZZ_BUILD)

@@ -323,19 +323,27 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
 static int s_reader_stats(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
-    int64_t now = clock_now_ms();
-    wire_msg_t m;
-    for (int i = 0, rc;
-         i < MAX_DRAIN && (rc = net_recv_decode(sock, l->stats_dec, &m)) != APEX_EAGAIN; i++) {
-        if (rc == APEX_OK && m.type == WIRE_MSG_ACTOR_STATS) {
-            metrics_add_actor_stats(&l->metrics, &m.u.actor_stats, now);
-            continue;
+    for (int i = 0; i < MAX_DRAIN; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (net_recv(sock, &msg, ZMQ_DONTWAIT) != APEX_OK) {
+            zmq_msg_close(&msg);
+            break;
         }
-        l->bad_stats++;
-        log_every(&l->bad_log, LOG_INTERVAL_MS, LOG_WARN,
-                  "dropped bad actor stats: %s (%llu in all)",
-                  rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(l->stats_dec),
-                  (unsigned long long)l->bad_stats);
+        const char *why = zmq_msg_more(&msg) ? "more than one frame" : NULL;
+        if (why) {
+            net_drain_more(sock);
+        } else {
+            why = metrics_take_message(&l->metrics, l->stats_dec, zmq_msg_data(&msg),
+                                       zmq_msg_size(&msg), clock_now_ms());
+        }
+        zmq_msg_close(&msg);
+        if (why) {
+            l->bad_stats++;
+            log_every(&l->bad_log, LOG_INTERVAL_MS, LOG_WARN,
+                      "dropped bad actor stats: %s (%llu in all)", why,
+                      (unsigned long long)l->bad_stats);
+        }
     }
     return 0;
 }

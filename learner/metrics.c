@@ -144,6 +144,19 @@ void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t 
     }
 }
 
+const char *metrics_take_message(metrics_t *m, wire_decoder_t *dec, const void *buf, size_t len,
+                                 int64_t now_ms) {
+    wire_msg_t msg;
+    if (wire_decode(dec, buf, len, &msg) != APEX_OK) {
+        return wire_decoder_last_error(dec);
+    }
+    if (msg.type != WIRE_MSG_ACTOR_STATS) {
+        return "not an ActorStats";
+    }
+    metrics_add_actor_stats(m, &msg.u.actor_stats, now_ms);
+    return NULL;
+}
+
 double metrics_mean_return(const metrics_t *m) {
     if (m->n_returns == 0) {
         return NAN;

@@ -76,6 +76,11 @@ void metrics_resume(metrics_t *m, uint64_t frames, uint64_t episodes, int64_t el
 int64_t metrics_elapsed_ms(const metrics_t *m, int64_t now_ms);
 // Folds one decoded ActorStats message in.
 void metrics_add_actor_stats(metrics_t *m, const wire_actor_stats_t *s, int64_t now_ms);
+// Takes one message of the stats socket (peer input): decoded with dec, which holds the run's
+// limits (the actor ids among them), and folded in when it is an ActorStats. Returns NULL, or
+// why it was refused (static or the decoder's, for the caller's rate-limited log line).
+const char *metrics_take_message(metrics_t *m, wire_decoder_t *dec, const void *buf, size_t len,
+                                 int64_t now_ms);
 double metrics_mean_return(const metrics_t *m); // NaN when no episode finished yet
 uint64_t metrics_frames(const metrics_t *m);    // env frames of the whole run
 // Writes one row (and flushes it), and the same values to the event file if there is one,

@@ -361,12 +361,9 @@ static void s_restore_record(void *arg, int kind, const void *payload, size_t le
     }
 }
 
-static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload) {
+static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, const void *raw,
+                            size_t raw_len) {
     wire_msg_t m;
-    const uint8_t *idb = zmq_msg_data((zmq_msg_t *)id);
-    size_t idn = zmq_msg_size(id);
-    const void *raw = zmq_msg_data((zmq_msg_t *)payload);
-    size_t raw_len = zmq_msg_size(payload);
     int rc = wire_decode(s->dec, raw, raw_len, &m);
     const char *why = NULL;
     char buf[96];
@@ -394,7 +391,8 @@ static void s_handle_insert(replay_server_t *s, const zmq_msg_t *id, const zmq_m
 // Handles up to `max` [routing id][payload] messages waiting on a ROUTER, counting
 // malformed framing as bad. Returns how many were taken off the socket: fewer than `max`
 // means the socket is empty.
-typedef void (*s_routed_fn)(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload);
+typedef void (*s_routed_fn)(replay_server_t *s, const uint8_t *id, size_t id_len,
+                            const void *payload, size_t len);
 
 static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_routed_fn fn,
                           int max) {
@@ -410,7 +408,8 @@ static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_r
                 s_count_bad(s, where, zmq_msg_data(&id), zmq_msg_size(&id), WIRE_MSG_NONE,
                             APEX_EPROTO, "extra frames");
             } else {
-                fn(s, &id, &payload);
+                fn(s, zmq_msg_data(&id), zmq_msg_size(&id), zmq_msg_data(&payload),
+                   zmq_msg_size(&payload));
             }
         }
         zmq_msg_close(&id);
@@ -425,7 +424,8 @@ static int s_drain_router(replay_server_t *s, void *sock, const char *where, s_r
     return n;
 }
 
-static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id, const zmq_msg_t *payload);
+static void s_handle_sample_sock(replay_server_t *s, const uint8_t *idb, size_t idn,
+                                 const void *payload, size_t len);
 
 // Scheduling (docs/architecture.md, "Replay server"): the learner's SampleRequests are
 // latency-critical (it keeps only a few in flight and waits on each), while an actor has a
@@ -671,18 +671,14 @@ static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_
     s->pending_len++;
 }
 
-static void s_handle_sample_sock(replay_server_t *s, const zmq_msg_t *id,
-                                 const zmq_msg_t *payload) {
+static void s_handle_sample_sock(replay_server_t *s, const uint8_t *idb, size_t idn,
+                                 const void *payload, size_t len) {
     wire_msg_t m;
-    const uint8_t *idb = zmq_msg_data((zmq_msg_t *)id);
-    size_t idn = zmq_msg_size(id);
-    int rc = wire_decode(s->dec, zmq_msg_data((zmq_msg_t *)payload), zmq_msg_size(payload), &m);
+    int rc = wire_decode(s->dec, payload, len, &m);
     if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REQUEST) {
         s_handle_sample_request(s, idb, idn, &m.u.sample_request);
     } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE) {
-        s_apply_update(s, &m.u.priority_update, zmq_msg_data((zmq_msg_t *)payload),
-                       zmq_msg_size(payload));
-
+        s_apply_update(s, &m.u.priority_update, payload, len);
     } else {
         s_count_bad(s, "sample", idb, idn, m.type, rc == APEX_OK ? APEX_EPROTO : rc,
                     rc == APEX_OK ? "wrong message kind for the sample socket" : NULL);
@@ -693,6 +689,25 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     (void)sock;
     return s_serve_sample_sock(arg);
+}
+
+// What the loop does with one message and the timers at a given time, without sockets
+// (server_int.h: the handler fuzzer and tests drive a server made with listen = 0).
+void replay_server_handle(replay_server_t *s, replay_sock which, const void *id, size_t id_len,
+                          const void *payload, size_t len, int64_t now_ms) {
+    if (which == REPLAY_SOCK_INSERT) {
+        s_handle_insert(s, id, id_len, payload, len);
+        acks_send_ready(s->acks);
+        s_serve_pending(s, now_ms);
+        s_serve_watches(s, -1);
+    } else {
+        s_handle_sample_sock(s, id, id_len, payload, len);
+    }
+}
+
+void replay_server_tick(replay_server_t *s, int64_t now_ms) {
+    s_serve_pending(s, now_ms);
+    s_serve_watches(s, now_ms);
 }
 
 // ---------------------------------------------------------------------------------------

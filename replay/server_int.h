@@ -111,4 +111,13 @@ struct replay_server {
     struct security *security; // CURVE (common/security.h)
 };
 
+// What the loop does with one message that arrived from the peer id on the insert or the
+// sample socket (every handler, the acks and the held requests it releases), and what its
+// timers do at now_ms. For the handler fuzzer (fuzz/fuzz_replay.c) and tests, on a server
+// made with listen = 0: its replies go nowhere (counted as dropped).
+typedef enum { REPLAY_SOCK_INSERT, REPLAY_SOCK_SAMPLE } replay_sock;
+void replay_server_handle(replay_server_t *s, replay_sock which, const void *id, size_t id_len,
+                          const void *payload, size_t len, int64_t now_ms);
+void replay_server_tick(replay_server_t *s, int64_t now_ms);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "suites.h"
 
@@ -105,5 +106,14 @@ int check_weights_answer(void *router, const wire_buf_t *answer, uint64_t *have)
 // (initialised by the caller with wire_buf_init).
 void check_encode_weights(wire_buf_t *out, uint64_t version, const float *params,
                           uint32_t num_params);
+
+// ---- the fuzz harnesses' inputs, replayed under gcc (check_fuzz_*.c)
+
+// Runs every regular file of <root>/fuzz/<kind>/<target> (root: $APEX_SRC_DIR, else the
+// working directory) through fn, asserting that it returns 0; *name holds the file's path
+// while it runs (the including file's fuzz_input_name, which a failed FUZZ_CHECK prints).
+// Returns how many files ran (0 for a missing directory).
+typedef int (*check_fuzz_fn)(const uint8_t *data, size_t size);
+int check_fuzz_dir(const char *kind, const char *target, check_fuzz_fn fn, const char **name);
 
 #endif

@@ -10,79 +10,13 @@
 // test after printing the harness line and the input's path.
 #include "check_apex.h"
 
-#include <dirent.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-
 #define FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_config.c"
 #include "../fuzz/fuzz_wire.c"
 
-typedef int (*s_harness_fn)(const uint8_t *data, size_t size);
-
-// Reads a whole file; caller frees. NULL if it cannot be read.
-static uint8_t *s_slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    while (1) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 4096;
-            buf = realloc(buf, cap);
-            ck_assert_ptr_nonnull(buf);
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            break;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
-// Runs every regular file of <root>/fuzz/<kind>/<target> through fn; returns how many.
-static int s_replay(const char *kind, const char *target, s_harness_fn fn) {
-    const char *root = getenv("APEX_SRC_DIR");
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/fuzz/%s/%s", root && *root ? root : ".", kind, target);
-    DIR *d = opendir(dir);
-    if (!d) {
-        return 0;
-    }
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || strcmp(e->d_name, "README.md") == 0) {
-            continue;
-        }
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-            continue;
-        }
-        size_t len = 0;
-        uint8_t *data = s_slurp(path, &len);
-        ck_assert_msg(data != NULL, "cannot read %s", path);
-        fuzz_input_name = path;
-        ck_assert_int_eq(fn(data, len), 0);
-        fuzz_input_name = NULL;
-        free(data);
-        n++;
-    }
-    closedir(d);
-    return n;
+// Runs every regular file of fuzz/<kind>/<target> through fn (check_fuzz_dir).
+static int s_replay(const char *kind, const char *target, int (*fn)(const uint8_t *, size_t)) {
+    return check_fuzz_dir(kind, target, fn, &fuzz_input_name);
 }
 
 START_TEST(test_wire_corpus) {

@@ -1,11 +1,13 @@
 // check_helpers.c: helpers shared by the suites (no suite of its own).
 #include "check_apex.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zmq.h>
 
 #include "clock.h"
@@ -215,4 +217,70 @@ void check_encode_weights(wire_buf_t *out, uint64_t version, const float *params
                                    .num_params = num_params,
                                    .params = params};
     wire_encode(&m, out);
+}
+
+// ---------------------------------------------------------------------------------------
+// Fuzz inputs (check_fuzz_*.c)
+
+// Reads a whole file; caller frees. NULL if it cannot be read.
+static uint8_t *s_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    uint8_t *buf = NULL;
+    size_t n = 0, cap = 0;
+    while (1) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 4096;
+            buf = realloc(buf, cap);
+            ck_assert_ptr_nonnull(buf);
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            break;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+int check_fuzz_dir(const char *kind, const char *target, check_fuzz_fn fn, const char **name) {
+    const char *root = getenv("APEX_SRC_DIR");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/fuzz/%s/%s", root && *root ? root : ".", kind, target);
+    DIR *d = opendir(dir);
+    if (!d) {
+        return 0;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, "README.md") == 0) {
+            continue;
+        }
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            continue;
+        }
+        size_t len = 0;
+        uint8_t *data = s_slurp(path, &len);
+        ck_assert_msg(data != NULL, "cannot read %s", path);
+        *name = path;
+        ck_assert_int_eq(fn(data, len), 0);
+        *name = NULL;
+        free(data);
+        n++;
+    }
+    closedir(d);
+    return n;
 }

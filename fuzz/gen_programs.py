@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""gen_programs.py: writes the seed corpora of the handler harnesses, fuzz_replay and
+fuzz_learner (fuzz/corpus/replay/, fuzz/corpus/learner/).
+
+Their inputs are programs (fuzz/fuzz_prog.h): a byte that configures the run, then operations,
+each an opcode byte and its operands, read in the order fuzz_replay.c and fuzz_learner.c read
+them. The builders below mirror that order; a change to a harness's reading order needs the
+same change here (tests/check_fuzz_replay.c and check_fuzz_learner.c fail when the seeds stop
+reaching the handlers). Numbers are written as indices into the harnesses' edge tables where
+they can be (one byte below 224), so the seeds stay short.
+
+Usage: python3 fuzz/gen_programs.py [fuzz dir]   (make fuzz-corpus runs it)
+"""
+import os
+import sys
+
+# Edge-table indices (fuzz_prog.h).
+F32 = {"0": 0, "-0": 1, "1": 2, "-1": 3, "0.5": 4, "0.25": 5, "2": 6, "100": 7, "min": 8,
+       "tmin": 9, "-tmin": 10, "max": 11, "-max": 12, "inf": 13, "-inf": 14, "nan": 15,
+       "1e-8": 16, "1e20": 17, "1e28": 18, "prio_max": 19, "beta_max": 20, "after1": 21,
+       "before1": 22, "after_prio_max": 23}
+F64 = {"0": 0, "-0": 1, "1": 2, "0.5": 3, "min": 4, "tmin": 5, "-tmin": 6, "max": 7, "-1": 8,
+       "inf": 9, "-inf": 10, "nan": 11, "1e300": 12, "flt_max": 13, "mass_max": 14,
+       "after_mass_max": 15, "1e-30": 16, "1e20": 17}
+I32 = {"0": 0, "1": 1, "2": 2, "3": 3, "-1": 4, "max": 5, "min": 6, "5": 7, "17": 8}
+
+
+def u64(v):
+    """fuzz_u64: values below 32 in one byte; UINT64_MAX - k (k < 4) as 0x60 | k."""
+    if v < 32:
+        return [v]
+    if v >= (1 << 64) - 4:
+        return [0x60 | ((1 << 64) - 1 - v)]
+    return [0xE0] + list(v.to_bytes(8, "little"))
+
+
+def f32(name):
+    return [F32[name]]
+
+
+def f64(name):
+    return [F64[name]]
+
+
+# ---------------------------------------------------------------------------------------
+# fuzz_replay.c: config byte b -> capacity caps[b % 3] (1, 7, 64), alpha (b / 3) % 3,
+# uint8 (b / 9) & 1, (b / 18) % 4: one server, shard 0 of 2, shard 1 of 2, spi 2;
+# (b / 72) & 1: min_size_to_sample 3. OBS = 4.
+R_OBS = 4
+
+
+def r_cfg(cap=2, alpha=0, uint8=0, mode=0, minsize=0):
+    return [cap + 3 * alpha + 9 * uint8 + 18 * mode + 72 * minsize]
+
+
+def r_batch(rows, actor=0, seq=0, prio=None, flags=0, epoch=0):
+    """Operation 0. flags: 1 i32 actions, 2 f32 rewards, 4 f32 discounts, 8 raw observations,
+    16 obs_dim - 1, 32 the other dtype, 64 priorities sent."""
+    b = [0, flags | (64 if prio else 0), rows - 1]
+    b += [F32["0.5"], F32["0.5"], 7, 9] * (rows * R_OBS)
+    for i in range(rows):
+        b += [i % 3] if not flags & 1 else [I32["1"]]
+        b += [i] if not flags & 2 else f32("1")
+        b += [3] if not flags & 4 else f32("0.5")  # 3 % 5 * 0.25 = 0.75
+        b += f32(prio or "1")
+    return b + [actor, epoch] + u64(seq) + u64(1)
+
+
+def r_sample(rows, batches=1, beta="0.5", min_prio=None, rid=1, stats_only=False, after=0):
+    """Operation 1."""
+    flags = (1 if stats_only else 0) | (2 if min_prio else 0) | 4 | (16 if after else 0)
+    b = [1, flags] + u64(rid)
+    if min_prio:
+        b += f64(min_prio)
+    b += f32(beta)
+    if stats_only:
+        return b + u64(after)
+    b += [rows, batches]
+    if after:
+        b += u64(after)
+    return b
+
+
+def r_update(keys, prio="2"):
+    """Operation 2: keys (slot, generation) with slot < 70, generation < 4."""
+    b = [2, len(keys) - 1]
+    for slot, gen in keys:
+        b += [slot, gen] + f32(prio)
+    return b
+
+
+def r_tick(tens_of_ms):
+    return [5, tens_of_ms]
+
+
+def replay_programs():
+    p = {}
+    p["basic"] = (r_cfg() + r_batch(8, prio="1") + r_sample(4) +
+                  r_update([(0, 1), (1, 1), (2, 1), (3, 0)]) + r_sample(4, batches=2, rid=2) +
+                  r_tick(1) + r_batch(8, seq=1) + r_sample(8, rid=3))
+    # The numbers of a request at their edges, past an insert so the store can serve.
+    req = r_cfg() + r_batch(6, prio="2")
+    for m in ["0", "-0", "tmin", "1e300", "flt_max", "mass_max", "after_mass_max", "inf", "nan",
+              "-tmin"]:
+        req += r_sample(2, min_prio=m)
+    for beta in ["0", "-0", "before1", "beta_max", "after1", "inf", "nan", "tmin", "max"]:
+        req += r_sample(2, beta=beta)
+    p["request_edges"] = req
+    # Priorities at their edges, in inserts and updates.
+    pr = r_cfg()
+    for v in ["0", "tmin", "1e-8", "1e20", "1e28", "prio_max", "after_prio_max", "max", "inf",
+              "nan"]:
+        pr += r_batch(2, seq=len(pr) % 30, prio=v) + r_update([(0, 1), (1, 1)], prio=v)
+    p["priority_edges"] = pr + r_sample(4)
+    # The replay ratio: requests held, then served or expired by time.
+    p["limiter"] = (r_cfg(mode=3) + r_batch(8) + r_sample(4) + r_sample(16) + r_sample(16, rid=5) +
+                    r_batch(8, seq=1) + r_tick(1) + r_tick(255) + r_tick(255) + r_sample(4))
+    p["min_size"] = (r_cfg(cap=1, minsize=1) + r_sample(2) + r_batch(2) + r_batch(2, seq=1) +
+                     r_tick(2) + r_sample(2))
+    # A shard: its own actors only; a sharded learner's minimum and stats watches.
+    p["shard1"] = (r_cfg(mode=2) + r_batch(4, actor=1) + r_batch(4, actor=0) +
+                   r_sample(4, min_prio="0.5") + r_sample(0, stats_only=True, after=20) +
+                   r_batch(4, actor=3, seq=1) + r_tick(255) + r_sample(0, stats_only=True))
+    p["shard0"] = (r_cfg(mode=1, alpha=1) + r_batch(5, actor=2) + r_sample(3) +
+                   r_sample(0, stats_only=True, after=3))
+    p["uint8"] = (r_cfg(uint8=1, alpha=2) + r_batch(6) + r_batch(3, flags=32, seq=1) +
+                  r_sample(6) + r_update([(5, 1)]))
+    p["capacity1"] = r_cfg(cap=0) + r_batch(3) + r_sample(1) + r_update([(0, 3)]) + r_sample(1)
+    # Exactly-once: the same (actor, epoch, seq) again, another epoch, seq at the top.
+    p["dedupe"] = (r_cfg() + r_batch(2, seq=7) + r_batch(2, seq=7) + r_batch(2, seq=7, epoch=1) +
+                   r_batch(2, seq=(1 << 64) - 1) + r_batch(2, seq=(1 << 64) - 2) +
+                   r_batch(2, actor=5) + r_sample(2))
+    # Messages that must be refused: bad numbers, raw bytes, kinds, versions, routing ids.
+    bad = r_cfg() + r_batch(4)
+    for flags in [1, 2, 4, 8, 16, 32]:
+        bad += r_batch(3, flags=flags, seq=1)
+    bad += [3, 1] + list(b"\x08\x01\x0a\x03abc" + bytes(9))  # raw, insert socket
+    bad += [4, 1] + list(b"\x08\x01\x1a\x02\x10\x05" + bytes(10))  # raw, sample socket
+    for kind in range(5):
+        bad += [6, kind] + ([0] if kind == 2 else []) + [kind & 1]
+    bad += [7, 0, 7, 2, 7, 255]
+    bad += [8, 0, 8, 200] + [0x41] * 200 + [8, 3, 1, 2, 3] + r_sample(4)
+    p["refusals"] = bad
+    return p
+
+
+# ---------------------------------------------------------------------------------------
+# fuzz_learner.c: config byte b -> shards 1 + (b & 1), uint8 (b >> 1) & 1, batch 4 if
+# (b >> 2) & 1 else 1, 2 batches per request if (b >> 3) & 1, 3 slots if (b >> 4) & 1. OBS = 3.
+L_OBS = 3
+
+
+def l_cfg(shards=1, uint8=0, batch4=0, batches2=0, slots3=0):
+    return [(shards - 1) | uint8 << 1 | batch4 << 2 | batches2 << 3 | slots3 << 4]
+
+
+def l_issue(beta="0.5"):
+    return [0] + f32(beta)
+
+
+def l_reply(asked, inflight=0, status=0, flags=1, id_=0, shard=0, delta=0, total=None,
+            stats_shard=0, stats_shards=0):
+    """Operation 1. flags: 1 answer the inflight-th request read off the stand-ins (2: on
+    another shard), 4/8/16 f32 weights/rewards/discounts, 32 i32 actions, 64 f32
+    observations, 128 the other dtype. asked: the rows a request of the run asks for; delta:
+    0 those, 3 one fewer, 4 one more. status: 0 OK, 2 NOT_READY, 3 REFUSED, 4 unknown."""
+    rows = asked + {0: 0, 1: 0, 2: 0, 3: -1, 4: 1}[delta]
+    b = [1, flags, shard] + u64(id_)
+    if flags & 1:
+        b += [inflight]
+    b += [delta]
+    for i in range(rows):
+        b += u64(i + 1)
+        b += f32("0.5") if flags & 4 else []
+        b += f32("1") if flags & 8 else []
+        b += f32("0.5") if flags & 16 else []
+        b += [I32["1"]] if flags & 32 else [i % 2]
+        for _ in range(L_OBS):
+            b += (f32("0.25") + f32("-1")) if flags & 64 else []
+            b += [3, 4]
+    b += [status]
+    sb = 1 if total else 0
+    b += [sb] + u64(10) + u64(20) + u64(10) + u64(0)
+    if total:
+        b += f64(total)
+    return b + [stats_shard, stats_shards]
+
+
+def l_train(size, prio="1"):
+    return [2] + f32(prio) * size + f32("0.5")
+
+
+def l_tick(tens_of_ms):
+    return [3, tens_of_ms]
+
+
+def l_weights_request(peer=0, have=0, extra=False):
+    return [5, peer | (0xC0 if extra else 0)] + u64(have)
+
+
+def l_publish(step=0):
+    return [7, 1, step]
+
+
+def l_heartbeat(tens_of_ms):
+    return [7, 0, tens_of_ms]
+
+
+def l_stats(episodes, actor=0, frames=5, ret="1", eps="0.5"):
+    b = [8, episodes]
+    for _ in range(episodes):
+        b += f32(ret) + f32(eps) + [10, 0, 0, 0]
+    b += u64(frames) + [actor, 1]  # frames_delta = frames
+    return b + u64(1) + u64(0) + u64(0) + u64(0)
+
+
+def learner_programs():
+    p = {}
+    p["basic"] = (l_cfg() + l_issue() + l_reply(1) + l_train(1) + l_weights_request(have=0) +
+                  l_publish() + l_weights_request(peer=1, have=0) + l_weights_request(have=1) +
+                  l_heartbeat(255) + l_stats(2) + l_stats(1, actor=1, frames=9))
+    p["batches"] = (l_cfg(batch4=1, batches2=1, slots3=1) + l_issue() + l_reply(8, inflight=0) +
+                    l_reply(8, inflight=2) + l_train(4) + l_train(4, prio="nan") +
+                    l_train(4, prio="after_prio_max") + l_train(4) + l_reply(8, inflight=1) +
+                    l_train(4) + l_issue())
+    p["shards"] = (l_cfg(shards=2, batch4=1) + l_issue() + l_tick(1) + l_issue() +
+                   l_reply(4, inflight=0, stats_shard=0, stats_shards=2, total="1") +
+                   l_reply(4, inflight=1, stats_shard=1, stats_shards=2, total="0.5") +
+                   l_train(4) + l_train(4) + l_issue() +
+                   l_reply(4, inflight=2, stats_shard=1, stats_shards=2, flags=3))
+    p["uint8"] = (l_cfg(uint8=1, batch4=1) + l_issue() + l_reply(4) + l_train(4) +
+                  l_reply(4, inflight=0, flags=1 | 128))
+    p["refusals"] = (l_cfg(slots3=1) + l_issue() + l_reply(1, inflight=0, delta=3) +
+                     l_reply(1, inflight=1, delta=4) + l_reply(1, inflight=2, status=2) +
+                     l_issue() + l_reply(1, inflight=3, status=3) + l_reply(1, flags=0, id_=9) +
+                     l_reply(1, inflight=4, status=4) +
+                     l_reply(1, inflight=4, flags=1 | 4 | 8 | 16 | 32 | 64) +
+                     l_reply(1, inflight=5, total="nan", stats_shard=2) +
+                     [4, 0, 2] + list(b"\x08\x01\x1a\x04garbage!" + bytes(4)) +
+                     l_weights_request(extra=True) + [6, 3, 1] + list(bytes(8)) +
+                     l_stats(1, actor=5) + l_stats(1, ret="inf") + l_stats(1, eps="after1") +
+                     l_stats(0, frames=(1 << 64) - 1) + [9, 1] + list(bytes(8)))
+    p["timeouts"] = (l_cfg(slots3=1) + l_issue() + l_tick(255) + l_tick(255) + l_reply(1) +
+                     l_tick(1) + l_reply(1, inflight=4) + l_train(1))
+    return p
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    for target, programs in (("replay", replay_programs()), ("learner", learner_programs())):
+        d = os.path.join(root, "corpus", target)
+        os.makedirs(d, exist_ok=True)
+        for name, prog in programs.items():
+            assert all(0 <= x < 256 for x in prog), (target, name)
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(bytes(prog))
+        print(f"gen_programs: {len(programs)} programs in {d}")
+
+
+if __name__ == "__main__":
+    main()
