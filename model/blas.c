@@ -1,10 +1,21 @@
-// blas.c: cblas_sgemm wrapper and the naive reference next to it (STYLE S10).
+// blas.c: cblas_sgemm wrapper and the naive reference next to it (STYLE S10); the kernel
+// OpenBLAS runs (issue #32).
+#define LOG_MODULE "blas"
 #include "blas.h"
 
 #include "apex.h"
+#include "log.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 void blas_sgemm(float *c, const float *a, const float *b, float alpha, float beta, blas_trans ta,
                 blas_trans tb, int M, int N, int K) {
@@ -79,4 +90,292 @@ void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, flo
 void blas_set_threads(int n) {
     APEX_ASSERT(n >= 1);
     openblas_set_num_threads(n);
+}
+
+int blas_get_threads(void) { return openblas_get_num_threads(); }
+
+// ---------------------------------------------------------------------------------------
+// The kernel
+
+// Every core of Debian's OpenBLAS 0.3.21 DYNAMIC_ARCH build (the names openblas_get_corename
+// prints and OPENBLAS_CORETYPE takes), by the instruction set of its SGEMM kernel.
+static const struct {
+    const char *name;
+    blas_isa isa;
+} s_cores[] = {
+    {"Katmai", BLAS_ISA_SSE},        {"Coppermine", BLAS_ISA_SSE},  {"Northwood", BLAS_ISA_SSE},
+    {"Prescott", BLAS_ISA_SSE},      {"Banias", BLAS_ISA_SSE},      {"Core2", BLAS_ISA_SSE},
+    {"Penryn", BLAS_ISA_SSE},        {"Dunnington", BLAS_ISA_SSE},  {"Nehalem", BLAS_ISA_SSE},
+    {"Atom", BLAS_ISA_SSE},          {"Athlon", BLAS_ISA_SSE},      {"Opteron", BLAS_ISA_SSE},
+    {"Opteron_SSE3", BLAS_ISA_SSE},  {"Barcelona", BLAS_ISA_SSE},   {"Bobcat", BLAS_ISA_SSE},
+    {"Nano", BLAS_ISA_SSE},          {"Sandybridge", BLAS_ISA_AVX}, {"Bulldozer", BLAS_ISA_AVX},
+    {"Piledriver", BLAS_ISA_AVX},    {"Steamroller", BLAS_ISA_AVX}, {"Haswell", BLAS_ISA_AVX2},
+    {"Zen", BLAS_ISA_AVX2},          {"Excavator", BLAS_ISA_AVX2},  {"SkylakeX", BLAS_ISA_AVX512},
+    {"Cooperlake", BLAS_ISA_AVX512},
+};
+
+blas_isa blas_core_isa(const char *core) {
+    for (size_t i = 0; core && i < sizeof s_cores / sizeof s_cores[0]; i++) {
+        if (strcasecmp(core, s_cores[i].name) == 0) {
+            return s_cores[i].isa;
+        }
+    }
+    return BLAS_ISA_UNKNOWN;
+}
+
+const char *blas_core_for(const cpu_features_t *f) {
+    if (cpu_has_avx512(f)) {
+        return f->avx512_bf16 ? "Cooperlake" : "SkylakeX";
+    }
+    if (f->avx2 && f->fma) {
+        return "Haswell";
+    }
+    return f->avx ? "Sandybridge" : NULL;
+}
+
+static const char *const s_isa_names[] = {"an unknown instruction set", "SSE", "AVX", "AVX2+FMA",
+                                          "AVX-512"};
+
+void blas_plan(const cpu_features_t *f, const char *current, const char *user_env,
+               const char *configured, blas_plan_t *out) {
+    memset(out, 0, sizeof *out);
+    out->kind = BLAS_PLAN_KEEP;
+    const char *best = blas_core_for(f);
+    blas_isa cur = blas_core_isa(current), top = best ? blas_core_isa(best) : BLAS_ISA_UNKNOWN;
+    int far_below = f->avx2 && f->fma && cur < BLAS_ISA_AVX2;
+    const char *named = configured && strcmp(configured, "auto") != 0 &&
+                                strcmp(configured, "openblas") != 0
+                            ? configured
+                            : NULL;
+    if (named && strcasecmp(named, current) == 0) {
+        snprintf(out->why, sizeof out->why, "%s (%s), set by [run] blas_kernel", current,
+                 s_isa_names[cur]);
+        return;
+    }
+    if (named && blas_core_isa(named) > top) {
+        out->warn = 1;
+        snprintf(out->why, sizeof out->why,
+                 "%s (%s): [run] blas_kernel = %s needs %s, which this CPU does not have; "
+                 "---> HINT: set [run] blas_kernel = auto",
+                 current, s_isa_names[cur], named, s_isa_names[blas_core_isa(named)]);
+        return;
+    }
+    if (named) {
+        out->kind = BLAS_PLAN_SWITCH;
+        out->core = named;
+        snprintf(out->why, sizeof out->why, "%s, set by [run] blas_kernel", named);
+        return;
+    }
+    if (configured && strcmp(configured, "openblas") == 0) {
+        out->warn = far_below;
+        snprintf(out->why, sizeof out->why,
+                 "%s (%s), OpenBLAS's own choice ([run] blas_kernel = "
+                 "openblas)%s%s",
+                 current, s_isa_names[cur],
+                 far_below ? "; this CPU has AVX2+FMA, and ---> HINT: [run] blas_kernel = auto "
+                             "would run "
+                           : "",
+                 far_below ? best : "");
+        return;
+    }
+    if (user_env && *user_env) {
+        out->warn = far_below;
+        snprintf(out->why, sizeof out->why,
+                 "%s (%s), as OPENBLAS_CORETYPE=%s in the environment asks%s%s%s", current,
+                 s_isa_names[cur], user_env, best && cur < top ? "; the CPU allows " : "",
+                 best && cur < top ? best : "",
+                 far_below ? ": far below it. ---> HINT: unset OPENBLAS_CORETYPE (apex then "
+                             "chooses by the CPU's features)"
+                           : "");
+        return;
+    }
+    if (best && cur < top) {
+        out->kind = BLAS_PLAN_SWITCH;
+        out->core = best;
+        snprintf(out->why, sizeof out->why,
+                 "%s (%s) for this CPU, instead of OpenBLAS's own %s (%s)", best, s_isa_names[top],
+                 current, s_isa_names[cur]);
+        return;
+    }
+    snprintf(out->why, sizeof out->why, "%s (%s), OpenBLAS's own choice", current,
+             s_isa_names[cur]);
+}
+
+const char *blas_core(void) { return openblas_get_corename(); }
+
+// ---- checking a kernel
+
+static sigjmp_buf s_ill_jmp;
+static void s_on_sigill(int sig) {
+    (void)sig;
+    siglongjmp(s_ill_jmp, 1);
+}
+
+// Deterministic values in [-1, 1) (an LCG: no rng_t here, the model layer has none).
+static void s_fill(float *x, size_t n, uint32_t *state) {
+    for (size_t i = 0; i < n; i++) {
+        *state = *state * 1664525u + 1013904223u;
+        x[i] = (float)((double)(*state >> 8) / (double)(1u << 24) * 2.0 - 1.0);
+    }
+}
+
+// One product against a double reference with leading dimensions; 0 or -1 with why.
+static int s_check_one(blas_gemm_fn gemm, int M, int N, int K, blas_trans ta, blas_trans tb,
+                       float alpha, float beta, float *buf, char *why, size_t n) {
+    int lda = (ta == BLAS_TRANS ? M : K) + 3, ldb = (tb == BLAS_TRANS ? K : N) + 2, ldc = N + 1;
+    int ar = ta == BLAS_TRANS ? K : M, br = tb == BLAS_TRANS ? N : K;
+    float *a = buf, *b = a + (size_t)ar * lda, *c = b + (size_t)br * ldb, *c0 = c + (size_t)M * ldc;
+    uint32_t st = (uint32_t)(M * 131 + N * 17 + K);
+    s_fill(a, (size_t)ar * lda, &st);
+    s_fill(b, (size_t)br * ldb, &st);
+    s_fill(c, (size_t)M * ldc, &st);
+    memcpy(c0, c, (size_t)M * ldc * sizeof(float));
+    gemm(c, ldc, a, lda, b, ldb, alpha, beta, ta, tb, M, N, K);
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            double acc = 0.0, mag = 0.0;
+            for (int k = 0; k < K; k++) {
+                double av = ta == BLAS_TRANS ? a[(size_t)k * lda + i] : a[(size_t)i * lda + k];
+                double bv = tb == BLAS_TRANS ? b[(size_t)j * ldb + k] : b[(size_t)k * ldb + j];
+                acc += av * bv;
+                mag += fabs(av * bv);
+            }
+            double want = alpha * acc + (beta == 0.0f ? 0.0 : beta * c0[(size_t)i * ldc + j]);
+            double tol = 1e-5 * (fabs(alpha) * mag + fabs(beta)) + 1e-6;
+            double got = c[(size_t)i * ldc + j];
+            if (!(fabs(got - want) <= tol)) {
+                snprintf(why, n, "%dx%dx%d%s%s: C[%d][%d] = %.9g, want %.9g", M, N, K,
+                         ta == BLAS_TRANS ? " A^T" : "", tb == BLAS_TRANS ? " B^T" : "", i, j, got,
+                         want);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int blas_verify(blas_gemm_fn gemm, char *why, size_t n) {
+    // Edges of every kernel's blocking: 1, odd sizes, just past multiples of 8 and 16 (the
+    // vector widths), and one size past a small cache block.
+    static const int shapes[][3] = {{1, 1, 1},    {1, 7, 5},    {3, 1, 9},    {5, 3, 1},
+                                    {17, 16, 15}, {16, 33, 31}, {33, 31, 64}, {67, 65, 3},
+                                    {8, 129, 40}, {64, 96, 257}};
+    size_t max = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t M = (size_t)shapes[s][0], N = (size_t)shapes[s][1], K = (size_t)shapes[s][2];
+        size_t need = (M + K) * (K + M + 3) + (K + N) * (N + K + 2) + 2 * M * (N + 1);
+        max = need > max ? need : max;
+    }
+    float *buf = malloc(max * sizeof(float));
+    if (!buf) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    struct sigaction sa = {.sa_handler = s_on_sigill}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGILL, &sa, &old);
+    volatile int rc = 0;
+    if (sigsetjmp(s_ill_jmp, 1) != 0) {
+        snprintf(why, n, "SIGILL: the kernel uses instructions this CPU does not have");
+        rc = -1;
+    } else {
+        for (size_t s = 0; rc == 0 && s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (int t = 0; rc == 0 && t < 4; t++) {
+                rc = s_check_one(gemm, shapes[s][0], shapes[s][1], shapes[s][2],
+                                 (blas_trans)(t & 1), (blas_trans)(t >> 1), t == 3 ? -0.5f : 1.0f,
+                                 t >= 2 ? 0.5f : 0.0f, buf, why, n);
+            }
+        }
+    }
+    sigaction(SIGILL, &old, NULL);
+    free(buf);
+    return rc;
+}
+
+// ---- start-up
+
+#define ENV_CHOSEN "APEX_BLAS_CHOSEN"      // set for our own exec: the core apex chose
+#define ENV_OWN "APEX_BLAS_OPENBLAS"       // OpenBLAS's own choice before it, for the log
+#define ENV_USER "APEX_BLAS_USER_CORETYPE" // the user's OPENBLAS_CORETYPE before it ("" none)
+#define ENV_REJECTED "APEX_BLAS_REJECTED"  // a core that failed its check: not chosen again
+
+// The environment as the user had it (our own variables gone).
+static void s_restore_env(void) {
+    const char *user = getenv(ENV_USER);
+    if (user && *user) {
+        setenv("OPENBLAS_CORETYPE", user, 1);
+    } else {
+        unsetenv("OPENBLAS_CORETYPE");
+    }
+    unsetenv(ENV_CHOSEN);
+    unsetenv(ENV_OWN);
+    unsetenv(ENV_USER);
+}
+
+static void s_exec_self(char **argv) {
+    execv("/proc/self/exe", argv);
+    log_warn("cannot start again with another kernel (execv /proc/self/exe: %s); going on with "
+             "%s",
+             strerror(errno), blas_core());
+}
+
+// After our own exec: the chosen core is the one running, and it computes right.
+static void s_after_exec(char **argv, const char *chosen, const char *cpu) {
+    char own[64], why[256];
+    snprintf(own, sizeof own, "%s", getenv(ENV_OWN) ? getenv(ENV_OWN) : "?");
+    if (strcasecmp(blas_core(), chosen) != 0) {
+        s_restore_env();
+        log_warn("BLAS: OpenBLAS did not take core %s (it runs %s); CPU %s", chosen, blas_core(),
+                 cpu);
+        return;
+    }
+    if (blas_verify(blas_sgemm_ld, why, sizeof why) != 0) {
+        log_error("BLAS: OpenBLAS core %s failed its start-up check (%s); starting again with "
+                  "OpenBLAS's own %s",
+                  chosen, why, own);
+        setenv(ENV_REJECTED, chosen, 1);
+        s_restore_env();
+        s_exec_self(argv);
+        return;
+    }
+    s_restore_env();
+    log_info("BLAS: OpenBLAS %s (%s), chosen for this CPU (OpenBLAS's own choice: %s); CPU %s",
+             chosen, s_isa_names[blas_core_isa(chosen)], own, cpu);
+}
+
+void blas_startup(char **argv, const char *configured) {
+    cpu_features_t f;
+    cpu_detect(&f);
+    char cpu[256];
+    cpu_describe(&f, cpu, sizeof cpu);
+    const char *chosen = getenv(ENV_CHOSEN);
+    if (chosen && *chosen) {
+        char c[64];
+        snprintf(c, sizeof c, "%s", chosen); // s_restore_env unsets it
+        s_after_exec(argv, c, cpu);
+        return;
+    }
+    blas_plan_t plan;
+    blas_plan(&f, blas_core(), getenv("OPENBLAS_CORETYPE"), configured, &plan);
+    const char *rejected = getenv(ENV_REJECTED);
+    if (plan.kind == BLAS_PLAN_SWITCH && rejected && strcasecmp(rejected, plan.core) == 0) {
+        log_warn("BLAS: OpenBLAS %s, its own choice: %s failed its check at start-up; CPU %s",
+                 blas_core(), plan.core, cpu);
+        return;
+    }
+    if (plan.kind == BLAS_PLAN_SWITCH) {
+        const char *user = getenv("OPENBLAS_CORETYPE");
+        setenv(ENV_USER, user ? user : "", 1);
+        setenv(ENV_OWN, blas_core(), 1);
+        setenv(ENV_CHOSEN, plan.core, 1);
+        setenv("OPENBLAS_CORETYPE", plan.core, 1);
+        s_exec_self(argv);
+        s_restore_env();
+        return;
+    }
+    if (plan.warn) {
+        log_warn("BLAS: OpenBLAS %s; CPU %s", plan.why, cpu);
+    } else {
+        log_info("BLAS: OpenBLAS %s; CPU %s", plan.why, cpu);
+    }
 }

@@ -11,6 +11,10 @@
 #ifndef APEX_BLAS_H
 #define APEX_BLAS_H
 
+#include <stddef.h>
+
+#include "cpu.h"
+
 typedef enum { BLAS_NO_TRANS = 0, BLAS_TRANS = 1 } blas_trans;
 
 // C (M x N) = alpha * op(A) * op(B) + beta * C, all row-major and dense.
@@ -32,5 +36,73 @@ void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, flo
 
 // Number of threads OpenBLAS uses for every later call in this process (>= 1).
 void blas_set_threads(int n);
+int blas_get_threads(void);
+
+// ---------------------------------------------------------------------------------------
+// The kernel (issue #32): OpenBLAS chooses its kernels once, when the library loads, from a
+// table of CPU models; on a model it does not know it falls back to a generic core (on Intel's
+// Emerald Rapids its SSE3 "Prescott", 3-8x below the CPU). apex chooses by what the CPU can do
+// (model/cpu.h) instead: a daemon whose OpenBLAS runs a core of a lower instruction set than
+// the CPU allows starts itself again (execv of /proc/self/exe, same pid and arguments) with
+// OPENBLAS_CORETYPE set to the core that fits, checks that core's GEMMs against the naive
+// reference (a core that crashes with SIGILL or computes wrong results is dropped, and the
+// daemon goes on with OpenBLAS's own choice), and logs which kernel runs and why. A user's
+// OPENBLAS_CORETYPE is respected (some set it on purpose: a kernel that misbehaves on a CPU),
+// with a warning and the remedy when it is far below what the CPU allows. The choice can be
+// made explicit: [run] blas_kernel = auto | openblas | <core name>.
+
+// Instruction sets of OpenBLAS's SGEMM kernels, in order.
+typedef enum {
+    BLAS_ISA_UNKNOWN = 0,
+    BLAS_ISA_SSE,    // Prescott, Core2, Penryn, Nehalem, Atom, Barcelona, Opteron, ...
+    BLAS_ISA_AVX,    // Sandybridge, Bulldozer, Piledriver
+    BLAS_ISA_AVX2,   // Haswell, Zen, Steamroller, Excavator (FMA)
+    BLAS_ISA_AVX512, // SkylakeX, Cooperlake
+} blas_isa;
+
+// The instruction set of an OpenBLAS core name (openblas_get_corename()'s spelling, any case);
+// BLAS_ISA_UNKNOWN for a name this build does not know.
+blas_isa blas_core_isa(const char *core);
+// The core of Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) that fits the CPU's features best:
+// "Cooperlake" (AVX-512 with BF16), "SkylakeX" (AVX-512 F/CD/BW/DQ/VL), "Haswell" (AVX2 + FMA),
+// "Sandybridge" (AVX), or NULL (nothing better than what OpenBLAS finds by itself).
+const char *blas_core_for(const cpu_features_t *f);
+
+typedef enum {
+    BLAS_PLAN_KEEP,   // run with the kernel OpenBLAS loaded
+    BLAS_PLAN_SWITCH, // start again with OPENBLAS_CORETYPE = core
+} blas_plan_kind;
+
+typedef struct {
+    blas_plan_kind kind;
+    const char *core; // SWITCH: the core to run
+    int warn;         // KEEP: the kernel is far below the CPU (a warning, with the remedy)
+    char why[320];    // for the log: what runs, and why
+} blas_plan_t;
+
+// The decision, as a pure function of its inputs (tests give it any CPU): f, the CPU's
+// features; current, the core OpenBLAS loaded; user_env, OPENBLAS_CORETYPE as the user set it
+// (NULL: unset); configured, [run] blas_kernel: "auto" (switch to blas_core_for(f) when the
+// current core's instruction set is below it, unless the user set OPENBLAS_CORETYPE),
+// "openblas" (keep OpenBLAS's choice), or a core name (run it; it wins over the variable).
+// "Far below" (warn): an SSE or AVX kernel on a CPU with AVX2 and FMA.
+void blas_plan(const cpu_features_t *f, const char *current, const char *user_env,
+               const char *configured, blas_plan_t *out);
+
+// Runs the plan at a daemon's start (before any other thread exists): may not return (it
+// execs itself, argv as main received it); after such a restart, checks the chosen core
+// (blas_verify) and logs the kernel line. configured: [run] blas_kernel.
+void blas_startup(char **argv, const char *configured);
+
+// The core OpenBLAS runs ("Haswell", ...), static storage.
+const char *blas_core(void);
+
+// Checks gemm against blas_sgemm_naive on shapes that exercise every kernel edge (1..67 rows
+// and columns, both transposes, alpha and beta, leading dimensions), catching SIGILL. Returns
+// 0, or -1 with what failed in why. gemm has blas_sgemm_ld's contract.
+typedef void (*blas_gemm_fn)(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
+                             float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
+                             int K);
+int blas_verify(blas_gemm_fn gemm, char *why, size_t n);
 
 #endif

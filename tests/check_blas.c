@@ -7,6 +7,7 @@
 #include "xalloc.h"
 
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 
 // Fills n floats with uniform values in [-1, 1).
@@ -124,6 +125,141 @@ START_TEST(test_leading_dimensions) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// The kernel choice (issue #32): feature sets in, a plan out, whatever CPU runs the test.
+
+static cpu_features_t s_cpu(int avx, int avx2fma, int avx512, int bf16) {
+    cpu_features_t f = {.sse3 = 1, .avx = avx, .avx2 = avx2fma, .fma = avx2fma};
+    f.avx512f = f.avx512cd = f.avx512bw = f.avx512dq = f.avx512vl = avx512;
+    f.avx512_bf16 = bf16;
+    return f;
+}
+
+START_TEST(test_core_isa_and_fit) {
+    ck_assert_int_eq(blas_core_isa("Prescott"), BLAS_ISA_SSE);
+    ck_assert_int_eq(blas_core_isa("nehalem"), BLAS_ISA_SSE); // any case
+    ck_assert_int_eq(blas_core_isa("Sandybridge"), BLAS_ISA_AVX);
+    ck_assert_int_eq(blas_core_isa("Haswell"), BLAS_ISA_AVX2);
+    ck_assert_int_eq(blas_core_isa("Zen"), BLAS_ISA_AVX2);
+    ck_assert_int_eq(blas_core_isa("SkylakeX"), BLAS_ISA_AVX512);
+    ck_assert_int_eq(blas_core_isa("Cooperlake"), BLAS_ISA_AVX512);
+    ck_assert_int_eq(blas_core_isa("SapphireRapids"), BLAS_ISA_UNKNOWN); // not in 0.3.21
+    ck_assert_int_eq(blas_core_isa(NULL), BLAS_ISA_UNKNOWN);
+    cpu_features_t emr = s_cpu(1, 1, 1, 1), skx = s_cpu(1, 1, 1, 0), zen1 = s_cpu(1, 1, 0, 0),
+                   snb = s_cpu(1, 0, 0, 0), old = s_cpu(0, 0, 0, 0);
+    emr.amx_tile = emr.amx_bf16 = 1;
+    ck_assert_str_eq(blas_core_for(&emr), "Cooperlake");
+    ck_assert_str_eq(blas_core_for(&skx), "SkylakeX");
+    ck_assert_str_eq(blas_core_for(&zen1), "Haswell");
+    ck_assert_str_eq(blas_core_for(&snb), "Sandybridge");
+    ck_assert_ptr_null(blas_core_for(&old));
+    // AVX-512 needs all five parts (a CPU with F alone gets the AVX2 kernel).
+    cpu_features_t knl = zen1;
+    knl.avx512f = knl.avx512cd = 1;
+    ck_assert_str_eq(blas_core_for(&knl), "Haswell");
+}
+END_TEST
+
+START_TEST(test_plan) {
+    cpu_features_t emr = s_cpu(1, 1, 1, 1), zen1 = s_cpu(1, 1, 0, 0), snb = s_cpu(1, 0, 0, 0);
+    blas_plan_t p;
+    // Emerald Rapids: OpenBLAS falls back to Prescott; apex switches to Cooperlake.
+    blas_plan(&emr, "Prescott", NULL, "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
+    ck_assert_str_eq(p.core, "Cooperlake");
+    // An unset or empty variable is no variable.
+    blas_plan(&emr, "Prescott", "", "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
+    // The same with the user's OPENBLAS_CORETYPE: respected, a warning with the remedy.
+    blas_plan(&emr, "Prescott", "Prescott", "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(p.warn);
+    ck_assert_ptr_nonnull(strstr(p.why, "unset OPENBLAS_CORETYPE"));
+    // An AVX2 kernel on an AVX-512 CPU the user asked for: kept, said, no warning.
+    blas_plan(&emr, "Haswell", "Haswell", "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(!p.warn);
+    ck_assert_ptr_nonnull(strstr(p.why, "Cooperlake"));
+    // OpenBLAS already runs what fits (or its own tuned core of the same instruction set).
+    blas_plan(&emr, "Cooperlake", NULL, "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(!p.warn);
+    blas_plan(&zen1, "Zen", NULL, "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    // An AVX2 CPU left on SSE; an AVX CPU left on SSE.
+    blas_plan(&zen1, "Prescott", NULL, "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
+    ck_assert_str_eq(p.core, "Haswell");
+    blas_plan(&snb, "Nehalem", NULL, "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
+    ck_assert_str_eq(p.core, "Sandybridge");
+    // A core name OpenBLAS did not report (it ignored a bad OPENBLAS_CORETYPE) is below all.
+    blas_plan(&zen1, "Unknown", NULL, "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
+    // [run] blas_kernel = openblas: kept, and a warning when far below.
+    blas_plan(&emr, "Prescott", NULL, "openblas", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(p.warn);
+    blas_plan(&snb, "Prescott", NULL, "openblas", &p);
+    ck_assert(!p.warn); // no AVX2: SSE is not far below
+    // A core named in the config runs, over the variable too; one the CPU cannot run does not.
+    blas_plan(&emr, "Cooperlake", "Cooperlake", "Sandybridge", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
+    ck_assert_str_eq(p.core, "Sandybridge");
+    blas_plan(&emr, "sandybridge", NULL, "Sandybridge", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(!p.warn);
+    blas_plan(&zen1, "Zen", NULL, "SkylakeX", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(p.warn);
+    ck_assert_ptr_nonnull(strstr(p.why, "AVX-512"));
+}
+END_TEST
+
+// blas_verify passes OpenBLAS's GEMM and catches a wrong one.
+static void s_wrong_gemm(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
+                         float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
+                         int K) {
+    blas_sgemm_ld(c, ldc, a, lda, b, ldb, alpha, beta, ta, tb, M, N, K);
+    if (M > 16 && N > 16) {
+        c[(size_t)16 * ldc + 16] += 1e-3f; // a kernel's edge tile off by a little
+    }
+}
+
+static void s_ignores_beta(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
+                           float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
+                           int K) {
+    (void)beta;
+    blas_sgemm_ld(c, ldc, a, lda, b, ldb, alpha, 0.0f, ta, tb, M, N, K);
+}
+
+START_TEST(test_verify) {
+    char why[256] = "";
+    ck_assert_msg(blas_verify(blas_sgemm_ld, why, sizeof why) == 0, "%s", why);
+    ck_assert_int_eq(blas_verify(s_wrong_gemm, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "C[16][16]"));
+    ck_assert_int_eq(blas_verify(s_ignores_beta, why, sizeof why), -1);
+    // The kernel OpenBLAS runs is one apex knows.
+    ck_assert_int_ne(blas_core_isa(blas_core()), BLAS_ISA_UNKNOWN);
+}
+END_TEST
+
+static void s_sigill_gemm(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
+                          float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
+                          int K) {
+    (void)c, (void)ldc, (void)a, (void)lda, (void)b, (void)ldb, (void)alpha, (void)beta;
+    (void)ta, (void)tb, (void)M, (void)N, (void)K;
+    raise(SIGILL); // as a kernel with instructions the CPU lacks would
+}
+
+START_TEST(test_verify_survives_sigill) {
+    char why[256] = "";
+    ck_assert_int_eq(blas_verify(s_sigill_gemm, why, sizeof why), -1);
+    ck_assert_ptr_nonnull(strstr(why, "SIGILL"));
+    ck_assert_int_eq(blas_verify(blas_sgemm_ld, why, sizeof why), 0); // and the handler is gone
+}
+END_TEST
+
 Suite *blas_suite(void) {
     Suite *s = suite_create("blas");
     TCase *tc = tcase_create("core");
@@ -131,6 +267,10 @@ Suite *blas_suite(void) {
     tcase_add_test(tc, test_alpha_beta_accumulate);
     tcase_add_test(tc, test_k_zero_scales_c);
     tcase_add_test(tc, test_leading_dimensions);
+    tcase_add_test(tc, test_core_isa_and_fit);
+    tcase_add_test(tc, test_plan);
+    tcase_add_test(tc, test_verify);
+    tcase_add_test(tc, test_verify_survives_sigill);
     suite_add_tcase(s, tc);
     return s;
 }
