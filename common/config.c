@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,23 +291,15 @@ static const struct {
 // ---------------------------------------------------------------------------------------
 // Value parsing: one function per type, all with end-pointer and range checks.
 
-static int s_fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int s_parse_int(const char *v, const s_row *r, int64_t *out, char *err, size_t errlen) {
     errno = 0;
     char *end = NULL;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end != '\0' || errno == ERANGE) {
-        return s_fail(err, errlen, "'%s' is not an integer", v);
+        return apex_errf(err, errlen, -1, "'%s' is not an integer", v);
     }
     if ((double)x < r->min || (double)x > r->max) {
-        return s_fail(err, errlen, "%lld is out of range [%.0f, %.0f]", x, r->min, r->max);
+        return apex_errf(err, errlen, -1, "%lld is out of range [%.0f, %.0f]", x, r->min, r->max);
     }
     *out = x;
     return 0;
@@ -319,10 +310,10 @@ static int s_parse_float(const char *v, const s_row *r, double *out, char *err, 
     char *end = NULL;
     double x = strtod(v, &end);
     if (end == v || *end != '\0' || errno == ERANGE || !isfinite(x)) {
-        return s_fail(err, errlen, "'%s' is not a finite number", v);
+        return apex_errf(err, errlen, -1, "'%s' is not a finite number", v);
     }
     if (x < r->min || x > r->max) {
-        return s_fail(err, errlen, "%g is out of range [%g, %g]", x, r->min, r->max);
+        return apex_errf(err, errlen, -1, "%g is out of range [%g, %g]", x, r->min, r->max);
     }
     *out = x;
     return 0;
@@ -341,7 +332,7 @@ static int s_parse_bool(const char *v, int *out, char *err, size_t errlen) {
             return 0;
         }
     }
-    return s_fail(err, errlen, "'%s' is not a boolean (true/false)", v);
+    return apex_errf(err, errlen, -1, "'%s' is not a boolean (true/false)", v);
 }
 
 static int s_parse_enum(const char *v, const s_row *r, int *out, char *err, size_t errlen) {
@@ -354,7 +345,7 @@ static int s_parse_enum(const char *v, const s_row *r, int *out, char *err, size
         }
         p += n + (p[n] == '|');
     }
-    return s_fail(err, errlen, "'%s' is not one of %s", v, r->choices);
+    return apex_errf(err, errlen, -1, "'%s' is not one of %s", v, r->choices);
 }
 
 static int s_parse_intlist(const char *v, const s_row *r, apex_config_t *cfg, char *err,
@@ -368,13 +359,14 @@ static int s_parse_intlist(const char *v, const s_row *r, apex_config_t *cfg, ch
         char *end = NULL;
         long long x = strtoll(p, &end, 10);
         if (end == p || errno == ERANGE) {
-            return s_fail(err, errlen, "'%s' is not a comma-separated list of integers", v);
+            return apex_errf(err, errlen, -1, "'%s' is not a comma-separated list of integers", v);
         }
         if ((double)x < r->min || (double)x > r->max) {
-            return s_fail(err, errlen, "%lld is out of range [%.0f, %.0f]", x, r->min, r->max);
+            return apex_errf(err, errlen, -1, "%lld is out of range [%.0f, %.0f]", x, r->min,
+                             r->max);
         }
         if (n == CONFIG_MAX_HIDDEN) {
-            return s_fail(err, errlen, "at most %d values allowed", CONFIG_MAX_HIDDEN);
+            return apex_errf(err, errlen, -1, "at most %d values allowed", CONFIG_MAX_HIDDEN);
         }
         vals[n++] = (int)x;
         while (*end == ' ') {
@@ -384,7 +376,7 @@ static int s_parse_intlist(const char *v, const s_row *r, apex_config_t *cfg, ch
             break;
         }
         if (*end != ',') {
-            return s_fail(err, errlen, "'%s' is not a comma-separated list of integers", v);
+            return apex_errf(err, errlen, -1, "'%s' is not a comma-separated list of integers", v);
         }
         p = end + 1;
     }
@@ -408,34 +400,36 @@ static int s_apply(apex_config_t *cfg, const s_row *r, const char *v, char *err,
         return s_parse_intlist(v, r, cfg, err, errlen);
     case T_STR:
         if (strlen(v) < r->min) {
-            return s_fail(err, errlen, "must not be empty");
+            return apex_errf(err, errlen, -1, "must not be empty");
         }
         // --print-config must write a file that loads back to the same values: refuse what
         // INI cannot carry (a leading comment character, surrounding blanks, control
         // characters, or a line longer than libinih's INI_MAX_LINE).
         if (v[0] == ';' || v[0] == '#' || v[0] == ' ' || v[0] == '\t' ||
             (v[0] && (v[strlen(v) - 1] == ' ' || v[strlen(v) - 1] == '\t'))) {
-            return s_fail(err, errlen, "must not start with ';' or '#' or start/end with blanks");
+            return apex_errf(err, errlen, -1,
+                             "must not start with ';' or '#' or start/end with blanks");
         }
         for (const char *c = v; *c; c++) {
             if ((unsigned char)*c < 0x20) {
-                return s_fail(err, errlen, "must not contain control characters");
+                return apex_errf(err, errlen, -1, "must not contain control characters");
             }
             if (c[0] == ' ' && (c[1] == ';' || c[1] == '#')) {
-                return s_fail(err, errlen, "must not contain ' ;' or ' #' (read as a comment)");
+                return apex_errf(err, errlen, -1,
+                                 "must not contain ' ;' or ' #' (read as a comment)");
             }
         }
         if (strlen(r->key) + 3 + strlen(v) > INI_MAX_LINE - 2) {
-            return s_fail(err, errlen, "too long for one INI line (%d characters)",
-                          INI_MAX_LINE - 2);
+            return apex_errf(err, errlen, -1, "too long for one INI line (%d characters)",
+                             INI_MAX_LINE - 2);
         }
         if (strlen(v) >= r->size) {
-            return s_fail(err, errlen, "longer than %zu characters", r->size - 1);
+            return apex_errf(err, errlen, -1, "longer than %zu characters", r->size - 1);
         }
         memcpy(base, v, strlen(v) + 1);
         return 0;
     }
-    return s_fail(err, errlen, "internal: unknown type");
+    return apex_errf(err, errlen, -1, "internal: unknown type");
 }
 
 static const s_row *s_find(const char *section, const char *key) {
@@ -556,7 +550,7 @@ static int s_load_file(apex_config_t *cfg, const char *path, char *err, size_t e
     s_ini_ctx c = {.line = 0, .next_line = 1, .cfg = cfg, .err = err, .errlen = errlen};
     c.f = fopen(path, "r");
     if (!c.f) {
-        return s_fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
+        return apex_errf(err, errlen, -1, "%s: cannot open config: %s", path, strerror(errno));
     }
     int rc = ini_parse_stream(s_reader, &c, s_handler, &c);
     fclose(c.f);
@@ -564,15 +558,16 @@ static int s_load_file(apex_config_t *cfg, const char *path, char *err, size_t e
         return -1;
     }
     if (c.bad_header) {
-        return s_fail(err, errlen, "%s:%d: '%s' is not a section header (missing ']')", path,
-                      c.bad_header, c.bad_text);
+        return apex_errf(err, errlen, -1, "%s:%d: '%s' is not a section header (missing ']')", path,
+                         c.bad_header, c.bad_text);
     }
     if (rc != 0) {
         if (c.too_long) {
-            return s_fail(err, errlen, "%s:%d: line too long", path, c.line);
+            return apex_errf(err, errlen, -1, "%s:%d: line too long", path, c.line);
         }
-        return s_fail(err, errlen, "%s:%d: syntax error (expected '[section]' or 'key = value')",
-                      path, rc > 0 ? rc : c.line);
+        return apex_errf(err, errlen, -1,
+                         "%s:%d: syntax error (expected '[section]' or 'key = value')", path,
+                         rc > 0 ? rc : c.line);
     }
     return 0;
 }
@@ -581,12 +576,12 @@ int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t err
     const char *dot = strchr(assignment, '.');
     const char *eq = strchr(assignment, '=');
     if (!dot || !eq || dot > eq) {
-        return s_fail(err, errlen, "--set %s: expected section.key=value", assignment);
+        return apex_errf(err, errlen, -1, "--set %s: expected section.key=value", assignment);
     }
     char section[64], key[64];
     size_t ls = (size_t)(dot - assignment), lk = (size_t)(eq - dot - 1);
     if (ls == 0 || ls >= sizeof section || lk == 0 || lk >= sizeof key) {
-        return s_fail(err, errlen, "--set %s: expected section.key=value", assignment);
+        return apex_errf(err, errlen, -1, "--set %s: expected section.key=value", assignment);
     }
     memcpy(section, assignment, ls);
     section[ls] = '\0';
@@ -595,12 +590,12 @@ int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t err
     const s_row *r = s_find(section, key);
     if (!r) {
         const char *retired = s_retired_why(section, key);
-        return s_fail(err, errlen, "--set: [%s] %s: %s", section, key,
-                      retired ? retired : "unknown key (see --help-config)");
+        return apex_errf(err, errlen, -1, "--set: [%s] %s: %s", section, key,
+                         retired ? retired : "unknown key (see --help-config)");
     }
     char why[CONFIG_ERR_LEN];
     if (s_apply(cfg, r, eq + 1, why, sizeof why) != 0) {
-        return s_fail(err, errlen, "--set: [%s] %s: %s", section, key, why);
+        return apex_errf(err, errlen, -1, "--set: [%s] %s: %s", section, key, why);
     }
     cfg->origin_set[r - s_schema] = 1;
     return 0;
@@ -654,15 +649,16 @@ static int s_parse_conv(apex_config_t *cfg, char *err, size_t errlen) {
         int f, k, st, used = 0;
         if (sscanf(p, " %dx%ds%d%n", &f, &k, &st, &used) != 3 || f < 1 || f > 4096 || k < 1 ||
             k > 256 || st < 1 || st > 256) {
-            return s_fail(err, errlen,
-                          "%s: [network] conv: '%s' is not a list of FILTERSxKERNELsSTRIDE (e.g. "
-                          "16x3s1 or 32x8s4,64x4s2,64x3s1; filters 1..4096, kernel and stride "
-                          "1..256)",
-                          WHERE("network", "conv"), n->conv_spec);
+            return apex_errf(
+                err, errlen, -1,
+                "%s: [network] conv: '%s' is not a list of FILTERSxKERNELsSTRIDE (e.g. "
+                "16x3s1 or 32x8s4,64x4s2,64x3s1; filters 1..4096, kernel and stride "
+                "1..256)",
+                WHERE("network", "conv"), n->conv_spec);
         }
         if (n->n_conv == CONFIG_MAX_CONV) {
-            return s_fail(err, errlen, "%s: [network] conv: at most %d layers",
-                          WHERE("network", "conv"), CONFIG_MAX_CONV);
+            return apex_errf(err, errlen, -1, "%s: [network] conv: at most %d layers",
+                             WHERE("network", "conv"), CONFIG_MAX_CONV);
         }
         n->conv[n->n_conv].filters = f, n->conv[n->n_conv].kernel = k;
         n->conv[n->n_conv].stride = st;
@@ -674,25 +670,26 @@ static int s_parse_conv(apex_config_t *cfg, char *err, size_t errlen) {
         if (*p == ',') {
             p++;
         } else if (*p) {
-            return s_fail(err, errlen, "%s: [network] conv: '%s': expected ',' after layer %d",
-                          WHERE("network", "conv"), n->conv_spec, n->n_conv);
+            return apex_errf(err, errlen, -1,
+                             "%s: [network] conv: '%s': expected ',' after layer %d",
+                             WHERE("network", "conv"), n->conv_spec, n->n_conv);
         }
     }
     const config_env_t *e = &cfg->env;
     if (e->obs_h == 0) {
-        return s_fail(err, errlen,
-                      "%s: [network] conv: conv layers need an image observation; %s's is a "
-                      "vector of %d (for id = external, set [env] obs_shape)",
-                      WHERE("network", "conv"), e->id, e->obs_dim);
+        return apex_errf(err, errlen, -1,
+                         "%s: [network] conv: conv layers need an image observation; %s's is a "
+                         "vector of %d (for id = external, set [env] obs_shape)",
+                         WHERE("network", "conv"), e->id, e->obs_dim);
     }
     int h = e->obs_h, w = e->obs_w;
     for (int l = 0; l < n->n_conv; l++) {
         int k = n->conv[l].kernel, st = n->conv[l].stride;
         if (k > h || k > w) {
-            return s_fail(err, errlen,
-                          "%s: [network] conv: layer %d (%dx%ds%d) has a kernel larger than its "
-                          "%dx%d input",
-                          WHERE("network", "conv"), l + 1, n->conv[l].filters, k, st, h, w);
+            return apex_errf(err, errlen, -1,
+                             "%s: [network] conv: layer %d (%dx%ds%d) has a kernel larger than its "
+                             "%dx%d input",
+                             WHERE("network", "conv"), l + 1, n->conv[l].filters, k, st, h, w);
         }
         h = (h - k) / st + 1, w = (w - k) / st + 1;
     }
@@ -706,20 +703,20 @@ static int s_cross_check_obs(apex_config_t *cfg, const envinfo_t *e, char *err, 
     config_env_t *env = &cfg->env;
     int h = 0, w = 0, c = 0;
     if (env->obs_shape[0] && s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
-        return s_fail(err, errlen,
-                      "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 elements)",
-                      WHERE("env", "obs_shape"), env->obs_shape);
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 elements)",
+                         WHERE("env", "obs_shape"), env->obs_shape);
     }
     if (e) {
         if (env->obs_dtype != CONFIG_OBS_AUTO && env->obs_dtype != e->obs_dtype) {
-            return s_fail(err, errlen, "%s: [env] obs_dtype: %s's observations are %s",
-                          WHERE("env", "obs_dtype"), e->id,
-                          e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32");
+            return apex_errf(err, errlen, -1, "%s: [env] obs_dtype: %s's observations are %s",
+                             WHERE("env", "obs_dtype"), e->id,
+                             e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32");
         }
         if (env->obs_shape[0] && (h != e->obs_h || w != e->obs_w || c != e->obs_c)) {
-            return s_fail(err, errlen, "%s: [env] obs_shape: %s's observations are %s",
-                          WHERE("env", "obs_shape"), e->id,
-                          e->obs_h ? "images" : "vectors (leave obs_shape empty)");
+            return apex_errf(err, errlen, -1, "%s: [env] obs_shape: %s's observations are %s",
+                             WHERE("env", "obs_shape"), e->id,
+                             e->obs_h ? "images" : "vectors (leave obs_shape empty)");
         }
         env->obs_dtype = e->obs_dtype;
         env->obs_h = e->obs_h, env->obs_w = e->obs_w, env->obs_c = e->obs_c;
@@ -733,9 +730,9 @@ static int s_cross_check_obs(apex_config_t *cfg, const envinfo_t *e, char *err, 
     }
     if (env->obs_shape[0]) {
         if ((int64_t)h * w * c != env->obs_dim) {
-            return s_fail(err, errlen, "%s: [env] obs_shape: %s is %lld elements, obs_dim is %d",
-                          WHERE("env", "obs_shape"), env->obs_shape, (long long)h * w * c,
-                          env->obs_dim);
+            return apex_errf(
+                err, errlen, -1, "%s: [env] obs_shape: %s is %lld elements, obs_dim is %d",
+                WHERE("env", "obs_shape"), env->obs_shape, (long long)h * w * c, env->obs_dim);
         }
         env->obs_h = h, env->obs_w = w, env->obs_c = c;
     }
@@ -753,19 +750,20 @@ static int s_cross_check_eval_id(const apex_config_t *cfg, char *err, size_t err
     }
     const envinfo_t *e = envinfo_find(env->eval_id);
     if (!e) {
-        return s_fail(err, errlen, "%s: [env] eval_id: '%s' is not a built-in environment (%s)",
-                      WHERE("env", "eval_id"), env->eval_id, envinfo_known_ids());
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id: '%s' is not a built-in environment (%s)",
+                         WHERE("env", "eval_id"), env->eval_id, envinfo_known_ids());
     }
     if (e->obs_dim != env->obs_dim || e->n_actions != env->n_actions ||
         e->obs_dtype != env->obs_dtype || e->obs_h != env->obs_h || e->obs_w != env->obs_w ||
         e->obs_c != env->obs_c) {
-        return s_fail(err, errlen,
-                      "%s: [env] eval_id: %s has %d %s observation elements and %d actions; the "
-                      "run's ([env] obs_dim, obs_dtype, obs_shape, n_actions) are %d %s and %d",
-                      WHERE("env", "eval_id"), e->id, e->obs_dim,
-                      e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32", e->n_actions,
-                      env->obs_dim, env->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32",
-                      env->n_actions);
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id: %s has %d %s observation elements and %d actions; the "
+                         "run's ([env] obs_dim, obs_dtype, obs_shape, n_actions) are %d %s and %d",
+                         WHERE("env", "eval_id"), e->id, e->obs_dim,
+                         e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32", e->n_actions,
+                         env->obs_dim, env->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32",
+                         env->n_actions);
     }
     return 0;
 }
@@ -775,37 +773,37 @@ static int s_cross_check_python(const apex_config_t *cfg, char *err, size_t errl
     const config_env_t *env = &cfg->env;
     const config_python_t *py = &cfg->python;
     if (py->spawn && (!env->make[0] || !strchr(env->make, ':'))) {
-        return s_fail(err, errlen,
-                      "%s: [env] make: id = python needs the env factory as MODULE:CALLABLE "
-                      "(have '%s'), e.g. apex_cartpole:CartPoleEnv",
-                      WHERE("env", "make"), env->make);
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] make: id = python needs the env factory as MODULE:CALLABLE "
+                         "(have '%s'), e.g. apex_cartpole:CartPoleEnv",
+                         WHERE("env", "make"), env->make);
     }
     size_t kl = strlen(env->kwargs);
     if (kl && (env->kwargs[0] != '{' || env->kwargs[kl - 1] != '}')) {
-        return s_fail(err, errlen, "%s: [env] kwargs: '%s' is not a JSON object {...}",
-                      WHERE("env", "kwargs"), env->kwargs);
+        return apex_errf(err, errlen, -1, "%s: [env] kwargs: '%s' is not a JSON object {...}",
+                         WHERE("env", "kwargs"), env->kwargs);
     }
     if (py->transport == CONFIG_PY_LOCAL && !py->spawn) {
-        return s_fail(err, errlen,
-                      "%s: [python] transport: local is for workers the actor spawns (%s: spawn "
-                      "= false); workers started by hand connect with transport = zmq",
-                      WHERE("python", "transport"), WHERE("python", "spawn"));
+        return apex_errf(err, errlen, -1,
+                         "%s: [python] transport: local is for workers the actor spawns (%s: spawn "
+                         "= false); workers started by hand connect with transport = zmq",
+                         WHERE("python", "transport"), WHERE("python", "spawn"));
     }
     if (!py->spawn && strstr(py->bind, ":*")) {
-        return s_fail(err, errlen,
-                      "%s: [python] bind: '%s' has an ephemeral port; workers started by hand "
-                      "(spawn = false) need a fixed one to connect to",
-                      WHERE("python", "bind"), py->bind);
+        return apex_errf(err, errlen, -1,
+                         "%s: [python] bind: '%s' has an ephemeral port; workers started by hand "
+                         "(spawn = false) need a fixed one to connect to",
+                         WHERE("python", "bind"), py->bind);
     }
     int64_t E = cfg->actor.envs_per_actor;
     if (E % py->workers != 0 || (E / py->workers) % py->groups != 0) {
-        return s_fail(err, errlen,
-                      "%s: [python] workers %lld x groups %lld must divide [actor] "
-                      "envs_per_actor %lld (%s): each worker steps envs_per_actor / workers envs "
-                      "in groups of equal size",
-                      WHERE("python", E % py->workers ? "workers" : "groups"),
-                      (long long)py->workers, (long long)py->groups, (long long)E,
-                      WHERE("actor", "envs_per_actor"));
+        return apex_errf(
+            err, errlen, -1,
+            "%s: [python] workers %lld x groups %lld must divide [actor] "
+            "envs_per_actor %lld (%s): each worker steps envs_per_actor / workers envs "
+            "in groups of equal size",
+            WHERE("python", E % py->workers ? "workers" : "groups"), (long long)py->workers,
+            (long long)py->groups, (long long)E, WHERE("actor", "envs_per_actor"));
     }
     return 0;
 }
@@ -815,29 +813,29 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
     int is_python = strcmp(env->id, CONFIG_ENV_PYTHON) == 0;
     if (!is_python && (env->make[0] || env->kwargs[0])) {
-        return s_fail(err, errlen, "%s: [env] %s is for id = python (id is '%s')",
-                      WHERE("env", env->make[0] ? "make" : "kwargs"),
-                      env->make[0] ? "make" : "kwargs", env->id);
+        return apex_errf(err, errlen, -1, "%s: [env] %s is for id = python (id is '%s')",
+                         WHERE("env", env->make[0] ? "make" : "kwargs"),
+                         env->make[0] ? "make" : "kwargs", env->id);
     }
     if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0 || is_python) {
         if (env->obs_shape[0]) {
             int h, w, c;
             if (s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
-                return s_fail(err, errlen,
-                              "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 "
-                              "elements)",
-                              WHERE("env", "obs_shape"), env->obs_shape);
+                return apex_errf(err, errlen, -1,
+                                 "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 "
+                                 "elements)",
+                                 WHERE("env", "obs_shape"), env->obs_shape);
             }
             if (env->ext_obs_dim == 0) {
                 env->ext_obs_dim = (int64_t)h * w * c; // the shape gives the length
             }
         }
         if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
-            return s_fail(err, errlen,
-                          "%s: [env] id = %s needs obs_dim (or obs_shape) and n_actions >= "
-                          "2 (have %lld and %lld)",
-                          WHERE("env", "id"), env->id, (long long)env->ext_obs_dim,
-                          (long long)env->ext_n_actions);
+            return apex_errf(err, errlen, -1,
+                             "%s: [env] id = %s needs obs_dim (or obs_shape) and n_actions >= "
+                             "2 (have %lld and %lld)",
+                             WHERE("env", "id"), env->id, (long long)env->ext_obs_dim,
+                             (long long)env->ext_n_actions);
         }
         env->obs_dim = (int)env->ext_obs_dim;
         env->n_actions = (int)env->ext_n_actions;
@@ -851,23 +849,25 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     }
     const envinfo_t *e = envinfo_find(env->id);
     if (!e) {
-        return s_fail(err, errlen,
-                      "%s: [env] id: unknown environment '%s' (known: %s, or %s, or %s)",
-                      WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_PYTHON,
-                      CONFIG_ENV_EXTERNAL);
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] id: unknown environment '%s' (known: %s, or %s, or %s)",
+                         WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_PYTHON,
+                         CONFIG_ENV_EXTERNAL);
     }
     if (env->eval_id[0] && strcmp(env->eval_id, env->id) != 0) {
-        return s_fail(err, errlen, "%s: [env] eval_id is for id = python or external (id is %s)",
-                      WHERE("env", "eval_id"), env->id);
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id is for id = python or external (id is %s)",
+                         WHERE("env", "eval_id"), env->id);
     }
     // --print-config writes the derived values back, so a matching value is accepted.
     if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
         (env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions)) {
-        return s_fail(
-            err, errlen, "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
-            WHERE("env", env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim ? "obs_dim"
-                                                                                 : "n_actions"),
-            e->id, e->obs_dim, e->n_actions);
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
+                         WHERE("env", env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim
+                                          ? "obs_dim"
+                                          : "n_actions"),
+                         e->id, e->obs_dim, e->n_actions);
     }
     env->obs_dim = e->obs_dim;
     env->n_actions = e->n_actions;
@@ -898,35 +898,35 @@ static int64_t s_auto_batches_per_request(const apex_config_t *cfg) {
 // The batch-size checks of s_cross_check.
 static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
     if (cfg->replay.min_size_to_sample > cfg->replay.capacity) {
-        return s_fail(err, errlen,
-                      "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (%s; the "
-                      "learner would wait forever)",
-                      WHERE("replay", "min_size_to_sample"),
-                      (long long)cfg->replay.min_size_to_sample, (long long)cfg->replay.capacity,
-                      WHERE("replay", "capacity"));
+        return apex_errf(err, errlen, -1,
+                         "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (%s; the "
+                         "learner would wait forever)",
+                         WHERE("replay", "min_size_to_sample"),
+                         (long long)cfg->replay.min_size_to_sample, (long long)cfg->replay.capacity,
+                         WHERE("replay", "capacity"));
     }
     if (cfg->learner.batch_size > cfg->replay.max_batch) {
-        return s_fail(err, errlen,
-                      "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld (%s)",
-                      WHERE("learner", "batch_size"), (long long)cfg->learner.batch_size,
-                      (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
+        return apex_errf(err, errlen, -1,
+                         "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld (%s)",
+                         WHERE("learner", "batch_size"), (long long)cfg->learner.batch_size,
+                         (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
     }
     if (cfg->learner.batches_per_request == 0) {
         cfg->learner.batches_per_request = s_auto_batches_per_request(cfg);
     }
     if (cfg->learner.batch_size * cfg->learner.batches_per_request > cfg->replay.max_batch) {
-        return s_fail(err, errlen,
-                      "%s: [learner] batches_per_request: %lld batches of %lld exceed [replay] "
-                      "max_batch %lld (the rows of one reply)",
-                      WHERE("learner", "batches_per_request"),
-                      (long long)cfg->learner.batches_per_request,
-                      (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
+        return apex_errf(err, errlen, -1,
+                         "%s: [learner] batches_per_request: %lld batches of %lld exceed [replay] "
+                         "max_batch %lld (the rows of one reply)",
+                         WHERE("learner", "batches_per_request"),
+                         (long long)cfg->learner.batches_per_request,
+                         (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
     }
     if (cfg->actor.send_batch > cfg->replay.max_batch) {
-        return s_fail(err, errlen,
-                      "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld (%s)",
-                      WHERE("actor", "send_batch"), (long long)cfg->actor.send_batch,
-                      (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
+        return apex_errf(err, errlen, -1,
+                         "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld (%s)",
+                         WHERE("actor", "send_batch"), (long long)cfg->actor.send_batch,
+                         (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
     }
     return 0;
 }
@@ -968,39 +968,40 @@ static int s_port_plus(char *out, size_t n, const char *prefix, size_t prefix_le
     if (strcmp(port0, "*") == 0) {
         return snprintf(out, n, "%.*s:*", (int)prefix_len, prefix) < (int)n
                    ? 0
-                   : s_fail(err, errlen, "too long");
+                   : apex_errf(err, errlen, -1, "too long");
     }
     char *end = NULL;
     long p = strtol(port0, &end, 10), q = p + (long)CONFIG_SHARD_PORT_STRIDE * k;
     if (end == port0 || *end || p < 1 || q > 65535) {
-        return s_fail(err, errlen, "port '%s' + %d is not a port", port0,
-                      CONFIG_SHARD_PORT_STRIDE * k);
+        return apex_errf(err, errlen, -1, "port '%s' + %d is not a port", port0,
+                         CONFIG_SHARD_PORT_STRIDE * k);
     }
     return snprintf(out, n, "%.*s:%ld", (int)prefix_len, prefix, q) < (int)n
                ? 0
-               : s_fail(err, errlen, "too long");
+               : apex_errf(err, errlen, -1, "too long");
 }
 
 int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, char *err,
                           size_t errlen) {
     if (K <= 1) {
-        return snprintf(out, n, "%s", value) < (int)n ? 0 : s_fail(err, errlen, "too long");
+        return snprintf(out, n, "%s", value) < (int)n ? 0 : apex_errf(err, errlen, -1, "too long");
     }
     int entries = 1;
     for (const char *c = value; *c; c++) {
         entries += *c == ',';
     }
     if (entries != 1 && entries != K) {
-        return s_fail(err, errlen,
-                      "'%s' has %d endpoints; [replay] shards is %d (give one endpoint, or one "
-                      "per shard, comma separated)",
-                      value, entries, K);
+        return apex_errf(err, errlen, -1,
+                         "'%s' has %d endpoints; [replay] shards is %d (give one endpoint, or one "
+                         "per shard, comma separated)",
+                         value, entries, K);
     }
     const char *addr0;
     size_t scheme = s_scheme_len(value, &addr0);
     size_t first_len = strcspn(value, ",");
     if (!scheme || scheme > first_len) {
-        return s_fail(err, errlen, "'%s': the first endpoint needs a scheme (tcp://...)", value);
+        return apex_errf(err, errlen, -1, "'%s': the first endpoint needs a scheme (tcp://...)",
+                         value);
     }
     int tcp = strncmp(value, "tcp://", 6) == 0;
     char port0[16] = "";
@@ -1008,7 +1009,7 @@ int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, 
         const char *p = s_tcp_port(addr0, first_len - scheme);
         size_t plen = p ? (size_t)(value + first_len - p) : 0;
         if (!p || plen == 0 || plen >= sizeof port0) {
-            return s_fail(err, errlen, "'%.*s' has no port", (int)first_len, value);
+            return apex_errf(err, errlen, -1, "'%.*s' has no port", (int)first_len, value);
         }
         memcpy(port0, p, plen);
         port0[plen] = '\0';
@@ -1019,7 +1020,7 @@ int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, 
             return s_port_plus(out, n, value, host, port0, k, err, errlen);
         }
         int w = k == 0 ? snprintf(out, n, "%s", value) : snprintf(out, n, "%s-%d", value, k);
-        return w < (int)n ? 0 : s_fail(err, errlen, "too long");
+        return w < (int)n ? 0 : apex_errf(err, errlen, -1, "too long");
     }
     const char *e = value;
     for (int i = 0; i < k; i++) {
@@ -1027,7 +1028,7 @@ int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, 
     }
     size_t len = strcspn(e, ",");
     if (len == 0) {
-        return s_fail(err, errlen, "'%s': endpoint %d is empty", value, k);
+        return apex_errf(err, errlen, -1, "'%s': endpoint %d is empty", value, k);
     }
     char entry[CONFIG_STR_LEN];
     const char *addr;
@@ -1040,7 +1041,7 @@ int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, 
     if (tcp && strncmp(entry, "tcp://", 6) == 0 && !s_tcp_port(addr, strlen(addr))) {
         return s_port_plus(out, n, entry, strlen(entry), port0, k, err, errlen);
     }
-    return snprintf(out, n, "%s", entry) < (int)n ? 0 : s_fail(err, errlen, "too long");
+    return snprintf(out, n, "%s", entry) < (int)n ? 0 : apex_errf(err, errlen, -1, "too long");
 }
 
 int64_t config_shard_capacity(const apex_config_t *cfg, int k) {
@@ -1084,8 +1085,8 @@ static int s_cross_check_shards(apex_config_t *cfg, char *err, size_t errlen) {
     }
     if (cfg->replay.capacity < K || cfg->actor.num_actors < K) {
         const char *key = cfg->replay.capacity < K ? "capacity" : "num_actors";
-        return s_fail(
-            err, errlen,
+        return apex_errf(
+            err, errlen, -1,
             "%s: [replay] shards: %d shards need a capacity and [actor] num_actors of "
             "at least %d (%s is %lld: %s)",
             WHERE("replay", "shards"), K, K, key,
@@ -1107,8 +1108,9 @@ static int s_cross_check_shards(apex_config_t *cfg, char *err, size_t errlen) {
             char *e = seen[n[set]];
             if (config_shard_endpoint(s_replay_ep_field(cfg, i), k, K, e, CONFIG_STR_LEN, why,
                                       sizeof why) != 0) {
-                rc = s_fail(err, errlen, "%s: [endpoints] %s: shard %d: %s",
-                            WHERE("endpoints", s_replay_ep_keys[i]), s_replay_ep_keys[i], k, why);
+                rc = apex_errf(err, errlen, -1, "%s: [endpoints] %s: shard %d: %s",
+                               WHERE("endpoints", s_replay_ep_keys[i]), s_replay_ep_keys[i], k,
+                               why);
                 break;
             }
             const char *clash = NULL;
@@ -1119,9 +1121,9 @@ static int s_cross_check_shards(apex_config_t *cfg, char *err, size_t errlen) {
                 clash = strcmp(learner[set][j], e) == 0 ? "the learner" : NULL;
             }
             if (clash) {
-                rc = s_fail(err, errlen, "%s: [endpoints] %s: shard %d is at %s, which %s uses",
-                            WHERE("endpoints", s_replay_ep_keys[i]), s_replay_ep_keys[i], k, e,
-                            clash);
+                rc = apex_errf(
+                    err, errlen, -1, "%s: [endpoints] %s: shard %d is at %s, which %s uses",
+                    WHERE("endpoints", s_replay_ep_keys[i]), s_replay_ep_keys[i], k, e, clash);
             }
             n[set]++;
         }
