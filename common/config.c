@@ -8,6 +8,7 @@
 #include "apex.h"
 #include "envinfo.h"
 #include "log.h"
+#include "parse.h"
 #include "xalloc.h"
 
 #include <errno.h>
@@ -291,15 +292,22 @@ static const struct {
 // ---------------------------------------------------------------------------------------
 // Value parsing: one function per type, all with end-pointer and range checks.
 
+// An integer against the row's range (doubles, as for every type).
+static int s_int_in_range(int64_t x, const s_row *r, char *err, size_t errlen) {
+    if ((double)x < r->min || (double)x > r->max) {
+        return apex_errf(err, errlen, -1, "%lld is out of range [%.0f, %.0f]", (long long)x, r->min,
+                         r->max);
+    }
+    return 0;
+}
+
 static int s_parse_int(const char *v, const s_row *r, int64_t *out, char *err, size_t errlen) {
-    errno = 0;
-    char *end = NULL;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || errno == ERANGE) {
+    int64_t x;
+    if (parse_int64(v, INT64_MIN, INT64_MAX, &x) != 0) {
         return apex_errf(err, errlen, -1, "'%s' is not an integer", v);
     }
-    if ((double)x < r->min || (double)x > r->max) {
-        return apex_errf(err, errlen, -1, "%lld is out of range [%.0f, %.0f]", x, r->min, r->max);
+    if (s_int_in_range(x, r, err, errlen) != 0) {
+        return -1;
     }
     *out = x;
     return 0;
@@ -355,15 +363,13 @@ static int s_parse_intlist(const char *v, const s_row *r, apex_config_t *cfg, ch
     int n = 0;
     const char *p = v;
     while (1) {
-        errno = 0;
-        char *end = NULL;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || errno == ERANGE) {
+        int64_t x;
+        const char *end;
+        if (parse_int64_prefix(p, &x, &end) != 0) {
             return apex_errf(err, errlen, -1, "'%s' is not a comma-separated list of integers", v);
         }
-        if ((double)x < r->min || (double)x > r->max) {
-            return apex_errf(err, errlen, -1, "%lld is out of range [%.0f, %.0f]", x, r->min,
-                             r->max);
+        if (s_int_in_range(x, r, err, errlen) != 0) {
+            return -1;
         }
         if (n == CONFIG_MAX_HIDDEN) {
             return apex_errf(err, errlen, -1, "at most %d values allowed", CONFIG_MAX_HIDDEN);
@@ -970,13 +976,14 @@ static int s_port_plus(char *out, size_t n, const char *prefix, size_t prefix_le
                    ? 0
                    : apex_errf(err, errlen, -1, "too long");
     }
-    char *end = NULL;
-    long p = strtol(port0, &end, 10), q = p + (long)CONFIG_SHARD_PORT_STRIDE * k;
-    if (end == port0 || *end || p < 1 || q > 65535) {
+    int64_t p = 0;
+    int rc = parse_int64(port0, 1, 65535, &p);
+    int64_t q = p + (int64_t)CONFIG_SHARD_PORT_STRIDE * k;
+    if (rc != 0 || q > 65535) {
         return apex_errf(err, errlen, -1, "port '%s' + %d is not a port", port0,
                          CONFIG_SHARD_PORT_STRIDE * k);
     }
-    return snprintf(out, n, "%.*s:%ld", (int)prefix_len, prefix, q) < (int)n
+    return snprintf(out, n, "%.*s:%lld", (int)prefix_len, prefix, (long long)q) < (int)n
                ? 0
                : apex_errf(err, errlen, -1, "too long");
 }

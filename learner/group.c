@@ -6,6 +6,7 @@
 #include "apex.h"
 #include "clock.h"
 #include "log.h"
+#include "parse.h"
 #include "signals.h"
 #include "xalloc.h"
 
@@ -27,12 +28,8 @@ struct group {
 // A positive integer from the environment, or 0.
 static int s_env_int(const char *name) {
     const char *v = getenv(name);
-    if (!v || !*v) {
-        return 0;
-    }
-    char *end;
-    long x = strtol(v, &end, 10);
-    return *end == '\0' && x > 0 && x <= 1 << 20 ? (int)x : 0;
+    int64_t x;
+    return v && parse_int64(v, 1, 1 << 20, &x) == 0 ? (int)x : 0;
 }
 
 int group_launch_size(void) {
