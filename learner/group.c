@@ -185,12 +185,3 @@ void group_round(group_t *self, double *x, int n) {
     }
     // Not in comm_ns: a round is mostly waiting for another rank's batch, not moving data.
 }
-
-void group_barrier(group_t *self) {
-    if (!self->mpi) {
-        return;
-    }
-    int64_t t0 = clock_now_ns();
-    MPI_Barrier(self->comm);
-    self->comm_ns += clock_now_ns() - t0;
-}
