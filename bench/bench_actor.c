@@ -36,10 +36,12 @@
 #include "config.h"
 #include "log.h"
 #include "nn.h"
+#include "parse.h"
 #include "rng.h"
 #include "wire.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -451,11 +453,12 @@ static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, l
             fprintf(stderr, "bench_actor: unknown option %s\n", argv[i]);
             return -1;
         }
-        *dst = strtol(argv[i + 1], &end, 10);
-        if (!end || end == argv[i + 1] || *end != '\0') {
+        int64_t x;
+        if (parse_int64(argv[i + 1], LONG_MIN, LONG_MAX, &x) != 0) {
             fprintf(stderr, "bench_actor: bad value for %s: %s\n", argv[i], argv[i + 1]);
             return -1;
         }
+        *dst = (long)x;
     }
     return 0;
 }

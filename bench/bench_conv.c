@@ -22,10 +22,10 @@
 #include "bench_common.h"
 #include "blas.h"
 #include "conv.h"
+#include "parse.h"
 #include "rng.h"
 #include "xalloc.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,27 +275,18 @@ static void s_bench_body(body_t *bd, int runs, const char *tsuffix) {
     printf("BENCH conv.%s%s.im2col_ms %.3f ms\n", n, tsuffix, med[OP_IM2COL]);
 }
 
-static int s_parse_int(const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) {
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv) {
     int threads = 1, runs = 5;
     for (int i = 1; i < argc; i += 2) {
         int *dst = strcmp(argv[i], "--threads") == 0 ? &threads
                    : strcmp(argv[i], "--runs") == 0  ? &runs
                                                      : NULL;
-        if (!dst || i + 1 >= argc || s_parse_int(argv[i + 1], dst) != 0) {
+        int64_t v;
+        if (!dst || i + 1 >= argc || parse_int64(argv[i + 1], INT_MIN, INT_MAX, &v) != 0) {
             fprintf(stderr, "usage: %s [--threads N] [--runs R]\n", argv[0]);
             return 2;
         }
+        *dst = (int)v;
     }
     if (threads < 1 || runs < 1 || runs > MAX_RUNS) {
         fprintf(stderr, "bench_conv: need threads >= 1 and 1 <= runs <= %d\n", MAX_RUNS);

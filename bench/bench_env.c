@@ -20,8 +20,10 @@
 #include "clock.h"
 #include "env.h"
 #include "minatar.h"
+#include "parse.h"
 #include "rng.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,13 +114,14 @@ int main(int argc, char **argv) {
     long vsteps = 0;
     int windows = 7, n_pos = 0;
     const char *only = NULL;
+    int64_t x;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
-        } else if (n_pos == 0) {
-            vsteps = strtol(argv[i], NULL, 10), n_pos++;
+        } else if (n_pos == 0) { // not a positive number: 0, refused below
+            vsteps = parse_int64(argv[i], 1, LONG_MAX, &x) == 0 ? (long)x : 0, n_pos++;
         } else if (n_pos == 1) {
-            windows = (int)strtol(argv[i], NULL, 10), n_pos++;
+            windows = parse_int64(argv[i], 5, MAX_WINDOWS, &x) == 0 ? (int)x : 0, n_pos++;
         } else {
             windows = 0; // reject below
         }

@@ -31,11 +31,11 @@
 #include "blas.h"
 #include "clock.h"
 #include "nn.h"
+#include "parse.h"
 #include "rng.h"
 #include "train.h"
 #include "xalloc.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,18 +317,6 @@ static void s_bench_actor_forward(const bench_net_t *bn, int runs, const char *t
     nn_params_fini(&p);
 }
 
-// Parses a whole decimal int into *out; returns 0, or -1 for anything else (STYLE S17).
-static int s_parse_int(const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) {
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 static bench_net_t s_nets[] = {
     {"small",
      {.obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {256, 256}, .dueling = 1},
@@ -371,13 +359,15 @@ int main(int argc, char **argv) {
                    : strcmp(argv[i], "--iters") == 0 ? &iters
                    : strcmp(argv[i], "--batch") == 0 ? &batch
                                                      : NULL;
-        if (!dst || i + 1 >= argc || s_parse_int(argv[i + 1], dst) != 0) {
+        int64_t v;
+        if (!dst || i + 1 >= argc || parse_int64(argv[i + 1], INT_MIN, INT_MAX, &v) != 0) {
             fprintf(stderr,
                     "usage: %s [--threads N] [--runs R] [--iters K] [--batch B] "
                     "[--net small|large|minatar|nature]...\n",
                     argv[0]);
             return 2;
         }
+        *dst = (int)v;
     }
     if (threads < 1 || runs < 1 || runs > 64 || iters < 0 || batch < 0 || batch > 65536) {
         fprintf(stderr, "bench_learner: need threads >= 1, 1 <= runs <= 64, iters >= 0, "

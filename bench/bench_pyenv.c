@@ -33,10 +33,12 @@
 #include "bench_common.h"
 #include "clock.h"
 #include "log.h"
+#include "parse.h"
 #include "pyenv.h"
 #include "rng.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,12 +246,14 @@ int main(int argc, char **argv) {
         cartpole = "python/apex_cartpole.py"; // the same dynamics, in the repo
     }
     for (int i = 1; i + 1 < argc; i += 2) {
+        // A value that is not a number in range becomes one the check below refuses.
+        int64_t x;
         if (!strcmp(argv[i], "--steps")) {
-            vsteps = strtol(argv[i + 1], NULL, 10);
+            vsteps = parse_int64(argv[i + 1], 4, LONG_MAX, &x) == 0 ? (long)x : 0;
         } else if (!strcmp(argv[i], "--windows")) {
-            windows = (int)strtol(argv[i + 1], NULL, 10);
+            windows = parse_int64(argv[i + 1], 1, MAX_WINDOWS, &x) == 0 ? (int)x : 0;
         } else if (!strcmp(argv[i], "--infer-us")) {
-            infer_us = strtol(argv[i + 1], NULL, 10);
+            infer_us = parse_int64(argv[i + 1], 0, INT64_MAX, &x) == 0 ? x : -1;
         } else if (!strcmp(argv[i], "--cartpole")) {
             cartpole = argv[i + 1];
         }

@@ -10,10 +10,12 @@
 // Usage: bench_replay [--capacity-log2 20] [--obs-dim 4] [--reps 5] [--window 0.3]
 #include "apex.h"
 #include "clock.h"
+#include "parse.h"
 #include "rng.h"
 #include "store.h"
 #include "xalloc.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,9 +188,11 @@ static int s_parse_args(int argc, char **argv, long *cap_log2, long *d, long *re
             fprintf(stderr, "bench_replay: %s needs a value\n", argv[i]);
             return -1;
         }
-        char *end = NULL;
+        int ok;
         if (!strcmp(argv[i], "--window")) {
+            char *end = NULL;
             *window = strtod(argv[i + 1], &end);
+            ok = end != argv[i + 1] && *end == '\0';
         } else {
             long *dst = !strcmp(argv[i], "--capacity-log2") ? cap_log2
                         : !strcmp(argv[i], "--obs-dim")     ? d
@@ -198,9 +202,11 @@ static int s_parse_args(int argc, char **argv, long *cap_log2, long *d, long *re
                 fprintf(stderr, "bench_replay: unknown option %s\n", argv[i]);
                 return -1;
             }
-            *dst = strtol(argv[i + 1], &end, 10);
+            int64_t x = 0;
+            ok = parse_int64(argv[i + 1], LONG_MIN, LONG_MAX, &x) == 0;
+            *dst = (long)x;
         }
-        if (!end || *end != '\0') {
+        if (!ok) {
             fprintf(stderr, "bench_replay: bad value for %s: %s\n", argv[i], argv[i + 1]);
             return -1;
         }

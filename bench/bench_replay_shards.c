@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "parse.h"
 #include "rng.h"
 #include "security.h"
 #include "server.h"
@@ -34,6 +35,7 @@
 #include "xalloc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -356,21 +358,24 @@ static int s_run(const opts_t *o, int K) {
 static int s_parse(int argc, char **argv, opts_t *o) {
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
+        int *di = !strcmp(k, "--pushers")         ? &o->pushers
+                  : !strcmp(k, "--windows")       ? &o->windows
+                  : !strcmp(k, "--capacity-log2") ? &o->cap_log2
+                                                  : NULL;
+        int64_t x;
         if (!strcmp(k, "--shards")) {
             o->n_k = 0;
-            for (char *p = (char *)v, *end; *p && o->n_k < MAX_SHARDS; p = *end ? end + 1 : end) {
-                o->ks[o->n_k] = (int)strtol(p, &end, 10);
-                if (end == p || o->ks[o->n_k] < 1 || o->ks[o->n_k] > MAX_SHARDS) {
+            for (const char *p = v, *end; *p && o->n_k < MAX_SHARDS; p = *end ? end + 1 : end) {
+                if (parse_int64_prefix(p, &x, &end) != 0 || x < 1 || x > MAX_SHARDS) {
                     return -1;
                 }
-                o->n_k++;
+                o->ks[o->n_k++] = (int)x;
             }
-        } else if (!strcmp(k, "--pushers")) {
-            o->pushers = atoi(v);
-        } else if (!strcmp(k, "--windows")) {
-            o->windows = atoi(v);
-        } else if (!strcmp(k, "--capacity-log2")) {
-            o->cap_log2 = atoi(v);
+        } else if (di) {
+            if (parse_int64(v, INT_MIN, INT_MAX, &x) != 0) {
+                return -1;
+            }
+            *di = (int)x;
         } else if (!strcmp(k, "--window")) {
             o->window_s = atof(v);
         } else if (!strcmp(k, "--warmup")) {

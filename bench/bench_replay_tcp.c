@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "parse.h"
 #include "rng.h"
 #include "server.h"
 #include "security.h"
@@ -565,7 +566,6 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
             return -1;
         }
         const char *k = argv[i], *v = argv[i + 1];
-        char *end = NULL;
         if (!strcmp(k, "--durability")) {
             if (strcmp(v, "none") && strcmp(v, "snapshot") && strcmp(v, "wal")) {
                 fprintf(stderr, "bench_replay_tcp: --durability none|snapshot|wal\n");
@@ -587,16 +587,20 @@ static int s_parse_args(int argc, char **argv, opts_t *o) {
                   : !strcmp(k, "--wal-sync-ms")   ? &o->wal_sync_ms
                   : !strcmp(k, "--batches")       ? &s_batches
                                                   : NULL;
+        int ok;
         if (dd) {
+            char *end = NULL;
             *dd = strtod(v, &end);
+            ok = end != v && *end == '\0';
         } else if (di) {
-            long x = strtol(v, &end, 10);
+            int64_t x = 0;
+            ok = parse_int64(v, INT64_MIN, INT64_MAX, &x) == 0;
             *di = x >= -1000000 && x <= 1000000 ? (int)x : -1;
         } else {
             fprintf(stderr, "bench_replay_tcp: unknown option %s\n", k);
             return -1;
         }
-        if (!end || end == v || *end != '\0') {
+        if (!ok) {
             fprintf(stderr, "bench_replay_tcp: bad value for %s: %s\n", k, v);
             return -1;
         }

@@ -1,4 +1,4 @@
-// apex.c: error names and the panic path shared by every module.
+// apex.c: error names, error messages and the panic path shared by every module.
 #include "apex.h"
 
 #include <execinfo.h>
@@ -24,6 +24,21 @@ const char *apex_strerror(int err) {
         return "unknown error";
     }
     return s_err_names[err];
+}
+
+int apex_verrf(char *err, size_t errlen, int code, const char *fmt, va_list ap) {
+    if (errlen > 0) {
+        vsnprintf(err, errlen, fmt, ap);
+    }
+    return code;
+}
+
+int apex_errf(char *err, size_t errlen, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    apex_verrf(err, errlen, code, fmt, ap);
+    va_end(ap);
+    return code;
 }
 
 _Noreturn void apex_panic_at(const char *file, int line, const char *fmt, ...) {

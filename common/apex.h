@@ -3,10 +3,12 @@
 // What it gives: the protocol/format version numbers, the apex_err codes returned for
 // runtime errors that come from outside the process (STYLE S6.4), and APEX_ASSERT /
 // APEX_PANIC for broken invariants (S6.1), which stay on in release builds.
+// apex_errf writes the one-line message that goes with a failure into a caller's buffer.
 // What it does not do: logging (log.h) or allocation (xalloc.h).
 #ifndef APEX_APEX_H
 #define APEX_APEX_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +34,17 @@ typedef enum {
 // Returns a static, human-readable name for an apex_err ("invalid input", ...).
 // Thread-safe. Unknown codes give "unknown error".
 const char *apex_strerror(int err);
+
+// The error-message helper of every function that reports "why" through a caller's buffer
+// (`char *err, size_t errlen`): writes the printf-formatted message into err (truncated to
+// errlen - 1 characters and always terminated; nothing is written when errlen is 0) and
+// returns code, so that a failure is one statement: `return apex_errf(err, errlen, -1, ...)`.
+// err may be NULL when errlen is 0. Thread-safe.
+int apex_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+// apex_errf for a caller that has its own variadic arguments (ap is consumed).
+int apex_verrf(char *err, size_t errlen, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 // Prints "file:line: assertion failed: expr" (or the formatted message), a backtrace,
 // and aborts. Never returns. Used only through the macros below.

@@ -2,9 +2,9 @@
 #include "cli.h"
 
 #include "log.h"
+#include "parse.h"
 #include "signals.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,17 +21,6 @@ static void s_usage(FILE *out, const char *role, const char *usage) {
             role, usage);
 }
 
-static int s_parse_long(const char *s, long lo, long hi, long *out) {
-    errno = 0;
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 // Returns -1 to continue, else an exit status.
 static int s_parse(const char *role, unsigned flags, const char *usage, int argc, char **argv,
                    cli_args_t *a) {
@@ -44,7 +33,7 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        long v;
+        int64_t v;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             s_usage(stdout, role, usage);
             return 0;
@@ -63,11 +52,11 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
             }
             a->sets[a->n_sets++] = argv[++i];
         } else if ((flags & CLI_FLAG_INDEX) && !strcmp(o, "--index") && next &&
-                   s_parse_long(next, 0, 1000000, &v) == 0) {
+                   parse_int64(next, 0, 1000000, &v) == 0) {
             a->index = (int)v;
             i++;
         } else if ((flags & CLI_FLAG_SHARD) && !strcmp(o, "--shard") && next &&
-                   s_parse_long(next, 0, CONFIG_MAX_SHARDS - 1, &v) == 0) {
+                   parse_int64(next, 0, CONFIG_MAX_SHARDS - 1, &v) == 0) {
             a->shard = (int)v;
             i++;
         } else if ((flags & CLI_FLAG_RESUME) && !strcmp(o, "--resume")) {
@@ -79,18 +68,18 @@ static int s_parse(const char *role, unsigned flags, const char *usage, int argc
         } else if ((flags & CLI_FLAG_CHECKPOINT) && !strcmp(o, "--checkpoint") && next) {
             a->checkpoint = argv[++i];
         } else if ((flags & CLI_FLAG_EPISODES) && !strcmp(o, "--episodes") && next &&
-                   s_parse_long(next, 1, 100000000, &v) == 0) {
+                   parse_int64(next, 1, 100000000, &v) == 0) {
             a->episodes = v;
             i++;
         } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--follow")) {
             a->follow = 1;
         } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--max-evals") && next &&
-                   s_parse_long(next, 1, 1000000000, &v) == 0) {
+                   parse_int64(next, 1, 1000000000, &v) == 0) {
             a->max_evals = v;
             i++;
         } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--trace") && i + 2 < argc &&
-                   s_parse_long(argv[i + 1], 0, 4294967295L, &a->trace_seed) == 0 &&
-                   s_parse_long(argv[i + 2], 1, 100000000, &a->trace_steps) == 0) {
+                   parse_int64(argv[i + 1], 0, 4294967295LL, &a->trace_seed) == 0 &&
+                   parse_int64(argv[i + 2], 1, 100000000, &a->trace_steps) == 0) {
             a->trace = 1;
             i += 2;
         } else if ((flags & CLI_FLAG_EVAL) && !strcmp(o, "--actions") && next) {

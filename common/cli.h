@@ -40,7 +40,7 @@ typedef struct {
     int follow;
     long max_evals; // 0 = no limit
     int trace;
-    long trace_seed, trace_steps;
+    int64_t trace_seed, trace_steps;
     const char *actions;
 } cli_args_t;
 

@@ -1,6 +1,6 @@
 // config.h: the run configuration, one INI file shared by every daemon (STYLE S17).
 //
-// Every key is one row of the schema table in config.c: section, name, type, range,
+// Every key is one row of the schema table in config_schema.c: section, name, type, range,
 // default and help. From that table come parsing with full validation, defaults,
 // `--set section.key=value` overrides, `--help-config` and `--print-config`. Every daemon
 // validates the whole file, so a typo in any section is caught by whichever daemon starts
@@ -8,8 +8,15 @@
 // reported as `file:line: [section] key: reason`; nothing is silently ignored.
 // After loading, the config is an immutable value passed down as `const apex_config_t *`.
 // The INI syntax itself is read by libinih.
+//
+// The modules behind this header: config.c, the engine (values against their rows, the INI
+// file, --set, printing); config_schema.{h,c}, the rows (internal); config_check.{h,c}, the
+// checks between keys and the values derived from them (internal); config_shard.{h,c}, the
+// sharded replay's endpoints and capacities (included here).
 #ifndef APEX_CONFIG_H
 #define APEX_CONFIG_H
+
+#include "config_shard.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,15 +25,14 @@
 #define CONFIG_MAX_HIDDEN 4
 #define CONFIG_STR_LEN 256
 #define CONFIG_ERR_LEN 512
-#define CONFIG_MAX_KEYS 160 // rows of the schema (config.c asserts it)
+#define CONFIG_MAX_KEYS 160 // rows of the schema (config_schema.c asserts it)
 // The replay store's largest capacity (replay/store.h STORE_CAPACITY_MAX; server.c asserts
 // the two agree), so that the schema refuses what the store would.
 #define CONFIG_REPLAY_CAPACITY_MAX (1LL << 30)
 // Limits the modules size their tables by, so that the schema accepts exactly what they do.
-#define CONFIG_MAX_ACTIONS 4096     // the network's head (nn.c)
-#define CONFIG_MAX_ACTORS 4096      // the learner's per-actor metrics (metrics.h)
-#define CONFIG_MAX_SHARDS 64        // [replay] shards: the learner's per-shard table (shards.h)
-#define CONFIG_SHARD_PORT_STRIDE 10 // shard k of "tcp://host:P" listens on P + 10 k
+#define CONFIG_MAX_ACTIONS 4096 // the network's head (nn.c)
+#define CONFIG_MAX_ACTORS 4096  // the learner's per-actor metrics (metrics.h)
+#define CONFIG_MAX_SHARDS 64    // [replay] shards: the learner's per-shard table (shards.h)
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
@@ -220,34 +226,6 @@ int config_load(apex_config_t *cfg, const char *path, const char *const *sets, i
 // Applies one "section.key=value" override to an already loaded config (used by tests and
 // by config_load). Returns 0 or -1 with a message in err.
 int config_set(apex_config_t *cfg, const char *assignment, char *err, size_t errlen);
-
-// ---------------------------------------------------------------------------------------
-// Sharded replay ([replay] shards = K > 1; docs/architecture.md "Sharded replay").
-// Each [endpoints] replay_* key names the endpoints of all K shards: either one endpoint,
-// which shard k uses with tcp port P + 10 k (a wildcard port '*' stays '*'; an ipc:// or
-// inproc:// path gets the suffix "-k" for k > 0), or a list of exactly K comma-separated
-// endpoints, the k-th for shard k, where an entry may leave out the scheme (then the first
-// entry's) and, for tcp, the port (then the first entry's port + 10 k):
-//   tcp://node1:5550,node2,node3        -> node1:5550, node2:5560, node3:5570
-// The stride of 10 keeps the shards of one host clear of the default ports, which are
-// consecutive (5550 inserts, 5551 samples, 5552 and 5553 the learner's).
-// With K = 1 every value means what it always did (it is used as written).
-
-// Writes the endpoint of shard k (0 <= k < K) that `value` names into out (n bytes).
-// Returns 0, or -1 with the reason in err (a list of the wrong length, a tcp endpoint without
-// a port, a port beyond 65535, too long).
-int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, char *err,
-                          size_t errlen);
-// Transitions shard k holds: capacity / K, the first capacity % K shards one more.
-int64_t config_shard_capacity(const apex_config_t *cfg, int k);
-// The shard actor `index` inserts into: index mod K (its exactly-once marks and acks live
-// there; docs/architecture.md says why).
-int config_actor_shard(const apex_config_t *cfg, int index);
-// Turns a loaded config into shard k's own: the four [endpoints] replay_* keys become shard
-// k's endpoints, [replay] capacity its share, [replay] shard = k. A K = 1 config with k = 0 is
-// unchanged. Returns 0, or -1 when k is not below [replay] shards. (config_load has checked
-// that every endpoint resolves.)
-int config_select_shard(apex_config_t *cfg, int k);
 
 // Writes the resolved configuration as a valid INI file (loadable by config_load).
 void config_print(const apex_config_t *cfg, FILE *out);

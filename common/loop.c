@@ -78,23 +78,6 @@ int loop_add_drain_reader(loop_t *self, void *socket, loop_reader_fn fn, void *a
     return s_add_reader(self, socket, fn, arg, 1);
 }
 
-int loop_replace_socket(loop_t *self, void *old_socket, void *new_socket) {
-    int fd;
-    size_t sz = sizeof fd;
-    if (zmq_getsockopt(new_socket, ZMQ_FD, &fd, &sz) != 0) {
-        return -1;
-    }
-    for (int i = 0; i < self->n_readers; i++) {
-        if (self->readers[i].socket == old_socket) {
-            self->readers[i].socket = new_socket;
-            self->readers[i].empty = 0;
-            self->fds[i].fd = fd;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 void loop_drained(loop_t *self, void *socket) {
     for (int i = 0; i < self->n_readers; i++) {
         if (self->readers[i].socket == socket) {

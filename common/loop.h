@@ -35,9 +35,6 @@ int loop_add_reader(loop_t *self, void *socket, loop_reader_fn fn, void *arg);
 int loop_add_drain_reader(loop_t *self, void *socket, loop_reader_fn fn, void *arg);
 #define LOOP_DRAINED 1 // a drain reader's "my socket is empty" (handlers otherwise return 0)
 int loop_add_timer(loop_t *self, int64_t interval_ms, loop_timer_fn fn, void *arg);
-// The reader of old_socket reads new_socket from now on (a socket that was closed and opened
-// again, from a handler). Returns 0, or -1 when old_socket has no reader or new_socket no fd.
-int loop_replace_socket(loop_t *self, void *old_socket, void *new_socket);
 // Says that socket (of a drain reader) was used outside its reader: look at it before
 // blocking. Cheap (a flag); callable from handlers.
 void loop_recheck(loop_t *self, void *socket);

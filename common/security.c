@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,15 +34,6 @@ struct security {
     uint64_t denied, accepted;
     log_limiter_t deny_log;
 };
-
-static int s_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int s_fail(char *err, size_t n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // ---------------------------------------------------------------------------------------
 // Key files: ZeroMQ's certificate text format (CZMQ zcert), which other ZeroMQ tools read:
@@ -70,7 +60,7 @@ int security_read_key_file(const char *path, char *public_out, char *secret_out,
                            size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        return s_fail(err, errlen, "%s: %s", path, strerror(errno));
+        return apex_errf(err, errlen, -1, "%s: %s", path, strerror(errno));
     }
     struct stat st;
     int too_open = secret_out && fstat(fd, &st) == 0 && (st.st_mode & 077);
@@ -78,20 +68,22 @@ int security_read_key_file(const char *path, char *public_out, char *secret_out,
     ssize_t n = read(fd, text, sizeof text - 1);
     close(fd);
     if (n < 0) {
-        return s_fail(err, errlen, "%s: %s", path, strerror(errno));
+        return apex_errf(err, errlen, -1, "%s: %s", path, strerror(errno));
     }
     text[n] = '\0';
     if (s_key_value(text, "public-key", public_out) != 0) {
-        return s_fail(err, errlen, "%s: no valid public-key = \"<40 Z85 characters>\" line", path);
+        return apex_errf(err, errlen, -1, "%s: no valid public-key = \"<40 Z85 characters>\" line",
+                         path);
     }
     if (secret_out && s_key_value(text, "secret-key", secret_out) != 0) {
-        return s_fail(err, errlen, "%s: no valid secret-key line (is this the .pub file?)", path);
+        return apex_errf(err, errlen, -1, "%s: no valid secret-key line (is this the .pub file?)",
+                         path);
     }
     if (too_open) {
         memset(secret_out, 0, SECURITY_KEY_Z85_LEN + 1);
-        return s_fail(err, errlen,
-                      "%s: permissions %04o are too open for a secret key (chmod 600 %s)", path,
-                      (unsigned)(st.st_mode & 07777), path);
+        return apex_errf(err, errlen, -1,
+                         "%s: permissions %04o are too open for a secret key (chmod 600 %s)", path,
+                         (unsigned)(st.st_mode & 07777), path);
     }
     return 0;
 }
@@ -99,7 +91,7 @@ int security_read_key_file(const char *path, char *public_out, char *secret_out,
 static int s_write_file(const char *path, const char *text, mode_t mode, char *err, size_t errlen) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) {
-        return s_fail(err, errlen, "%s: %s", path, strerror(errno));
+        return apex_errf(err, errlen, -1, "%s: %s", path, strerror(errno));
     }
     int e = fileio_write_all(fd, text, strlen(text));
     if (e == 0 && fchmod(fd, mode) != 0) {
@@ -108,19 +100,19 @@ static int s_write_file(const char *path, const char *text, mode_t mode, char *e
     if (close(fd) != 0 && e == 0) {
         e = errno;
     }
-    return e ? s_fail(err, errlen, "%s: %s", path, strerror(e)) : 0;
+    return e ? apex_errf(err, errlen, -1, "%s: %s", path, strerror(e)) : 0;
 }
 
 int security_keygen(const char *dir, const char *name, char *public_z85_out, char *err,
                     size_t errlen) {
     char pub[SECURITY_KEY_Z85_LEN + 1], sec[SECURITY_KEY_Z85_LEN + 1];
     if (zmq_curve_keypair(pub, sec) != 0) {
-        return s_fail(err, errlen, "zmq_curve_keypair: %s (libzmq without CURVE?)",
-                      zmq_strerror(errno));
+        return apex_errf(err, errlen, -1, "zmq_curve_keypair: %s (libzmq without CURVE?)",
+                         zmq_strerror(errno));
     }
     int e = fileio_mkdir_p(dir);
     if (e != 0) {
-        return s_fail(err, errlen, "%s: %s", dir, strerror(e));
+        return apex_errf(err, errlen, -1, "%s: %s", dir, strerror(e));
     }
     char path[CONFIG_STR_LEN + 80], text[1024];
     snprintf(path, sizeof path, "%s/%s.key", dir, name);

@@ -27,7 +27,8 @@ FUZZ_LIBS = $(shell pkg-config --libs libprotobuf-c inih) -lm
 # Only what wire.c and config.c need, so a clang-only problem elsewhere in common/ cannot
 # break the fuzz build (check the rest with `make fuzz-clang-check`).
 FUZZ_COMMON_SRC := common/apex.c common/xalloc.c common/log.c common/clock.c \
-  common/envinfo.c common/config.c common/wire.c
+  common/envinfo.c common/parse.c common/config.c common/config_schema.c \
+  common/config_check.c common/config_shard.c common/wire.c
 FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(FUZZ_COMMON_SRC)) \
   $(FUZZ_BUILD)/proto/apex.pb-c.o
 # The handler harnesses drive a daemon's modules: the whole of common/ (sockets, loop,

@@ -6,6 +6,7 @@
 #include "apex.h"
 #include "clock.h"
 #include "log.h"
+#include "parse.h"
 #include "signals.h"
 #include "xalloc.h"
 
@@ -27,12 +28,8 @@ struct group {
 // A positive integer from the environment, or 0.
 static int s_env_int(const char *name) {
     const char *v = getenv(name);
-    if (!v || !*v) {
-        return 0;
-    }
-    char *end;
-    long x = strtol(v, &end, 10);
-    return *end == '\0' && x > 0 && x <= 1 << 20 ? (int)x : 0;
+    int64_t x;
+    return v && parse_int64(v, 1, 1 << 20, &x) == 0 ? (int)x : 0;
 }
 
 int group_launch_size(void) {
@@ -187,13 +184,4 @@ void group_round(group_t *self, double *x, int n) {
         sleep_us = APEX_MIN(sleep_us * 2, (long)GROUP_ROUND_SLEEP_MAX_US);
     }
     // Not in comm_ns: a round is mostly waiting for another rank's batch, not moving data.
-}
-
-void group_barrier(group_t *self) {
-    if (!self->mpi) {
-        return;
-    }
-    int64_t t0 = clock_now_ns();
-    MPI_Barrier(self->comm);
-    self->comm_ns += clock_now_ns() - t0;
 }

@@ -77,7 +77,5 @@ void group_allgather_f32(group_t *self, float *buf, const int *counts, const int
 // One synchronisation round: x[0..n) = the sum over ranks, waiting by sleeping (see top).
 // n <= 32.
 void group_round(group_t *self, double *x, int n);
-// Every rank has reached this point (a blocking barrier).
-void group_barrier(group_t *self);
 
 #endif

@@ -1,24 +1,11 @@
-// loss.c: double-DQN n-step targets, importance-weighted Huber loss, new priorities.
+// loss.c: importance-weighted Huber loss and new priorities (the targets: nn.c).
 // B = batch, A = n_actions. All arrays batch-major (B x A).
 #include "loss.h"
 
 #include "apex.h"
-#include "nn.h"
 
 #include <math.h>
 #include <string.h>
-
-void loss_double_dqn_targets(float *y, const float *q_next_online, const float *q_next_target,
-                             const float *rewards, const float *discounts, int B, int A) {
-    for (int i = 0; i < B; i++) {
-        // Action selection by the online net, evaluation by the target net (double DQN).
-        int a_star = nn_argmax(q_next_online + (size_t)i * A, A);
-        float boot = q_next_target[(size_t)i * A + a_star];
-        // disc 0 marks a terminal: skip the product so that even a non-finite bootstrap
-        // value from an untrained target net cannot leak into y.
-        y[i] = discounts[i] != 0.0f ? rewards[i] + discounts[i] * boot : rewards[i];
-    }
-}
 
 float loss_huber_td(float *dq, float *td, const float *q, const float *y, const int32_t *actions,
                     const float *is_weights, float delta, int B, int A) {

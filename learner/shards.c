@@ -103,7 +103,6 @@ void shards_destroy(shards_t **self_p) {
 
 int shards_count(const shards_t *self) { return self->K; }
 void *shards_socket(const shards_t *self, int k) { return self->sh[k].sock; }
-const char *shards_endpoint(const shards_t *self, int k) { return self->sh[k].ep; }
 
 int shards_index(const shards_t *self, const void *sock) {
     for (int k = 0; k < self->K; k++) {

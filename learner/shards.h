@@ -51,7 +51,6 @@ void shards_destroy(shards_t **self_p);
 
 int shards_count(const shards_t *self);
 void *shards_socket(const shards_t *self, int k);
-const char *shards_endpoint(const shards_t *self, int k);
 // The shard whose socket sock is, or -1.
 int shards_index(const shards_t *self, const void *sock);
 

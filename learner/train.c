@@ -266,8 +266,8 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
                     batch->next_obs, B, self->q_next_online, self->q_next_target);
     nn_forward(&self->st_obs, &self->online, batch->obs, B, self->q);
     // (2) double-DQN n-step targets, Huber loss, priorities.
-    loss_double_dqn_targets(self->y, self->q_next_online, self->q_next_target, batch->rewards,
-                            batch->discounts, B, A);
+    nn_double_dqn_targets(self->y, self->q_next_online, self->q_next_target, batch->rewards,
+                          batch->discounts, B, A);
     float loss = loss_huber_td(self->dq, self->td, self->q, self->y, batch->actions,
                                batch->is_weights, self->cfg.huber_delta, B, A);
     loss_priorities(priorities_out, self->td, self->cfg.priority_eps, B);

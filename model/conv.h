@@ -18,9 +18,9 @@
 //                 channels-last [y][x][c] (as the replay stores them), transposed into this
 //                 layout once per pass: conv_transpose_f32 converts uint8 or float rows to
 //                 scaled floats (what nn.c does: each element is converted once, not once
-//                 per window reading it, k^2 / s^2 times; for MinAtar's body im2col then
-//                 runs 2x faster), conv_transpose_u8 keeps bytes (1/4 of the memory; im2col
-//                 converts and scales them). conv_input_t names which.
+//                 per window reading it, k^2 / s^2 times), conv_transpose_u8 keeps bytes
+//                 (1/4 of the memory; im2col converts and scales them). conv_input_t names
+//                 which.
 //   output        (OC x OH x OW x B) row-major: out[oc][(y OW + x) B + b].
 //   col (scratch) (K x n) row-major for a chunk of output positions [p0, p1), n = (p1 - p0)
 //                 B: col[r][(p - p0) B + b] holds pixel (c, oy s + i, ox s + j) of sample b
@@ -41,39 +41,18 @@
 // im2col is cheap in this layout too: every col entry group (r, p) is B contiguous elements
 // of the input, and with stride 1 the positions of one output row are one contiguous run.
 //
-// Why chunks (measured with bench_conv on a 2-core Xeon VM, AVX-512, OpenBLAS 0.3.21
-// SkylakeX kernel, 1 thread, CPU time): a whole-batch col is large (Nature body, first layer,
-// B = 128: 52 MB) and the GEMMs on it have a short side (M = OC = 16..64), so OpenBLAS packs
-// each col element from memory for only OC columns of work: 66-90 GFLOP/s, against 110-130
-// on a col chunk that is still in the cache from im2col (about CONV_CHUNK_BYTES). Writing
-// and re-reading the whole col is also what made im2col slow (7.5 ms of 52 MB for that
-// layer). So nothing of size N x K exists: forward works chunk by chunk, adds the bias and
+// Why chunks: a whole-batch col is large (tens of MB for the Nature body's first layer) and
+// its GEMMs have a short side (M = OC), so OpenBLAS would pack each col element from memory
+// for only OC columns of work; a chunk of about CONV_CHUNK_BYTES is still in the cache from
+// im2col. So nothing of size N x K exists: forward works chunk by chunk, adds the bias and
 // applies the ReLU while the chunk's output is in the cache (no bias fill, no separate ReLU
 // pass), and backward recomputes each chunk's im2col from the input, which it needs anyway,
 // instead of keeping col from forward. The weight gradient is accumulated transposed
 // (M = K, N = OC: faster than M = OC on chunks) into scratch and added to dw at the end.
 // Two weight sets on the same input (the learner's online and target networks on s') share
 // each chunk's im2col and run as one GEMM with the two (OC x K) matrices stacked, M = 2 OC
-// (conv_forward2): the short side doubles, which is worth 25-40 % of those GEMMs.
-// Measured per forward of the first layer with its ReLU, CPU time (Nature B = 128, MinAtar
-// B = 512), the whole-batch code this replaced -> chunks (the transpose included): Nature
-// 19.9 -> 13.1-13.5 ms, for two weight sets 39.8 -> 16.7 ms; MinAtar 0.81-0.84 -> 0.75-0.78
-// ms, two sets 1.65 -> 1.19 ms. The inner layers' forward GEMMs run 2x faster on chunks
-// (bench_conv: Nature layers 1 and 2, 66-73 -> 133-139 GFLOP/s).
-// How big a chunk (2026-12-05, 2-vCPU Zen 4, OpenBLAS 0.3.21 Cooperlake kernel; bench_learner
-// updates, % of the run's sgemm): 512 KB chunks (MinAtar B = 512: 7 positions, GEMMs of
-// M = 16..32, N = 3584, K = 36) -> 64 KB (1 position, N = 512): MinAtar 74.6 -> 79.8 %, at
-// B = 256 75.6 -> 80.3 %, at B = 128 78.0 -> 82.8 %; Nature unchanged within noise (its
-// chunks go from 4, 2, 1 positions to 1). A shape-by-shape count through an LD_PRELOAD
-// cblas_sgemm timer showed why: the MinAtar dW GEMM (M = 36, N = 16, K = 3584) ran at
-// 49 GFLOP/s, packing both operands for only 16 or 36 FLOPs per packed float, and the
-// forward ones at 73-83; under about 1e6 multiply-adds per call (M N K) OpenBLAS's
-// SkylakeX/Cooperlake kernels skip packing altogether (its "small matrix" path), and the
-// same GEMMs on one position run at 106-110. 16 KB did as well or better with this kernel
-// (single runs: 82.0 % at B = 512, 84.7 % at B = 256) but not with OPENBLAS_CORETYPE=Haswell
-// (no such path; probed for this choice only; single runs at B = 512: 16 KB 74.3 %, 64 KB
-// 78.3 %, 512 KB 74.4 %). Three alternated rounds under Haswell later showed 64 KB and
-// 512 KB alike for MinAtar (74.0-76.0 vs 75.2-76.0 %): the gain is the AVX-512 kernels'.
+// (conv_forward2): the short side doubles. What each of these bought, and how the chunk size
+// was chosen, is measured in docs/performance.md ("Conv networks").
 //
 // Backward of the first layer: pass din = NULL. The observations are not trained, so the
 // dcol GEMM and the col2im scatter are skipped.
@@ -95,7 +74,8 @@
 #include <stdint.h>
 
 // The col chunk a forward or backward call aims for: at least one position (K B floats).
-// 64 KB: see "How big a chunk" above.
+// 64 KB: one position at the learners' batches, where OpenBLAS's AVX-512 kernels multiply
+// without packing (docs/performance.md, "The GEMM-rate goal on the Zen 4").
 #define CONV_CHUNK_BYTES (64 * 1024)
 
 // One conv2d layer's dimensions; a plain value filled by conv_shape_init.

@@ -766,7 +766,7 @@ void nn_backward_pieces(nn_state_t *s, const nn_params_t *p, const nn_pieces_t *
 }
 
 // ----------------------------------------------------------------------------
-// helpers for actors
+// helpers for actors, and the TD target they share with the learner
 
 int nn_argmax(const float *q, int A) {
     APEX_ASSERT(A > 0);
@@ -783,17 +783,26 @@ int nn_argmax(const float *q, int A) {
     return best;
 }
 
+void nn_double_dqn_targets(float *y, const float *q_next_online, const float *q_next_target,
+                           const float *rewards, const float *discounts, int B, int A) {
+    for (int i = 0; i < B; i++) {
+        // Action selection by the online net, evaluation by the target net (double DQN).
+        int a_star = nn_argmax(q_next_online + (size_t)i * A, A);
+        float boot = q_next_target[(size_t)i * A + a_star];
+        // disc 0 marks a terminal: skip the product so that even a non-finite bootstrap
+        // value from an untrained target net cannot leak into y.
+        y[i] = discounts[i] != 0.0f ? rewards[i] + discounts[i] * boot : rewards[i];
+    }
+}
+
 void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const void *obs,
                       const int32_t *actions, const float *rewards, const float *discounts,
                       const void *next_obs, float priority_eps, int B) {
     int A = s->cfg.n_actions;
-    // Pass 1: bootstrap targets y = R + disc * max_a Q(s', a), parked in prio_out.
+    // Pass 1: the targets y (the learner's formula with online == target: max_a Q(s', a)),
+    // parked in prio_out.
     nn_forward(s, p, next_obs, B, s->q);
-    for (int i = 0; i < B; i++) {
-        const float *qi = s->q + (size_t)i * A;
-        float boot = discounts[i] != 0.0f ? discounts[i] * qi[nn_argmax(qi, A)] : 0.0f;
-        prio_out[i] = rewards[i] + boot;
-    }
+    nn_double_dqn_targets(prio_out, s->q, s->q, rewards, discounts, B, A);
     // Pass 2: |y - Q(s, a)| + eps.
     nn_forward(s, p, obs, B, s->q);
     for (int i = 0; i < B; i++) {

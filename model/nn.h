@@ -237,10 +237,21 @@ void nn_backward_pieces(nn_state_t *s, const nn_params_t *p, const nn_pieces_t *
 // the evaluator, double DQN's action selection and the actors' priorities.
 int nn_argmax(const float *q, int A);
 
+// The n-step double-DQN target (van Hasselt et al. 2016; Ape-X's learner), for B transitions
+// with Q-values of s' from the online and the target network (both B x A, batch-major):
+//   y[i] = R_i + disc_i * Q_target(s'_i, argmax_a Q_online(s'_i, a))
+// with R_i the n-step discounted return and disc_i = gamma^n, or 0 when the episode ended
+// inside the n steps: then y[i] = R_i exactly, whatever Q_target(s'_i) holds (even a NaN or
+// an Inf of an untrained net). The one formula of apex: the learner's loss (train.c) and the
+// actors' initial priorities (nn_td_priorities, with online == target) both call it.
+void nn_double_dqn_targets(float *y, const float *q_next_online, const float *q_next_target,
+                           const float *rewards, const float *discounts, int B, int A);
+
 // Actor-side initial priorities with ONE network (the actor's copy), for B transitions:
-//   prio_out[i] = |R_i + disc_i * max_a Q(s'_i, a) - Q(s_i, a_i)| + priority_eps
-// (double DQN with online == target reduces to max). disc_i = 0 marks a terminal and
-// does not bootstrap. Two batched forward passes on s; B <= max_batch. Actions in [0, A).
+//   prio_out[i] = |y_i - Q(s_i, a_i)| + priority_eps, y from nn_double_dqn_targets
+// with online == target, where double DQN reduces to R_i + disc_i * max_a Q(s'_i, a).
+// disc_i = 0 marks a terminal and does not bootstrap. Two batched forward passes on s;
+// B <= max_batch. Actions in [0, A).
 void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const void *obs,
                       const int32_t *actions, const float *rewards, const float *discounts,
                       const void *next_obs, float priority_eps, int B);

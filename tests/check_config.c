@@ -1,5 +1,6 @@
 // check_config.c: defaults, file loading, overrides, and every error class with its
-// file:line: [section] key: reason message.
+// file:line: [section] key: reason message; the config modules directly: the schema's
+// lookups, the checks between keys, and the sharded replay's derivation and check.
 #include "check_apex.h"
 
 #include <stdio.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_check.h"
+#include "config_schema.h"
 #include "wire.h"
 
 static char s_path[256];
@@ -460,6 +463,118 @@ START_TEST(test_shards_config) {
 }
 END_TEST
 
+// The defaults, as a config filled in code starts (its messages name the source "code").
+static void s_code_defaults(apex_config_t *cfg) {
+    config_defaults(cfg);
+    snprintf(cfg->source, sizeof cfg->source, "code");
+}
+
+// config_check on a config filled in code (no file, no --set): the environment's values are
+// derived from [env] id, and checking a checked config again changes nothing (checked configs
+// are handed around: config_select_shard's, --print-config's). A failure blames the value's
+// origin, here a default.
+START_TEST(test_check_direct) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    s_code_defaults(&cfg);
+    snprintf(cfg.env.id, sizeof cfg.env.id, "MinAtar/Breakout-v0");
+    snprintf(cfg.network.conv_spec, sizeof cfg.network.conv_spec, "16x3s1, 8x2s2");
+    cfg.learner.batch_size = 512;
+    ck_assert_msg(config_check(&cfg, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.env.obs_dim, 400);
+    ck_assert_int_eq(cfg.env.n_actions, 6);
+    ck_assert_int_eq(cfg.env.obs_h, 10);
+    ck_assert_int_eq(cfg.env.obs_w, 10);
+    ck_assert_int_eq(cfg.env.obs_c, 4);
+    ck_assert_int_eq(cfg.env.obs_dtype, CONFIG_OBS_UINT8); // auto resolved
+    ck_assert_double_eq(cfg.env.obs_scale, 1.0);           // 0 resolved to the env's
+    ck_assert_int_eq(cfg.env.ext_obs_dim, 400);
+    ck_assert_int_eq(cfg.network.n_conv, 2);
+    ck_assert_int_eq(cfg.network.conv[1].filters, 8);
+    ck_assert_int_eq(cfg.network.conv[1].kernel, 2);
+    ck_assert_int_eq(cfg.network.conv[1].stride, 2);
+    // 0 resolved: 2 batches of 512 rows of 2 x 400 + 24 bytes stay within a 1 MiB reply.
+    ck_assert_int_eq(cfg.learner.batches_per_request, 2);
+    apex_config_t again = cfg;
+    ck_assert_msg(config_check(&again, err, sizeof err) == 0, "%s", err);
+    ck_assert_mem_eq(&again, &cfg, sizeof cfg);
+    // The 10x10 input leaves 8x8 after the first layer and 4x4 after the second; a third
+    // with kernel 5 does not fit.
+    snprintf(cfg.network.conv_spec, sizeof cfg.network.conv_spec, "16x3s1,8x2s2,4x5s1");
+    ck_assert_int_eq(config_check(&cfg, err, sizeof err), -1);
+    ck_assert_str_eq(err, "code (default): [network] conv: layer 3 (4x5s1) has a kernel larger "
+                          "than its 4x4 input");
+}
+END_TEST
+
+// Where a value came from, as the checks' messages say it: the file's line, a --set (which
+// wins over the file), or the default.
+START_TEST(test_schema_where) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "", buf[CONFIG_WHERE_LEN];
+    const char *p = s_write("[run]\nseed = 3\n\n[actor]\ngamma = 0.9\nn_step = 2\n");
+    const char *sets[] = {"actor.n_step=4"};
+    ck_assert_msg(config_load(&cfg, p, sets, 1, err, sizeof err) == 0, "%s", err);
+    char want[CONFIG_WHERE_LEN];
+    snprintf(want, sizeof want, "%s:5", p);
+    ck_assert_str_eq(config_schema_where(&cfg, "actor", "gamma", buf, sizeof buf), want);
+    ck_assert_str_eq(config_schema_where(&cfg, "actor", "n_step", buf, sizeof buf),
+                     "--set actor.n_step");
+    snprintf(want, sizeof want, "%s (default)", p);
+    ck_assert_str_eq(config_schema_where(&cfg, "replay", "alpha", buf, sizeof buf), want);
+    unlink(p);
+    // Lookups: rows, sections, retired keys.
+    const config_row_t *r = config_schema_find("replay", "alpha");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->type, T_FLOAT);
+    ck_assert_str_eq(r->def, "0.6");
+    ck_assert_ptr_null(config_schema_find("replay", "nope"));
+    ck_assert_ptr_null(config_schema_find("alpha", "replay"));
+    ck_assert_int_eq(config_schema_has_section("python"), 1);
+    ck_assert_int_eq(config_schema_has_section("pythons"), 0);
+    ck_assert_ptr_nonnull(config_schema_retired("replay", "reset_limiter_on_restore"));
+    ck_assert_ptr_null(config_schema_retired("replay", "alpha"));
+    ck_assert_int_eq((int)config_schema_len, config_key_count());
+}
+END_TEST
+
+// config_shard_check's edges: one shard is never checked (it binds what it is given),
+// ephemeral ports never clash (each bind gets its own), binds and connects are separate sets.
+START_TEST(test_shard_check) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    s_code_defaults(&cfg);
+    snprintf(cfg.endpoints.replay_sample_bind, CONFIG_STR_LEN, "%s",
+             cfg.endpoints.learner_pub_bind);
+    ck_assert_int_eq(config_shard_check(&cfg, err, sizeof err), 0); // K = 1
+    cfg.replay.shards = 2;
+    ck_assert_int_eq(config_shard_check(&cfg, err, sizeof err), -1);
+    ck_assert_str_eq(err, "code (default): [endpoints] replay_sample_bind: shard 0 is at "
+                          "tcp://127.0.0.1:5552, which the learner uses");
+    s_code_defaults(&cfg);
+    cfg.replay.shards = 4;
+    cfg.actor.num_actors = 4;
+    char *eps[] = {cfg.endpoints.replay_insert_bind, cfg.endpoints.replay_insert,
+                   cfg.endpoints.replay_sample_bind, cfg.endpoints.replay_sample};
+    const char *vals[] = {"tcp://127.0.0.1:*", "tcp://h:7000", "tcp://127.0.0.1:*", "tcp://h:7100"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(eps[i], CONFIG_STR_LEN, "%s", vals[i]);
+    }
+    ck_assert_msg(config_shard_check(&cfg, err, sizeof err) == 0, "%s", err);
+    // Inserts connect to 7000, 7010, 7020, 7030: samples from 7010 on meet the second.
+    snprintf(cfg.endpoints.replay_sample, CONFIG_STR_LEN, "tcp://h:7010");
+    ck_assert_int_eq(config_shard_check(&cfg, err, sizeof err), -1);
+    ck_assert_str_eq(err, "code (default): [endpoints] replay_sample: shard 0 is at "
+                          "tcp://h:7010, which another replay shard uses");
+    // Too few transitions for the shards.
+    snprintf(cfg.endpoints.replay_sample, CONFIG_STR_LEN, "tcp://h:7100");
+    cfg.replay.capacity = 3;
+    ck_assert_int_eq(config_shard_check(&cfg, err, sizeof err), -1);
+    ck_assert_str_eq(err, "code (default): [replay] shards: 4 shards need a capacity and [actor] "
+                          "num_actors of at least 4 (capacity is 3: code (default))");
+}
+END_TEST
+
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
     const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini",
@@ -490,6 +605,9 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_shipped_configs_load);
     tcase_add_test(tc, test_shard_endpoints);
     tcase_add_test(tc, test_shards_config);
+    tcase_add_test(tc, test_check_direct);
+    tcase_add_test(tc, test_schema_where);
+    tcase_add_test(tc, test_shard_check);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,9 @@
-// check_log.c: the rate limiter, level parsing, line format, and that asserts fire.
+// check_log.c: the rate limiter, level parsing, line format, that asserts fire, and apex.h's
+// error names and messages.
 #include "check_apex.h"
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +93,33 @@ START_TEST(test_strerror) {
 }
 END_TEST
 
+static int s_verrf_caller(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = apex_verrf(err, errlen, APEX_EPROTO, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+// apex_errf returns the code it is given and leaves the formatted message, truncated to the
+// buffer and terminated; a zero-length buffer is not written (and may be NULL).
+START_TEST(test_errf) {
+    char err[16];
+    memset(err, 'x', sizeof err);
+    ck_assert_int_eq(apex_errf(err, sizeof err, -1, "%s:%d: %s", "a.ini", 7, "bad"), -1);
+    ck_assert_str_eq(err, "a.ini:7: bad");
+    ck_assert_int_eq(apex_errf(err, sizeof err, APEX_EINVAL, "%d", 1234567), APEX_EINVAL);
+    ck_assert_str_eq(err, "1234567");
+    memset(err, 'x', sizeof err);
+    ck_assert_int_eq(apex_errf(err, 6, 0, "%s", "much too long"), 0);
+    ck_assert_str_eq(err, "much ");
+    ck_assert_int_eq(err[6], 'x'); // nothing past the 6 bytes given
+    ck_assert_int_eq(apex_errf(NULL, 0, 3, "%s", "nowhere"), 3);
+    ck_assert_int_eq(s_verrf_caller(err, sizeof err, "v%c%d", 'x', 2), APEX_EPROTO);
+    ck_assert_str_eq(err, "vx2");
+}
+END_TEST
+
 Suite *log_suite(void) {
     Suite *s = suite_create("log");
     TCase *tc = tcase_create("core");
@@ -99,6 +128,7 @@ Suite *log_suite(void) {
     tcase_add_test(tc, test_parse_level);
     tcase_add_test(tc, test_line_format_and_filter);
     tcase_add_test(tc, test_strerror);
+    tcase_add_test(tc, test_errf);
     tcase_add_test_raise_signal(tc, test_assert_aborts, SIGABRT);
     suite_add_tcase(s, tc);
     return s;

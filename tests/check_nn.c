@@ -224,6 +224,28 @@ START_TEST(test_gradcheck_all_layers) {
 }
 END_TEST
 
+// The n-step double-DQN target, worked by hand (B = 4, A = 3):
+//   0: argmax online (1, 3, 2) = 1, target there 20: y = 1 + 0.5 * 20 = 11
+//      (plain DQN, max over the target, would give 1 + 0.5 * 30 = 16)
+//   1: online (5, 5, 1) ties: the first, 0; target -2: y = 0.5 + 0.9 * -2 = -1.3
+//   2: online (NaN, 0, -1): NaN never wins, 1; target 4: y = -1 + 0.25 * 4 = 0
+//   3: terminal (disc 0): y = R = 2.5 exactly, though the target there is NaN and Inf
+START_TEST(test_double_dqn_targets) {
+    const float q_online[] = {1, 3, 2, 5, 5, 1, NAN, 0, -1, 0, 1, 0};
+    const float q_target[] = {10, 20, 30, -2, 7, 7, 100, 4, 0, 0, NAN, INFINITY};
+    const float rew[] = {1.0f, 0.5f, -1.0f, 2.5f}, disc[] = {0.5f, 0.9f, 0.25f, 0.0f};
+    float y[4];
+    nn_double_dqn_targets(y, q_online, q_target, rew, disc, 4, 3);
+    const float want[] = {11.0f, -1.3f, 0.0f, 2.5f};
+    ck_assert(check_close_f(y, want, 4, 1e-6, 1e-6, "y"));
+    ck_assert(y[3] == 2.5f);
+    // online == target (the actors' priorities): the max of each row, the terminal still R.
+    nn_double_dqn_targets(y, q_target, q_target, rew, disc, 3, 3);
+    const float want_max[] = {1.0f + 0.5f * 30, 0.5f + 0.9f * 7, -1.0f + 0.25f * 100};
+    ck_assert(check_close_f(y, want_max, 3, 1e-6, 1e-6, "y with online == target"));
+}
+END_TEST
+
 START_TEST(test_td_priorities) {
     // Against nn_forward plus the formula done here by hand, including a terminal.
     nn_config_t cfg = {
@@ -672,6 +694,7 @@ Suite *nn_suite(void) {
     tcase_add_test(tc, test_forward_matches_reference);
     tcase_add_test(tc, test_dueling_mean_is_value);
     tcase_add_test(tc, test_gradcheck_all_layers);
+    tcase_add_test(tc, test_double_dqn_targets);
     tcase_add_test(tc, test_td_priorities);
     suite_add_tcase(s, tc);
     return s;

@@ -35,7 +35,7 @@ START_TEST(test_loss_worked_example) {
     float rew[] = {1.0f, 0.0f, 2.0f}, disc[] = {0.5f, 0.9f, 0.0f}, w[] = {1.0f, 0.5f, 0.25f};
     int32_t act[] = {1, 1, 0};
     float y[3], dq[6], td[3], prio[3];
-    loss_double_dqn_targets(y, qn_online, qn_target, rew, disc, 3, 2);
+    nn_double_dqn_targets(y, qn_online, qn_target, rew, disc, 3, 2);
     float want_y[] = {2.5f, 3.6f, 2.0f};
     ck_assert(check_close_f(y, want_y, 3, 1e-6, 1e-6, "y"));
     float L = loss_huber_td(dq, td, q, y, act, w, 1.0f, 3, 2);
@@ -88,7 +88,7 @@ END_TEST
 START_TEST(test_terminal_does_not_bootstrap) {
     // Even a non-finite bootstrap value is ignored at a terminal.
     float qn[] = {INFINITY, NAN}, rew[] = {0.7f}, disc[] = {0.0f}, y[1];
-    loss_double_dqn_targets(y, qn, qn, rew, disc, 1, 2);
+    nn_double_dqn_targets(y, qn, qn, rew, disc, 1, 2);
     ck_assert_float_eq(y[0], 0.7f);
 }
 END_TEST
@@ -151,7 +151,7 @@ static void s_whole_loss_gradcheck(int dueling) {
     nn_state_init(&st, &tc.net, 6, 1);
     float qn[18], y[6];
     nn_forward(&st, p, sb.next_obs, 6, qn);
-    loss_double_dqn_targets(y, qn, qn, sb.rew, sb.disc, 6, 3);
+    nn_double_dqn_targets(y, qn, qn, sb.rew, sb.disc, 6, 3);
     double num_sq = 0;
     for (size_t i = 0; i < n; i++) {
         double keep = theta[i], h = 1e-6;
@@ -210,7 +210,7 @@ START_TEST(test_loss_gradient_through_nn) {
     nn_params_init(&g, &tc.net);
     float q[18], y[6], dq[18], td[6];
     nn_forward(&st, p, sb.next_obs, 6, q);
-    loss_double_dqn_targets(y, q, q, sb.rew, sb.disc, 6, 3);
+    nn_double_dqn_targets(y, q, q, sb.rew, sb.disc, 6, 3);
     nn_forward(&st, p, sb.obs, 6, q);
     loss_huber_td(dq, td, q, y, sb.act, sb.w, 1.0f, 6, 3);
     nn_backward(&st, p, &g, dq, 6);

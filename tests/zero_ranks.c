@@ -15,9 +15,11 @@
 #include "apex.h"
 #include "group.h"
 #include "log.h"
+#include "parse.h"
 #include "train.h"
 #include "zero_fixture.h"
 
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,10 @@ static int s_parse(int argc, char **argv, s_args *a) {
         }
         *eq = '\0';
         const char *k = argv[i], *v = eq + 1;
+        int *di = strcmp(k, "rows") == 0    ? &a->rows
+                  : strcmp(k, "steps") == 0 ? &a->steps
+                  : strcmp(k, "mem") == 0   ? &a->mem
+                                            : NULL;
         if (strcmp(k, "net") == 0) {
             a->net = v;
         } else if (strcmp(k, "optim") == 0) {
@@ -51,12 +57,12 @@ static int s_parse(int argc, char **argv, s_args *a) {
             a->out = v;
         } else if (strcmp(k, "stage") == 0) {
             a->stages = v;
-        } else if (strcmp(k, "rows") == 0) {
-            a->rows = atoi(v);
-        } else if (strcmp(k, "steps") == 0) {
-            a->steps = atoi(v);
-        } else if (strcmp(k, "mem") == 0) {
-            a->mem = atoi(v);
+        } else if (di) {
+            int64_t x;
+            if (parse_int64(v, INT_MIN, INT_MAX, &x) != 0) {
+                return -1;
+            }
+            *di = (int)x;
         } else if (strcmp(k, "clip") == 0) {
             a->clip = (float)atof(v);
         } else {

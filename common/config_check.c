@@ -1,0 +1,339 @@
+// config_check.c: the checks between keys (see config_check.h).
+#include "config_check.h"
+
+#include "apex.h"
+#include "config_schema.h"
+#include "envinfo.h"
+
+#include <stdio.h>
+#include <string.h>
+
+// Where the value of [sec] key in this function's cfg came from, for a message.
+#define WHERE(sec, key) CONFIG_WHERE(cfg, sec, key)
+
+static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen);
+
+// ---------------------------------------------------------------------------------------
+// [env] and [network]: the observation and the layers that read it.
+
+// Parses "HxWxC" into *h, *w, *c (each >= 1). 0 or -1.
+static int s_parse_shape(const char *v, int *h, int *w, int *c) {
+    char tail;
+    if (sscanf(v, "%dx%dx%d%c", h, w, c, &tail) != 3 || *h < 1 || *w < 1 || *c < 1 ||
+        (int64_t)*h * *w * *c > (1 << 20)) {
+        return -1;
+    }
+    return 0;
+}
+
+// Parses [network] conv ("16x3s1,32x4s2", or "" for none) into cfg->network.conv, then walks
+// the observation shape through the layers (no padding: out = (in - k) / s + 1), so that a
+// stack that does not fit its input is a config error naming the layer.
+static int s_parse_conv(apex_config_t *cfg, char *err, size_t errlen) {
+    config_network_t *n = &cfg->network;
+    n->n_conv = 0;
+    const char *p = n->conv_spec;
+    while (*p == ' ') {
+        p++;
+    }
+    if (*p == '\0' || strcmp(p, "none") == 0) {
+        return 0;
+    }
+    while (*p) {
+        int f, k, st, used = 0;
+        if (sscanf(p, " %dx%ds%d%n", &f, &k, &st, &used) != 3 || f < 1 || f > 4096 || k < 1 ||
+            k > 256 || st < 1 || st > 256) {
+            return apex_errf(
+                err, errlen, -1,
+                "%s: [network] conv: '%s' is not a list of FILTERSxKERNELsSTRIDE (e.g. "
+                "16x3s1 or 32x8s4,64x4s2,64x3s1; filters 1..4096, kernel and stride "
+                "1..256)",
+                WHERE("network", "conv"), n->conv_spec);
+        }
+        if (n->n_conv == CONFIG_MAX_CONV) {
+            return apex_errf(err, errlen, -1, "%s: [network] conv: at most %d layers",
+                             WHERE("network", "conv"), CONFIG_MAX_CONV);
+        }
+        n->conv[n->n_conv].filters = f, n->conv[n->n_conv].kernel = k;
+        n->conv[n->n_conv].stride = st;
+        n->n_conv++;
+        p += used;
+        while (*p == ' ') {
+            p++;
+        }
+        if (*p == ',') {
+            p++;
+        } else if (*p) {
+            return apex_errf(err, errlen, -1,
+                             "%s: [network] conv: '%s': expected ',' after layer %d",
+                             WHERE("network", "conv"), n->conv_spec, n->n_conv);
+        }
+    }
+    const config_env_t *e = &cfg->env;
+    if (e->obs_h == 0) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [network] conv: conv layers need an image observation; %s's is a "
+                         "vector of %d (for id = external, set [env] obs_shape)",
+                         WHERE("network", "conv"), e->id, e->obs_dim);
+    }
+    int h = e->obs_h, w = e->obs_w;
+    for (int l = 0; l < n->n_conv; l++) {
+        int k = n->conv[l].kernel, st = n->conv[l].stride;
+        if (k > h || k > w) {
+            return apex_errf(err, errlen, -1,
+                             "%s: [network] conv: layer %d (%dx%ds%d) has a kernel larger than its "
+                             "%dx%d input",
+                             WHERE("network", "conv"), l + 1, n->conv[l].filters, k, st, h, w);
+        }
+        h = (h - k) / st + 1, w = (w - k) / st + 1;
+    }
+    return 0;
+}
+
+// [env]'s observation keys against the environment: the dtype and shape of a built-in id are
+// its own (a matching value is accepted: --print-config writes them back); scale 0 and dtype
+// auto resolve to the environment's.
+static int s_cross_check_obs(apex_config_t *cfg, const envinfo_t *e, char *err, size_t errlen) {
+    config_env_t *env = &cfg->env;
+    int h = 0, w = 0, c = 0;
+    if (env->obs_shape[0] && s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 elements)",
+                         WHERE("env", "obs_shape"), env->obs_shape);
+    }
+    if (e) {
+        if (env->obs_dtype != CONFIG_OBS_AUTO && env->obs_dtype != e->obs_dtype) {
+            return apex_errf(err, errlen, -1, "%s: [env] obs_dtype: %s's observations are %s",
+                             WHERE("env", "obs_dtype"), e->id,
+                             e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32");
+        }
+        if (env->obs_shape[0] && (h != e->obs_h || w != e->obs_w || c != e->obs_c)) {
+            return apex_errf(err, errlen, -1, "%s: [env] obs_shape: %s's observations are %s",
+                             WHERE("env", "obs_shape"), e->id,
+                             e->obs_h ? "images" : "vectors (leave obs_shape empty)");
+        }
+        env->obs_dtype = e->obs_dtype;
+        env->obs_h = e->obs_h, env->obs_w = e->obs_w, env->obs_c = e->obs_c;
+        if (env->obs_scale == 0) {
+            env->obs_scale = e->obs_scale;
+        }
+        return 0;
+    }
+    if (env->obs_dtype == CONFIG_OBS_AUTO) {
+        env->obs_dtype = CONFIG_OBS_FLOAT32;
+    }
+    if (env->obs_shape[0]) {
+        if ((int64_t)h * w * c != env->obs_dim) {
+            return apex_errf(
+                err, errlen, -1, "%s: [env] obs_shape: %s is %lld elements, obs_dim is %d",
+                WHERE("env", "obs_shape"), env->obs_shape, (long long)h * w * c, env->obs_dim);
+        }
+        env->obs_h = h, env->obs_w = w, env->obs_c = c;
+    }
+    if (env->obs_scale == 0) {
+        env->obs_scale = env->obs_dtype == CONFIG_OBS_UINT8 ? 1.0 / 255.0 : 1.0;
+    }
+    return 0;
+}
+
+// [env] eval_id: a built-in env whose spaces are the run's (id = python or external).
+static int s_cross_check_eval_id(const apex_config_t *cfg, char *err, size_t errlen) {
+    const config_env_t *env = &cfg->env;
+    if (!env->eval_id[0]) {
+        return 0;
+    }
+    const envinfo_t *e = envinfo_find(env->eval_id);
+    if (!e) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id: '%s' is not a built-in environment (%s)",
+                         WHERE("env", "eval_id"), env->eval_id, envinfo_known_ids());
+    }
+    if (e->obs_dim != env->obs_dim || e->n_actions != env->n_actions ||
+        e->obs_dtype != env->obs_dtype || e->obs_h != env->obs_h || e->obs_w != env->obs_w ||
+        e->obs_c != env->obs_c) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id: %s has %d %s observation elements and %d actions; the "
+                         "run's ([env] obs_dim, obs_dtype, obs_shape, n_actions) are %d %s and %d",
+                         WHERE("env", "eval_id"), e->id, e->obs_dim,
+                         e->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32", e->n_actions,
+                         env->obs_dim, env->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32",
+                         env->n_actions);
+    }
+    return 0;
+}
+
+// [env] id = python: the factory and [python]'s keys against [actor]'s.
+static int s_cross_check_python(const apex_config_t *cfg, char *err, size_t errlen) {
+    const config_env_t *env = &cfg->env;
+    const config_python_t *py = &cfg->python;
+    if (py->spawn && (!env->make[0] || !strchr(env->make, ':'))) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] make: id = python needs the env factory as MODULE:CALLABLE "
+                         "(have '%s'), e.g. apex_cartpole:CartPoleEnv",
+                         WHERE("env", "make"), env->make);
+    }
+    size_t kl = strlen(env->kwargs);
+    if (kl && (env->kwargs[0] != '{' || env->kwargs[kl - 1] != '}')) {
+        return apex_errf(err, errlen, -1, "%s: [env] kwargs: '%s' is not a JSON object {...}",
+                         WHERE("env", "kwargs"), env->kwargs);
+    }
+    if (py->transport == CONFIG_PY_LOCAL && !py->spawn) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [python] transport: local is for workers the actor spawns (%s: spawn "
+                         "= false); workers started by hand connect with transport = zmq",
+                         WHERE("python", "transport"), WHERE("python", "spawn"));
+    }
+    if (!py->spawn && strstr(py->bind, ":*")) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [python] bind: '%s' has an ephemeral port; workers started by hand "
+                         "(spawn = false) need a fixed one to connect to",
+                         WHERE("python", "bind"), py->bind);
+    }
+    int64_t E = cfg->actor.envs_per_actor;
+    if (E % py->workers != 0 || (E / py->workers) % py->groups != 0) {
+        return apex_errf(
+            err, errlen, -1,
+            "%s: [python] workers %lld x groups %lld must divide [actor] "
+            "envs_per_actor %lld (%s): each worker steps envs_per_actor / workers envs "
+            "in groups of equal size",
+            WHERE("python", E % py->workers ? "workers" : "groups"), (long long)py->workers,
+            (long long)py->groups, (long long)E, WHERE("actor", "envs_per_actor"));
+    }
+    return 0;
+}
+
+// Checks between keys, and the values derived from them.
+static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
+    config_env_t *env = &cfg->env;
+    int is_python = strcmp(env->id, CONFIG_ENV_PYTHON) == 0;
+    if (!is_python && (env->make[0] || env->kwargs[0])) {
+        return apex_errf(err, errlen, -1, "%s: [env] %s is for id = python (id is '%s')",
+                         WHERE("env", env->make[0] ? "make" : "kwargs"),
+                         env->make[0] ? "make" : "kwargs", env->id);
+    }
+    if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0 || is_python) {
+        if (env->obs_shape[0]) {
+            int h, w, c;
+            if (s_parse_shape(env->obs_shape, &h, &w, &c) != 0) {
+                return apex_errf(err, errlen, -1,
+                                 "%s: [env] obs_shape: '%s' is not HxWxC (positive, at most 2^20 "
+                                 "elements)",
+                                 WHERE("env", "obs_shape"), env->obs_shape);
+            }
+            if (env->ext_obs_dim == 0) {
+                env->ext_obs_dim = (int64_t)h * w * c; // the shape gives the length
+            }
+        }
+        if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
+            return apex_errf(err, errlen, -1,
+                             "%s: [env] id = %s needs obs_dim (or obs_shape) and n_actions >= "
+                             "2 (have %lld and %lld)",
+                             WHERE("env", "id"), env->id, (long long)env->ext_obs_dim,
+                             (long long)env->ext_n_actions);
+        }
+        env->obs_dim = (int)env->ext_obs_dim;
+        env->n_actions = (int)env->ext_n_actions;
+        env->max_episode_steps = 0;
+        if (s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
+            s_cross_check_eval_id(cfg, err, errlen) != 0 ||
+            (is_python && s_cross_check_python(cfg, err, errlen) != 0)) {
+            return -1;
+        }
+        return s_cross_check_sizes(cfg, err, errlen);
+    }
+    const envinfo_t *e = envinfo_find(env->id);
+    if (!e) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] id: unknown environment '%s' (known: %s, or %s, or %s)",
+                         WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_PYTHON,
+                         CONFIG_ENV_EXTERNAL);
+    }
+    if (env->eval_id[0] && strcmp(env->eval_id, env->id) != 0) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id is for id = python or external (id is %s)",
+                         WHERE("env", "eval_id"), env->id);
+    }
+    // --print-config writes the derived values back, so a matching value is accepted.
+    if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
+        (env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions)) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
+                         WHERE("env", env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim
+                                          ? "obs_dim"
+                                          : "n_actions"),
+                         e->id, e->obs_dim, e->n_actions);
+    }
+    env->obs_dim = e->obs_dim;
+    env->n_actions = e->n_actions;
+    env->max_episode_steps = e->max_episode_steps;
+    env->ext_obs_dim = e->obs_dim;
+    env->ext_n_actions = e->n_actions;
+    if (s_cross_check_obs(cfg, e, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
+        return -1;
+    }
+    return s_cross_check_sizes(cfg, err, errlen);
+}
+
+// ---------------------------------------------------------------------------------------
+// Batch sizes: [learner] and [actor] against [replay].
+
+// [learner] batches_per_request = 0. Every request/reply pair costs each side a few
+// system calls and I/O-thread wake-ups whatever its size (~28 per batch over TCP), so small
+// replies are merged: up to 4 batches (3x the batches/s over TCP, bench/RESULTS.md), while
+// a reply stays within 1 MiB (beyond that the copy, not the message, is the cost, and the
+// learner's prefetch slots grow with it) and within [replay] max_batch.
+static int64_t s_auto_batches_per_request(const apex_config_t *cfg) {
+    const int64_t elem = cfg->env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4;
+    // obs and next_obs, key, weight, action, reward, discount
+    const int64_t row_bytes = 2 * cfg->env.obs_dim * elem + 8 + 4 * 4;
+    int64_t k = 4;
+    k = APEX_MIN(k, cfg->replay.max_batch / cfg->learner.batch_size);
+    k = APEX_MIN(k, (int64_t)(1 << 20) / (cfg->learner.batch_size * row_bytes));
+    return APEX_MAX(k, (int64_t)1);
+}
+
+// The batch-size checks of s_cross_check.
+static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
+    if (cfg->replay.min_size_to_sample > cfg->replay.capacity) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [replay] min_size_to_sample: %lld exceeds capacity %lld (%s; the "
+                         "learner would wait forever)",
+                         WHERE("replay", "min_size_to_sample"),
+                         (long long)cfg->replay.min_size_to_sample, (long long)cfg->replay.capacity,
+                         WHERE("replay", "capacity"));
+    }
+    if (cfg->learner.batch_size > cfg->replay.max_batch) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [learner] batch_size: %lld exceeds [replay] max_batch %lld (%s)",
+                         WHERE("learner", "batch_size"), (long long)cfg->learner.batch_size,
+                         (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
+    }
+    if (cfg->learner.batches_per_request == 0) {
+        cfg->learner.batches_per_request = s_auto_batches_per_request(cfg);
+    }
+    if (cfg->learner.batch_size * cfg->learner.batches_per_request > cfg->replay.max_batch) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [learner] batches_per_request: %lld batches of %lld exceed [replay] "
+                         "max_batch %lld (the rows of one reply)",
+                         WHERE("learner", "batches_per_request"),
+                         (long long)cfg->learner.batches_per_request,
+                         (long long)cfg->learner.batch_size, (long long)cfg->replay.max_batch);
+    }
+    if (cfg->actor.send_batch > cfg->replay.max_batch) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [actor] send_batch: %lld exceeds [replay] max_batch %lld (%s)",
+                         WHERE("actor", "send_batch"), (long long)cfg->actor.send_batch,
+                         (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// The entry point: the environment, layers and batch sizes, then the replay shards.
+
+int config_check(apex_config_t *cfg, char *err, size_t errlen) {
+    if (s_cross_check(cfg, err, errlen) != 0) {
+        return -1;
+    }
+    return config_shard_check(cfg, err, errlen);
+}

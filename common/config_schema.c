@@ -1,0 +1,332 @@
+// config_schema.c: the schema table, the retired keys, and lookups in them (see
+// config_schema.h).
+//
+// Defaults are strings parsed by the same code as the file, so a default can never be of
+// the wrong type or out of range without the tests noticing (check_config.c loads the
+// defaults alone and checks they validate).
+#include "config_schema.h"
+
+#include "apex.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define OFF(field) offsetof(apex_config_t, field)
+#define STR(field) OFF(field), sizeof(((apex_config_t *)0)->field)
+#define BIG CONFIG_NO_LIMIT
+
+// ---------------------------------------------------------------------------------------
+// The schema: one row per key. Keep help texts short; configs/*.ini carry the long story.
+const config_row_t config_schema[] = {
+    {"run", "name", T_STR, STR(run.name), 1, 0, "cartpole", NULL,
+     "run name; outputs go to <out_dir>/<name>/"},
+    {"run", "seed", T_INT, OFF(run.seed), 0, 0, 1e15, "1", NULL,
+     "seed for every random stream of the run (actors, envs, replay, network init)"},
+    {"run", "out_dir", T_STR, STR(run.out_dir), 1, 0, "runs", NULL,
+     "parent directory of run directories"},
+    {"run", "max_seconds", T_FLOAT, OFF(run.max_seconds), 0, 0, 1e9, "0", NULL,
+     "launcher stops the run after this many seconds (0 = no limit)"},
+    {"run", "target_return", T_FLOAT, OFF(run.target_return), 0, -1e9, 1e9, "475", NULL,
+     "launcher stops the run once a greedy 100-episode evaluation reaches this mean return"},
+    {"run", "log_level", T_ENUM, OFF(run.log_level), 0, 0, 0, "info", "error|warn|info|debug",
+     "log verbosity"},
+
+    {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
+     "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/<Game>-v0 "
+     "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders), python (Gymnasium-style "
+     "Python envs from [env] make, stepped by apex-actor's env workers, see [python]), or "
+     "external (stepped by your own actors); python and external need obs_dim (or obs_shape), "
+     "n_actions and obs_dtype"},
+    {"env", "obs_dim", T_INT, OFF(env.ext_obs_dim), 0, 0, 1 << 20, "0", NULL,
+     "observation length for id = python or external (0 = the built-in id's)"},
+    {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,
+     "number of discrete actions for id = python or external (0 = the built-in id's)"},
+    {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "auto", "float32|uint8|auto",
+     "observation element type (auto: the environment's, float32 for python and external; "
+     "uint8 stores a quarter of the bytes)"},
+    {"env", "obs_shape", T_STR, STR(env.obs_shape), 0, 0, "", NULL,
+     "observation shape HxWxC, channels last, e.g. 84x84x4 (for id = python or external; a "
+     "conv network needs one; empty: a vector of obs_dim)"},
+    {"env", "obs_scale", T_FLOAT, OFF(env.obs_scale), 0, 0, 1e6, "0", NULL,
+     "observations are multiplied by this before the network (0: the environment's own: 1 for "
+     "the built-in ones, 1/255 for python or external uint8, 1 for their float32)"},
+    {"env", "make", T_STR, STR(env.make), 0, 0, "", NULL,
+     "id = python: the env factory MODULE:CALLABLE, called once per env (MODULE: a dotted "
+     "module on the workers' sys.path, which has python/, or a path to a .py file), e.g. "
+     "apex_cartpole:CartPoleEnv"},
+    {"env", "kwargs", T_STR, STR(env.kwargs), 0, 0, "", NULL,
+     "id = python: keyword arguments for [env] make's CALLABLE, a JSON object on one line, "
+     "e.g. {\"id\": \"CartPole-v1\"} (empty: none)"},
+    {"env", "eval_id", T_STR, STR(env.eval_id), 0, 0, "", NULL,
+     "id = python or external: a built-in id with the same dynamics and spaces; the launcher "
+     "evaluates checkpoints on it with apex-eval (empty: no evaluation)"},
+
+    {"network", "conv", T_STR, STR(network.conv_spec), 0, 0, "", NULL,
+     "conv layers before the hidden ones, FILTERSxKERNELsSTRIDE, comma separated, no padding, "
+     "ReLU after each (MinAtar's DQN: 16x3s1; Nature DQN: 32x8s4,64x4s2,64x3s1); empty: none"},
+    {"network", "hidden", T_INTLIST, OFF(network.hidden), 0, 1, 8192, "256,256", NULL,
+     "hidden layer sizes, comma separated (1 to 4 layers)"},
+    {"network", "dueling", T_BOOL, OFF(network.dueling), 0, 0, 1, "true", NULL,
+     "dueling head Q = V + A - mean(A)"},
+
+    {"replay", "capacity", T_INT, OFF(replay.capacity), 0, 1, CONFIG_REPLAY_CAPACITY_MAX, "1048576",
+     NULL, "transitions kept (FIFO ring); memory is allocated once at start-up"},
+    {"replay", "shards", T_INT, OFF(replay.shards), 0, 1, CONFIG_MAX_SHARDS, "1", NULL,
+     "replay shards: K apex-replay processes (--shard 0..K-1), each with capacity / K, its own "
+     "endpoints and durability directory; actor i inserts into shard i mod K, the learner "
+     "samples shard k with probability P_k / sum P (its total priority)"},
+    {"replay", "alpha", T_FLOAT, OFF(replay.alpha), 0, 0, 1, "0.6", NULL,
+     "priority exponent: P(i) ~ p_i^alpha"},
+    {"replay", "min_size_to_sample", T_INT, OFF(replay.min_size_to_sample), 0, 1, 1LL << 31, "1000",
+     NULL, "no sample is served before the replay holds this many transitions"},
+    {"replay", "samples_per_insert", T_FLOAT, OFF(replay.samples_per_insert), 0, 0, 1e6, "0", NULL,
+     "target ratio of sampled to inserted transitions (0 = no ratio limit)"},
+    {"replay", "spi_tolerance", T_FLOAT, OFF(replay.spi_tolerance), 0, 0, 1e12, "1e5", NULL,
+     "allowed deviation from samples_per_insert, in sampled transitions: sampling may lead "
+     "samples_per_insert * inserted by this much, and a lag beyond it is forgiven (so a learner "
+     "that fell behind, or a restore, cannot release a burst)"},
+    {"replay", "sample_timeout_ms", T_INT, OFF(replay.sample_timeout_ms), 0, 1, 3600000, "1000",
+     NULL, "a held-back sample request is answered 'not ready' after this long (ms)"},
+    {"replay", "max_batch", T_INT, OFF(replay.max_batch), 0, 1, 65536, "4096", NULL,
+     "largest number of transitions in one insert message or sample request"},
+    {"replay", "stats_interval_ms", T_INT, OFF(replay.stats_interval_ms), 0, 100, 3600000, "5000",
+     NULL, "period of the replay server's stats log line (ms)"},
+    {"replay", "max_message_bytes", T_INT, OFF(replay.max_message_bytes), 0, 0, 1LL << 31, "0",
+     NULL, "larger messages are refused by ZeroMQ (0 = derived from max_batch and obs size)"},
+    {"replay", "durability", T_ENUM, OFF(replay.durability), 0, 0, 0, "none", "none|snapshot|wal",
+     "what survives a replay server crash"},
+    {"replay", "snapshot_interval_s", T_FLOAT, OFF(replay.snapshot_interval_s), 0, 0.1, 1e7, "300",
+     NULL, "seconds between replay snapshots (durability = snapshot or wal)"},
+    {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 1, 60000, "50", NULL,
+     "write-ahead log group commit: with the log writer idle, a logged insert waits at most "
+     "this long for its fdatasync to start (ms); under load commits run back to back"},
+
+    {"learner", "batch_size", T_INT, OFF(learner.batch_size), 0, 1, 65536, "512", NULL,
+     "transitions per update"},
+    {"learner", "lr", T_FLOAT, OFF(learner.lr), 0, 1e-12, 10, "0.0005", NULL, "learning rate"},
+    {"learner", "lr_end", T_FLOAT, OFF(learner.lr_end), 0, 1e-12, 10, "0.0001", NULL,
+     "learning rate after lr_steps updates, reached linearly from lr (only with lr_steps > 0)"},
+    {"learner", "lr_steps", T_INT, OFF(learner.lr_steps), 0, 0, BIG, "0", NULL,
+     "updates over which the learning rate is annealed linearly from lr to lr_end (0: lr "
+     "stays constant)"},
+    {"learner", "optimizer", T_ENUM, OFF(learner.optimizer), 0, 0, 0, "adam", "adam|rmsprop",
+     "adam, or centered rmsprop as in the Ape-X paper"},
+    {"learner", "adam_beta1", T_FLOAT, OFF(learner.adam_beta1), 0, 0, 0.999999, "0.9", NULL,
+     "Adam first-moment decay"},
+    {"learner", "adam_beta2", T_FLOAT, OFF(learner.adam_beta2), 0, 0, 0.999999999, "0.999", NULL,
+     "Adam second-moment decay"},
+    {"learner", "adam_eps", T_FLOAT, OFF(learner.adam_eps), 0, 0, 1, "1e-8", NULL, "Adam epsilon"},
+    {"learner", "rms_decay", T_FLOAT, OFF(learner.rms_decay), 0, 0, 0.999999, "0.95", NULL,
+     "centered RMSProp decay (Ape-X: 0.95)"},
+    {"learner", "rms_eps", T_FLOAT, OFF(learner.rms_eps), 0, 0, 1, "1.5e-7", NULL,
+     "centered RMSProp epsilon (Ape-X: 1.5e-7)"},
+    {"learner", "grad_clip", T_FLOAT, OFF(learner.grad_clip), 0, 0, 1e9, "40", NULL,
+     "global gradient-norm clip (0 = off)"},
+    {"learner", "huber_delta", T_FLOAT, OFF(learner.huber_delta), 0, 1e-6, 1e6, "1", NULL,
+     "Huber loss threshold"},
+    {"learner", "target_update", T_INT, OFF(learner.target_update), 0, 1, BIG, "2500", NULL,
+     "updates between target-network syncs (Ape-X: 2500)"},
+    {"learner", "publish_every", T_INT, OFF(learner.publish_every), 0, 1, BIG, "50", NULL,
+     "updates between weight broadcasts to the actors"},
+    {"learner", "prefetch", T_INT, OFF(learner.prefetch), 0, 1, 64, "4", NULL,
+     "sample requests kept in flight to the replay server"},
+    {"learner", "batches_per_request", T_INT, OFF(learner.batches_per_request), 0, 0, 64, "0", NULL,
+     "batches each sample request brings (each its own stratified sample; one round trip "
+     "for several updates); 0 = up to 4 while a reply stays within 1 MiB and max_batch"},
+    {"learner", "beta_start", T_FLOAT, OFF(learner.beta_start), 0, 0, 1, "0.4", NULL,
+     "importance-sampling exponent at update 0"},
+    {"learner", "beta_end", T_FLOAT, OFF(learner.beta_end), 0, 0, 1, "1.0", NULL,
+     "importance-sampling exponent after beta_steps updates"},
+    {"learner", "beta_steps", T_INT, OFF(learner.beta_steps), 0, 1, BIG, "100000", NULL,
+     "updates over which beta is annealed linearly"},
+    {"learner", "priority_eps", T_FLOAT, OFF(learner.priority_eps), 0, 0, 1, "1e-6", NULL,
+     "added to |TD error| to form a priority"},
+    {"learner", "checkpoint_interval_s", T_FLOAT, OFF(learner.checkpoint_interval_s), 0, 0.1, 1e7,
+     "60", NULL, "seconds between checkpoints (one is also written at shutdown)"},
+    {"learner", "max_steps", T_INT, OFF(learner.max_steps), 0, 0, BIG, "0", NULL,
+     "stop after this many updates (0 = no limit)"},
+    {"learner", "threads", T_INT, OFF(learner.threads), 0, 1, 256, "1", NULL,
+     "OpenBLAS threads for the learner"},
+    {"learner", "request_timeout_ms", T_INT, OFF(learner.request_timeout_ms), 0, 10, 3600000,
+     "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
+    {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
+     "1000", NULL, "period of metrics.csv rows (ms)"},
+    {"learner", "ranks", T_INT, OFF(learner.ranks), 0, 1, 1024, "1", NULL,
+     "learner processes the launchers (scripts/apex-local, scripts/apex-slurm) start as one "
+     "data-parallel group: N > 1 runs apex-learner under mpirun or srun as N ranks, each "
+     "training on its own batch_size; their --learners N overrides it. A learner started by "
+     "hand is the group mpirun/srun make it"},
+    {"learner", "zero_stage", T_INT, OFF(learner.zero_stage), 0, 0, 2, "1", NULL,
+     "learner group (mpirun -np N apex-learner) only: 0 = all-reduce, optimizer state "
+     "replicated; 1 = optimizer state sharded over the ranks (ZeRO-1); 2 = gradients sharded "
+     "too (ZeRO-2)"},
+
+    {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, CONFIG_MAX_ACTORS, "2", NULL,
+     "actor processes in the run: the epsilon schedule's N, the launcher's count, and the "
+     "bound on actor ids the replay server accepts (--id 0..N-1)"},
+    {"actor", "envs_per_actor", T_INT, OFF(actor.envs_per_actor), 0, 1, 4096, "16", NULL,
+     "environments each actor steps in lock step"},
+    {"actor", "n_step", T_INT, OFF(actor.n_step), 0, 1, 1000, "3", NULL, "n of n-step returns"},
+    {"actor", "gamma", T_FLOAT, OFF(actor.gamma), 0, 0, 1, "0.99", NULL, "discount factor"},
+    {"actor", "eps_base", T_FLOAT, OFF(actor.eps_base), 0, 0, 1, "0.4", NULL,
+     "epsilon schedule base: eps_i = eps_base^(1 + eps_alpha * i / (N - 1))"},
+    {"actor", "eps_alpha", T_FLOAT, OFF(actor.eps_alpha), 0, 0, 100, "7", NULL,
+     "epsilon schedule exponent"},
+    {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
+     "transitions per message to the replay server"},
+    {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,
+     "env steps (frames, summed over an actor's envs) between weight refreshes from the "
+     "learner; the paper's 400"},
+    {"actor", "max_pending_batches", T_INT, OFF(actor.max_pending_batches), 0, 1, 8192, "256", NULL,
+     "unacknowledged batches kept for re-sending; when full the oldest is dropped"},
+    {"actor", "ack_timeout_ms", T_INT, OFF(actor.ack_timeout_ms), 0, 10, 3600000, "3000", NULL,
+     "a batch not acknowledged this long is sent again (ms)"},
+    {"actor", "stats_interval_ms", T_INT, OFF(actor.stats_interval_ms), 0, 50, 3600000, "1000",
+     NULL, "period of ActorStats messages to the learner (ms)"},
+    {"actor", "max_steps_per_s", T_INT, OFF(actor.max_steps_per_s), 0, 0, BIG, "0", NULL,
+     "cap on vector steps per second per actor (0 = as fast as possible)"},
+
+    {"eval", "episodes", T_INT, OFF(eval.episodes), 0, 1, 100000, "100", NULL,
+     "episodes per evaluation (apex-eval; the launcher's stop on [run] target_return)"},
+    {"eval", "epsilon", T_FLOAT, OFF(eval.epsilon), 0, 0, 1, "0", NULL,
+     "exploration rate during evaluation (0: greedy; MinAtar's paper reports epsilon 0.1)"},
+    {"eval", "max_episode_steps", T_INT, OFF(eval.max_episode_steps), 0, 0, BIG, "27000", NULL,
+     "an evaluation episode is cut after this many steps and counted with its return so far "
+     "(a greedy policy can loop forever where an env has no time limit; 0 = never)"},
+    {"eval", "interval_s", T_FLOAT, OFF(eval.interval_s), 0, 0, 1e6, "0", NULL,
+     "apex-eval --follow evaluates the newest weights at most this often (0: as soon as an "
+     "evaluation ends and newer weights exist)"},
+    {"python", "workers", T_INT, OFF(python.workers), 0, 1, 256, "1", NULL,
+     "id = python: env worker processes per actor; each steps envs_per_actor / workers envs"},
+    {"python", "groups", T_INT, OFF(python.groups), 0, 1, 64, "2", NULL,
+     "id = python: each worker's envs are stepped in this many groups, so that Python steps "
+     "one while the actor infers for another (1 = lock step)"},
+    {"python", "spawn", T_BOOL, OFF(python.spawn), 0, 0, 1, "true", NULL,
+     "id = python: true, the actor starts its workers (and restarts them); false, they are "
+     "started by hand (python3 python/apex_env.py --connect ... --worker-id K) and connect "
+     "to [python] bind"},
+    {"python", "transport", T_ENUM, OFF(python.transport), 0, 0, 0, "local", "local|zmq",
+     "id = python: local, spawned workers talk over pipes and shared memory (no socket); zmq, "
+     "over ZeroMQ at [python] bind (CURVE under [security] mode = curve; needed for spawn = "
+     "false)"},
+    {"python", "bind", T_STR, STR(python.bind), 1, 0, "tcp://127.0.0.1:*", NULL,
+     "id = python, transport zmq: the endpoint actor 0 binds for its workers (ROUTER); actor i "
+     "binds port + i; * = an ephemeral port (spawned workers only)"},
+    {"python", "interpreter", T_STR, STR(python.interpreter), 1, 0, "/usr/bin/python3", NULL,
+     "id = python: the Python the workers run (a path; it needs numpy, and pyzmq for zmq)"},
+    {"python", "script", T_STR, STR(python.script), 0, 0, "", NULL,
+     "id = python: the worker script (empty: python/apex_env.py of the tree the binaries were "
+     "built in, found from the binary's directory)"},
+    {"python", "step_timeout_ms", T_INT, OFF(python.step_timeout_ms), 0, 10, 3600000, "10000", NULL,
+     "id = python: a worker whose reply to a step is this late is lost (restarted when "
+     "spawned); its envs' episodes are dropped (ms)"},
+    {"python", "hello_timeout_ms", T_INT, OFF(python.hello_timeout_ms), 0, 10, 3600000, "30000",
+     NULL,
+     "id = python: start-up waits this long for every worker's HELLO and first reset; "
+     "later, the bound on a restarted worker's (ms)"},
+
+    {"endpoints", "replay_insert_bind", T_STR, STR(endpoints.replay_insert_bind), 1, 0,
+     "tcp://127.0.0.1:5550", NULL,
+     "replay binds this for actor inserts (ROUTER; actors connect DEALERs); with [replay] "
+     "shards > 1 one endpoint (shard k at port + 10 k) or one per shard, comma separated"},
+    {"endpoints", "replay_insert", T_STR, STR(endpoints.replay_insert), 1, 0,
+     "tcp://127.0.0.1:5550", NULL,
+     "actors connect here to push transitions (sharded: as replay_insert_bind)"},
+    {"endpoints", "replay_sample_bind", T_STR, STR(endpoints.replay_sample_bind), 1, 0,
+     "tcp://127.0.0.1:5551", NULL,
+     "replay binds this for learner requests (ROUTER; the learner connects a DEALER); "
+     "sharded: as replay_insert_bind"},
+    {"endpoints", "replay_sample", T_STR, STR(endpoints.replay_sample), 1, 0,
+     "tcp://127.0.0.1:5551", NULL,
+     "the learner connects here to sample and update (sharded: as replay_insert_bind)"},
+    {"endpoints", "learner_pub_bind", T_STR, STR(endpoints.learner_pub_bind), 1, 0,
+     "tcp://127.0.0.1:5552", NULL,
+     "learner binds this to hand out weights (ROUTER; actors and apex-eval ask with DEALERs)"},
+    {"endpoints", "learner_pub", T_STR, STR(endpoints.learner_pub), 1, 0, "tcp://127.0.0.1:5552",
+     NULL, "actors and apex-eval --follow connect here to ask for weights"},
+    {"endpoints", "learner_stats_bind", T_STR, STR(endpoints.learner_stats_bind), 1, 0,
+     "tcp://127.0.0.1:5553", NULL, "learner binds this for actor stats (PULL)"},
+    {"endpoints", "learner_stats", T_STR, STR(endpoints.learner_stats), 1, 0,
+     "tcp://127.0.0.1:5553", NULL, "actors connect here to send episode stats"},
+
+    {"security", "mode", T_ENUM, OFF(security.mode), 0, 0, 0, "none", "none|curve",
+     "none (plain TCP) or curve (CurveZMQ: encrypted, servers accept only authorized keys)"},
+    {"security", "key_dir", T_STR, STR(security.key_dir), 1, 0, "keys", NULL,
+     "directory of <name>.key / <name>.pub files made by apex-keygen"},
+    {"security", "authorized_keys", T_STR, STR(security.authorized_keys), 1, 0,
+     "keys/authorized_keys", NULL, "client public keys the servers accept, one per line"},
+};
+#define N_ROWS (sizeof config_schema / sizeof config_schema[0])
+_Static_assert(N_ROWS <= CONFIG_MAX_KEYS, "apex_config_t's origin arrays hold every key");
+
+// Keys that existed once and were removed: a config that still has one gets an error that
+// says why, instead of "unknown key".
+static const struct {
+    const char *section, *key, *why;
+} s_retired[] = {
+    {"replay", "reset_limiter_on_restore",
+     "removed: a restore now brings the rate limiter's state back with the data, so the "
+     "learner keeps the configured replay ratio across a replay restart (delete the line)"},
+};
+
+const size_t config_schema_len = N_ROWS;
+
+// ---------------------------------------------------------------------------------------
+// Lookups.
+
+const config_row_t *config_schema_find(const char *section, const char *key) {
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (strcmp(config_schema[i].section, section) == 0 &&
+            strcmp(config_schema[i].key, key) == 0) {
+            return &config_schema[i];
+        }
+    }
+    return NULL;
+}
+
+int config_schema_has_section(const char *section) {
+    for (size_t i = 0; i < N_ROWS; i++) {
+        if (strcmp(config_schema[i].section, section) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *config_schema_retired(const char *section, const char *key) {
+    for (size_t i = 0; i < sizeof s_retired / sizeof s_retired[0]; i++) {
+        if (strcmp(s_retired[i].section, section) == 0 && strcmp(s_retired[i].key, key) == 0) {
+            return s_retired[i].why;
+        }
+    }
+    return NULL;
+}
+
+const char *config_schema_where(const apex_config_t *cfg, const char *section, const char *key,
+                                char *buf, size_t n) {
+    const config_row_t *r = config_schema_find(section, key);
+    APEX_ASSERT(r != NULL);
+    size_t i = (size_t)(r - config_schema);
+    if (cfg->origin_set[i]) {
+        snprintf(buf, n, "--set %s.%s", section, key);
+    } else if (cfg->origin_line[i]) {
+        snprintf(buf, n, "%s:%u", cfg->source, (unsigned)cfg->origin_line[i]);
+    } else {
+        snprintf(buf, n, "%s (default)", cfg->source);
+    }
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------
+// The schema as data (see config.h).
+
+int config_key_count(void) { return (int)N_ROWS; }
+
+int config_key_at(int i, const char **section, const char **key) {
+    if (i < 0 || (size_t)i >= N_ROWS) {
+        return -1;
+    }
+    *section = config_schema[i].section;
+    *key = config_schema[i].key;
+    return 0;
+}
