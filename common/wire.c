@@ -139,7 +139,7 @@ static int s_err(wire_decoder_t *d, int code, const char *fmt, ...)
 static int s_err(wire_decoder_t *d, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->last_error, sizeof d->last_error, fmt, ap);
+    apex_verrf(d->last_error, sizeof d->last_error, code, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "fileio.h"
 #include "log.h"
+#include "parse.h"
 #include "xalloc.h"
 
 #include <dirent.h>
@@ -115,15 +116,20 @@ static int s_lock(int fd, const char *path) {
     int waited = 0;
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char buf[32] = {0};
-        long pid = pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
-        int holder_alive = pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+        int64_t pid = 0;
+        const char *end;
+        if (pread(fd, buf, sizeof buf - 1, 0) <= 0 || parse_int64_prefix(buf, &pid, &end) != 0) {
+            pid = 0; // no pid written (yet): the holder is unknown, wait for it as for a child
+        }
+        int holder_alive = pid > 0 && pid <= INT32_MAX &&
+                           (kill((pid_t)pid, 0) == 0 || errno == EPERM);
         if (holder_alive || waited >= LOCK_WAIT_MS) {
             return -1;
         }
         if (waited == 0) {
             log_warn("%s: held by a snapshot child of apex-replay[%ld], which is gone; waiting "
                      "for the child to exit",
-                     path, pid);
+                     path, (long)pid);
         }
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
