@@ -77,10 +77,11 @@ int main(int argc, char **argv) {
     if (rc >= 0) {
         return rc;
     }
-    if (args.trace) {
+    if (args.trace) { // random actions: no network, no BLAS
         return evaluator_trace(&cfg, (uint64_t)args.trace_seed, args.trace_steps, args.actions,
                                stdout);
     }
+    blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     if (args.follow) {
         return evaluator_follow(&cfg, args.max_evals);
     }

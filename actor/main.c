@@ -1,5 +1,6 @@
 // apex-actor: steps environments and feeds the replay server (see actor/actor.h).
 #include "actor.h"
+#include "blas.h"
 #include "cli.h"
 
 int main(int argc, char **argv) {
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) {
         return rc;
     }
+    blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     actor_t *actor = actor_new(&cfg, args.index);
     if (!actor) {
         return 2; // start-up error, already logged

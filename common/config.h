@@ -44,8 +44,13 @@ typedef struct {
     char out_dir[CONFIG_STR_LEN];
     double max_seconds;
     double target_return;
-    int log_level; // log_level from log.h
+    int log_level;        // log_level from log.h
+    char blas_kernel[32]; // "auto", "openblas" or one of CONFIG_BLAS_CORES (model/blas.h)
 } config_run_t;
+
+// The OpenBLAS cores [run] blas_kernel may name (any case), besides auto and openblas: one per
+// instruction set and the tuned AMD one (model/blas.h knows every core OpenBLAS may report).
+#define CONFIG_BLAS_CORES "Prescott Nehalem Sandybridge Haswell Zen SkylakeX Cooperlake"
 
 // Element type of observations in transitions, replay and samples. uint8 is for
 // observations that are bytes (image frames): a quarter of float32's memory and bandwidth.

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 // Where the value of [sec] key in this function's cfg came from, for a message.
 #define WHERE(sec, key) CONFIG_WHERE(cfg, sec, key)
@@ -331,7 +332,29 @@ static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
 // ---------------------------------------------------------------------------------------
 // The entry point: the environment, layers and batch sizes, then the replay shards.
 
+// [run] blas_kernel: auto, openblas, or a core of CONFIG_BLAS_CORES (any case).
+static int s_check_blas_kernel(const apex_config_t *cfg, char *err, size_t errlen) {
+    const char *v = cfg->run.blas_kernel;
+    if (strcmp(v, "auto") == 0 || strcmp(v, "openblas") == 0) {
+        return 0;
+    }
+    size_t n = strlen(v);
+    for (const char *p = CONFIG_BLAS_CORES; *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && strncasecmp(p, v, n) == 0) {
+            return 0;
+        }
+        p += w + (p[w] == ' ');
+    }
+    return apex_errf(err, errlen, -1,
+                     "%s: [run] blas_kernel: '%s' is not auto, openblas or one of %s",
+                     WHERE("run", "blas_kernel"), v, CONFIG_BLAS_CORES);
+}
+
 int config_check(apex_config_t *cfg, char *err, size_t errlen) {
+    if (s_check_blas_kernel(cfg, err, errlen) != 0) {
+        return -1;
+    }
     if (s_cross_check(cfg, err, errlen) != 0) {
         return -1;
     }

@@ -30,6 +30,10 @@ const config_row_t config_schema[] = {
      "launcher stops the run once a greedy 100-episode evaluation reaches this mean return"},
     {"run", "log_level", T_ENUM, OFF(run.log_level), 0, 0, 0, "info", "error|warn|info|debug",
      "log verbosity"},
+    {"run", "blas_kernel", T_STR, STR(run.blas_kernel), 1, 0, "auto", NULL,
+     "the OpenBLAS kernel the learner, actors and evaluator run: auto (the best the CPU's "
+     "features allow, unless OPENBLAS_CORETYPE is set), openblas (OpenBLAS's own choice), or a "
+     "core (" CONFIG_BLAS_CORES "); logged at start-up"},
 
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
      "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/<Game>-v0 "

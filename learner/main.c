@@ -1,4 +1,5 @@
 // apex-learner: trains the Q-network on replayed experience (see learner/learner.h).
+#include "blas.h"
 #include "cli.h"
 #include "learner.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) {
         return rc;
     }
+    blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     learner_t *learner = learner_new(&cfg, args.resume);
     if (!learner) {
         return 2; // start-up error, already logged

@@ -163,15 +163,15 @@ void blas_plan(const cpu_features_t *f, const char *current, const char *user_en
     if (named) {
         out->kind = BLAS_PLAN_SWITCH;
         out->core = named;
-        snprintf(out->why, sizeof out->why, "%s, set by [run] blas_kernel", named);
+        snprintf(out->why, sizeof out->why, "%s (%s), set by [run] blas_kernel", named,
+                 s_isa_names[blas_core_isa(named)]);
         return;
     }
     if (configured && strcmp(configured, "openblas") == 0) {
         out->warn = far_below;
-        snprintf(out->why, sizeof out->why,
-                 "%s (%s), OpenBLAS's own choice ([run] blas_kernel = "
-                 "openblas)%s%s",
+        snprintf(out->why, sizeof out->why, "%s (%s), %s ([run] blas_kernel = openblas)%s%s",
                  current, s_isa_names[cur],
+                 user_env && *user_env ? "as OPENBLAS_CORETYPE asks" : "OpenBLAS's own choice",
                  far_below ? "; this CPU has AVX2+FMA, and ---> HINT: [run] blas_kernel = auto "
                              "would run "
                            : "",
@@ -193,8 +193,8 @@ void blas_plan(const cpu_features_t *f, const char *current, const char *user_en
         out->kind = BLAS_PLAN_SWITCH;
         out->core = best;
         snprintf(out->why, sizeof out->why,
-                 "%s (%s) for this CPU, instead of OpenBLAS's own %s (%s)", best, s_isa_names[top],
-                 current, s_isa_names[cur]);
+                 "%s (%s), chosen by apex for this CPU instead of OpenBLAS's own %s (%s)", best,
+                 s_isa_names[top], current, s_isa_names[cur]);
         return;
     }
     snprintf(out->why, sizeof out->why, "%s (%s), OpenBLAS's own choice", current,
@@ -298,6 +298,7 @@ int blas_verify(blas_gemm_fn gemm, char *why, size_t n) {
 #define ENV_OWN "APEX_BLAS_OPENBLAS"       // OpenBLAS's own choice before it, for the log
 #define ENV_USER "APEX_BLAS_USER_CORETYPE" // the user's OPENBLAS_CORETYPE before it ("" none)
 #define ENV_REJECTED "APEX_BLAS_REJECTED"  // a core that failed its check: not chosen again
+#define ENV_WHY "APEX_BLAS_WHY"            // the plan's reason, for the log after the exec
 
 // The environment as the user had it (our own variables gone).
 static void s_restore_env(void) {
@@ -310,6 +311,7 @@ static void s_restore_env(void) {
     unsetenv(ENV_CHOSEN);
     unsetenv(ENV_OWN);
     unsetenv(ENV_USER);
+    unsetenv(ENV_WHY);
 }
 
 static void s_exec_self(char **argv) {
@@ -321,26 +323,25 @@ static void s_exec_self(char **argv) {
 
 // After our own exec: the chosen core is the one running, and it computes right.
 static void s_after_exec(char **argv, const char *chosen, const char *cpu) {
-    char own[64], why[256];
+    char own[64], why[320], bad[256];
     snprintf(own, sizeof own, "%s", getenv(ENV_OWN) ? getenv(ENV_OWN) : "?");
+    snprintf(why, sizeof why, "%s", getenv(ENV_WHY) ? getenv(ENV_WHY) : chosen);
     if (strcasecmp(blas_core(), chosen) != 0) {
         s_restore_env();
-        log_warn("BLAS: OpenBLAS did not take core %s (it runs %s); CPU %s", chosen, blas_core(),
-                 cpu);
+        log_warn("OpenBLAS did not take core %s (it runs %s); CPU %s", chosen, blas_core(), cpu);
         return;
     }
-    if (blas_verify(blas_sgemm_ld, why, sizeof why) != 0) {
-        log_error("BLAS: OpenBLAS core %s failed its start-up check (%s); starting again with "
+    if (blas_verify(blas_sgemm_ld, bad, sizeof bad) != 0) {
+        log_error("OpenBLAS core %s failed its start-up check (%s); starting again with "
                   "OpenBLAS's own %s",
-                  chosen, why, own);
+                  chosen, bad, own);
         setenv(ENV_REJECTED, chosen, 1);
         s_restore_env();
         s_exec_self(argv);
         return;
     }
     s_restore_env();
-    log_info("BLAS: OpenBLAS %s (%s), chosen for this CPU (OpenBLAS's own choice: %s); CPU %s",
-             chosen, s_isa_names[blas_core_isa(chosen)], own, cpu);
+    log_info("OpenBLAS %s, checked at start-up; CPU %s", why, cpu);
 }
 
 void blas_startup(char **argv, const char *configured) {
@@ -359,7 +360,7 @@ void blas_startup(char **argv, const char *configured) {
     blas_plan(&f, blas_core(), getenv("OPENBLAS_CORETYPE"), configured, &plan);
     const char *rejected = getenv(ENV_REJECTED);
     if (plan.kind == BLAS_PLAN_SWITCH && rejected && strcasecmp(rejected, plan.core) == 0) {
-        log_warn("BLAS: OpenBLAS %s, its own choice: %s failed its check at start-up; CPU %s",
+        log_warn("OpenBLAS %s, its own choice: %s failed its check at start-up; CPU %s",
                  blas_core(), plan.core, cpu);
         return;
     }
@@ -368,14 +369,15 @@ void blas_startup(char **argv, const char *configured) {
         setenv(ENV_USER, user ? user : "", 1);
         setenv(ENV_OWN, blas_core(), 1);
         setenv(ENV_CHOSEN, plan.core, 1);
+        setenv(ENV_WHY, plan.why, 1);
         setenv("OPENBLAS_CORETYPE", plan.core, 1);
         s_exec_self(argv);
         s_restore_env();
         return;
     }
     if (plan.warn) {
-        log_warn("BLAS: OpenBLAS %s; CPU %s", plan.why, cpu);
+        log_warn("OpenBLAS %s; CPU %s", plan.why, cpu);
     } else {
-        log_info("BLAS: OpenBLAS %s; CPU %s", plan.why, cpu);
+        log_info("OpenBLAS %s; CPU %s", plan.why, cpu);
     }
 }

@@ -985,6 +985,8 @@ static const s_row s_rows[] = {
     {"run.seed", "run.seed=2", NULL, s_train, TR_Q, DIFF, NULL},
     {"run.out_dir", "run.out_dir=@TMP@/elsewhere", NULL, s_learner, LN_DIRS, DIFF, NULL},
     {"run.max_seconds", NULL, NULL, NULL, 0, DIFF, "launcher.sh"},
+    // The kernel is chosen at a daemon's start, by restarting the process: a smoke script.
+    {"run.blas_kernel", NULL, NULL, NULL, 0, DIFF, "blas_kernel.sh"},
     {"run.target_return", NULL, NULL, NULL, 0, DIFF, "launcher.sh"},
     {"run.log_level", "run.log_level=debug", NULL, s_cli, 0, UP, NULL},
 

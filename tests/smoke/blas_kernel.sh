@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The BLAS kernel of the computing daemons (issue #32; [run] blas_kernel, model/blas.h): each
+# of apex-learner, apex-actor and apex-eval logs which OpenBLAS core runs and why; a core named
+# in the config runs after the process started itself again (same pid), and was checked
+# against the naive reference; with [run] blas_kernel = auto and no OPENBLAS_CORETYPE the core
+# is of the best instruction set the CPU has; a user's OPENBLAS_CORETYPE is respected, and a
+# warning with the remedy says when it is far below the CPU; openblas keeps OpenBLAS's own
+# choice; anything else is a config error. The named core is Sandybridge (AVX), which every
+# x86-64 CPU of the last ten years runs; what the choice is for any other CPU is check_blas's.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+RUNS="$TMP/runs"
+SETS=($(endpoint_sets) --set run.out_dir="$RUNS")
+flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+has() { [[ " $flags " == *" $1 "* ]]; }
+if has avx512f && has avx512cd && has avx512bw && has avx512dq && has avx512vl; then
+  best="AVX-512"
+elif has avx2 && has fma; then
+  best="AVX2+FMA"
+elif has avx; then
+  best="AVX"
+else
+  best="SSE"
+fi
+if ! has avx; then
+  [ "${CI:-}" = true ] && bad "this CPU has no AVX: the named-core checks cannot run" || true
+  echo "  (no AVX on this CPU: the named-core checks are skipped)"
+fi
+
+# blas_line LOG: the kernel line a daemon logged.
+blas_line() { grep -m1 ' blas: ' "$1" || true; }
+
+# A learner with a named core: it restarts itself (same pid), logs the core, runs, and stops
+# in order; its checkpoint loads.
+if has avx; then
+  # key: run.blas_kernel
+  env -u OPENBLAS_CORETYPE "$APEX_BIN/apex-learner" --set run.blas_kernel=Sandybridge \
+    -c configs/cartpole.ini "${SETS[@]}" >"$TMP/learner.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  if wait_for 60 grep -q 'learner: .* parameters' "$TMP/learner.log"; then
+    ok "learner runs with [run] blas_kernel = Sandybridge"
+  else
+    bad "learner did not start"; tail -5 "$TMP/learner.log"
+  fi
+  line=$(blas_line "$TMP/learner.log")
+  [[ "$line" == *"OpenBLAS Sandybridge (AVX), set by [run] blas_kernel, checked at start-up"* ]] \
+    && ok "learner: the named core runs, checked: ${line#* blas: }" \
+    || bad "learner kernel line: '$line'"
+  [[ "$line" == *"apex-learner[$pid]"* ]] && ok "the restart kept the pid ($pid)" \
+    || bad "the kernel line's pid is not the started process's $pid: '$line'"
+  kill -TERM "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" = 0 ] && ok "learner: SIGTERM, exit 0" || bad "learner exit $rc"
+  ckpt="$RUNS/cartpole/checkpoint.bin"
+
+  # An actor with the named core (no replay or learner: it keeps stepping, and stops in order).
+  env -u OPENBLAS_CORETYPE "$APEX_BIN/apex-actor" -c configs/cartpole.ini "${SETS[@]}" \
+    --set run.blas_kernel=Sandybridge --index 0 >"$TMP/actor.log" 2>&1 &
+  apid=$!
+  PIDS+=("$apid")
+  wait_for 60 grep -q ' blas: ' "$TMP/actor.log" || true
+  line=$(blas_line "$TMP/actor.log")
+  [[ "$line" == *"OpenBLAS Sandybridge (AVX), set by [run] blas_kernel"* && "$line" == *"[$apid]"* ]] \
+    && ok "actor: the named core runs" || bad "actor kernel line: '$line'"
+  kill -TERM "$apid"
+  rc=0; wait "$apid" || rc=$?
+  [ "$rc" = 0 ] && ok "actor: SIGTERM, exit 0" || bad "actor exit $rc"
+
+  # apex-eval on the learner's checkpoint: auto, with no variable set.
+  env -u OPENBLAS_CORETYPE "$APEX_BIN/apex-eval" -c configs/cartpole.ini "${SETS[@]}" \
+    --checkpoint "$ckpt" --episodes 2 >"$TMP/eval.out" 2>"$TMP/eval.log" \
+    && ok "eval evaluates the checkpoint (auto)" || bad "eval failed: $(tail -2 "$TMP/eval.log")"
+  line=$(blas_line "$TMP/eval.log")
+  [[ "$line" == *"($best)"* ]] && ok "auto runs a core of the CPU's best instruction set ($best)" \
+    || bad "auto on a CPU with $best: '$line'"
+  [[ "$line" != *" W blas:"* ]] && ok "auto: no warning" || bad "auto warned: '$line'"
+fi
+
+# The user's variable: respected; far below the CPU (SSE on an AVX2 CPU) it is a warning.
+OPENBLAS_CORETYPE=Prescott "$APEX_BIN/apex-eval" -c configs/cartpole.ini "${SETS[@]}" \
+  --checkpoint /nonexistent >/dev/null 2>"$TMP/user.log" || true
+line=$(blas_line "$TMP/user.log")
+[[ "$line" == *"OpenBLAS Prescott (SSE), as OPENBLAS_CORETYPE=Prescott in the environment asks"* ]] \
+  && ok "OPENBLAS_CORETYPE=Prescott is respected" || bad "user's variable: '$line'"
+if has avx2 && has fma; then
+  [[ "$line" == *" W blas:"* && "$line" == *"HINT: unset OPENBLAS_CORETYPE"* ]] \
+    && ok "SSE on an AVX2 CPU: a warning with the remedy" || bad "no warning: '$line'"
+fi
+
+# openblas: OpenBLAS's own choice, no restart.
+env -u OPENBLAS_CORETYPE "$APEX_BIN/apex-eval" -c configs/cartpole.ini "${SETS[@]}" \
+  --set run.blas_kernel=openblas --checkpoint /nonexistent >/dev/null 2>"$TMP/own.log" || true
+line=$(blas_line "$TMP/own.log")
+[[ "$line" == *"OpenBLAS's own choice ([run] blas_kernel = openblas)"* ]] \
+  && ok "openblas keeps OpenBLAS's choice" || bad "openblas: '$line'"
+
+# A value that is no kernel: a config error naming the choices.
+expect_rc 2 "blas_kernel = bogus is a config error" "$APEX_BIN/apex-learner" -c configs/cartpole.ini \
+  --set run.blas_kernel=bogus
+grep -q "blas_kernel: 'bogus' is not auto, openblas or one of" "$TMP/err" \
+  && ok "the error names the choices" || bad "error: $(cat "$TMP/err")"
+finish
