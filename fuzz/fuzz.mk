@@ -21,13 +21,13 @@ FUZZ_TARGETS := wire config
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-  -Icommon -I$(FUZZ_BUILD)/proto $(PKG_CFLAGS) -O1 -g $(FUZZ_SAN) -MMD -MP
+  -Icommon -Ienvs -I$(FUZZ_BUILD)/proto $(PKG_CFLAGS) -O1 -g $(FUZZ_SAN) -MMD -MP
 FUZZ_LIBS = $(shell pkg-config --libs libprotobuf-c inih) -lm
 
 # Only what wire.c and config.c need, so a clang-only problem elsewhere in common/ cannot
 # break the fuzz build (check the rest with `make fuzz-clang-check`).
 FUZZ_COMMON_SRC := common/apex.c common/xalloc.c common/log.c common/clock.c \
-  common/envinfo.c common/config.c common/wire.c
+  envs/envinfo.c common/config.c common/wire.c
 FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(FUZZ_COMMON_SRC)) \
   $(FUZZ_BUILD)/proto/apex.pb-c.o
 FUZZ_BINS := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
@@ -57,6 +57,10 @@ $(FUZZ_BUILD)/proto/apex.pb-c.o: $(FUZZ_BUILD)/proto/apex.pb-c.c
 	  -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_BUILD)/common/%.o: common/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/envs/%.o: envs/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

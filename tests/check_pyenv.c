@@ -1,4 +1,4 @@
-// check_pyenv.c: the Python env bridge (actor/pyenv.c) with the real worker
+// check_pyenv.c: the Python env bridge (envs/pyenv.c) with the real worker
 // (python/apex_env.py under /usr/bin/python3; env factories in tests/pyenv_faults.py) and,
 // for malformed input, a fake worker in a thread of this process written from the wire
 // format in pyenv.h (not from pyenv.c's structs).

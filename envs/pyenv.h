@@ -62,7 +62,7 @@
 // allocates nothing (libzmq's own message buffers aside). Not thread-safe: one thread drives
 // a pyenv_t (the zmq socket rule).
 //
-// The wire format between the two halves is written down in actor/pywire.h (and, the same
+// The wire format between the two halves is written down in envs/pywire.h (and, the same
 // text, in python/apex_env.py).
 #ifndef APEX_PYENV_H
 #define APEX_PYENV_H
@@ -82,7 +82,7 @@
 typedef enum { PYENV_OK = 0, PYENV_ENV_FAULT = 1, PYENV_NO_STEP = 2 } pyenv_status;
 
 // How the actor and its workers talk. LOCAL (spawned workers only): shared memory for the
-// frames and a pipe each way for the headers (actor/pylocal.h), no socket; ZMQ: the
+// frames and a pipe each way for the headers (envs/pylocal.h), no socket; ZMQ: the
 // ROUTER below, for workers started by hand (other hosts, CURVE) or spawned ones.
 typedef enum { PYENV_LOCAL = 0, PYENV_ZMQ = 1 } pyenv_transport;
 

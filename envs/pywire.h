@@ -1,4 +1,4 @@
-// pywire.h: the wire format of the Python env bridge (actor/pyenv.c <-> python/apex_env.py),
+// pywire.h: the wire format of the Python env bridge (envs/pyenv.c <-> python/apex_env.py),
 // and the checks every message from a worker passes before it is used.
 //
 // What it does: lays out the fixed header, names the message types, flags and dtype codes,
@@ -11,7 +11,7 @@
 // Wire format (version 1). The same text is in python/apex_env.py; change both together.
 // ------------------------------------------------------------------------------------------
 // The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own); workers
-// the actor spawns use the local transport instead (actor/pylocal.h: the same header over a
+// the actor spawns use the local transport instead (envs/pylocal.h: the same header over a
 // pipe, the same frames in shared memory). Every message is multipart; frame 0 is a fixed
 // 72-byte header, all integers little-endian:
 //

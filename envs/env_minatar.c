@@ -1,4 +1,4 @@
-// env_minatar.c: the five MinAtar games (actor/minatar.h, exact to kenjyoung/MinAtar 4241f24)
+// env_minatar.c: the five MinAtar games (envs/minatar.h, exact to kenjyoung/MinAtar 4241f24)
 // as env specs: "MinAtar/<Game>-v0", the ids MinAtar's own Gymnasium registration gives the
 // full 6-action set the paper's results use. Sticky actions (probability 0.1) and difficulty
 // ramping are on, as in minatar.Environment's defaults.

@@ -3,7 +3,7 @@
 // The replay server and the learner must validate messages against the observation size and
 // action count of the run's environment, but they do not step environments and must not
 // depend on actor/. This table is the one place those numbers live outside actor/; a unit
-// test checks it against the environment registry in actor/env.c.
+// test checks it against the environment registry in envs/env.c.
 #ifndef APEX_ENVINFO_H
 #define APEX_ENVINFO_H
 
