@@ -1257,14 +1257,7 @@ void pyenv_get_stats(const pyenv_t *self, pyenv_stats_t *out) {
     out->curve_denied = self->sec ? security_denied(self->sec) : 0;
 }
 
-const char *pyenv_endpoint(const pyenv_t *self) { return self->endpoint; }
-
 pid_t pyenv_worker_pid(const pyenv_t *self, int w) {
     APEX_ASSERT(w >= 0 && w < self->W);
     return self->w[w].pid;
-}
-
-int pyenv_worker_up(const pyenv_t *self, int w) {
-    APEX_ASSERT(w >= 0 && w < self->W);
-    return self->w[w].state == W_UP;
 }

@@ -191,11 +191,7 @@ const char *pyenv_env_error(const pyenv_t *self, int group, int j);
 int pyenv_drain_episodes(pyenv_t *self, vecenv_episode_t *out, int cap);
 
 void pyenv_get_stats(const pyenv_t *self, pyenv_stats_t *out);
-// The endpoint the bridge bound (ephemeral port resolved), for workers started by hand.
-const char *pyenv_endpoint(const pyenv_t *self);
 // Spawned worker w's pid, or 0 while it is not running (or spawn = 0).
 pid_t pyenv_worker_pid(const pyenv_t *self, int w);
-// 1 when worker w is up (HELLO done, first reset answered), else 0.
-int pyenv_worker_up(const pyenv_t *self, int w);
 
 #endif
