@@ -1,12 +1,14 @@
 # fuzz/fuzz.mk: libFuzzer harnesses, included by the main Makefile (`-include fuzz/fuzz.mk`).
 #   make fuzz            build, then run every harness for FUZZ_SECONDS (default 60) each
 #   make fuzz-smoke      the same for 10 s each (CI)
-#   make fuzz-build      only build build-fuzz/fuzz_wire and build-fuzz/fuzz_config
-#   make fuzz-corpus     regenerate fuzz/corpus/ from wire_encode and configs/*.ini
+#   make fuzz-build      only build build-fuzz/fuzz_wire, fuzz_config and fuzz_pywire
+#   make fuzz-corpus     regenerate fuzz/corpus/ from wire_encode, configs/*.ini and the
+#                        Python bridge's header and region layout (gen_pywire_corpus)
 #   make fuzz-clean
 # Everything is built by clang in $(FUZZ_BUILD), apart from the normal build: the common
-# sources with -fsanitize=fuzzer-no-link,address,undefined (coverage plus sanitizers), each
-# harness linked with -fsanitize=fuzzer,address,undefined. The corpus and regressions are
+# sources (and, for fuzz_pywire, envs/pywire.c and envs/pylocal.c) with
+# -fsanitize=fuzzer-no-link,address,undefined (coverage plus sanitizers), each harness
+# linked with -fsanitize=fuzzer,address,undefined. The corpus and regressions are
 # also replayed under gcc by tests/check_fuzz_regressions.c in `make test`.
 # Not instrumented: libprotobuf-c and libinih, which come from the system packages.
 
@@ -16,7 +18,7 @@ FUZZ_SAVED_GOAL := $(.DEFAULT_GOAL)
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := wire config
+FUZZ_TARGETS := wire config pywire
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
@@ -30,9 +32,12 @@ FUZZ_COMMON_SRC := common/apex.c common/xalloc.c common/log.c common/clock.c \
   envs/envinfo.c common/config.c common/wire.c
 FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(FUZZ_COMMON_SRC)) \
   $(FUZZ_BUILD)/proto/apex.pb-c.o
+# The Python bridge's wire and the local transport's frame table (what a worker sends).
+FUZZ_PYWIRE_OBJ := $(FUZZ_BUILD)/envs/pywire.o $(FUZZ_BUILD)/envs/pylocal.o
 FUZZ_BINS := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 # Objects reached only through pattern rules; keep them for incremental rebuilds.
-.SECONDARY: $(FUZZ_COMMON_OBJ) $(patsubst %,$(FUZZ_BUILD)/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
+.SECONDARY: $(FUZZ_COMMON_OBJ) $(FUZZ_PYWIRE_OBJ) \
+  $(patsubst %,$(FUZZ_BUILD)/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
 
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus fuzz-clean fuzz-clang-check
 fuzz-build: $(FUZZ_BINS)
@@ -70,6 +75,7 @@ $(FUZZ_BUILD)/fuzz/%.o: fuzz/%.c | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h
 
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_COMMON_OBJ)
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(FUZZ_LIBS) -o $@
+$(FUZZ_BUILD)/fuzz_pywire: $(FUZZ_PYWIRE_OBJ)
 
 # Every common/ source through clang -Werror (no sanitizers, no link): the fuzz build uses
 # only some of them, and a clang warning anywhere in common/ should be seen early.
@@ -85,13 +91,16 @@ fuzz-clang-check: | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h \
 	echo "fuzz-clang-check: common/ is clean under $(FUZZ_CC)"
 
 # ---- seed corpus ------------------------------------------------------------------------
-# gen_corpus is an ordinary program over the normal build's library.
+# gen_corpus and gen_pywire_corpus are ordinary programs over the normal build's libraries.
 $(BUILD)/fuzz/gen_corpus: $(BUILD)/fuzz/gen_corpus.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+$(BUILD)/fuzz/gen_pywire_corpus: $(BUILD)/fuzz/gen_pywire_corpus.o $(LIBENV) $(LIBCOMMON)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 
-fuzz-corpus: $(BUILD)/fuzz/gen_corpus
-	@mkdir -p fuzz/corpus/wire fuzz/corpus/config fuzz/replay/wire
+fuzz-corpus: $(BUILD)/fuzz/gen_corpus $(BUILD)/fuzz/gen_pywire_corpus
+	@mkdir -p fuzz/corpus/wire fuzz/corpus/config fuzz/replay/wire fuzz/corpus/pywire
 	$(BUILD)/fuzz/gen_corpus fuzz/corpus/wire fuzz/replay/wire
+	$(BUILD)/fuzz/gen_pywire_corpus fuzz/corpus/pywire
 	cp configs/*.ini fuzz/corpus/config/
 
 fuzz-clean:
