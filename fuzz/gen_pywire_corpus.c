@@ -217,7 +217,9 @@ int main(int argc, char **argv) {
     memcpy(m.f[1] + 8, &big, 8);
     rc |= s_write_msg(dir, "bad_reward_beyond_f32", &m);
     s_result(&m, p, 0, 2);
-    m.f[2][1] = PYWIRE_RESET_FLAG; // RESET without an end
+    m.f[2][1] = PYWIRE_RESET_FLAG; // RESET without an end, with its row and count
+    m.h.n_reset++;
+    s_add_row(&m, 3, p, 101);
     rc |= s_write_msg(dir, "bad_flags_reset_alone", &m);
     s_result(&m, p, 0, 2);
     m.f[2][0] = PYWIRE_ERROR | PYWIRE_TERMINATED | PYWIRE_RESET_FLAG;
@@ -234,7 +236,8 @@ int main(int argc, char **argv) {
     m.len[4]++; // a byte after the records
     rc |= s_write_msg(dir, "bad_record_trailing", &m);
     s_result(&m, p, 0, 2);
-    m.h.n_reset = 0;
+    m.h.n_reset = 0; // env 0 is flagged RESET: the count (and, so, the rows) disagree
+    m.len[3] = 0;
     rc |= s_write_msg(dir, "bad_count_reset", &m);
     s_result(&m, p, 0, 2);
     m.len[0] -= 1;
