@@ -22,7 +22,7 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 # Project flags are appended, so a user's CFLAGS never removes warnings (Redis REDIS_CFLAGS).
 APEX_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-  -Icommon -Imodel -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
+  -Icommon -Imodel -Ienvs -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_CFLAGS = $(APEX_CFLAGS) $(CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
 # MPI (OpenMPI's C bindings) for the learner group only: learner/group.c is the one file that
@@ -35,8 +35,14 @@ MPI_LIBS = $(shell pkg-config --libs ompi-c)
 PROTOS := apex tensorboard
 PROTO_C := $(PROTOS:%=$(BUILD)/proto/%.pb-c.c)
 PROTO_H := $(PROTOS:%=$(BUILD)/proto/%.pb-c.h)
-COMMON_SRC := $(wildcard common/*.c)
+# envs/envinfo.c is the table of env ids and their dimensions, data only: it goes into
+# libapexcommon (config.c checks [env] against it), so that the replay server and the learner
+# know an id's dimensions without linking any environment. The rest of envs/ (the envs, the
+# Python bridge) is libapexenv, which only apex-actor, apex-eval, the tests and benches link.
+ENVINFO_SRC := envs/envinfo.c
+COMMON_SRC := $(wildcard common/*.c) $(ENVINFO_SRC)
 MODEL_SRC := $(wildcard model/*.c)
+ENV_SRC := $(filter-out $(ENVINFO_SRC),$(wildcard envs/*.c))
 ACTOR_MOD := $(filter-out %main.c,$(wildcard actor/*.c))
 REPLAY_MOD := $(filter-out %main.c,$(wildcard replay/*.c))
 LEARNER_MOD := $(filter-out %main.c,$(wildcard learner/*.c))
@@ -48,6 +54,7 @@ BENCH_SRC := $(filter-out $(BENCH_LIB),$(wildcard bench/*.c))
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(PROTO_C:.c=.o)
 MODEL_OBJ := $(call obj,$(MODEL_SRC))
+ENV_OBJ := $(call obj,$(ENV_SRC))
 ACTOR_OBJ := $(call obj,$(ACTOR_MOD))
 REPLAY_OBJ := $(call obj,$(REPLAY_MOD))
 LEARNER_OBJ := $(call obj,$(LEARNER_MOD))
@@ -55,6 +62,9 @@ LIBCOMMON := $(BUILD)/libapexcommon.a
 # The network (layers, optimizers, checkpoints, BLAS glue): actor, learner and evaluator
 # link it; the replay server never does.
 LIBMODEL := $(BUILD)/libapexmodel.a
+# The environments (classic control, MinAtar, the Python bridge): actor, evaluator, tests
+# and benches link it; the replay server and the learner never do.
+LIBENV := $(BUILD)/libapexenv.a
 
 # A binary is built when its main file exists (so every commit builds, daemon by daemon).
 MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c actor/keygen_main.c replay/main.c learner/main.c)
@@ -102,12 +112,15 @@ $(LIBCOMMON): $(COMMON_OBJ)
 $(LIBMODEL): $(MODEL_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
+$(LIBENV): $(ENV_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
 
 # ---- binaries --------------------------------------------------------------------------
-$(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBMODEL) $(LIBCOMMON)
+$(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
-$(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBMODEL) $(LIBCOMMON)
+$(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BIN)/apex-keygen: $(BUILD)/actor/keygen_main.o $(LIBCOMMON)
@@ -129,7 +142,8 @@ $(BUILD)/gen/suites.h: $(TEST_SRC)
 	   sed -n 's/^Suite \*\([a-z0-9_]*_suite\)(void).*/    X(\1) \\/p' $(sort $(TEST_SRC)); \
 	   echo; } > $@.tmp && mv $@.tmp $@
 
-$(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
+$(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBENV) $(LIBMODEL) \
+  $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
 # One rank of a learner group on fixed batches: check_group runs it under mpirun.
@@ -168,7 +182,8 @@ asan: $(DEPS_STAMP)
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
 
 # ---- benchmarks ------------------------------------------------------------------------
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(call obj,$(BENCH_LIB)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(call obj,$(BENCH_LIB)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) \
+  $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
 bench: $(BENCH_BINS) $(BINARIES)

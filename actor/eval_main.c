@@ -19,7 +19,7 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     const env_spec_t *spec = env_find(cfg->env.id);
     if (!spec) { // id = external: nothing here can step it
         fprintf(stderr, "apex-eval: [env] id '%s' is not an environment apex can step (%s)\n",
-                cfg->env.id, env_known_ids());
+                cfg->env.id, envinfo_known_ids());
         return 2;
     }
     nn_config_t nc;
@@ -49,8 +49,8 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     evaluator_run(spec, &p, &st, &o, &r);
     printf("%s checkpoint %s (update %llu): episodes %ld  epsilon %g  mean %.2f  std %.2f  "
            "min %.1f  max %.1f%s\n",
-           spec->id, args->checkpoint, (unsigned long long)hdr.learner_step, r.episodes, o.epsilon,
-           r.mean, r.std, r.min, r.max,
+           spec->info->id, args->checkpoint, (unsigned long long)hdr.learner_step, r.episodes,
+           o.epsilon, r.mean, r.std, r.min, r.max,
            r.truncated ? "  (some episodes cut at [eval] max_episode_steps)" : "");
     nn_state_fini(&st);
     nn_params_fini(&p);

@@ -50,7 +50,7 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
                     const eval_opts_t *o, uint64_t first, s_summary *sum) {
     vecenv_t v;
     vecenv_init(&v, spec, n, o->seed, first, n);
-    int A = spec->n_actions;
+    int A = spec->info->n_actions;
     float *q = xmalloc((size_t)n * (size_t)A * sizeof(float));
     float *eps = xmalloc((size_t)n * sizeof(float));
     int32_t *act = xmalloc((size_t)n * sizeof(int32_t));
@@ -147,7 +147,7 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
     const env_spec_t *spec = env_find(cfg->env.id);
     if (!spec) {
         log_error("[env] id '%s' is not an environment apex can step (%s)", cfg->env.id,
-                  env_known_ids());
+                  envinfo_known_ids());
         return 2;
     }
     int *actions = NULL;
@@ -178,10 +178,10 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
     }
     long ep_len = 0;
     for (long t = 1; t <= steps && (n_actions < 0 || t <= n_actions); t++) {
-        int a = n_actions >= 0 ? actions[t - 1] : minatar_lcg_action(&lcg) % spec->n_actions;
-        if (a < 0 || a >= spec->n_actions) {
+        int a = n_actions >= 0 ? actions[t - 1] : minatar_lcg_action(&lcg) % spec->info->n_actions;
+        if (a < 0 || a >= spec->info->n_actions) {
             log_error("%s: action %d at step %ld is not in [0, %d)", actions_path, a, t,
-                      spec->n_actions);
+                      spec->info->n_actions);
             free(actions);
             return 2;
         }
@@ -189,7 +189,7 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
         uint8_t term;
         spec->step(state, a, obs, &r, &term);
         ep_len++;
-        int trunc = spec->max_episode_steps > 0 && ep_len >= spec->max_episode_steps;
+        int trunc = spec->info->max_episode_steps > 0 && ep_len >= spec->info->max_episode_steps;
         if (game) {
             minatar_format_step(line, sizeof line, t, a, m->last_action, r, term, obs,
                                 game->channels);
@@ -443,7 +443,7 @@ int evaluator_follow(const apex_config_t *cfg, long max_evals) {
     f.spec = env_find(cfg->env.id);
     if (!f.spec) {
         log_error("[env] id '%s' is not an environment apex can step (%s)", cfg->env.id,
-                  env_known_ids());
+                  envinfo_known_ids());
         return 2;
     }
     blas_set_threads(1);

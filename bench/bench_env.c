@@ -49,7 +49,7 @@ static double s_thread_cpu_s(void) {
 static double s_run_window(vecenv_t *v, rng_t *r, long vsteps, float *rewards, uint8_t *term,
                            uint8_t *trunc, double *cpu) {
     int32_t actions[BENCH_NENV];
-    const uint32_t A = (uint32_t)v->spec->n_actions;
+    const uint32_t A = (uint32_t)v->spec->info->n_actions;
     double c0 = s_thread_cpu_s();
     int64_t t0 = clock_now_ns();
     for (long s = 0; s < vsteps; s++) {
@@ -101,7 +101,7 @@ static void s_bench(const env_spec_t *spec, const char *name, long vsteps, int w
                                 : 0.5 * (rates[windows / 2 - 1] + rates[windows / 2]);
     printf("# bench_env %s: %d envs, %ld vector steps x %d windows; min %.0f max %.0f steps/s; "
            "%llu episodes, mean length %.1f\n",
-           spec->id, BENCH_NENV, vsteps, windows, rates[0], rates[windows - 1],
+           spec->info->id, BENCH_NENV, vsteps, windows, rates[0], rates[windows - 1],
            (unsigned long long)v.episodes, (double)v.steps / (double)(v.episodes ? v.episodes : 1));
     printf("BENCH env.%s.steps_per_s %.0f steps/s\n", name, median);
     printf("BENCH env.%s.steps_per_cpu_s %.0f steps/s\n", name,

@@ -1,4 +1,4 @@
-// bench_pyenv.c: env steps/s over the Python env bridge (actor/pyenv.c + python/apex_env.py)
+// bench_pyenv.c: env steps/s over the Python env bridge (envs/pyenv.c + python/apex_env.py)
 // against the same envs stepped in a plain Python loop (the cost floor).
 //
 // 64 reference CartPoles (../shared/peers/cartpole_env.py behind tests/pyenv_faults.py's

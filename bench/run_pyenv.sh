@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_pyenv.sh: env steps/s over the Python env bridge (build/bench/bench_pyenv: actor/pyenv.c
+# run_pyenv.sh: env steps/s over the Python env bridge (build/bench/bench_pyenv: envs/pyenv.c
 # with python/apex_env.py workers stepping 64 reference CartPoles, random actions) against
 # the same 64 envs in a plain Python loop (bench/pyenv_plain_loop.py), which the binary runs
 # itself before and after the bridge. It prints every BENCH line, among them

@@ -63,7 +63,7 @@ typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1, CONFIG_OBS_AUTO = 2
 // proto/apex.proto), not by apex-actor; its shape and dtype come from these keys.
 #define CONFIG_ENV_EXTERNAL "external"
 // [env] id = python: apex-actor steps Gymnasium-style Python envs ([env] make) through its
-// env workers (actor/pyenv.h, [python]); the observation keys are id = external's.
+// env workers (envs/pyenv.h, [python]); the observation keys are id = external's.
 #define CONFIG_ENV_PYTHON "python"
 
 typedef struct {
@@ -85,7 +85,7 @@ typedef struct {
     char eval_id[64];            // a built-in id stepping the same MDP, for evaluation ("" = none)
 } config_env_t;
 
-// How apex-actor talks to its Python env workers (actor/pyenv.h pyenv_transport).
+// How apex-actor talks to its Python env workers (envs/pyenv.h pyenv_transport).
 typedef enum { CONFIG_PY_LOCAL = 0, CONFIG_PY_ZMQ = 1 } config_py_transport;
 
 // [python]: apex-actor's Python env workers for [env] id = python.

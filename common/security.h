@@ -44,7 +44,7 @@ int security_client(security_t *self, void *sock, const char *server_name);
 void security_attach(security_t *self, loop_t *loop);
 // Clients refused by the ZAP handler so far (not on the allow-list).
 uint64_t security_denied(const security_t *self);
-// For code that polls its sockets itself instead of running a loop_t (actor/pyenv.c): the
+// For code that polls its sockets itself instead of running a loop_t (envs/pyenv.c): the
 // ZAP handler's socket (NULL unless a curve server), and one turn of the handler, which
 // answers one waiting request without blocking; returns 1 if it answered one, else 0.
 void *security_zap_socket(const security_t *self);

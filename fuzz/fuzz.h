@@ -17,6 +17,7 @@
 
 int fuzz_wire_one(const uint8_t *data, size_t size);
 int fuzz_config_one(const uint8_t *data, size_t size);
+int fuzz_pywire_one(const uint8_t *data, size_t size);
 int fuzz_replay_one(const uint8_t *data, size_t size);
 int fuzz_learner_one(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

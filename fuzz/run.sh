@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz/run.sh: run the libFuzzer harnesses built by `make fuzz-build`.
 #
-#   fuzz/run.sh [target...]        targets: wire config replay learner (default: all)
+#   fuzz/run.sh [target...]        targets: wire config pywire replay learner (default: all)
 #   FUZZ_SECONDS=60                time per target
 #   FUZZ_JOBS=1                    parallel fuzzing jobs per target (the CI box has 2 cores)
 #   FUZZ_WORK=dir                  keep the run's corpus and artifacts there (default: a
@@ -22,7 +22,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_JOBS=${FUZZ_JOBS:-1}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(wire config replay learner)
+    targets=(wire config pywire replay learner)
 fi
 
 if [ -n "${FUZZ_WORK:-}" ]; then
@@ -35,11 +35,13 @@ else
 fi
 
 # Per-target libFuzzer options: the wire harness takes up to 64 KiB messages (a real
-# sample reply of a few hundred rows); configs are short text with a key dictionary.
+# sample reply of a few hundred rows); configs are short text with a key dictionary; a
+# bridge message is a header and a reply region of at most 4 KiB (fuzz_pywire.c).
 s_options() {
     case "$1" in
     wire) echo "-max_len=65536" ;;
     config) echo "-max_len=4096 -dict=$PWD/fuzz/config.dict" ;;
+    pywire) echo "-max_len=4096" ;;
     # Programs of operations (fuzz_prog.h): a few hundred operations fit in 4 KiB.
     replay | learner) echo "-max_len=4096" ;;
     *) echo "run.sh: unknown target '$1'" >&2; return 1 ;;

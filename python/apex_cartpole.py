@@ -17,7 +17,7 @@ terminated when |x| > 2.4 or |theta| > 12 degrees, truncated at 500 steps. reset
 draws the start state U(-0.05, 0.05)^4 from numpy.random.default_rng(s) (Gymnasium's
 np_random for that seed), an unseeded reset continues the env's stream: the same episodes
 as gymnasium.make("CartPole-v1") for the same seeds, and as apex's built-in CartPole-v1
-dynamics (actor/env_cartpole.c), which is what lets a checkpoint trained here be evaluated
+dynamics (envs/env_cartpole.c), which is what lets a checkpoint trained here be evaluated
 there ([env] eval_id = CartPole-v1). tests/pyenv_faults.py compare checks it step for step
 against an independent reference when one is at hand.
 

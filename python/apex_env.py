@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""apex_env.py: a Python env worker for apex-actor (the env half of actor/pyenv.{h,c}).
+"""apex_env.py: a Python env worker for apex-actor (the env half of envs/pyenv.{h,c}).
 
 The actor keeps the Q-network, epsilon-greedy, n-step folding, priorities and batching in C;
 this process only steps environments (the SEED RL / EnvPool split). It imports a factory,
@@ -44,7 +44,7 @@ Liveness: until the actor's first RESET the HELLO is repeated every HELLO_INTERV
 that, whenever nothing has come for IDLE_HELLO_S (an actor that restarted learns of this
 worker again). The actor ignores a repeated HELLO of a worker it knows (same nonce).
 
-Wire format (version 1). The same text is in actor/pyenv.h; change both together.
+Wire format (version 1). The same text is in envs/pywire.h; change both together.
 ------------------------------------------------------------------------------------------
 The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own). Every
 message is multipart; frame 0 is a fixed 72-byte header, all integers little-endian:
@@ -87,7 +87,7 @@ errors: n_error records, one per ERROR env in env order: u32 env (worker-local i
 u32 len (<= 256), len bytes of UTF-8 text.
 ------------------------------------------------------------------------------------------
 
-Local transport (actor/pylocal.h; workers the actor spawns: --local SHM,IN,OUT,REQ,REP,G).
+Local transport (envs/pylocal.h; workers the actor spawns: --local SHM,IN,OUT,REQ,REP,G).
 The same headers and frames, without ZeroMQ: fd IN carries the actor's headers, fd OUT this
 worker's, 72 bytes each; the frames after the header are in the shared memory file SHM,
 G request regions of REQ bytes then G reply regions of REP bytes. Each region is

@@ -114,6 +114,8 @@ void check_encode_weights(wire_buf_t *out, uint64_t version, const float *params
 // while it runs (the including file's fuzz_input_name, which a failed FUZZ_CHECK prints).
 // Returns how many files ran (0 for a missing directory).
 typedef int (*check_fuzz_fn)(const uint8_t *data, size_t size);
+// A whole file, malloc'd (the caller frees it), its length in *len; NULL when unreadable.
+uint8_t *check_slurp(const char *path, size_t *len);
 int check_fuzz_dir(const char *kind, const char *target, check_fuzz_fn fn, const char **name);
 
 #endif

@@ -18,19 +18,19 @@
 START_TEST(test_registry_find) {
     const env_spec_t *cp = env_find("CartPole-v1");
     ck_assert_ptr_eq(cp, &env_cartpole_spec);
-    ck_assert_int_eq(cp->obs_dim, 4);
-    ck_assert_int_eq(cp->n_actions, 2);
-    ck_assert_int_eq(cp->max_episode_steps, 500);
+    ck_assert_int_eq(cp->info->obs_dim, 4);
+    ck_assert_int_eq(cp->info->n_actions, 2);
+    ck_assert_int_eq(cp->info->max_episode_steps, 500);
     const env_spec_t *ab = env_find("Acrobot-v1");
     ck_assert_ptr_eq(ab, &env_acrobot_spec);
-    ck_assert_int_eq(ab->obs_dim, 6);
-    ck_assert_int_eq(ab->n_actions, 3);
-    ck_assert_int_eq(ab->max_episode_steps, 500);
+    ck_assert_int_eq(ab->info->obs_dim, 6);
+    ck_assert_int_eq(ab->info->n_actions, 3);
+    ck_assert_int_eq(ab->info->max_episode_steps, 500);
     const env_spec_t *mc = env_find("MountainCar-v0");
     ck_assert_ptr_eq(mc, &env_mountaincar_spec);
-    ck_assert_int_eq(mc->obs_dim, 2);
-    ck_assert_int_eq(mc->n_actions, 3);
-    ck_assert_int_eq(mc->max_episode_steps, 200);
+    ck_assert_int_eq(mc->info->obs_dim, 2);
+    ck_assert_int_eq(mc->info->n_actions, 3);
+    ck_assert_int_eq(mc->info->max_episode_steps, 200);
     // Unknown, differently-cased, versionless and NULL ids are not found.
     ck_assert_ptr_null(env_find("cartpole-v1"));
     ck_assert_ptr_null(env_find("CartPole"));
@@ -41,11 +41,12 @@ START_TEST(test_registry_find) {
 END_TEST
 
 START_TEST(test_registry_known_ids_lists_every_spec) {
-    const char *ids = env_known_ids();
+    const char *ids = envinfo_known_ids();
     const env_spec_t *specs[] = {&env_cartpole_spec, &env_acrobot_spec, &env_mountaincar_spec};
     for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
-        ck_assert_msg(strstr(ids, specs[i]->id) != NULL, "%s missing from '%s'", specs[i]->id, ids);
-        ck_assert_ptr_eq(env_find(specs[i]->id), specs[i]);
+        ck_assert_msg(strstr(ids, specs[i]->info->id) != NULL, "%s missing from '%s'",
+                      specs[i]->info->id, ids);
+        ck_assert_ptr_eq(env_find(specs[i]->info->id), specs[i]);
     }
 }
 END_TEST
@@ -73,8 +74,8 @@ static int s_replay_fixture(const env_fix_traj_t *t) {
             check_close_d(state, want->state, (size_t)spec->state_dim, 1e-12, 1e-12, what), "%s",
             what);
         snprintf(what, sizeof(what), "%s/%s step %d obs", t->env_id, t->name, k);
-        ck_assert_msg(check_close_f(obs, want->obs, (size_t)spec->obs_dim, 1e-6, 1e-7, what), "%s",
-                      what);
+        ck_assert_msg(check_close_f(obs, want->obs, (size_t)spec->info->obs_dim, 1e-6, 1e-7, what),
+                      "%s", what);
         ck_assert_msg(reward == want->reward, "%s/%s step %d reward %g want %g", t->env_id, t->name,
                       k, reward, want->reward);
         ck_assert_msg(term == want->terminated, "%s/%s step %d terminated %d want %d", t->env_id,
@@ -131,7 +132,7 @@ START_TEST(test_step_batch_matches_step) {
         if (spec->step_batch == NULL) {
             continue;
         }
-        const int S = spec->state_dim, O = spec->obs_dim;
+        const int S = spec->state_dim, O = spec->info->obs_dim;
         double a[NB * ENV_MAX_STATE_DIM], b[NB * ENV_MAX_STATE_DIM];
         float oa[NB * ENV_MAX_OBS_DIM], ob[NB * ENV_MAX_OBS_DIM], ra[NB], rb[NB];
         uint8_t ta[NB], tb[NB];
@@ -147,7 +148,7 @@ START_TEST(test_step_batch_matches_step) {
         memcpy(b, a, sizeof(a));
         for (int t = 0; t < 30; t++) {
             for (int i = 0; i < NB; i++) {
-                act[i] = (int32_t)rng_below(&r, (uint32_t)spec->n_actions);
+                act[i] = (int32_t)rng_below(&r, (uint32_t)spec->info->n_actions);
                 spec->step(a + i * S, act[i], oa + i * O, &ra[i], &ta[i]);
             }
             spec->step_batch(b, NB, act, ob, rb, tb);
@@ -176,10 +177,10 @@ static void s_check_resets(const env_spec_t *spec, const double *lo, const doubl
     for (int k = 0; k < 20000; k++) {
         spec->reset(s, &r, obs);
         spec->observe(s, obs2);
-        ck_assert(memcmp(obs, obs2, (size_t)spec->obs_dim * sizeof(float)) == 0);
+        ck_assert(memcmp(obs, obs2, (size_t)spec->info->obs_dim * sizeof(float)) == 0);
         for (int j = 0; j < spec->state_dim; j++) {
             ck_assert_msg(s[j] >= lo[j] && s[j] <= hi[j], "%s state[%d] = %g outside [%g, %g]",
-                          spec->id, j, s[j], lo[j], hi[j]);
+                          spec->info->id, j, s[j], lo[j], hi[j]);
             mn[j] = fmin(mn[j], s[j]);
             mx[j] = fmax(mx[j], s[j]);
         }
@@ -274,7 +275,7 @@ START_TEST(test_vecenv_truncates_at_limit) {
     const env_spec_t *specs[] = {&env_mountaincar_spec, &env_acrobot_spec};
     for (int si = 0; si < 2; si++) {
         const env_spec_t *spec = specs[si];
-        const int T = spec->max_episode_steps;
+        const int T = spec->info->max_episode_steps;
         vecenv_t v;
         s_vec_io_t io;
         vecenv_init(&v, spec, VN, 5, 0, 2 * VN);

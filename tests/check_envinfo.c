@@ -1,40 +1,129 @@
-// check_envinfo.c: the dimensions every daemon validates messages with (common/envinfo.c)
-// agree with the environments the actors actually step (actor/env.c).
+// check_envinfo.c: the one table of env ids (envs/envinfo.h) and the implementation registry
+// built from it (envs/env.c): every row has its spec and that spec is the row's, every id
+// is found and nothing else is, the list of ids is the table's, and the MinAtar rows'
+// shapes are their games'.
 #include "check_apex.h"
 
 #include <string.h>
 
 #include "env.h"
 #include "envinfo.h"
+#include "minatar.h"
 
-START_TEST(test_tables_agree) {
-    const char *ids[] = {"CartPole-v1",         "Acrobot-v1",
-                         "MountainCar-v0",      "MinAtar/Asterix-v0",
-                         "MinAtar/Breakout-v0", "MinAtar/Freeway-v0",
-                         "MinAtar/Seaquest-v0", "MinAtar/SpaceInvaders-v0"};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        const envinfo_t *info = envinfo_find(ids[i]);
-        const env_spec_t *spec = env_find(ids[i]);
-        ck_assert_ptr_nonnull(info);
-        ck_assert_ptr_nonnull(spec);
-        ck_assert_int_eq(info->obs_dim, spec->obs_dim);
-        ck_assert_int_eq(info->n_actions, spec->n_actions);
-        ck_assert_int_eq(info->max_episode_steps, spec->max_episode_steps);
-        ck_assert_int_eq(info->obs_dtype, spec->obs_dtype);
-        ck_assert_int_eq(info->obs_h, spec->obs_h);
-        ck_assert_int_eq(info->obs_w, spec->obs_w);
-        ck_assert_int_eq(info->obs_c, spec->obs_c);
-        ck_assert_float_eq(info->obs_scale, spec->obs_scale);
+// Every row's id finds that row and its spec, and the spec's info is that row: the registry
+// is keyed by the table, not a second list.
+START_TEST(test_every_row_has_its_spec) {
+    for (int i = 0; i < ENVINFO_COUNT; i++) {
+        const envinfo_t *e = &envinfo_table[i];
+        ck_assert_ptr_eq(envinfo_find(e->id), e);
+        const env_spec_t *spec = env_find(e->id);
+        ck_assert_msg(spec != NULL, "row %d (%s) has no spec", i, e->id);
+        ck_assert_msg(spec->info == e, "row %d (%s): its spec's info is %s", i, e->id,
+                      spec->info ? spec->info->id : "NULL");
+        ck_assert(spec->reset != NULL && spec->step != NULL && spec->observe != NULL);
+        ck_assert_uint_gt(spec->state_bytes, 0);
+        ck_assert_uint_eq(env_obs_bytes(spec),
+                          (size_t)e->obs_dim * (e->obs_dtype == ENVINFO_OBS_U8 ? 1 : 4));
+        for (int j = 0; j < i; j++) { // distinct ids, distinct specs
+            ck_assert_str_ne(envinfo_table[j].id, e->id);
+            ck_assert_ptr_ne(env_find(envinfo_table[j].id), spec);
+        }
     }
-    ck_assert_str_eq(envinfo_known_ids(), env_known_ids());
-    ck_assert_ptr_null(envinfo_find("Pong-v5"));
+}
+END_TEST
+
+// The specs the code names directly are their rows' (the other direction: no spec outside
+// the table is reachable as a built-in).
+START_TEST(test_named_specs_are_rows) {
+    const env_spec_t *named[] = {&env_cartpole_spec,         &env_acrobot_spec,
+                                 &env_mountaincar_spec,      &env_minatar_asterix_spec,
+                                 &env_minatar_breakout_spec, &env_minatar_freeway_spec,
+                                 &env_minatar_seaquest_spec, &env_minatar_space_invaders_spec};
+    ck_assert_int_eq(sizeof named / sizeof named[0], ENVINFO_COUNT);
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        ck_assert_ptr_eq(env_find(named[i]->info->id), named[i]);
+    }
+}
+END_TEST
+
+START_TEST(test_unknown_ids) {
+    const char *bad[] = {"Pong-v5", "cartpole-v1", "CartPole", "CartPole-v1 ",
+                         "",        "python",      "external", "MinAtar/Breakout"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_ptr_null(envinfo_find(bad[i]));
+        ck_assert_ptr_null(env_find(bad[i]));
+    }
+    ck_assert_ptr_null(envinfo_find(NULL));
+    ck_assert_ptr_null(env_find(NULL));
+}
+END_TEST
+
+// The list for messages is every row's id, in table order, comma-separated, nothing else.
+START_TEST(test_known_ids) {
+    char want[1024] = "";
+    for (int i = 0; i < ENVINFO_COUNT; i++) {
+        if (i) {
+            strcat(want, ", ");
+        }
+        strcat(want, envinfo_table[i].id);
+    }
+    ck_assert_str_eq(envinfo_known_ids(), want);
+    ck_assert_str_eq(envinfo_known_ids(),
+                     "CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Asterix-v0, "
+                     "MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
+                     "MinAtar/SpaceInvaders-v0");
+}
+END_TEST
+
+// Values the daemons validate with, as Gymnasium and MinAtar define them (an independent
+// restatement: a typo in the table fails here).
+START_TEST(test_known_values) {
+    const envinfo_t *cp = envinfo_find("CartPole-v1"), *ab = envinfo_find("Acrobot-v1");
+    const envinfo_t *mc = envinfo_find("MountainCar-v0");
+    ck_assert(cp->obs_dim == 4 && cp->n_actions == 2 && cp->max_episode_steps == 500);
+    ck_assert(ab->obs_dim == 6 && ab->n_actions == 3 && ab->max_episode_steps == 500);
+    ck_assert(mc->obs_dim == 2 && mc->n_actions == 3 && mc->max_episode_steps == 200);
+    for (const envinfo_t *e = cp; e; e = e == cp ? ab : e == ab ? mc : NULL) {
+        ck_assert(e->obs_dtype == ENVINFO_OBS_F32 && e->obs_h == 0 && e->obs_w == 0 &&
+                  e->obs_c == 0 && e->obs_scale == 1.0f);
+    }
+}
+END_TEST
+
+// A MinAtar row's shape and actions are its game's.
+START_TEST(test_minatar_rows_are_their_games) {
+    int games = 0;
+    for (int i = 0; i < ENVINFO_COUNT; i++) {
+        const env_spec_t *spec = env_find(envinfo_table[i].id);
+        const minatar_game_t *game = env_minatar_game(spec);
+        const envinfo_t *e = spec->info;
+        if (!game) {
+            ck_assert_msg(strncmp(e->id, "MinAtar/", 8) != 0, "%s has no game", e->id);
+            continue;
+        }
+        games++;
+        ck_assert_int_eq(e->obs_dtype, ENVINFO_OBS_U8);
+        ck_assert_int_eq(e->obs_h, MINATAR_SIZE);
+        ck_assert_int_eq(e->obs_w, MINATAR_SIZE);
+        ck_assert_int_eq(e->obs_c, game->channels);
+        ck_assert_int_eq(e->obs_dim, MINATAR_SIZE * MINATAR_SIZE * game->channels);
+        ck_assert_int_eq(e->n_actions, MINATAR_N_ACTIONS);
+        ck_assert_int_eq(e->max_episode_steps, 0);
+        ck_assert_uint_eq(spec->state_bytes, sizeof(minatar_t));
+    }
+    ck_assert_int_eq(games, 5);
 }
 END_TEST
 
 Suite *envinfo_suite(void) {
     Suite *s = suite_create("envinfo");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_tables_agree);
+    tcase_add_test(tc, test_every_row_has_its_spec);
+    tcase_add_test(tc, test_named_specs_are_rows);
+    tcase_add_test(tc, test_unknown_ids);
+    tcase_add_test(tc, test_known_ids);
+    tcase_add_test(tc, test_known_values);
+    tcase_add_test(tc, test_minatar_rows_are_their_games);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,16 +2,17 @@
 // libFuzzer harnesses' own entry points, so that `make test` (gcc, no libFuzzer) keeps each
 // fixed bug fixed and each seed message decodable.
 //
-// Inputs: fuzz/corpus/<target>/ (the seeds; must not be empty), fuzz/regressions/<target>/
-// (inputs that once crashed; may be empty) and fuzz/replay/<target>/ (inputs too slow to
-// fuzz from, e.g. 20000 unknown fields), relative to the repo root where `make test`
-// runs, or to $APEX_SRC_DIR. The harnesses are compiled into this file with FUZZ_NO_ENTRY,
+// Targets: wire, config, pywire. Inputs: fuzz/corpus/<target>/ (the seeds; must not be
+// empty), fuzz/regressions/<target>/ (inputs that once crashed; may be empty) and
+// fuzz/replay/<target>/ (inputs too slow to fuzz from, e.g. 20000 unknown fields), relative
+// to the repo root where `make test` runs, or to $APEX_SRC_DIR. The harnesses are compiled into this file with FUZZ_NO_ENTRY,
 // so they do not define LLVMFuzzerTestOneInput here. A broken invariant aborts the forked
 // test after printing the harness line and the input's path.
 #include "check_apex.h"
 
 #define FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_config.c"
+#include "../fuzz/fuzz_pywire.c"
 #include "../fuzz/fuzz_wire.c"
 
 // Runs every regular file of fuzz/<kind>/<target> through fn (check_fuzz_dir).
@@ -43,6 +44,18 @@ START_TEST(test_config_regressions) {
 }
 END_TEST
 
+START_TEST(test_pywire_corpus) {
+    int n = s_replay("corpus", "pywire", fuzz_pywire_one);
+    ck_assert_msg(n >= 20, "fuzz/corpus/pywire holds %d seeds (run from the repo root?)", n);
+}
+END_TEST
+
+START_TEST(test_pywire_regressions) {
+    s_replay("regressions", "pywire", fuzz_pywire_one);
+    s_replay("replay", "pywire", fuzz_pywire_one);
+}
+END_TEST
+
 // The harnesses' invariants are live: a hand-made valid message passes, and empty or
 // truncated input is rejected without tripping any of them.
 START_TEST(test_wire_edge_inputs) {
@@ -54,6 +67,26 @@ START_TEST(test_wire_edge_inputs) {
     for (size_t n = 0; n <= sizeof ack; n++) {
         ck_assert_int_eq(fuzz_wire_one(ack, n), 0);
     }
+}
+END_TEST
+
+// Every prefix of a valid bridge message (a header cut short, a region cut anywhere), and
+// the header alone.
+START_TEST(test_pywire_edge_inputs) {
+    const char *root = getenv("APEX_SRC_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fuzz/corpus/pywire/result_f32x4_fault",
+             root && *root ? root : ".");
+    size_t len = 0;
+    uint8_t *data = check_slurp(path, &len);
+    ck_assert_msg(data != NULL, "cannot read %s", path);
+    ck_assert_uint_gt(len, PYWIRE_HEADER_BYTES);
+    fuzz_input_name = path;
+    for (size_t n = 0; n <= len; n++) {
+        ck_assert_int_eq(fuzz_pywire_one(data, n), 0);
+    }
+    fuzz_input_name = NULL;
+    free(data);
 }
 END_TEST
 
@@ -73,8 +106,11 @@ Suite *fuzz_regressions_suite(void) {
     tcase_add_test(tc, test_wire_regressions);
     tcase_add_test(tc, test_config_corpus);
     tcase_add_test(tc, test_config_regressions);
+    tcase_add_test(tc, test_pywire_corpus);
+    tcase_add_test(tc, test_pywire_regressions);
     tcase_add_test(tc, test_wire_edge_inputs);
     tcase_add_test(tc, test_config_edge_inputs);
+    tcase_add_test(tc, test_pywire_edge_inputs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -223,7 +223,7 @@ void check_encode_weights(wire_buf_t *out, uint64_t version, const float *params
 // Fuzz inputs (check_fuzz_*.c)
 
 // Reads a whole file; caller frees. NULL if it cannot be read.
-static uint8_t *s_slurp(const char *path, size_t *len) {
+uint8_t *check_slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         return NULL;
@@ -273,7 +273,7 @@ int check_fuzz_dir(const char *kind, const char *target, check_fuzz_fn fn, const
             continue;
         }
         size_t len = 0;
-        uint8_t *data = s_slurp(path, &len);
+        uint8_t *data = check_slurp(path, &len);
         ck_assert_msg(data != NULL, "cannot read %s", path);
         *name = path;
         ck_assert_int_eq(fn(data, len), 0);

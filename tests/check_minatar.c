@@ -301,17 +301,19 @@ START_TEST(test_vecenv_matches_plain_steps) {
             minatar_act(&plain[i], act[i], &pr, &pt);
             minatar_observe(&plain[i], obs);
             ck_assert_msg(pr == rew[i] && pt == term[i] && !trunc[i],
-                          "%s step %d env %d: reward %g/%g, terminal %d/%d", spec->id, t, i,
+                          "%s step %d env %d: reward %g/%g, terminal %d/%d", spec->info->id, t, i,
                           (double)rew[i], (double)pr, term[i], pt);
             ck_assert_msg(memcmp(vecenv_next_obs(&v, i, term[i]), obs, O) == 0,
-                          "%s step %d env %d: the step's observation differs", spec->id, t, i);
+                          "%s step %d env %d: the step's observation differs", spec->info->id, t,
+                          i);
             if (pt) {
                 minatar_reset(&plain[i]);
                 minatar_observe(&plain[i], obs);
                 ends++;
             }
             ck_assert_msg(memcmp(v.obs + (size_t)i * O, obs, O) == 0,
-                          "%s step %d env %d: the observation to act on differs", spec->id, t, i);
+                          "%s step %d env %d: the observation to act on differs", spec->info->id, t,
+                          i);
         }
     }
     ck_assert_int_gt(ends, NV);

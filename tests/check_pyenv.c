@@ -1,4 +1,4 @@
-// check_pyenv.c: the Python env bridge (actor/pyenv.c) with the real worker
+// check_pyenv.c: the Python env bridge (envs/pyenv.c) with the real worker
 // (python/apex_env.py under /usr/bin/python3; env factories in tests/pyenv_faults.py) and,
 // for malformed input, a fake worker in a thread of this process written from the wire
 // format in pyenv.h (not from pyenv.c's structs).
@@ -776,6 +776,132 @@ START_TEST(test_fake_worker_garbage) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------
+// Values that pass the wire's checks but not what the bridge does with them (1 worker x 1 env
+// in 1 group, so a group's slice is one env)
+
+// Sends a one-env reply: obs (4 floats), reward, flags, a reset row when RESET is set.
+static void s_fake_one(void *s, uint16_t type, uint64_t seq, uint32_t first, const float *obs,
+                       double rw, uint8_t fl, const float *reset) {
+    uint8_t h[72];
+    uint32_t n_reset = (fl & 4) != 0;
+    s_fake_hdr(h, type, 1, seq, n_reset, 0);
+    memcpy(h + 32, &first, 4);
+    zmq_send(s, h, 72, ZMQ_SNDMORE);
+    zmq_send(s, obs, 16, ZMQ_SNDMORE);
+    zmq_send(s, &rw, 8, ZMQ_SNDMORE);
+    zmq_send(s, &fl, 1, ZMQ_SNDMORE);
+    zmq_send(s, reset, n_reset * 16, ZMQ_SNDMORE);
+    zmq_send(s, "", 0, 0);
+}
+
+static void *s_fake_values_main(void *arg) {
+    s_fake_t *f = arg;
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0, timeout = STEP_MS;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    zmq_connect(s, f->ep);
+    uint8_t h[72], buf[256];
+    s_fake_hdr(h, 1, 1, 0, 0, 0);
+    zmq_send(s, h, 72, ZMQ_SNDMORE);
+    zmq_send(s, "fake worker", 11, 0);
+    uint64_t seq;
+    size_t len;
+    FAKE_EXPECT(s_fake_recv(s, &seq, buf, sizeof buf, &len) == 2 && len == 8);
+    float start[4] = {1, 2, 3, 4}, obs[4] = {5, 6, 7, 8}, reset[4] = {9, 9, 9, 9};
+    s_fake_one(s, 5, seq, 0, start, 0.0, 0, NULL);
+    FAKE_EXPECT(s_fake_recv(s, &seq, buf, sizeof buf, &len) == 3 && len == 4);
+    // A slice at first 2^31 (a negative group index as an int) and at 2^32-1 (-1): bad.
+    s_fake_one(s, 4, seq, 0x80000000u, obs, 1.0, 0, NULL);
+    s_fake_one(s, 4, seq, 0xffffffffu, obs, 1.0, 0, NULL);
+    // A finite float32 reward whose n-step sums would overflow: that env's fault.
+    s_fake_one(s, 4, seq, 0, obs, 1e31, 0, NULL);
+    FAKE_EXPECT(s_fake_recv(s, &seq, buf, sizeof buf, &len) == 3 && len == 4);
+    s_fake_one(s, 4, seq, 0, obs, -1e30, 1 | 4, reset); // the bound itself is a reward
+out:
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return NULL;
+}
+
+START_TEST(test_fake_worker_values) {
+    const char *dir = check_tmpdir();
+    s_fake_t fake = {.rc = 0};
+    snprintf(fake.ep, sizeof fake.ep, "ipc://%s/bridge", dir);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, s_fake_values_main, &fake), 0);
+    pyenv_opts_t o;
+    s_opts(&o, "counter", NULL, 1, 1, 1);
+    o.spawn = 0;
+    o.transport = PYENV_ZMQ;
+    snprintf(o.bind, sizeof o.bind, "%.200s", fake.ep);
+    pyenv_t *p = pyenv_new(&o);
+    ck_assert_ptr_nonnull(p);
+    s_res r;
+    s_res_init(&r, 1, 16);
+    ck_assert_int_eq(pyenv_recv_results(p, 0, STEP_MS, &r.r), 0);
+    ck_assert(s_obs_is(s_f(r.obs, 0), 1, 2, 3, 4));
+    r.actions[0] = 1;
+    ck_assert_int_eq(pyenv_send_actions(p, 0, r.actions), 1);
+    ck_assert_int_eq(pyenv_recv_results(p, 0, STEP_MS, &r.r), 0);
+    ck_assert_int_eq(r.status[0], PYENV_ENV_FAULT);
+    ck_assert_msg(strstr(pyenv_env_error(p, 0, 0), "reward 1e+31") != NULL, "'%s'",
+                  pyenv_env_error(p, 0, 0));
+    ck_assert(s_obs_is(s_f(r.next_obs, 0), 0, 0, 0, 0) && r.rewards[0] == 0.0f);
+    ck_assert(s_obs_is(s_f(r.obs, 0), 5, 6, 7, 8)); // where the worker's env is now
+    pyenv_stats_t st;
+    pyenv_get_stats(p, &st);
+    ck_assert_uint_eq(st.bad_frames, 2);
+    ck_assert_uint_eq(st.stale_frames, 0);
+    ck_assert_uint_eq(st.env_faults, 1);
+    ck_assert_int_eq(pyenv_send_actions(p, 0, r.actions), 1);
+    ck_assert_int_eq(pyenv_recv_results(p, 0, STEP_MS, &r.r), 1);
+    ck_assert(r.status[0] == PYENV_OK && r.rewards[0] == -1e30f && r.terminated[0]);
+    ck_assert(s_obs_is(s_f(r.next_obs, 0), 5, 6, 7, 8) && s_obs_is(s_f(r.obs, 0), 9, 9, 9, 9));
+    pyenv_get_stats(p, &st);
+    ck_assert_uint_eq(st.workers_lost, 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(fake.rc, 0);
+    pyenv_destroy(&p);
+    s_res_fini(&r);
+    check_rmtree(dir);
+}
+END_TEST
+
+// A spawned worker on the local transport that says HELLO again while up
+// (tests/pyenv_hostile.py): ignored, nothing dropped, nobody lost.
+START_TEST(test_local_worker_repeats_hello) {
+    ck_assert_int_eq(setenv("APEX_PYENV_HOSTILE", "rehello", 1), 0);
+    pyenv_opts_t o;
+    s_opts(&o, "counter", NULL, 1, 2, 2);
+    o.transport = PYENV_LOCAL;
+    snprintf(o.script, sizeof o.script, "tests/pyenv_hostile.py");
+    pyenv_t *p = pyenv_new(&o);
+    ck_assert_ptr_nonnull(p);
+    s_res res[2];
+    s_ctr ctr[2] = {{.seed = SEED}, {.seed = SEED + 1}};
+    s_res_init(&res[0], 1, 16);
+    s_res_init(&res[1], 1, 16);
+    s_first_counter(p, res, ctr);
+    for (int t = 0; t < 3; t++) {
+        for (int g = 1; g >= 0; g--) { // group 1 first: its RESULT follows the HELLO
+            res[g].actions[0] = (t + g) % COUNTER_ACTIONS;
+            ck_assert_int_eq(pyenv_send_actions(p, g, res[g].actions), 1);
+            ck_assert_int_eq(pyenv_recv_results(p, g, STEP_MS, &res[g].r), 1);
+            s_check_counter(p, g, 0, &res[g], &ctr[g], res[g].actions[0], NULL, g);
+        }
+    }
+    pyenv_stats_t st;
+    pyenv_get_stats(p, &st);
+    ck_assert_uint_eq(st.hellos, 1);
+    ck_assert_uint_eq(st.bad_frames + st.stale_frames + st.workers_lost + st.worker_deaths, 0);
+    pyenv_destroy(&p);
+    s_res_fini(&res[0]);
+    s_res_fini(&res[1]);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
 // A fake actor (a ROUTER here) against a real worker: invalid messages are ignored
 
 // Starts a Counter worker (2 envs, worker id 0) by hand, as on another host; server_key
@@ -1004,6 +1130,8 @@ Suite *pyenv_suite(void) {
     tcase_add_loop_test(tc, test_worker_hangs, PYENV_LOCAL, PYENV_ZMQ + 1);
     tcase_add_loop_test(tc, test_worker_killed, PYENV_LOCAL, PYENV_ZMQ + 1);
     tcase_add_test(tc, test_fake_worker_garbage);
+    tcase_add_test(tc, test_fake_worker_values);
+    tcase_add_test(tc, test_local_worker_repeats_hello);
     tcase_add_test(tc, test_worker_ignores_garbage);
     tcase_add_test(tc, test_curve);
     suite_add_tcase(s, tc);

@@ -418,21 +418,44 @@ static void s_stage_env(pyenv_t *p, s_group *gr, int j, uint8_t f, const uint8_t
         gr->status[j] = PYENV_ENV_FAULT;
         return;
     }
+    memcpy(ao, reset_row ? reset_row : obs, row);
+    if (!(r >= -PYENV_REWARD_MAX && r <= PYENV_REWARD_MAX)) {
+        // A finite float32 that n-step folding would overflow to inf, which the replay server
+        // refuses, with the whole batch around it: refused here, for this env only. The
+        // worker's env goes on from obs (its reset row if the episode ended), so that is the
+        // row to act on; the step itself is void like any fault.
+        snprintf(s_err_text(gr, j), ERR_TEXT,
+                 "step returned the reward %g, beyond +-%g (n-step returns of it would "
+                 "overflow float32)",
+                 r, PYENV_REWARD_MAX);
+        memset(nx, 0, row);
+        gr->rewards[j] = 0.0f;
+        gr->terminated[j] = gr->truncated[j] = 0;
+        gr->status[j] = PYENV_ENV_FAULT;
+        return;
+    }
     s_err_text(gr, j)[0] = '\0';
     memcpy(nx, obs, row);
-    memcpy(ao, reset_row ? reset_row : obs, row);
-    gr->rewards[j] = (float)r; // pywire_check_reply: finite in float32
+    gr->rewards[j] = (float)r; // finite in float32 (pywire_check_reply), and in range
     gr->terminated[j] = (f & PYWIRE_TERMINATED) != 0;
     gr->truncated[j] = (f & PYWIRE_TRUNCATED) != 0;
     gr->status[j] = PYENV_OK;
 }
 
-static void s_on_result(pyenv_t *p, const s_hdr *h, const s_msg *m) {
-    s_worker *k = &p->w[h->worker];
-    int g = (int)(h->first / (uint32_t)p->n);
-    if (h->n_envs != (uint32_t)p->n || h->first % (uint32_t)p->n || g >= p->G) {
+// Drops a RESULT that is not one group's slice; returns its group, or -1.
+static int s_result_group(pyenv_t *p, const s_hdr *h) {
+    int g = pywire_result_group(h, (uint32_t)p->n, (uint32_t)p->G);
+    if (g < 0) {
         s_bad(p, "worker %u: a RESULT for envs %u..+%u, not one group's slice", h->worker, h->first,
               h->n_envs);
+    }
+    return g;
+}
+
+static void s_on_result(pyenv_t *p, const s_hdr *h, const s_msg *m) {
+    s_worker *k = &p->w[h->worker];
+    int g = s_result_group(p, h);
+    if (g < 0) {
         return;
     }
     if (k->state != W_UP || h->nonce != k->nonce || h->seq == 0 || h->seq != k->seq[g]) {
@@ -553,8 +576,11 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, const s_msg *m) {
     size_t rid_len = m->rid_len;
     s_worker *k = &p->w[h->worker];
     if (h->nonce == k->nonce && k->nonce != 0 && (k->state == W_RESETTING || k->state == W_UP)) {
-        // A repeated HELLO of a worker we know (it was idle, or reconnected): keep going.
-        memcpy(k->rid, rid, rid_len);
+        // A repeated HELLO of a worker we know (it was idle, or reconnected): keep going. A
+        // local worker's message has no routing id (rid NULL, which memcpy must not get).
+        if (rid_len) {
+            memcpy(k->rid, rid, rid_len);
+        }
         k->rid_len = rid_len;
         return;
     }
@@ -646,13 +672,10 @@ static void s_dispatch_local(pyenv_t *p, int w, const uint8_t *raw) {
     }
     int region = 0;
     if (h.type == PYWIRE_RESULT) {
-        if (h.n_envs != (uint32_t)p->n || h.first % (uint32_t)p->n ||
-            h.first / (uint32_t)p->n >= (uint32_t)p->G) {
-            s_bad(p, "worker %u: a RESULT for envs %u..+%u, not one group's slice", h.worker,
-                  h.first, h.n_envs);
+        region = s_result_group(p, &h);
+        if (region < 0) {
             return;
         }
-        region = (int)(h.first / (uint32_t)p->n);
     } else if (h.type != PYWIRE_HELLO && h.type != PYWIRE_RESET_DONE) {
         s_bad(p, "a message of type %u from worker %u", h.type, h.worker);
         return;
@@ -1257,14 +1280,7 @@ void pyenv_get_stats(const pyenv_t *self, pyenv_stats_t *out) {
     out->curve_denied = self->sec ? security_denied(self->sec) : 0;
 }
 
-const char *pyenv_endpoint(const pyenv_t *self) { return self->endpoint; }
-
 pid_t pyenv_worker_pid(const pyenv_t *self, int w) {
     APEX_ASSERT(w >= 0 && w < self->W);
     return self->w[w].pid;
-}
-
-int pyenv_worker_up(const pyenv_t *self, int w) {
-    APEX_ASSERT(w >= 0 && w < self->W);
-    return self->w[w].state == W_UP;
 }

@@ -24,13 +24,14 @@
 #ifndef APEX_ENV_H
 #define APEX_ENV_H
 
+#include "envinfo.h"
 #include "rng.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 // ---------------------------------------------------------------------------------------
-// One environment: a spec (constants + functions) over a caller-owned state.
+// One environment: a spec (its row of the env table + functions) over a caller-owned state.
 //
 // The state of one environment is state_bytes of plain data. For the classic-control envs it
 // is state_dim doubles laid out exactly like Gymnasium's env.unwrapped.state (CartPole [x,
@@ -40,26 +41,20 @@
 // (env_set_state, classic envs). The spec functions are pure functions of their arguments
 // and thread-safe on distinct states.
 //
-// Observations are obs_dim elements of obs_dtype (float32 for classic control, uint8 for
-// MinAtar's 0/1 frames), channels-last [y][x][c] for images (obs_h x obs_w x obs_c; 0 x 0 x 0
-// for a vector), and enter the network multiplied by obs_scale.
+// A spec's id and dimensions are its row of the env table (envinfo.h), spec->info, and are
+// written nowhere else: observations are info->obs_dim elements of info->obs_dtype (float32
+// for classic control, uint8 for MinAtar's 0/1 frames), channels-last [y][x][c] for images
+// (obs_h x obs_w x obs_c; 0 x 0 x 0 for a vector), and enter the network multiplied by
+// info->obs_scale; actions are 0 .. info->n_actions-1.
 
 #define ENV_MAX_OBS_DIM 1024 // elements; MinAtar's largest frame is 10 x 10 x 10
 #define ENV_MAX_STATE_DIM 8  // doubles of a classic-control state
 #define ENV_MAX_STATE_BYTES 4096
 
-typedef enum { ENV_OBS_F32 = 0, ENV_OBS_U8 = 1 } env_obs_dtype; // = config_obs_dtype
-
 typedef struct env_spec {
-    const char *id;          // Gymnasium id, e.g. "CartPole-v1" or "MinAtar/Breakout-v0"
-    int obs_dim;             // elements per observation
-    int obs_dtype;           // env_obs_dtype
-    int obs_h, obs_w, obs_c; // image shape (0, 0, 0 for a vector observation)
-    float obs_scale;         // what the network multiplies observations by (1 for both kinds)
-    int n_actions;           // actions are 0 .. n_actions-1
-    int max_episode_steps;   // TimeLimit: truncated once an episode has this many steps (0: none)
-    int state_dim;           // doubles per state for env_set_state (classic control), else 0
-    size_t state_bytes;      // bytes of one state
+    const envinfo_t *info; // its row of the env table: id, observation, actions, time limit
+    int state_dim;         // doubles per state for env_set_state (classic control), else 0
+    size_t state_bytes;    // bytes of one state
     // Optional (may be NULL): called once per env before its first reset, with the env's own
     // stream (MinAtar seeds its numpy RandomState from it; its resets then draw from that).
     void (*seed)(void *state, rng_t *rng);
@@ -82,21 +77,19 @@ typedef struct env_spec {
 // Bytes of one observation of spec.
 size_t env_obs_bytes(const env_spec_t *spec);
 
-// The built-in specs. Code normally looks them up with env_find.
-extern const env_spec_t env_cartpole_spec;
-extern const env_spec_t env_acrobot_spec;
-extern const env_spec_t env_mountaincar_spec;
-extern const env_spec_t env_minatar_asterix_spec, env_minatar_breakout_spec,
-    env_minatar_freeway_spec, env_minatar_seaquest_spec, env_minatar_space_invaders_spec;
+// The built-in specs, one per row of ENVINFO_TABLE and named there (env_cartpole_spec,
+// env_acrobot_spec, env_mountaincar_spec, env_minatar_<game>_spec). Code normally looks them
+// up with env_find.
+#define ENV_X_DECLARE(KEY, spec, ...) extern const env_spec_t spec;
+ENVINFO_TABLE(ENV_X_DECLARE)
 // The MinAtar game behind one of those specs (minatar.h), or NULL for any other spec.
 struct minatar_game;
 const struct minatar_game *env_minatar_game(const env_spec_t *spec);
 
-// Returns the spec registered under id (exact, case-sensitive), or NULL if there is none.
-// Thread-safe; the spec is static and never freed.
+// Returns the spec of the table row whose id is id (exact, case-sensitive), or NULL if there
+// is none (or id is NULL). Thread-safe; the spec is static and never freed. The list of
+// known ids, for messages, is envinfo_known_ids().
 const env_spec_t *env_find(const char *id);
-// Returns a static, comma-separated list of the known ids, for error messages and --help.
-const char *env_known_ids(void);
 // Sets a classic-control state to the given values (state_dim doubles, Gymnasium layout) and
 // writes the matching observation (obs_out may be NULL). For tests and replays of fixtures.
 void env_set_state(const env_spec_t *spec, void *state, const double *values, void *obs_out);

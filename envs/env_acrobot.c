@@ -142,12 +142,7 @@ static void s_acrobot_step_v(void *s, int32_t a, void *obs, float *r, uint8_t *t
 static void s_acrobot_observe_v(const void *s, void *obs) { s_acrobot_observe(s, obs); }
 
 const env_spec_t env_acrobot_spec = {
-    .id = "Acrobot-v1",
-    .obs_dim = 6,
-    .obs_dtype = ENV_OBS_F32,
-    .obs_scale = 1.0f,
-    .n_actions = 3,
-    .max_episode_steps = 500,
+    .info = &envinfo_table[ENVINFO_ACROBOT],
     .state_dim = AB_STATE_DIM,
     .state_bytes = AB_STATE_DIM * sizeof(double),
     .reset = s_acrobot_reset_v,

@@ -98,6 +98,14 @@ uint64_t pywire_hello_elements(const pywire_header_t *h) {
 // ---------------------------------------------------------------------------------------
 // Replies
 
+// Unsigned throughout: a first of 2^31 or more must not become a negative group index.
+int pywire_result_group(const pywire_header_t *h, uint32_t n, uint32_t groups) {
+    if (n == 0 || h->n_envs != n || h->first % n != 0 || h->first / n >= groups) {
+        return -1;
+    }
+    return (int)(h->first / n); // < groups, which the caller passed as a positive int
+}
+
 // Finite test on float32 bit patterns read with memcpy (frames need not be aligned): the
 // exponent is all ones for Inf and NaN.
 static int s_all_finite_f32(const uint8_t *src, size_t n) {
@@ -162,14 +170,20 @@ static int s_check_errors(const pywire_header_t *h, const uint8_t *fl, const pyw
 
 int pywire_check_reply(const pywire_header_t *h, const pywire_frame_t f[5],
                        const pywire_spaces_t *sp, int is_reset, char *err, size_t errlen) {
-    size_t n = h->n_envs, row = sp->row_bytes;
+    size_t n = h->n_envs, row = sp->row_bytes, obs_len, reset_len;
     if (!pywire_spaces_equal(h, sp)) {
         return s_fail(err, errlen, APEX_EINVAL,
                       "worker %u: the reply's dtype/shape/n_actions differ from the HELLO's",
                       h->worker);
     }
-    if (f[0].len != n * row || f[1].len != n * 8 || f[2].len != n ||
-        f[3].len != (size_t)h->n_reset * row || (is_reset && h->n_reset != 0)) {
+    // A product that wraps could equal a short frame's length and pass as n rows.
+    if (__builtin_mul_overflow(n, row, &obs_len) ||
+        __builtin_mul_overflow((size_t)h->n_reset, row, &reset_len)) {
+        return s_fail(err, errlen, APEX_EINVAL, "worker %u: %zu envs and %u resets of %zu bytes",
+                      h->worker, n, h->n_reset, row);
+    }
+    if (f[0].len != obs_len || f[1].len != n * 8 || f[2].len != n || f[3].len != reset_len ||
+        (is_reset && h->n_reset != 0)) {
         return s_fail(err, errlen, APEX_EINVAL,
                       "worker %u: frame sizes %zu/%zu/%zu/%zu do not fit %zu envs and %u resets",
                       h->worker, f[0].len, f[1].len, f[2].len, f[3].len, n, h->n_reset);
@@ -203,6 +217,9 @@ int pywire_check_reply(const pywire_header_t *h, const pywire_frame_t f[5],
 }
 
 void pywire_copy_text(char *dst, size_t cap, const void *src, size_t len) {
+    if (cap == 0) {
+        return;
+    }
     const uint8_t *s = src;
     size_t n = len < cap - 1 ? len : cap - 1;
     for (size_t i = 0; i < n; i++) {
@@ -228,6 +245,10 @@ const char *pywire_dtype_name(int code) {
 }
 
 void pywire_shape_str(char *out, size_t cap, int ndim, const uint32_t *shape) {
+    if (ndim < 0 || ndim > PYWIRE_MAX_NDIM) {
+        snprintf(out, cap, "(invalid)");
+        return;
+    }
     size_t k = (size_t)snprintf(out, cap, "(");
     for (int i = 0; i < ndim && k < cap; i++) {
         k += (size_t)snprintf(out + k, cap - k, i ? ", %u" : "%u", shape[i]);

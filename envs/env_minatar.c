@@ -1,4 +1,4 @@
-// env_minatar.c: the five MinAtar games (actor/minatar.h, exact to kenjyoung/MinAtar 4241f24)
+// env_minatar.c: the five MinAtar games (envs/minatar.h, exact to kenjyoung/MinAtar 4241f24)
 // as env specs: "MinAtar/<Game>-v0", the ids MinAtar's own Gymnasium registration gives the
 // full 6-action set the paper's results use. Sticky actions (probability 0.1) and difficulty
 // ramping are on, as in minatar.Environment's defaults.
@@ -70,17 +70,11 @@ static void s_step_batch(void *states, int n, const int32_t *actions, void *obs_
     }
 }
 
-#define MINATAR_SPEC(var, gid, game, channels)                                                     \
+// The spec of table row ENVINFO_<key>, stepping game (whose channels are the row's obs_c:
+// check_envinfo).
+#define MINATAR_SPEC(var, key, game)                                                               \
     static void s_seed_##var(void *state, rng_t *rng) { s_seed(state, rng, &game); }               \
-    const env_spec_t var = {.id = gid,                                                             \
-                            .obs_dim = MINATAR_SIZE * MINATAR_SIZE * (channels),                   \
-                            .obs_dtype = ENV_OBS_U8,                                               \
-                            .obs_h = MINATAR_SIZE,                                                 \
-                            .obs_w = MINATAR_SIZE,                                                 \
-                            .obs_c = (channels),                                                   \
-                            .obs_scale = 1.0f,                                                     \
-                            .n_actions = MINATAR_N_ACTIONS,                                        \
-                            .max_episode_steps = 0,                                                \
+    const env_spec_t var = {.info = &envinfo_table[ENVINFO_##key],                                 \
                             .state_dim = 0,                                                        \
                             .state_bytes = sizeof(minatar_t),                                      \
                             .seed = s_seed_##var,                                                  \
@@ -89,12 +83,11 @@ static void s_step_batch(void *states, int n, const int32_t *actions, void *obs_
                             .observe = s_observe,                                                  \
                             .step_batch = s_step_batch}
 
-MINATAR_SPEC(env_minatar_asterix_spec, "MinAtar/Asterix-v0", minatar_asterix_game, 4);
-MINATAR_SPEC(env_minatar_breakout_spec, "MinAtar/Breakout-v0", minatar_breakout_game, 4);
-MINATAR_SPEC(env_minatar_freeway_spec, "MinAtar/Freeway-v0", minatar_freeway_game, 7);
-MINATAR_SPEC(env_minatar_seaquest_spec, "MinAtar/Seaquest-v0", minatar_seaquest_game, 10);
-MINATAR_SPEC(env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0",
-             minatar_space_invaders_game, 6);
+MINATAR_SPEC(env_minatar_asterix_spec, ASTERIX, minatar_asterix_game);
+MINATAR_SPEC(env_minatar_breakout_spec, BREAKOUT, minatar_breakout_game);
+MINATAR_SPEC(env_minatar_freeway_spec, FREEWAY, minatar_freeway_game);
+MINATAR_SPEC(env_minatar_seaquest_spec, SEAQUEST, minatar_seaquest_game);
+MINATAR_SPEC(env_minatar_space_invaders_spec, SPACE_INVADERS, minatar_space_invaders_game);
 
 const minatar_game_t *env_minatar_game(const env_spec_t *spec) {
     static const struct {

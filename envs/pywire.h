@@ -1,4 +1,4 @@
-// pywire.h: the wire format of the Python env bridge (actor/pyenv.c <-> python/apex_env.py),
+// pywire.h: the wire format of the Python env bridge (envs/pyenv.c <-> python/apex_env.py),
 // and the checks every message from a worker passes before it is used.
 //
 // What it does: lays out the fixed header, names the message types, flags and dtype codes,
@@ -11,7 +11,7 @@
 // Wire format (version 1). The same text is in python/apex_env.py; change both together.
 // ------------------------------------------------------------------------------------------
 // The actor binds a ROUTER, workers connect a DEALER (routing ids are libzmq's own); workers
-// the actor spawns use the local transport instead (actor/pylocal.h: the same header over a
+// the actor spawns use the local transport instead (envs/pylocal.h: the same header over a
 // pipe, the same frames in shared memory). Every message is multipart; frame 0 is a fixed
 // 72-byte header, all integers little-endian:
 //
@@ -128,23 +128,32 @@ int pywire_spaces_equal(const pywire_header_t *h, const pywire_spaces_t *sp);
 // elements).
 uint64_t pywire_hello_elements(const pywire_header_t *h);
 
+// The group a RESULT covers, for a bridge of `groups` groups of n envs per worker: h->first / n
+// when the message is exactly one group's slice (n_envs == n, first a multiple of n, the
+// group below groups), else -1 (a message to drop). n and groups >= 1.
+int pywire_result_group(const pywire_header_t *h, uint32_t n, uint32_t groups);
+
 // Checks the five payload frames (obs, rewards, flags, reset_obs, errors) of a RESULT
 // (is_reset 0) or RESET_DONE (1) with header h against sp: sizes, flag consistency and
 // counts, rewards finite in float32, float32 observations finite, one well-formed error
 // record (env index, length <= PYWIRE_ERR_TEXT_MAX) per ERROR env in env order and nothing
-// after them. Does not look at seq, nonce or which envs the message covers. Returns
-// APEX_OK, or APEX_EINVAL with the reason in err.
+// after them. Does not look at seq, nonce or which envs the message covers (any n_envs and
+// n_reset are safe: sizes that overflow are refused). Returns APEX_OK, or APEX_EINVAL with
+// the reason in err.
 int pywire_check_reply(const pywire_header_t *h, const pywire_frame_t f[5],
                        const pywire_spaces_t *sp, int is_reset, char *err, size_t errlen);
-// Copies the text of the error record at *rec (a checked errors frame) into text as
-// printable ASCII (others '?'), NUL-terminated within cap, and advances *rec past it.
+// Copies the text of the error record at *rec (in an errors frame pywire_check_reply
+// accepted: reading it is only safe there) into text as printable ASCII (others '?'),
+// NUL-terminated within cap, and advances *rec past it.
 void pywire_take_error(const uint8_t **rec, char *text, size_t cap);
-// Copies len bytes of peer text as printable ASCII (others '?'), NUL-terminated in cap.
+// Copies len bytes of peer text as printable ASCII (others '?'), NUL-terminated in cap
+// (nothing is written when cap is 0).
 void pywire_copy_text(char *dst, size_t cap, const void *src, size_t len);
 
 // "float32", "uint8", or "unsupported-dtype" for a wire dtype code.
 const char *pywire_dtype_name(int code);
-// Writes a shape as Python prints it: "(4,)", "(3, 2, 2)", "()".
+// Writes a shape as Python prints it: "(4,)", "(3, 2, 2)", "()"; "(invalid)" for a rank
+// above PYWIRE_MAX_NDIM (only that many dims are read). Truncated to cap, NUL-terminated.
 void pywire_shape_str(char *out, size_t cap, int ndim, const uint32_t *shape);
 
 #endif

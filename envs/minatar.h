@@ -179,7 +179,6 @@ static inline int minatar_act_inline(minatar_t *m, int action) {
 }
 // Environment.state(): writes 10 * 10 * channels bytes (0/1), [y][x][c], into obs.
 void minatar_observe(const minatar_t *m, uint8_t *obs);
-static inline int minatar_channels(const minatar_t *m) { return m->game->channels; }
 static inline size_t minatar_obs_size(const minatar_t *m) {
     return (size_t)MINATAR_SIZE * MINATAR_SIZE * (size_t)m->game->channels;
 }

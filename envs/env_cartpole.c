@@ -119,12 +119,7 @@ static void s_cartpole_step_batch_v(void *s, int n, const int32_t *a, void *obs,
 }
 
 const env_spec_t env_cartpole_spec = {
-    .id = "CartPole-v1",
-    .obs_dim = 4,
-    .obs_dtype = ENV_OBS_F32,
-    .obs_scale = 1.0f,
-    .n_actions = 2,
-    .max_episode_steps = 500,
+    .info = &envinfo_table[ENVINFO_CARTPOLE],
     .state_dim = CP_STATE_DIM,
     .state_bytes = CP_STATE_DIM * sizeof(double),
     .reset = s_cartpole_reset_v,

@@ -37,15 +37,17 @@
 //                    the episode ended: the target bootstraps from it on truncation),
 //                    rewards/terminated/truncated are the step's, obs_to_act_on is next_obs
 //                    or, where the episode ended, the first observation of the next one.
-//   PYENV_ENV_FAULT  the env raised, returned NaN/inf, or a wrong shape/dtype (text in
-//                    pyenv_env_error); PYENV_NO_STEP the env did not step (its worker died,
-//                    hung, or has just (re)started, and the first recv of every group).
+//   PYENV_ENV_FAULT  the env raised, returned NaN/inf, a wrong shape/dtype, or a reward
+//                    beyond +-PYENV_REWARD_MAX (text in pyenv_env_error); PYENV_NO_STEP the
+//                    env did not step (its worker died, hung, or has just (re)started, and
+//                    the first recv of every group).
 // For both non-OK statuses: the step is void (next_obs zeros, reward 0, flags 0) and the
 // env's running episode is dropped: the caller must not fold this step and must clear the
 // env's pending n-step steps (nstep_clear_env). obs_to_act_on is the first observation of a
 // new episode when the env could be reset, and zeros otherwise (a worker still down, an env
-// whose reset fails too); either way the next result is OK only if the env really stepped
-// from that row, so acting on zeros is harmless.
+// whose reset fails too); after a reward out of range it is the row the worker's env is
+// really at (its step's observation, or its reset one). Either way the next result is OK
+// only if the env really stepped from that row, so acting on zeros is harmless.
 //
 // CURVE ([security] mode = curve, transport ZMQ): the bridge socket is a CURVE server with the actor's key
 // pair (<key_dir>/actor.key, or actor<i>.key, as security.c picks it) and a ZAP handler that
@@ -62,7 +64,7 @@
 // allocates nothing (libzmq's own message buffers aside). Not thread-safe: one thread drives
 // a pyenv_t (the zmq socket rule).
 //
-// The wire format between the two halves is written down in actor/pywire.h (and, the same
+// The wire format between the two halves is written down in envs/pywire.h (and, the same
 // text, in python/apex_env.py).
 #ifndef APEX_PYENV_H
 #define APEX_PYENV_H
@@ -78,11 +80,15 @@
 #define PYENV_MAX_ENVS_PER_WORKER 4096
 #define PYENV_ERR_TEXT_MAX 256 // bytes of an env's error text (the wire's bound)
 #define PYENV_KWARGS_LEN 1024
+// Rewards beyond +-PYENV_REWARD_MAX are env faults: an n-step return of up to 1000 of them
+// ([actor] n_step's bound) stays finite in float32 (FLT_MAX is 3.4e38), as the replay server
+// requires.
+#define PYENV_REWARD_MAX 1e30
 
 typedef enum { PYENV_OK = 0, PYENV_ENV_FAULT = 1, PYENV_NO_STEP = 2 } pyenv_status;
 
 // How the actor and its workers talk. LOCAL (spawned workers only): shared memory for the
-// frames and a pipe each way for the headers (actor/pylocal.h), no socket; ZMQ: the
+// frames and a pipe each way for the headers (envs/pylocal.h), no socket; ZMQ: the
 // ROUTER below, for workers started by hand (other hosts, CURVE) or spawned ones.
 typedef enum { PYENV_LOCAL = 0, PYENV_ZMQ = 1 } pyenv_transport;
 
@@ -191,11 +197,7 @@ const char *pyenv_env_error(const pyenv_t *self, int group, int j);
 int pyenv_drain_episodes(pyenv_t *self, vecenv_episode_t *out, int cap);
 
 void pyenv_get_stats(const pyenv_t *self, pyenv_stats_t *out);
-// The endpoint the bridge bound (ephemeral port resolved), for workers started by hand.
-const char *pyenv_endpoint(const pyenv_t *self);
 // Spawned worker w's pid, or 0 while it is not running (or spawn = 0).
 pid_t pyenv_worker_pid(const pyenv_t *self, int w);
-// 1 when worker w is up (HELLO done, first reset answered), else 0.
-int pyenv_worker_up(const pyenv_t *self, int w);
 
 #endif

@@ -73,12 +73,7 @@ static void s_mountaincar_step_v(void *s, int32_t a, void *obs, float *r, uint8_
 static void s_mountaincar_observe_v(const void *s, void *obs) { s_mountaincar_observe(s, obs); }
 
 const env_spec_t env_mountaincar_spec = {
-    .id = "MountainCar-v0",
-    .obs_dim = 2,
-    .obs_dtype = ENV_OBS_F32,
-    .obs_scale = 1.0f,
-    .n_actions = 3,
-    .max_episode_steps = 200,
+    .info = &envinfo_table[ENVINFO_MOUNTAINCAR],
     .state_dim = MC_STATE_DIM,
     .state_bytes = MC_STATE_DIM * sizeof(double),
     .reset = s_mountaincar_reset_v,

@@ -134,7 +134,7 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
     if (!is_python && !spec) {
         log_error("[env] id: '%s' is not an environment apex can step (it runs: %s, and python "
                   "envs through [env] make)%s",
-                  cfg->env.id, env_known_ids(),
+                  cfg->env.id, envinfo_known_ids(),
                   strcmp(cfg->env.id, CONFIG_ENV_EXTERNAL) == 0
                       ? "\n---> HINT: with id = external, the replay server and the learner "
                         "run with your own actors, which speak proto/apex.proto; or let "
@@ -150,7 +150,7 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
         s->G = 1;
         s->GE = n;
         s->obs_bytes = env_obs_bytes(spec);
-        snprintf(s->name, sizeof s->name, "%s", spec->id);
+        snprintf(s->name, sizeof s->name, "%s", spec->info->id);
         vecenv_init(&s->v, spec, n, (uint64_t)cfg->run.seed, first, EPISODES_CAP);
         s->actions = xcalloc((size_t)n, sizeof(int32_t));
         s_alloc_results(s);

@@ -1,11 +1,14 @@
-// env.c: the environment registry and the vectorised lock-step wrapper (vecenv_t).
+// env.c: the implementation registry and the vectorised lock-step wrapper (vecenv_t).
 //
-// The registry is a static table: adding an environment is one spec in its own env_*.c and
-// one row here. vecenv_t keeps every per-env array flat and preallocated, so the actor's hot
-// loop (vecenv_step) is a loop of spec->step calls plus bookkeeping, with no allocation.
+// The registry is the env table (envinfo.h) expanded once more: row i's spec, found by the
+// row's index, so an id is looked up in the table and nowhere else. Adding an environment is
+// one row in ENVINFO_TABLE and one spec in its own env_*.c. vecenv_t keeps every per-env
+// array flat and preallocated, so the actor's hot loop (vecenv_step) is a loop of spec->step
+// calls plus bookkeeping, with no allocation.
 #include "env.h"
 
 #include "apex.h"
+#include "config.h"
 #include "xalloc.h"
 
 #include <stdlib.h>
@@ -14,34 +17,25 @@
 // ---------------------------------------------------------------------------------------
 // Registry
 
-static const env_spec_t *const s_registry[] = {
-    &env_cartpole_spec,         &env_acrobot_spec,
-    &env_mountaincar_spec,      &env_minatar_asterix_spec,
-    &env_minatar_breakout_spec, &env_minatar_freeway_spec,
-    &env_minatar_seaquest_spec, &env_minatar_space_invaders_spec,
-};
+// One dtype code everywhere: the table's, the config's and the wire's.
+_Static_assert((int)ENVINFO_OBS_F32 == (int)CONFIG_OBS_FLOAT32 &&
+                   (int)ENVINFO_OBS_U8 == (int)CONFIG_OBS_UINT8,
+               "envinfo_obs_dtype is config_obs_dtype");
 
-size_t env_obs_bytes(const env_spec_t *spec) {
-    return (size_t)spec->obs_dim * (spec->obs_dtype == ENV_OBS_U8 ? 1 : sizeof(float));
-}
+// Every row fits vecenv's observation bound (checked at compile time, row by row).
+#define ENV_X_FITS(KEY, spec, id, obs_dim, ...)                                                    \
+    _Static_assert((obs_dim) <= ENV_MAX_OBS_DIM, id ": obs_dim above ENV_MAX_OBS_DIM");
+ENVINFO_TABLE(ENV_X_FITS)
 
-// A linear scan: a few entries, looked up once at startup.
+// Row i's spec at index i (check_envinfo: s_registry[i]->info == &envinfo_table[i]).
+#define ENV_X_REGISTER(KEY, spec, ...) [ENVINFO_##KEY] = &spec,
+static const env_spec_t *const s_registry[ENVINFO_COUNT] = {ENVINFO_TABLE(ENV_X_REGISTER)};
+
+size_t env_obs_bytes(const env_spec_t *spec) { return envinfo_obs_bytes(spec->info); }
+
 const env_spec_t *env_find(const char *id) {
-    if (id == NULL) {
-        return NULL;
-    }
-    for (size_t i = 0; i < APEX_ARRAY_LEN(s_registry); i++) {
-        if (strcmp(s_registry[i]->id, id) == 0) {
-            return s_registry[i];
-        }
-    }
-    return NULL;
-}
-
-const char *env_known_ids(void) {
-    // Kept by hand next to s_registry; check_env asserts the two agree.
-    return "CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, "
-           "MinAtar/Freeway-v0, MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0";
+    const envinfo_t *e = envinfo_find(id);
+    return e ? s_registry[e - envinfo_table] : NULL;
 }
 
 void env_set_state(const env_spec_t *spec, void *state, const double *values, void *obs_out) {
@@ -58,7 +52,7 @@ void env_set_state(const env_spec_t *spec, void *state, const double *values, vo
 void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint64_t first_index,
                  int episodes_cap) {
     APEX_ASSERT(spec != NULL && n > 0 && episodes_cap > 0);
-    APEX_ASSERT(spec->obs_dim <= ENV_MAX_OBS_DIM && spec->state_dim <= ENV_MAX_STATE_DIM &&
+    APEX_ASSERT(spec->info->obs_dim <= ENV_MAX_OBS_DIM && spec->state_dim <= ENV_MAX_STATE_DIM &&
                 spec->state_bytes <= ENV_MAX_STATE_BYTES);
     memset(v, 0, sizeof(*v));
     // Every array is sized here, once: vecenv_step and the resets it triggers only touch
@@ -123,10 +117,11 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *t
                  uint8_t *truncated) {
     const env_spec_t *spec = v->spec;
     const size_t S = spec->state_bytes, O = v->obs_bytes;
+    const int A = spec->info->n_actions, T = spec->info->max_episode_steps;
     // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
     // Checked for all envs before any steps, so an abort never leaves half a vector stepped.
     for (int i = 0; i < v->n; i++) {
-        APEX_ASSERT(actions[i] >= 0 && actions[i] < spec->n_actions);
+        APEX_ASSERT(actions[i] >= 0 && actions[i] < A);
     }
     // Pass 1: physics for all envs (batched where the spec can overlap its libm calls),
     // writing straight into the observations to act on: for the envs whose episode goes on
@@ -146,8 +141,7 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *t
         v->ep_len[i]++;
         // TimeLimit semantics: truncated depends on the step count only, so a terminal step
         // that is also the last allowed one reports both.
-        truncated[i] = (uint8_t)(spec->max_episode_steps > 0 &&
-                                 v->ep_len[i] >= spec->max_episode_steps);
+        truncated[i] = (uint8_t)(T > 0 && v->ep_len[i] >= T);
         if (terminated[i] || truncated[i]) {
             s_vecenv_finish(v, i);
         }

@@ -1,0 +1,81 @@
+// envinfo.h: the one table of environment ids, with each id's dimensions.
+//
+// Every built-in environment is one row of ENVINFO_TABLE below: its Gymnasium id, the size,
+// dtype and shape of its observations, its action count and time limit, and the name of the
+// env_spec_t (env.h) that steps it. No other file lists ids. The table is expanded twice:
+//   - in envinfo.c into envinfo_table[], the dimensions every daemon validates with. That
+//     file is data only and is linked into libapexcommon: config.c checks [env] against it,
+//     and the replay server and the learner size themselves from it without linking any
+//     environment code (they do not link libapexenv).
+//   - in env.c (libapexenv) into the implementation registry behind env_find: row i is
+//     stepped by the spec its row names, and that spec's info points at envinfo_table[i]
+//     (the spec takes its id and dimensions from the row instead of repeating them). A row
+//     whose spec does not exist does not link; check_envinfo checks that every row's spec
+//     points back at its own row.
+//
+// What it does not do: step anything, or know the envs of the Python bridge ([env] id =
+// python; their dimensions are [env] obs_dim, obs_shape, obs_dtype and n_actions, checked
+// against each worker's HELLO) or of external actors (id = external).
+//
+// Adding an environment: one row here and its spec in envs/env_<name>.c (README.md,
+// "Adding an environment").
+#ifndef APEX_ENVINFO_H
+#define APEX_ENVINFO_H
+
+#include <stddef.h>
+
+// Observation dtypes. The values are config_obs_dtype's and wire_obs_dtype's (env.c asserts
+// it), so a row's obs_dtype compares with [env] obs_dtype directly.
+typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
+
+// clang-format off
+// X(KEY, spec, id, obs_dim, obs_dtype, obs_h, obs_w, obs_c, obs_scale, n_actions, max_episode_steps)
+//   KEY                the row's index is ENVINFO_<KEY>
+//   spec               the env_spec_t that steps it (defined in envs/env_*.c)
+//   id                 Gymnasium id, exact and case-sensitive
+//   obs_dim            observation length in elements (obs_h * obs_w * obs_c for images)
+//   obs_dtype          envinfo_obs_dtype
+//   obs_h, _w, _c      image shape, channels last; 0, 0, 0 for a vector
+//   obs_scale          what the network multiplies observations by
+//   n_actions          discrete actions 0 .. n_actions-1
+//   max_episode_steps  truncation limit (Gymnasium's TimeLimit), 0 = none
+// Classic control: Gymnasium's registrations. MinAtar (Young & Tian 2019): 10 x 10 x C frames of
+// 0/1 bytes, all 6 actions, no time limit (the v0 ids of MinAtar's own Gymnasium registration).
+#define ENVINFO_TABLE(X)                                                                                                    \
+    X(CARTPOLE,       env_cartpole_spec,               "CartPole-v1",              4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 2, 500) \
+    X(ACROBOT,        env_acrobot_spec,                "Acrobot-v1",               6,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 500) \
+    X(MOUNTAINCAR,    env_mountaincar_spec,            "MountainCar-v0",           2,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 200) \
+    X(ASTERIX,        env_minatar_asterix_spec,        "MinAtar/Asterix-v0",       400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0)   \
+    X(BREAKOUT,       env_minatar_breakout_spec,       "MinAtar/Breakout-v0",      400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0)   \
+    X(FREEWAY,        env_minatar_freeway_spec,        "MinAtar/Freeway-v0",       700,  ENVINFO_OBS_U8,  10, 10, 7,  1.0f, 6, 0)   \
+    X(SEAQUEST,       env_minatar_seaquest_spec,       "MinAtar/Seaquest-v0",      1000, ENVINFO_OBS_U8,  10, 10, 10, 1.0f, 6, 0)   \
+    X(SPACE_INVADERS, env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0", 600,  ENVINFO_OBS_U8,  10, 10, 6,  1.0f, 6, 0)
+// clang-format on
+
+// The rows' indices: ENVINFO_CARTPOLE, ..., and ENVINFO_COUNT rows in all.
+#define ENVINFO_X_KEY(KEY, ...) ENVINFO_##KEY,
+typedef enum { ENVINFO_TABLE(ENVINFO_X_KEY) ENVINFO_COUNT } envinfo_key;
+
+// One row, without its spec (this header's users need not link it).
+typedef struct {
+    const char *id;          // Gymnasium id, e.g. "CartPole-v1"
+    int obs_dim;             // observation length, in elements
+    int obs_dtype;           // envinfo_obs_dtype: float32, or uint8 for MinAtar's frames
+    int obs_h, obs_w, obs_c; // image shape, channels last (0, 0, 0: a vector)
+    float obs_scale;         // what the network multiplies observations by
+    int n_actions;           // discrete actions 0..n_actions-1
+    int max_episode_steps;   // truncation limit (Gymnasium TimeLimit; 0 = none)
+} envinfo_t;
+
+// The table, indexed by envinfo_key. Static, read-only.
+extern const envinfo_t envinfo_table[ENVINFO_COUNT];
+
+// Returns the row of id (exact, case-sensitive), or NULL when id is unknown or NULL.
+// Thread-safe.
+const envinfo_t *envinfo_find(const char *id);
+// Comma-separated list of the known ids in table order, for error messages. Static storage.
+const char *envinfo_known_ids(void);
+// Bytes of one observation of row e (obs_dim elements of its dtype).
+size_t envinfo_obs_bytes(const envinfo_t *e);
+
+#endif
