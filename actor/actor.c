@@ -365,37 +365,6 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
     a->pending_len++;
 }
 
-// n-step returns are float32 (nstep.c sums in double and rounds): env rewards near FLT_MAX
-// round one to +-inf, and the replay takes finite rewards only (wire.h), so it would refuse
-// the whole batch. Such rows are left out of the first `count` (the others close up), counted
-// and logged. Returns the rows kept.
-static int s_drop_overflowed(actor_t *a, int count) {
-    nstep_out_t *o = &a->out;
-    size_t OB = a->obs_bytes;
-    int kept = 0;
-    for (int i = 0; i < count; i++) {
-        if (!isfinite(o->rewards[i])) {
-            continue;
-        }
-        if (kept != i) {
-            memcpy(o->obs + kept * OB, o->obs + i * OB, OB);
-            memcpy(o->next_obs + kept * OB, o->next_obs + i * OB, OB);
-            o->actions[kept] = o->actions[i];
-            o->rewards[kept] = o->rewards[i];
-            o->discounts[kept] = o->discounts[i];
-        }
-        kept++;
-    }
-    if (kept < count) {
-        a->st.reward_overflows += (uint64_t)(count - kept);
-        log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
-                  "n-step returns overflowed float32 (env rewards near 3.4e38): %llu transitions "
-                  "dropped so far",
-                  (unsigned long long)a->st.reward_overflows);
-    }
-    return kept;
-}
-
 // Sends the first `rows` rows of a->out as one batch, with initial priorities.
 static void s_send_rows(actor_t *a, int rows) {
     nstep_out_t *o = &a->out;
@@ -434,15 +403,13 @@ static void s_send_rows(actor_t *a, int rows) {
     s_flush_pending(a);
 }
 
-// Ships the first `count` rows of a->out as one batch (less those s_drop_overflowed leaves
-// out), and moves the remaining rows to the front.
+// Ships the first `count` rows of a->out as one batch, and moves the remaining rows to the
+// front. (Their n-step returns are finite: every env's rewards are bounded, a Python env's
+// by PYENV_REWARD_MAX, so that n_step of them cannot overflow float32.)
 static void s_ship(actor_t *a, int count) {
     nstep_out_t *o = &a->out;
     size_t OB = a->obs_bytes;
-    int rows = s_drop_overflowed(a, count);
-    if (rows > 0) {
-        s_send_rows(a, rows);
-    }
+    s_send_rows(a, count);
     int rest = o->count - count;
     if (rest > 0) {
         size_t ro = (size_t)count * OB, no = (size_t)rest * OB;

@@ -44,7 +44,6 @@ typedef struct {
     uint64_t weight_syncs;    // times the actor looked for new weights (weight_sync_steps)
     uint64_t bad_messages;
     uint64_t bad_priorities;   // batches sent without priorities (outside the wire's range)
-    uint64_t reward_overflows; // transitions dropped: their n-step return overflowed float32
     uint64_t env_faults;       // [env] id = python: env steps that faulted (void, not frames)
     uint64_t episodes_dropped; // id = python: running episodes dropped (faults, lost workers)
 } actor_stats_t;
