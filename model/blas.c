@@ -167,26 +167,30 @@ void blas_plan(const cpu_features_t *f, const char *current, const char *user_en
                  s_isa_names[blas_core_isa(named)]);
         return;
     }
+    // Kept below the CPU's best (by the variable or by "openblas"): a warning with the remedy.
+    // Below AVX2 on an AVX2 CPU the gap is 2-8x; an AVX2 kernel on an AVX-512 CPU ran at half
+    // the AVX-512 kernel's 1024^3 rate on a Zen 5 (bench/RESULTS.md), about the same on a
+    // Zen 4 (whose AVX-512 units are 256 bits wide): worth a line, the user decides.
+    int below = best && cur < top;
     if (configured && strcmp(configured, "openblas") == 0) {
-        out->warn = far_below;
-        snprintf(out->why, sizeof out->why, "%s (%s), %s ([run] blas_kernel = openblas)%s%s",
+        out->warn = below;
+        snprintf(out->why, sizeof out->why, "%s (%s), %s ([run] blas_kernel = openblas)%s%s%s%s",
                  current, s_isa_names[cur],
                  user_env && *user_env ? "as OPENBLAS_CORETYPE asks" : "OpenBLAS's own choice",
-                 far_below ? "; this CPU has AVX2+FMA, and ---> HINT: [run] blas_kernel = auto "
-                             "would run "
-                           : "",
-                 far_below ? best : "");
+                 below ? "; this CPU allows " : "", below ? best : "",
+                 below && far_below ? ", far above it" : "",
+                 below ? ". ---> HINT: [run] blas_kernel = auto" : "");
         return;
     }
     if (user_env && *user_env) {
-        out->warn = far_below;
+        out->warn = below;
         snprintf(out->why, sizeof out->why,
-                 "%s (%s), as OPENBLAS_CORETYPE=%s in the environment asks%s%s%s", current,
-                 s_isa_names[cur], user_env, best && cur < top ? "; the CPU allows " : "",
-                 best && cur < top ? best : "",
-                 far_below ? ": far below it. ---> HINT: unset OPENBLAS_CORETYPE (apex then "
-                             "chooses by the CPU's features)"
-                           : "");
+                 "%s (%s), as OPENBLAS_CORETYPE=%s in the environment asks%s%s%s%s", current,
+                 s_isa_names[cur], user_env, below ? "; this CPU allows " : "", below ? best : "",
+                 below && far_below ? ", far above it" : "",
+                 below ? ". ---> HINT: unset OPENBLAS_CORETYPE (apex then chooses by the CPU's "
+                         "features)"
+                       : "");
         return;
     }
     if (best && cur < top) {

@@ -175,11 +175,16 @@ START_TEST(test_plan) {
     ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
     ck_assert(p.warn);
     ck_assert_ptr_nonnull(strstr(p.why, "unset OPENBLAS_CORETYPE"));
-    // An AVX2 kernel on an AVX-512 CPU the user asked for: kept, said, no warning.
+    // An AVX2 kernel on an AVX-512 CPU the user asked for: kept, with a warning naming the
+    // better core (not "far": within 2x).
     blas_plan(&emr, "Haswell", "Haswell", "auto", &p);
     ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
+    ck_assert(p.warn);
+    ck_assert_ptr_nonnull(strstr(p.why, "allows Cooperlake. ---> HINT"));
+    // What the CPU allows, asked for by the variable: no warning.
+    blas_plan(&zen1, "Haswell", "Haswell", "auto", &p);
+    ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
     ck_assert(!p.warn);
-    ck_assert_ptr_nonnull(strstr(p.why, "Cooperlake"));
     // OpenBLAS already runs what fits (or its own tuned core of the same instruction set).
     blas_plan(&emr, "Cooperlake", NULL, "auto", &p);
     ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
@@ -200,8 +205,12 @@ START_TEST(test_plan) {
     blas_plan(&emr, "Prescott", NULL, "openblas", &p);
     ck_assert_int_eq(p.kind, BLAS_PLAN_KEEP);
     ck_assert(p.warn);
+    ck_assert_ptr_nonnull(strstr(p.why, "far above it"));
     blas_plan(&snb, "Prescott", NULL, "openblas", &p);
-    ck_assert(!p.warn); // no AVX2: SSE is not far below
+    ck_assert(p.warn); // below the CPU's AVX, if not far
+    ck_assert_ptr_null(strstr(p.why, "far above it"));
+    blas_plan(&snb, "Sandybridge", NULL, "openblas", &p);
+    ck_assert(!p.warn);
     // A core named in the config runs, over the variable too; one the CPU cannot run does not.
     blas_plan(&emr, "Cooperlake", "Cooperlake", "Sandybridge", &p);
     ck_assert_int_eq(p.kind, BLAS_PLAN_SWITCH);
