@@ -32,6 +32,7 @@
 #define LOG_MODULE "bench"
 #include "actor.h"
 #include "apex.h"
+#include "blas.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -464,6 +465,9 @@ static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, l
 }
 
 int main(int argc, char **argv) {
+    // The kernel every apex daemon would run here ([run] blas_kernel = auto): it may start
+    // the benchmark again with another one.
+    blas_startup(argv, "auto");
     const char *net = "both";
     long vsteps = 0, windows = 5;
     double window_s = 1.0;

@@ -276,6 +276,9 @@ static void s_bench_body(body_t *bd, int runs, const char *tsuffix) {
 }
 
 int main(int argc, char **argv) {
+    // The kernel every apex daemon would run here ([run] blas_kernel = auto): it may start
+    // the benchmark again with another one.
+    blas_startup(argv, "auto");
     int threads = 1, runs = 5;
     for (int i = 1; i < argc; i += 2) {
         int *dst = strcmp(argv[i], "--threads") == 0 ? &threads

@@ -347,6 +347,9 @@ static void s_nets_init(void) {
 }
 
 int main(int argc, char **argv) {
+    // The kernel every apex daemon would run here ([run] blas_kernel = auto): it may start
+    // the benchmark again with another one.
+    blas_startup(argv, "auto");
     int threads = 1, runs = 7, iters = 0, batch = 0, want[N_NETS] = {0}, any = 0;
     s_nets_init();
     for (int i = 1; i < argc; i += 2) {

@@ -4,7 +4,9 @@
 #   # machine: <CPU model> (<n> CPUs), <date>
 #   # openblas: <package version>, kernel <Core: line of OPENBLAS_VERBOSE=2>
 #   # env: OPENBLAS_*=... (or "no OPENBLAS_* variables set")
-# Never sets OPENBLAS_CORETYPE: the benchmarks run on the kernel OpenBLAS picks, as users do.
+#   # apex blas: <the kernel line an apex daemon logs at start-up: which core runs, and why>
+# Never sets OPENBLAS_CORETYPE: the benchmarks run on the kernel an apex daemon would run
+# here (model/blas.h: OpenBLAS's own, or the one apex chooses for the CPU), as users do.
 bench_machine() {
   local bin=${BIN:-bin} cpu n kernel ver vars
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
@@ -16,5 +18,10 @@ bench_machine() {
   echo "# machine: ${cpu:-unknown CPU} ($n CPUs), $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "# openblas: $ver, kernel ${kernel:-unknown (not a DYNAMIC_ARCH build?)}"
   echo "# env: ${vars:-no OPENBLAS_* variables set}"
+  # apex-eval logs the kernel line and then fails on the missing checkpoint.
+  local line
+  line=$("$bin/apex-eval" -c configs/cartpole.ini --checkpoint /nonexistent 2>&1 \
+    | sed -n 's/.* blas: //p' | head -1 || true)
+  echo "# apex blas: ${line:-unknown}"
 }
 bench_machine

@@ -20,7 +20,8 @@ if [ "${APEX_SLURM_DEPS:-0}" = 1 ]; then
   PKGS+=(slurm-wlm munge iproute2) # tests/smoke/slurm*.sh start a Slurm cluster of their own
 fi
 if [ "${APEX_BENCH_DEPS:-0}" = 1 ]; then
-  PKGS+=(python3-torch) # the PyTorch peer, only for make bench
+  PKGS+=(python3-torch)            # the PyTorch peer, only for make bench
+  PKGS+=(libblis-dev libdnnl-dev)  # the other BLAS libraries bench_gemm measures (dlopen)
 fi
 
 missing=()
