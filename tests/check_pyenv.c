@@ -7,7 +7,8 @@
 // (tests/pyenv_faults.py reference_trajectory): the reference lives outside the repo, at
 // $APEX_PYENV_CARTPOLE (default ../shared/peers/cartpole_env.py); without it the test uses
 // python/apex_cartpole.py, and the test of that module against the reference says it is
-// skipped and passes. Other tests use Counter, whose observations are a closed form checked
+// skipped (and fails under CI=true, where the reference must be there: .ci/run). Other tests
+// use Counter, whose observations are a closed form checked
 // here. Tests run from the repo root (as `make unit` does). Waits are bounded by WAIT_MS and
 // wait for conditions; the only short timeouts are where a reply is meant never to come.
 #include "check_apex.h"
@@ -287,8 +288,13 @@ static const char *s_peer_cartpole(void) {
 START_TEST(test_apex_cartpole_matches_peer) {
     const char *ref = s_peer_cartpole();
     if (!ref) {
-        fprintf(stderr, "check_pyenv: no reference CartPole (set APEX_PYENV_CARTPOLE): "
-                        "test_apex_cartpole_matches_peer SKIPPED\n");
+        const char *want = getenv("APEX_PYENV_CARTPOLE");
+        char what[1200];
+        snprintf(what, sizeof what,
+                 "no reference CartPole at %.1000s (set APEX_PYENV_CARTPOLE to the peer's "
+                 "cartpole_env.py)",
+                 want && *want ? want : "../shared/peers/cartpole_env.py");
+        check_reference_missing("check_pyenv: test_apex_cartpole_matches_peer", what);
         return;
     }
     char cmd[1200], line[256] = "";

@@ -5,7 +5,7 @@
 # serving; when the disk "recovers" (the limit is lifted) durability comes back.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-command -v prlimit >/dev/null || { echo "disk_full.sh: prlimit not found: skipped"; exit 0; }
+command -v prlimit >/dev/null || skip "prlimit (util-linux) not found"
 RUNS="$TMP/runs"
 PORT=$(free_port)
 EP="tcp://127.0.0.1:$PORT"
