@@ -54,6 +54,9 @@ skip() {
   echo "$(basename "$0"): skipped: $*"
   exit 0
 }
+# gone PATTERN: no process's command line matches PATTERN (pgrep -f); for an orphan check,
+# wait_for SECONDS gone PATTERN: a stopped daemon's children may take a moment to exit.
+gone() { ! pgrep -f "$1" >/dev/null; }
 # Debian's interpreter has python3-zmq and numpy (another python3 may come first on PATH).
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
