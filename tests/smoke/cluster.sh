@@ -28,7 +28,7 @@ wait_for 30 rows_ge 2 && ok "metrics.csv has $(csv_rows) rows" || bad "metrics.c
 kill -TERM "$LPID"
 rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 0 ] && ok "SIGTERM: launcher and daemons exit 0" || { bad "launcher exit $rc"; tail -20 "$TMP/launcher.out"; }
-wait_for 30 gone "$RUNS" && ok "no orphan processes" || bad "orphan processes 30 s after the stop: $(pgrep -af "$RUNS")"
+wait_for 30 no_procs "$RUNS" && ok "no orphan processes" || bad "orphan processes 30 s after the stop: $(pgrep -af "$RUNS")"
 for f in replay.log learner.log actor0.log actor1.log config.ini; do
   [ -s "$RUN/$f" ] && ok "run dir has $f" || bad "run dir lacks $f"
 done
@@ -82,7 +82,7 @@ pkill -9 -f "apex-actor -c $RUN/config.ini --index 1" || true
 rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 1 ] && ok "launcher exits 1 when a daemon dies" || bad "launcher exit $rc after a kill"
 grep -q "actor1 died unexpectedly" "$TMP/launcher2.out" && ok "launcher names the dead daemon" || { bad "launcher output:"; tail -20 "$TMP/launcher2.out"; }
-wait_for 30 gone "$RUNS" && ok "no orphans after failure" || bad "orphans 30 s after the failure: $(pgrep -af "$RUNS")"
+wait_for 30 no_procs "$RUNS" && ok "no orphans after failure" || bad "orphans 30 s after the failure: $(pgrep -af "$RUNS")"
 grep -q "^apex-local: resuming the run in $RUN at update [0-9]*" "$TMP/launcher2.out" && ok "the launcher says the run is resumed: $(grep -m1 -o 'resuming the run.*' "$TMP/launcher2.out")" || bad "launcher: $(head -1 "$TMP/launcher2.out")"
 # The counters go on across the resume (the checkpoint holds them): no column runs backwards.
 "$PY" - "$RUN/metrics.csv" <<'PY' && ok "env_frames, episodes, updates and elapsed_s never decrease across the resume" || bad "a counter ran backwards across the resume"

@@ -33,7 +33,7 @@ shards() { ls "$RUN"/checkpoint.bin.s[1-9]*.opt1of2 >/dev/null 2>&1; }
 trained() { gt updates 300; }
 if wait_for 120 trained && wait_for 60 shards; then
   r=($(ranks))
-  [ "${#r[@]}" = 2 ] && ok "a group of 2 ranks trains ($(col updates) updates)" || bad "ranks: ${r[*]:-none}"
+  [ "${#r[@]}" = 2 ] && key_ok learner.ranks "a group of 2 ranks trains ($(col updates) updates)" || bad "ranks: ${r[*]:-none}"
   kill -9 "${r[1]}" && ok "rank 1 (pid ${r[1]}) killed with SIGKILL at update $(col updates)"
 else
   bad "the group did not train and checkpoint"

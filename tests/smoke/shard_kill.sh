@@ -39,7 +39,7 @@ wait_for 30 grep -q "all daemons up" "$TMP/launcher.out" || bad "the cluster did
 R1=$(sed -n "s/.*all daemons up:.* replay1\[\([0-9]*\)\].*/\1/p" "$TMP/launcher.out")
 both() { grep -q "replay shard 0 .* answers" "$RUN/learner.log" && grep -q "replay shard 1 .* answers" "$RUN/learner.log"; }
 wait_for 60 both && wait_for 120 gt updates 300 \
-  && ok "the learner trains from both shards (updates $(col updates))" || bad "no training from two shards: $(tail -3 "$RUN/learner.log")"
+  && key_ok replay.shards "the learner trains from both shards (updates $(col updates))" || bad "no training from two shards: $(tail -3 "$RUN/learner.log")"
 # Killed after its first snapshot, so that the restore reads both a snapshot and the log.
 wait_for 60 test -s "$RUN/replay1/snapshot.bin" || bad "shard 1 wrote no snapshot"
 kill_at=$(date +%s.%N)
