@@ -198,12 +198,11 @@ learn-bench: $(BINARIES)
 learn-minatar: $(BINARIES)
 	BIN=$(BIN) bash bench/learn_minatar.sh
 
-# CartPole learning while replay, learner and actors are SIGKILLed (scripts/chaos), ~2 min;
-# then a settled run must hold a greedy median >= 400 across a replay kill (statistical: a
-# solved CartPole DQN falls back now and then on its own, see docs/architecture.md).
+# CartPole learning while replay, learner and actors are SIGKILLed (scripts/chaos), ~2 min.
+# (The greedy median >= 400 across a replay kill is asserted by make test's
+# tests/smoke/replay_kill_learning.sh.)
 chaos: $(BINARIES)
 	CHAOS_MODE=full APEX_BIN=$(abspath $(BIN)) bash tests/smoke/chaos.sh
-	REPLAY_KILL_LEARNING=full APEX_BIN=$(abspath $(BIN)) bash tests/smoke/replay_kill_learning.sh
 
 # ---- run -------------------------------------------------------------------------------
 run: $(BINARIES)

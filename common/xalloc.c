@@ -7,6 +7,17 @@
 #include <stdio.h>
 #include <string.h>
 
+// The calling thread's innermost open tally (NULL: none). Thread-local, so that tallies on
+// different threads never share state and need no lock.
+static _Thread_local xalloc_tally_t *s_tally;
+
+static void s_count(size_t bytes) {
+    if (s_tally) {
+        s_tally->bytes += bytes;
+        s_tally->blocks++;
+    }
+}
+
 static _Noreturn void s_oom(size_t size, const char *file, int line) {
     fprintf(stderr, "%s:%d: out of memory allocating %zu bytes\n", file, line, size);
     abort();
@@ -17,6 +28,7 @@ void *xmalloc_at(size_t size, const char *file, int line) {
     if (!p) {
         s_oom(size, file, line);
     }
+    s_count(size);
     return p;
 }
 
@@ -25,6 +37,7 @@ void *xcalloc_at(size_t n, size_t size, const char *file, int line) {
     if (!p) {
         s_oom(n * size, file, line);
     }
+    s_count(n * size); // calloc has checked that the product does not overflow
     return p;
 }
 
@@ -33,6 +46,7 @@ void *xrealloc_at(void *p, size_t size, const char *file, int line) {
     if (!q) {
         s_oom(size, file, line);
     }
+    s_count(size);
     return q;
 }
 
@@ -50,6 +64,7 @@ void *xaligned_alloc_at(size_t size, const char *file, int line) {
         s_oom(size, file, line);
     }
     memset(p, 0, rounded);
+    s_count(rounded);
     return p;
 }
 
@@ -66,4 +81,22 @@ int xalloc_mul_ok(size_t a, size_t b, size_t *out) {
     }
     *out = a * b;
     return 1;
+}
+
+// ---------------------------------------------------------------------------------------
+// tallies
+
+void xalloc_tally_begin(xalloc_tally_t *t) {
+    *t = (xalloc_tally_t){.outer = s_tally};
+    s_tally = t;
+}
+
+void xalloc_tally_end(xalloc_tally_t *t) {
+    APEX_ASSERT(s_tally == t); // tallies close in the reverse order of opening
+    s_tally = t->outer;
+    if (s_tally) {
+        s_tally->bytes += t->bytes;
+        s_tally->blocks += t->blocks;
+    }
+    t->outer = NULL;
 }

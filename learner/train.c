@@ -144,7 +144,13 @@ static void s_alloc_training(trainer_t *self, group_t *group) {
     } else {
         self->shard_off = 0, self->shard_n = n; // every rank steps the whole array
     }
+    // train_memory_t is what the allocator was asked for (xalloc tallies), not a formula:
+    // the memory test checks it against ZeRO's sizes, which a formula here would restate.
+    xalloc_tally_t opt, grad;
+    xalloc_tally_begin(&opt);
     optim_init(&self->optim, &self->cfg.optim, self->shard_n);
+    xalloc_tally_end(&opt);
+    xalloc_tally_begin(&grad);
     if (self->zero == 2) {
         // No full-size gradient: the piece buffer plus this rank's shard of the gradient.
         size_t cap = group_shard_max(n, self->n_ranks) / ZERO_PIECE_DIV;
@@ -152,13 +158,12 @@ static void s_alloc_training(trainer_t *self, group_t *group) {
         self->gshard = xaligned_alloc(APEX_MAX(self->shard_n, (size_t)1) * sizeof(float));
         memset(self->gshard, 0, self->shard_n * sizeof(float));
         self->pieces = (nn_pieces_t){xaligned_alloc(cap * sizeof(float)), cap, s_piece_done, self};
-        self->mem.grad_bytes = (self->shard_n + cap) * sizeof(float);
     } else {
         nn_params_init(&self->grads, net);
-        self->mem.grad_bytes = n * sizeof(float);
     }
-    self->mem.param_bytes = 2 * n * sizeof(float);
-    self->mem.opt_bytes = 2 * self->shard_n * sizeof(float);
+    xalloc_tally_end(&grad);
+    self->mem.grad_bytes = grad.bytes;
+    self->mem.opt_bytes = opt.bytes;
 }
 
 trainer_t *trainer_new(const train_config_t *cfg) { return trainer_new_group(cfg, NULL); }
@@ -174,8 +179,12 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     trainer_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
     const nn_config_t *net = &cfg->net;
+    xalloc_tally_t params;
+    xalloc_tally_begin(&params);
     nn_params_init(&self->online, net);
     nn_params_init(&self->target, net);
+    xalloc_tally_end(&params);
+    self->mem.param_bytes = params.bytes;
     s_alloc_training(self, group);
     nn_state_init(&self->st_obs, net, cfg->batch_size, 1);
     nn_state_init(&self->st_next_online, net, cfg->batch_size, 0);

@@ -60,11 +60,13 @@ typedef struct {
     int zero_stage;        // 0, 1, 2: a learner group's sharding (above); unused without one
 } train_config_t;
 
-// A trainer's own allocations, in bytes (what the memory test and bench/run_zero.sh read).
+// A trainer's own allocations, in bytes (what the memory test and bench/run_zero.sh read):
+// measured, as what its constructor asked the x* allocators for while building each part
+// (xalloc tallies; 64-byte rounding included), not computed from the sizes.
 typedef struct {
     size_t param_bytes; // online + target
-    size_t grad_bytes;  // full gradient, shard and piece buffers
-    size_t opt_bytes;   // optimizer moments (m and v)
+    size_t grad_bytes;  // full gradient, or (stage 2) this rank's shard and the piece buffer
+    size_t opt_bytes;   // optimizer moments (m and v) of this rank's shard
 } train_memory_t;
 
 #define ZERO_PIECE_DIV 4 // stage 2's piece buffer: the shard / this

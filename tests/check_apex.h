@@ -16,6 +16,19 @@
 APEX_SUITES(DECLARE_SUITE)
 #undef DECLARE_SUITE
 
+// 1 when built with AddressSanitizer (make asan; GCC's macro or clang's feature test), else
+// 0. Checks that cannot mean anything under it (glibc's heap counters) skip, saying so.
+#if defined(__SANITIZE_ADDRESS__)
+#define CHECK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHECK_ASAN 1
+#endif
+#endif
+#ifndef CHECK_ASAN
+#define CHECK_ASAN 0
+#endif
+
 // Compares n floats with |got - want| <= atol + rtol * |want|. On mismatch prints the first
 // 5 differing indices and the largest difference (llm.c check_tensor), and returns 0.
 int check_close_f(const float *got, const float *want, size_t n, double rtol, double atol,
@@ -66,6 +79,12 @@ void check_send_rows(void *sock, const check_rows_t *r, uint32_t n, uint32_t obs
 // storage that lives until the next call. Removed by check_rmtree.
 const char *check_tmpdir(void);
 void check_rmtree(const char *path);
+
+// A test's outside reference (a file or program outside the repo, a Python module) is
+// missing. Under CI=true (.ci/run exports it), where every reference must be present, this
+// fails the test, naming test and missing; elsewhere it prints "<test> SKIPPED: <missing>"
+// to stderr and returns, and the caller returns (a skip shows in the log, never silently).
+void check_reference_missing(const char *test, const char *missing);
 
 // ---- a stand-in for the learner's weights endpoint, for suites that test its clients
 // (the actor; apex-eval --follow). The learner binds a ROUTER that reads [routing id]

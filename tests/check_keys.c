@@ -10,7 +10,8 @@
 // with no row, so a key added later without a row here fails CI. Keys only the launcher
 // reads (scripts/apex-local) are covered by a smoke script instead: the row names it, and
 // test_smoke_tags checks that the script holds the line "# key: section.key" above the
-// command that exercises the key.
+// command that sets the key and a check of its effect that names it (key_ok section.key);
+// the script's own finish fails a tagged key whose key_ok did not run.
 //
 // Adding a row is one line: {"section.key", "section.key=VALUE", BASE or NULL, observer,
 // what, direction, smoke script or NULL}. The observers (one per module, `what` picks the
@@ -1315,8 +1316,36 @@ static FILE *s_open_smoke(const char *script) {
     return f;
 }
 
-// A smoke row's script holds "# key: section.key" and, on the first line after it that is
-// not another such tag, a command that names the key (e.g. --set run.max_seconds=2).
+// Whether a check names key: a line that is not a comment with "key_ok " or "--keys " (the
+// python_env.sh refused helper's) followed by a comma-separated list that holds key.
+static int s_line_checks_key(const char *line, const char *key) {
+    const char *t = line + strspn(line, " \t");
+    if (*t == '#') {
+        return 0;
+    }
+    const char *markers[] = {"key_ok ", "--keys "};
+    for (size_t m = 0; m < APEX_ARRAY_LEN(markers); m++) {
+        for (const char *p = strstr(t, markers[m]); p; p = strstr(p + 1, markers[m])) {
+            const char *k = p + strlen(markers[m]);
+            size_t n = strcspn(k, " \t\n\"'");
+            for (const char *e = k; e < k + n;) { // the comma-separated entries of k[0, n)
+                size_t len = strcspn(e, ",");
+                len = APEX_MIN(len, (size_t)(k + n - e));
+                if (len == strlen(key) && strncmp(e, key, len) == 0) {
+                    return 1;
+                }
+                e += len + 1;
+            }
+        }
+    }
+    return 0;
+}
+
+// A smoke row's script (1) holds the tag "# key: section.key", (2) the first line after it
+// that is not another tag is a command (not a comment) that assigns the key
+// ("section.key="), and (3) a check names the key (key_ok section.key, tests/smoke/lib.sh).
+// When the script runs, lib.sh's finish fails a tagged key that no key_ok showed, so the tag
+// stands for a check that can fail, not only for a comment.
 START_TEST(test_smoke_tags) {
     for (int i = 0; i < N_ROWS; i++) {
         const s_row *r = &s_rows[i];
@@ -1325,22 +1354,27 @@ START_TEST(test_smoke_tags) {
         }
         FILE *f = s_open_smoke(r->smoke);
         ck_assert_msg(f != NULL, "%s: cannot open tests/smoke/%s", r->key, r->smoke);
-        char tag[128], line[4096];
+        char tag[128], assign[128], line[4096];
         snprintf(tag, sizeof tag, "# key: %s\n", r->key);
-        int found = 0, tagged = 0;
+        snprintf(assign, sizeof assign, "%s=", r->key);
+        int tagged = 0, after_tag = 0, assigned = 0, checked = 0;
         while (fgets(line, sizeof line, f)) {
             const char *t = line + strspn(line, " ");
             if (strcmp(t, tag) == 0) {
-                tagged = 1;
-            } else if (tagged && strncmp(t, "# key: ", 7) != 0) {
-                found = strstr(line, strchr(r->key, '.') + 1) != NULL;
-                break;
+                tagged = after_tag = 1;
+            } else if (after_tag && strncmp(t, "# key: ", 7) != 0) {
+                assigned = *t != '#' && strstr(t, assign) != NULL;
+                after_tag = 0;
             }
+            checked |= s_line_checks_key(line, r->key);
         }
         fclose(f);
-        ck_assert_msg(found,
-                      "tests/smoke/%s has no line '# key: %s' followed by a command naming %s",
-                      r->smoke, r->key, strchr(r->key, '.') + 1);
+        ck_assert_msg(tagged, "tests/smoke/%s has no line '# key: %s'", r->smoke, r->key);
+        ck_assert_msg(assigned,
+                      "tests/smoke/%s: the line after '# key: %s' is not a command that sets %s",
+                      r->smoke, r->key, assign);
+        ck_assert_msg(checked, "tests/smoke/%s: no check names %s (key_ok %s \"...\")", r->smoke,
+                      r->key, r->key);
     }
 }
 END_TEST

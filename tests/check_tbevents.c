@@ -687,17 +687,17 @@ static int s_run_reader(const char *dir, char **csv, int want) {
     return rc;
 }
 
-// Skips (with a message) when the reader cannot run here; 1 if it can.
+// 1 when the reader can run here; else 0 after saying so (check_reference_missing: a
+// visible skip, or under CI=true a failure).
 static int s_reader_available(void) {
+    static const char *test = "check_tbevents: test_python_reader_sees_what_was_written";
     if (access(S_PY, X_OK) != 0) {
-        fprintf(stderr, "check_tbevents: SKIPPED the Python reader test: no %s\n", S_PY);
+        check_reference_missing(test, "no " S_PY);
         return 0;
     }
     if (system(S_PY " -c 'import google.protobuf' 2>/dev/null") != 0) {
-        fprintf(stderr,
-                "check_tbevents: SKIPPED the Python reader test: %s has no protobuf "
-                "(scripts/install-deps.sh installs python3-protobuf)\n",
-                S_PY);
+        check_reference_missing(test, S_PY " has no google.protobuf (scripts/install-deps.sh "
+                                           "installs python3-protobuf)");
         return 0;
     }
     return 1;

@@ -45,7 +45,7 @@ if has avx; then
   fi
   line=$(blas_line "$TMP/learner.log")
   [[ "$line" == *"OpenBLAS Sandybridge (AVX), set by [run] blas_kernel, checked at start-up"* ]] \
-    && ok "learner: the named core runs, checked: ${line#* blas: }" \
+    && key_ok run.blas_kernel "learner: the named core runs, checked: ${line#* blas: }" \
     || bad "learner kernel line: '$line'"
   [[ "$line" == *"apex-learner[$pid]"* ]] && ok "the restart kept the pid ($pid)" \
     || bad "the kernel line's pid is not the started process's $pid: '$line'"

@@ -36,10 +36,11 @@ expect_rc 0 "apex-keygen DIR" "$APEX_BIN/apex-keygen" "$TMP/keys"
 [ "$(stat -c %a "$TMP/keys/replay.key")" = 600 ] && ok "secret keys are mode 600" || bad "replay.key mode $(stat -c %a "$TMP/keys/replay.key")"
 [ "$(grep -c . "$TMP/keys/authorized_keys")" = 2 ] && ok "learner and actor keys authorized" || bad "authorized_keys: $(cat "$TMP/keys/authorized_keys")"
 grep -q 'public-key = "' "$TMP/keys/actor.pub" && ! grep -q secret "$TMP/keys/actor.pub" && ok ".pub holds only the public key" || bad "actor.pub content"
-# A Python env worker is a client of its actor's bridge: its key goes to the allow-list.
+# A Python env worker is a client of its actor's bridge: its key goes to the allow-list. (A
+# Z85 key may start with '-': hence grep's "--".)
 expect_rc 0 "apex-keygen DIR envworker" "$APEX_BIN/apex-keygen" "$TMP/keys" envworker
 wpub=$(sed -n 's/.*public-key = "\(.*\)".*/\1/p' "$TMP/keys/envworker.pub")
-grep -qxF "$wpub envworker" "$TMP/keys/authorized_keys" && [ "$(grep -c . "$TMP/keys/authorized_keys")" = 3 ] \
+grep -qxF -- "$wpub envworker" "$TMP/keys/authorized_keys" && [ "$(grep -c . "$TMP/keys/authorized_keys")" = 3 ] \
   && ok "envworker's key authorized" || bad "authorized_keys after envworker: $(cat "$TMP/keys/authorized_keys")"
 
 # configs/README.md's table is generated from the schema and must be current.

@@ -28,8 +28,7 @@ wait_for 30 rows_ge 2 && ok "metrics.csv has $(csv_rows) rows" || bad "metrics.c
 kill -TERM "$LPID"
 rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 0 ] && ok "SIGTERM: launcher and daemons exit 0" || { bad "launcher exit $rc"; tail -20 "$TMP/launcher.out"; }
-sleep 0.5
-if pgrep -f "$RUNS" >/dev/null; then bad "orphan processes: $(pgrep -af "$RUNS")"; else ok "no orphan processes"; fi
+wait_for 30 no_procs "$RUNS" && ok "no orphan processes" || bad "orphan processes 30 s after the stop: $(pgrep -af "$RUNS")"
 for f in replay.log learner.log actor0.log actor1.log config.ini; do
   [ -s "$RUN/$f" ] && ok "run dir has $f" || bad "run dir lacks $f"
 done
@@ -70,18 +69,20 @@ grep -q "episodes 5 .*mean" "$TMP/out" && ok "apex-eval prints the summary: $(ca
 
 # Failure path: kill an actor mid-run; the launcher must name it and exit 1. The learner
 # resumes from the checkpoint of the first run.
+rows0=$(csv_rows)
 scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --no-eval --resume "${SETS[@]}" >"$TMP/launcher2.out" 2>&1 &
 LPID=$!
 PIDS+=("$LPID")
 wait_for 30 grep -q "all daemons up" "$TMP/launcher2.out" || bad "second run did not start"
 wait_for 30 grep -q "resumed from" "$RUN/learner.log" && ok "the learner resumed from its checkpoint" || bad "no resume"
-sleep 1
+# Mid-run: once the resumed learner has written a metrics row (the check of the counters
+# across the resume below needs one).
+wait_for 60 rows_ge $((rows0 + 1)) && ok "the resumed learner writes metrics rows ($rows0 -> $(csv_rows))" || bad "no metrics row after the resume"
 pkill -9 -f "apex-actor -c $RUN/config.ini --index 1" || true
 rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 1 ] && ok "launcher exits 1 when a daemon dies" || bad "launcher exit $rc after a kill"
 grep -q "actor1 died unexpectedly" "$TMP/launcher2.out" && ok "launcher names the dead daemon" || { bad "launcher output:"; tail -20 "$TMP/launcher2.out"; }
-sleep 0.5
-if pgrep -f "$RUNS" >/dev/null; then bad "orphans after failure: $(pgrep -af "$RUNS")"; else ok "no orphans after failure"; fi
+wait_for 30 no_procs "$RUNS" && ok "no orphans after failure" || bad "orphans 30 s after the failure: $(pgrep -af "$RUNS")"
 grep -q "^apex-local: resuming the run in $RUN at update [0-9]*" "$TMP/launcher2.out" && ok "the launcher says the run is resumed: $(grep -m1 -o 'resuming the run.*' "$TMP/launcher2.out")" || bad "launcher: $(head -1 "$TMP/launcher2.out")"
 # The counters go on across the resume (the checkpoint holds them): no column runs backwards.
 "$PY" - "$RUN/metrics.csv" <<'PY' && ok "env_frames, episodes, updates and elapsed_s never decrease across the resume" || bad "a counter ran backwards across the resume"

@@ -32,7 +32,7 @@ print("    %d evaluations, versions %d..%d, episodes %s" % (len(v), v[0] & 0xFFF
 sys.exit(0 if all(b > a for a, b in zip(v, v[1:])) and rows[0]["episodes"] == "20" else 1)
 PY
 # An evaluation starts interval_s after the previous one ended (elapsed_s is its end, on the monotonic clock).
-"$PY" - "$RUN/eval.csv" <<'PY' && ok "[eval] interval_s spaces evaluations" || bad "evaluations closer than interval_s"
+"$PY" - "$RUN/eval.csv" <<'PY' && key_ok eval.interval_s "[eval] interval_s spaces evaluations" || bad "evaluations closer than interval_s"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 gaps = [float(b["elapsed_s"]) - float(a["elapsed_s"]) - float(b["eval_s"]) for a, b in zip(rows, rows[1:])]

@@ -83,7 +83,11 @@ print("  .... %-14s sent %d bad, %d good, %d giant in %.1fs; handshakes %d, disc
 PY
   fi
   mark "$name done"
-  sleep 1 # the daemons' counters settle before the next phase starts
+  # The counts of this phase (delta() below reads the last row before the next phase) are
+  # in the rows the learner writes from now on: two more rows (one every 0.5 s), not a sleep.
+  local rows_end
+  rows_end=$(csv_rows)
+  wait_for 60 rows_ge $((rows_end + 2)) || bad "$name: no metrics rows after the phase"
 }
 
 # --- the cluster --------------------------------------------------------------------------
@@ -120,14 +124,15 @@ UP_PULL="tcp://127.0.0.1:$(free_port)"
   --json "$TMP/upstream.json" >"$TMP/upstream.out" 2>&1 &
 UPID=$!
 PIDS+=("$UPID")
-sleep 0.3
+# (The peer waits for the actor to connect, and the actor retries until the peer is bound.)
 "$APEX_BIN/apex-actor" -c configs/smoke.ini --index 0 --set run.out_dir="$TMP/hactor" \
   --set actor.max_steps_per_s=500 --set endpoints.learner_pub="$UP_WEIGHTS" \
   --set endpoints.replay_insert="$UP_ROUTER" --set endpoints.learner_stats="$UP_PULL" \
   >"$TMP/hactor.log" 2>&1 &
 HAPID=$!
 PIDS+=("$HAPID")
-sleep 0.5
+# Its baseline once it has built everything (its start-up line).
+wait_for 30 grep -q " I actor: actor 0: " "$TMP/hactor.log" || bad "the actor fed by hostile peers did not start: $(tail -3 "$TMP/hactor.log")"
 mem_one baseline hostile-actor "$HAPID"
 
 # --- the cluster-side attacks, one endpoint at a time -------------------------------------
@@ -151,8 +156,10 @@ else
   bad "the actor fed by hostile upstream peers died (exit $rc)"; tail -5 "$TMP/hactor.log"
 fi
 mark "attacks over"
+# The window after the attacks: the analysis wants >= 3 metrics rows in it; wait for 4.
 t0=$(now)
-sleep 3
+rows_after=$(csv_rows)
+wait_for 60 rows_ge $((rows_after + 4)) || bad "no metrics rows after the attacks"
 echo "after $t0 $(now)" >>"$TMP/phases.txt"
 mem_snap final
 
@@ -413,7 +420,7 @@ wait_for 10 grep -q "inserts on" "$TMP/seqmax.log" || bad "standalone replay did
   && ok "replay: a TransitionBatch with seq 2^64-1, then a probe: the probe is acked" \
   || bad "replay: after a TransitionBatch with seq 2^64-1 the server stops answering (acks: $(grep -o '"acks": [^]]*]' "$TMP/seqmax.out" || echo none))"
 kill -TERM "$SPID" 2>/dev/null || true
-if wait_for 3 bash -c "grep -q '^State:[[:space:]]*Z' /proc/$SPID/status 2>/dev/null || [ ! -e /proc/$SPID ]"; then
+if wait_for 30 bash -c "grep -q '^State:[[:space:]]*Z' /proc/$SPID/status 2>/dev/null || [ ! -e /proc/$SPID ]"; then
   rc=0; wait "$SPID" || rc=$?
   [ "$rc" = 0 ] && ok "standalone replay exits 0 on SIGTERM" || bad "standalone replay exited $rc"
 else
@@ -427,7 +434,6 @@ mark "shutdown"
 kill -TERM "$LPID" 2>/dev/null || true
 rc=0; wait "$LPID" || rc=$?
 [ "$rc" = 0 ] && ok "SIGTERM: launcher and daemons exit 0" || { bad "launcher exit $rc"; tail -20 "$TMP/launcher.out"; }
-sleep 0.5
-if pgrep -f "$RUNS" >/dev/null; then bad "orphan processes: $(pgrep -af "$RUNS")"; else ok "no orphan processes"; fi
+wait_for 30 no_procs "$RUNS" && ok "no orphan processes" || bad "orphan processes 30 s after the stop: $(pgrep -af "$RUNS")"
 mark "end"
 finish

@@ -5,8 +5,9 @@
 # --learners 2) with --restart on-failure. Once the group has written a
 # checkpoint, one rank is killed with SIGKILL: the group dies with it (MPI's semantics),
 # apex-local restarts the whole group, which resumes from the sharded checkpoint, and the
-# run still reaches a greedy evaluation of 195 (as tests/smoke/learn.sh) after the restart.
-# A functional check within a generous budget (LEARN_MAX_SECONDS, default 300), ~1-2 min.
+# run still solves CartPole after the restart: a greedy evaluation (100 episodes) of 475,
+# Gymnasium's threshold. A functional check within a generous budget (LEARN_MAX_SECONDS,
+# default 300), ~1-2 min.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 # LeakSanitizer under make asan: OpenMPI's allocations (tests/lsan-mpi.supp, check_group.c).
@@ -17,7 +18,7 @@ rc=0
 # key: learner.ranks
 scripts/apex-local configs/cartpole.ini --bin "$APEX_BIN" --quiet --set learner.ranks=2 \
   --restart on-failure --min-seconds 20 $(endpoint_sets) \
-  --set run.out_dir="$RUNS" --set run.seed=1 --set run.target_return=195 \
+  --set run.out_dir="$RUNS" --set run.seed=1 --set run.target_return=475 \
   --set learner.zero_stage=2 --set learner.checkpoint_interval_s=2 \
   --set run.max_seconds="${LEARN_MAX_SECONDS:-300}" >"$TMP/launcher.out" 2>&1 &
 LAUNCHER=$!
@@ -33,8 +34,12 @@ shards() { ls "$RUN"/checkpoint.bin.s[1-9]*.opt1of2 >/dev/null 2>&1; }
 trained() { gt updates 300; }
 if wait_for 120 trained && wait_for 60 shards; then
   r=($(ranks))
-  [ "${#r[@]}" = 2 ] && ok "a group of 2 ranks trains ($(col updates) updates)" || bad "ranks: ${r[*]:-none}"
-  kill -9 "${r[1]}" && ok "rank 1 (pid ${r[1]}) killed with SIGKILL at update $(col updates)"
+  [ "${#r[@]}" = 2 ] && key_ok learner.ranks "a group of 2 ranks trains ($(col updates) updates)" || bad "ranks: ${r[*]:-none}"
+  u_kill=$(col updates)
+  kill -9 "${r[1]}" || true
+  rank_gone() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+  wait_for 30 rank_gone "${r[1]}" && ok "rank 1 (pid ${r[1]}) killed with SIGKILL at update $u_kill" \
+    || bad "rank 1 (pid ${r[1]}) still runs 30 s after its SIGKILL"
 else
   bad "the group did not train and checkpoint"
 fi
@@ -44,8 +49,8 @@ grep -q "learner restarted" "$TMP/launcher.out" && ok "apex-local restarted the 
 resumed=$(sed -n 's/.*resumed from .*checkpoint.bin at update \([0-9]*\).*/\1/p' "$RUN/learner.log" | head -1)
 [ -n "$resumed" ] && [ "$resumed" -gt 0 ] && ok "the group resumed from its checkpoint at update $resumed" \
   || bad "no resume past update 0 in learner.log"
-# The stop on a solved evaluation comes after the restart.
-awk '/learner restarted/ {r = NR} /stopping: solved/ {s = NR} END {exit !(r && s > r)}' "$TMP/launcher.out" \
+# The stop on a solved evaluation (>= 475) comes after the restart.
+awk '/learner restarted/ {r = NR} /stopping: solved: greedy mean return .* >= 475 / {s = NR} END {exit !(r && s > r)}' "$TMP/launcher.out" \
   && ok "solved after the restart: $(grep -o 'solved: .*' "$TMP/launcher.out")" \
   || { bad "not solved after the restart"; tail -8 "$TMP/launcher.out"; tail -3 "$RUN/eval.csv" 2>/dev/null; }
 [ "$rc" = 0 ] && ok "launcher exit 0" || { bad "launcher exit $rc"; tail -20 "$RUN/learner.log"; }

@@ -28,7 +28,7 @@ n_stops=$(grep -c "stopped at update .* (final checkpoint written)" "$RUN/learne
   || bad "stops: $n_stops lines, updates: $stops"
 # zero_stage = 2 shards the gradients: a rank holds less than one full gradient (params
 # counts online + target, two full copies); stage 1 holds a full one plus its shard.
-"$PY" - "$RUN/learner.log" <<'PY' && ok "stage 2: each rank holds less than a full gradient" || bad "stage 2 memory"
+"$PY" - "$RUN/learner.log" <<'PY' && key_ok learner.zero_stage "stage 2: each rank holds less than a full gradient" || bad "stage 2 memory"
 import re, sys
 m = re.findall(r"rank (\d) memory: params (\d+), gradients (\d+), optimizer state (\d+) bytes", open(sys.argv[1]).read())
 print("    " + "; ".join("rank %s: params %s, gradients %s, optimizer %s" % r for r in m))

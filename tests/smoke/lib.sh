@@ -12,6 +12,17 @@ FAIL=0
 
 ok() { PASS=$((PASS + 1)); echo "  ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "  FAIL $*"; }
+# key_ok KEYS MESSAGE: ok, from the check that shows the effect of the config keys KEYS
+# (section.key, comma separated) that this script tags "# key: section.key" above the
+# command that sets them (tests/check_keys.c's smoke rows). finish fails a tagged key that
+# no key_ok showed: a tag is a claim that this script checks the key, not a comment.
+KEYS_SHOWN=" "
+key_ok() {
+  local k
+  for k in ${1//,/ }; do KEYS_SHOWN+="$k "; done
+  shift
+  ok "$*"
+}
 # expect_rc WANT DESCRIPTION CMD...: runs CMD, checks its exit status.
 expect_rc() {
   local want=$1 what=$2; shift 2
@@ -41,9 +52,29 @@ wait_for() {
   done
 }
 finish() {
+  local k
+  for k in $(sed -n 's/^[[:space:]]*# key: \([a-z_]*\.[a-z_0-9]*\)[[:space:]]*$/\1/p' "$0"); do
+    case "$KEYS_SHOWN" in
+      *" $k "*) ;;
+      *) bad "key $k is tagged here, but no check showed its effect (key_ok $k)" ;;
+    esac
+  done
   echo "$(basename "$0"): $PASS passed, $FAIL failed"
   [ "$FAIL" -eq 0 ]
 }
+# skip WHY: the script cannot run here (no root, no Slurm, no network namespaces...): says so
+# and exits 0; under CI=true (.ci/run), where everything it needs must be there, it fails.
+skip() {
+  if [ "${CI:-}" = true ]; then
+    bad "cannot run under CI: $*"
+    finish || exit 1
+  fi
+  echo "$(basename "$0"): skipped: $*"
+  exit 0
+}
+# no_procs PATTERN: no process's command line matches PATTERN (pgrep -f); for an orphan check,
+# wait_for SECONDS no_procs PATTERN: a stopped daemon's children may take a moment to exit.
+no_procs() { ! pgrep -f "$1" >/dev/null; }
 # Debian's interpreter has python3-zmq and numpy (another python3 may come first on PATH).
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3

@@ -9,7 +9,8 @@
 # 10 s: the actor on h1 keeps stepping, its window fills and it drops (and says so), the rest
 # goes on; after the link comes back the actor on h1 delivers again (acked count rises, its
 # weights catch up), all without restarting a process. Finally SIGTERM: every daemon exits 0.
-# Needs root and network namespaces; prints "skipped" and exits 0 where they are not allowed.
+# Needs root and network namespaces; prints "skipped" and exits 0 where they are not allowed
+# (fails under CI=true, as slurm_nodes.sh, which needs them too).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
@@ -35,10 +36,8 @@ ns_cleanup() {
   done
   for ns in "${NSES[@]:-}"; do
     [ -n "$ns" ] || continue
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-      [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
-      sleep 0.1
-    done
+    # (SIGKILLed above: they are gone as soon as the kernel has reaped them.)
+    wait_for 10 bash -c "[ -z \"\$(ip netns pids '$ns' 2>/dev/null)\" ]"
     ip netns del "$ns" 2>/dev/null
   done
   cleanup
@@ -49,10 +48,6 @@ trap 'exit 141' PIPE # e.g. piped into head: still delete the namespaces
 
 # since T: seconds elapsed since the `date +%s.%N` time T, one decimal.
 since() { awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
-skip() {
-  echo "$(basename "$0"): skipped: $*"
-  exit 0
-}
 command -v ip >/dev/null || skip "iproute2 (ip) not installed"
 if ! ip netns add "$NS_SRV" 2>"$TMP/nserr"; then
   skip "network namespaces not permitted ($(head -1 "$TMP/nserr"))"
@@ -101,7 +96,7 @@ start() {
   local pid=$!
   PIDS+=("$pid")
   eval "PID_$name=$pid"
-  sleep 0.05
+  # (The start time is the fork's: exec keeps it, so there is nothing to wait for.)
   eval "START_$name=\$(awk '{print \$22}' /proc/$pid/stat 2>/dev/null || echo gone)"
 }
 start "$NS_SRV" replay apex-replay "${COMMON[@]}"
@@ -148,12 +143,15 @@ for p in 5550 5552 5553; do
 done
 [ "$conns" = 6 ] && ok "actors' 6 connections run over the veth links (ss)" || bad "only $conns of 6 actor connections over veth: $(ip netns exec "$NS_H1" ss -Htn)"
 
-# Learning: evaluate the newest checkpoint (written every 3 s) greedily until it is good.
+# Learning: evaluate each new checkpoint (one every 3 s) greedily until one is good.
 learned=""
 deadline=$(( $(date +%s) + LEARN_TIMEOUT ))
+ck_seen=none
+ck_id() { stat -c '%i %.9Y' "$RUN/checkpoint.bin" 2>/dev/null || echo none; }
+new_ckpt() { [ "$(ck_id)" != "$ck_seen" ] && [ "$(ck_id)" != none ]; }
 while [ "$(date +%s)" -lt "$deadline" ]; do
-  sleep 2
-  [ -s "$RUN/checkpoint.bin" ] || continue
+  wait_for $((deadline - $(date +%s) + 1)) new_ckpt || break
+  ck_seen=$(ck_id)
   cp "$RUN/checkpoint.bin" "$TMP/eval.bin"
   out=$("$APEX_BIN/apex-eval" -c configs/cartpole.ini --checkpoint "$TMP/eval.bin" --episodes $EVAL_EPISODES 2>&1) || continue
   mean=$(sed -nE 's/.* mean ([0-9.]+) .*/\1/p' <<<"$out")
@@ -165,22 +163,33 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
 done
 [ -n "$learned" ] && ok "the run learns: greedy mean $learned > $EVAL_MIN over $EVAL_EPISODES episodes" || bad "no checkpoint reached a greedy mean of $EVAL_MIN within ${LEARN_TIMEOUT}s"
 
-# Outage: h1's link down for OUTAGE_S seconds. It starts just after a status line of actor 0
-# (one every 10 s), so that the next one, ~10 s into the outage, shows the full window.
+# Outage: h1's link down from just after a status line of actor 0 (one every 10 s) until its
+# next one, ~10 s into the outage, which shows the full window; at least OUTAGE_S seconds
+# (the scenario's length, not a wait). The insert rate before it is measured over the
+# metrics rows (one a second) written between the first read and that status line.
 read -r ins0 el0 < <(cols replay_inserted elapsed_s)
-sleep 2
+rows0=$(csv_rows)
 n0=$(status_count 0)
-wait_for 11 bash -c "[ \$(grep -c 'batches sent' '$RUN/actor0.log') -gt $n0 ]" || bad "no status line from actor 0 in 11 s"
+status_after() { [ "$(status_count 0)" -gt "$1" ]; }
+wait_for 30 status_after "$n0" || bad "no status line from actor 0 in 30 s"
+wait_for 30 rows_ge $((rows0 + 2)) || bad "no metrics rows"
 read -r ins1 el1 upd1 < <(cols replay_inserted elapsed_s updates)
 steps_before=$(status 0 steps)
 rate_both=$("$PY" -c "print(round(($ins1 - $ins0) / ($el1 - $el0)))")
 log_at=$(wc -l <"$RUN/actor0.log")
+n_down=$(status_count 0)
+rows_down=$(csv_rows)
 ip -n "$NS_H1" link set vh1 down
 T_DOWN=$(date +%s.%N)
-# 5 s: ZeroMQ's heartbeat timeout (3 s), a stats period (1 s) and a metrics row (1 s).
-sleep 5
+# actor_version_min stops with the last stats actor 0 got through: read it from a metrics
+# row written more than a second after the link went down (stats every 0.25 s, rows every
+# second), then again at the end: it must not have moved.
+wait_for 30 rows_ge $((rows_down + 2)) || bad "no metrics rows during the outage"
 avm_mid=$(col actor_version_min)
-sleep "$("$PY" -c "print($OUTAGE_S - 5)")"
+wait_for 30 status_after "$n_down" || bad "no status line from actor 0 in the first 30 s of the outage"
+# The scenario's length: the link stays down at least OUTAGE_S seconds in all.
+rest=$("$PY" -c "print(max(0.0, $OUTAGE_S - ($(date +%s.%N) - $T_DOWN)))")
+sleep "$rest"
 read -r ins2 el2 upd2 avm_end ver_up < <(cols replay_inserted elapsed_s updates actor_version_min weights_version)
 ip -n "$NS_H1" link set vh1 up
 T_UP=$(date +%s.%N)

@@ -40,13 +40,16 @@ stop_actor() {
   [ "$RC" = 0 ] && ok "$1: exit 0 on SIGTERM" || { bad "$1: exit $RC"; tail -3 "$TMP/$1.log" | sed 's/^/       /'; }
   wait_for 10 all_gone "$TMP/$1.log" && ok "$1: no worker left" || bad "$1: workers left: $(workers "$TMP/$1.log")"
 }
-# refused NAME MESSAGE SETS...: apex-actor exits 2 at start-up and logs MESSAGE (fixed text).
+# refused [--keys KEYS] NAME MESSAGE SETS...: apex-actor exits 2 at start-up and logs MESSAGE
+# (fixed text); with --keys, that is the check of those keys (key_ok).
 refused() {
+  local keys=""
+  if [ "$1" = --keys ]; then keys=$2; shift 2; fi
   local name=$1 msg=$2; shift 2
   local rc=0
   "$APEX_BIN/apex-actor" -c "$PYC" --index 0 $(endpoint_sets) "${BASE[@]}" "$@" >"$TMP/$name.log" 2>&1 || rc=$?
   if [ "$rc" = 2 ] && grep -qF -- "$msg" "$TMP/$name.log"; then
-    ok "$name: refused (exit 2): $(grep -oF -- "$msg" "$TMP/$name.log" | head -1 | cut -c1-110)"
+    key_ok "$keys" "$name: refused (exit 2): $(grep -oF -- "$msg" "$TMP/$name.log" | head -1 | cut -c1-110)"
   else
     bad "$name: exit $rc, want 2 and '$msg'"; tail -3 "$TMP/$name.log" | sed 's/^/       /'
   fi
@@ -72,34 +75,34 @@ stop_actor defaults
 # key: python.transport
 actor shape --set python.workers=2 --set python.groups=1 --set python.transport=zmq
 wait_for 60 grep -q "python env bridge at tcp://127.0.0.1:[0-9]*: 2 workers x 4 envs (float32 (4,), 2 actions), 1 group of 8" "$TMP/shape.log" \
-  && [ "$(workers "$TMP/shape.log" | wc -l)" = 2 ] && ok "workers = 2, groups = 1, transport = zmq: two processes over ZeroMQ, lock step" \
+  && [ "$(workers "$TMP/shape.log" | wc -l)" = 2 ] && key_ok python.workers,python.groups,python.transport "workers = 2, groups = 1, transport = zmq: two processes over ZeroMQ, lock step" \
   || bad "workers/groups/transport: $(grep -m1 'bridge at' "$TMP/shape.log")"
 stop_actor shape
 # kwargs reach the factory: an argument it does not take stops the worker.
 # key: env.kwargs
 refused kwargs "python env worker 0: its pipe was closed: the process ended" --set 'env.kwargs={"no_such_arg": 1}'
-grep -q "unexpected keyword argument 'no_such_arg'" "$TMP/kwargs.log" && ok "kwargs: the factory's TypeError is in the log" \
+grep -q "unexpected keyword argument 'no_such_arg'" "$TMP/kwargs.log" && key_ok env.kwargs "kwargs: the factory's TypeError is in the log" \
   || bad "kwargs: no TypeError in the log"
 # key: env.make
 refused make "python env worker 0: its pipe was closed: the process ended" --set env.make=no_such_module:Env
-grep -q "No module named 'no_such_module'" "$TMP/make.log" && ok "make: the worker's own error is in the log" || bad "make: no ModuleNotFoundError in the log"
+grep -q "No module named 'no_such_module'" "$TMP/make.log" && key_ok env.make "make: the worker's own error is in the log" || bad "make: no ModuleNotFoundError in the log"
 # key: python.interpreter
-refused interpreter "the interpreter /nonexistent/python3" --set python.interpreter=/nonexistent/python3
+refused --keys python.interpreter interpreter "the interpreter /nonexistent/python3" --set python.interpreter=/nonexistent/python3
 # key: python.script
-refused script "the worker script $TMP/none.py" --set python.script="$TMP/none.py"
+refused --keys python.script script "the worker script $TMP/none.py" --set python.script="$TMP/none.py"
 # hello_timeout with its own kwargs: the config's max_episode_steps would make the factory
 # raise at once, and the check then passed only where the interpreter took over 300 ms to start.
 # key: python.hello_timeout_ms
-refused hello_timeout "workers 0 (starting) not ready after 300 ms" --set python.hello_timeout_ms=300 \
+refused --keys python.hello_timeout_ms hello_timeout "workers 0 (starting) not ready after 300 ms" --set python.hello_timeout_ms=300 \
   --set env.make=tests/pyenv_faults.py:slow_cartpole --set 'env.kwargs={"seconds": 60}'
 # key: env.eval_id
-refused eval_id "[env] eval_id: Acrobot-v1 has 6 float32 observation elements and 3 actions" --set env.eval_id=Acrobot-v1
+refused --keys env.eval_id eval_id "[env] eval_id: Acrobot-v1 has 6 float32 observation elements and 3 actions" --set env.eval_id=Acrobot-v1
 # step_timeout_ms: a worker that hangs (once) is restarted after it; the other keeps going.
 # key: python.step_timeout_ms
 actor hang --set python.step_timeout_ms=700 --set env.make=tests/pyenv_faults.py:counter --set env.n_actions=3 \
   --set python.workers=2 --set "env.kwargs={\"faults\": {\"0.1\": \"hang\"}, \"once_file\": \"$TMP/hung\"}"
 wait_for 60 grep -q "worker 0 (.*): no reply within [0-9]* ms; the episodes of its 4 envs are dropped, restarting it" "$TMP/hang.log" \
-  && ok "step_timeout_ms: $(grep -o "no reply within [0-9]* ms" "$TMP/hang.log" | head -1), restarted" || bad "hang: $(tail -2 "$TMP/hang.log")"
+  && key_ok python.step_timeout_ms "step_timeout_ms: $(grep -o "no reply within [0-9]* ms" "$TMP/hang.log" | head -1), restarted" || bad "hang: $(tail -2 "$TMP/hang.log")"
 wait_for 60 started_ge "$TMP/hang.log" 3 && ok "the hung worker was replaced by a new process" || bad "no new worker"
 stop_actor hang
 # spawn = false, transport zmq, a fixed bind: the actor waits for a worker started by hand.
@@ -112,8 +115,8 @@ actor byhand --set python.spawn=false --set python.transport=zmq --set python.bi
 WPID=$!; PIDS+=("$WPID")
 wait_for 60 grep -q "actor 0: 8 x python" "$TMP/byhand.log" \
   && grep -q "python env bridge at tcp://127.0.0.1:$port: 1 worker x 8 envs" "$TMP/byhand.log" \
-  && ok "spawn = false: a worker started by hand at bind tcp://127.0.0.1:$port" || bad "by hand: $(tail -2 "$TMP/byhand.log")"
-[ -z "$(workers "$TMP/byhand.log")" ] && ok "spawn = false: the actor started no worker" || bad "spawn = false started workers"
+  && key_ok python.bind "spawn = false: a worker started by hand at bind tcp://127.0.0.1:$port" || bad "by hand: $(tail -2 "$TMP/byhand.log")"
+[ -z "$(workers "$TMP/byhand.log")" ] && key_ok python.spawn "spawn = false: the actor started no worker" || bad "spawn = false started workers"
 stop_actor byhand
 kill -TERM "$WPID" 2>/dev/null || true; wait "$WPID" 2>/dev/null || true
 

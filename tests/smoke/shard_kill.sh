@@ -3,8 +3,10 @@
 # Sharded replay survives the death of a shard: configs/cartpole.ini with [replay] shards = 2
 # and durability = wal, 2 actors (actor 0 inserts into shard 0, actor 1 into shard 1), run by
 # `apex-local --restart on-failure`. Once the learner trains from both shards, shard 1 is
-# killed with SIGKILL (after its first snapshot). The learner must report it down (within the 30 s this waits; the
-# delay is printed), keep training from shard 0 meanwhile, and take it back once the
+# killed with SIGKILL (after its first snapshot). The learner must report it down on its own,
+# after the kill and before the restarted shard is up again (its timestamps against the
+# restarted shard's restore line; the delay is printed), keep training from shard 0
+# meanwhile, and take it back once the
 # launcher has restarted it and it has restored its own snapshot and log (replay1/); the run
 # must then solve CartPole (a greedy 100-episode evaluation >= 475, taken after the restart:
 # --min-seconds keeps an earlier one from ending the run). At the end (SIGTERM, everything
@@ -39,7 +41,7 @@ wait_for 30 grep -q "all daemons up" "$TMP/launcher.out" || bad "the cluster did
 R1=$(sed -n "s/.*all daemons up:.* replay1\[\([0-9]*\)\].*/\1/p" "$TMP/launcher.out")
 both() { grep -q "replay shard 0 .* answers" "$RUN/learner.log" && grep -q "replay shard 1 .* answers" "$RUN/learner.log"; }
 wait_for 60 both && wait_for 120 gt updates 300 \
-  && ok "the learner trains from both shards (updates $(col updates))" || bad "no training from two shards: $(tail -3 "$RUN/learner.log")"
+  && key_ok replay.shards "the learner trains from both shards (updates $(col updates))" || bad "no training from two shards: $(tail -3 "$RUN/learner.log")"
 # Killed after its first snapshot, so that the restore reads both a snapshot and the log.
 wait_for 60 test -s "$RUN/replay1/snapshot.bin" || bad "shard 1 wrote no snapshot"
 kill_at=$(date +%s.%N)
@@ -47,19 +49,27 @@ kill -9 "$R1"
 wait_for 30 grep -q "replay shard 1 .* is down" "$RUN/learner.log" \
   && ok "the learner reports shard 1 down: $(grep -o 'replay shard 1 .* is down: [^;]*' "$RUN/learner.log" | head -1)" \
   || bad "shard 1's death was not reported"
-"$PY" - "$RUN/learner.log" "$kill_at" <<'PY' || true
-import datetime, re, sys
-for line in open(sys.argv[1]):
-    if re.search(r"replay shard 1 .* is down", line):
-        t = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
-        print("    reported %.2f s after the SIGKILL" % (t.timestamp() - float(sys.argv[2])))
-        break
-PY
 wait_for 60 grep -q "replay1 restarted" "$TMP/launcher.out" && ok "the launcher restarted shard 1" || bad "no restart: $(tail -3 "$TMP/launcher.out")"
 # The first start logs a "restored from" line too (nothing to restore): wait for the second,
 # the restarted shard's, and require that it read the snapshot it had written.
 restored_twice() { [ "$(grep -c "restored from .*/replay1 in" "$RUN/replay1.log" || true)" -ge 2 ]; }
 wait_for 60 restored_twice || true
+# The report came from the learner's own liveness check: after the SIGKILL, and before the
+# restarted shard had restored (a learner that only noticed once shard 1 answered again, or
+# never, fails this).
+"$PY" - "$RUN/learner.log" "$kill_at" "$RUN/replay1.log" <<'PY' && ok "shard 1 reported down by the learner itself (see above)" || bad "shard 1's down report is not between the kill and the restart (see above)"
+import datetime, re, sys
+def ts(line):
+    return datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+kill = float(sys.argv[2])
+down = next((ts(l) for l in open(sys.argv[1]) if re.search(r"replay shard 1 .* is down", l)), None)
+back = [ts(l) for l in open(sys.argv[3]) if re.search(r"restored from .*/replay1 in", l)]
+up = back[1] if len(back) > 1 else None
+f = lambda t: "%.2f s" % (t - kill) if t is not None else "never"
+print("    after the SIGKILL: reported down %s, the restarted shard restored %s" % (f(down), f(up)))
+sys.exit(0 if down is not None and up is not None and kill < down < up else 1)
+PY
 restore=$(grep -o 'restored from .*' "$RUN/replay1.log" | tail -1 | sed 's/ in [0-9]* ms//')
 restored_twice && grep -qE ": [1-9][0-9]* transitions in the snapshot" <<<"$restore" \
   && ok "shard 1 restored its own state: $restore" || bad "shard 1 did not restore its snapshot from replay1/: $restore"

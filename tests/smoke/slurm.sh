@@ -18,7 +18,9 @@
 #     COMPLETED with exit 0 and leaves no process (apex, mpirun, orted, prted) behind;
 #   - job B (never solves, --no-eval: no evaluator step): an actor and the learner killed
 #     with SIGKILL come back as new steps (the learner resumes from its checkpoint); then
-#     `scancel` stops every step and leaves no apex process;
+#     `scancel` stops every step and leaves no apex process, and what it leaves on disk is
+#     recoverable: the checkpoint loads (srun may SIGKILL a daemon in its orderly shutdown,
+#     so how many stopped in order is printed, not asserted);
 #   - job C (CurveZMQ, keys in a shared directory; --learners 2 --learner-launch mpirun, the
 #     fallback: mpirun in one step of 1 task, the ranks its children): the evaluator follows
 #     the weights with the actors' key pair; `scancel --batch --signal=USR1` stops it in
@@ -29,15 +31,6 @@
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-skip() {
-  if [ "${CI:-}" = true ]; then
-    bad "cannot run under CI: $*"
-    finish
-    exit 1
-  fi
-  echo "$(basename "$0"): skipped: $*"
-  exit 0
-}
 [ "$(id -u)" = 0 ] || skip "needs root (slurmd)"
 export PATH=$PATH:/usr/sbin:/sbin # slurmctld, slurmd, munged
 command -v slurmctld >/dev/null && command -v munged >/dev/null ||
@@ -259,13 +252,18 @@ scancel "$B"
 wait_for 90 job_ended "$B" && ok "scancel: job B ended ($(job_state "$B"), exit $(job_exit "$B"))" || bad "job B still listed after scancel: $(squeue -s -j "$B")"
 [ "$(job_state "$B")" = CANCELLED ] || bad "job B state $(job_state "$B")"
 wait_for 30 bash -c "! pgrep -f 'apex-(replay|learner|actor) -c $RUN_B/'" && ok "scancel left no apex process" || bad "left after scancel: $(apex_procs "$RUN_B")"
-# Informational: Slurm sends every step SIGTERM; srun, which gets it too, SIGKILLs its step a
-# moment later, so a daemon may be cut short in its orderly shutdown.
+# Slurm sends every step SIGTERM; srun, which gets it too, SIGKILLs its step a moment later,
+# so a daemon may be cut short in its orderly shutdown: how many were is information (it
+# varies from run to run). What must hold whatever was cut short: the learner's checkpoint
+# (written atomically) is intact and loads, so the next start resumes from it.
 clean=0
 for d in replay learner actor0 actor1; do
   tail -n 3 "$RUN_B/$d.log" | grep -q "stopping\|stopped at update" && clean=$((clean + 1))
 done
-echo "       after scancel, $clean of 4 daemons logged their orderly shutdown"
+echo "       after scancel, $clean of 4 daemons logged their orderly shutdown (information)"
+expect_rc 0 "after scancel the checkpoint loads (apex-eval --checkpoint)" \
+  "$APEX_BIN/apex-eval" -c "$RUN_B/config.ini" --checkpoint "$RUN_B/checkpoint.bin" --episodes 2
+if [ -e "$RUN_B/checkpoint.bin.tmp" ]; then echo "       (a checkpoint.bin.tmp was left by a write cut short)"; fi
 
 # --- job C: the orderly stop on request ------------------------------------------------
 # ... with CurveZMQ: the keys in a directory every node sees (here, this machine's).
