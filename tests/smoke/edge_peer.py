@@ -402,13 +402,22 @@ class Results:
 R = Results()
 
 
+# Every wait is for something the daemon must do, so a timeout is a failure. After a few in a
+# row (a daemon that died) the deadlines shrink, so that a broken run ends in seconds.
+_TIMEOUTS = [0]
+
+
 def wait_until(cond, timeout, pump, step=0.02):
+    if _TIMEOUTS[0] >= 3:
+        timeout = min(timeout, 1.0)
     deadline = time.monotonic() + timeout
     while True:
         pump(step)
         if cond():
+            _TIMEOUTS[0] = 0
             return True
         if time.monotonic() >= deadline:
+            _TIMEOUTS[0] += 1
             return False
 
 
