@@ -90,7 +90,7 @@ WIRE_DISCOUNT_MAX = F_ONE  # "WIRE_DISCOUNT_MAX 1.0f"
 WIRE_IS_WEIGHT_MAX = 1.0  # "WIRE_IS_WEIGHT_MAX 1.0f": importance weights [0, this]
 WIRE_EPSILON_MAX = F_ONE  # "WIRE_EPSILON_MAX 1.0f": ActorStats epsilons [0, this]
 WIRE_SEQ_MAX = U64_MAX - 1  # "WIRE_SEQ_MAX (UINT64_MAX - 1)": TransitionBatch.seq
-WIRE_FRAMES_MAX = 1 << 53  # "WIRE_FRAMES_MAX (1ull << 53)": ActorStats.frames, frames_delta <= frames
+WIRE_FRAMES_MAX = 1 << 53  # "WIRE_FRAMES_MAX (1ull << 53)": ActorStats.frames (>= frames_delta)
 WIRE_MAX_BATCHES_PER_REQUEST = 64  # "WIRE_MAX_BATCHES_PER_REQUEST"
 WIRE_ACK_MAX_SEQS = 512  # "WIRE_ACK_MAX_SEQS": seq + seqs of one InsertAck
 STATS_MAX_EPISODES = 65536  # learner/learner.c: the learner's ActorStats bound (max_episodes)
@@ -116,7 +116,8 @@ def finite_f32():
 def mass_f64():
     """(name, bits, taken) for a p^alpha double, [0, WIRE_MASS_MAX]."""
     return [("0", 0, True), ("-0", 1 << 63, True), ("DBL_TRUE_MIN", 1, True),
-            ("FLT_TRUE_MIN", dbits(bits_f(F_TRUE_MIN)), True), ("DBL_MIN", 0x0010000000000000, True),
+            ("FLT_TRUE_MIN", dbits(bits_f(F_TRUE_MIN)), True),
+            ("DBL_MIN", 0x0010000000000000, True),
             ("FLT_MIN", dbits(bits_f(F_MIN)), True), ("1", dbits(1.0), True),
             ("bound - 1 ulp", WIRE_MASS_MAX - 1, True), ("bound (FLT_MAX)", WIRE_MASS_MAX, True),
             ("bound + 1 ulp", WIRE_MASS_MAX + 1, False), ("1e300 (issue #26)", dbits(1e300), False),
@@ -188,7 +189,8 @@ def transition_batch(actor_id=0, seq=0, weights_version=0, count=0, obs_dim=0, o
                      epoch=0, obs_dtype=0, version=VERSION):
     body = (vint(1, actor_id) + vint(2, seq) + vint(3, weights_version) + vint(4, count) +
             vint(5, obs_dim) + blob(6, obs) + blob(7, actions) + blob(8, rewards) +
-            blob(9, discounts) + blob(10, next_obs) + (blob(11, priorities) if priorities else b"") +
+            blob(9, discounts) + blob(10, next_obs) +
+            (blob(11, priorities) if priorities else b"") +
             vint(12, epoch) + vint(13, obs_dtype))
     return envelope(B_BATCH, body, version)
 
@@ -914,10 +916,20 @@ class Learner:
                       weights_refused=0)
         self.versions = {}  # actor -> weights_version of its last accepted ActorStats
         self.dealers = []
+        self.got = {}  # dealer index -> [(arrival time, (body, fields))]
         self.rng = random.Random(11)
 
     def pump(self, t):
-        time.sleep(t)
+        """Waits t seconds, taking every answer to the weights DEALERs as it arrives (its
+        arrival time is what tells a held request from one answered at once)."""
+        end = time.monotonic() + t
+        while True:
+            for i, d in enumerate(self.dealers):
+                while d.poll(0):
+                    self.got.setdefault(i, []).append((time.monotonic(), decode(d.recv())))
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.005)
 
     def row_where(self, cond, timeout=15.0):
         got = [None]
@@ -1028,7 +1040,7 @@ class Learner:
         a = self.a
         base = self.row_where(lambda r: True)
         self.sync(base)
-        got = {}  # dealer index -> [(time, fields)]
+        got, pump = self.got, self.pump
         sent = {}
 
         def dealer():
@@ -1036,16 +1048,6 @@ class Learner:
                      ident=b"edge-w%d" % len(self.dealers))
             self.dealers.append(d)
             return len(self.dealers) - 1
-
-        def pump(t):
-            end = time.monotonic() + t
-            while True:
-                for i, d in enumerate(self.dealers):
-                    while d.poll(0):
-                        got.setdefault(i, []).append((time.monotonic(), decode(d.recv())))
-                if time.monotonic() >= end:
-                    return
-                time.sleep(0.005)
 
         # The learner's current version: the answer to a request holding nothing.
         i0 = dealer()
@@ -1145,12 +1147,13 @@ class Learner:
     # -- training on edge-valued transitions (through the replay) --
     def ask_weights(self):
         """The learner's current Weights, asked for by a new DEALER: (fields, why-not)."""
-        d = sock(self.ctx, zmq.DEALER, connect=self.a.weights, ident=b"edge-t%d" % len(self.dealers))
+        i = len(self.dealers)
+        d = sock(self.ctx, zmq.DEALER, connect=self.a.weights, ident=b"edge-t%d" % i)
         self.dealers.append(d)
         d.send(weights_request(0))
-        if not d.poll(10000):
+        if not wait_until(lambda: i in self.got, 10.0, self.pump):
             return {}, "no answer"
-        body, f = decode(d.recv())
+        body, f = self.got[i][0][1]
         if body != B_WEIGHTS:
             return f, "answered with body %s" % body
         return f, "; ".join(self.check_weights(f, f.get(1, 0)))
@@ -1308,7 +1311,17 @@ class Upstream:
                 pass
 
     def send_w(self, msg):
-        self.w.send_multipart([self.wid, msg])
+        """Sends msg to the client's weights DEALER. A client that heard nothing it took for
+        SILENT_RECONNECT_MS (5 s) reconnects with a new routing id; its next request names
+        it. Returns False when the client is not there."""
+        for _ in range(2):
+            try:
+                self.w.send_multipart([self.wid, msg], zmq.NOBLOCK)
+                return True
+            except zmq.ZMQError:  # EHOSTUNREACH (ROUTER_MANDATORY): that connection is gone
+                old = self.wid
+                wait_until(lambda: self.wid != old, 10.0, self.pump)
+        return False
 
     def params(self, bits=None, scale=0.05):
         P = self.a.num_params
@@ -1355,10 +1368,11 @@ class Upstream:
         """A Weights message the client must take: it asks next with have_version v, then acts
         with it."""
         t0 = time.monotonic()
-        self.send_w(weights(v, learner_step, self.a.num_params, params or self.params(),
-                            env_frames))
         why = []
-        if not wait_until(lambda: self.asked(v, t0), 10.0, self.pump):
+        if not self.send_w(weights(v, learner_step, self.a.num_params, params or self.params(),
+                                   env_frames)):
+            why.append("the client is gone")
+        elif not wait_until(lambda: self.asked(v, t0), 10.0, self.pump):
             why.append("no request with have_version %d after it" % v)
         else:
             got = self.acted(v, t0)
@@ -1376,10 +1390,11 @@ class Upstream:
         """A Weights message (of version v_bad > v_probe, when it has one) the client must
         refuse: a valid one of v_probe after it is taken."""
         t0 = time.monotonic()
-        self.send_w(msg)
-        self.send_w(weights(v_probe, 1, self.a.num_params, self.params()))
         why = []
-        if not wait_until(lambda: self.asked(v_probe, t0), 10.0, self.pump):
+        if not (self.send_w(msg) and self.send_w(weights(v_probe, 1, self.a.num_params,
+                                                          self.params()))):
+            why.append("the client is gone")
+        elif not wait_until(lambda: self.asked(v_probe, t0), 10.0, self.pump):
             why.append("the valid weights of version %d after it were not taken" % v_probe)
         if self.asked(v_bad, t0):
             why.append("asked with have_version %d: took it" % v_bad)
