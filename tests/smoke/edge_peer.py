@@ -4,7 +4,10 @@ tests/smoke/edge_values.sh; issue #26 item 3).
 
   edge_peer.py replay   --insert EP --sample EP [limits]   apex-replay's insert and sample ROUTERs
   edge_peer.py capacity --sample EP --capacity N --max-batch M   a request above [replay] capacity
-  edge_peer.py learner  --stats EP --weights EP --metrics CSV [limits]   apex-learner, standalone
+  edge_peer.py learner  --stats EP --weights EP --metrics CSV [--insert EP] [limits]
+        apex-learner, standalone (--insert: its replay's, to feed it edge-valued transitions)
+  edge_peer.py learner-replay --sample EP --weights EP --metrics CSV [limits]
+        plays the replay's sample ROUTER for a real apex-learner
   edge_peer.py upstream --client actor|eval --weights EP [--insert EP --stats EP | --eval-csv CSV]
         plays the learner's weights ROUTER (and for an actor the replay's insert ROUTER and the
         learner's stats PULL) for a real apex-actor or apex-eval --follow
@@ -226,6 +229,29 @@ def actor_stats(actor_id=0, frames=1, frames_delta=1, weights_version=1, dropped
             blob(8, epsilons) + vint(9, frames_delta) + vint(10, env_faults) +
             vint(11, episodes_dropped))
     return envelope(B_STATS, body, version)
+
+
+STATS_U64 = ("size", "capacity", "inserted", "sampled", "updated", "stale", "bad",
+             "limiter_waits")  # ReplayStats fields 1..8; duplicates is field 10
+
+
+def replay_stats(st):
+    """A ReplayStats body from a dict (the keys of STATS_U64, duplicates, total_bits,
+    min_bits, shard, shards)."""
+    body = b"".join(vint(i + 1, st.get(k, 0)) for i, k in enumerate(STATS_U64))
+    return (body + fx64(9, st.get("total_bits", 0)) + vint(10, st.get("duplicates", 0)) +
+            fx64(11, st.get("min_bits", 0)) + vint(12, st.get("shard", 0)) +
+            vint(13, st.get("shards", 0)))
+
+
+def sample_reply(req_id, status=SAMPLE_OK, count=0, obs_dim=0, keys=b"", is_weights=b"",
+                 obs=b"", actions=b"", rewards=b"", discounts=b"", next_obs=b"", stats=None,
+                 obs_dtype=0, version=VERSION):
+    body = (vint(1, req_id) + vint(2, status) + vint(3, count) + vint(4, obs_dim) +
+            blob(5, keys) + blob(6, is_weights) + blob(7, obs) + blob(8, actions) +
+            blob(9, rewards) + blob(10, discounts) + blob(11, next_obs) +
+            (blob(12, replay_stats(stats)) if stats is not None else b"") + vint(13, obs_dtype))
+    return envelope(B_SREPLY, body, version)
 
 
 def insert_ack(actor_id, seq, more=(), version=VERSION):
@@ -897,6 +923,13 @@ class Metrics:
     def __init__(self, path):
         self.path = path
 
+    def count(self):
+        try:
+            with open(self.path) as f:
+                return sum(1 for _ in f)
+        except OSError:
+            return 0
+
     def last(self):
         try:
             with open(self.path) as f:
@@ -1222,6 +1255,275 @@ class Learner:
         R.flush()
         if self.a.insert:
             self.training()
+
+
+# ---------------------------------------------------------------------------------------
+# apex-learner's other input: the replay's SampleReplies. The peer is the replay's sample
+# ROUTER for a learner with one request in flight ([learner] prefetch 1, one batch per
+# request): every request is answered with one edge-valued reply. A reply the learner takes
+# is trained on (metrics updates + 1) and its keys come back in a PriorityUpdate before the
+# next request; one it refuses is counted (bad_messages + 1); a NOT_READY, REFUSED or late
+# reply is neither. After each group metrics.csv must show exactly those counts.
+
+TAKEN, REFUSED, NEUTRAL = "taken", "refused", "not trained, not counted"
+
+
+class LearnerReplay:
+    def __init__(self, a):
+        self.a = a
+        self.ctx = zmq.Context()
+        self.r = sock(self.ctx, zmq.ROUTER, bind=a.sample, ROUTER_MANDATORY=1)
+        self.csv = Metrics(a.metrics)
+        self.reqs = []  # (time, routing id, fields)
+        self.bad_reqs = []
+        self.updates = []  # (time, keys, priorities)
+        self.m = dict(updates=0, bad=0)
+        self.replay_bad = 0  # stats.bad_messages of the last reply taken (the CSV adds it)
+        self.next_key = 1000
+        self.rng = random.Random(5)
+        self.B = a.batch_size
+
+    def pump(self, t):
+        if not self.r.poll(int(t * 1000)):
+            return
+        while self.r.poll(0):
+            frames = self.r.recv_multipart()
+            body, f = decode(frames[-1]) if len(frames) == 2 else (None, {})
+            if body == B_SREQ:
+                raw = f.get(3)
+                beta = struct.unpack("<f", raw)[0] if isinstance(raw, bytes) else 0.0
+                ok = (f.get(2, 0) == self.B and f.get(4, 0) in (0, 1) and 0.0 <= beta <= 1.0 and
+                      as_f64(f.get(5)) == 0.0 and not f.get(6) and not f.get(7))
+                (self.reqs if ok else self.bad_reqs).append((time.monotonic(), frames[0], f))
+            elif body == B_PUPD:
+                n = f.get(1, 0)
+                try:
+                    self.updates.append((time.monotonic(), arr(f, 2, "Q", n), arr(f, 3, "f", n)))
+                except ValueError:
+                    self.bad_reqs.append((time.monotonic(), frames[0], f))
+            else:
+                self.bad_reqs.append((time.monotonic(), frames[0], f))
+
+    def rows(self):
+        d, A, B = self.a.obs_dim, self.a.n_actions, self.B
+        r = self.rng
+        keys = list(range(self.next_key, self.next_key + B))
+        self.next_key += B
+        return dict(count=B, obs_dim=d, keys=keys, is_weights=[F_ONE] * B,
+                    obs=[fbits(r.uniform(-0.1, 0.1)) for _ in range(B * d)],
+                    actions=[r.randrange(A) for _ in range(B)], rewards=[fbits(1.0)] * B,
+                    discounts=[fbits(0.9)] * B,
+                    next_obs=[fbits(r.uniform(-0.1, 0.1)) for _ in range(B * d)],
+                    stats=dict(size=1000, capacity=1000, inserted=1000, sampled=10, updated=5,
+                               total_bits=dbits(100.0), min_bits=dbits(0.01)))
+
+    def reply(self, ident, rid, over):
+        """Sends the base reply to rid with fields replaced by over (lists are packed as the
+        field's type; 'stats' entries are merged). Returns (keys, stats) of what was sent."""
+        rw = self.rows()
+        stats = rw.pop("stats")
+        stats.update(over.pop("stats", {}))
+        rw.update(over)
+        fmt = dict(keys=u64a, is_weights=f32a, obs=f32a, actions=i32a, rewards=f32a,
+                   discounts=f32a, next_obs=f32a)
+        packed = {k: (fmt[k](v) if isinstance(v, list) else v) for k, v in rw.items()
+                  if k in fmt}
+        self.r.send_multipart([ident, sample_reply(
+            rid, status=rw.get("status", SAMPLE_OK), count=rw["count"], obs_dim=rw["obs_dim"],
+            stats=stats, obs_dtype=rw.get("obs_dtype", 0), version=rw.get("version", VERSION),
+            **packed)])
+        return (set(rw["keys"]) if isinstance(rw["keys"], list) else set()), stats
+
+    def edge(self, group, name, expect, full=True, **over):
+        """Answers the pending request with an edge reply. One the learner must not train on
+        (refused, late) is followed by a NOT_READY for the request, which frees its slot at
+        once: the next request comes without waiting for [learner] request_timeout_ms, and a
+        reply wrongly taken is still trained on (the NOT_READY is then late). Taken: its keys
+        come back in a PriorityUpdate (all of them when full) before the next request."""
+        why = []
+        if not wait_until(lambda: self.reqs, 10.0, self.pump):
+            R.edge(group, name, False, "no request")
+            return None
+        _, ident, f = self.reqs[-1]
+        n_req, t_sent = len(self.reqs), time.monotonic()
+        rid = over.pop("id", f.get(1, 0))
+        keys, stats = self.reply(ident, rid, over)
+        status = over.get("status", SAMPLE_OK)
+        if expect != TAKEN and status not in (SAMPLE_NOT_READY, SAMPLE_REFUSED):
+            self.reply(ident, f.get(1, 0), dict(status=SAMPLE_NOT_READY, count=0, obs_dim=0,
+                                                keys=b"", is_weights=b"", obs=b"",
+                                                actions=b"", rewards=b"", discounts=b"",
+                                                next_obs=b""))
+        if expect == TAKEN:
+            self.m["updates"] += 1
+            self.replay_bad = stats.get("bad", 0)
+        elif expect == REFUSED:
+            self.m["bad"] += 1
+        if not wait_until(lambda: len(self.reqs) > n_req, 10.0, self.pump):
+            why.append("no request after it")
+        mine = [(k, p) for t, ks, ps in self.updates if t >= t_sent
+                for k, p in zip(ks, ps) if k in keys]
+        if expect == TAKEN:
+            if not mine or (full and sorted(k for k, _ in mine) != sorted(keys)):
+                why.append("%d of its %d keys came back (not trained on?)" % (len(mine),
+                                                                               len(keys)))
+            if any(not 0.0 <= p <= bits_f(WIRE_PRIORITY_MAX) for _, p in mine):
+                why.append("a priority outside [0, WIRE_PRIORITY_MAX] went back")
+        elif mine:
+            why.append("%d of its keys came back: trained on" % len(mine))
+        R.edge(group, "%s (%s)" % (name, expect), not why, "; ".join(why))
+        return stats
+
+    def new_row(self):
+        """The first metrics.csv row written after now."""
+        n = self.csv.count()
+        wait_until(lambda: self.csv.count() > n, 5.0, self.pump, 0.05)
+        return self.csv.last() if self.csv.count() > n else None
+
+    def counters(self, group):
+        """After a group: metrics.csv's updates and bad_messages are exactly the model's."""
+        r = self.new_row()
+        want_bad = (self.m["bad"] + self.replay_bad) % (1 << 64)
+        why = "no new metrics.csv row"
+        if r is not None:
+            why = ", ".join("%s %s (want %d)" % (k, r[k], w) for k, w in (
+                ("updates", self.m["updates"]), ("bad_messages", want_bad)) if int(r[k]) != w)
+            self.m["updates"] = int(r["updates"])
+            self.m["bad"] = (int(r["bad_messages"]) - self.replay_bad) % (1 << 64)
+        R.edge(group, "then metrics.csv: updates and bad_messages as counted", not why, why)
+
+    def run(self):
+        a = self.a
+        d, A, B, M = a.obs_dim, a.n_actions, self.B, a.max_batch
+        r = None
+
+        def first_row():
+            nonlocal r
+            r = self.csv.last()
+            return r is not None
+        if not wait_until(first_row, 30.0, self.pump, 0.05):
+            R.line(False, "learner (fake replay): no metrics.csv rows")
+            return
+        self.m = dict(updates=int(r["updates"]), bad=int(r["bad_messages"]))
+        g = "learner sample: Envelope.version"
+        for name, v in ENVELOPE_VERSIONS:
+            self.edge(g, name, REFUSED, version=v)
+        self.counters(g)
+        g = "learner sample: SampleReply.id"
+        self.edge(g, "the request's", TAKEN)
+        for name, v in (("0", 0), ("u64 max", U64_MAX), ("the request's | 2^63", None)):
+            if v is None:
+                v = (self.reqs[-1][2].get(1, 0) if self.reqs else 0) | (1 << 63)
+            self.edge(g, name + " (no such request: late)", NEUTRAL, id=v)
+        self.counters(g)
+        g = "learner sample: SampleReply.status"
+        empty = dict(count=0, obs_dim=0, keys=b"", is_weights=b"", obs=b"", actions=b"",
+                     rewards=b"", discounts=b"", next_obs=b"")
+        for name, v, e in (("NOT_READY", SAMPLE_NOT_READY, NEUTRAL),
+                           ("REFUSED", SAMPLE_REFUSED, NEUTRAL), ("3", 3, REFUSED),
+                           ("-1", -1, REFUSED)):
+            self.edge(g, name, e, status=v, **empty)
+        self.counters(g)
+        g = "learner sample: SampleReply.count (the request's %d; max_batch %d)" % (B, M)
+
+        def n_rows(n):
+            return dict(count=n, keys=list(range(1, n + 1)), is_weights=[F_ONE] * n,
+                        obs=[F_ZERO] * (n * d), actions=[0] * n, rewards=[F_ONE] * n,
+                        discounts=[F_ZERO] * n, next_obs=[F_ZERO] * (n * d))
+        for name, n in (("0", 0), ("the request's - 1", B - 1), ("the request's + 1", B + 1),
+                        ("max_batch", M), ("max_batch + 1", M + 1)):
+            self.edge(g, name, REFUSED, **n_rows(n))
+        self.edge(g, "u32 max (arrays of the request's)", REFUSED, count=U32_MAX)
+        self.counters(g)
+        g = "learner sample: SampleReply.obs_dim (%d)" % d
+        for name, v in (("0", 0), ("obs_dim - 1", d - 1), ("obs_dim + 1", d + 1),
+                        ("u32 max", U32_MAX)):
+            self.edge(g, name, REFUSED, obs_dim=v,
+                      **({} if v == U32_MAX else dict(obs=[F_ZERO] * (B * v),
+                                                      next_obs=[F_ZERO] * (B * v))))
+        self.counters(g)
+        g = "learner sample: SampleReply.obs_dtype (float32)"
+        self.edge(g, "1 (uint8)", REFUSED, obs_dtype=1, obs=bytes(B * d), next_obs=bytes(B * d))
+        self.edge(g, "-1", REFUSED, obs_dtype=-1)
+        self.counters(g)
+        g = "learner sample: SampleReply.keys"
+        for name, k in (("0", 0), ("u64 max", U64_MAX),
+                        ("slot and generation u32 max - 1", U64_MAX - 1 - (1 << 32))):
+            self.edge(g, name, TAKEN, keys=[k] + [self.next_key + 100 + j for j in range(B - 1)])
+        self.counters(g)
+        g = "learner sample: SampleReply.is_weights ([0, WIRE_IS_WEIGHT_MAX])"
+        for name, b, t in bounded_f32(F_ONE):
+            self.edge(g, name, TAKEN if t else REFUSED, is_weights=[b] * B)
+        self.counters(g)
+        for field in ("obs", "next_obs"):
+            g = "learner sample: SampleReply.%s (finite float32, row 0)" % field
+            for name, b, t in finite_f32():
+                rw = self.rows()[field]
+                rw[:d] = [b] * d
+                self.edge(g, name, TAKEN if t else REFUSED, full=abs(bits_f(b)) < 1.0,
+                          **{field: rw})
+            self.counters(g)
+        g = "learner sample: SampleReply.actions (n_actions %d)" % A
+        for name, v, t in (("0", 0, True), ("n_actions - 1", A - 1, True),
+                           ("n_actions", A, False), ("-1", -1, False), ("i32 min", I32_MIN, False),
+                           ("i32 max", I32_MAX, False)):
+            self.edge(g, name, TAKEN if t else REFUSED, actions=[v] + [0] * (B - 1))
+        self.counters(g)
+        g = "learner sample: SampleReply.rewards (finite float32, row 0)"
+        for name, b, t in finite_f32():
+            self.edge(g, name, TAKEN if t else REFUSED, full=abs(bits_f(b)) < 1.0,
+                      rewards=[b] + [F_ONE] * (B - 1))
+        self.counters(g)
+        g = "learner sample: SampleReply.discounts ([0, WIRE_DISCOUNT_MAX], row 0)"
+        for name, b, t in bounded_f32(WIRE_DISCOUNT_MAX):
+            self.edge(g, name, TAKEN if t else REFUSED, discounts=[b] + [fbits(0.9)] * (B - 1))
+        self.counters(g)
+        g = "learner sample: ReplayStats counters (u64; metrics.csv shows them as sent)"
+        cols = dict(size="replay_size", inserted="replay_inserted", sampled="replay_sampled",
+                    updated="priority_updates", stale="stale_updates",
+                    duplicates="duplicate_batches")
+        for k in ("size", "inserted", "sampled", "updated", "stale", "duplicates", "bad"):
+            st = self.edge(g, "%s u64 max" % k, TAKEN, stats={k: U64_MAX})
+            r = self.new_row()
+            want = {c: (st or {}).get(k2, 0) for k2, c in cols.items()}
+            want["bad_messages"] = (self.m["bad"] + self.replay_bad) % (1 << 64)
+            why = "no new row" if r is None else ", ".join(
+                "%s %s (want %d)" % (c, r[c], w) for c, w in want.items() if int(r[c]) != w)
+            R.edge(g, "%s u64 max: metrics.csv" % k, not why, why)
+        self.edge(g, "all 0", TAKEN, stats={k: 0 for k in STATS_U64 + ("duplicates",)})
+        self.counters(g)
+        for field in ("total", "min"):
+            g = "learner sample: ReplayStats.%s_priority ([0, WIRE_MASS_MAX]%s)" % (
+                field, "; a NaN total reads as 0" if field == "total" else "")
+            for name, b, t in mass_f64():
+                if field == "total" and "NaN" in name:
+                    t = True  # wire.c: "a NaN total reads as 0, as it always did"
+                self.edge(g, name, TAKEN if t else REFUSED, stats={field + "_bits": b})
+            self.counters(g)
+        g = "learner sample: ReplayStats.shard / shards (one replay)"
+        for name, sh, n, t in (("shard 0 of 0 (= 1)", 0, 0, True), ("shard 0 of 1", 0, 1, True),
+                               ("shard 1 of 1", 1, 1, False), ("shard 0 of 2", 0, 2, False),
+                               ("shard u32 max of 0", U32_MAX, 0, False),
+                               ("shard 0 of u32 max", 0, U32_MAX, False)):
+            self.edge(g, name, TAKEN if t else REFUSED, stats=dict(shard=sh, shards=n))
+        self.counters(g)
+        R.flush()
+        R.line(self.reqs and not self.bad_reqs,
+               "learner sample: all %d of its SampleRequests were well-formed (batch_size %d, "
+               "beta in [0, 1], min_priority 0) and its PriorityUpdates decoded%s" % (
+                   len(self.reqs), B, ": %d not" % len(self.bad_reqs) if self.bad_reqs else ""))
+        # Its weights stay finite after all of it.
+        d_ = sock(self.ctx, zmq.DEALER, connect=a.weights, ident=b"edge-final")
+        d_.send(weights_request(0))
+        ok = d_.poll(10000)
+        body, f = decode(d_.recv()) if ok else (None, {})
+        try:
+            fin = body == B_WEIGHTS and f.get(3, 0) == a.num_params and finite(
+                arr(f, 4, "f", a.num_params))
+        except ValueError:
+            fin = False
+        R.line(fin, "learner sample: its Weights are finite after all of it (version %d, "
+               "%s updates)" % (f.get(1, 0), (self.csv.last() or {}).get("updates")))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1591,7 +1893,8 @@ class Upstream:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["replay", "capacity", "learner", "upstream"])
+    ap.add_argument("mode", choices=["replay", "capacity", "learner", "learner-replay",
+                                     "upstream"])
     ap.add_argument("--insert")
     ap.add_argument("--sample")
     ap.add_argument("--stats")
@@ -1606,6 +1909,7 @@ def main():
     ap.add_argument("--index", type=int, default=1)
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--capacity", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--num-params", type=int, default=0)
     ap.add_argument("--priority-eps", type=float, default=1e-6)
     a = ap.parse_args()
@@ -1616,6 +1920,8 @@ def main():
         run_capacity(a)
     elif a.mode == "learner":
         Learner(a).run()
+    elif a.mode == "learner-replay":
+        LearnerReplay(a).run()
     else:
         Upstream(a).run()
     R.flush()

@@ -18,7 +18,14 @@
 #     (stats PULL): metrics.csv's env_frames, episodes, bad_messages and actor_version_min
 #     move exactly as the accepted messages say; WeightsRequest.have_version at its edges is
 #     answered at once or held (metrics weights_held) and then answered, with Weights of the
-#     right size, finite; messages that are not WeightsRequests are refused and counted.
+#     right size, finite; messages that are not WeightsRequests are refused and counted. Then
+#     it trains on transitions at +-FLT_MAX (through its replay): its Weights stay finite.
+#   - apex-learner against a fake replay sample ROUTER: every field of SampleReply and its
+#     ReplayStats. A reply it takes is trained on and its keys (0 and u64 max included) come
+#     back in a PriorityUpdate with priorities within bounds; one it refuses is counted; late,
+#     NOT_READY and REFUSED replies are neither; metrics.csv's updates and bad_messages after
+#     each field are exactly that, its replay_* columns show the stats as sent; its requests
+#     stay well-formed and its Weights finite.
 #   - apex-actor against a fake learner weights ROUTER, replay insert ROUTER and stats PULL:
 #     Weights at every edge of version, learner_step, env_frames, num_params and params
 #     (finite extremes taken and acted with, +-0 weights give priorities |R| + eps exactly;
@@ -119,6 +126,25 @@ peer learner learner --stats $LOCAL:$P_STATS --weights $LOCAL:$P_PUB --metrics "
 still_alive apex-learner "$LPID"
 stop apex-learner "$LPID"
 stop apex-replay2 "$R2PID"
+
+# --- apex-learner against a fake replay (its SampleReplies at the edges) -----------------
+P_FS=$(free_port); P_PUB2=$(free_port); P_STATS2=$(free_port)
+L2=(--set run.out_dir="$TMP/l2" --set replay.max_batch=64 --set learner.batch_size=4
+    --set learner.batches_per_request=1 --set learner.prefetch=1 --set learner.request_timeout_ms=2000
+    --set learner.publish_every=1 --set learner.metrics_interval_ms=100
+    --set learner.checkpoint_interval_s=1e6 --set endpoints.replay_sample=$LOCAL:$P_FS
+    --set endpoints.learner_pub_bind=$LOCAL:$P_PUB2 --set endpoints.learner_stats_bind=$LOCAL:$P_STATS2)
+"$PY" "$EP" learner-replay --sample $LOCAL:$P_FS --weights $LOCAL:$P_PUB2 --metrics "$TMP/l2/smoke/metrics.csv" \
+  --batch-size 4 --max-batch 64 --num-params "${NUM_PARAMS:-0}" >"$TMP/learner-replay.out" 2>&1 &
+UPID=$!
+PIDS+=("$UPID")
+"$(bin apex-learner)" -c configs/smoke.ini "${L2[@]}" >"$TMP/apex-learner2.log" 2>&1 &
+L2PID=$!
+PIDS+=("$L2PID")
+rc=0; wait "$UPID" || rc=$?
+report learner-replay "$rc"
+still_alive apex-learner2 "$L2PID"
+stop apex-learner2 "$L2PID"
 
 # --- apex-actor against a fake learner and replay -----------------------------------------
 P_AW=$(free_port); P_AI=$(free_port); P_AS=$(free_port)
