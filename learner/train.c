@@ -49,7 +49,11 @@ struct trainer {
     float *gshard;        // stage 2: this rank's averaged gradient (shard_n floats)
     nn_pieces_t pieces;   // stage 2: the piece buffer and its reduce-scatter
     train_memory_t mem;
+    uint64_t skipped;       // steps whose gradient was not finite (s_step_ok)
+    log_limiter_t skip_log; // one line per SKIP_LOG_INTERVAL_MS about them
 };
+
+#define SKIP_LOG_INTERVAL_MS 5000
 
 void train_config_default(train_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -233,6 +237,25 @@ void trainer_destroy(trainer_t **self_p) {
     *self_p = NULL;
 }
 
+// Whether to step with a gradient of this global norm. One that is not finite (inf or NaN)
+// is not stepped: Adam's moments would keep the NaN for good, every parameter after it would
+// be NaN, and so would every version the learner publishes, which every peer refuses (the
+// run goes on with weights that never change). Finite inputs are enough to get there: one
+// transition with observations near FLT_MAX, which the wire takes (issue #26), overflows the
+// forward pass. The norm is the global one in every stage, so the ranks of a group skip
+// alike. The step still counts (trainer_steps): the batch was used, its priorities go back.
+static int s_step_ok(trainer_t *self, double norm) {
+    if (isfinite(norm)) {
+        return 1;
+    }
+    self->skipped++;
+    log_every(&self->skip_log, SKIP_LOG_INTERVAL_MS, LOG_WARN,
+              "gradient norm %g at update %lld (a batch that overflows the network?): step "
+              "skipped, the parameters kept; %llu skipped so far",
+              norm, (long long)self->step + 1, (unsigned long long)self->skipped);
+    return 0;
+}
+
 // A single learner, and stage 0: the whole (all-reduced) gradient, clipped and stepped by
 // every rank alike.
 static float s_full_update(trainer_t *self) {
@@ -241,7 +264,9 @@ static float s_full_update(trainer_t *self) {
     }
     float norm = optim_clip_grad_norm(self->grads.data, self->grads.num_params,
                                       self->cfg.grad_clip);
-    optim_step(&self->optim, self->online.data, self->grads.data);
+    if (s_step_ok(self, norm)) {
+        optim_step(&self->optim, self->online.data, self->grads.data);
+    }
     return norm;
 }
 
@@ -258,8 +283,11 @@ static float s_sharded_update(trainer_t *self) {
     double ss = optim_sum_squares(g, self->shard_n);
     group_allreduce_f64(self->group, &ss, 1);
     double norm = sqrt(ss);
-    optim_clip_scale(g, self->shard_n, norm, self->cfg.grad_clip);
-    optim_step(&self->optim, self->online.data + self->shard_off, g);
+    if (s_step_ok(self, norm)) {
+        optim_clip_scale(g, self->shard_n, norm, self->cfg.grad_clip);
+        optim_step(&self->optim, self->online.data + self->shard_off, g);
+    }
+    // Collective: every rank calls it, stepped or not.
     group_allgather_f32(self->group, self->online.data, self->counts, self->displs);
     return (float)norm;
 }
@@ -333,6 +361,7 @@ float trainer_lr(const trainer_t *self) {
 }
 
 int64_t trainer_steps(const trainer_t *self) { return self->step; }
+uint64_t trainer_skipped_steps(const trainer_t *self) { return self->skipped; }
 const optim_t *trainer_optim(const trainer_t *self) { return &self->optim; }
 const train_config_t *trainer_config(const trainer_t *self) { return &self->cfg; }
 void trainer_memory(const trainer_t *self, train_memory_t *out) { *out = self->mem; }

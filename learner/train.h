@@ -5,7 +5,9 @@
 //   2. double-DQN n-step targets and the IS-weighted Huber loss (loss.h), new priorities
 //      |delta| + priority_eps;
 //   3. backward through online(s) into zeroed gradients;
-//   4. global grad-norm clip (grad_clip, default 40), then Adam or centered RMSProp;
+//   4. global grad-norm clip (grad_clip, default 40), then Adam or centered RMSProp; a
+//      gradient whose norm is not finite (a batch that overflows the network: finite values
+//      near FLT_MAX are valid on the wire) is not stepped, so the parameters stay finite;
 //   5. step++, and every target_update steps target = online (one memcpy).
 // Timings of (1+2), (3) and (4+5) come back in train_stats_t, in ns of CLOCK_MONOTONIC.
 //
@@ -130,6 +132,8 @@ const optim_t *trainer_optim(const trainer_t *self);
 const train_config_t *trainer_config(const trainer_t *self);
 void trainer_memory(const trainer_t *self, train_memory_t *out);
 rng_t *trainer_rng(trainer_t *self); // the learner's stream; checkpointed
+// Updates not stepped since trainer_new because their gradient norm was not finite (step 4).
+uint64_t trainer_skipped_steps(const trainer_t *self);
 
 // Checkpoint: online, target, optimizer m and v, step counters, RNG, extra (may be NULL).
 // Returns 0 or an apex_err from ckpt_write; the previous file at path survives a failure.

@@ -10,6 +10,7 @@
 #include "train.h"
 #include "xalloc.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -281,6 +282,62 @@ START_TEST(test_target_sync_and_priorities) {
 }
 END_TEST
 
+// Issue #26: observations near FLT_MAX are finite, so the wire takes them, but they overflow
+// the forward pass: with CartPole's network (and this seed) one such row makes the loss and
+// the gradient NaN. Stepping it made about half the parameters NaN for good (and the learner
+// then published weights every actor refuses). It must be skipped, the parameters kept bit
+// for bit, and the next normal batch trained as ever.
+START_TEST(test_nonfinite_gradient_skipped) {
+    train_config_t tc;
+    train_config_default(&tc);
+    tc.net = (nn_config_t){
+        .obs_dim = 4, .n_actions = 2, .n_hidden = 2, .hidden = {32, 32}, .dueling = 1};
+    tc.batch_size = 6;
+    tc.seed = 1;
+    trainer_t *tr = trainer_new(&tc);
+    size_t n = trainer_num_params(tr);
+    float *before = xmalloc(n * sizeof(float));
+    memcpy(before, trainer_online(tr)->data, n * sizeof(float));
+    float obs[6 * 4], next_obs[6 * 4], rew[6], disc[6], w[6], prio[6];
+    int32_t act[6];
+    for (int i = 0; i < 6 * 4; i++) {
+        obs[i] = 0.1f * (float)(i % 5) - 0.2f;
+        next_obs[i] = -obs[i];
+    }
+    for (int i = 0; i < 6; i++) {
+        rew[i] = 1.0f, disc[i] = 0.97f, w[i] = 1.0f, act[i] = i % 2;
+    }
+    float keep[4];
+    memcpy(keep, obs, sizeof keep);
+    for (int j = 0; j < 4; j++) {
+        obs[j] = FLT_MAX; // row 0
+    }
+    train_batch_t b = {obs, act, rew, disc, next_obs, w, 6};
+    train_stats_t st;
+    trainer_step(tr, &b, prio, &st);
+    ck_assert_msg(isnan(st.grad_norm), "the batch must make the gradient NaN (norm %g)",
+                  st.grad_norm);
+    ck_assert_int_eq(memcmp(before, trainer_online(tr)->data, n * sizeof(float)), 0);
+    ck_assert_int_eq(trainer_steps(tr), 1);
+    ck_assert_uint_eq(trainer_skipped_steps(tr), 1);
+    ck_assert_int_eq(trainer_optim(tr)->step, 0); // Adam's moments untouched
+    // The same rows without the overflow: stepped, every parameter finite.
+    memcpy(obs, keep, sizeof keep);
+    trainer_step(tr, &b, prio, &st);
+    ck_assert(isfinite(st.grad_norm) && isfinite(st.loss));
+    ck_assert_int_ne(memcmp(before, trainer_online(tr)->data, n * sizeof(float)), 0);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isfinite(trainer_online(tr)->data[i]), "parameter %zu is %g", i,
+                      (double)trainer_online(tr)->data[i]);
+    }
+    ck_assert_int_eq(trainer_steps(tr), 2);
+    ck_assert_uint_eq(trainer_skipped_steps(tr), 1);
+    ck_assert_int_eq(trainer_optim(tr)->step, 1);
+    xfree(before);
+    trainer_destroy(&tr);
+}
+END_TEST
+
 // [learner] lr_end / lr_steps: update t (1-based) uses lr + (lr_end - lr) min(1, t / lr_steps),
 // and that is the rate the optimizer applies. Adam's first step has a closed form: with
 // m = g and v = g^2 after bias correction, each parameter moves by lr g / (|g| + eps), so
@@ -400,6 +457,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_whole_loss_gradient);
     tcase_add_test(tc, test_loss_gradient_through_nn);
     tcase_add_test(tc, test_target_sync_and_priorities);
+    tcase_add_test(tc, test_nonfinite_gradient_skipped);
     tcase_add_test(tc, test_lr_schedule);
     tcase_add_test(tc, test_invalid_config);
     tcase_add_test(tc, test_chain_mdp_converges);
