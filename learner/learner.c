@@ -155,7 +155,7 @@ static int s_open_sockets(learner_t *l) {
         share->replay.samples_per_insert /= l->round.n_ranks;
         share->replay.spi_tolerance /= l->round.n_ranks;
     }
-    l->shards = shards_new(share, l->ctx, l->security, &o_sample);
+    l->shards = shards_new(share, l->round.rank, l->ctx, l->security, &o_sample);
     free(share);
     if (!l->shards) {
         return -1;
@@ -562,6 +562,7 @@ int learner_run(learner_t *self) {
     if (self->group) {
         round_report(&self->round);
     }
+    shards_report(self->shards);
     if (self->round.rank == 0) {
         s_timer_metrics(self->loop, self);
     }
