@@ -30,6 +30,7 @@ for i in 0 1; do
   "$APEX_BIN/apex-actor" -c "$CFG" "${SETS[@]}" --index $i >"$TMP/actor$i.log" 2>&1 &
   PIDS+=($!)
 done
+DAEMONS=("${PIDS[@]}") # replay, actor 0, actor 1
 
 # group MPIRUN_ARGS... -- LEARNER_ARGS...: starts `mpirun MPIRUN_ARGS... bin/apex-learner -c
 # $CFG ... LEARNER_ARGS...` with its log in $TMP/group.log; MPIRUN is its pid. ranks: its
@@ -92,4 +93,7 @@ expect_rc 0 "a single learner with [learner] ranks = 2 runs" \
   --set learner.max_steps=20
 grep -q "W learner: one learner, but \[learner\] ranks = 2" "$TMP/err" \
   && ok "it says so: $(grep -o 'one learner, but.*' "$TMP/err")" || { bad "no warning from a single learner"; tail -5 "$TMP/err"; }
+kill -TERM "${DAEMONS[@]}"
+n=0; for p in "${DAEMONS[@]}"; do rc=0; wait "$p" || rc=$?; [ "$rc" = 0 ] && n=$((n + 1)); done
+[ "$n" = 3 ] && ok "replay and actors stop with exit 0" || bad "$n of 3 daemons stopped with exit 0"
 finish
