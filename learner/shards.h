@@ -6,9 +6,10 @@
 // [replay] shards = K > 1 (docs/architecture.md "Sharded replay"):
 //   - Choice. A sample request goes to shard k with probability P_k / sum_j P_j over the
 //     shards that are up, P_k being the total p^alpha of k's last stats. Each shard samples
-//     its rows proportionally to p^alpha within its own mass, so a row's marginal is
-//     p_i / sum_j P_j when the P_k are current: global prioritized replay, as from one server,
-//     row by row (a request's rows share one shard: docs/architecture.md "Sharded replay").
+//     its rows proportionally to p^alpha within its own mass (stratified), so a row's
+//     marginal is p_i / sum_j P_j when the P_k are current: global prioritized replay, as
+//     from one server, row by row; not a batch's joint distribution (a request's rows all
+//     come from one shard: docs/architecture.md "Sharded replay").
 //     (RLlib's round-robin choice draws p_i / (K P_k) instead.) Each rank of a learner group
 //     draws from its own stream (shards_stream): with a shared one, all ranks would send
 //     their n-th requests to the same shard, and every step's N batches would come from one.

@@ -7,9 +7,10 @@
 //     chi-square tests (goodness of fit, 63 degrees of freedom; homogeneity of the two count
 //     vectors, 63 dof), each at significance 0.001 (critical value 103.4). One row per request
 //     makes the draws independent, so the chi-square statistic applies as it is; it tests the
-//     per-row marginal, which is exactly global PER. (Rows of one request share a shard and
-//     are stratified within its mass, not the whole mass: a batch's joint distribution is not
-//     one server's.) The negative control: RLlib's round-robin choice over the same shards
+//     per-row marginal with fresh statistics (the data never change), which is exactly
+//     global PER's. (Rows of one request share a shard and are stratified within its mass,
+//     not the whole mass: a batch's joint distribution is not one server's, and is not
+//     compared; docs/architecture.md "Sharded replay" says what holds.) The negative control: RLlib's round-robin choice over the same shards
 //     fails the goodness-of-fit test.
 //   - Importance weights of every item, from one-row and from 512-row (stratified) requests,
 //     agree with one server's to 1e-5, and with the closed form (p_min / p_i)^beta in double.
