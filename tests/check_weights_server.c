@@ -159,7 +159,7 @@ START_TEST(test_full_hold_table_drops) {
     s_fix f;
     s_setup(&f, 2);
     void *c[3];
-    char id[16];
+    char id[32];
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof id, "actor-%d", i);
         c[i] = s_client(&f, id);
