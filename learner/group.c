@@ -19,7 +19,7 @@ struct group {
     int mpi; // MPI_Init was called (and MPI_Finalize is due)
     MPI_Comm comm;
     int64_t comm_ns;
-    int yields;          // mpi_yield_when_idle as MPI reports it: 1, 0, -1 unknown
+    char yield[16];      // GROUP_YIELD_ENV as MPI_Init found it ("" = no MPI, or too long)
     int yield_defaulted; // group_new set GROUP_YIELD_ENV itself
 };
 
@@ -54,47 +54,11 @@ int group_launch_size(void) {
 }
 
 // ----------------------------------------------------------------------------
-// waiting ranks yield (see group.h)
-
-// mpi_yield_when_idle as MPI sees it after MPI_Init, read through the MPI tool interface
-// (MPI_T, MPI 3.0): 1 or 0, or -1 when this MPI has no such variable (not OpenMPI) or the
-// interface fails. What MPI_Init took, not what the environment said.
-static int s_read_yield(void) {
-    int provided, idx, count, v = -1;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-        return -1;
-    }
-    char name[64], desc[256];
-    int name_len = sizeof name, desc_len = sizeof desc, verbosity, bind, scope;
-    MPI_Datatype type;
-    MPI_T_enum enumtype;
-    MPI_T_cvar_handle h;
-    if (MPI_T_cvar_get_index(GROUP_YIELD_CVAR, &idx) == MPI_SUCCESS &&
-        MPI_T_cvar_get_info(idx, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len,
-                            &bind, &scope) == MPI_SUCCESS &&
-        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
-        unsigned char buf[16] = {0}; // a bool (OpenMPI 4: MPI_C_BOOL) or an int
-        int size = 0;
-        if (count == 1 && MPI_Type_size(type, &size) == MPI_SUCCESS && size >= 1 &&
-            size <= (int)sizeof buf && MPI_T_cvar_read(h, buf) == MPI_SUCCESS) {
-            v = 0;
-            for (int i = 0; i < size; i++) {
-                v |= buf[i] != 0;
-            }
-        }
-        MPI_T_cvar_handle_free(&h);
-    }
-    MPI_T_finalize();
-    return v;
-}
-
-// ----------------------------------------------------------------------------
 // lifecycle
 
 group_t *group_new(void) {
     group_t *g = xcalloc(1, sizeof *g);
     g->size = 1;
-    g->yields = -1;
     if (group_launch_size() == 1) {
         return g;
     }
@@ -106,6 +70,10 @@ group_t *group_new(void) {
     // own (ZeroMQ's context comes later).
     if (!getenv(GROUP_YIELD_ENV)) {
         g->yield_defaulted = setenv(GROUP_YIELD_ENV, "1", 0) == 0;
+    }
+    const char *y = getenv(GROUP_YIELD_ENV);
+    if (y && strlen(y) < sizeof g->yield) {
+        strcpy(g->yield, y);
     }
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -128,7 +96,6 @@ group_t *group_new(void) {
         // Only this thread calls MPI; ZeroMQ's threads exist but never do.
         log_debug("MPI thread level %d (asked for FUNNELED)", provided);
     }
-    g->yields = s_read_yield();
     return g;
 }
 
@@ -149,7 +116,7 @@ int group_rank(const group_t *self) { return self->rank; }
 int group_size(const group_t *self) { return self->size; }
 int group_uses_mpi(const group_t *self) { return self->mpi; }
 int64_t group_comm_ns(const group_t *self) { return self->comm_ns; }
-int group_yields(const group_t *self) { return self->yields; }
+const char *group_yield(const group_t *self) { return self->yield; }
 int group_yield_defaulted(const group_t *self) { return self->yield_defaulted; }
 
 void group_shard_range(size_t n, int size, int rank, size_t *offset, size_t *count) {

@@ -17,9 +17,11 @@
 // server instead of spinning on it. group_new makes that the default however the ranks were
 // started (mpirun -np N apex-learner, srun, the launchers): it sets
 // OMPI_MCA_mpi_yield_when_idle=1 before MPI_Init unless the variable is set already (by the
-// user, or by mpirun's --mca, which passes it to the ranks that way), and reads back through
-// MPI_T what MPI_Init took (group_yields). OpenMPI's own default yields only when mpirun
-// sees more ranks than cores: `mpirun -np 2` on a 2-core machine would spin. The blocking
+// user, or by mpirun's --mca, which passes it to the ranks that way; group_yield says which
+// value MPI_Init found). OpenMPI's own default yields only when mpirun sees more ranks than
+// cores: `mpirun -np 2` on a 2-core machine would spin. (It is not read back through MPI_T:
+// in OpenMPI 4.1, MPI_T_init_thread registers every framework's components, and
+// MPI_T_finalize closes them again, in a running group; docs/architecture.md.) The blocking
 // calls are used where the ranks arrive together (inside a training step, after a round).
 // group_round is where a rank may wait long (for another rank's batch): it starts an
 // MPI_Iallreduce and tests it with growing sleeps (20 us doubling to
@@ -44,7 +46,6 @@
 #define GROUP_STOP_ABORT_MS 10000 // a stopping rank's round waits this long, then MPI_Abort
 #define GROUP_MAX_RANKS 4096
 #define GROUP_YIELD_ENV "OMPI_MCA_mpi_yield_when_idle" // set to 1 by group_new when unset
-#define GROUP_YIELD_CVAR "mpi_yield_when_idle"         // its name in MPI_T
 
 typedef struct group group_t;
 
@@ -67,10 +68,10 @@ int group_rank(const group_t *self);
 int group_size(const group_t *self);
 int group_uses_mpi(const group_t *self);    // 1 when MPI was initialised
 int64_t group_comm_ns(const group_t *self); // ns spent in collectives (not rounds) so far
-// Whether a rank waiting in a blocking collective yields its core: mpi_yield_when_idle as MPI
-// took it at MPI_Init (read through MPI_T): 1 or 0; -1 when MPI does not say (another MPI
-// than OpenMPI) or there is no MPI (a group of one).
-int group_yields(const group_t *self);
+// GROUP_YIELD_ENV as MPI_Init found it in the environment ("1" when group_new set it), which
+// OpenMPI takes for mpi_yield_when_idle (whether a rank waiting in a blocking collective
+// yields its core); "" without MPI (a group of one). Borrowed, valid as long as self.
+const char *group_yield(const group_t *self);
 // 1 when group_new set GROUP_YIELD_ENV itself (it was unset), 0 when it found it set.
 int group_yield_defaulted(const group_t *self);
 

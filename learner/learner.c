@@ -223,17 +223,14 @@ static int s_group_init(learner_t *l) {
     if (l->round.rank > 0) {
         log_set_role(role); // rank 0 keeps the daemon's name
     }
-    int y = group_yields(l->group);
-    log_info("rank %d of a learner group of %d (ZeRO stage %lld); effective batch %lld; %s",
+    // OpenMPI's mpi_yield_when_idle, as MPI_Init found it (group.h).
+    log_info("rank %d of a learner group of %d (ZeRO stage %lld); effective batch %lld; %s=%s (%s)",
              l->round.rank, l->round.n_ranks, (long long)l->cfg.learner.zero_stage,
-             (long long)(l->round.n_ranks * l->cfg.learner.batch_size),
-             y < 0   ? "MPI does not say whether waiting ranks yield their core"
-             : y > 0 ? (group_yield_defaulted(l->group)
-                            ? "waiting ranks yield their core (mpi_yield_when_idle = 1, "
-                              "apex-learner's default)"
-                            : "waiting ranks yield their core (mpi_yield_when_idle = 1, from "
-                              "the environment)")
-                     : "waiting ranks spin (mpi_yield_when_idle = 0, from the environment)");
+             (long long)(l->round.n_ranks * l->cfg.learner.batch_size), GROUP_YIELD_ENV,
+             *group_yield(l->group) ? group_yield(l->group) : "(unset)",
+             group_yield_defaulted(l->group)
+                 ? "apex-learner's default: waiting ranks yield their core"
+                 : "from the environment");
     return 0;
 }
 
