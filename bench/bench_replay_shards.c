@@ -175,7 +175,7 @@ static void *s_learner_main(void *arg) {
     security_t *sec = security_new(ctx, &cfg, "learner", -1, 0);
     wire_limits_t lim = bench_limits();
     net_opts_t o = {.max_msg_bytes = (int64_t)lim.max_message_bytes};
-    shards_t *S = shards_new(&cfg, ctx, sec, &o);
+    shards_t *S = shards_new(&cfg, 0, ctx, sec, &o);
     wire_decoder_t *dec = wire_decoder_new(&lim);
     size_t R = (size_t)SAMPLE_N * BATCHES;
     uint64_t *keys = xmalloc(R * sizeof *keys);

@@ -20,7 +20,8 @@ typedef enum {
     RNG_ROLE_REPLAY = 3,
     RNG_ROLE_LEARNER = 4,
     RNG_ROLE_NET_INIT = 5,
-    RNG_ROLE_SHARDS = 6, // the learner's choice of replay shard (learner/shards.c)
+    // The learner's choice of replay shard, index = its rank in its group (learner/shards.c).
+    RNG_ROLE_SHARDS = 6,
     RNG_ROLE_TEST = 99,
 } rng_role;
 

@@ -20,6 +20,8 @@ struct group {
     int mpi; // MPI_Init was called (and MPI_Finalize is due)
     MPI_Comm comm;
     int64_t comm_ns;
+    char yield[16];      // GROUP_YIELD_ENV as MPI_Init found it ("" = no MPI, or too long)
+    int yield_defaulted; // group_new set GROUP_YIELD_ENV itself
 };
 
 // ----------------------------------------------------------------------------
@@ -56,6 +58,19 @@ group_t *group_new(void) {
     g->size = 1;
     if (group_launch_size() == 1) {
         return g;
+    }
+    // OpenMPI reads its MCA parameters from the environment in MPI_Init, so this is what
+    // `mpirun --mca mpi_yield_when_idle 1` does for its ranks. Only where nobody chose: a
+    // value the user exported, or mpirun's --mca (which exports it to the ranks), stands.
+    // (A value in an MCA parameter file is overridden: the environment wins over files.)
+    // setenv is safe here: the learner calls group_new before it starts any thread of its
+    // own (ZeroMQ's context comes later).
+    if (!getenv(GROUP_YIELD_ENV)) {
+        g->yield_defaulted = setenv(GROUP_YIELD_ENV, "1", 0) == 0;
+    }
+    const char *y = getenv(GROUP_YIELD_ENV);
+    if (y && strlen(y) < sizeof g->yield) {
+        strcpy(g->yield, y);
     }
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -98,6 +113,8 @@ int group_rank(const group_t *self) { return self->rank; }
 int group_size(const group_t *self) { return self->size; }
 int group_uses_mpi(const group_t *self) { return self->mpi; }
 int64_t group_comm_ns(const group_t *self) { return self->comm_ns; }
+const char *group_yield(const group_t *self) { return self->yield; }
+int group_yield_defaulted(const group_t *self) { return self->yield_defaulted; }
 
 void group_shard_range(size_t n, int size, int rank, size_t *offset, size_t *count) {
     APEX_ASSERT(size >= 1 && rank >= 0 && rank < size);

@@ -13,12 +13,20 @@
 //   group_allreduce_f64         a few doubles (the global gradient norm)
 //   group_round                 a few doubles, waiting by sleeping (see below)
 // The blocking calls rely on OpenMPI's progress loop, which with mpi_yield_when_idle = 1
-// (scripts/apex-local sets it) calls sched_yield when nothing progresses: a waiting rank
-// gives its core to the replay server instead of spinning on it. They are used where the
-// ranks arrive together (inside a training step, after a round). group_round is where a
-// rank may wait long (for another rank's batch): it starts an MPI_Iallreduce and tests it
-// with growing sleeps (20 us doubling to GROUP_ROUND_SLEEP_MAX_US), so a waiting rank
-// sleeps instead of polling; a small message needs only a few progress calls. A rank that
+// calls sched_yield when nothing progresses: a waiting rank gives its core to the replay
+// server instead of spinning on it. group_new makes that the default however the ranks were
+// started (mpirun -np N apex-learner, srun, the launchers): it sets
+// OMPI_MCA_mpi_yield_when_idle=1 before MPI_Init unless the variable is set already (by the
+// user, or by mpirun's --mca, which passes it to the ranks that way; group_yield says which
+// value MPI_Init found). OpenMPI's own default yields only when mpirun sees more ranks than
+// cores: `mpirun -np 2` on a 2-core machine would spin. (It is not read back through MPI_T:
+// in OpenMPI 4.1, MPI_T_init_thread registers every framework's components, and
+// MPI_T_finalize closes them again, in a running group; docs/architecture.md.) The blocking
+// calls are used where the ranks arrive together (inside a training step, after a round).
+// group_round is where a rank may wait long (for another rank's batch): it starts an
+// MPI_Iallreduce and tests it with growing sleeps (20 us doubling to
+// GROUP_ROUND_SLEEP_MAX_US), so a waiting rank sleeps instead of polling; a small message
+// needs only a few progress calls. A rank that
 // was asked to stop (signals.h) and waits in a round longer than GROUP_STOP_ABORT_MS aborts
 // the job: the others are gone or hung.
 // Time spent inside the collectives of training steps and checkpoints is summed in
@@ -37,6 +45,7 @@
 #define GROUP_ROUND_SLEEP_MAX_US 500
 #define GROUP_STOP_ABORT_MS 10000 // a stopping rank's round waits this long, then MPI_Abort
 #define GROUP_MAX_RANKS 4096
+#define GROUP_YIELD_ENV "OMPI_MCA_mpi_yield_when_idle" // set to 1 by group_new when unset
 
 typedef struct group group_t;
 
@@ -46,10 +55,12 @@ typedef struct group group_t;
 // the real size). 1 when none does: a plain process.
 int group_launch_size(void);
 
-// Size group_launch_size() > 1: MPI_Init_thread (FUNNELED: ZeroMQ's I/O threads never call
-// MPI), rank and size of MPI_COMM_WORLD. Otherwise a group of one without MPI. Returns NULL
-// after logging why (MPI_Init failed, more than GROUP_MAX_RANKS). Call once per process;
-// destroy with group_destroy, which calls MPI_Finalize (after a barrier) when MPI was used.
+// Size group_launch_size() > 1: OMPI_MCA_mpi_yield_when_idle=1 unless set (see top; call it
+// before any other thread exists: setenv), MPI_Init_thread (FUNNELED: ZeroMQ's I/O threads
+// never call MPI), rank and size of MPI_COMM_WORLD. Otherwise a group of one without MPI.
+// Returns NULL after logging why (MPI_Init failed, more than GROUP_MAX_RANKS). Call once per
+// process; destroy with group_destroy, which calls MPI_Finalize (after a barrier) when MPI was
+// used.
 group_t *group_new(void);
 void group_destroy(group_t **self_p);
 
@@ -57,6 +68,12 @@ int group_rank(const group_t *self);
 int group_size(const group_t *self);
 int group_uses_mpi(const group_t *self);    // 1 when MPI was initialised
 int64_t group_comm_ns(const group_t *self); // ns spent in collectives (not rounds) so far
+// GROUP_YIELD_ENV as MPI_Init found it in the environment ("1" when group_new set it), which
+// OpenMPI takes for mpi_yield_when_idle (whether a rank waiting in a blocking collective
+// yields its core); "" without MPI (a group of one). Borrowed, valid as long as self.
+const char *group_yield(const group_t *self);
+// 1 when group_new set GROUP_YIELD_ENV itself (it was unset), 0 when it found it set.
+int group_yield_defaulted(const group_t *self);
 
 // Shard r of an array of n elements split over size ranks: the first n % size ranks hold
 // one more (DeepSpeed's get_data_parallel_partitions). *offset, *count in elements.

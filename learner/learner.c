@@ -155,7 +155,7 @@ static int s_open_sockets(learner_t *l) {
         share->replay.samples_per_insert /= l->round.n_ranks;
         share->replay.spi_tolerance /= l->round.n_ranks;
     }
-    l->shards = shards_new(share, l->ctx, l->security, &o_sample);
+    l->shards = shards_new(share, l->round.rank, l->ctx, l->security, &o_sample);
     free(share);
     if (!l->shards) {
         return -1;
@@ -176,6 +176,32 @@ static int s_open_sockets(learner_t *l) {
     return 0;
 }
 
+// The group's size against [learner] ranks, which only the launchers read (apex-local,
+// apex-slurm start that many ranks): a difference is said, not refused. The size MPI gives is
+// the truth the group trains with (the effective batch, each rank's share of the replay
+// ratio); a group may resume on another number of ranks on purpose (`mpirun -np 3` over a run
+// of 2); and `mpirun -np N apex-learner -c run.ini` must not need a redundant --set. Rank 0
+// alone says it, once.
+static void s_check_ranks(const learner_t *l) {
+    long long want = (long long)l->cfg.learner.ranks, n = l->round.n_ranks;
+    long long B = (long long)l->cfg.learner.batch_size;
+    if (l->round.rank != 0 || n == want) {
+        return;
+    }
+    if (n == 1) {
+        log_warn("one learner, but [learner] ranks = %lld: each update trains %lld rows where the "
+                 "config means %lld x %lld = %lld\n---> HINT: start the group with mpirun -np "
+                 "%lld or scripts/apex-local (which reads [learner] ranks), or set [learner] "
+                 "ranks = 1",
+                 want, B, want, B, want * B, want);
+        return;
+    }
+    log_warn("a learner group of %lld ranks, but [learner] ranks = %lld: each update trains %lld x "
+             "%lld = %lld rows where the config means %lld x %lld = %lld\n---> HINT: start %lld "
+             "rank(s), or set [learner] ranks = %lld (scripts/apex-local and apex-slurm read it)",
+             n, want, n, B, n * B, want, B, want * B, want, n);
+}
+
 // MPI only under a launcher (group_launch_size); a group of one is a single learner.
 static int s_group_init(learner_t *l) {
     if (group_launch_size() > 1) {
@@ -188,6 +214,7 @@ static int s_group_init(learner_t *l) {
         }
     }
     round_init(&l->round, l->group, clock_now_ms());
+    s_check_ranks(l);
     if (!l->group) {
         return 0;
     }
@@ -196,9 +223,14 @@ static int s_group_init(learner_t *l) {
     if (l->round.rank > 0) {
         log_set_role(role); // rank 0 keeps the daemon's name
     }
-    log_info("rank %d of a learner group of %d (ZeRO stage %lld); effective batch %lld",
+    // OpenMPI's mpi_yield_when_idle, as MPI_Init found it (group.h).
+    log_info("rank %d of a learner group of %d (ZeRO stage %lld); effective batch %lld; %s=%s (%s)",
              l->round.rank, l->round.n_ranks, (long long)l->cfg.learner.zero_stage,
-             (long long)(l->round.n_ranks * l->cfg.learner.batch_size));
+             (long long)(l->round.n_ranks * l->cfg.learner.batch_size), GROUP_YIELD_ENV,
+             *group_yield(l->group) ? group_yield(l->group) : "(unset)",
+             group_yield_defaulted(l->group)
+                 ? "apex-learner's default: waiting ranks yield their core"
+                 : "from the environment");
     return 0;
 }
 
@@ -570,6 +602,7 @@ int learner_run(learner_t *self) {
     if (self->group) {
         round_report(&self->round);
     }
+    shards_report(self->shards);
     if (self->round.rank == 0) {
         s_timer_metrics(self->loop, self);
     }

@@ -30,6 +30,7 @@ typedef struct {
     int64_t probe_deadline_ms;
     int64_t down_since_ms;
     uint64_t served_meanwhile; // sample requests the other shards got while this one was down
+    uint64_t requests;         // sample requests sent to it
     log_limiter_t log;
 } s_shard;
 
@@ -38,8 +39,12 @@ struct shards {
     s_shard *sh; // (K)
     int64_t min_size, request_timeout_ms, watch_timeout_ms;
     limiter_t limiter; // the run's replay ratio (K > 1 only)
-    rng_t rng;         // the choice of shard
-    int held;          // the last pick found no request may go: watch for inserts
+    rng_t rng;         // the choice of shard: this rank's stream (shards_stream)
+    int rank;
+    uint64_t seed;
+    int traced;                    // choices in trace (up to SHARDS_TRACE_N, then logged)
+    uint8_t trace[SHARDS_TRACE_N]; // the first choices
+    int held;                      // the last pick found no request may go: watch for inserts
     uint64_t next_own_id;
     uint64_t went_down; // bit k: shard k went down since shards_take_down last reported it
     int64_t started_ms;
@@ -50,7 +55,13 @@ struct shards {
 // ---------------------------------------------------------------------------------------
 // Lifetime
 
-shards_t *shards_new(const apex_config_t *cfg, void *ctx, security_t *sec, const net_opts_t *o) {
+void shards_stream(rng_t *r, uint64_t seed, int rank) {
+    APEX_ASSERT(rank >= 0);
+    rng_init_stream(r, seed, RNG_ROLE_SHARDS, (uint64_t)rank);
+}
+
+shards_t *shards_new(const apex_config_t *cfg, int rank, void *ctx, security_t *sec,
+                     const net_opts_t *o) {
     shards_t *s = xcalloc(1, sizeof *s);
     s->K = (int)cfg->replay.shards;
     s->sh = xcalloc((size_t)s->K, sizeof *s->sh);
@@ -60,7 +71,11 @@ shards_t *shards_new(const apex_config_t *cfg, void *ctx, security_t *sec, const
     s->watch_timeout_ms = cfg->replay.sample_timeout_ms + cfg->learner.request_timeout_ms;
     limiter_init(&s->limiter, cfg->replay.samples_per_insert, cfg->replay.spi_tolerance,
                  (uint64_t)(cfg->learner.batch_size * cfg->learner.batches_per_request));
-    rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_SHARDS, 0);
+    // Each rank its own stream: with one shared by all, every rank would send its n-th
+    // request to the same shard, so each step's N batches would all come from one shard.
+    s->rank = rank;
+    s->seed = (uint64_t)cfg->run.seed;
+    shards_stream(&s->rng, s->seed, rank);
     wire_buf_init(&s->out, 256);
     s->started_ms = clock_now_ms();
     char err[CONFIG_ERR_LEN];
@@ -224,6 +239,41 @@ static void s_hold(shards_t *s, int64_t now) {
     }
 }
 
+// Shard k with probability P_k / sum P: u is a point in [0, mass), and k the shard whose
+// share of [0, mass) holds it. (Rounding can leave u past the last share: the last shard up.)
+static int s_choose(const shards_t *s, double u) {
+    int last = -1;
+    for (int k = 0; k < s->K; k++) {
+        const s_shard *h = &s->sh[k];
+        if (h->state != SHARD_UP || h->st.size == 0) {
+            continue;
+        }
+        last = k;
+        if (u < h->st.total_priority) {
+            return k;
+        }
+        u -= h->st.total_priority;
+    }
+    return last;
+}
+
+// Keeps choice k; the SHARDS_TRACE_N-th is logged with the ones before it, so that the log
+// shows each rank's stream at work (ranks of a group must not choose alike) and a run's
+// choices can be reproduced from its seed and rank.
+static void s_trace(shards_t *s, int k) {
+    s->trace[s->traced++] = (uint8_t)k;
+    if (s->traced < SHARDS_TRACE_N) {
+        return;
+    }
+    char line[SHARDS_TRACE_N * 3 + 1];
+    size_t n = 0;
+    for (int i = 0; i < SHARDS_TRACE_N; i++) {
+        n += (size_t)snprintf(line + n, sizeof line - n, i ? " %u" : "%u", s->trace[i]);
+    }
+    log_info("rank %d's first %d choices of shard (its stream: seed %llu, index %d): %s", s->rank,
+             SHARDS_TRACE_N, (unsigned long long)s->seed, s->rank, line);
+}
+
 int shards_pick(shards_t *self, uint32_t rows, int64_t now) {
     if (self->K == 1) {
         return 0;
@@ -243,22 +293,11 @@ int shards_pick(shards_t *self, uint32_t rows, int64_t now) {
         return -1;
     }
     self->held = 0;
-    // Shard k with probability P_k / sum P: a point u in [0, mass) and the shard whose share
-    // of [0, mass) holds it. (Rounding can leave u past the last share: the last shard up.)
-    double u = rng_uniform(&self->rng) * mass;
-    int last = -1;
-    for (int k = 0; k < self->K; k++) {
-        const s_shard *h = &self->sh[k];
-        if (h->state != SHARD_UP || h->st.size == 0) {
-            continue;
-        }
-        last = k;
-        if (u < h->st.total_priority) {
-            return k;
-        }
-        u -= h->st.total_priority;
+    int k = s_choose(self, rng_uniform(&self->rng) * mass);
+    if (self->traced < SHARDS_TRACE_N) {
+        s_trace(self, k);
     }
-    return last;
+    return k;
 }
 
 int shards_send_request(shards_t *self, int k, wire_sample_request_t *req, int64_t now) {
@@ -278,6 +317,7 @@ int shards_send_request(shards_t *self, int k, wire_sample_request_t *req, int64
     }
     // Counted when sent: the ratio holds whatever the replies do (a refused one is refunded).
     limiter_sampled(&self->limiter, (uint64_t)req->batch_size * (req->batches ? req->batches : 1));
+    h->requests++;
     for (int j = 0; j < self->K; j++) {
         self->sh[j].served_meanwhile += self->sh[j].state == SHARD_DOWN;
     }
@@ -356,6 +396,23 @@ int shards_take_reply(shards_t *self, int k, const wire_sample_reply_t *r, int64
         h->probing = 0;
     }
     return 1;
+}
+
+uint64_t shards_requests(const shards_t *self, int k) { return self->sh[k].requests; }
+
+void shards_report(const shards_t *self) {
+    if (self->K == 1) {
+        return;
+    }
+    char line[CONFIG_MAX_SHARDS * 32];
+    size_t n = 0;
+    uint64_t all = 0;
+    for (int k = 0; k < self->K; k++) {
+        all += self->sh[k].requests;
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s%llu to shard %d", k ? ", " : "",
+                              (unsigned long long)self->sh[k].requests, k);
+    }
+    log_info("rank %d sent %llu sample requests: %s", self->rank, (unsigned long long)all, line);
 }
 
 const wire_replay_stats_t *shards_stats(shards_t *self) {

@@ -6,9 +6,13 @@
 // [replay] shards = K > 1 (docs/architecture.md "Sharded replay"):
 //   - Choice. A sample request goes to shard k with probability P_k / sum_j P_j over the
 //     shards that are up, P_k being the total p^alpha of k's last stats. Each shard samples
-//     its rows proportionally to p^alpha within its own mass, so every row is drawn with
-//     probability p_i / sum_j P_j: global prioritized replay, as from one server. (RLlib's
-//     round-robin choice draws p_i / (K P_k) instead.)
+//     its rows proportionally to p^alpha within its own mass (stratified), so a row's
+//     marginal is p_i / sum_j P_j when the P_k are current: global prioritized replay, as
+//     from one server, row by row; not a batch's joint distribution (a request's rows all
+//     come from one shard: docs/architecture.md "Sharded replay").
+//     (RLlib's round-robin choice draws p_i / (K P_k) instead.) Each rank of a learner group
+//     draws from its own stream (shards_stream): with a shared one, all ranks would send
+//     their n-th requests to the same shard, and every step's N batches would come from one.
 //   - Weights. Each request names the smallest p^alpha over the shards that are up, and the
 //     shard normalises by it (store_sample_min): w_i = (min / p_i)^beta, what one server over
 //     the same data computes (N and the total cancel in (N P(i))^-beta / max_j w_j).
@@ -34,20 +38,29 @@
 
 #include "config.h"
 #include "net.h"
+#include "rng.h"
 #include "security.h"
 #include "wire.h"
 
 #define SHARDS_STATS_MAX_AGE_MS 50 // a shard silent this long is asked for its stats
 // Ids of this module's own (stats) requests; the caller's sample request ids stay below.
 #define SHARDS_OWN_ID_BIT (1ull << 63)
+#define SHARDS_TRACE_N 64 // a rank logs its first this many choices of shard (one line)
 
 typedef struct shards shards_t;
 
 // Creates [replay] shards DEALERs on ctx (CURVE clients of "replay" through sec, ZMQ_IMMEDIATE,
-// options o) and connects shard k's to its [endpoints] replay_sample (config.h's rule).
+// options o) and connects shard k's to its [endpoints] replay_sample (config.h's rule). rank:
+// the learner's rank in its group (0 for a single learner), whose choice stream it uses.
 // Returns NULL after logging why. Caller destroys (before zmq_ctx_term of ctx).
-shards_t *shards_new(const apex_config_t *cfg, void *ctx, security_t *sec, const net_opts_t *o);
+shards_t *shards_new(const apex_config_t *cfg, int rank, void *ctx, security_t *sec,
+                     const net_opts_t *o);
 void shards_destroy(shards_t **self_p);
+
+// The stream rank `rank` chooses shards with: rng_init_stream(seed, RNG_ROLE_SHARDS, rank).
+// Reproducible for a fixed seed and topology, distinct per rank; rank 0's is a single
+// learner's. shards_pick draws one rng_uniform from it per choice (none when K = 1).
+void shards_stream(rng_t *r, uint64_t seed, int rank);
 
 int shards_count(const shards_t *self);
 void *shards_socket(const shards_t *self, int k);
@@ -57,7 +70,9 @@ int shards_index(const shards_t *self, const void *sock);
 // The shard the next sample request of `rows` rows goes to: 0 when K = 1. When K > 1: drawn
 // with probability P_k / sum P over the shards up, or -1 when no request may go now (no shard
 // up with data, fewer than min_size_to_sample transitions in all, or the replay ratio; stats
-// requests then wait for the inserts that change that).
+// requests then wait for the inserts that change that). When K > 1, the first SHARDS_TRACE_N
+// choices are logged in one line, with the rank: ranks' streams can be told apart and
+// reproduced from the log.
 int shards_pick(shards_t *self, uint32_t rows, int64_t now_ms);
 // Sends req (its min_priority filled in when K > 1) to shard k. APEX_OK; APEX_EAGAIN when
 // it would block, which with K > 1 takes k down (see shards_take_down).
@@ -89,5 +104,9 @@ int shards_take_down(shards_t *self);
 const wire_replay_stats_t *shards_stats(shards_t *self);
 // Shards up now (K = 1: 1).
 int shards_up(const shards_t *self);
+// Sample requests this learner sent to shard k so far (K = 1: 0, not counted).
+uint64_t shards_requests(const shards_t *self, int k);
+// Logs the sample requests sent to each shard (K > 1; nothing when K = 1).
+void shards_report(const shards_t *self);
 
 #endif

@@ -60,7 +60,7 @@ static void s_setup(s_fix *f, const char *timeout_ms) {
     f->sec = security_new(f->ctx, &f->cfg, "learner", -1, 0);
     ck_assert_ptr_nonnull(f->sec);
     net_opts_t o = {.max_msg_bytes = 1 << 20};
-    f->shards = shards_new(&f->cfg, f->ctx, f->sec, &o);
+    f->shards = shards_new(&f->cfg, 0, f->ctx, f->sec, &o);
     ck_assert_ptr_nonnull(f->shards);
     f->p = prefetch_new(&f->cfg, f->shards, clock_now_ms());
     wire_limits_t lim = {.obs_dim = OBS, .n_actions = 2, .max_count = 64};

@@ -7,9 +7,10 @@
 //     chi-square tests (goodness of fit, 63 degrees of freedom; homogeneity of the two count
 //     vectors, 63 dof), each at significance 0.001 (critical value 103.4). One row per request
 //     makes the draws independent, so the chi-square statistic applies as it is; it tests the
-//     per-row marginal, which is exactly global PER. (Rows of one request share a shard and
-//     are stratified within its mass, not the whole mass: a batch's joint distribution is not
-//     one server's.) The negative control: RLlib's round-robin choice over the same shards
+//     per-row marginal with fresh statistics (the data never change), which is exactly
+//     global PER's. (Rows of one request share a shard and are stratified within its mass,
+//     not the whole mass: a batch's joint distribution is not one server's, and is not
+//     compared; docs/architecture.md "Sharded replay" says what holds.) The negative control: RLlib's round-robin choice over the same shards
 //     fails the goodness-of-fit test.
 //   - Importance weights of every item, from one-row and from 512-row (stratified) requests,
 //     agree with one server's to 1e-5, and with the closed form (p_min / p_i)^beta in double.
@@ -17,6 +18,8 @@
 //     spread over both by mass; a watch for inserts lifts the hold (no polling).
 //   - A shard that stops is taken out of the choice, and taken back when it answers again.
 //   - Endpoints that reach the wrong shard: its replies are dropped, it is never used.
+//   - The ranks of a learner group choose with streams of their own: two ranks over the same
+//     shards choose as rng_init_stream(seed, RNG_ROLE_SHARDS, rank) says, so differently.
 // Nothing waits for a fixed time: every wait is for a condition, with a generous deadline.
 #include "check_apex.h"
 
@@ -26,6 +29,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "rng.h"
 #include "security.h"
 #include "server.h"
 #include "shards.h"
@@ -124,7 +128,9 @@ typedef struct {
 } s_learner;
 
 // sample_eps: [endpoints] replay_sample of the learner's config (a list when shards > 1).
-static void s_learner_new(s_learner *L, int shards, const char *sample_eps, double spi) {
+// rank: the learner's rank in its group.
+static void s_learner_new_rank(s_learner *L, int shards, const char *sample_eps, double spi,
+                               int rank) {
     char b[600], c[64];
     snprintf(b, sizeof b, "endpoints.replay_sample=%s", sample_eps);
     snprintf(c, sizeof c, "replay.samples_per_insert=%g", spi);
@@ -140,11 +146,16 @@ static void s_learner_new(s_learner *L, int shards, const char *sample_eps, doub
     L->ctx = zmq_ctx_new();
     L->sec = security_new(L->ctx, &L->cfg, "learner", -1, 0);
     net_opts_t o = {.max_msg_bytes = 0};
-    L->sh = shards_new(&L->cfg, L->ctx, L->sec, &o);
+    L->sh = shards_new(&L->cfg, rank, L->ctx, L->sec, &o);
     ck_assert_ptr_nonnull(L->sh);
     wire_limits_t lim = {.obs_dim = OBS, .n_actions = 2, .max_count = 512};
     lim.max_message_bytes = wire_max_message_bytes(&lim);
     L->dec = wire_decoder_new(&lim);
+}
+
+// A single learner (rank 0).
+static void s_learner_new(s_learner *L, int shards, const char *sample_eps, double spi) {
+    s_learner_new_rank(L, shards, sample_eps, spi, 0);
 }
 
 static void s_learner_destroy(s_learner *L) {
@@ -518,6 +529,63 @@ START_TEST(test_wrong_shard_endpoints_dropped) {
 }
 END_TEST
 
+// Ranks 0 and 1 of a group over the same two shards (the fixed data set, so both see the same
+// masses): each rank's choices are the ones its own stream gives, u < P_0 / (P_0 + P_1) ->
+// shard 0, with u from rng_init_stream(seed, RNG_ROLE_SHARDS, rank) (the rule, not
+// shards_stream); the ranks therefore disagree where their streams do. With one stream shared
+// by the ranks (index 0 for all, as before issue #26), the two sequences would be equal.
+#define RANK_PICKS 400
+
+START_TEST(test_ranks_choose_with_own_streams) {
+    s_fixture f;
+    s_fixture_start(&f);
+    double P[2] = {0, 0};
+    for (int i = 0; i < ITEMS; i++) {
+        P[i >= ITEMS / 2] += pow((double)s_prio(i), ALPHA);
+    }
+    double f0 = P[0] / (P[0] + P[1]); // shard 0's share of the mass, ~0.8
+    s_learner L[2];
+    static int picks[2][RANK_PICKS];
+    for (int r = 0; r < 2; r++) {
+        s_learner_new_rank(&L[r], 2, f.eps, 0, r);
+        s_wait_up(&L[r], 2);
+        rng_t want;
+        rng_init_stream(&want, (uint64_t)L[r].cfg.run.seed, RNG_ROLE_SHARDS, (uint64_t)r);
+        rng_t via;
+        shards_stream(&via, (uint64_t)L[r].cfg.run.seed, r);
+        ck_assert_mem_eq(via.s, want.s, sizeof want.s);
+        int checked = 0;
+        for (int j = 0; j < RANK_PICKS; j++) {
+            picks[r][j] = shards_pick(L[r].sh, 1, clock_now_ms());
+            double u = rng_uniform(&want);
+            if (fabs(u - f0) < 1e-4) {
+                continue; // on the boundary: the servers' float sums may decide otherwise
+            }
+            checked++;
+            ck_assert_msg(picks[r][j] == (u < f0 ? 0 : 1),
+                          "rank %d, choice %d: shard %d, its stream says %d (u %.6f, P_0 share "
+                          "%.6f)",
+                          r, j, picks[r][j], u < f0 ? 0 : 1, u, f0);
+        }
+        ck_assert_int_ge(checked, RANK_PICKS - 4);
+    }
+    int differ = 0, to0[2] = {0, 0};
+    for (int j = 0; j < RANK_PICKS; j++) {
+        differ += picks[0][j] != picks[1][j];
+        to0[0] += picks[0][j] == 0, to0[1] += picks[1][j] == 0;
+    }
+    printf("# shards: ranks 0 and 1 chose differently in %d of %d requests (shard 0: %d and %d "
+           "times; its mass share %.3f)\n",
+           differ, RANK_PICKS, to0[0], to0[1], f0);
+    // Independent streams: 2 f0 (1 - f0) ~ 0.32 of the choices differ, ~128 here.
+    ck_assert_int_ge(differ, RANK_PICKS / 8);
+    for (int r = 0; r < 2; r++) {
+        s_learner_destroy(&L[r]);
+    }
+    s_fixture_stop(&f);
+}
+END_TEST
+
 Suite *shards_suite(void) {
     Suite *s = suite_create("shards");
     TCase *tc = tcase_create("core");
@@ -527,6 +595,7 @@ Suite *shards_suite(void) {
     tcase_add_test(tc, test_ratio_held_over_all_shards);
     tcase_add_test(tc, test_down_shard_skipped_and_taken_back);
     tcase_add_test(tc, test_wrong_shard_endpoints_dropped);
+    tcase_add_test(tc, test_ranks_choose_with_own_streams);
     suite_add_tcase(s, tc);
     return s;
 }
