@@ -154,7 +154,7 @@ static void s_start(s_run *r, uint8_t b) {
     r->rows = (uint32_t)(r->cfg.learner.batch_size * r->cfg.learner.batches_per_request);
     r->sec = security_new(s_ctx, &r->cfg, "learner", -1, 0);
     net_opts_t o = {.max_msg_bytes = 1 << 20};
-    r->shards = shards_new(&r->cfg, s_ctx, r->sec, &o);
+    r->shards = shards_new(&r->cfg, 0, s_ctx, r->sec, &o);
     FUZZ_CHECK(r->sec && r->shards);
     r->p = prefetch_new(&r->cfg, r->shards, r->now);
     // A closed socket's inproc endpoint is released asynchronously: a new name per input.
