@@ -88,8 +88,8 @@ struct actor {
     actor_stats_t st_shared;
     log_limiter_t drop_log, bad_log, ack_log, prio_log, reconnect_log;
     int64_t last_ack_ms, last_weights_ms; // monotonic times of the last good ack / weights
-    // The newest valid Weights received (the SUB is read as messages arrive), taken into
-    // params at the next weight sync.
+    // The newest valid Weights received (the weights DEALER's answers are read as they
+    // arrive), taken into params at the next weight sync.
     float *staged;
     uint64_t staged_version;
     int has_staged;
@@ -178,7 +178,7 @@ static int s_open_sockets(actor_t *a) {
     zmq_setsockopt(a->insert_sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(a->stats_sock, ZMQ_IMMEDIATE, &one, sizeof one);
     if (net_connect(a->insert_sock, e->replay_insert) != 0 ||
-        weights_client_open(&a->weights, a->ctx, a->security, e->learner_pub, max_bytes) != 0 ||
+        weights_client_open(&a->weights, a->ctx, a->security, e->learner_weights, max_bytes) != 0 ||
         net_connect(a->stats_sock, e->learner_stats) != 0) {
         return -1;
     }
@@ -511,7 +511,7 @@ static void s_sync_weights(actor_t *a) {
     }
     int64_t now = clock_now_ms();
     if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
-        s_reconnect(a, a->weights.sock, a->cfg.endpoints.learner_pub, "learner");
+        s_reconnect(a, a->weights.sock, a->cfg.endpoints.learner_weights, "learner");
         a->last_weights_ms = now;
         // That request went with the old connection. The next one at the next sync: sent
         // now, it could still go into the connection being closed.

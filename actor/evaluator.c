@@ -400,7 +400,7 @@ static int s_follow_open(s_follow *f) {
     // The evaluator is an evaluation actor: it connects with the actors' key pair.
     f->security = security_new(f->ctx, c, "actor", -1, 0);
     if (!f->security ||
-        weights_client_open(&f->weights, f->ctx, f->security, c->endpoints.learner_pub,
+        weights_client_open(&f->weights, f->ctx, f->security, c->endpoints.learner_weights,
                             (int64_t)wire_max_message_bytes(&lim)) != 0) {
         return -1;
     }
@@ -453,7 +453,7 @@ int evaluator_follow(const apex_config_t *cfg, long max_evals) {
     }
     log_info("following the weights on %s: %ld episodes per version, epsilon %g, at most every "
              "%g s; results in %s/eval.csv",
-             cfg->endpoints.learner_pub, f.opts.episodes, f.opts.epsilon, cfg->eval.interval_s,
+             cfg->endpoints.learner_weights, f.opts.episodes, f.opts.epsilon, cfg->eval.interval_s,
              f.run_dir);
     long evals = 0;
     while (!signals_should_stop() && (max_evals <= 0 || evals < max_evals)) {

@@ -11,8 +11,8 @@
 // An episode longer than max_episode_steps is cut there (counted with its return so far): a
 // greedy policy can loop forever in an env without a time limit (MinAtar has none).
 //
-// Following (evaluator_follow): a SUB on the learner's weights endpoint (CURVE like an actor,
-// with the actor's key pair), every new version evaluated, or the newest when evaluation fell
+// Following (evaluator_follow): asks the learner's weights endpoint like an actor does
+// (common/weights_client.h: a DEALER, CURVE with the actor's key pair), every new version evaluated, or the newest when evaluation fell
 // behind (older ones are skipped: the point is the current policy, quickly). Each evaluation
 // appends a row to <run>/eval.csv, writes scalars to <run>/tb/eval/ (a directory of its own:
 // TensorBoard reads only the newest file of a directory), and the best network so far goes

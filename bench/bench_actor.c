@@ -307,7 +307,7 @@ static int s_config(apex_config_t *cfg, const sink_t *k, const setup_t *su) {
     snprintf(env, sizeof env, "env.id=%s", su->env);
     snprintf(conv, sizeof conv, "network.conv=%s", su->conv);
     snprintf(ins, sizeof ins, "endpoints.replay_insert=%s", k ? k->insert_ep : "");
-    snprintf(weights, sizeof weights, "endpoints.learner_pub=%s", k ? k->weights_ep : "");
+    snprintf(weights, sizeof weights, "endpoints.learner_weights=%s", k ? k->weights_ep : "");
     snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k ? k->stats_ep : "");
     const char *sets[] = {env,
                           conv,

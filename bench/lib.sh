@@ -30,7 +30,7 @@ for s in socks:
 ports = [s.getsockname()[1] for s in socks]
 for s in socks:
     s.close()
-for name, p in zip(("replay_insert", "replay_sample", "learner_pub", "learner_stats"), ports):
+for name, p in zip(("replay_insert", "replay_sample", "learner_weights", "learner_stats"), ports):
     print(f"endpoints.{name}_bind=tcp://127.0.0.1:{p}")
     print(f"endpoints.{name}=tcp://127.0.0.1:{p}")
 PY

@@ -34,7 +34,7 @@ port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 p1=$(port) p2=$(port) p3=$(port) p4=$(port)
 SETS=(--set endpoints.replay_insert_bind=tcp://127.0.0.1:$p1 --set endpoints.replay_insert=tcp://127.0.0.1:$p1
       --set endpoints.replay_sample_bind=tcp://127.0.0.1:$p2 --set endpoints.replay_sample=tcp://127.0.0.1:$p2
-      --set endpoints.learner_pub_bind=tcp://127.0.0.1:$p3 --set endpoints.learner_pub=tcp://127.0.0.1:$p3
+      --set endpoints.learner_weights_bind=tcp://127.0.0.1:$p3 --set endpoints.learner_weights=tcp://127.0.0.1:$p3
       --set endpoints.learner_stats_bind=tcp://127.0.0.1:$p4 --set endpoints.learner_stats=tcp://127.0.0.1:$p4
       --set run.out_dir="$TMP/runs" --set env.id=MinAtar/Breakout-v0 --set network.conv=16x3s1
       --set network.hidden=128 --set replay.capacity=65536 --set replay.min_size_to_sample=20000

@@ -182,8 +182,8 @@ typedef struct {
     char replay_insert[CONFIG_STR_LEN];
     char replay_sample_bind[CONFIG_STR_LEN];
     char replay_sample[CONFIG_STR_LEN];
-    char learner_pub_bind[CONFIG_STR_LEN];
-    char learner_pub[CONFIG_STR_LEN];
+    char learner_weights_bind[CONFIG_STR_LEN];
+    char learner_weights[CONFIG_STR_LEN];
     char learner_stats_bind[CONFIG_STR_LEN];
     char learner_stats[CONFIG_STR_LEN];
 } config_endpoints_t;

@@ -243,11 +243,11 @@ const config_row_t config_schema[] = {
     {"endpoints", "replay_sample", T_STR, STR(endpoints.replay_sample), 1, 0,
      "tcp://127.0.0.1:5551", NULL,
      "the learner connects here to sample and update (sharded: as replay_insert_bind)"},
-    {"endpoints", "learner_pub_bind", T_STR, STR(endpoints.learner_pub_bind), 1, 0,
+    {"endpoints", "learner_weights_bind", T_STR, STR(endpoints.learner_weights_bind), 1, 0,
      "tcp://127.0.0.1:5552", NULL,
      "learner binds this to hand out weights (ROUTER; actors and apex-eval ask with DEALERs)"},
-    {"endpoints", "learner_pub", T_STR, STR(endpoints.learner_pub), 1, 0, "tcp://127.0.0.1:5552",
-     NULL, "actors and apex-eval --follow connect here to ask for weights"},
+    {"endpoints", "learner_weights", T_STR, STR(endpoints.learner_weights), 1, 0,
+     "tcp://127.0.0.1:5552", NULL, "actors and apex-eval --follow connect here to ask for weights"},
     {"endpoints", "learner_stats_bind", T_STR, STR(endpoints.learner_stats_bind), 1, 0,
      "tcp://127.0.0.1:5553", NULL, "learner binds this for actor stats (PULL)"},
     {"endpoints", "learner_stats", T_STR, STR(endpoints.learner_stats), 1, 0,
@@ -271,6 +271,12 @@ static const struct {
     {"replay", "reset_limiter_on_restore",
      "removed: a restore now brings the rate limiter's state back with the data, so the "
      "learner keeps the configured replay ratio across a replay restart (delete the line)"},
+    {"endpoints", "learner_pub_bind",
+     "renamed learner_weights_bind: the learner answers weights requests on a ROUTER, it "
+     "publishes nothing (the same value works under the new name)"},
+    {"endpoints", "learner_pub",
+     "renamed learner_weights: actors and apex-eval ask the learner for weights, they do not "
+     "subscribe (the same value works under the new name)"},
 };
 
 const size_t config_schema_len = N_ROWS;

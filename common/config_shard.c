@@ -180,8 +180,8 @@ int config_shard_check(apex_config_t *cfg, char *err, size_t errlen) {
     // Binds (keys 0, 2) and connects (1, 3) are checked as two sets: within each, the insert
     // and sample endpoints of every shard and the learner's two must all differ.
     const config_endpoints_t *le = &cfg->endpoints;
-    const char *learner[2][2] = {{le->learner_pub_bind, le->learner_stats_bind},
-                                 {le->learner_pub, le->learner_stats}};
+    const char *learner[2][2] = {{le->learner_weights_bind, le->learner_stats_bind},
+                                 {le->learner_weights, le->learner_stats}};
     char(*eps)[CONFIG_STR_LEN] = xcalloc(4 * (size_t)K, CONFIG_STR_LEN); // [set][index]
     int n[2] = {0, 0}, rc = 0;
     char why[CONFIG_ERR_LEN];

@@ -43,17 +43,18 @@ const char *wire_msg_name(wire_msg_type t);
 #define WIRE_VERSION_FMT "v%u:%u"
 #define WIRE_VERSION_ARGS(v) (unsigned)((uint64_t)(v) >> 32), (unsigned)((uint64_t)(v)&0xFFFFFFFFu)
 
-// What a subscriber does with a Weights message of version v, given the version it holds
-// (staged, last heard staged_age_ms ago; has_staged 0: none yet). Newest is by version, not
-// by arrival: after a learner restart a SUB fair-queues the dead connection's last messages
-// with the new learner's, so an older incarnation's weights can arrive after newer ones.
-// Those are stragglers, unless the newer publisher has been quiet for
-// WIRE_OLDER_WEIGHTS_AFTER_MS (it re-publishes every second): a learner started afresh, in
-// a new run directory, counts from zero again and must still be followed.
+// What a weights client (an actor, apex-eval --follow) does with a Weights answer of version
+// v, given the version it holds (staged, last heard staged_age_ms ago; has_staged 0: none
+// yet). Newest is by version, not by arrival: after a learner restart the client's DEALER
+// can still deliver the dead connection's last answers after the new learner's, so an older
+// incarnation's weights can arrive after newer ones. Those are stragglers, unless the newer
+// learner has been quiet for WIRE_OLDER_WEIGHTS_AFTER_MS (a held request is answered within
+// 1-1.5 s, common/weights_server.h): a learner started afresh, in a new run directory,
+// counts from zero again and must still be followed.
 #define WIRE_OLDER_WEIGHTS_AFTER_MS 3000
 typedef enum {
-    WIRE_WEIGHTS_TAKE,  // newer (or the publisher of the held one went quiet): stage it
-    WIRE_WEIGHTS_SAME,  // a re-publish of the held version: refresh its time, copy nothing
+    WIRE_WEIGHTS_TAKE,  // newer (or the learner of the held one went quiet): stage it
+    WIRE_WEIGHTS_SAME,  // the held version again (a heartbeat): refresh its time, copy nothing
     WIRE_WEIGHTS_STALE, // older, while the held version is still heard: ignore it
 } wire_weights_verdict;
 wire_weights_verdict wire_weights_judge(uint64_t v, int has_staged, uint64_t staged,

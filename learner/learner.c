@@ -164,7 +164,7 @@ static int s_open_sockets(learner_t *l) {
     if (l->round.rank != 0) {
         return 0;
     }
-    l->weights = weights_server_new(l->ctx, l->security, c->endpoints.learner_pub_bind,
+    l->weights = weights_server_new(l->ctx, l->security, c->endpoints.learner_weights_bind,
                                     WAITERS_MAX);
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
@@ -304,7 +304,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
              trainer_num_params(l->trainer), (long long)cfg->learner.batch_size,
              (long long)cfg->learner.prefetch, (long long)cfg->learner.batches_per_request,
              cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam", lr,
-             cfg->endpoints.replay_sample, cfg->endpoints.learner_pub_bind);
+             cfg->endpoints.replay_sample, cfg->endpoints.learner_weights_bind);
     return l;
 }
 
@@ -614,7 +614,7 @@ int learner_run(learner_t *self) {
 
 void learner_stop(learner_t *self) { atomic_store(&self->stop_requested, 1); }
 
-const char *learner_pub_endpoint(const learner_t *self) {
+const char *learner_weights_endpoint(const learner_t *self) {
     return self->weights ? weights_server_endpoint(self->weights) : "";
 }
 

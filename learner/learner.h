@@ -50,7 +50,7 @@ void learner_stop(learner_t *self); // thread-safe
 // The endpoints actually bound for weights and stats (ephemeral ports resolved, e.g.
 // "tcp://127.0.0.1:41234" for a bind of "tcp://127.0.0.1:*"). Borrowed strings, fixed by
 // learner_new and valid until learner_destroy; thread-safe.
-const char *learner_pub_endpoint(const learner_t *self);
+const char *learner_weights_endpoint(const learner_t *self);
 // Updates done so far, counting those restored from a checkpoint (0 for a fresh learner).
 // Thread-safe: may be polled while learner_run is running in another thread.
 int64_t learner_updates(const learner_t *self);

@@ -208,7 +208,7 @@ static void s_upstream_start(s_upstream *u) {
     u->weights = check_weights_router(u->ctx, weights_ep, sizeof weights_ep);
     u->pull = s_bound(u->ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
     s_set(&u->cfg, "endpoints.replay_insert=%s", replay_server_insert_endpoint(u->r.server));
-    s_set(&u->cfg, "endpoints.learner_pub=%s", weights_ep);
+    s_set(&u->cfg, "endpoints.learner_weights=%s", weights_ep);
     s_set(&u->cfg, "endpoints.learner_stats=%s", stats_ep);
     nn_config_t n;
     s_net_config(&n);
@@ -458,7 +458,7 @@ START_TEST(test_survives_replay_restart) {
     char weights_ep[256], stats_ep[256];
     void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // never answers
     void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
-    s_set(&cfg, "endpoints.learner_pub=%s", weights_ep);
+    s_set(&cfg, "endpoints.learner_weights=%s", weights_ep);
     s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
     s_actor x;
     s_actor_start(&x, &cfg, 0);
@@ -499,7 +499,7 @@ static void s_first_batches(int64_t seed, int index, int n, unsigned char **bufs
     void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // silent
     void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
     s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
-    s_set(&cfg, "endpoints.learner_pub=%s", weights_ep);
+    s_set(&cfg, "endpoints.learner_weights=%s", weights_ep);
     s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
     s_actor x;
     s_actor_start(&x, &cfg, index);
@@ -586,7 +586,7 @@ START_TEST(test_stats_carry_apex_epsilons) {
     void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // never answers
     void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
     s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
-    s_set(&cfg, "endpoints.learner_pub=%s", weights_ep);
+    s_set(&cfg, "endpoints.learner_weights=%s", weights_ep);
     s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
     double want[ENVS];
     for (int k = 0; k < ENVS; k++) {

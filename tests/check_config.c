@@ -101,6 +101,16 @@ START_TEST(test_error_classes) {
                    ":2: [replay] reset_limiter_on_restore: removed: a restore now brings the rate "
                    "limiter's state back with the data, so the learner keeps the configured "
                    "replay ratio across a replay restart (delete the line)");
+    // The weights endpoint's keys were renamed when it stopped being a PUB: an old config
+    // says so, with the new name.
+    s_expect_error("[endpoints]\nlearner_pub_bind = tcp://127.0.0.1:5552\n",
+                   ":2: [endpoints] learner_pub_bind: renamed learner_weights_bind: the learner "
+                   "answers weights requests on a ROUTER, it publishes nothing (the same value "
+                   "works under the new name)");
+    s_expect_error("[endpoints]\nlearner_pub = tcp://127.0.0.1:5552\n",
+                   ":2: [endpoints] learner_pub: renamed learner_weights: actors and apex-eval ask "
+                   "the learner for weights, they do not subscribe (the same value works under "
+                   "the new name)");
     s_expect_error("[replay]\nalpha = 1.5\n", ":2: [replay] alpha: 1.5 is out of range [0, 1]");
     s_expect_error("[replay]\nalpha = nan\n", ":2: [replay] alpha: 'nan' is not a finite number");
     s_expect_error("[network]\ndueling = maybe\n",
@@ -426,7 +436,8 @@ START_TEST(test_shards_config) {
     ck_assert_int_eq(sh.replay.capacity, 3);
     ck_assert_str_eq(sh.endpoints.replay_insert_bind, "tcp://127.0.0.1:5570");
     ck_assert_str_eq(sh.endpoints.replay_sample, "tcp://127.0.0.1:5571");
-    ck_assert_str_eq(sh.endpoints.learner_pub, cfg.endpoints.learner_pub); // not a replay key
+    ck_assert_str_eq(sh.endpoints.learner_weights,
+                     cfg.endpoints.learner_weights); // not a replay key
     // K = 1: selecting shard 0 changes nothing.
     ck_assert_int_eq(config_load(&cfg, NULL, NULL, 0, err, sizeof err), 0);
     sh = cfg;
@@ -545,7 +556,7 @@ START_TEST(test_shard_check) {
     char err[CONFIG_ERR_LEN] = "";
     s_code_defaults(&cfg);
     snprintf(cfg.endpoints.replay_sample_bind, CONFIG_STR_LEN, "%s",
-             cfg.endpoints.learner_pub_bind);
+             cfg.endpoints.learner_weights_bind);
     ck_assert_int_eq(config_shard_check(&cfg, err, sizeof err), 0); // K = 1
     cfg.replay.shards = 2;
     ck_assert_int_eq(config_shard_check(&cfg, err, sizeof err), -1);

@@ -364,8 +364,9 @@ static void s_learner(const char *root, const apex_config_t *cfg, int what, s_ob
         break;
     case LN_PUB_EP:
     case LN_STATS_EP:
-        s_normalize(root, what == LN_PUB_EP ? learner_pub_endpoint(l) : learner_stats_endpoint(l),
-                    ep, sizeof ep);
+        s_normalize(root,
+                    what == LN_PUB_EP ? learner_weights_endpoint(l) : learner_stats_endpoint(l), ep,
+                    sizeof ep);
         s_sig(o, "bound=%s", ep);
         break;
     case LN_DIRS:
@@ -811,10 +812,11 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
 // socket monitor; the row points the key at peer_a and its perturbation at peer_b. The
 // observation is which peer saw the module's connection.
 
-enum { CN_REPLAY_INSERT, CN_REPLAY_SAMPLE, CN_LEARNER_PUB, CN_LEARNER_STATS };
+enum { CN_REPLAY_INSERT, CN_REPLAY_SAMPLE, CN_LEARNER_WEIGHTS, CN_LEARNER_STATS };
 
 static void s_connect(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
-    static const int types[] = {ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_XPUB, ZMQ_PULL};
+    static const int types[] = {ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_ROUTER,
+                                ZMQ_PULL}; // as the daemons bind
     void *ctx = zmq_ctx_new();
     void *peer[2], *mon[2];
     for (int k = 0; k < 2; k++) {
@@ -964,8 +966,8 @@ static const char *const s_common[] = {
     "endpoints.replay_insert=ipc://@TMP@/replay_insert",
     "endpoints.replay_sample_bind=ipc://@TMP@/replay_sample",
     "endpoints.replay_sample=ipc://@TMP@/replay_sample",
-    "endpoints.learner_pub_bind=ipc://@TMP@/learner_pub",
-    "endpoints.learner_pub=ipc://@TMP@/learner_pub",
+    "endpoints.learner_weights_bind=ipc://@TMP@/learner_weights",
+    "endpoints.learner_weights=ipc://@TMP@/learner_weights",
     "endpoints.learner_stats_bind=ipc://@TMP@/learner_stats",
     "endpoints.learner_stats=ipc://@TMP@/learner_stats",
     "security.key_dir=@TMP@/keys",
@@ -1115,10 +1117,10 @@ static const s_row s_rows[] = {
      s_replay, RP_SAMPLE_EP, DIFF, NULL},
     {"endpoints.replay_sample", PEER_B("replay_sample"), PEER_A("replay_sample"), s_connect,
      CN_REPLAY_SAMPLE, UP, NULL},
-    {"endpoints.learner_pub_bind", "endpoints.learner_pub_bind=tcp://127.0.0.1:*", NULL, s_learner,
-     LN_PUB_EP, DIFF, NULL},
-    {"endpoints.learner_pub", PEER_B("learner_pub"), PEER_A("learner_pub"), s_connect,
-     CN_LEARNER_PUB, UP, NULL},
+    {"endpoints.learner_weights_bind", "endpoints.learner_weights_bind=tcp://127.0.0.1:*", NULL,
+     s_learner, LN_PUB_EP, DIFF, NULL},
+    {"endpoints.learner_weights", PEER_B("learner_weights"), PEER_A("learner_weights"), s_connect,
+     CN_LEARNER_WEIGHTS, UP, NULL},
     {"endpoints.learner_stats_bind", "endpoints.learner_stats_bind=tcp://127.0.0.1:*", NULL,
      s_learner, LN_STATS_EP, DIFF, NULL},
     {"endpoints.learner_stats", PEER_B("learner_stats"), PEER_A("learner_stats"), s_connect,

@@ -2,7 +2,7 @@
 //
 // Both daemons run in threads of this process (replay_server_run, learner_run), talk over
 // ephemeral tcp ports, and are observed only through their real interfaces: the replay's
-// sockets and stats, the learner's Weights on its PUB endpoint, learner_updates(), and the
+// sockets and stats, the learner's Weights on its weights endpoint, learner_updates(), and the
 // checkpoint file it leaves behind.
 //
 // The data set is a contextual bandit with a known answer: 4 states whose observations are
@@ -79,7 +79,7 @@ static void s_config_with(apex_config_t *cfg, const char *dir, int64_t max_steps
                             "actor.send_batch=16",
                             "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                             "endpoints.replay_sample_bind=tcp://127.0.0.1:*",
-                            "endpoints.learner_pub_bind=tcp://127.0.0.1:*",
+                            "endpoints.learner_weights_bind=tcp://127.0.0.1:*",
                             "endpoints.learner_stats_bind=tcp://127.0.0.1:*"};
     char err[CONFIG_ERR_LEN];
     int n = 0;
@@ -255,9 +255,9 @@ static wire_decoder_t *s_weights_decoder(void) {
 }
 
 // A DEALER on the learner's weights endpoint, as an actor's weights client.
-static void *s_subscribe(void *ctx, const learner_t *l) {
+static void *s_weights_client(void *ctx, const learner_t *l) {
     void *sock = s_socket(ctx, ZMQ_DEALER, 3000); // > REPUBLISH_MS: a held request's answer
-    const char *ep = learner_pub_endpoint(l);
+    const char *ep = learner_weights_endpoint(l);
     ck_assert_msg(strncmp(ep, "tcp://127.0.0.1:", 16) == 0 && strchr(ep, '*') == NULL,
                   "unresolved weights endpoint '%s'", ep);
     ck_assert_int_eq(zmq_connect(sock, ep), 0);
@@ -340,7 +340,7 @@ static void s_train_to_max_steps(apex_config_t *cfg, int resume, wire_replay_sta
 // ---------------------------------------------------------------------------------------
 // Tests
 
-// Learning happens, priorities flow back to the replay, weight versions advance on the PUB
+// Learning happens, priorities flow back to the replay, weight versions advance on the weights endpoint
 // socket, and the final checkpoint holds the learned network.
 START_TEST(test_learns_from_replay_over_zmq) {
     const char *dir = check_tmpdir();
@@ -354,7 +354,7 @@ START_TEST(test_learns_from_replay_over_zmq) {
     s_learner x;
     s_learner_start(&x, &cfg, 0);
     void *ctx = zmq_ctx_new();
-    void *sub = s_subscribe(ctx, x.learner);
+    void *sub = s_weights_client(ctx, x.learner);
     wire_decoder_t *dec = s_weights_decoder();
     // Before any data: the initial weights (asked for with no version: answered at once),
     // no update yet.
@@ -540,7 +540,7 @@ START_TEST(test_resume_restores_state) {
     s_set(&cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
     s_learner_start(&x, &cfg, 1);
     void *ctx = zmq_ctx_new();
-    void *sub = s_subscribe(ctx, x.learner);
+    void *sub = s_weights_client(ctx, x.learner);
     wire_decoder_t *dec = s_weights_decoder();
     float *params = malloc(P * sizeof(float));
     s_weights_info w;

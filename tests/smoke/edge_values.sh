@@ -114,7 +114,7 @@ peer capacity capacity --sample $LOCAL:$P2_SMP --capacity 256 --max-batch 512
 L=(--set run.out_dir="$TMP/l" --set actor.num_actors=3 --set replay.capacity=256
    --set replay.max_batch=512 --set learner.metrics_interval_ms=100
    --set learner.checkpoint_interval_s=1e6 --set endpoints.replay_sample=$LOCAL:$P2_SMP
-   --set endpoints.learner_pub_bind=$LOCAL:$P_PUB --set endpoints.learner_stats_bind=$LOCAL:$P_STATS)
+   --set endpoints.learner_weights_bind=$LOCAL:$P_PUB --set endpoints.learner_stats_bind=$LOCAL:$P_STATS)
 "$(bin apex-learner)" -c configs/smoke.ini "${L[@]}" >"$TMP/apex-learner.log" 2>&1 &
 LPID=$!
 PIDS+=("$LPID")
@@ -133,7 +133,7 @@ L2=(--set run.out_dir="$TMP/l2" --set replay.max_batch=64 --set learner.batch_si
     --set learner.batches_per_request=1 --set learner.prefetch=1 --set learner.request_timeout_ms=2000
     --set learner.publish_every=1 --set learner.metrics_interval_ms=100
     --set learner.checkpoint_interval_s=1e6 --set endpoints.replay_sample=$LOCAL:$P_FS
-    --set endpoints.learner_pub_bind=$LOCAL:$P_PUB2 --set endpoints.learner_stats_bind=$LOCAL:$P_STATS2)
+    --set endpoints.learner_weights_bind=$LOCAL:$P_PUB2 --set endpoints.learner_stats_bind=$LOCAL:$P_STATS2)
 "$PY" "$EP" learner-replay --sample $LOCAL:$P_FS --weights $LOCAL:$P_PUB2 --metrics "$TMP/l2/smoke/metrics.csv" \
   --batch-size 4 --max-batch 64 --num-params "${NUM_PARAMS:-0}" >"$TMP/learner-replay.out" 2>&1 &
 UPID=$!
@@ -156,7 +156,7 @@ PIDS+=("$UPID")
 "$(bin apex-actor)" -c configs/smoke.ini --index 1 --set run.out_dir="$TMP/a" --set actor.num_actors=3 \
   --set replay.max_batch=64 --set actor.send_batch=8 --set actor.weight_sync_steps=8 \
   --set actor.ack_timeout_ms=200 --set actor.max_steps_per_s=200 --set learner.priority_eps=1e-6 \
-  --set endpoints.learner_pub=$LOCAL:$P_AW --set endpoints.replay_insert=$LOCAL:$P_AI \
+  --set endpoints.learner_weights=$LOCAL:$P_AW --set endpoints.replay_insert=$LOCAL:$P_AI \
   --set endpoints.learner_stats=$LOCAL:$P_AS >"$TMP/apex-actor.log" 2>&1 &
 APID=$!
 PIDS+=("$APID")
@@ -172,7 +172,7 @@ P_EW=$(free_port)
 UPID=$!
 PIDS+=("$UPID")
 "$(bin apex-eval)" -c configs/smoke.ini --follow --set run.out_dir="$TMP/e" --set eval.episodes=2 \
-  --set eval.interval_s=0 --set eval.max_episode_steps=50 --set endpoints.learner_pub=$LOCAL:$P_EW \
+  --set eval.interval_s=0 --set eval.max_episode_steps=50 --set endpoints.learner_weights=$LOCAL:$P_EW \
   >"$TMP/apex-eval.log" 2>&1 &
 EPID=$!
 PIDS+=("$EPID")

@@ -43,7 +43,7 @@ ss = [socket.socket() for _ in range(5)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 EP=()
-for kp in replay_insert:$P1 replay_sample:$P2 learner_pub:$P3 learner_stats:$P4; do
+for kp in replay_insert:$P1 replay_sample:$P2 learner_weights:$P3 learner_stats:$P4; do
   EP+=(--set "endpoints.${kp%%:*}_bind=tcp://127.0.0.1:${kp##*:}" --set "endpoints.${kp%%:*}=tcp://127.0.0.1:${kp##*:}")
 done
 SETS=(-c configs/smoke.ini "${EP[@]}" --set run.out_dir="$RUNS" --set run.name=flood

@@ -22,7 +22,7 @@ ep() { echo "tcp://127.0.0.1:$(free_port)"; }
 I0=$(ep); I1=$(ep); S0=$(ep); S1=$(ep); PUB=$(ep); ST=$(ep)
 SETS=(--set replay.shards=2 --set "endpoints.replay_insert_bind=$I0,$I1" --set "endpoints.replay_insert=$I0,$I1"
       --set "endpoints.replay_sample_bind=$S0,$S1" --set "endpoints.replay_sample=$S0,$S1"
-      --set "endpoints.learner_pub_bind=$PUB" --set "endpoints.learner_pub=$PUB"
+      --set "endpoints.learner_weights_bind=$PUB" --set "endpoints.learner_weights=$PUB"
       --set "endpoints.learner_stats_bind=$ST" --set "endpoints.learner_stats=$ST"
       --set run.out_dir="$RUNS" --set run.max_seconds="${GROUP_SHARDS_SECONDS:-10}")
 rc=0

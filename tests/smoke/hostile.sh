@@ -126,7 +126,7 @@ UPID=$!
 PIDS+=("$UPID")
 # (The peer waits for the actor to connect, and the actor retries until the peer is bound.)
 "$APEX_BIN/apex-actor" -c configs/smoke.ini --index 0 --set run.out_dir="$TMP/hactor" \
-  --set actor.max_steps_per_s=500 --set endpoints.learner_pub="$UP_WEIGHTS" \
+  --set actor.max_steps_per_s=500 --set endpoints.learner_weights="$UP_WEIGHTS" \
   --set endpoints.replay_insert="$UP_ROUTER" --set endpoints.learner_stats="$UP_PULL" \
   >"$TMP/hactor.log" 2>&1 &
 HAPID=$!
@@ -139,7 +139,7 @@ mem_one baseline hostile-actor "$HAPID"
 phase replay-insert replay-insert --endpoint "$(ep replay_insert_bind)" --seconds "$PHASE_S" "${COMMON[@]}"
 phase replay-sample replay-sample --endpoint "$(ep replay_sample_bind)" --seconds "$PHASE_S" "${COMMON[@]}" --unread 400
 phase learner-stats learner-stats --endpoint "$(ep learner_stats_bind)" --seconds "$PHASE_S" "${COMMON[@]}"
-phase learner-pub learner-pub --endpoint "$(ep learner_pub_bind)" --seconds "$PHASE_S" "${COMMON[@]}" \
+phase learner-weights learner-weights --endpoint "$(ep learner_weights_bind)" --seconds "$PHASE_S" "${COMMON[@]}" \
   --subscribers 50 --giant-bytes $((1 << 20))
 
 # --- after the attack ----------------------------------------------------------------------
@@ -241,7 +241,7 @@ for log in ("actor0.log", "actor1.log"):
             "%s: the actor takes newer weights during the attack (status lines: %s)" % (log, vs))
 
 # --- the peers really connected and sent ---------------------------------------------------
-res = {n: load(n) for n in ("replay-insert", "replay-sample", "learner-stats", "learner-pub")}
+res = {n: load(n) for n in ("replay-insert", "replay-sample", "learner-stats", "learner-weights")}
 for n, d in res.items():
     if d is None:
         verdict(False, "%s: no peer result" % n)
@@ -249,7 +249,7 @@ for n, d in res.items():
     verdict(d["handshakes"] >= 1 and d["sent_total"] > 100,
             "%s: the peer connected (%d handshakes) and sent %d messages (%d bad, %d good)"
             % (n, d["handshakes"], d["sent_total"], d["sent_bad"], d["sent_good"]))
-    if n in ("replay-insert", "replay-sample", "learner-stats", "learner-pub"):
+    if n in ("replay-insert", "replay-sample", "learner-stats", "learner-weights"):
         verdict(d["sent_giant"] > 0 and d["disconnects"] >= d["sent_giant"],
                 "%s: %d giant frames, %d disconnects: libzmq drops oversized messages (ZMQ_MAXMSGSIZE)"
                 % (n, d["sent_giant"], d["disconnects"]))
@@ -264,28 +264,28 @@ d = res["replay-sample"]
 if d:
     verdict(d["reply_status"]["ok"] > 0 and d["reply_status"]["ids_ok"] == d["replies"],
             "replay-sample: valid hostile sample requests answered with their ids (%s)" % d["reply_status"])
-d = res["learner-pub"]
+d = res["learner-weights"]
 if d:
     # The learner answers a held request within ~2 s (REPUBLISH_MS and its timer); an actor
     # that hears nothing for 5 s (SILENT_RECONNECT_MS) takes its link for dead.
     verdict(d["weights_received"] > 0 and d["weights_versions_increasing"]
             and d["weights_max_gap_s"] < 5.0 and d["num_params"] == [d["expected_num_params"]]
             and d["other_messages"] == 0,
-            "learner-pub: a well-behaved weights DEALER kept receiving Weights during the attack: "
+            "learner-weights: a well-behaved weights DEALER kept receiving Weights during the attack: "
             "%d answers to %d requests, %d versions v%d..v%d (never back), longest wait %.1fs, "
             "num_params %s (want %d), %d other messages"
             % (d["weights_received"], d["listener_requests"], d["weights_distinct"],
                d["weights_first"], d["weights_last"], d["weights_max_gap_s"], d["num_params"],
                d["expected_num_params"], d["other_messages"]))
     verdict(d["flood_requests"] > 1000 and d["flood_answers_weights"] > 0,
-            "learner-pub: the flooder sent %d valid WeightsRequests (%d answered with Weights); "
+            "learner-weights: the flooder sent %d valid WeightsRequests (%d answered with Weights); "
             "%d silent DEALERs asked and never read" % (d["flood_requests"],
                                                         d["flood_answers_weights"],
                                                         d["silent_connections"]))
     w = d["wrong_type"]
     verdict(w["connections"] > 0 and w["disconnects"] > 0 and w["handshakes"] == 0
             and w["messages"] == 0,
-            "learner-pub: SUB/XSUB peers are refused at the ZMTP handshake and get nothing (%s)" % w)
+            "learner-weights: SUB/XSUB peers are refused at the ZMTP handshake and get nothing (%s)" % w)
 
 # --- bad messages were counted ---------------------------------------------------------------
 def delta(n, key):
@@ -308,12 +308,12 @@ if res["replay-sample"]:
     dl = delta("replay-sample", "stale_updates")
     want = res["replay-sample"]["random_key_rows"]
     verdict(dl >= 0.5 * want, "replay-sample: priority updates with random keys counted stale (%d stale, %d rows sent)" % (dl, want))
-if res["learner-pub"]:
-    d = res["learner-pub"]
+if res["learner-weights"]:
+    d = res["learner-weights"]
     slack = 165 * d["sent"].get("raw_tcp_garbage_connection", 0)
-    dl = delta("learner-pub", "bad_messages")
+    dl = delta("learner-weights", "bad_messages")
     verdict(0.5 * d["sent_bad"] <= dl <= d["sent_bad"] + slack,
-            "learner-pub: the learner counted %d bad messages on its weights endpoint of %d sent (metrics bad_messages)"
+            "learner-weights: the learner counted %d bad messages on its weights endpoint of %d sent (metrics bad_messages)"
             % (dl, d["sent_bad"]))
 if res["learner-stats"]:
     dl = delta("learner-stats", "bad_messages")

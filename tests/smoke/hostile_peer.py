@@ -4,7 +4,7 @@
   hostile_peer.py replay-insert --endpoint EP [options]   DEALERs -> apex-replay insert ROUTER
   hostile_peer.py replay-sample --endpoint EP [options]   DEALERs -> apex-replay sample ROUTER
   hostile_peer.py learner-stats --endpoint EP [options]   PUSH    -> apex-learner stats PULL
-  hostile_peer.py learner-pub   --endpoint EP [options]   DEALERs/REQ/SUB/XSUB/raw TCP ->
+  hostile_peer.py learner-weights   --endpoint EP [options]   DEALERs/REQ/SUB/XSUB/raw TCP ->
                                                           apex-learner weights ROUTER
   hostile_peer.py fake-upstream --pub EP --router EP --pull EP [options]
         binds a fake learner weights ROUTER, a fake replay ROUTER and a stats PULL for a real
@@ -604,7 +604,7 @@ def mode_learner_stats(p):
 
 # ---------------------------------------------------------------------------------------
 # Mode: learner pub (DEALERs -> the learner's weights ROUTER: WeightsRequest in, Weights
-# out). The name is the endpoint's ([endpoints] learner_pub_bind); it is no PUB any more.
+# out). The name is the endpoint's ([endpoints] learner_weights_bind); it is no PUB any more.
 
 WEIGHTS_RESEND_S = 2.5  # common/weights_client.h WEIGHTS_RESEND_MS
 WRONG_TYPE_RECONNECTS = 20  # per SUB/XSUB: libzmq does not retry a refused handshake itself
@@ -659,7 +659,7 @@ class WeightsListener:
                 "listener_requests": self.requests}
 
 
-def mode_learner_pub(p):
+def mode_learner_weights(p):
     """A listener (WeightsListener) must keep getting newer weights while: a flooder DEALER
     (routing id of 255 bytes) sends valid WeightsRequests as fast as it can (have_version 0,
     random, and the current version, which the learner holds) and reads the answers;
@@ -1030,7 +1030,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["replay-insert", "replay-sample", "learner-stats",
-                                     "learner-pub", "fake-upstream", "seq-max"])
+                                     "learner-weights", "fake-upstream", "seq-max"])
     ap.add_argument("--endpoint")
     ap.add_argument("--pub", help="fake-upstream: where to bind the fake learner's weights ROUTER")
     ap.add_argument("--router")
@@ -1048,7 +1048,7 @@ def main():
     ap.add_argument("--unread", type=int, default=400,
                     help="replay-sample: max-size sample requests whose replies are never read")
     ap.add_argument("--subscribers", type=int, default=50,
-                    help="learner-pub: DEALERs that keep asking for weights and never read")
+                    help="learner-weights: DEALERs that keep asking for weights and never read")
     ap.add_argument("--attack-seconds", type=float, default=10.0)
     ap.add_argument("--clean-seconds", type=float, default=7.0)
     ap.add_argument("--connect-timeout", type=float, default=15.0)
@@ -1059,7 +1059,7 @@ def main():
     a = ap.parse_args()
     p = Peer(a)
     {"replay-insert": mode_replay_insert, "replay-sample": mode_replay_sample,
-     "learner-stats": mode_learner_stats, "learner-pub": mode_learner_pub,
+     "learner-stats": mode_learner_stats, "learner-weights": mode_learner_weights,
      "fake-upstream": mode_fake_upstream, "seq-max": mode_seq_max}[a.mode](p)
 
 

@@ -40,7 +40,7 @@ endpoint_sets() {
   p1=$(free_port); p2=$(free_port); p3=$(free_port); p4=$(free_port)
   echo "--set endpoints.replay_insert_bind=tcp://127.0.0.1:$p1 --set endpoints.replay_insert=tcp://127.0.0.1:$p1" \
        "--set endpoints.replay_sample_bind=tcp://127.0.0.1:$p2 --set endpoints.replay_sample=tcp://127.0.0.1:$p2" \
-       "--set endpoints.learner_pub_bind=tcp://127.0.0.1:$p3 --set endpoints.learner_pub=tcp://127.0.0.1:$p3" \
+       "--set endpoints.learner_weights_bind=tcp://127.0.0.1:$p3 --set endpoints.learner_weights=tcp://127.0.0.1:$p3" \
        "--set endpoints.learner_stats_bind=tcp://127.0.0.1:$p4 --set endpoints.learner_stats=tcp://127.0.0.1:$p4"
 }
 # wait_for SECONDS CMD...: polls CMD every 0.2 s until it succeeds; returns 1 on timeout.

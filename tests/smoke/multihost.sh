@@ -80,11 +80,11 @@ COMMON=(-c configs/cartpole.ini --set run.out_dir="$RUNS" --set run.name=multiho
         --set run.max_seconds=90 --set run.target_return=100000
         --set endpoints.replay_insert_bind=tcp://0.0.0.0:5550
         --set endpoints.replay_sample_bind=tcp://0.0.0.0:5551
-        --set endpoints.learner_pub_bind=tcp://0.0.0.0:5552
+        --set endpoints.learner_weights_bind=tcp://0.0.0.0:5552
         --set endpoints.learner_stats_bind=tcp://0.0.0.0:5553
         --set endpoints.replay_sample=tcp://127.0.0.1:5551)
 actor_sets() { # SRV_ADDR
-  echo "--set endpoints.replay_insert=tcp://$1:5550 --set endpoints.learner_pub=tcp://$1:5552" \
+  echo "--set endpoints.replay_insert=tcp://$1:5550 --set endpoints.learner_weights=tcp://$1:5552" \
        "--set endpoints.learner_stats=tcp://$1:5553"
 }
 

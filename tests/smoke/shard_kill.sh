@@ -24,7 +24,7 @@ I0=$(ep); I1=$(ep); S0=$(ep); S1=$(ep); PUB=$(ep); ST=$(ep)
 # key: replay.shards
 SETS=(--set replay.shards=2 --set "endpoints.replay_insert_bind=$I0,$I1" --set "endpoints.replay_insert=$I0,$I1"
       --set "endpoints.replay_sample_bind=$S0,$S1" --set "endpoints.replay_sample=$S0,$S1"
-      --set "endpoints.learner_pub_bind=$PUB" --set "endpoints.learner_pub=$PUB"
+      --set "endpoints.learner_weights_bind=$PUB" --set "endpoints.learner_weights=$PUB"
       --set "endpoints.learner_stats_bind=$ST" --set "endpoints.learner_stats=$ST"
       --set run.out_dir="$RUNS" --set run.target_return=475 --set run.max_seconds=0
       --set replay.durability=wal --set replay.snapshot_interval_s=3

@@ -60,7 +60,7 @@ run_sets() {
   echo "--set run.out_dir=$RUNS --set run.name=$1" \
        "--set endpoints.replay_insert_bind=tcp://127.0.0.1:$(free_port)" \
        "--set endpoints.replay_sample_bind=tcp://127.0.0.1:$(free_port)" \
-       "--set endpoints.learner_pub_bind=tcp://127.0.0.1:$(free_port)" \
+       "--set endpoints.learner_weights_bind=tcp://127.0.0.1:$(free_port)" \
        "--set endpoints.learner_stats_bind=tcp://127.0.0.1:$(free_port)"
 }
 # submit NAME ARGS...: apex-slurm; sets JOB to the job id.

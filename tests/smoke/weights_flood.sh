@@ -16,7 +16,7 @@ N=${WEIGHTS_FLOOD_N:-150000}
 RUNS="$TMP/runs"
 RUN="$RUNS/smoke"
 SETS=($(endpoint_sets) --set run.out_dir="$RUNS" --set run.target_return=100000 --set run.max_seconds=0)
-EP=$(for s in "${SETS[@]}"; do [[ $s == endpoints.learner_pub=* ]] && echo "${s#*=}"; done; true)
+EP=$(for s in "${SETS[@]}"; do [[ $s == endpoints.learner_weights=* ]] && echo "${s#*=}"; done; true)
 scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --no-eval --quiet "${SETS[@]}" >"$TMP/launcher.out" 2>&1 &
 LPID=$!
 PIDS+=("$LPID")
