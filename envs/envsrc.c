@@ -4,6 +4,7 @@
 
 #include "apex.h"
 #include "log.h"
+#include "parse.h"
 #include "xalloc.h"
 
 #include <errno.h>
@@ -74,11 +75,9 @@ static int s_script(const apex_config_t *cfg, char *out, size_t cap) {
 // [python] bind for actor index: a numeric port is actor 0's, actor i binds port + i.
 static void s_bind(const char *bind, int index, char *out, size_t cap) {
     const char *colon = strrchr(bind, ':');
-    char *end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (index > 0 && colon && end && end != colon + 1 && *end == '\0' && port > 0 &&
-        port + index <= 65535) {
-        snprintf(out, cap, "%.*s:%ld", (int)(colon - bind), bind, port + index);
+    int64_t port;
+    if (index > 0 && colon && parse_int64(colon + 1, 1, 65535 - index, &port) == 0) {
+        snprintf(out, cap, "%.*s:%lld", (int)(colon - bind), bind, (long long)(port + index));
     } else {
         snprintf(out, cap, "%s", bind);
     }

@@ -372,7 +372,7 @@ static int s_bad(pyenv_t *p, const char *fmt, ...) __attribute__((format(printf,
 static int s_bad(pyenv_t *p, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    apex_verrf(p->why, sizeof p->why, 0, fmt, ap);
     va_end(ap);
     return s_bad_why(p);
 }

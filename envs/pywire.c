@@ -17,16 +17,6 @@ _Static_assert(offsetof(pywire_header_t, seq) == 16 && offsetof(pywire_header_t,
                    offsetof(pywire_header_t, n_error) == 64,
                "the header's layout is the documented one");
 
-static int s_fail(char *err, size_t n, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int s_fail(char *err, size_t n, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 // ---------------------------------------------------------------------------------------
 // Header
 
@@ -51,18 +41,19 @@ void pywire_header_init(pywire_header_t *h, pywire_type type, const pywire_space
 int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char *err,
                         size_t errlen) {
     if (len != sizeof *h) {
-        return s_fail(err, errlen, APEX_EPROTO,
-                      "a message whose header is %zu bytes (expected %zu)", len, sizeof *h);
+        return apex_errf(err, errlen, APEX_EPROTO,
+                         "a message whose header is %zu bytes (expected %zu)", len, sizeof *h);
     }
     memcpy(h, frame, sizeof *h); // frames need not be aligned
     if (memcmp(h->magic, PYWIRE_MAGIC, 4) != 0) {
-        return s_fail(err, errlen, APEX_EPROTO, "a message without the magic \"%s\"", PYWIRE_MAGIC);
+        return apex_errf(err, errlen, APEX_EPROTO, "a message without the magic \"%s\"",
+                         PYWIRE_MAGIC);
     }
     if (h->version != PYWIRE_VERSION) {
-        return s_fail(err, errlen, APEX_EVERSION,
-                      "a message of version %u (this bridge speaks %u: python/apex_env.py and "
-                      "apex must be of one version)",
-                      h->version, PYWIRE_VERSION);
+        return apex_errf(err, errlen, APEX_EVERSION,
+                         "a message of version %u (this bridge speaks %u: python/apex_env.py and "
+                         "apex must be of one version)",
+                         h->version, PYWIRE_VERSION);
     }
     return APEX_OK;
 }
@@ -149,21 +140,21 @@ static int s_check_errors(const pywire_header_t *h, const uint8_t *fl, const pyw
         }
         uint32_t env, len;
         if (end - e < 8) {
-            return s_fail(err, errlen, APEX_EINVAL, "worker %u: error records end early",
-                          h->worker);
+            return apex_errf(err, errlen, APEX_EINVAL, "worker %u: error records end early",
+                             h->worker);
         }
         memcpy(&env, e, 4);
         memcpy(&len, e + 4, 4);
         if (env != h->first + k || len > PYWIRE_ERR_TEXT_MAX || (size_t)(end - e - 8) < len) {
-            return s_fail(err, errlen, APEX_EINVAL,
-                          "worker %u: a bad error record (env %u, %u bytes) for env %zu", h->worker,
-                          env, len, h->first + k);
+            return apex_errf(err, errlen, APEX_EINVAL,
+                             "worker %u: a bad error record (env %u, %u bytes) for env %zu",
+                             h->worker, env, len, h->first + k);
         }
         e += 8 + len;
     }
     if (e != end) {
-        return s_fail(err, errlen, APEX_EINVAL, "worker %u: %td bytes after the error records",
-                      h->worker, end - e);
+        return apex_errf(err, errlen, APEX_EINVAL, "worker %u: %td bytes after the error records",
+                         h->worker, end - e);
     }
     return APEX_OK;
 }
@@ -172,46 +163,46 @@ int pywire_check_reply(const pywire_header_t *h, const pywire_frame_t f[5],
                        const pywire_spaces_t *sp, int is_reset, char *err, size_t errlen) {
     size_t n = h->n_envs, row = sp->row_bytes, obs_len, reset_len;
     if (!pywire_spaces_equal(h, sp)) {
-        return s_fail(err, errlen, APEX_EINVAL,
-                      "worker %u: the reply's dtype/shape/n_actions differ from the HELLO's",
-                      h->worker);
+        return apex_errf(err, errlen, APEX_EINVAL,
+                         "worker %u: the reply's dtype/shape/n_actions differ from the HELLO's",
+                         h->worker);
     }
     // A product that wraps could equal a short frame's length and pass as n rows.
     if (__builtin_mul_overflow(n, row, &obs_len) ||
         __builtin_mul_overflow((size_t)h->n_reset, row, &reset_len)) {
-        return s_fail(err, errlen, APEX_EINVAL, "worker %u: %zu envs and %u resets of %zu bytes",
-                      h->worker, n, h->n_reset, row);
+        return apex_errf(err, errlen, APEX_EINVAL, "worker %u: %zu envs and %u resets of %zu bytes",
+                         h->worker, n, h->n_reset, row);
     }
     if (f[0].len != obs_len || f[1].len != n * 8 || f[2].len != n || f[3].len != reset_len ||
         (is_reset && h->n_reset != 0)) {
-        return s_fail(err, errlen, APEX_EINVAL,
-                      "worker %u: frame sizes %zu/%zu/%zu/%zu do not fit %zu envs and %u resets",
-                      h->worker, f[0].len, f[1].len, f[2].len, f[3].len, n, h->n_reset);
+        return apex_errf(err, errlen, APEX_EINVAL,
+                         "worker %u: frame sizes %zu/%zu/%zu/%zu do not fit %zu envs and %u resets",
+                         h->worker, f[0].len, f[1].len, f[2].len, f[3].len, n, h->n_reset);
     }
     uint32_t resets, errors;
     long bad = s_check_flags(f[2].data, n, is_reset, &resets, &errors);
     if (bad >= 0) {
-        return s_fail(err, errlen, APEX_EINVAL, "worker %u: env %zu has the flags 0x%02x",
-                      h->worker, h->first + (size_t)bad, f[2].data[bad]);
+        return apex_errf(err, errlen, APEX_EINVAL, "worker %u: env %zu has the flags 0x%02x",
+                         h->worker, h->first + (size_t)bad, f[2].data[bad]);
     }
     if (resets != h->n_reset || errors != h->n_error) {
-        return s_fail(err, errlen, APEX_EINVAL,
-                      "worker %u: %u resets and %u errors flagged, the header says %u and %u",
-                      h->worker, resets, errors, h->n_reset, h->n_error);
+        return apex_errf(err, errlen, APEX_EINVAL,
+                         "worker %u: %u resets and %u errors flagged, the header says %u and %u",
+                         h->worker, resets, errors, h->n_reset, h->n_error);
     }
     for (size_t k = 0; k < n; k++) {
         double r;
         memcpy(&r, f[1].data + 8 * k, 8);
         if (!(r >= -FLT_MAX && r <= FLT_MAX)) { // false for NaN too
-            return s_fail(err, errlen, APEX_EINVAL,
-                          "worker %u: env %zu's reward %g is not a finite float32", h->worker,
-                          h->first + k, r);
+            return apex_errf(err, errlen, APEX_EINVAL,
+                             "worker %u: env %zu's reward %g is not a finite float32", h->worker,
+                             h->first + k, r);
         }
     }
     if (sp->dtype == PYWIRE_DT_FLOAT32 && (!s_all_finite_f32(f[0].data, f[0].len / 4) ||
                                            !s_all_finite_f32(f[3].data, f[3].len / 4))) {
-        return s_fail(err, errlen, APEX_EINVAL, "worker %u: a non-finite float32 observation",
-                      h->worker);
+        return apex_errf(err, errlen, APEX_EINVAL, "worker %u: a non-finite float32 observation",
+                         h->worker);
     }
     return s_check_errors(h, f[2].data, &f[4], err, errlen);
 }
