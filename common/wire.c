@@ -555,6 +555,41 @@ int wire_decode(wire_decoder_t *self, const void *buf, size_t len, wire_msg_t *o
 }
 
 // ---------------------------------------------------------------------------------------
+// Row buffers
+
+void wire_rows_init(wire_rows_t *r, size_t rows, size_t obs_bytes) {
+    r->keys = xmalloc(rows * sizeof *r->keys);
+    r->is_weights = xmalloc(rows * sizeof(float));
+    r->rewards = xmalloc(rows * sizeof(float));
+    r->discounts = xmalloc(rows * sizeof(float));
+    r->obs = xmalloc(rows * obs_bytes);
+    r->next_obs = xmalloc(rows * obs_bytes);
+    r->actions = xmalloc(rows * sizeof(int32_t));
+}
+
+void wire_rows_fini(wire_rows_t *r) {
+    free(r->keys);
+    free(r->is_weights);
+    free(r->rewards);
+    free(r->discounts);
+    free(r->obs);
+    free(r->next_obs);
+    free(r->actions);
+    memset(r, 0, sizeof *r);
+}
+
+void wire_rows_copy(wire_rows_t *r, size_t at, const wire_sample_reply_t *reply, size_t n,
+                    size_t obs_bytes) {
+    memcpy(r->keys + at, reply->keys, n * sizeof *r->keys);
+    memcpy(r->is_weights + at, reply->is_weights, n * sizeof(float));
+    memcpy(r->rewards + at, reply->rewards, n * sizeof(float));
+    memcpy(r->discounts + at, reply->discounts, n * sizeof(float));
+    memcpy(r->obs + at * obs_bytes, reply->obs, n * obs_bytes);
+    memcpy(r->next_obs + at * obs_bytes, reply->next_obs, n * obs_bytes);
+    memcpy(r->actions + at, reply->actions, n * sizeof(int32_t));
+}
+
+// ---------------------------------------------------------------------------------------
 // Encoding. The protobuf-c structs are built on the stack and point at the caller's arrays
 // (protobuf-c only reads them while packing), so the only copy is the pack itself.
 

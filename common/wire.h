@@ -157,6 +157,22 @@ typedef struct {
     wire_replay_stats_t stats;
 } wire_sample_reply_t;
 
+// Owned buffers for the rows of sample replies: what the replay server gathers a reply into
+// and what the learner copies one out into. rows rows of obs_bytes observations each.
+typedef struct {
+    uint64_t *keys;
+    float *is_weights, *rewards, *discounts;
+    uint8_t *obs, *next_obs; // (rows, obs_bytes): the run's dtype, never interpreted
+    int32_t *actions;
+} wire_rows_t;
+
+// Allocates r for rows rows (aborts on OOM); wire_rows_fini frees (a zeroed r: a no-op).
+void wire_rows_init(wire_rows_t *r, size_t rows, size_t obs_bytes);
+void wire_rows_fini(wire_rows_t *r);
+// Copies rows [0, n) of a decoded OK reply into r at row `at` (r has room for at + n).
+void wire_rows_copy(wire_rows_t *r, size_t at, const wire_sample_reply_t *reply, size_t n,
+                    size_t obs_bytes);
+
 typedef struct {
     uint32_t count;
     const uint64_t *keys;

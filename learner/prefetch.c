@@ -21,10 +21,7 @@ typedef struct {
     uint64_t arrival; // order in which batches became ready
     int shard;        // the replay shard asked (its reply's keys go back there)
     uint32_t next;    // the next batch to train, of batches_per_request
-    uint64_t *keys;   // (B) B = batch_size x batches_per_request rows
-    float *is_w, *rewards, *discounts;
-    uint8_t *obs, *next_obs; // (B, obs_bytes): as the replay stores them (the run's dtype)
-    int32_t *actions;
+    wire_rows_t rows; // batch_size x batches_per_request rows, as the replay stores them
 } s_slot;
 
 struct prefetch {
@@ -61,14 +58,7 @@ prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now
     size_t B = (size_t)p->batch * p->batches;
     p->slots = xcalloc((size_t)p->n_slots, sizeof *p->slots);
     for (int i = 0; i < p->n_slots; i++) {
-        s_slot *s = &p->slots[i];
-        s->keys = xmalloc(B * sizeof *s->keys);
-        s->is_w = xmalloc(B * sizeof(float));
-        s->obs = xmalloc(B * p->obs_bytes);
-        s->next_obs = xmalloc(B * p->obs_bytes);
-        s->rewards = xmalloc(B * sizeof(float));
-        s->discounts = xmalloc(B * sizeof(float));
-        s->actions = xmalloc(B * sizeof(int32_t));
+        wire_rows_init(&p->slots[i].rows, B, p->obs_bytes);
     }
     p->prio_out = xmalloc(p->batch * sizeof(float));
     p->keys_out = xmalloc(p->batch * sizeof(uint64_t));
@@ -82,14 +72,7 @@ void prefetch_destroy(prefetch_t **self_p) {
     }
     prefetch_t *p = *self_p;
     for (int i = 0; i < p->n_slots; i++) {
-        s_slot *s = &p->slots[i];
-        free(s->keys);
-        free(s->is_w);
-        free(s->obs);
-        free(s->next_obs);
-        free(s->rewards);
-        free(s->discounts);
-        free(s->actions);
+        wire_rows_fini(&p->slots[i].rows);
     }
     free(p->slots);
     free(p->prio_out);
@@ -226,14 +209,7 @@ static prefetch_result s_take_reply(prefetch_t *p, int k, const wire_sample_repl
     }
     // The decoder checked the reply's dtype and dims against the run's; the network reads the
     // observations as they are (uint8 or float32, with the run's scale: model/nn.h).
-    size_t B = r->count;
-    memcpy(s->keys, r->keys, B * sizeof *s->keys);
-    memcpy(s->is_w, r->is_weights, B * sizeof(float));
-    memcpy(s->obs, r->obs, B * p->obs_bytes);
-    memcpy(s->next_obs, r->next_obs, B * p->obs_bytes);
-    memcpy(s->rewards, r->rewards, B * sizeof(float));
-    memcpy(s->discounts, r->discounts, B * sizeof(float));
-    memcpy(s->actions, r->actions, B * sizeof(int32_t));
+    wire_rows_copy(&s->rows, 0, r, r->count, p->obs_bytes);
     s->next = 0;
     s->arrival = ++p->next_arrival;
     s->state = SLOT_READY;
@@ -296,14 +272,15 @@ int prefetch_next(prefetch_t *self, prefetch_batch_t *out) {
         return 0;
     }
     size_t r0 = (size_t)best->next * self->batch, o0 = r0 * self->obs_bytes;
-    out->batch = (train_batch_t){.obs = best->obs + o0,
-                                 .actions = best->actions + r0,
-                                 .rewards = best->rewards + r0,
-                                 .discounts = best->discounts + r0,
-                                 .next_obs = best->next_obs + o0,
-                                 .is_weights = best->is_w + r0,
+    const wire_rows_t *w = &best->rows;
+    out->batch = (train_batch_t){.obs = w->obs + o0,
+                                 .actions = w->actions + r0,
+                                 .rewards = w->rewards + r0,
+                                 .discounts = w->discounts + r0,
+                                 .next_obs = w->next_obs + o0,
+                                 .is_weights = w->is_weights + r0,
                                  .size = (int)self->batch};
-    out->keys = best->keys + r0;
+    out->keys = w->keys + r0;
     out->shard = best->shard;
     return 1;
 }
@@ -312,7 +289,7 @@ void prefetch_trained(prefetch_t *self, const float *priorities, float beta, int
     s_slot *s = self->training;
     APEX_ASSERT(s && s->state == SLOT_READY); // prefetch_next gave a batch (programming error)
     self->training = NULL;
-    const uint64_t *keys = s->keys + (size_t)s->next * self->batch;
+    const uint64_t *keys = s->rows.keys + (size_t)s->next * self->batch;
     const float *prio = priorities;
     // Rows whose priority the replay would refuse (NaN: a loss gone NaN, or past the wire's
     // bound) keep their old priority: the rest of the update goes out.

@@ -123,13 +123,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, (uint64_t)cfg->replay.shard);
     // O: bytes of one observation.
     size_t B = (size_t)cfg->replay.max_batch, O = (size_t)cfg->env.obs_dim * elem;
-    s->keys = xmalloc(B * sizeof *s->keys);
-    s->is_w = xmalloc(B * sizeof(float));
-    s->obs = xmalloc(B * O);
-    s->next_obs = xmalloc(B * O);
-    s->rewards = xmalloc(B * sizeof(float));
-    s->discounts = xmalloc(B * sizeof(float));
-    s->actions = xmalloc(B * sizeof(int32_t));
+    wire_rows_init(&s->rows, B, O);
     s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
     wire_buf_init(&s->out, 64 + B * (2 * O + 24));
     s->replies = xcalloc(REPLY_RING, sizeof *s->replies);
@@ -221,13 +215,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     wire_decoder_destroy(&s->dec);
     wire_buf_fini(&s->out);
     store_destroy(&s->store);
-    free(s->keys);
-    free(s->is_w);
-    free(s->obs);
-    free(s->next_obs);
-    free(s->rewards);
-    free(s->discounts);
-    free(s->actions);
+    wire_rows_fini(&s->rows);
     free(s->pending);
     free(s);
     *self_p = NULL;
@@ -558,10 +546,10 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
         for (uint32_t k = 0; rc == APEX_OK && k * b < n; k++) {
             size_t r0 = (size_t)k * b;
             // min_priority: a sharded learner's minimum over every shard (0 = this store's).
-            rc = store_sample_min(s->store, &s->rng, b, req->beta, req->min_priority, s->keys + r0,
-                                  s->is_w + r0, (unsigned char *)s->obs + k * ob, s->actions + r0,
-                                  s->rewards + r0, s->discounts + r0,
-                                  (unsigned char *)s->next_obs + k * ob);
+            wire_rows_t *w = &s->rows;
+            rc = store_sample_min(s->store, &s->rng, b, req->beta, req->min_priority, w->keys + r0,
+                                  w->is_weights + r0, w->obs + k * ob, w->actions + r0,
+                                  w->rewards + r0, w->discounts + r0, w->next_obs + k * ob);
         }
         if (rc != APEX_OK) {
             // The decoder and the store test the same bounds (wire.h), so this is not expected;
@@ -576,13 +564,13 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    .count = n,
                                    .obs_dim = store_obs_dim(s->store),
                                    .obs_dtype = (uint32_t)s->cfg.env.obs_dtype,
-                                   .keys = s->keys,
-                                   .is_weights = s->is_w,
-                                   .obs = s->obs,
-                                   .actions = s->actions,
-                                   .rewards = s->rewards,
-                                   .discounts = s->discounts,
-                                   .next_obs = s->next_obs};
+                                   .keys = s->rows.keys,
+                                   .is_weights = s->rows.is_weights,
+                                   .obs = s->rows.obs,
+                                   .actions = s->rows.actions,
+                                   .rewards = s->rows.rewards,
+                                   .discounts = s->rows.discounts,
+                                   .next_obs = s->rows.next_obs};
         s->counters.sampled_rows += n;
         limiter_sampled(&s->limiter, n);
     } else if (req->stats_only) {

@@ -83,10 +83,7 @@ struct replay_server {
     atomic_int stop_requested;
     // Gather buffers for one reply, sized for [replay] max_batch (S8: nothing allocated
     // while serving).
-    uint64_t *keys;
-    float *is_w, *rewards, *discounts;
-    void *obs, *next_obs; // max_batch observations of the run's dtype
-    int32_t *actions;
+    wire_rows_t rows;
     // Held sample requests: a FIFO ring.
     s_pending *pending;
     int pending_head, pending_len;
