@@ -61,10 +61,19 @@ typedef struct env_spec {
     // Starts an episode (drawing from rng where the env's start state is random) and writes
     // its first observation.
     void (*reset)(void *state, rng_t *rng, void *obs_out);
-    // One Gymnasium step: advances state, writes the new observation, the reward and whether
-    // the episode terminated (1) or not (0). action outside [0, n_actions) is a programming
-    // error (asserted by callers that take actions from outside, such as vecenv_step).
+    // One Gymnasium step of a discrete env (NULL for a continuous one): advances state,
+    // writes the new observation, the reward and whether the episode terminated (1) or not
+    // (0). action outside [0, n_actions) is a programming error (asserted by callers that
+    // take actions from outside, such as vecenv_step).
     void (*step)(void *state, int32_t action, void *obs_out, float *reward, uint8_t *terminated);
+    // One Gymnasium step of a continuous env (info->action_dim > 0; NULL for a discrete one):
+    // action holds action_dim floats, which the env treats as Gymnasium's does (Pendulum and
+    // MountainCarContinuous clip them to their bounds; MuJoCo clamps them to the actuators'
+    // ctrlrange), and must be finite (callers clip exploration noise into the bounds). A step
+    // whose state stops being finite (a diverging simulation) reports terminated = 2: the
+    // episode is void, and the caller resets the env without folding the step.
+    void (*step_cont)(void *state, const float *action, void *obs_out, float *reward,
+                      uint8_t *terminated);
     // Writes the observation of state (Gymnasium's _get_ob or np.array(state, float32)).
     void (*observe)(const void *state, void *obs_out);
     // Optional (may be NULL): step for n envs at once, states (n, state_bytes), obs_out

@@ -5,15 +5,20 @@
 #include <string.h>
 
 // Each row is consistent in itself: an image's length is its shape's, a vector has no
-// shape, and there is at least one action. Checked at compile time, row by row.
-#define ENVINFO_X_CHECK(KEY, spec, id, obs_dim, obs_dtype, h, w, c, scale, n_actions, max_steps)   \
+// shape, and its actions are either discrete (n_actions > 0) or continuous (action_dim > 0,
+// with low < high), not both. Checked at compile time, row by row.
+#define ENVINFO_X_CHECK(KEY, spec, id, obs_dim, obs_dtype, h, w, c, scale, n_actions, action_dim,  \
+                        low, high, max_steps)                                                      \
     _Static_assert((h) == 0 ? (w) == 0 && (c) == 0 : (obs_dim) == (h) * (w) * (c),                 \
                    id ": obs_dim must be obs_h * obs_w * obs_c, and a vector has no shape");       \
-    _Static_assert((obs_dim) > 0 && (n_actions) > 0 && (max_steps) >= 0,                           \
-                   id ": obs_dim and n_actions must be positive");
+    _Static_assert((obs_dim) > 0 && (max_steps) >= 0, id ": obs_dim must be positive");            \
+    _Static_assert(((n_actions) > 0) != ((action_dim) > 0) &&                                      \
+                       ((action_dim) == 0 || (low) < (high)),                                      \
+                   id ": discrete (n_actions) or continuous (action_dim, low < high) actions");
 ENVINFO_TABLE(ENVINFO_X_CHECK)
 
-#define ENVINFO_X_ROW(KEY, spec, id_, obs_dim_, obs_dtype_, h, w, c, scale, n_actions_, max_steps) \
+#define ENVINFO_X_ROW(KEY, spec, id_, obs_dim_, obs_dtype_, h, w, c, scale, n_actions_,            \
+                      action_dim_, low, high, max_steps)                                           \
     [ENVINFO_##KEY] = {.id = id_,                                                                  \
                        .obs_dim = obs_dim_,                                                        \
                        .obs_dtype = obs_dtype_,                                                    \
@@ -22,6 +27,9 @@ ENVINFO_TABLE(ENVINFO_X_CHECK)
                        .obs_c = c,                                                                 \
                        .obs_scale = scale,                                                         \
                        .n_actions = n_actions_,                                                    \
+                       .action_dim = action_dim_,                                                  \
+                       .action_low = low,                                                          \
+                       .action_high = high,                                                        \
                        .max_episode_steps = max_steps},
 const envinfo_t envinfo_table[ENVINFO_COUNT] = {ENVINFO_TABLE(ENVINFO_X_ROW)};
 

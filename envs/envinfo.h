@@ -29,7 +29,8 @@
 typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
 
 // clang-format off
-// X(KEY, spec, id, obs_dim, obs_dtype, obs_h, obs_w, obs_c, obs_scale, n_actions, max_episode_steps)
+// X(KEY, spec, id, obs_dim, obs_dtype, obs_h, obs_w, obs_c, obs_scale, n_actions, action_dim,
+//   action_low, action_high, max_episode_steps)
 //   KEY                the row's index is ENVINFO_<KEY>
 //   spec               the env_spec_t that steps it (defined in envs/env_*.c)
 //   id                 Gymnasium id, exact and case-sensitive
@@ -37,19 +38,21 @@ typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
 //   obs_dtype          envinfo_obs_dtype
 //   obs_h, _w, _c      image shape, channels last; 0, 0, 0 for a vector
 //   obs_scale          what the network multiplies observations by
-//   n_actions          discrete actions 0 .. n_actions-1
+//   n_actions          discrete actions 0 .. n_actions-1 (0 for a continuous env)
+//   action_dim         continuous actions: this many floats, each in [action_low,
+//                      action_high] (Gymnasium's Box); 0 for a discrete env
 //   max_episode_steps  truncation limit (Gymnasium's TimeLimit), 0 = none
 // Classic control: Gymnasium's registrations. MinAtar (Young & Tian 2019): 10 x 10 x C frames of
 // 0/1 bytes, all 6 actions, no time limit (the v0 ids of MinAtar's own Gymnasium registration).
-#define ENVINFO_TABLE(X)                                                                                                    \
-    X(CARTPOLE,       env_cartpole_spec,               "CartPole-v1",              4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 2, 500) \
-    X(ACROBOT,        env_acrobot_spec,                "Acrobot-v1",               6,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 500) \
-    X(MOUNTAINCAR,    env_mountaincar_spec,            "MountainCar-v0",           2,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 200) \
-    X(ASTERIX,        env_minatar_asterix_spec,        "MinAtar/Asterix-v0",       400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0)   \
-    X(BREAKOUT,       env_minatar_breakout_spec,       "MinAtar/Breakout-v0",      400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0)   \
-    X(FREEWAY,        env_minatar_freeway_spec,        "MinAtar/Freeway-v0",       700,  ENVINFO_OBS_U8,  10, 10, 7,  1.0f, 6, 0)   \
-    X(SEAQUEST,       env_minatar_seaquest_spec,       "MinAtar/Seaquest-v0",      1000, ENVINFO_OBS_U8,  10, 10, 10, 1.0f, 6, 0)   \
-    X(SPACE_INVADERS, env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0", 600,  ENVINFO_OBS_U8,  10, 10, 6,  1.0f, 6, 0)
+#define ENVINFO_TABLE(X)                                                                                                                       \
+    X(CARTPOLE,       env_cartpole_spec,               "CartPole-v1",              4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 2, 0, 0.0f, 0.0f, 500) \
+    X(ACROBOT,        env_acrobot_spec,                "Acrobot-v1",               6,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 0, 0.0f, 0.0f, 500) \
+    X(MOUNTAINCAR,    env_mountaincar_spec,            "MountainCar-v0",           2,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 0, 0.0f, 0.0f, 200) \
+    X(ASTERIX,        env_minatar_asterix_spec,        "MinAtar/Asterix-v0",       400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
+    X(BREAKOUT,       env_minatar_breakout_spec,       "MinAtar/Breakout-v0",      400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
+    X(FREEWAY,        env_minatar_freeway_spec,        "MinAtar/Freeway-v0",       700,  ENVINFO_OBS_U8,  10, 10, 7,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
+    X(SEAQUEST,       env_minatar_seaquest_spec,       "MinAtar/Seaquest-v0",      1000, ENVINFO_OBS_U8,  10, 10, 10, 1.0f, 6, 0, 0.0f, 0.0f, 0)   \
+    X(SPACE_INVADERS, env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0", 600,  ENVINFO_OBS_U8,  10, 10, 6,  1.0f, 6, 0, 0.0f, 0.0f, 0)
 // clang-format on
 
 // The rows' indices: ENVINFO_CARTPOLE, ..., and ENVINFO_COUNT rows in all.
@@ -63,7 +66,10 @@ typedef struct {
     int obs_dtype;           // envinfo_obs_dtype: float32, or uint8 for MinAtar's frames
     int obs_h, obs_w, obs_c; // image shape, channels last (0, 0, 0: a vector)
     float obs_scale;         // what the network multiplies observations by
-    int n_actions;           // discrete actions 0..n_actions-1
+    int n_actions;           // discrete actions 0..n_actions-1; 0 for a continuous env
+    int action_dim;          // continuous actions of this many floats; 0 for a discrete env
+    float action_low;        // continuous: every component in [action_low, action_high]
+    float action_high;
     int max_episode_steps;   // truncation limit (Gymnasium TimeLimit; 0 = none)
 } envinfo_t;
 

@@ -20,7 +20,11 @@ START_TEST(test_every_row_has_its_spec) {
         ck_assert_msg(spec != NULL, "row %d (%s) has no spec", i, e->id);
         ck_assert_msg(spec->info == e, "row %d (%s): its spec's info is %s", i, e->id,
                       spec->info ? spec->info->id : "NULL");
-        ck_assert(spec->reset != NULL && spec->step != NULL && spec->observe != NULL);
+        ck_assert(spec->reset != NULL && spec->observe != NULL);
+        // A discrete env steps with step, a continuous one with step_cont, never both.
+        ck_assert_msg((spec->step != NULL) == (e->n_actions > 0) &&
+                          (spec->step_cont != NULL) == (e->action_dim > 0),
+                      "%s: step for discrete actions, step_cont for continuous ones", e->id);
         ck_assert_uint_gt(spec->state_bytes, 0);
         ck_assert_uint_eq(env_obs_bytes(spec),
                           (size_t)e->obs_dim * (e->obs_dtype == ENVINFO_OBS_U8 ? 1 : 4));
