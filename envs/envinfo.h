@@ -70,7 +70,7 @@ typedef struct {
     int action_dim;          // continuous actions of this many floats; 0 for a discrete env
     float action_low;        // continuous: every component in [action_low, action_high]
     float action_high;
-    int max_episode_steps;   // truncation limit (Gymnasium TimeLimit; 0 = none)
+    int max_episode_steps; // truncation limit (Gymnasium TimeLimit; 0 = none)
 } envinfo_t;
 
 // The table, indexed by envinfo_key. Static, read-only.
