@@ -31,8 +31,10 @@
 #define CONFIG_REPLAY_CAPACITY_MAX (1LL << 30)
 // Limits the modules size their tables by, so that the schema accepts exactly what they do.
 #define CONFIG_MAX_ACTIONS 4096 // the network's head (nn.c)
-#define CONFIG_MAX_ACTORS 4096  // the learner's per-actor metrics (metrics.h)
-#define CONFIG_MAX_SHARDS 64    // [replay] shards: the learner's per-shard table (shards.h)
+// Floats of a continuous action (Gymnasium's MuJoCo tasks have at most Humanoid's 17).
+#define CONFIG_MAX_ACTION_DIM 64
+#define CONFIG_MAX_ACTORS 4096 // the learner's per-actor metrics (metrics.h)
+#define CONFIG_MAX_SHARDS 64   // [replay] shards: the learner's per-shard table (shards.h)
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
@@ -71,13 +73,18 @@ typedef struct {
     // Keys for id = external (0 = derived from a built-in id, which they must then match).
     int64_t ext_obs_dim;
     int64_t ext_n_actions;
+    int64_t ext_action_dim;               // continuous actions (0: discrete)
+    char action_low_text[CONFIG_STR_LEN]; // "x" for every component, or "x0,x1,..."
+    char action_high_text[CONFIG_STR_LEN];
     char obs_shape[32]; // "HxWxC" (channels last), "" = a vector of obs_dim
     int obs_dtype;      // config_obs_dtype: the environment's (resolved from auto)
     double obs_scale;   // factor before the network (resolved from 0 = the environment's)
     // Derived from id via envinfo, or from the keys above: filled in by config_load.
     int obs_dim;
     int obs_h, obs_w, obs_c; // 0, 0, 0 for a vector observation
-    int n_actions;
+    int n_actions;           // discrete actions (0: continuous)
+    int action_dim;          // continuous actions of this many floats (0: discrete)
+    float action_low[CONFIG_MAX_ACTION_DIM], action_high[CONFIG_MAX_ACTION_DIM]; // their bounds
     int max_episode_steps; // 0: no time limit (external envs, MinAtar)
     // id = python
     char make[CONFIG_STR_LEN];   // MODULE:CALLABLE

@@ -5,7 +5,10 @@
 #include "config_schema.h"
 #include "envinfo.h"
 
+#include <ctype.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -203,6 +206,96 @@ static int s_cross_check_python(const apex_config_t *cfg, char *err, size_t errl
     return 0;
 }
 
+// [env] action_low / action_high: "x" (every component) or action_dim comma-separated
+// finite numbers, into out[0..dim).
+static int s_parse_bounds(const char *text, int dim, float *out) {
+    const char *p = text;
+    int n = 0;
+    while (*p && n < CONFIG_MAX_ACTION_DIM) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !isfinite(v) || fabs(v) > 3e38) {
+            return -1;
+        }
+        out[n++] = (float)v;
+        p = end + strspn(end, " ");
+        if (*p == ',') {
+            p++;
+        } else if (*p) {
+            return -1;
+        }
+    }
+    if (*p || n == 0) {
+        return -1;
+    }
+    if (n == 1) {
+        for (int i = 1; i < dim; i++) {
+            out[i] = out[0];
+        }
+        return 0;
+    }
+    return n == dim ? 0 : -1;
+}
+
+// The action space of id = python or external: discrete (n_actions >= 2) or continuous
+// (action_dim >= 1 with its bounds), not both.
+static int s_cross_check_ext_actions(apex_config_t *cfg, char *err, size_t errlen) {
+    config_env_t *env = &cfg->env;
+    if ((env->ext_n_actions >= 2) == (env->ext_action_dim >= 1)) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] id = %s needs discrete actions (n_actions >= 2) or "
+                         "continuous ones (action_dim >= 1 with action_low and action_high), one "
+                         "of them (have n_actions %lld, action_dim %lld)",
+                         WHERE("env", env->ext_action_dim ? "action_dim" : "n_actions"), env->id,
+                         (long long)env->ext_n_actions, (long long)env->ext_action_dim);
+    }
+    env->n_actions = (int)env->ext_n_actions;
+    env->action_dim = (int)env->ext_action_dim;
+    if (env->action_dim == 0) {
+        if (env->action_low_text[0] || env->action_high_text[0]) {
+            return apex_errf(err, errlen, -1,
+                             "%s: [env] action_low and action_high are for "
+                             "continuous actions (action_dim >= 1)",
+                             WHERE("env", env->action_low_text[0] ? "action_low" : "action_high"));
+        }
+        return 0;
+    }
+    const char *key = "action_low";
+    int bad = s_parse_bounds(env->action_low_text, env->action_dim, env->action_low);
+    if (bad == 0) {
+        key = "action_high";
+        bad = s_parse_bounds(env->action_high_text, env->action_dim, env->action_high);
+    }
+    if (bad) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] %s: '%s' is not one finite number or %d comma-separated ones",
+                         WHERE("env", key), key,
+                         key[7] == 'l' ? env->action_low_text : env->action_high_text,
+                         env->action_dim);
+    }
+    for (int i = 0; i < env->action_dim; i++) {
+        if (!(env->action_low[i] < env->action_high[i])) {
+            return apex_errf(err, errlen, -1,
+                             "%s: [env] action_low[%d] = %g is not below action_high[%d] = %g",
+                             WHERE("env", "action_low"), i, (double)env->action_low[i], i,
+                             (double)env->action_high[i]);
+        }
+    }
+    return 0;
+}
+
+// The learner's update follows the actions: dueling double DQN for discrete ones, DPG
+// (actor and critic MLPs) for continuous ones.
+static int s_cross_check_continuous(const apex_config_t *cfg, char *err, size_t errlen) {
+    if (cfg->env.action_dim > 0 && cfg->network.conv_spec[0]) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [network] conv: continuous actions train DPG's actor and critic, "
+                         "MLPs over vector observations",
+                         WHERE("network", "conv"));
+    }
+    return 0;
+}
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
@@ -225,17 +318,16 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
                 env->ext_obs_dim = (int64_t)h * w * c; // the shape gives the length
             }
         }
-        if (env->ext_obs_dim < 1 || env->ext_n_actions < 2) {
+        if (env->ext_obs_dim < 1) {
             return apex_errf(err, errlen, -1,
-                             "%s: [env] id = %s needs obs_dim (or obs_shape) and n_actions >= "
-                             "2 (have %lld and %lld)",
-                             WHERE("env", "id"), env->id, (long long)env->ext_obs_dim,
-                             (long long)env->ext_n_actions);
+                             "%s: [env] id = %s needs obs_dim (or obs_shape) (have %lld)",
+                             WHERE("env", "id"), env->id, (long long)env->ext_obs_dim);
         }
         env->obs_dim = (int)env->ext_obs_dim;
-        env->n_actions = (int)env->ext_n_actions;
         env->max_episode_steps = 0;
-        if (s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
+        if (s_cross_check_ext_actions(cfg, err, errlen) != 0 ||
+            s_cross_check_continuous(cfg, err, errlen) != 0 ||
+            s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
             s_cross_check_eval_id(cfg, err, errlen) != 0 ||
             (is_python && s_cross_check_python(cfg, err, errlen) != 0)) {
             return -1;
@@ -256,20 +348,37 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     }
     // --print-config writes the derived values back, so a matching value is accepted.
     if ((env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim) ||
-        (env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions)) {
+        (env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions) ||
+        (env->ext_action_dim != 0 && env->ext_action_dim != e->action_dim)) {
+        return apex_errf(
+            err, errlen, -1,
+            "%s: [env] obs_dim, n_actions and action_dim are for id = python or "
+            "external; %s has %d, %d and %d",
+            WHERE("env", env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim ? "obs_dim"
+                         : env->ext_n_actions != 0 && env->ext_n_actions != e->n_actions
+                             ? "n_actions"
+                             : "action_dim"),
+            e->id, e->obs_dim, e->n_actions, e->action_dim);
+    }
+    if (env->action_low_text[0] || env->action_high_text[0]) {
         return apex_errf(err, errlen, -1,
-                         "%s: [env] obs_dim and n_actions are for id = external; %s has %d and %d",
-                         WHERE("env", env->ext_obs_dim != 0 && env->ext_obs_dim != e->obs_dim
-                                          ? "obs_dim"
-                                          : "n_actions"),
-                         e->id, e->obs_dim, e->n_actions);
+                         "%s: [env] action_low and action_high are for id = python or external; "
+                         "%s's are [%g, %g]",
+                         WHERE("env", env->action_low_text[0] ? "action_low" : "action_high"),
+                         e->id, (double)e->action_low, (double)e->action_high);
     }
     env->obs_dim = e->obs_dim;
     env->n_actions = e->n_actions;
+    env->action_dim = e->action_dim;
+    for (int i = 0; i < e->action_dim; i++) {
+        env->action_low[i] = e->action_low, env->action_high[i] = e->action_high;
+    }
     env->max_episode_steps = e->max_episode_steps;
     env->ext_obs_dim = e->obs_dim;
     env->ext_n_actions = e->n_actions;
-    if (s_cross_check_obs(cfg, e, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
+    env->ext_action_dim = e->action_dim;
+    if (s_cross_check_continuous(cfg, err, errlen) != 0 ||
+        s_cross_check_obs(cfg, e, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
         return -1;
     }
     return s_cross_check_sizes(cfg, err, errlen);

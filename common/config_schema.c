@@ -45,6 +45,14 @@ const config_row_t config_schema[] = {
      "observation length for id = python or external (0 = the built-in id's)"},
     {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,
      "number of discrete actions for id = python or external (0 = the built-in id's)"},
+    {"env", "action_dim", T_INT, OFF(env.ext_action_dim), 0, 0, CONFIG_MAX_ACTION_DIM, "0", NULL,
+     "continuous actions: floats per action, for id = python or external (0 = discrete, or the "
+     "built-in id's); needs action_low and action_high"},
+    {"env", "action_low", T_STR, STR(env.action_low_text), 0, 0, "", NULL,
+     "continuous actions' lower bounds: one number for every component, or action_dim of them "
+     "comma separated (id = python or external; empty: the built-in id's)"},
+    {"env", "action_high", T_STR, STR(env.action_high_text), 0, 0, "", NULL,
+     "continuous actions' upper bounds, as action_low"},
     {"env", "obs_dtype", T_ENUM, OFF(env.obs_dtype), 0, 0, 0, "auto", "float32|uint8|auto",
      "observation element type (auto: the environment's, float32 for python and external; "
      "uint8 stores a quarter of the bytes)"},

@@ -133,8 +133,9 @@ START_TEST(test_error_classes) {
     // The external environment's keys: both needed; built-in ids keep their own shape and
     // float32 observations.
     s_expect_error("[env]\nid = external\nobs_dim = 8\n",
-                   ": [env] id = external needs obs_dim (or obs_shape) and n_actions >= 2 (have 8 "
-                   "and 0)");
+                   ": [env] id = external needs discrete actions (n_actions >= 2) or continuous "
+                   "ones (action_dim >= 1 with action_low and action_high), one of them (have "
+                   "n_actions 0, action_dim 0)");
     // Observation shapes, scales and conv layers.
     s_expect_error("[env]\nid = external\nn_actions = 2\nobs_shape = 84x84\n",
                    ":4: [env] obs_shape: '84x84' is not HxWxC (positive, at most 2^20 elements)");
@@ -153,7 +154,35 @@ START_TEST(test_error_classes) {
     s_expect_error("[env]\nid = MinAtar/Breakout-v0\n[network]\nconv = 16x8s1,16x4s1\n",
                    ":4: [network] conv: layer 2 (16x4s1) has a kernel larger than its 3x3 input");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dim = 5\n",
-                   ": [env] obs_dim and n_actions are for id = external; CartPole-v1 has 4 and 2");
+                   ": [env] obs_dim, n_actions and action_dim are for id = python or external; "
+                   "CartPole-v1 has 4, 2 and 0");
+    // Continuous actions for id = external: action_dim with both bounds, one number for every
+    // component or one per component.
+    s_expect_error("[env]\nid = CartPole-v1\naction_low = -1\n",
+                   ":3: [env] action_low and action_high are for id = python or external; "
+                   "CartPole-v1's are [0, 0]");
+    s_expect_error("[env]\nid = external\nobs_dim = 3\nn_actions = 2\naction_dim = 1\n",
+                   ": [env] id = external needs discrete actions (n_actions >= 2) or continuous "
+                   "ones (action_dim >= 1 with action_low and action_high), one of them (have "
+                   "n_actions 2, action_dim 1)");
+    s_expect_error(
+        "[env]\nid = external\nobs_dim = 3\naction_dim = 2\naction_low = -1\n"
+        "action_high = 1,2,3\n",
+        ":6: [env] action_high: '1,2,3' is not one finite number or 2 comma-separated ones");
+    s_expect_error(
+        "[env]\nid = external\nobs_dim = 3\naction_dim = 2\naction_low = -1\n"
+        "action_high = 1,nan\n",
+        ":6: [env] action_high: '1,nan' is not one finite number or 2 comma-separated ones");
+    s_expect_error("[env]\nid = external\nobs_dim = 3\naction_dim = 2\naction_low = -1,2\n"
+                   "action_high = 1\n",
+                   ": [env] action_low[1] = 2 is not below action_high[1] = 1");
+    s_expect_error("[env]\nid = external\nobs_dim = 3\nn_actions = 2\naction_low = -1\n",
+                   ":5: [env] action_low and action_high are for continuous actions "
+                   "(action_dim >= 1)");
+    s_expect_error("[env]\nid = external\nobs_dim = 16\nobs_shape = 4x4x1\naction_dim = 1\n"
+                   "action_low = -2\naction_high = 2\n[network]\nconv = 8x2s1\n",
+                   ":9: [network] conv: continuous actions train DPG's actor and critic, MLPs "
+                   "over vector observations");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
                    ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",
@@ -292,6 +321,18 @@ START_TEST(test_external_env) {
     ck_assert_int_eq(a.env.obs_c, 10);
     ck_assert_double_eq(a.env.obs_scale, 1.0);
     s_assert_prints_back(&a);
+    // Continuous actions: one bound for every component, or one per component; the whole
+    // prints back to itself.
+    const char *cont[] = {"env.id=external", "env.obs_dim=11", "env.action_dim=3",
+                          "env.action_low=-1", "env.action_high=1, 2,0.5"};
+    ck_assert_msg(config_load(&a, NULL, cont, 5, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.env.n_actions, 0);
+    ck_assert_int_eq(a.env.action_dim, 3);
+    ck_assert_float_eq(a.env.action_low[0], -1.0f);
+    ck_assert_float_eq(a.env.action_low[2], -1.0f);
+    ck_assert_float_eq(a.env.action_high[1], 2.0f);
+    ck_assert_float_eq(a.env.action_high[2], 0.5f);
+    s_assert_prints_back(&a);
 }
 END_TEST
 
@@ -313,8 +354,7 @@ START_TEST(test_python_env) {
                    "[env] make: id = python needs the env factory as MODULE:CALLABLE (have ''), "
                    "e.g. apex_cartpole:CartPoleEnv");
     s_expect_error("[env]\nid = python\nmake = m:f\nn_actions = 2\n",
-                   "[env] id = python needs obs_dim (or obs_shape) and n_actions >= 2 (have 0 "
-                   "and 2)");
+                   "[env] id = python needs obs_dim (or obs_shape) (have 0)");
     snprintf(text, sizeof text, "%s[python]\nworkers = 3\n", py);
     s_expect_error(text, " (default)): each worker steps envs_per_actor / workers envs in groups "
                          "of equal size");
