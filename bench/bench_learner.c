@@ -156,7 +156,7 @@ static void s_make_pool(bench_batch_t *pool, train_batch_t *tb, const nn_config_
             b->w[i] = rng_uniform_f(r);
             b->act[i] = (int32_t)rng_below(r, (uint32_t)cfg->n_actions);
         }
-        tb[k] = (train_batch_t){b->obs, b->act, b->rew, b->disc, b->next_obs, b->w, B};
+        tb[k] = (train_batch_t){b->obs, b->act, NULL, b->rew, b->disc, b->next_obs, b->w, B};
     }
 }
 

@@ -31,7 +31,8 @@ typedef struct {
 } s_arena;
 
 struct wire_decoder {
-    wire_limits_t lim;
+    wire_limits_t lim; // its action_low/action_high point at low/high below
+    float *low, *high; // (action_dim) the bounds, owned; NULL when lim has none
     s_arena arena;
     ProtobufCAllocator allocator;
     char last_error[160];
@@ -95,8 +96,8 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
     // action, reward, discount per row; Weights carry the parameters; an InsertAck up to
     // WIRE_ACK_MAX_SEQS seqs. Protobuf adds a few bytes of tags and lengths per field;
     // 1 KiB covers them.
-    size_t row = 2 * (size_t)lim->obs_dim * wire_obs_elem_bytes(lim->obs_dtype) + 8 + 4 + 4 + 4 +
-                 4 + 4;
+    size_t row = 2 * (size_t)lim->obs_dim * wire_obs_elem_bytes(lim->obs_dtype) + 8 + 4 +
+                 wire_action_bytes(lim->action_dim) + 4 + 4 + 4;
     size_t rows = (size_t)lim->max_count * row;
     size_t weights = (size_t)lim->num_params * 4;
     size_t stats = (size_t)lim->max_episodes * 12;
@@ -112,6 +113,14 @@ wire_decoder_t *wire_decoder_new(const wire_limits_t *lim) {
     if (d->lim.max_message_bytes == 0) {
         d->lim.max_message_bytes = wire_max_message_bytes(lim);
     }
+    if (lim->action_dim && lim->action_low && lim->action_high) {
+        d->low = xmalloc(lim->action_dim * sizeof(float));
+        d->high = xmalloc(lim->action_dim * sizeof(float));
+        memcpy(d->low, lim->action_low, lim->action_dim * sizeof(float));
+        memcpy(d->high, lim->action_high, lim->action_dim * sizeof(float));
+    }
+    d->lim.action_low = d->low;
+    d->lim.action_high = d->high;
     d->arena.cap = d->lim.max_message_bytes + ARENA_SLACK_BYTES;
     d->arena.base = xaligned_alloc(d->arena.cap);
     d->allocator.alloc = s_arena_alloc;
@@ -125,6 +134,8 @@ void wire_decoder_destroy(wire_decoder_t **self_p) {
         return;
     }
     wire_decoder_t *d = *self_p;
+    free(d->low);
+    free(d->high);
     s_arena_reset(&d->arena);
     free(d->arena.overflow);
     free(d->arena.base);
@@ -199,12 +210,16 @@ static const char *s_dtype_name(uint32_t t) {
 }
 
 static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32_t obs_dim,
-                     uint32_t obs_dtype, const ProtobufCBinaryData *obs,
+                     uint32_t obs_dtype, const ProtobufCBinaryData *obs, uint32_t action_dim,
                      const ProtobufCBinaryData *actions, const ProtobufCBinaryData *rewards,
                      const ProtobufCBinaryData *discounts, const ProtobufCBinaryData *next_obs) {
     int rc = s_count_ok(d, count, what);
     if (rc) {
         return rc;
+    }
+    if (action_dim != d->lim.action_dim) {
+        return s_err(d, APEX_EINVAL, "%s: action_dim %u (%s actions), the run's is %u", what,
+                     action_dim, action_dim ? "continuous" : "discrete", d->lim.action_dim);
     }
     if (obs_dim != d->lim.obs_dim) {
         return s_err(d, APEX_EINVAL, "%s: obs_dim %u, expected %u", what, obs_dim, d->lim.obs_dim);
@@ -215,8 +230,8 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
     }
     size_t n_obs = (size_t)count * obs_dim, elem = wire_obs_elem_bytes(obs_dtype);
     if (!s_len_ok(obs, n_obs, elem, 0) || !s_len_ok(next_obs, n_obs, elem, 0) ||
-        !s_len_ok(actions, count, 4, 0) || !s_len_ok(rewards, count, 4, 0) ||
-        !s_len_ok(discounts, count, 4, 0)) {
+        !s_len_ok(actions, (size_t)count * (action_dim ? action_dim : 1), 4, 0) ||
+        !s_len_ok(rewards, count, 4, 0) || !s_len_ok(discounts, count, 4, 0)) {
         return s_err(d, APEX_EPROTO, "%s: array lengths do not match count %u x obs_dim %u", what,
                      count, obs_dim);
     }
@@ -228,6 +243,23 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
     }
     if (!s_all_in(F32(*discounts), count, 0.0f, WIRE_DISCOUNT_MAX)) {
         return s_err(d, APEX_EINVAL, "%s: discount outside [0, 1] or NaN", what);
+    }
+    if (action_dim) {
+        if (!s_all_finite(F32(*actions), (size_t)count * action_dim)) {
+            return s_err(d, APEX_EINVAL, "%s: non-finite continuous action", what);
+        }
+        if (d->low) {
+            const float *a = F32(*actions);
+            for (size_t k = 0; k < (size_t)count * action_dim; k++) {
+                size_t j = k % action_dim;
+                if (!(a[k] >= d->low[j] && a[k] <= d->high[j])) {
+                    return s_err(d, APEX_EINVAL, "%s: action[%zu] = %g at row %zu not in [%g, %g]",
+                                 what, j, (double)a[k], k / action_dim, (double)d->low[j],
+                                 (double)d->high[j]);
+                }
+            }
+        }
+        return APEX_OK;
     }
     const int32_t *a = (const int32_t *)(const void *)actions->data;
     for (uint32_t i = 0; i < count; i++) {
@@ -241,7 +273,7 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
 
 static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wire_batch_t *o) {
     int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, (uint32_t)m->obs_dtype, &m->obs,
-                       &m->actions, &m->rewards, &m->discounts, &m->next_obs);
+                       m->action_dim, &m->actions, &m->rewards, &m->discounts, &m->next_obs);
     if (rc) {
         return rc;
     }
@@ -270,7 +302,9 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         .obs_dim = m->obs_dim,
         .obs_dtype = (uint32_t)m->obs_dtype,
         .obs = m->obs.data,
-        .actions = (const int32_t *)(const void *)m->actions.data,
+        .actions = m->action_dim ? NULL : (const int32_t *)(const void *)m->actions.data,
+        .action_dim = m->action_dim,
+        .cont_actions = m->action_dim ? F32(m->actions) : NULL,
         .rewards = F32(m->rewards),
         .discounts = F32(m->discounts),
         .next_obs = m->next_obs.data,
@@ -383,7 +417,7 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
         return s_err(d, APEX_EINVAL, "SampleReply: unknown status %d", (int)m->status);
     }
     int rc = s_rows_ok(d, "SampleReply", m->count, m->obs_dim, (uint32_t)m->obs_dtype, &m->obs,
-                       &m->actions, &m->rewards, &m->discounts, &m->next_obs);
+                       m->action_dim, &m->actions, &m->rewards, &m->discounts, &m->next_obs);
     if (rc) {
         return rc;
     }
@@ -401,7 +435,9 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
     o->keys = (const uint64_t *)(const void *)m->keys.data;
     o->is_weights = F32(m->is_weights);
     o->obs = m->obs.data;
-    o->actions = (const int32_t *)(const void *)m->actions.data;
+    o->actions = m->action_dim ? NULL : (const int32_t *)(const void *)m->actions.data;
+    o->action_dim = m->action_dim;
+    o->cont_actions = m->action_dim ? F32(m->actions) : NULL;
     o->rewards = F32(m->rewards);
     o->discounts = F32(m->discounts);
     o->next_obs = m->next_obs.data;
@@ -557,14 +593,16 @@ int wire_decode(wire_decoder_t *self, const void *buf, size_t len, wire_msg_t *o
 // ---------------------------------------------------------------------------------------
 // Row buffers
 
-void wire_rows_init(wire_rows_t *r, size_t rows, size_t obs_bytes) {
+void wire_rows_init(wire_rows_t *r, size_t rows, size_t obs_bytes, uint32_t action_dim) {
+    r->action_dim = action_dim;
     r->keys = xmalloc(rows * sizeof *r->keys);
     r->is_weights = xmalloc(rows * sizeof(float));
     r->rewards = xmalloc(rows * sizeof(float));
     r->discounts = xmalloc(rows * sizeof(float));
     r->obs = xmalloc(rows * obs_bytes);
     r->next_obs = xmalloc(rows * obs_bytes);
-    r->actions = xmalloc(rows * sizeof(int32_t));
+    r->actions = action_dim ? NULL : xmalloc(rows * sizeof(int32_t));
+    r->cont_actions = action_dim ? xmalloc(rows * action_dim * sizeof(float)) : NULL;
 }
 
 void wire_rows_fini(wire_rows_t *r) {
@@ -575,6 +613,7 @@ void wire_rows_fini(wire_rows_t *r) {
     free(r->obs);
     free(r->next_obs);
     free(r->actions);
+    free(r->cont_actions);
     memset(r, 0, sizeof *r);
 }
 
@@ -586,7 +625,12 @@ void wire_rows_copy(wire_rows_t *r, size_t at, const wire_sample_reply_t *reply,
     memcpy(r->discounts + at, reply->discounts, n * sizeof(float));
     memcpy(r->obs + at * obs_bytes, reply->obs, n * obs_bytes);
     memcpy(r->next_obs + at * obs_bytes, reply->next_obs, n * obs_bytes);
-    memcpy(r->actions + at, reply->actions, n * sizeof(int32_t));
+    if (r->action_dim) {
+        memcpy(r->cont_actions + at * r->action_dim, reply->cont_actions,
+               n * r->action_dim * sizeof(float));
+    } else {
+        memcpy(r->actions + at, reply->actions, n * sizeof(int32_t));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -645,7 +689,9 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         tb.obs_dim = b->obs_dim;
         tb.obs_dtype = (Apex__ObsDtype)b->obs_dtype;
         tb.obs = s_bin(b->obs, no);
-        tb.actions = s_bin(b->actions, n * 4);
+        tb.action_dim = b->action_dim;
+        tb.actions = b->action_dim ? s_bin(b->cont_actions, n * 4 * b->action_dim)
+                                   : s_bin(b->actions, n * 4);
         tb.rewards = s_bin(b->rewards, n * 4);
         tb.discounts = s_bin(b->discounts, n * 4);
         tb.next_obs = s_bin(b->next_obs, no);
@@ -678,7 +724,9 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         sr.keys = s_bin(r->keys, n * 8);
         sr.is_weights = s_bin(r->is_weights, n * 4);
         sr.obs = s_bin(r->obs, no);
-        sr.actions = s_bin(r->actions, n * 4);
+        sr.action_dim = r->action_dim;
+        sr.actions = r->action_dim ? s_bin(r->cont_actions, n * 4 * r->action_dim)
+                                   : s_bin(r->actions, n * 4);
         sr.rewards = s_bin(r->rewards, n * 4);
         sr.discounts = s_bin(r->discounts, n * 4);
         sr.next_obs = s_bin(r->next_obs, no);

@@ -106,13 +106,15 @@ typedef struct {
     uint64_t weights_version;
     uint32_t count;
     uint32_t obs_dim;
-    uint32_t obs_dtype;      // wire_obs_dtype of obs and next_obs
-    const void *obs;         // (count, obs_dim) of obs_dtype
-    const int32_t *actions;  // (count)
-    const float *rewards;    // (count) n-step returns
-    const float *discounts;  // (count) gamma^n or 0 at terminal
-    const void *next_obs;    // (count, obs_dim) of obs_dtype
-    const float *priorities; // (count), or NULL: the replay uses its max priority
+    uint32_t obs_dtype;        // wire_obs_dtype of obs and next_obs
+    const void *obs;           // (count, obs_dim) of obs_dtype
+    const int32_t *actions;    // (count) discrete actions (NULL when action_dim > 0)
+    uint32_t action_dim;       // 0: discrete actions; else floats per continuous action
+    const float *cont_actions; // (count, action_dim) continuous actions (NULL when discrete)
+    const float *rewards;      // (count) n-step returns
+    const float *discounts;    // (count) gamma^n or 0 at terminal
+    const void *next_obs;      // (count, obs_dim) of obs_dtype
+    const float *priorities;   // (count), or NULL: the replay uses its max priority
 } wire_batch_t;
 
 // Most batches one SampleRequest may ask for (batch_size * batches is also <= max_count).
@@ -150,7 +152,9 @@ typedef struct {
     const uint64_t *keys;
     const float *is_weights;
     const void *obs;
-    const int32_t *actions;
+    const int32_t *actions;    // discrete (NULL when action_dim > 0)
+    uint32_t action_dim;       // as in wire_batch_t
+    const float *cont_actions; // (count, action_dim), continuous (NULL when discrete)
     const float *rewards;
     const float *discounts;
     const void *next_obs;
@@ -158,16 +162,26 @@ typedef struct {
 } wire_sample_reply_t;
 
 // Owned buffers for the rows of sample replies: what the replay server gathers a reply into
-// and what the learner copies one out into. rows rows of obs_bytes observations each.
+// and what the learner copies one out into. rows rows of obs_bytes observations each, and
+// discrete actions (action_dim 0) or continuous ones of action_dim floats.
 typedef struct {
     uint64_t *keys;
     float *is_weights, *rewards, *discounts;
     uint8_t *obs, *next_obs; // (rows, obs_bytes): the run's dtype, never interpreted
-    int32_t *actions;
+    int32_t *actions;        // (rows) discrete, or NULL
+    float *cont_actions;     // (rows, action_dim) continuous, or NULL
+    uint32_t action_dim;
 } wire_rows_t;
 
 // Allocates r for rows rows (aborts on OOM); wire_rows_fini frees (a zeroed r: a no-op).
-void wire_rows_init(wire_rows_t *r, size_t rows, size_t obs_bytes);
+void wire_rows_init(wire_rows_t *r, size_t rows, size_t obs_bytes, uint32_t action_dim);
+// The actions of r's row i as bytes (int32 or action_dim floats), and one row's size.
+static inline void *wire_rows_actions(const wire_rows_t *r, size_t i) {
+    return r->action_dim ? (void *)(r->cont_actions + i * r->action_dim) : (void *)(r->actions + i);
+}
+static inline size_t wire_action_bytes(uint32_t action_dim) {
+    return action_dim ? (size_t)action_dim * sizeof(float) : sizeof(int32_t);
+}
 void wire_rows_fini(wire_rows_t *r);
 // Copies rows [0, n) of a decoded OK reply into r at row `at` (r has room for at + n).
 void wire_rows_copy(wire_rows_t *r, size_t at, const wire_sample_reply_t *reply, size_t n,
@@ -231,9 +245,14 @@ typedef struct {
 
 // What a decoder accepts. Dimensions must match exactly; counts must not exceed the maxima.
 typedef struct {
-    uint32_t obs_dim;         // elements per observation
-    uint32_t obs_dtype;       // wire_obs_dtype observations must have
-    uint32_t n_actions;       // actions must be in [0, n_actions)
+    uint32_t obs_dim;    // elements per observation
+    uint32_t obs_dtype;  // wire_obs_dtype observations must have
+    uint32_t n_actions;  // discrete actions must be in [0, n_actions)
+    uint32_t action_dim; // 0: discrete actions; else continuous ones of this many floats
+    // (action_dim) each: continuous actions must lie in [action_low[j], action_high[j]] (the
+    // actors clip to the run's bounds, so anything outside was not produced by an actor of
+    // this run); NULL: any finite value. Copied by wire_decoder_new.
+    const float *action_low, *action_high;
     uint32_t num_params;      // Weights must carry exactly this many (0: refuse Weights)
     uint32_t max_count;       // most rows in a batch, sample or priority update
     uint32_t max_episodes;    // most episodes in one ActorStats

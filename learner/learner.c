@@ -132,6 +132,9 @@ static int s_open_sockets(learner_t *l) {
     wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
                          .obs_dtype = (uint32_t)c->env.obs_dtype,
                          .n_actions = (uint32_t)c->env.n_actions,
+                         .action_dim = (uint32_t)c->env.action_dim,
+                         .action_low = c->env.action_low,
+                         .action_high = c->env.action_high,
                          .max_count = (uint32_t)c->replay.max_batch,
                          .max_episodes = STATS_MAX_EPISODES,
                          .max_actors = (uint32_t)c->actor.num_actors}; // bounds metrics' table
@@ -266,6 +269,16 @@ static void s_add_loop(learner_t *l) {
 }
 
 learner_t *learner_new(const apex_config_t *cfg, int resume) {
+    if (cfg->env.action_dim > 0) {
+        // The replay server already stores continuous actions; the learner that trains on
+        // them (Ape-X DPG) is the next part of issue #28. Refuse rather than train a
+        // Q-network on actions it cannot represent.
+        log_error("[env] action_dim = %d: continuous actions need the DPG learner, which this "
+                  "build does not have yet (issue #28)"
+                  "\n---> HINT: use a discrete env (n_actions) with this build",
+                  cfg->env.action_dim);
+        return NULL;
+    }
     learner_t *l = xcalloc(1, sizeof *l);
     l->cfg = *cfg;
     if (s_group_init(l) != 0) {

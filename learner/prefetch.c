@@ -53,12 +53,15 @@ prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now
     wire_limits_t lim = {.obs_dim = (uint32_t)cfg->env.obs_dim,
                          .obs_dtype = (uint32_t)cfg->env.obs_dtype,
                          .n_actions = (uint32_t)cfg->env.n_actions,
+                         .action_dim = (uint32_t)cfg->env.action_dim,
+                         .action_low = cfg->env.action_low,
+                         .action_high = cfg->env.action_high,
                          .max_count = (uint32_t)cfg->replay.max_batch};
     p->dec = wire_decoder_new(&lim);
     size_t B = (size_t)p->batch * p->batches;
     p->slots = xcalloc((size_t)p->n_slots, sizeof *p->slots);
     for (int i = 0; i < p->n_slots; i++) {
-        wire_rows_init(&p->slots[i].rows, B, p->obs_bytes);
+        wire_rows_init(&p->slots[i].rows, B, p->obs_bytes, (uint32_t)cfg->env.action_dim);
     }
     p->prio_out = xmalloc(p->batch * sizeof(float));
     p->keys_out = xmalloc(p->batch * sizeof(uint64_t));
@@ -273,13 +276,15 @@ int prefetch_next(prefetch_t *self, prefetch_batch_t *out) {
     }
     size_t r0 = (size_t)best->next * self->batch, o0 = r0 * self->obs_bytes;
     const wire_rows_t *w = &best->rows;
-    out->batch = (train_batch_t){.obs = w->obs + o0,
-                                 .actions = w->actions + r0,
-                                 .rewards = w->rewards + r0,
-                                 .discounts = w->discounts + r0,
-                                 .next_obs = w->next_obs + o0,
-                                 .is_weights = w->is_weights + r0,
-                                 .size = (int)self->batch};
+    out->batch = (train_batch_t){
+        .obs = w->obs + o0,
+        .actions = w->actions ? w->actions + r0 : NULL,
+        .cont_actions = w->cont_actions ? w->cont_actions + r0 * w->action_dim : NULL,
+        .rewards = w->rewards + r0,
+        .discounts = w->discounts + r0,
+        .next_obs = w->next_obs + o0,
+        .is_weights = w->is_weights + r0,
+        .size = (int)self->batch};
     out->keys = w->keys + r0;
     out->shard = best->shard;
     return 1;

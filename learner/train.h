@@ -75,13 +75,14 @@ typedef struct {
 
 // One batch as flat arrays, borrowed for the duration of trainer_step.
 typedef struct {
-    const void *obs;         // (B x O) row-major, of the network's input dtype
-    const int32_t *actions;  // (B), in [0, A)
-    const float *rewards;    // (B) n-step discounted return
-    const float *discounts;  // (B) gamma^n, or 0 when the episode ended (no bootstrap)
-    const void *next_obs;    // (B x O) the state n steps later
-    const float *is_weights; // (B) importance weights, max-normalised by the replay
-    int size;                // B, 1..batch_size
+    const void *obs;           // (B x O) row-major, of the network's input dtype
+    const int32_t *actions;    // (B), in [0, A); NULL for continuous actions
+    const float *cont_actions; // (B x action_dim) continuous actions (NULL when discrete)
+    const float *rewards;      // (B) n-step discounted return
+    const float *discounts;    // (B) gamma^n, or 0 when the episode ended (no bootstrap)
+    const void *next_obs;      // (B x O) the state n steps later
+    const float *is_weights;   // (B) importance weights, max-normalised by the replay
+    int size;                  // B, 1..batch_size
 } train_batch_t;
 
 typedef struct {

@@ -709,13 +709,14 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
         why = "corrupt header (checksum mismatch)";
     } else if (h.capacity != store_capacity(store) || h.obs_dim != store_obs_dim(store) ||
                s_header_elem_bytes(&h) != store_obs_elem_bytes(store) ||
-               h.blob_bytes > MAX_BLOB_BYTES) {
-        log_error("%s: written for capacity %u, obs_dim %u and %u-byte observation elements, "
-                  "the config says %u, %u and %u"
-                  "\n---> HINT: use the original [replay] capacity and [env] id, obs_dim and "
-                  "obs_dtype, or move the directory away to start empty",
-                  d->snap_path, h.capacity, h.obs_dim, s_header_elem_bytes(&h),
-                  store_capacity(store), store_obs_dim(store), store_obs_elem_bytes(store));
+               h.state.action_dim != store_action_dim(store) || h.blob_bytes > MAX_BLOB_BYTES) {
+        log_error("%s: written for capacity %u, obs_dim %u, %u-byte observation elements and "
+                  "action_dim %u, the config says %u, %u, %u and %u"
+                  "\n---> HINT: use the original [replay] capacity and [env] id, obs_dim, "
+                  "obs_dtype and action_dim, or move the directory away to start empty",
+                  d->snap_path, h.capacity, h.obs_dim, s_header_elem_bytes(&h), h.state.action_dim,
+                  store_capacity(store), store_obs_dim(store), store_obs_elem_bytes(store),
+                  store_action_dim(store));
         close(fd);
         return APEX_EINVAL;
     } else {

@@ -40,6 +40,9 @@ static size_t s_max_message_bytes(const apex_config_t *c, wire_limits_t *lim) {
     *lim = (wire_limits_t){.obs_dim = (uint32_t)c->env.obs_dim,
                            .obs_dtype = (uint32_t)c->env.obs_dtype,
                            .n_actions = (uint32_t)c->env.n_actions,
+                           .action_dim = (uint32_t)c->env.action_dim,
+                           .action_low = c->env.action_low,
+                           .action_high = c->env.action_high,
                            .max_count = (uint32_t)c->replay.max_batch,
                            .max_actors = (uint32_t)c->actor.num_actors}; // bounds dedupe too
     lim->max_message_bytes = c->replay.max_message_bytes > 0 ? (size_t)c->replay.max_message_bytes
@@ -104,6 +107,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     store_config_t sc = {.capacity = (uint32_t)cfg->replay.capacity,
                          .obs_dim = (uint32_t)cfg->env.obs_dim,
                          .obs_elem_bytes = elem,
+                         .action_dim = (uint32_t)cfg->env.action_dim,
                          .alpha = cfg->replay.alpha};
     size_t need = store_bytes(&sc), avail = s_mem_available();
     if (need == 0 || (avail > 0 && need > avail)) {
@@ -122,13 +126,15 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     // Shard k draws from its own stream (k = 0 is the unsharded server's).
     rng_init_stream(&s->rng, (uint64_t)cfg->run.seed, RNG_ROLE_REPLAY, (uint64_t)cfg->replay.shard);
     // O: bytes of one observation.
+    // A: bytes of one action.
     size_t B = (size_t)cfg->replay.max_batch, O = (size_t)cfg->env.obs_dim * elem;
-    wire_rows_init(&s->rows, B, O);
+    size_t A = wire_action_bytes((uint32_t)cfg->env.action_dim);
+    wire_rows_init(&s->rows, B, O, (uint32_t)cfg->env.action_dim);
     s->pending = xcalloc(PENDING_MAX, sizeof *s->pending);
-    wire_buf_init(&s->out, 64 + B * (2 * O + 24));
+    wire_buf_init(&s->out, 64 + B * (2 * O + A + 20));
     s->replies = xcalloc(REPLY_RING, sizeof *s->replies);
     for (int i = 0; i < REPLY_RING; i++) {
-        wire_buf_init(&s->replies[i].buf, 64 + B * (2 * O + 24));
+        wire_buf_init(&s->replies[i].buf, 64 + B * (2 * O + A + 20));
         atomic_init(&s->replies[i].in_use, 0);
     }
     wire_limits_t lim;
@@ -313,8 +319,9 @@ static int s_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *
         s->counters.duplicate_batches++;
         return 0;
     }
-    store_add(s->store, b->count, b->obs, b->actions, b->rewards, b->discounts, b->next_obs,
-              b->priorities);
+    store_add(s->store, b->count, b->obs,
+              b->action_dim ? (const void *)b->cont_actions : b->actions, b->rewards, b->discounts,
+              b->next_obs, b->priorities);
     dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
     limiter_inserted(&s->limiter, b->count);
     if (raw) {
@@ -548,7 +555,7 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
             // min_priority: a sharded learner's minimum over every shard (0 = this store's).
             wire_rows_t *w = &s->rows;
             rc = store_sample_min(s->store, &s->rng, b, req->beta, req->min_priority, w->keys + r0,
-                                  w->is_weights + r0, w->obs + k * ob, w->actions + r0,
+                                  w->is_weights + r0, w->obs + k * ob, wire_rows_actions(w, r0),
                                   w->rewards + r0, w->discounts + r0, w->next_obs + k * ob);
         }
         if (rc != APEX_OK) {
@@ -568,6 +575,8 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    .is_weights = s->rows.is_weights,
                                    .obs = s->rows.obs,
                                    .actions = s->rows.actions,
+                                   .action_dim = s->rows.action_dim,
+                                   .cont_actions = s->rows.cont_actions,
                                    .rewards = s->rows.rewards,
                                    .discounts = s->rows.discounts,
                                    .next_obs = s->rows.next_obs};
@@ -747,8 +756,16 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
         log_error("cannot write %s", path);
         return -1;
     }
-    uint32_t O = store_obs_dim(s->store);
-    fprintf(f, "slot,generation,priority_alpha,action,reward,discount");
+    uint32_t O = store_obs_dim(s->store), D = store_action_dim(s->store);
+    // Discrete runs keep one "action" column; continuous ones get action0..action{D-1}.
+    fprintf(f, "slot,generation,priority_alpha");
+    if (D == 0) {
+        fprintf(f, ",action");
+    }
+    for (uint32_t j = 0; j < D; j++) {
+        fprintf(f, ",action%u", j);
+    }
+    fprintf(f, ",reward,discount");
     for (uint32_t j = 0; j < O; j++) {
         fprintf(f, ",obs%u", j);
     }
@@ -760,12 +777,21 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
     int u8 = store_obs_elem_bytes(s->store) == 1;
     size_t ob = (size_t)O * store_obs_elem_bytes(s->store);
     unsigned char *obs = xmalloc(2 * ob), *next = obs + ob;
+    float *act = xmalloc(wire_action_bytes(D));
     float r, d;
-    int32_t a;
     for (uint32_t slot = 0; slot < store_size(s->store); slot++) {
-        store_read_slot(s->store, slot, obs, &a, &r, &d, next);
-        fprintf(f, "%u,%u,%.9g,%d,%.9g,%.9g", slot, store_slot_generation(s->store, slot),
-                store_slot_priority(s->store, slot), a, (double)r, (double)d);
+        store_read_slot(s->store, slot, obs, act, &r, &d, next);
+        fprintf(f, "%u,%u,%.9g", slot, store_slot_generation(s->store, slot),
+                store_slot_priority(s->store, slot));
+        if (D == 0) {
+            int32_t a;
+            memcpy(&a, act, sizeof a);
+            fprintf(f, ",%d", a);
+        }
+        for (uint32_t j = 0; j < D; j++) {
+            fprintf(f, ",%.9g", (double)act[j]);
+        }
+        fprintf(f, ",%.9g,%.9g", (double)r, (double)d);
         for (uint32_t j = 0; j < 2 * O; j++) {
             if (u8) {
                 fprintf(f, ",%u", (unsigned)obs[j]);
@@ -777,6 +803,7 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
         }
         fputc('\n', f);
     }
+    free(act);
     free(obs);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {

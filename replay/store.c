@@ -20,9 +20,12 @@
 // preprocessed elsewhere), and it keeps (capacity * obs_dim) checks simple.
 #define STORE_OBS_DIM_MAX (1u << 20)
 
-// Slot layout. Each slot is one record of stride = 16 + 2 D E bytes (E = bytes per obs
-// element, 4 or 1; rounded up to a multiple of 4 so every header stays aligned) in a single
-// flat array: this header, then obs[D], then next_obs[D]. Sampling reads random slots, and
+// Slot layout. Each slot is one record of stride = 16 + 2 D E (+ 4 A) bytes (E = bytes per
+// obs element, 4 or 1; A = floats per continuous action, 0 for discrete ones, whose int32 is
+// in the header; rounded up to a multiple of 4 so every header stays aligned) in a single
+// flat array: this header, then obs[D], then next_obs[D], then a continuous action's floats
+// (after the observations, so that a discrete run's records are what they always were:
+// snapshots of earlier builds still load). Sampling reads random slots, and
 // at capacity 2^20 every slot is a cache miss per line touched: one record of 48 bytes
 // (float32, D = 4) costs 1.5 lines on average, where six separate column arrays cost six.
 // The generation lives in the record too, so a priority update's validity check is one
@@ -39,11 +42,14 @@ struct store {
     uint32_t obs_dim;
     uint32_t obs_bytes; // bytes of one observation: obs_dim * (4 or 1)
     float alpha;
-    size_t stride;       // bytes per slot record
-    unsigned char *rows; // (capacity, stride) slot records
-    sumtree_t tree;      // leaves: p^alpha per slot, 0 for never-written slots
-    uint32_t next;       // slot the next added row goes to
-    uint64_t size;       // occupied slots; slots [0, size) are the occupied ones
+    size_t stride;         // bytes per slot record
+    uint32_t action_dim;   // 0: discrete (int32 in the header); else floats in the record's tail
+    uint32_t action_bytes; // one row's action: 4, or 4 * action_dim
+    size_t cont_off;       // where a continuous action starts in a record
+    unsigned char *rows;   // (capacity, stride) slot records
+    sumtree_t tree;        // leaves: p^alpha per slot, 0 for never-written slots
+    uint32_t next;         // slot the next added row goes to
+    uint64_t size;         // occupied slots; slots [0, size) are the occupied ones
     uint64_t inserted;
     uint64_t stale;
     float max_prio;  // largest raw priority ever set (clamped), 1.0 initially
@@ -76,7 +82,8 @@ static size_t s_obs_bytes(const store_config_t *cfg) {
 }
 
 static size_t s_stride(const store_config_t *cfg) {
-    return (sizeof(store_meta_t) + 2 * s_obs_bytes(cfg) + 3) & ~(size_t)3;
+    return (sizeof(store_meta_t) + 2 * s_obs_bytes(cfg) + 3) / 4 * 4 +
+           (size_t)cfg->action_dim * sizeof(float);
 }
 
 static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
@@ -86,6 +93,28 @@ static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
 // obs of the slot; next_obs follows at + obs_bytes.
 static inline unsigned char *s_obs(const store_t *s, uint32_t slot) {
     return s->rows + slot * s->stride + sizeof(store_meta_t);
+}
+
+// A continuous action's floats in the slot's record (action_dim > 0).
+static inline float *s_cont(const store_t *s, uint32_t slot) {
+    return (float *)(s->rows + slot * s->stride + s->cont_off);
+}
+
+// Copies one row's action from src (int32, or action_dim floats) into the slot.
+static inline void s_put_action(store_t *s, uint32_t slot, const unsigned char *src) {
+    if (s->action_dim) {
+        memcpy(s_cont(s, slot), src, s->action_bytes);
+    } else {
+        memcpy(&s_meta(s, slot)->action, src, sizeof(int32_t));
+    }
+}
+
+static inline void s_get_action(const store_t *s, uint32_t slot, unsigned char *dst) {
+    if (s->action_dim) {
+        memcpy(dst, s_cont(s, slot), s->action_bytes);
+    } else {
+        memcpy(dst, &s_meta(s, slot)->action, sizeof(int32_t));
+    }
 }
 
 size_t store_bytes(const store_config_t *cfg) {
@@ -108,6 +137,9 @@ store_t *store_new(const store_config_t *cfg) {
     s->obs_bytes = (uint32_t)s_obs_bytes(cfg);
     s->alpha = (float)cfg->alpha;
     s->stride = s_stride(cfg);
+    s->action_dim = cfg->action_dim;
+    s->action_bytes = cfg->action_dim ? cfg->action_dim * (uint32_t)sizeof(float) : 4;
+    s->cont_off = s->stride - (size_t)cfg->action_dim * sizeof(float);
     s->rows = xaligned_alloc((size_t)cfg->capacity * s->stride); // zeroed: generation 0
     sumtree_init(&s->tree, cfg->capacity);
     s->max_prio = 1.0f;
@@ -189,12 +221,12 @@ static inline void s_copy_obs(unsigned char *dst, const unsigned char *src, size
 // Copies rows [0, len) to slots [slot, slot + len) (no wrap inside) and sets their tree
 // leaves. prio is NULL or points at the priorities of these same rows.
 static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const unsigned char *obs,
-                        const int32_t *actions, const float *rewards, const float *discounts,
+                        const unsigned char *actions, const float *rewards, const float *discounts,
                         const unsigned char *next_obs, const float *prio) {
     size_t d = s->obs_bytes;
     for (uint32_t j = 0; j < len; j++) {
         store_meta_t *meta = s_meta(s, slot + j);
-        meta->action = actions[j];
+        s_put_action(s, slot + j, actions + (size_t)j * s->action_bytes);
         meta->reward = rewards[j];
         meta->discount = discounts[j];
         // Wraps after 2^32 writes of one slot: a key held that long is not a real risk.
@@ -217,10 +249,10 @@ static void s_write_run(store_t *s, uint32_t slot, uint32_t len, const unsigned 
     }
 }
 
-void store_add(store_t *s, uint32_t n, const void *obs_v, const int32_t *actions,
+void store_add(store_t *s, uint32_t n, const void *obs_v, const void *actions_v,
                const float *rewards, const float *discounts, const void *next_obs_v,
                const float *prio) {
-    const unsigned char *obs = obs_v, *next_obs = next_obs_v;
+    const unsigned char *obs = obs_v, *next_obs = next_obs_v, *actions = actions_v;
     if (n == 0) {
         return;
     }
@@ -234,8 +266,8 @@ void store_add(store_t *s, uint32_t n, const void *obs_v, const int32_t *actions
     while (done < keep) { // at most two runs: up to the end of the ring, then from slot 0
         uint32_t len = APEX_MIN(keep - done, s->capacity - slot);
         uint32_t r = skip + done;
-        s_write_run(s, slot, len, obs + r * row, actions + r, rewards + r, discounts + r,
-                    next_obs + r * row, prio ? prio + r : NULL);
+        s_write_run(s, slot, len, obs + r * row, actions + (size_t)r * s->action_bytes, rewards + r,
+                    discounts + r, next_obs + r * row, prio ? prio + r : NULL);
         done += len;
         slot = slot + len == s->capacity ? 0 : slot + len;
     }
@@ -255,7 +287,8 @@ void store_add(store_t *s, uint32_t n, const void *obs_v, const int32_t *actions
 // every shard of a sharded replay).
 static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float beta, float p_min,
                      uint32_t out, uint64_t *keys, float *is_w, unsigned char *obs,
-                     int32_t *actions, float *rewards, float *discounts, unsigned char *next_obs) {
+                     unsigned char *actions, float *rewards, float *discounts,
+                     unsigned char *next_obs) {
     size_t d = s->obs_bytes;
     // Issue all of the chunk's misses (first and last line of each record) before the
     // first copy waits on one of them.
@@ -271,7 +304,7 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
         const store_meta_t *meta = s_meta(s, i);
         keys[o] = (uint64_t)i | (uint64_t)meta->gen << 32;
         is_w[o] = beta == 0.0f ? 1.0f : p_min / sumtree_get(&s->tree, i); // ^beta below
-        actions[o] = meta->action;
+        s_get_action(s, i, actions + o * s->action_bytes);
         rewards[o] = meta->reward;
         discounts[o] = meta->discount;
         s_copy_obs(obs + o * d, s_obs(s, i), d);
@@ -286,13 +319,13 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
 }
 
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
-                 void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs) {
+                 void *obs, void *actions, float *rewards, float *discounts, void *next_obs) {
     return store_sample_min(s, rng, n, beta, 0.0, keys, is_w, obs, actions, rewards, discounts,
                             next_obs);
 }
 
 int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double global_min,
-                     uint64_t *keys, float *is_w, void *obs, int32_t *actions, float *rewards,
+                     uint64_t *keys, float *is_w, void *obs, void *actions, float *rewards,
                      float *discounts, void *next_obs) {
     // n, beta and the minimum come from a peer's request: refuse, never assert (STYLE S6.4),
     // by the wire's bounds, so that whatever the decoder let through is served.
@@ -364,6 +397,7 @@ uint64_t store_size(const store_t *s) { return s->size; }
 uint32_t store_capacity(const store_t *s) { return s->capacity; }
 uint32_t store_obs_dim(const store_t *s) { return s->obs_dim; }
 uint32_t store_obs_elem_bytes(const store_t *s) { return s->obs_bytes / s->obs_dim; }
+uint32_t store_action_dim(const store_t *s) { return s->action_dim; }
 double store_total_priority(const store_t *s) { return sumtree_total(&s->tree); }
 uint64_t store_stale_updates(const store_t *s) { return s->stale; }
 uint64_t store_inserted(const store_t *s) { return s->inserted; }
@@ -385,7 +419,7 @@ uint32_t store_slot_generation(const store_t *s, uint32_t slot) {
 // Persistence
 // ---------------------------------------------------------------------------------------
 
-int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action, float *reward,
+int store_read_slot(const store_t *s, uint32_t slot, void *obs, void *action, float *reward,
                     float *discount, void *next_obs) {
     if ((uint64_t)slot >= s->size) {
         return -1;
@@ -394,7 +428,7 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
     const unsigned char *o = s_obs(s, slot);
     memcpy(obs, o, s->obs_bytes);
     memcpy(next_obs, o + s->obs_bytes, s->obs_bytes);
-    *action = m->action;
+    s_get_action(s, slot, action);
     *reward = m->reward;
     *discount = m->discount;
     return 0;
@@ -402,6 +436,7 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
 
 void store_get_state(const store_t *s, store_state_t *out) {
     *out = (store_state_t){.next = s->next,
+                           .action_dim = s->action_dim,
                            .size = s->size,
                            .inserted = s->inserted,
                            .stale = s->stale,
@@ -421,8 +456,9 @@ void store_copy_leaves(const store_t *s, float *out) {
 
 int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t rows_bytes,
                   const float *leaves) {
-    if (rows_bytes != (size_t)s->capacity * s->stride || st->next >= s->capacity ||
-        st->size > s->capacity || st->inserted < st->size ||
+    // action_dim 1 has the stride of a discrete action: only the recorded layout tells them apart.
+    if (rows_bytes != (size_t)s->capacity * s->stride || st->action_dim != s->action_dim ||
+        st->next >= s->capacity || st->size > s->capacity || st->inserted < st->size ||
         !(st->max_prio >= STORE_PRIORITY_MIN && st->max_prio <= STORE_PRIORITY_MAX)) {
         return APEX_EINVAL;
     }

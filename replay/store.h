@@ -37,6 +37,7 @@ typedef struct {
     uint32_t capacity;       // transitions held, 1 ..= STORE_CAPACITY_MAX (any value)
     uint32_t obs_dim;        // elements per observation, >= 1
     uint32_t obs_elem_bytes; // bytes per element: 4 (float32) or 1 (uint8); 0 means 4
+    uint32_t action_dim;     // 0: discrete actions (int32); else floats per continuous action
     double alpha;            // priority exponent, 0 ..= 1 (0 = uniform sampling)
 } store_config_t;
 
@@ -51,20 +52,18 @@ void store_destroy(store_t **self_p);
 
 // Appends n rows (FIFO: each overwrites the oldest slot once the ring is full; when n >
 // capacity only the last capacity rows are kept). obs and next_obs are (n, obs_dim) elements
-// of obs_elem_bytes;
-// actions, rewards, discounts are (n). prio holds n raw priorities, or is NULL meaning "the
+// of obs_elem_bytes; actions (n) int32, or (n, action_dim) floats; rewards, discounts (n). prio holds n raw priorities, or is NULL meaning "the
 // largest raw priority ever given to add or update" (1.0 before any). Bumps each written
 // slot's generation.
-void store_add(store_t *s, uint32_t n, const void *obs, const int32_t *actions,
-               const float *rewards, const float *discounts, const void *next_obs,
-               const float *prio);
+void store_add(store_t *s, uint32_t n, const void *obs, const void *actions, const float *rewards,
+               const float *discounts, const void *next_obs, const float *prio);
 
 // Stratified proportional sample of n >= 1 rows, gathered into caller buffers: keys (n),
 // is_w (n), obs and next_obs (n, obs_dim), actions, rewards, discounts (n).
 // Returns APEX_OK; APEX_EAGAIN when the store is empty; APEX_EINVAL when n == 0 or beta is
 // outside the wire's [0, WIRE_BETA_MAX] (NaN too). Outputs are untouched unless APEX_OK.
 int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys, float *is_w,
-                 void *obs, int32_t *actions, float *rewards, float *discounts, void *next_obs);
+                 void *obs, void *actions, float *rewards, float *discounts, void *next_obs);
 
 // store_sample with the weights normalised by min(global_min, this store's minimum p^alpha)
 // instead of this store's minimum (global_min = 0: exactly store_sample). A shard of a sharded
@@ -72,7 +71,7 @@ int store_sample(store_t *s, rng_t *rng, uint32_t n, float beta, uint64_t *keys,
 // every shard's rows would give: (min / p_i^alpha)^beta, N and the totals cancelling as above.
 // Also APEX_EINVAL when global_min is outside the wire's [0, WIRE_MASS_MAX] (NaN too).
 int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double global_min,
-                     uint64_t *keys, float *is_w, void *obs, int32_t *actions, float *rewards,
+                     uint64_t *keys, float *is_w, void *obs, void *actions, float *rewards,
                      float *discounts, void *next_obs);
 
 // Sets the raw priority prio[i] on keys[i] for i < n. A key whose slot is out of range, not
@@ -84,6 +83,7 @@ uint64_t store_size(const store_t *s); // occupied slots, <= capacity
 uint32_t store_capacity(const store_t *s);
 uint32_t store_obs_dim(const store_t *s);
 uint32_t store_obs_elem_bytes(const store_t *s); // 4 or 1
+uint32_t store_action_dim(const store_t *s);     // 0: discrete actions
 double store_total_priority(const store_t *s);   // sum of p^alpha over occupied slots
 double store_min_priority(const store_t *s);     // min of p^alpha over occupied slots; 0 if empty
 uint64_t store_stale_updates(const store_t *s);  // updates dropped since store_new
@@ -97,7 +97,7 @@ uint32_t store_slot_generation(const store_t *s, uint32_t slot);
 uint32_t store_next_slot(const store_t *s);
 // Reads slot's row into the caller's buffers (obs and next_obs hold obs_dim elements each).
 // Returns 0, or -1 when the slot is not occupied. For dumps and tests, not the hot path.
-int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action, float *reward,
+int store_read_slot(const store_t *s, uint32_t slot, void *obs, void *action, float *reward,
                     float *discount, void *next_obs);
 
 // ---------------------------------------------------------------------------------------
@@ -107,8 +107,8 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, int32_t *action,
 // minima are not saved: store_restore rebuilds them from the leaves.
 
 typedef struct {
-    uint32_t next; // slot of the next add
-    uint32_t reserved;
+    uint32_t next;       // slot of the next add
+    uint32_t action_dim; // the rows' action layout (0: discrete; was a zero reserved field)
     uint64_t size;
     uint64_t inserted;
     uint64_t stale;

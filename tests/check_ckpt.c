@@ -60,7 +60,7 @@ static void s_train(trainer_t *tr, int steps) {
         obs[i] = (float)(i % 5) * 0.3f - 0.5f;
         nobs[i] = (float)(i % 7) * 0.2f - 0.6f;
     }
-    train_batch_t b = {obs, act, rew, disc, nobs, w, 4};
+    train_batch_t b = {obs, act, NULL, rew, disc, nobs, w, 4};
     for (int s = 0; s < steps; s++) {
         trainer_step(tr, &b, prio, NULL);
     }

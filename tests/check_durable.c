@@ -840,8 +840,9 @@ typedef void (*s_mutate_fn)(uint8_t *file, size_t *len);
 // Writes a good snapshot, lets mutate damage it, and restores into a store of the given
 // shape: expects want_rc and, on a refusal, an untouched store, no blob, no record, and the
 // files as they were (the log is not replayed, no segment is opened, nothing is deleted).
-static void s_expect_restore(s_mutate_fn mutate, uint32_t cap, uint32_t obs_dim,
-                             uint32_t elem_bytes, int want_rc) {
+// ... into a store of the given action layout (0: discrete, as the snapshot's).
+static void s_expect_restore_ad(s_mutate_fn mutate, uint32_t cap, uint32_t obs_dim,
+                                uint32_t elem_bytes, uint32_t action_dim, int want_rc) {
     const char *dir = check_tmpdir();
     store_t *want;
     s_write_snapshot(dir, &want);
@@ -857,7 +858,13 @@ static void s_expect_restore(s_mutate_fn mutate, uint32_t cap, uint32_t obs_dim,
         s_spit(snap, file, len);
     }
     durable_t *d = s_open(dir, DURABILITY_WAL, 0);
-    store_t *s = s_store(cap, obs_dim, elem_bytes);
+    store_config_t cfg = {.capacity = cap,
+                          .obs_dim = obs_dim,
+                          .obs_elem_bytes = elem_bytes,
+                          .action_dim = action_dim,
+                          .alpha = 0.6};
+    store_t *s = store_new(&cfg);
+    ck_assert_ptr_nonnull(s);
     s_replayed r = {0};
     durable_restore_info_t info;
     int rc = durable_restore(d, s, s_on_blob, &r, s_on_record, &r, &info);
@@ -883,6 +890,11 @@ static void s_expect_restore(s_mutate_fn mutate, uint32_t cap, uint32_t obs_dim,
     store_destroy(&s);
     store_destroy(&want);
     check_rmtree(dir);
+}
+
+static void s_expect_restore(s_mutate_fn mutate, uint32_t cap, uint32_t obs_dim,
+                             uint32_t elem_bytes, int want_rc) {
+    s_expect_restore_ad(mutate, cap, obs_dim, elem_bytes, 0, want_rc);
 }
 
 static void s_bad_magic(uint8_t *f, size_t *len) {
@@ -972,6 +984,13 @@ START_TEST(test_snapshot_other_capacity_is_einval) {
 END_TEST
 START_TEST(test_snapshot_other_obs_dim_is_einval) {
     s_expect_restore(NULL, CAP, OBS + 1, 4, APEX_EINVAL);
+}
+END_TEST
+// A discrete run's snapshot into a store of continuous actions (issue #28): refused by the
+// header's action_dim before any row is read.
+START_TEST(test_snapshot_other_action_dim_is_einval) {
+    s_expect_restore_ad(NULL, CAP, OBS, 4, 1, APEX_EINVAL);
+    s_expect_restore_ad(NULL, CAP, OBS, 4, 3, APEX_EINVAL);
 }
 END_TEST
 START_TEST(test_snapshot_other_element_size_is_einval) {
@@ -1550,6 +1569,7 @@ Suite *durable_suite(void) {
     tcase_add_test(tc, test_snapshot_other_format_version_is_eversion);
     tcase_add_test(tc, test_snapshot_other_capacity_is_einval);
     tcase_add_test(tc, test_snapshot_other_obs_dim_is_einval);
+    tcase_add_test(tc, test_snapshot_other_action_dim_is_einval);
     tcase_add_test(tc, test_snapshot_other_element_size_is_einval);
     tcase_add_test(tc, test_snapshot_without_element_size_is_float32);
     tcase_add_test(tc, test_snapshot_corrupt_header_is_eproto);

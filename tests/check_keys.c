@@ -175,14 +175,21 @@ static wire_decoder_t *s_decoder(const apex_config_t *cfg, uint32_t num_params) 
     return wire_decoder_new(&lim);
 }
 
-// A TransitionBatch of n rows of the run's observation shape (zero observations).
+// A TransitionBatch of n rows of the run's observation shape (zero observations), with
+// discrete actions cycling through the run's, or continuous ones of +-0.75 (alternating by
+// row, every component), inside the default bounds [-1, 1].
 static void s_encode_batch(const apex_config_t *cfg, uint32_t n, uint64_t seq, wire_buf_t *b) {
     size_t ob = (size_t)cfg->env.obs_dim * wire_obs_elem_bytes((uint32_t)cfg->env.obs_dtype);
+    uint32_t D = (uint32_t)cfg->env.action_dim;
     void *obs = xcalloc(n, ob), *next = xcalloc(n, ob);
     int32_t *act = xcalloc(n, sizeof *act);
+    float *cont = xcalloc((size_t)n * (D ? D : 1), sizeof *cont);
     float *rew = xcalloc(n, sizeof *rew), *disc = xcalloc(n, sizeof *disc);
     for (uint32_t i = 0; i < n; i++) {
-        act[i] = (int32_t)(i % (uint32_t)cfg->env.n_actions);
+        act[i] = D ? 0 : (int32_t)(i % (uint32_t)cfg->env.n_actions);
+        for (uint32_t j = 0; j < D; j++) {
+            cont[i * D + j] = i % 2 ? -0.75f : 0.75f;
+        }
         disc[i] = 0.9f;
     }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
@@ -192,7 +199,9 @@ static void s_encode_batch(const apex_config_t *cfg, uint32_t n, uint64_t seq, w
                                .obs_dim = (uint32_t)cfg->env.obs_dim,
                                .obs_dtype = (uint32_t)cfg->env.obs_dtype,
                                .obs = obs,
-                               .actions = act,
+                               .actions = D ? NULL : act,
+                               .action_dim = D,
+                               .cont_actions = D ? cont : NULL,
                                .rewards = rew,
                                .discounts = disc,
                                .next_obs = next};
@@ -200,6 +209,7 @@ static void s_encode_batch(const apex_config_t *cfg, uint32_t n, uint64_t seq, w
     free(obs);
     free(next);
     free(act);
+    free(cont);
     free(rew);
     free(disc);
 }
@@ -976,6 +986,8 @@ static const char *const s_common[] = {
 
 // Bases shared by several rows.
 #define EXT "env.id=external;env.obs_dim=4;env.n_actions=2"
+// id = external with continuous actions of 2 floats in [-1, 1].
+#define CONT "env.id=external;env.obs_dim=4;env.action_dim=2;env.action_low=-1;env.action_high=1"
 #define LRUN                                                                                       \
     "learner.max_steps=4;learner.prefetch=1;learner.batches_per_request=1;learner.beta_steps=2;"   \
     "learner.request_timeout_ms=3600000"
@@ -996,6 +1008,10 @@ static const s_row s_rows[] = {
     {"env.id", "env.id=Acrobot-v1", NULL, s_net, 0, UP, NULL},
     {"env.obs_dim", "env.obs_dim=9", EXT, s_net, 0, UP, NULL},
     {"env.n_actions", "env.n_actions=5", EXT, s_net, 0, UP, NULL},
+    {"env.action_dim", "env.action_dim=6", CONT, s_replay, RP_MAXMSG, UP, NULL},
+    // Actions of +-0.75 pass the replay's decoder in [-1, 1], not with either bound at 0.5.
+    {"env.action_low", "env.action_low=-0.5", CONT, s_replay, RP_DECODE, DIFF, NULL},
+    {"env.action_high", "env.action_high=0.5", CONT, s_replay, RP_DECODE, DIFF, NULL},
     {"env.obs_dtype", "env.obs_dtype=uint8", EXT, s_replay, RP_ELEM, DOWN, NULL},
     {"env.obs_shape", "env.obs_shape=2x8x1",
      "env.id=external;env.obs_dim=16;env.n_actions=2;env.obs_shape=4x4x1;network.conv=2x2s1", s_net,

@@ -626,6 +626,101 @@ START_TEST(test_uint8_observations) {
 }
 END_TEST
 
+// Continuous actions through the server (issue #28): rows of 2 floats per action inserted,
+// sampled back exactly; a batch with an action outside the run's bounds and a discrete batch
+// are refused (counted, not acked) and the server goes on.
+START_TEST(test_continuous_actions) {
+    enum { D = 3, AD = 2, N = 16, ROWS_OUT = 32 };
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {"env.id=external",
+                          "env.obs_dim=3",
+                          "env.action_dim=2",
+                          "env.action_low=-2,0",
+                          "env.action_high=2,1",
+                          "replay.capacity=100",
+                          "replay.max_batch=64",
+                          "replay.min_size_to_sample=1",
+                          "learner.batch_size=32",
+                          "actor.send_batch=16",
+                          "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
+                          "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, 12, err, sizeof err) == 0, "%s", err);
+    s_fixture f = {.server = replay_server_new(&cfg, 1), .ctx = zmq_ctx_new()};
+    ck_assert_ptr_nonnull(f.server);
+    ck_assert_uint_eq(store_action_dim(f.server->store), AD);
+    s_run_loop(&f);
+    const wire_limits_t lim = {.obs_dim = D, .action_dim = AD, .max_count = 64};
+    wire_decoder_t *dec = wire_decoder_new(&lim);
+    void *a0 = s_dealer(&f, replay_server_insert_endpoint(f.server), "actor-0");
+    void *lr = s_dealer(&f, replay_server_sample_endpoint(f.server), NULL);
+    // Row r: obs r + k/4, action (r / 8 - 1, r / 16), both bounds reached; reward r.
+    float obs[N * D], next[N * D], act[N * AD], rew[N], disc[N];
+    for (int r = 0; r < N; r++) {
+        for (int k = 0; k < D; k++) {
+            obs[r * D + k] = (float)r + 0.25f * (float)k, next[r * D + k] = -obs[r * D + k];
+        }
+        act[r * AD] = r == N - 1 ? 2.0f : (float)r / 8.0f - 1.0f - (r == 0);
+        act[r * AD + 1] = r == N - 1 ? 1.0f : (float)r / 16.0f;
+        rew[r] = (float)r, disc[r] = 0.99f;
+    }
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = 0,
+                               .count = N,
+                               .obs_dim = D,
+                               .obs = obs,
+                               .action_dim = AD,
+                               .cont_actions = act,
+                               .rewards = rew,
+                               .discounts = disc,
+                               .next_obs = next};
+    check_send_msg(a0, &m);
+    uint64_t acked;
+    s_recv_acked(a0, dec, &acked, 1);
+    ck_assert_uint_eq(acked, 0);
+    // seq 1: component 1 above its bound 1; seq 2: discrete actions. Both refused.
+    act[5 * AD + 1] = 1.5f;
+    m.u.batch.seq = 1;
+    check_send_msg(a0, &m);
+    act[5 * AD + 1] = 5.0f / 16.0f;
+    int32_t disc_act[N] = {0};
+    wire_msg_t md = m;
+    md.u.batch.seq = 2, md.u.batch.action_dim = 0, md.u.batch.cont_actions = NULL;
+    md.u.batch.actions = disc_act;
+    check_send_msg(a0, &md);
+    zmq_msg_t msg;
+    wire_msg_t rep;
+    s_send_request(lr, 1, ROWS_OUT);
+    ck_assert_int_eq(s_recv(lr, dec, &msg, &rep), APEX_OK);
+    const wire_sample_reply_t *r = &rep.u.sample_reply;
+    ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+    ck_assert_uint_eq(r->count, ROWS_OUT);
+    ck_assert_uint_eq(r->action_dim, AD);
+    ck_assert_ptr_null(r->actions);
+    for (int j = 0; j < ROWS_OUT; j++) {
+        int row = (int)r->rewards[j];
+        ck_assert(row >= 0 && row < N);
+        ck_assert_mem_eq(r->cont_actions + j * AD, act + row * AD, AD * sizeof(float));
+        ck_assert_mem_eq((const float *)r->obs + j * D, obs + row * D, D * sizeof(float));
+    }
+    zmq_msg_close(&msg);
+    // seq 3 goes through: once it is acked, seqs 1 and 2 have been handled (in order).
+    m.u.batch.seq = 3;
+    check_send_msg(a0, &m);
+    s_recv_acked(a0, dec, &acked, 1);
+    ck_assert_uint_eq(acked, 3);
+    wire_decoder_destroy(&dec);
+    zmq_close(a0);
+    zmq_close(lr);
+    s_stop(&f);
+    wire_replay_stats_t st;
+    replay_server_stats(f.server, &st);
+    ck_assert_uint_eq(st.bad_messages, 2);
+    ck_assert_uint_eq(st.inserted, 2 * N);
+    replay_server_destroy(&f.server);
+}
+END_TEST
+
 // A SampleRequest for several batches: one reply of batches * batch_size rows, each batch a
 // stratified sample of its own (with equal priorities, row j of every batch comes from
 // stratum j), and a request beyond max_batch rows refused as a bad message.
@@ -1044,6 +1139,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_samples_per_insert_ratio);
     tcase_add_test(tc, test_hostile_input_counted_and_survived);
     tcase_add_test(tc, test_uint8_observations);
+    tcase_add_test(tc, test_continuous_actions);
     tcase_add_test(tc, test_several_batches_per_request);
     tcase_add_test(tc, test_capacity_too_large_refused);
     tcase_add_test(tc, test_wal_acked_batches_survive_kill);

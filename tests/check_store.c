@@ -898,6 +898,98 @@ START_TEST(test_uint8_persistence_round_trip) {
 }
 END_TEST
 
+// Continuous actions (issue #28): each row carries action_dim floats, written, sampled and
+// read back exactly through a wrap of the ring (odd action_dim, uint8 and float32 rows); the
+// record grows by the floats; a snapshot's rows restore only into a store of the same
+// action layout (the state names it), and a discrete store's state says 0.
+START_TEST(test_continuous_actions_rows) {
+    const uint32_t cap = 11, d = 3, AD = 5; // (D is the file's obs_dim)
+    for (uint32_t eb = 1; eb <= 4; eb += 3) {
+        store_config_t cd = {.capacity = cap, .obs_dim = d, .obs_elem_bytes = eb, .alpha = 0.6},
+                       cc = cd;
+        cc.action_dim = AD;
+        // The floats follow the observations; the header's int32 action stays (unused), so
+        // that a discrete record is what it always was.
+        ck_assert_uint_eq(store_bytes(&cc) - store_bytes(&cd), (size_t)cap * AD * sizeof(float));
+        store_t *s = store_new(&cc);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_uint_eq(store_action_dim(s), AD);
+        enum { N = 30 };
+        uint8_t obs[N * 3 * 4], next[N * 3 * 4];
+        float act[N * 5], rew[N], disc[N];
+        for (uint32_t r = 0; r < N; r++) {
+            for (uint32_t k = 0; k < d * eb; k++) {
+                obs[r * d * eb + k] = (uint8_t)(r * 7 + k), next[r * d * eb + k] = (uint8_t)(r + k);
+            }
+            for (uint32_t j = 0; j < AD; j++) {
+                act[r * AD + j] = (float)r - 0.125f * (float)j; // distinct per row and component
+            }
+            rew[r] = (float)r, disc[r] = 0.5f;
+        }
+        // Rows 0..29 in batches of 7, 7, 7, 9: slot i holds the last row r with r % cap == i.
+        for (uint32_t at = 0, m; at < N; at += m) {
+            m = at < 21 ? 7 : 9;
+            store_add(s, m, obs + at * d * eb, act + at * AD, rew + at, disc + at,
+                      next + at * d * eb, NULL);
+        }
+        for (uint32_t i = 0; i < cap; i++) {
+            uint32_t r = 29 - (29 - i) % cap;
+            uint8_t o[12], nx[12];
+            float a[5], rw, ds;
+            ck_assert_int_eq(store_read_slot(s, i, o, a, &rw, &ds, nx), 0);
+            ck_assert_mem_eq(a, act + r * AD, AD * sizeof(float));
+            ck_assert_mem_eq(o, obs + r * d * eb, d * eb);
+            ck_assert_mem_eq(nx, next + r * d * eb, d * eb);
+            ck_assert_float_eq(rw, (float)r);
+        }
+        rng_t rng;
+        rng_init_stream(&rng, 5, RNG_ROLE_TEST, 0);
+        uint64_t keys[64];
+        float w[64], sa[64 * 5 + 1], sr[64], sd[64];
+        uint8_t so[64 * 12], sn[64 * 12];
+        sa[64 * AD] = -7.0f; // guard: nothing written past n * AD floats
+        ck_assert_int_eq(store_sample(s, &rng, 64, 0.4f, keys, w, so, sa, sr, sd, sn), APEX_OK);
+        ck_assert_float_eq(sa[64 * AD], -7.0f);
+        for (int j = 0; j < 64; j++) {
+            uint32_t r = (uint32_t)sr[j];
+            ck_assert_uint_eq(r % cap, keys[j] & 0xffffffffu);
+            ck_assert_mem_eq(sa + j * AD, act + r * AD, AD * sizeof(float));
+            ck_assert_mem_eq(so + j * d * eb, obs + r * d * eb, d * eb);
+        }
+        // Snapshots: the state carries the layout; a discrete store refuses these rows and
+        // a continuous store of another action_dim too; one of the same restores them.
+        store_state_t st;
+        store_get_state(s, &st);
+        ck_assert_uint_eq(st.action_dim, AD);
+        size_t rows_bytes;
+        const void *rows = store_rows(s, &rows_bytes);
+        float leaves[11];
+        store_copy_leaves(s, leaves);
+        store_config_t c4 = cc;
+        c4.action_dim = AD - 1;
+        store_t *disc_s = store_new(&cd), *other = store_new(&c4), *same = store_new(&cc);
+        store_state_t dst;
+        store_get_state(disc_s, &dst);
+        ck_assert_uint_eq(dst.action_dim, 0);
+        ck_assert_int_eq(store_restore(disc_s, &st, rows, rows_bytes, leaves), APEX_EINVAL);
+        ck_assert_int_eq(store_restore(other, &st, rows, rows_bytes, leaves), APEX_EINVAL);
+        ck_assert_uint_eq(store_size(disc_s) + store_size(other), 0);
+        ck_assert_int_eq(store_restore(same, &st, rows, rows_bytes, leaves), APEX_OK);
+        for (uint32_t i = 0; i < cap; i++) {
+            float a[5], b[5], rw, ds;
+            uint8_t o[12], nx[12];
+            ck_assert_int_eq(store_read_slot(same, i, o, b, &rw, &ds, nx), 0);
+            ck_assert_int_eq(store_read_slot(s, i, o, a, &rw, &ds, nx), 0);
+            ck_assert_mem_eq(a, b, sizeof a);
+        }
+        store_destroy(&disc_s);
+        store_destroy(&other);
+        store_destroy(&same);
+        store_destroy(&s);
+    }
+}
+END_TEST
+
 // The store serves every request the wire decoder lets through, and refuses what it refuses
 // (issue #26: min_priority = 1e300 passed the decoder and failed the store, and the server
 // asserted). Each sample-request number a peer sends, at its edges: 0, -0, denormals, 1, the
@@ -985,6 +1077,7 @@ Suite *store_suite(void) {
     tcase_add_test(tc, test_uint8_store_bytes);
     tcase_add_test(tc, test_uint8_bad_elem_bytes);
     tcase_add_test(tc, test_uint8_persistence_round_trip);
+    tcase_add_test(tc, test_continuous_actions_rows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -118,7 +118,7 @@ static void s_make_batch(s_batch_t *sb, rng_t *r) {
         sb->w[i] = 0.2f + rng_uniform_f(r);
         sb->act[i] = (int32_t)rng_below(r, 3);
     }
-    sb->b = (train_batch_t){sb->obs, sb->act, sb->rew, sb->disc, sb->next_obs, sb->w, 6};
+    sb->b = (train_batch_t){sb->obs, sb->act, NULL, sb->rew, sb->disc, sb->next_obs, sb->w, 6};
 }
 
 // L(theta) in double with y held fixed (the target is a constant, as in the trainer).
@@ -312,7 +312,7 @@ START_TEST(test_nonfinite_gradient_skipped) {
     for (int j = 0; j < 4; j++) {
         obs[j] = FLT_MAX; // row 0
     }
-    train_batch_t b = {obs, act, rew, disc, next_obs, w, 6};
+    train_batch_t b = {obs, act, NULL, rew, disc, next_obs, w, 6};
     train_stats_t st;
     trainer_step(tr, &b, prio, &st);
     ck_assert_msg(isnan(st.grad_norm), "the batch must make the gradient NaN (norm %g)",
@@ -428,7 +428,7 @@ START_TEST(test_chain_mdp_converges) {
             w[i] = 1.0f;
         }
     }
-    train_batch_t b = {obs, act, rew, disc, next_obs, w, 8};
+    train_batch_t b = {obs, act, NULL, rew, disc, next_obs, w, 8};
     for (int step = 0; step < 3000; step++) {
         trainer_step(tr, &b, prio, NULL);
     }

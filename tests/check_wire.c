@@ -309,6 +309,106 @@ START_TEST(test_sample_reply_round_trip) {
 }
 END_TEST
 
+// Continuous actions (issue #28): action_dim floats per row, round trips of a batch and a
+// sample reply, the run's action_dim and bounds enforced (a bound itself is inside, the next
+// float past it is not), non-finite actions refused, and the bounds copied by the decoder.
+#define CD 3
+START_TEST(test_continuous_actions) {
+    s_fill();
+    float low[CD] = {-1.0f, -2.0f, 0.0f}, high[CD] = {1.0f, 2.0f, 0.5f}, a[ROWS * CD];
+    for (int i = 0; i < ROWS; i++) {
+        for (int j = 0; j < CD; j++) {
+            a[i * CD + j] = low[j] + (high[j] - low[j]) * (float)i / (ROWS - 1); // ends included
+        }
+    }
+    wire_limits_t lim = s_lim;
+    lim.action_dim = CD, lim.action_low = low, lim.action_high = high;
+    wire_decoder_t *d = wire_decoder_new(&lim), *disc = wire_decoder_new(&s_lim);
+    low[0] = 0.9f; // the decoder keeps its own copy
+    wire_msg_t m = s_batch_msg(), o;
+    m.u.batch.actions = NULL, m.u.batch.action_dim = CD, m.u.batch.cont_actions = a;
+    wire_buf_t b;
+    wire_buf_init(&b, 16);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.batch.action_dim, CD);
+    ck_assert_ptr_null(o.u.batch.actions);
+    ck_assert_mem_eq(o.u.batch.cont_actions, a, sizeof a);
+    ck_assert_mem_eq(o.u.batch.obs, s_obs, sizeof s_obs);
+    // A discrete run refuses continuous actions, and a continuous one discrete actions or
+    // another action_dim.
+    ck_assert_int_eq(wire_decode(disc, b.data, b.len, &o), APEX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(wire_decoder_last_error(disc), "continuous"));
+    wire_msg_t md = s_batch_msg();
+    wire_encode(&md, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+    m.u.batch.action_dim = CD - 1; // (the same floats read as 7 rows' worth: wrong length too)
+    wire_encode(&m, &b);
+    ck_assert_int_ne(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    m.u.batch.action_dim = CD;
+    // Out of the bounds by one float, NaN, +-inf: refused, naming the row and component.
+    const float bad[] = {nextafterf(2.0f, INFINITY), nextafterf(-2.0f, -INFINITY), NAN, INFINITY,
+                         -INFINITY};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        float keep = a[2 * CD + 1];
+        a[2 * CD + 1] = bad[k];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+        if (isfinite(bad[k])) {
+            ck_assert_ptr_nonnull(strstr(wire_decoder_last_error(d), "action[1]"));
+            ck_assert_ptr_nonnull(strstr(wire_decoder_last_error(d), "row 2"));
+        }
+        a[2 * CD + 1] = keep;
+    }
+    // Without bounds any finite action passes.
+    wire_limits_t open = lim;
+    open.action_low = open.action_high = NULL;
+    wire_decoder_t *d_open = wire_decoder_new(&open);
+    a[0] = 1e30f;
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d_open, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+    a[0] = low[0] = -1.0f;
+    // A sample reply's continuous rows round-trip and are held to the same bounds.
+    uint64_t keys[ROWS];
+    float w[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        keys[i] = WIRE_KEY(i, i);
+        w[i] = 1.0f;
+    }
+    wire_msg_t r = {.type = WIRE_MSG_SAMPLE_REPLY};
+    r.u.sample_reply = (wire_sample_reply_t){.id = 8,
+                                             .status = WIRE_SAMPLE_OK,
+                                             .count = ROWS,
+                                             .obs_dim = OBS,
+                                             .keys = keys,
+                                             .is_weights = w,
+                                             .obs = s_obs,
+                                             .action_dim = CD,
+                                             .cont_actions = a,
+                                             .rewards = s_rew,
+                                             .discounts = s_disc,
+                                             .next_obs = s_next};
+    wire_encode(&r, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.sample_reply.action_dim, CD);
+    ck_assert_mem_eq(o.u.sample_reply.cont_actions, a, sizeof a);
+    ck_assert_int_eq(wire_decode(disc, b.data, b.len, &o), APEX_EINVAL);
+    a[ROWS * CD - 1] = 0.75f; // component 2's high is 0.5
+    wire_encode(&r, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_EINVAL);
+    // The largest message (a sample reply of many rows) grows by the action's floats.
+    wire_limits_t big = s_lim, big_cont = lim;
+    big.max_count = big_cont.max_count = 1000;
+    ck_assert_uint_eq(wire_max_message_bytes(&big_cont) - wire_max_message_bytes(&big),
+                      1000 * (CD - 1) * sizeof(float));
+    wire_decoder_destroy(&d);
+    wire_decoder_destroy(&d_open);
+    wire_decoder_destroy(&disc);
+    wire_buf_fini(&b);
+}
+END_TEST
+
 START_TEST(test_every_truncation_rejected) {
     wire_msg_t m = s_batch_msg(), o;
     wire_buf_t b;
@@ -1088,6 +1188,7 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_small_messages_round_trip);
     tcase_add_test(tc, test_batched_ack);
     tcase_add_test(tc, test_sample_reply_round_trip);
+    tcase_add_test(tc, test_continuous_actions);
     tcase_add_test(tc, test_every_truncation_rejected);
     tcase_add_test(tc, test_wrong_version);
     tcase_add_test(tc, test_non_finite_and_ranges);
