@@ -4,6 +4,7 @@
 // shapes are their games'.
 #include "check_apex.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "env.h"
@@ -25,6 +26,9 @@ START_TEST(test_every_row_has_its_spec) {
         ck_assert_msg((spec->step != NULL) == (e->n_actions > 0) &&
                           (spec->step_cont != NULL) == (e->action_dim > 0),
                       "%s: step for discrete actions, step_cont for continuous ones", e->id);
+        ck_assert_msg(e->action_dim == 0 || (isfinite(e->action_low) && isfinite(e->action_high) &&
+                                             e->action_low < e->action_high),
+                      "%s: a continuous row's bounds are finite with low < high", e->id);
         ck_assert_uint_gt(spec->state_bytes, 0);
         ck_assert_uint_eq(env_obs_bytes(spec),
                           (size_t)e->obs_dim * (e->obs_dtype == ENVINFO_OBS_U8 ? 1 : 4));
