@@ -21,7 +21,8 @@
 // ---------------------------------------------------------------------------------------
 // Limit profiles. 0 is a realistic CartPole run; the others exist to reach rejecting paths
 // that profile 0 accepts (small maxima, another obs_dim, Weights refused, a byte limit) and
-// the uint8 observations of [env] id = external (profile 4).
+// the uint8 observations of [env] id = external (profile 4), and continuous actions of 2
+// floats with per-component bounds (profile 5, issue #28).
 
 static const wire_limits_t s_profiles[] = {
     {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 4096, .max_episodes = 1024},
@@ -37,6 +38,13 @@ static const wire_limits_t s_profiles[] = {
     {.obs_dim = 4,
      .obs_dtype = WIRE_OBS_UINT8,
      .n_actions = 2,
+     .num_params = 100,
+     .max_count = 4096,
+     .max_episodes = 1024},
+    {.obs_dim = 3,
+     .action_dim = 2,
+     .action_low = (const float[]){-2.0f, 0.0f},
+     .action_high = (const float[]){2.0f, 1.0f},
      .num_params = 100,
      .max_count = 4096,
      .max_episodes = 1024},
@@ -111,10 +119,17 @@ static unsigned s_touch_u8(const uint8_t *x, size_t n) {
 
 static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_dim,
                          uint32_t obs_dtype, const void *obs, const int32_t *actions,
-                         const float *rewards, const float *discounts, const void *next_obs) {
+                         uint32_t action_dim, const float *cont, const float *rewards,
+                         const float *discounts, const void *next_obs) {
     FUZZ_CHECK(count >= 1 && count <= lim->max_count);
     FUZZ_CHECK(obs_dim == lim->obs_dim && obs_dtype == lim->obs_dtype);
-    FUZZ_CHECK(obs && actions && rewards && discounts && next_obs);
+    FUZZ_CHECK(action_dim == lim->action_dim);
+    FUZZ_CHECK(obs && (action_dim ? cont && !actions : actions && !cont) && rewards && discounts &&
+               next_obs);
+    for (size_t k = 0; k < (size_t)count * action_dim; k++) { // within the run's bounds
+        FUZZ_CHECK(cont[k] >= lim->action_low[k % action_dim] &&
+                   cont[k] <= lim->action_high[k % action_dim]);
+    }
     size_t n_obs = (size_t)count * obs_dim;
     if (obs_dtype == WIRE_OBS_UINT8) {
         (void)(s_touch_u8(obs, n_obs) + s_touch_u8(next_obs, n_obs));
@@ -123,15 +138,15 @@ static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_
     }
     FUZZ_CHECK(s_finite(rewards, count));
     FUZZ_CHECK(s_in(discounts, count, 0.0f, WIRE_DISCOUNT_MAX));
-    FUZZ_CHECK(s_actions_ok(actions, count, lim->n_actions));
+    FUZZ_CHECK(action_dim || s_actions_ok(actions, count, lim->n_actions));
 }
 
 static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
     switch (m->type) {
     case WIRE_MSG_TRANSITION_BATCH: {
         const wire_batch_t *b = &m->u.batch;
-        s_check_rows(lim, b->count, b->obs_dim, b->obs_dtype, b->obs, b->actions, b->rewards,
-                     b->discounts, b->next_obs);
+        s_check_rows(lim, b->count, b->obs_dim, b->obs_dtype, b->obs, b->actions, b->action_dim,
+                     b->cont_actions, b->rewards, b->discounts, b->next_obs);
         FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, WIRE_PRIORITY_MAX));
         FUZZ_CHECK(b->seq <= WIRE_SEQ_MAX);
         FUZZ_CHECK(!lim->max_actors || b->actor_id < lim->max_actors);
@@ -162,8 +177,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
                        !r->rewards && !r->discounts && !r->next_obs);
             break;
         }
-        s_check_rows(lim, r->count, r->obs_dim, r->obs_dtype, r->obs, r->actions, r->rewards,
-                     r->discounts, r->next_obs);
+        s_check_rows(lim, r->count, r->obs_dim, r->obs_dtype, r->obs, r->actions, r->action_dim,
+                     r->cont_actions, r->rewards, r->discounts, r->next_obs);
         FUZZ_CHECK(r->keys && r->is_weights);
         (void)s_touch_u64(r->keys, r->count);
         FUZZ_CHECK(s_in(r->is_weights, r->count, 0.0f, WIRE_IS_WEIGHT_MAX));

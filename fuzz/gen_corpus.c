@@ -199,6 +199,15 @@ int main(int argc, char **argv) {
     m = s_batch(16, 4, 1);
     m.u.batch.obs_dtype = WIRE_OBS_UINT8;
     rc |= s_write(dir, "batch_uint8", &m, APEX_PROTOCOL_VERSION);
+    // Continuous actions of 2 floats in fuzz_wire's profile-5 bounds ([-2, 2] x [0, 1]),
+    // obs_dim 3: accepted only by that profile (issue #28).
+    static float cont[2 * 16];
+    for (int i = 0; i < 16; i++) {
+        cont[2 * i] = -2.0f + 0.25f * (float)i, cont[2 * i + 1] = (float)i / 15.0f;
+    }
+    m = s_batch(16, 3, 1);
+    m.u.batch.actions = NULL, m.u.batch.action_dim = 2, m.u.batch.cont_actions = cont;
+    rc |= s_write(dir, "batch_continuous", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request = (wire_sample_request_t){.id = 5, .batch_size = 64, .beta = 0.4f};
@@ -223,6 +232,10 @@ int main(int argc, char **argv) {
     rc |= s_write(dir, "sample_reply_ok", &m, APEX_PROTOCOL_VERSION);
     m.u.sample_reply.obs_dtype = WIRE_OBS_UINT8;
     rc |= s_write(dir, "sample_reply_uint8", &m, APEX_PROTOCOL_VERSION);
+    m.u.sample_reply.obs_dtype = WIRE_OBS_FLOAT32;
+    m.u.sample_reply.obs_dim = 3, m.u.sample_reply.actions = NULL;
+    m.u.sample_reply.action_dim = 2, m.u.sample_reply.cont_actions = cont;
+    rc |= s_write(dir, "sample_reply_continuous", &m, APEX_PROTOCOL_VERSION);
     m = s_reply(WIRE_SAMPLE_NOT_READY, 0);
     rc |= s_write(dir, "sample_reply_not_ready", &m, APEX_PROTOCOL_VERSION);
     m = s_reply(WIRE_SAMPLE_REFUSED, 0);
