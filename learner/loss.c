@@ -27,6 +27,19 @@ float loss_huber_td(float *dq, float *td, const float *q, const float *y, const 
     return (float)(sum / B);
 }
 
+float loss_mse_td(float *dq, float *td, const float *q, const float *y, const float *is_weights,
+                  int B) {
+    double sum = 0.0;
+    float two_over_b = 2.0f / (float)B;
+    for (int i = 0; i < B; i++) {
+        float d = y[i] - q[i];
+        td[i] = d;
+        sum += (double)is_weights[i] * d * d;
+        dq[i] = -is_weights[i] * d * two_over_b; // d (w d^2) / dq = -2 w d
+    }
+    return (float)(sum / B);
+}
+
 void loss_priorities(float *prio, const float *td, float priority_eps, int B) {
     for (int i = 0; i < B; i++) {
         prio[i] = fabsf(td[i]) + priority_eps;

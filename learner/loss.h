@@ -12,6 +12,8 @@
 //   L = (1/B) sum_i w_i * huber(d_i),  huber(d) = d^2/2 if |d| <= k else k (|d| - k/2)
 //   dL/dQ(s_i, a_i) = -(w_i / B) * clamp(d_i, -k, k), zero for the other actions.
 // The target is treated as a constant (no gradient through y).
+// A DPG critic's loss (train_dpg.h) is over one scalar Q(s, a) per transition: Huber through
+// loss_huber_td with A = 1, or the squared error of TD3 and DDPG (loss_mse_td).
 // What it does not do: the target y (nn.h), forward passes or optimizer steps (train.h).
 // Pure functions.
 #ifndef APEX_LOSS_H
@@ -23,6 +25,12 @@
 // delta (the Huber threshold) > 0.
 float loss_huber_td(float *dq, float *td, const float *q, const float *y, const int32_t *actions,
                     const float *is_weights, float delta, int B, int A);
+
+// The IS-weighted squared TD error of a scalar Q (PyTorch's (w * (q - y) ** 2).mean(), TD3's
+// and DDPG's critic loss; no 1/2): returns L = (1/B) sum_i w_i d_i^2 with d_i = y_i - q_i, and
+// writes dq_i = dL/dq_i = -2 w_i d_i / B and td_i = d_i (all B).
+float loss_mse_td(float *dq, float *td, const float *q, const float *y, const float *is_weights,
+                  int B);
 
 // prio (B) = |td| + priority_eps: the new priorities sent back to the replay server.
 void loss_priorities(float *prio, const float *td, float priority_eps, int B);

@@ -143,8 +143,32 @@ int ckpt_write_shard(const char *path, ckpt_header_t *hdr, const float *const ar
     return s_write(path, hdr, arrays, n_arrays, (size_t)hdr->extra.user[CKPT_SHARD_COUNT]);
 }
 
+int ckpt_write_as(const char *path, const char *magic, ckpt_header_t *hdr,
+                  const float *const arrays[], int n_arrays) {
+    memcpy(hdr->magic, magic, 8);
+    return s_write(path, hdr, arrays, n_arrays, (size_t)hdr->num_params);
+}
+
 // ----------------------------------------------------------------------------
 // reading
+
+// What a file of magic is, for messages.
+static const char *s_kind(const char *magic) {
+    return memcmp(magic, CKPT_MAGIC, 8) == 0       ? "checkpoint"
+           : memcmp(magic, CKPT_DPG_MAGIC, 8) == 0 ? "DPG checkpoint"
+                                                   : "optimizer shard";
+}
+
+// A hint when a file is the other kind of checkpoint (a DPG trainer's where a Q-network's is
+// wanted, or the reverse): the run's config names the other algorithm.
+static const char *s_magic_hint(const char *want, const char *got) {
+    int dpg_for_q = memcmp(want, CKPT_MAGIC, 8) == 0 && memcmp(got, CKPT_DPG_MAGIC, 8) == 0;
+    int q_for_dpg = memcmp(want, CKPT_DPG_MAGIC, 8) == 0 && memcmp(got, CKPT_MAGIC, 8) == 0;
+    return dpg_for_q   ? "\n---> HINT: it is a DPG trainer's checkpoint (continuous actions), "
+                         "not a Q-network's"
+           : q_for_dpg ? "\n---> HINT: it is a Q-network's checkpoint, not a DPG trainer's"
+                       : "";
+}
 
 // Reads the header of either format into *h (format 1 converted, see ckpt.h), cheapest and
 // most telling checks first: a file that is not a checkpoint at all should say so, not
@@ -163,8 +187,8 @@ static int s_read_header(const char *path, int fd, off_t file_size, const char *
     }
     int is_ckpt = memcmp(magic, CKPT_MAGIC, 8) == 0;
     if (e < 0) {
-        log_error("%s: not an apex %s (bad magic or only %lld bytes)", path,
-                  is_ckpt ? "checkpoint" : "optimizer shard", (long long)file_size);
+        log_error("%s: not an apex %s (bad magic or only %lld bytes)%s", path, s_kind(magic),
+                  (long long)file_size, s_magic_hint(magic, u.v2.magic));
     } else if (e > 0) {
         log_error("%s: read failed (%lld bytes)", path, (long long)file_size);
     }
@@ -172,7 +196,7 @@ static int s_read_header(const char *path, int fd, off_t file_size, const char *
         return e < 0 ? APEX_EPROTO : APEX_EIO;
     }
     uint32_t version = u.v2.format_version, bytes = u.v2.header_bytes;
-    int v1 = version == 1 && bytes == sizeof(s_header_v1) && is_ckpt;
+    int v1 = version == 1 && bytes == sizeof(s_header_v1) && is_ckpt; // DPG files: format 2 on
     if (!v1 && !(version == CKPT_FORMAT_VERSION && bytes == sizeof(ckpt_header_t))) {
         log_error("%s: checkpoint format version %u (header %u bytes); this build reads versions 1 "
                   "and %u\n---> HINT: a checkpoint of a newer build: use that build, or move the "
@@ -199,13 +223,14 @@ static int s_read_header(const char *path, int fd, off_t file_size, const char *
 }
 
 // The checks of a read header against the configured network and the file size.
+// num_params: what the header must say (nn_num_params(cfg), or a whole DPG model's count);
 // floats: the length of each payload array (num_params, or a shard's count).
 static int s_check_header(const char *path, const ckpt_header_t *h, const nn_config_t *cfg,
-                          int n_arrays, uint64_t floats, off_t file_size) {
+                          uint64_t num_params, int n_arrays, uint64_t floats, off_t file_size) {
     nn_config_t got;
     ckpt_header_config(h, &got);
     if (nn_config_check(&got, NULL, 0) != APEX_OK || !nn_config_equal(&got, cfg) ||
-        h->num_params != nn_num_params(cfg)) {
+        h->num_params != num_params) {
         char a[160], b[160];
         if (nn_config_check(&got, NULL, 0) == APEX_OK) {
             nn_config_format(&got, a, sizeof a);
@@ -213,6 +238,12 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
             snprintf(a, sizeof a, "(invalid shape)");
         }
         nn_config_format(cfg, b, sizeof b);
+        if (strcmp(a, b) == 0) { // same shape fields, another count (a DPG model's critics)
+            snprintf(a + strlen(a), sizeof a - strlen(a), " of %llu parameters",
+                     (unsigned long long)h->num_params);
+            snprintf(b + strlen(b), sizeof b - strlen(b), " of %llu",
+                     (unsigned long long)num_params);
+        }
         log_error("%s: checkpoint network %s does not match the configured network %s"
                   "\n---> HINT: use the [env] and [network] of the run that wrote it",
                   path, a, b);
@@ -235,15 +266,18 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
 }
 
 // Reads header and payload of an open file; *payload is owned by the caller on success.
-// shard_count: 0 for a checkpoint, else the floats per array of an optimizer shard.
-static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_arrays,
-                       uint64_t shard_count, ckpt_header_t *h, float **payload) {
+// magic: the file's kind (CKPT_MAGIC, CKPT_DPG_MAGIC, CKPT_SHARD_MAGIC); num_params: the
+// header's count to expect; shard_count: 0 for a checkpoint, else the floats per array of an
+// optimizer shard.
+static int s_read_file(const char *path, int fd, const char *magic, const nn_config_t *cfg,
+                       uint64_t num_params, int n_arrays, uint64_t shard_count, ckpt_header_t *h,
+                       float **payload) {
     struct stat st;
     if (fstat(fd, &st) < 0) {
         log_error("%s: fstat failed: %s", path, strerror(errno));
         return APEX_EIO;
     }
-    int rc = s_read_header(path, fd, st.st_size, shard_count ? CKPT_SHARD_MAGIC : CKPT_MAGIC, h);
+    int rc = s_read_header(path, fd, st.st_size, magic, h);
     if (rc == APEX_OK && shard_count && h->extra.user[CKPT_SHARD_COUNT] != shard_count) {
         log_error("%s: optimizer shard of %llu floats, expected %llu", path,
                   (unsigned long long)h->extra.user[CKPT_SHARD_COUNT],
@@ -251,8 +285,8 @@ static int s_read_file(const char *path, int fd, const nn_config_t *cfg, int n_a
         rc = APEX_EINVAL;
     }
     if (rc == APEX_OK) {
-        rc = s_check_header(path, h, cfg, n_arrays, shard_count ? shard_count : h->num_params,
-                            st.st_size);
+        rc = s_check_header(path, h, cfg, num_params, n_arrays,
+                            shard_count ? shard_count : h->num_params, st.st_size);
     }
     if (rc != APEX_OK) {
         return rc;
@@ -285,7 +319,7 @@ int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, floa
     }
     ckpt_header_t h;
     float *payload = NULL;
-    int rc = s_read_file(path, fd, cfg, n_arrays, 0, &h, &payload);
+    int rc = s_read_file(path, fd, CKPT_MAGIC, cfg, nn_num_params(cfg), n_arrays, 0, &h, &payload);
     close(fd);
     if (rc != APEX_OK) {
         return rc;
@@ -307,7 +341,8 @@ int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hd
     }
     ckpt_header_t h;
     float *payload = NULL;
-    int rc = s_read_file(path, fd, cfg, 0, 0, &h, &payload); // 0: as many arrays as stored
+    // 0 arrays: as many as stored.
+    int rc = s_read_file(path, fd, CKPT_MAGIC, cfg, nn_num_params(cfg), 0, 0, &h, &payload);
     close(fd);
     if (rc != APEX_OK) {
         return rc;
@@ -327,7 +362,7 @@ int ckpt_read_any(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
     }
     ckpt_header_t h;
     float *payload = NULL;
-    int rc = s_read_file(path, fd, cfg, 0, 0, &h, &payload);
+    int rc = s_read_file(path, fd, CKPT_MAGIC, cfg, nn_num_params(cfg), 0, 0, &h, &payload);
     close(fd);
     if (rc == APEX_OK && h.n_arrays > (uint32_t)max_arrays) {
         log_error("%s: checkpoint holds %u arrays, expected at most %d", path, h.n_arrays,
@@ -357,13 +392,38 @@ int ckpt_read_shard(const char *path, const nn_config_t *cfg, size_t count, ckpt
     }
     ckpt_header_t h;
     float *payload = NULL;
-    int rc = s_read_file(path, fd, cfg, n_arrays, count, &h, &payload);
+    int rc = s_read_file(path, fd, CKPT_SHARD_MAGIC, cfg, nn_num_params(cfg), n_arrays, count, &h,
+                         &payload);
     close(fd);
     if (rc != APEX_OK) {
         return rc;
     }
     for (int i = 0; i < n_arrays; i++) {
         memcpy(arrays[i], payload + (size_t)i * count, count * sizeof(float));
+    }
+    xfree(payload);
+    *hdr = h;
+    return APEX_OK;
+}
+
+int ckpt_read_as(const char *path, const char *magic, const nn_config_t *cfg, uint64_t num_params,
+                 ckpt_header_t *hdr, float *const arrays[], int n_arrays) {
+    APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("%s: cannot open %s: %s", path, s_kind(magic), strerror(errno));
+        return APEX_EIO;
+    }
+    ckpt_header_t h;
+    float *payload = NULL;
+    int rc = s_read_file(path, fd, magic, cfg, num_params, n_arrays, 0, &h, &payload);
+    close(fd);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    size_t n = (size_t)h.num_params;
+    for (int i = 0; i < n_arrays; i++) {
+        memcpy(arrays[i], payload + (size_t)i * n, n * sizeof(float));
     }
     xfree(payload);
     *hdr = h;

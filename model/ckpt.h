@@ -61,6 +61,13 @@ enum {
 // payload is n_arrays arrays of that length (the trainer writes m, v).
 #define CKPT_SHARD_MAGIC "APEXOPTS"
 enum { CKPT_SHARD_OFFSET = 0, CKPT_SHARD_COUNT = 1, CKPT_SHARD_RANK = 2, CKPT_SHARD_RANKS = 3 };
+// A DPG trainer's checkpoint (learner/train_dpg.h): the same format with magic CKPT_DPG_MAGIC,
+// so that a Q-network's reader (the DQN learner, apex-eval) refuses it by its magic, with a
+// hint, and the DPG trainer refuses a Q-network's. The shape fields describe the policy
+// network; num_params counts the whole model (policy, then critics: train_dpg.h), and each of
+// the n_arrays payload arrays holds that many floats. Written with ckpt_write_as and read with
+// ckpt_read_as; what the header's shape cannot say the trainer checks (train_dpg.c).
+#define CKPT_DPG_MAGIC "APEXDPGC"
 
 typedef struct {
     char magic[8];
@@ -120,5 +127,14 @@ int ckpt_write_shard(const char *path, ckpt_header_t *hdr, const float *const ar
                      int n_arrays);
 int ckpt_read_shard(const char *path, const nn_config_t *cfg, size_t count, ckpt_header_t *hdr,
                     float *const arrays[], int n_arrays);
+
+// A file of another kind (CKPT_DPG_MAGIC): ckpt_write with magic (8 bytes, no NUL) and
+// hdr->num_params floats per array as the caller set it (ckpt_header_init sets the count of
+// cfg; a DPG model's is larger). ckpt_read_as validates as ckpt_read does, with the shape
+// fields against cfg and the header's count against num_params. Errors as for checkpoints.
+int ckpt_write_as(const char *path, const char *magic, ckpt_header_t *hdr,
+                  const float *const arrays[], int n_arrays);
+int ckpt_read_as(const char *path, const char *magic, const nn_config_t *cfg, uint64_t num_params,
+                 ckpt_header_t *hdr, float *const arrays[], int n_arrays);
 
 #endif

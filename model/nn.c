@@ -108,6 +108,17 @@ nn_config_t nn_config_nature(int n_actions, int dueling) {
                          .dueling = dueling};
 }
 
+// Every output's bounds finite, low < high, and the half-range finite too (high - low).
+static int s_bounds_ok(const nn_config_t *cfg) {
+    for (int a = 0; a < cfg->n_actions; a++) {
+        float lo = cfg->out_low[a], hi = cfg->out_high[a];
+        if (!isfinite(lo) || !isfinite(hi) || !(lo < hi) || !isfinite(hi - lo)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
     const char *msg = NULL;
     int h, w, c;
@@ -128,6 +139,16 @@ int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
         msg = "n_hidden must be in [1, 4]";
     } else if (cfg->dueling != 0 && cfg->dueling != 1) {
         msg = "dueling must be 0 or 1";
+    } else if (cfg->action_inputs < 0 || cfg->action_inputs > CONFIG_MAX_ACTIONS) {
+        msg = "action_inputs must be in [0, 4096]";
+    } else if (cfg->out_bounded != 0 && cfg->out_bounded != 1) {
+        msg = "out_bounded must be 0 or 1";
+    } else if ((cfg->action_inputs > 0 || cfg->out_bounded) && cfg->n_conv > 0) {
+        msg = "action inputs and bounded outputs are for MLPs (no conv layers)";
+    } else if (cfg->out_bounded && (cfg->dueling || cfg->n_actions > NN_MAX_BOUNDED)) {
+        msg = "a bounded head has no dueling and at most 64 outputs";
+    } else if (cfg->out_bounded && !s_bounds_ok(cfg)) {
+        msg = "output bounds must be finite with low < high";
     } else {
         for (int l = 0; l < cfg->n_hidden; l++) {
             if (cfg->hidden[l] < 1 || cfg->hidden[l] > 16384) {
@@ -165,6 +186,9 @@ void nn_config_format(const nn_config_t *cfg, char *buf, size_t len) {
         n = (size_t)snprintf(buf, len, "%dx%dx%d %s*%g", h, w, c,
                              cfg->in_dtype == NN_INPUT_U8 ? "u8" : "f32", (double)s_scale(cfg));
     }
+    if (cfg->action_inputs > 0 && n < len) {
+        n += (size_t)snprintf(buf + n, len - n, "+a%d", cfg->action_inputs);
+    }
     for (int l = 0; l < cfg->n_conv && l < NN_MAX_CONV && n < len; l++) {
         n += (size_t)snprintf(buf + n, len - n, "-c%dk%ds%d", cfg->conv[l].filters,
                               cfg->conv[l].kernel, cfg->conv[l].stride);
@@ -173,7 +197,9 @@ void nn_config_format(const nn_config_t *cfg, char *buf, size_t len) {
         n += (size_t)snprintf(buf + n, len - n, "-%d", cfg->hidden[l]);
     }
     if (n < len) {
-        snprintf(buf + n, len - n, cfg->dueling ? "-dueling(%d)" : "-%d", cfg->n_actions);
+        snprintf(buf + n, len - n,
+                 cfg->dueling ? "-dueling(%d)" : (cfg->out_bounded ? "-tanh(%d)" : "-%d"),
+                 cfg->n_actions);
     }
 }
 
@@ -182,7 +208,8 @@ int nn_config_equal(const nn_config_t *a, const nn_config_t *b) {
     nn_input_shape(a, &ha, &wa, &ca);
     nn_input_shape(b, &hb, &wb, &cb);
     if (a->obs_dim != b->obs_dim || a->n_actions != b->n_actions || a->n_hidden != b->n_hidden ||
-        a->dueling != b->dueling || a->n_conv != b->n_conv) {
+        a->dueling != b->dueling || a->n_conv != b->n_conv ||
+        a->action_inputs != b->action_inputs) {
         return 0;
     }
     // An MLP's parameters do not depend on how its input is shaped; a conv net's do.
@@ -214,7 +241,8 @@ static int s_param_layers(const nn_config_t *cfg, int *in_dim, int *out_dim) {
         in_dim[n] = shapes[l].c_in * shapes[l].k * shapes[l].k;
         out_dim[n] = shapes[l].c_out;
     }
-    int prev = cfg->n_conv > 0 ? f : cfg->obs_dim;
+    // An MLP's first layer reads the observation, then the action inputs (a critic).
+    int prev = cfg->n_conv > 0 ? f : cfg->obs_dim + cfg->action_inputs;
     for (int l = 0; l <= cfg->n_hidden; l++, n++) {
         in_dim[n] = prev;
         out_dim[n] = l == cfg->n_hidden ? nn_head_dim(cfg) : cfg->hidden[l];
@@ -272,19 +300,25 @@ double nn_forward_flops(const nn_config_t *cfg) {
 // ----------------------------------------------------------------------------
 // params
 
-void nn_params_init(nn_params_t *p, const nn_config_t *cfg) {
+void nn_params_view(nn_params_t *p, const nn_config_t *cfg, float *data) {
     nn_tensor_t t[NN_MAX_TENSORS];
     int n = nn_layout(cfg, t);
     memset(p, 0, sizeof *p);
     p->num_params = t[n - 1].offset + (size_t)t[n - 1].rows;
-    p->data = xaligned_alloc(p->num_params * sizeof(float));
-    memset(p->data, 0, p->num_params * sizeof(float));
+    p->data = data;
     p->n_layers = n / 2;
     // Rows come in (w, b) pairs, one pair per layer with parameters.
     for (int l = 0; l < p->n_layers; l++) {
         p->layer[l] = (nn_linear_t){p->data + t[2 * l].offset, p->data + t[2 * l + 1].offset,
                                     t[2 * l].cols, t[2 * l].rows};
     }
+}
+
+void nn_params_init(nn_params_t *p, const nn_config_t *cfg) {
+    size_t n = nn_num_params(cfg);
+    float *data = xaligned_alloc(n * sizeof(float));
+    memset(data, 0, n * sizeof(float));
+    nn_params_view(p, cfg, data);
 }
 
 void nn_params_fini(nn_params_t *p) {
@@ -354,7 +388,7 @@ static size_t s_state_layout(nn_state_t *s, float *base) {
         s->scratch = s_take(&cur, scratch / sizeof(float) + 1, &total);
     }
     if (cfg->n_conv == 0) {
-        s->in_f32 = s_take(&cur, B * (size_t)cfg->obs_dim, &total);
+        s->in_f32 = s_take(&cur, B * (size_t)(cfg->obs_dim + cfg->action_inputs), &total);
     }
     s->dhead = s_take(&cur, (size_t)nn_head_dim(cfg) * B, &total);
     s->grad[0] = s_take(&cur, g_max * B, &total);
@@ -519,6 +553,35 @@ static void s_dueling_backward(float *dhead, const float *dq, int B, int A, int 
     }
 }
 
+// A policy's bounded outputs: out (B x A) = mid + half tanh(z) from the head output z (A x
+// B), which is replaced by t = tanh(z) (kept for backward, as a ReLU layer keeps its output).
+static void s_bounded_forward(float *out, float *head, const nn_config_t *cfg, int B) {
+    const int A = cfg->n_actions;
+    for (int a = 0; a < A; a++) {
+        float *t = head + (size_t)a * B;
+        float mid = (cfg->out_high[a] + cfg->out_low[a]) * 0.5f;
+        float half = (cfg->out_high[a] - cfg->out_low[a]) * 0.5f;
+        for (int j = 0; j < B; j++) {
+            t[j] = tanhf(t[j]);
+            out[(size_t)j * A + a] = mid + half * t[j];
+        }
+    }
+}
+
+// dhead (A x B) = dout (B x A) * half (1 - t^2), with t = tanh(z) (A x B) kept by forward.
+static void s_bounded_backward(float *dhead, const float *dout, const float *t,
+                               const nn_config_t *cfg, int B) {
+    const int A = cfg->n_actions;
+    for (int a = 0; a < A; a++) {
+        float half = (cfg->out_high[a] - cfg->out_low[a]) * 0.5f;
+        const float *ta = t + (size_t)a * B;
+        float *d = dhead + (size_t)a * B;
+        for (int j = 0; j < B; j++) {
+            d[j] = dout[(size_t)j * A + a] * half * (1.0f - ta[j] * ta[j]);
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------
 // gradient pieces (nn_backward_pieces, ZeRO stage 2)
 
@@ -582,6 +645,32 @@ static void s_linear_backward_pieces(float *din, const float *dout, const float 
 // ----------------------------------------------------------------------------
 // forward / backward: the layer sequence of nn.h, layer by layer
 
+// A critic's first-layer rows: row j = [obs_j x in_scale, actions_j] in s->in_f32, (B x (O +
+// A_in)), so that the first layer is one GEMM over PyTorch's torch.cat([s, a], 1).
+static const float *s_mlp_input_sa(nn_state_t *s, const void *obs, const float *actions, int B) {
+    const nn_config_t *cfg = &s->cfg;
+    const int O = cfg->obs_dim, A_in = cfg->action_inputs, W = O + A_in;
+    float scale = s_scale(cfg);
+    for (int j = 0; j < B; j++) {
+        float *row = s->in_f32 + (size_t)j * W;
+        if (cfg->in_dtype == NN_INPUT_U8) {
+            const uint8_t *u = (const uint8_t *)obs + (size_t)j * O;
+            for (int k = 0; k < O; k++) {
+                row[k] = (float)u[k] * scale;
+            }
+        } else if (scale == 1.0f) {
+            memcpy(row, (const float *)obs + (size_t)j * O, (size_t)O * sizeof(float));
+        } else {
+            const float *f = (const float *)obs + (size_t)j * O;
+            for (int k = 0; k < O; k++) {
+                row[k] = f[k] * scale;
+            }
+        }
+        memcpy(row + O, actions + (size_t)j * A_in, (size_t)A_in * sizeof(float));
+    }
+    return s->in_f32;
+}
+
 // An MLP's observations as float32 rows scaled by in_scale: the rows themselves when they
 // are float32 and unscaled (consumed in place), else a converted copy in s->in_f32.
 static const float *s_mlp_input(nn_state_t *s, const void *obs, int B) {
@@ -607,7 +696,8 @@ static const float *s_mlp_input(nn_state_t *s, const void *obs, int B) {
 
 // The float rows the last forward of an MLP read: the observations, or their converted copy.
 static const float *s_mlp_rows(const nn_state_t *s) {
-    int in_place = s->cfg.in_dtype == NN_INPUT_F32 && s_scale(&s->cfg) == 1.0f;
+    int in_place = s->cfg.in_dtype == NN_INPUT_F32 && s_scale(&s->cfg) == 1.0f &&
+                   s->cfg.action_inputs == 0;
     return in_place ? s->obs : s->in_f32;
 }
 
@@ -645,6 +735,8 @@ static void s_conv_transpose(nn_state_t *s, const void *obs, int B) {
 }
 
 // Layers from..n_layers-1 of the sequence (every layer below from has run), then the head.
+// An MLP's first layer reads obs (from = 0), or with action inputs the rows already in
+// s->in_f32 (obs NULL).
 static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs, int from, int B,
                            float *q_out) {
     const nn_config_t *cfg = &s->cfg;
@@ -656,7 +748,9 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     }
     // flatten: the last conv output is already the (F x B) feature-major matrix.
     int first_linear = APEX_MAX(from, cfg->n_conv);
-    const float *in = first_linear > 0 ? s->act[first_linear - 1] : s_mlp_input(s, obs, B);
+    const float *in = first_linear > 0 ? s->act[first_linear - 1]
+                      : obs            ? s_mlp_input(s, obs, B)
+                                       : s->in_f32;
     int batch_major = first_linear == 0;
     // [linear -> ReLU] x n_hidden, then the head.
     for (int l = first_linear; l < p->n_layers; l++) {
@@ -668,19 +762,35 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
         in = s->act[l];
         batch_major = 0;
     }
-    // dueling (or plain) Q.
-    s_dueling_forward(q_out, s->act[p->n_layers - 1], B, cfg->n_actions, cfg->dueling);
+    // dueling (or plain) Q, or a policy's bounded outputs.
+    if (cfg->out_bounded) {
+        s_bounded_forward(q_out, s->act[p->n_layers - 1], cfg, B);
+    } else {
+        s_dueling_forward(q_out, s->act[p->n_layers - 1], B, cfg->n_actions, cfg->dueling);
+    }
 }
 
 void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out) {
     const nn_config_t *cfg = &s->cfg;
     APEX_ASSERT(B >= 1 && B <= s->max_batch && p->n_layers == cfg->n_conv + cfg->n_hidden + 1);
+    APEX_ASSERT(cfg->action_inputs == 0); // a critic: nn_forward_sa
     s->batch = B;
     s->obs = obs;
     if (cfg->n_conv > 0) {
         s_conv_transpose(s, obs, B);
     }
     s_forward_from(s, p, obs, 0, B, q_out);
+}
+
+void nn_forward_sa(nn_state_t *s, const nn_params_t *p, const void *obs, const float *actions,
+                   int B, float *q_out) {
+    const nn_config_t *cfg = &s->cfg;
+    APEX_ASSERT(B >= 1 && B <= s->max_batch && p->n_layers == cfg->n_hidden + 1 &&
+                cfg->n_conv == 0 && cfg->action_inputs > 0);
+    s->batch = B;
+    s->obs = obs;
+    s_mlp_input_sa(s, obs, actions, B);
+    s_forward_from(s, p, NULL, 0, B, q_out);
 }
 
 void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, const nn_params_t *pb,
@@ -715,7 +825,11 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
                        const nn_pieces_t *pc, const float *dq, int B) {
     const nn_config_t *cfg = &s->cfg;
     APEX_ASSERT(s->train && B == s->batch && (pc || grads->num_params == p->num_params));
-    s_dueling_backward(s->dhead, dq, B, cfg->n_actions, cfg->dueling);
+    if (cfg->out_bounded) {
+        s_bounded_backward(s->dhead, dq, s->act[p->n_layers - 1], cfg, B);
+    } else {
+        s_dueling_backward(s->dhead, dq, B, cfg->n_actions, cfg->dueling);
+    }
     // Walk down: dout is dL/d(pre-activation output) of layer l; din goes to the layer below
     // through the ping-pong buffers, masked by that layer's ReLU. The observations get no
     // gradient: the first layer's din is skipped (conv: no dcol GEMM, no col2im).
@@ -763,6 +877,34 @@ void nn_backward_pieces(nn_state_t *s, const nn_params_t *p, const nn_pieces_t *
                         const float *dq, int B) {
     APEX_ASSERT(pieces->capacity >= nn_piece_min(&s->cfg));
     s_backward(s, p, NULL, pieces, dq, B);
+}
+
+void nn_backward_input(nn_state_t *s, const nn_params_t *p, const float *dq, int B, int col0, int n,
+                       float *din) {
+    const nn_config_t *cfg = &s->cfg;
+    const nn_linear_t *L0 = &p->layer[0];
+    APEX_ASSERT(s->train && B == s->batch && cfg->n_conv == 0 && p->n_layers == cfg->n_hidden + 1);
+    APEX_ASSERT(col0 >= 0 && n >= 1 && col0 + n <= L0->in_dim);
+    if (cfg->out_bounded) {
+        s_bounded_backward(s->dhead, dq, s->act[p->n_layers - 1], cfg, B);
+    } else {
+        s_dueling_backward(s->dhead, dq, B, cfg->n_actions, cfg->dueling);
+    }
+    // Down to the first layer's output: dh_prev = W^T dh, masked by the ReLU below (only
+    // the dX GEMMs of nn_backward, no dW).
+    const float *dout = s->dhead;
+    for (int l = p->n_layers - 1; l >= 1; l--) {
+        const nn_linear_t *L = &p->layer[l];
+        float *dprev = s->grad[l & 1];
+        blas_sgemm(dprev, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, L->in_dim, B,
+                   L->out_dim);
+        s_relu_backward(dprev, s->act[l - 1], (size_t)L->in_dim * B);
+        dout = dprev;
+    }
+    // din (B x n) += dout^T W0[:, col0 : col0 + n]: dout is (H1 x B), the columns of W0 (H1 x
+    // in) a view with leading dimension in; the product comes out batch-major.
+    blas_sgemm_ld(din, n, dout, B, L0->w + col0, L0->in_dim, 1.0f, 1.0f, BLAS_TRANS, BLAS_NO_TRANS,
+                  B, n, L0->out_dim);
 }
 
 // ----------------------------------------------------------------------------

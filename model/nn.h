@@ -3,6 +3,16 @@
 //   [conv2d -> ReLU] x n_conv -> flatten -> [linear -> ReLU] x n_hidden -> linear head
 //   -> dueling (Q = V + A - mean(A)) or plain Q
 //
+// and, for continuous actions (the DPG trainer, learner/train_dpg.h), the same MLP as
+//   a deterministic policy mu(s):  ... -> linear head -> out = mid + half tanh(z), each of the
+//                                  A outputs in its bounds [low, high] (out_bounded), and
+//   a critic Q(s, a):              the first linear layer reads the observation followed by
+//                                  action_inputs floats (PyTorch's Linear(O + A, H) on
+//                                  torch.cat([s, a], 1)) -> ... -> a scalar head (A = 1,
+//                                  no dueling).
+// A critic's gradient with respect to its action inputs (nn_backward_input) is what the
+// policy's update backpropagates through the critic (dQ/da).
+//
 // forward and backward over flat float arrays, on OpenBLAS through blas.h (conv2d as
 // im2col + sgemm, model/conv.h). With n_conv = 0 it is the MLP apex always had, with the
 // same parameter layout, so MLP checkpoints and fixtures of earlier builds still apply.
@@ -48,8 +58,9 @@
 // branch-free; for an actor's small batch the long dimension stays M = H.
 //
 // What it does not do: losses (learner/loss.h), optimizers (optim.h), threading, pooling,
-// padding. Thread-safety: params are read-only during forward/backward, so many threads may
-// share one nn_params_t; an nn_state_t belongs to one thread.
+// padding, action inputs or bounded outputs on conv nets (MLPs only). Thread-safety: params
+// are read-only during forward/backward, so many threads may share one nn_params_t; an
+// nn_state_t belongs to one thread.
 #ifndef APEX_NN_H
 #define APEX_NN_H
 
@@ -63,6 +74,7 @@
 #define NN_MAX_HIDDEN 4
 #define NN_MAX_LAYERS (NN_MAX_CONV + NN_MAX_HIDDEN + 1) // layers with parameters
 #define NN_MAX_TENSORS (2 * NN_MAX_LAYERS)
+#define NN_MAX_BOUNDED 64 // outputs of a bounded (policy) head: MuJoCo's largest is 17
 
 typedef enum { NN_INPUT_F32 = 0, NN_INPUT_U8 = 1 } nn_input_dtype; // = config's obs dtypes
 
@@ -84,6 +96,13 @@ typedef struct {
     int n_hidden;              // 1..NN_MAX_HIDDEN
     int hidden[NN_MAX_HIDDEN]; // H_l; entries past n_hidden are ignored
     int dueling;               // 0 or 1
+    // Continuous control (all zero for a Q-network). MLPs only (n_conv = 0).
+    int action_inputs; // a critic: float32 inputs appended to the observation at the first
+                       // layer (the action, never scaled); 0..CONFIG_MAX_ACTIONS
+    int out_bounded;   // a policy: 1 = out_a = mid_a + half_a tanh(z_a) with mid = (low +
+                       // high) / 2, half = (high - low) / 2; needs dueling 0, A <= 64
+    float out_low[NN_MAX_BOUNDED];  // with out_bounded: each output's bounds, finite,
+    float out_high[NN_MAX_BOUNDED]; // low < high (entries past n_actions are ignored)
 } nn_config_t;
 
 // The views of one layer with parameters (conv or linear) into the flat array. w is
@@ -130,8 +149,9 @@ typedef struct {
                                     // floats, or the bytes themselves when in_t_u8
     int in_t_u8;                    // set by each forward: in_t holds uint8 (see nn.c)
     float *scratch;                 // conv nets: conv.h's scratch, shared by the layers
-    float *in_f32;                  // MLP: observations as scaled float32 (B x O); NULL
-                                    // for conv nets
+    float *in_f32;                  // MLP: observations as scaled float32 (B x O), or with
+                                    // action inputs the first layer's rows [obs, action]
+                                    // (B x (O + action_inputs)); NULL for conv nets
     float *grad[2];                 // ping-pong dL/dh buffers, (max features x max_batch)
     float *dhead;                   // dL/d(head output), (P x max_batch)
     float *q;                       // scratch q (max_batch x A) for helpers
@@ -155,13 +175,16 @@ nn_config_t nn_config_minatar(int in_c, int n_actions, int dueling);
 nn_config_t nn_config_nature(int n_actions, int dueling);
 
 // Returns 0 when cfg is usable, else APEX_EINVAL with the reason written to why (may be
-// NULL): shapes in range, every conv layer fits its input (kernel <= input side).
+// NULL): shapes in range, every conv layer fits its input (kernel <= input side), action
+// inputs and bounded outputs only on MLPs, bounds finite with low < high.
 int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len);
 // Writes the network for logs and shape-mismatch errors, e.g. "10x10x4 u8*1 -c16k3s1-128-
-// dueling(6)" or "4-256-256-dueling(2)" (an MLP on float32 vectors, as earlier builds).
+// dueling(6)" or "4-256-256-dueling(2)" (an MLP on float32 vectors, as earlier builds); a
+// critic "17+a6-256-256-1", a policy "17-256-256-tanh(6)".
 void nn_config_format(const nn_config_t *cfg, char *buf, size_t len);
-// 1 when the two configs have the same parameters (input shape, layers, actions, dueling;
-// the input's dtype and scale change values, not shapes, and are not compared).
+// 1 when the two configs have the same parameters (input shape, action inputs, layers,
+// actions, dueling; the input's dtype and scale and the output bounds change values, not
+// shapes, and are not compared).
 int nn_config_equal(const nn_config_t *a, const nn_config_t *b);
 // Head width P: 1 + A with dueling, A without.
 int nn_head_dim(const nn_config_t *cfg);
@@ -179,6 +202,10 @@ double nn_forward_flops(const nn_config_t *cfg);
 // nn_params_fini, which is a no-op on a zeroed struct. Also used for gradients.
 void nn_params_init(nn_params_t *p, const nn_config_t *cfg);
 void nn_params_fini(nn_params_t *p);
+// The layout of cfg over nn_num_params(cfg) floats at data, which the caller owns (several
+// networks in one flat array: the DPG trainer's policy and critics). Never nn_params_fini
+// a view: data is not its to free.
+void nn_params_view(nn_params_t *p, const nn_config_t *cfg, float *data);
 // PyTorch's default inits: nn.Linear and nn.Conv2d weights and biases uniform in
 // +-1/sqrt(fan_in) (fan_in = in, or C k k).
 void nn_params_init_random(nn_params_t *p, rng_t *rng);
@@ -196,9 +223,15 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
 void nn_state_fini(nn_state_t *s);
 
 // q_out (B x A, row-major) = Q(obs) for obs (B rows of O elements of cfg.in_dtype),
-// 1 <= B <= max_batch. Keeps activations and a pointer to obs in s: obs must stay unchanged
-// until nn_backward.
+// 1 <= B <= max_batch; a bounded network's q_out is its outputs, mid + half tanh(z), each
+// within [low, high]. Keeps activations and a pointer to obs in s: obs must stay unchanged
+// until nn_backward. Not for a network with action inputs (nn_forward_sa).
 void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, float *q_out);
+// A critic's forward (cfg.action_inputs > 0): the first layer reads row j as [obs_j scaled,
+// actions_j], actions (B x action_inputs, row-major float32). The rows are copied into the
+// state (s->in_f32), so obs and actions may change right after the call.
+void nn_forward_sa(nn_state_t *s, const nn_params_t *p, const void *obs, const float *actions,
+                   int B, float *q_out);
 // Two networks with the same config (the learner's online and target parameters) on the
 // same observations: qa = Q_a(obs) on sa, qb = Q_b(obs) on sb, the values two nn_forward
 // calls give. For a conv net the first layer reads the observations once: one transpose, one
@@ -207,9 +240,16 @@ void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, flo
 void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, const nn_params_t *pb,
                      const void *obs, int B, float *qa, float *qb);
 // Accumulates (+=) into grads the gradient of a loss L given dq = dL/dq (B x A) for the
-// batch of the last nn_forward on s (a train state) with the same p. Does not compute
-// dL/dobs.
+// batch of the last nn_forward (or nn_forward_sa) on s (a train state) with the same p. A
+// bounded network's dq is the gradient with respect to its outputs (the tanh and the
+// scaling are backpropagated here). Does not compute dL/dobs.
 void nn_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads, const float *dq, int B);
+// The gradient with respect to the first layer's inputs instead, no parameter gradients:
+// accumulates (+=) into din (B x n, row-major) dL/dx_c for columns c in [col0, col0 + n) of
+// the first layer's input rows (the scaled observation, then the action inputs: a critic's
+// dQ/da is col0 = obs_dim, n = action_inputs). MLPs only; same conditions as nn_backward.
+void nn_backward_input(nn_state_t *s, const nn_params_t *p, const float *dq, int B, int col0, int n,
+                       float *din);
 
 // The gradient of nn_backward without a full-size gradient array (ZeRO stage 2, learner/
 // train.c): computed piece by piece into buf, layer by layer from the head down, and handed to

@@ -59,6 +59,14 @@ void optim_init(optim_t *o, const optim_config_t *cfg, size_t n) {
     o->v = xaligned_alloc(n * sizeof(float));
 }
 
+void optim_view(optim_t *o, const optim_config_t *cfg, size_t n, float *m, float *v) {
+    memset(o, 0, sizeof *o);
+    o->cfg = *cfg;
+    o->n = n;
+    o->m = m;
+    o->v = v;
+}
+
 void optim_fini(optim_t *o) {
     xfree(o->m);
     xfree(o->v);

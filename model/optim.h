@@ -52,6 +52,10 @@ const char *optim_kind_name(optim_kind kind);
 // Allocates zeroed moments for n parameters (64-byte aligned). optim_fini: no-op if zeroed.
 void optim_init(optim_t *o, const optim_config_t *cfg, size_t n);
 void optim_fini(optim_t *o);
+// An optimizer over moments the caller owns (n floats each at m and v, zeroed by the caller):
+// several optimizers over slices of one flat array (the DPG trainer's policy and critics).
+// Never optim_fini a view.
+void optim_view(optim_t *o, const optim_config_t *cfg, size_t n, float *m, float *v);
 
 // One update of params (n floats) from grads, then step++. grads is not modified.
 void optim_step(optim_t *o, float *params, const float *grads);

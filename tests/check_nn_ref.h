@@ -11,4 +11,14 @@
 // with nn.c or conv.c except the layout table.
 void nnref_forward(double *q, const nn_config_t *cfg, const double *theta, const void *obs, int B);
 
+// MLPs with the first layer's input rows given in double: x (B x (obs_dim + action_inputs)),
+// the scaled observation then the action inputs, as nn.c's first layer reads them; q (B x A)
+// as nnref_forward's (a bounded head's outputs mid + half tanh(z)). Written separately from
+// nnref_forward's loops, so that inputs can be perturbed in double (input gradients).
+void nnref_forward_rows(double *q, const nn_config_t *cfg, const double *theta, const double *x,
+                        int B);
+// A critic on observations (cfg's dtype and scale) and actions in double (B x action_inputs).
+void nnref_forward_sa(double *q, const nn_config_t *cfg, const double *theta, const void *obs,
+                      const double *actions, int B);
+
 #endif

@@ -1,0 +1,471 @@
+// train_dpg.c: the DPG / TD3 learner update (see train_dpg.h). B = batch, O = obs_dim, A =
+// action dimension, K = number of critics (1 or 2), P_mu / P_q = parameters of the policy and
+// of one critic.
+#define LOG_MODULE "train_dpg"
+#include "train_dpg.h"
+
+#include "apex.h"
+#include "clock.h"
+#include "log.h"
+#include "loss.h"
+#include "xalloc.h"
+
+#include <math.h>
+#include <string.h>
+
+#define DPG_MAX_CRITICS 2
+
+// Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE S8).
+// Two nn states: every pass of a network runs after the previous one of the same network is
+// done with its activations (mu'(s') before mu(s); Q'_k, then Q_k forward and backward one
+// critic at a time, then Q_1 for the policy), so one state per network kind is enough.
+struct train_dpg {
+    train_dpg_config_t cfg;
+    nn_config_t critic_cfg;
+    int n_critics;  // K
+    size_t n_actor; // P_mu: the policy is [0, P_mu) of every flat array
+    size_t n_total; // P_mu + K P_q
+    float *online;  // (n_total) [mu | Q_1 | Q_2]
+    float *target;  // (n_total)
+    float *grads;   // (n_total)
+    float *m, *v;   // (n_total) both optimizers' moments, the same layout
+    // Views into online, target and grads.
+    nn_params_t actor, critic[DPG_MAX_CRITICS];
+    nn_params_t actor_t, critic_t[DPG_MAX_CRITICS];
+    nn_params_t g_actor, g_critic[DPG_MAX_CRITICS];
+    optim_t actor_opt;   // over [0, P_mu) of online, grads, m, v
+    optim_t critic_opt;  // over [P_mu, n_total)
+    nn_state_t st_actor; // mu'(s') and mu(s) (train)
+    nn_state_t st_q;     // every critic pass (train)
+    int32_t *zeros;      // (B) action index 0 for loss_huber_td on a scalar Q
+    float *a_next;       // (B x A) a'
+    float *a_pi;         // (B x A) mu(s)
+    float *da;           // (B x A) dL/da, then the policy's dL/d(output)
+    float *q;            // (B) a critic's output
+    float *q_next;       // (B) min_k Q'_k(s', a')
+    float *y;            // (B) targets
+    float *td;           // (B) a critic's y - Q
+    float *td1;          // (B) critic 1's, for the priorities
+    float *dq;           // (B) dL/dQ
+    int64_t step;
+    rng_t rng;
+    uint64_t skipped;
+};
+
+void train_dpg_config_default(train_dpg_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->twin = 1;
+    cfg->batch_size = 256;
+    optim_config_default(&cfg->actor_optim, OPTIM_ADAM);
+    cfg->actor_optim.lr = 3e-4f;
+    cfg->critic_optim = cfg->actor_optim;
+    cfg->policy_delay = 2;
+    cfg->target_noise = 0.2f;
+    cfg->target_noise_clip = 0.5f;
+    cfg->tau = 0.005f;
+    cfg->target_update = 100;
+    cfg->priority_eps = 1e-6f;
+}
+
+void train_dpg_critic_config(nn_config_t *out, const nn_config_t *actor) {
+    *out = *actor;
+    out->action_inputs = actor->n_actions;
+    out->n_actions = 1;
+    out->dueling = 0;
+    out->out_bounded = 0;
+    memset(out->out_low, 0, sizeof out->out_low);
+    memset(out->out_high, 0, sizeof out->out_high);
+}
+
+// Startup-class validation (STYLE S6.3), as train.c's: a programmatic caller's mistakes are
+// logged and refused.
+static int s_config_check(const train_dpg_config_t *c) {
+    char why[160];
+    if (nn_config_check(&c->actor, why, sizeof why) != APEX_OK) {
+        log_error("policy network config: %s", why);
+        return APEX_EINVAL;
+    }
+    const nn_config_t *a = &c->actor;
+    if (a->n_conv != 0 || !a->out_bounded || a->action_inputs != 0 || a->dueling) {
+        log_error("policy network config: need an MLP with a bounded head (out_bounded 1, no "
+                  "conv layers, no action inputs, no dueling)");
+        return APEX_EINVAL;
+    }
+    if (c->batch_size < 1 || (c->twin != 0 && c->twin != 1) || c->policy_delay < 1 ||
+        !(c->actor_optim.lr > 0.0f) || !(c->critic_optim.lr > 0.0f) ||
+        c->actor_optim.kind != c->critic_optim.kind ||
+        (c->actor_optim.kind != OPTIM_ADAM && c->actor_optim.kind != OPTIM_RMSPROP) ||
+        !(c->huber_delta >= 0.0f) || !(c->target_noise >= 0.0f) ||
+        !(c->target_noise_clip >= 0.0f) || !(c->tau >= 0.0f && c->tau <= 1.0f) ||
+        (c->tau == 0.0f && c->target_update < 1) || !(c->priority_eps >= 0.0f) ||
+        !(c->actor_grad_value_clip >= 0.0f) || isnan(c->grad_clip)) {
+        log_error("DPG trainer config: need batch_size >= 1, twin 0|1, policy_delay >= 1, lr > "
+                  "0, one optimizer kind (adam|rmsprop) for both networks, huber_delta >= 0, "
+                  "target_noise and its clip >= 0, tau in [0, 1] (0: target_update >= 1), "
+                  "priority_eps >= 0, actor_grad_value_clip >= 0");
+        return APEX_EINVAL;
+    }
+    return APEX_OK;
+}
+
+static float *s_floats(size_t n) {
+    float *p = xaligned_alloc(APEX_MAX(n, (size_t)1) * sizeof(float));
+    memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+// The views of every network into the flat arrays: mu at 0, Q_k at P_mu + k P_q.
+static void s_views(train_dpg_t *self) {
+    size_t n_q = nn_num_params(&self->critic_cfg);
+    nn_params_view(&self->actor, &self->cfg.actor, self->online);
+    nn_params_view(&self->actor_t, &self->cfg.actor, self->target);
+    nn_params_view(&self->g_actor, &self->cfg.actor, self->grads);
+    for (int k = 0; k < self->n_critics; k++) {
+        size_t off = self->n_actor + (size_t)k * n_q;
+        nn_params_view(&self->critic[k], &self->critic_cfg, self->online + off);
+        nn_params_view(&self->critic_t[k], &self->critic_cfg, self->target + off);
+        nn_params_view(&self->g_critic[k], &self->critic_cfg, self->grads + off);
+    }
+}
+
+train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) {
+    if (s_config_check(cfg) != APEX_OK) {
+        return NULL;
+    }
+    train_dpg_t *self = xcalloc(1, sizeof *self);
+    self->cfg = *cfg;
+    train_dpg_critic_config(&self->critic_cfg, &cfg->actor);
+    self->n_critics = cfg->twin ? 2 : 1;
+    self->n_actor = nn_num_params(&cfg->actor);
+    self->n_total = self->n_actor + (size_t)self->n_critics * nn_num_params(&self->critic_cfg);
+    self->online = s_floats(self->n_total);
+    self->target = s_floats(self->n_total);
+    self->grads = s_floats(self->n_total);
+    self->m = s_floats(self->n_total);
+    self->v = s_floats(self->n_total);
+    s_views(self);
+    optim_view(&self->actor_opt, &cfg->actor_optim, self->n_actor, self->m, self->v);
+    optim_view(&self->critic_opt, &cfg->critic_optim, self->n_total - self->n_actor,
+               self->m + self->n_actor, self->v + self->n_actor);
+    const int B = cfg->batch_size, A = cfg->actor.n_actions;
+    nn_state_init(&self->st_actor, &cfg->actor, B, 1);
+    nn_state_init(&self->st_q, &self->critic_cfg, B, 1);
+    self->zeros = xcalloc((size_t)B, sizeof(int32_t));
+    self->a_next = s_floats((size_t)B * A);
+    self->a_pi = s_floats((size_t)B * A);
+    self->da = s_floats((size_t)B * A);
+    self->q = s_floats((size_t)B);
+    self->q_next = s_floats((size_t)B);
+    self->y = s_floats((size_t)B);
+    self->td = s_floats((size_t)B);
+    self->td1 = s_floats((size_t)B);
+    self->dq = s_floats((size_t)B);
+    // Network init from its own stream (as train.c), the networks in layout order.
+    rng_t init;
+    rng_init_stream(&init, cfg->seed, RNG_ROLE_NET_INIT, 0);
+    nn_params_init_random(&self->actor, &init);
+    for (int k = 0; k < self->n_critics; k++) {
+        nn_params_init_random(&self->critic[k], &init);
+    }
+    memcpy(self->target, self->online, self->n_total * sizeof(float));
+    rng_init_stream(&self->rng, cfg->seed, RNG_ROLE_LEARNER, 0);
+    return self;
+}
+
+void train_dpg_destroy(train_dpg_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    train_dpg_t *self = *self_p;
+    nn_state_fini(&self->st_actor);
+    nn_state_fini(&self->st_q);
+    float *bufs[] = {self->online, self->target, self->grads, self->m, self->v,
+                     self->a_next, self->a_pi,   self->da,    self->q, self->q_next,
+                     self->y,      self->td,     self->td1,   self->dq};
+    for (size_t i = 0; i < APEX_ARRAY_LEN(bufs); i++) {
+        xfree(bufs[i]);
+    }
+    xfree(self->zeros);
+    xfree(self);
+    *self_p = NULL;
+}
+
+// ----------------------------------------------------------------------------
+// the update's pieces
+
+// Step 1's target smoothing, in place on a' (B x A): a' = clamp(a' + clamp(sigma z, -c, c)
+// half, low, high) with z from noise (the test hook) or the RNG, drawn sample by sample.
+static void s_smooth(train_dpg_t *self, const float *noise, int B) {
+    const nn_config_t *a = &self->cfg.actor;
+    const int A = a->n_actions;
+    const float sigma = self->cfg.target_noise, c = self->cfg.target_noise_clip;
+    for (int j = 0; j < B; j++) {
+        for (int k = 0; k < A; k++) {
+            size_t i = (size_t)j * A + k;
+            float z = noise ? noise[i] : (float)rng_normal(&self->rng);
+            float e = fminf(fmaxf(sigma * z, -c), c) * ((a->out_high[k] - a->out_low[k]) * 0.5f);
+            self->a_next[i] = fminf(fmaxf(self->a_next[i] + e, a->out_low[k]), a->out_high[k]);
+        }
+    }
+}
+
+// Steps 1-2: y = R + disc min_k Q'_k(s', a'). disc 0 marks a terminal: y = R exactly, even
+// with a non-finite bootstrap value from an untrained target (as nn_double_dqn_targets).
+static void s_targets(train_dpg_t *self, const train_dpg_batch_t *b) {
+    const int B = b->size;
+    nn_forward(&self->st_actor, &self->actor_t, b->next_obs, B, self->a_next);
+    if (self->cfg.target_noise > 0.0f) {
+        s_smooth(self, b->target_noise, B);
+    }
+    for (int k = 0; k < self->n_critics; k++) {
+        float *out = k == 0 ? self->q_next : self->q;
+        nn_forward_sa(&self->st_q, &self->critic_t[k], b->next_obs, self->a_next, B, out);
+        if (k > 0) {
+            for (int i = 0; i < B; i++) {
+                self->q_next[i] = fminf(self->q_next[i], out[i]); // TD3's clipped double Q
+            }
+        }
+    }
+    for (int i = 0; i < B; i++) {
+        float d = b->discounts[i];
+        self->y[i] = d != 0.0f ? b->rewards[i] + d * self->q_next[i] : b->rewards[i];
+    }
+}
+
+// Step 3 for critic k: its loss on (s, a) against y; dq and td as loss.h writes them.
+static float s_critic_loss(train_dpg_t *self, const float *w, int B) {
+    if (self->cfg.huber_delta > 0.0f) {
+        return loss_huber_td(self->dq, self->td, self->q, self->y, self->zeros, w,
+                             self->cfg.huber_delta, B, 1);
+    }
+    return loss_mse_td(self->dq, self->td, self->q, self->y, w, B);
+}
+
+// Whether to step with gradient norm norm (train.c's s_step_ok without its log: nothing in
+// train_dpg_step logs; the caller reports train_dpg_skipped_steps): a non-finite one is
+// skipped and counted.
+static int s_step_ok(train_dpg_t *self, double norm) {
+    if (isfinite(norm)) {
+        return 1;
+    }
+    self->skipped++;
+    return 0;
+}
+
+// Step 4 after backward: each critic's norm (clipped to grad_clip when all are finite), and
+// the critics' optimizer step. Returns 1 when it stepped; *norm_out: the critics' joint norm.
+static int s_critic_update(train_dpg_t *self, float *norm_out) {
+    double norms[DPG_MAX_CRITICS], ss = 0.0;
+    for (int k = 0; k < self->n_critics; k++) {
+        const nn_params_t *g = &self->g_critic[k];
+        norms[k] = sqrt(optim_sum_squares(g->data, g->num_params));
+        ss += norms[k] * norms[k];
+    }
+    *norm_out = (float)sqrt(ss);
+    if (!s_step_ok(self, sqrt(ss))) {
+        return 0;
+    }
+    for (int k = 0; k < self->n_critics; k++) {
+        const nn_params_t *g = &self->g_critic[k];
+        optim_clip_scale(g->data, g->num_params, norms[k], self->cfg.grad_clip);
+    }
+    optim_step(&self->critic_opt, self->online + self->n_actor, self->grads + self->n_actor);
+    return 1;
+}
+
+// Step 5: the policy's loss -mean Q_1(s, mu(s)), its gradient through Q_1's action inputs
+// and mu, the clips and the policy's optimizer step. Returns the loss; *stepped, *norm_out.
+static float s_policy_update(train_dpg_t *self, const train_dpg_batch_t *b, int *stepped,
+                             float *norm_out) {
+    const int B = b->size, A = self->cfg.actor.n_actions, O = self->cfg.actor.obs_dim;
+    nn_forward(&self->st_actor, &self->actor, b->obs, B, self->a_pi);
+    nn_forward_sa(&self->st_q, &self->critic[0], b->obs, self->a_pi, B, self->q);
+    double qsum = 0.0;
+    for (int i = 0; i < B; i++) {
+        qsum += self->q[i];
+        self->dq[i] = -1.0f / (float)B; // d(-mean Q)/dQ_i
+    }
+    // dL/da through the critic's action columns, then through mu (tanh and bounds included).
+    memset(self->da, 0, (size_t)B * A * sizeof(float));
+    nn_backward_input(&self->st_q, &self->critic[0], self->dq, B, O, A, self->da);
+    nn_params_zero(&self->g_actor);
+    nn_backward(&self->st_actor, &self->actor, &self->g_actor, self->da, B);
+    float *g = self->g_actor.data;
+    const size_t n = self->n_actor;
+    const float vc = self->cfg.actor_grad_value_clip;
+    if (vc > 0.0f) { // torch.nn.utils.clip_grad_value_; NaN stays NaN for the check below
+        for (size_t i = 0; i < n; i++) {
+            g[i] = g[i] > vc ? vc : (g[i] < -vc ? -vc : g[i]);
+        }
+    }
+    double norm = sqrt(optim_sum_squares(g, n));
+    *norm_out = (float)norm;
+    *stepped = s_step_ok(self, norm);
+    if (*stepped) {
+        optim_clip_scale(g, n, norm, self->cfg.grad_clip);
+        optim_step(&self->actor_opt, self->online, g);
+    }
+    return (float)(-qsum / B);
+}
+
+// Step 6 on the whole model: theta' = (1 - tau) theta' + tau theta (the peer's
+// pt.mul_(1 - tau).add_(p, alpha=tau)), or a copy.
+static void s_target_update(train_dpg_t *self, int policy_turn) {
+    const float tau = self->cfg.tau;
+    if (tau > 0.0f) {
+        if (!policy_turn) {
+            return;
+        }
+        const float keep = 1.0f - tau;
+        for (size_t i = 0; i < self->n_total; i++) {
+            self->target[i] = self->target[i] * keep + tau * self->online[i];
+        }
+    } else if ((self->step + 1) % self->cfg.target_update == 0) {
+        memcpy(self->target, self->online, self->n_total * sizeof(float));
+    }
+}
+
+float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *b, float *priorities_out,
+                     train_dpg_stats_t *stats) {
+    const int B = b->size;
+    APEX_ASSERT(B >= 1 && B <= self->cfg.batch_size);
+    int64_t t0 = clock_now_ns();
+    // (1, 2) target actions and targets.
+    s_targets(self, b);
+    // (3) each critic on (s, a): loss, then (4) its backward into its zeroed gradient while
+    // its activations are in the state.
+    float loss = 0.0f;
+    int64_t t_bwd = 0;
+    for (int k = 0; k < self->n_critics; k++) {
+        nn_forward_sa(&self->st_q, &self->critic[k], b->obs, b->actions, B, self->q);
+        loss += s_critic_loss(self, b->is_weights, B);
+        if (k == 0) {
+            memcpy(self->td1, self->td, (size_t)B * sizeof(float));
+        }
+        int64_t tb = clock_now_ns();
+        nn_params_zero(&self->g_critic[k]);
+        nn_backward(&self->st_q, &self->critic[k], &self->g_critic[k], self->dq, B);
+        t_bwd += clock_now_ns() - tb;
+    }
+    loss_priorities(priorities_out, self->td1, self->cfg.priority_eps, B);
+    int64_t t1 = clock_now_ns();
+    float critic_norm;
+    int critic_ok = s_critic_update(self, &critic_norm);
+    int64_t t2 = clock_now_ns();
+    // (5) the policy, every policy_delay-th step from the first, after the critics' step.
+    int policy_turn = self->step % self->cfg.policy_delay == 0, policy_stepped = 0;
+    float actor_loss = 0.0f, actor_norm = 0.0f;
+    int64_t t_actor = 0, t_aopt = 0;
+    if (policy_turn && critic_ok) {
+        int64_t ta = clock_now_ns();
+        actor_loss = s_policy_update(self, b, &policy_stepped, &actor_norm);
+        t_actor = clock_now_ns() - ta;
+    }
+    // (6) targets, (7) the step.
+    int64_t t3 = clock_now_ns();
+    s_target_update(self, policy_turn);
+    self->step++;
+    t_aopt = clock_now_ns() - t3;
+    if (stats) {
+        double qsum = 0.0;
+        for (int i = 0; i < B; i++) {
+            qsum += self->y[i] - self->td1[i]; // = Q_1(s_i, a_i)
+        }
+        *stats = (train_dpg_stats_t){.critic_loss = loss,
+                                     .actor_loss = actor_loss,
+                                     .policy_step = policy_stepped,
+                                     .critic_grad_norm = critic_norm,
+                                     .actor_grad_norm = actor_norm,
+                                     .q_mean = (float)(qsum / B),
+                                     .forward_ns = t1 - t0 - t_bwd,
+                                     .backward_ns = t_bwd,
+                                     .actor_ns = t_actor,
+                                     .optim_ns = t2 - t1 + t_aopt};
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// accessors
+
+size_t train_dpg_num_params(const train_dpg_t *self) { return self->n_total; }
+const float *train_dpg_online(const train_dpg_t *self) { return self->online; }
+const float *train_dpg_target(const train_dpg_t *self) { return self->target; }
+const float *train_dpg_grads(const train_dpg_t *self) { return self->grads; }
+const nn_params_t *train_dpg_policy(const train_dpg_t *self) { return &self->actor; }
+const nn_params_t *train_dpg_target_policy(const train_dpg_t *self) { return &self->actor_t; }
+int train_dpg_n_critics(const train_dpg_t *self) { return self->n_critics; }
+int64_t train_dpg_steps(const train_dpg_t *self) { return self->step; }
+uint64_t train_dpg_skipped_steps(const train_dpg_t *self) { return self->skipped; }
+const optim_t *train_dpg_actor_optim(const train_dpg_t *self) { return &self->actor_opt; }
+const optim_t *train_dpg_critic_optim(const train_dpg_t *self) { return &self->critic_opt; }
+const train_dpg_config_t *train_dpg_config(const train_dpg_t *self) { return &self->cfg; }
+rng_t *train_dpg_rng(train_dpg_t *self) { return &self->rng; }
+
+const nn_params_t *train_dpg_critic(const train_dpg_t *self, int k) {
+    APEX_ASSERT(k >= 0 && k < self->n_critics);
+    return &self->critic[k];
+}
+
+const nn_params_t *train_dpg_target_critic(const train_dpg_t *self, int k) {
+    APEX_ASSERT(k >= 0 && k < self->n_critics);
+    return &self->critic_t[k];
+}
+
+void train_dpg_set_params(train_dpg_t *self, const float *online, const float *target) {
+    memcpy(self->online, online, self->n_total * sizeof(float));
+    memcpy(self->target, target ? target : online, self->n_total * sizeof(float));
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints: payload = online, target, m, v (the whole model's layout each)
+
+enum { DPG_CKPT_ARRAYS = 4 };
+
+int train_dpg_save(const train_dpg_t *self, const char *path, const ckpt_extra_t *extra) {
+    ckpt_header_t hdr;
+    ckpt_header_init(&hdr, &self->cfg.actor);
+    hdr.num_params = self->n_total;
+    hdr.learner_step = (uint64_t)self->step;
+    hdr.optim_kind = (uint32_t)self->critic_opt.cfg.kind;
+    hdr.optim_step = (uint64_t)self->critic_opt.step;
+    memcpy(hdr.rng_state, self->rng.s, sizeof hdr.rng_state);
+    if (extra) {
+        hdr.extra = *extra;
+    }
+    hdr.extra.user[TRAIN_DPG_CKPT_ACTOR_STEP] = (uint64_t)self->actor_opt.step;
+    const float *arrays[DPG_CKPT_ARRAYS] = {self->online, self->target, self->m, self->v};
+    return ckpt_write_as(path, CKPT_DPG_MAGIC, &hdr, arrays, DPG_CKPT_ARRAYS);
+}
+
+int train_dpg_load(train_dpg_t *self, const char *path, ckpt_extra_t *extra_out) {
+    // Staged: a file that fails a check (or the optimizer kind, known only once it is read)
+    // leaves the trainer unchanged. Not a hot path.
+    const size_t n = self->n_total;
+    float *staged = xaligned_alloc(DPG_CKPT_ARRAYS * n * sizeof(float));
+    float *arrays[DPG_CKPT_ARRAYS] = {staged, staged + n, staged + 2 * n, staged + 3 * n};
+    ckpt_header_t hdr;
+    int rc = ckpt_read_as(path, CKPT_DPG_MAGIC, &self->cfg.actor, n, &hdr, arrays, DPG_CKPT_ARRAYS);
+    if (rc == APEX_OK && hdr.optim_kind != (uint32_t)self->critic_opt.cfg.kind) {
+        log_error("%s: checkpoint optimizer is %s, configured optimizer is %s", path,
+                  optim_kind_name((optim_kind)hdr.optim_kind),
+                  optim_kind_name(self->critic_opt.cfg.kind));
+        rc = APEX_EINVAL;
+    }
+    if (rc == APEX_OK) {
+        float *dst[DPG_CKPT_ARRAYS] = {self->online, self->target, self->m, self->v};
+        for (int i = 0; i < DPG_CKPT_ARRAYS; i++) {
+            memcpy(dst[i], arrays[i], n * sizeof(float));
+        }
+        self->step = (int64_t)hdr.learner_step;
+        self->critic_opt.step = (int64_t)hdr.optim_step;
+        self->actor_opt.step = (int64_t)hdr.extra.user[TRAIN_DPG_CKPT_ACTOR_STEP];
+        memcpy(self->rng.s, hdr.rng_state, sizeof self->rng.s);
+        if (extra_out) {
+            *extra_out = hdr.extra;
+            extra_out->user[TRAIN_DPG_CKPT_ACTOR_STEP] = 0; // the trainer's, not the caller's
+        }
+    }
+    xfree(staged);
+    return rc;
+}
