@@ -129,7 +129,9 @@ START_TEST(test_error_classes) {
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
                    "MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
-                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, or python, or external)");
+                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, "
+                   "Walker2d-v4, Ant-v4, InvertedPendulum-v4, InvertedDoublePendulum-v4, or "
+                   "python, or external)");
     // The external environment's keys: both needed; built-in ids keep their own shape and
     // float32 observations.
     s_expect_error("[env]\nid = external\nobs_dim = 8\n",
