@@ -9,6 +9,7 @@
 #include "blas.h"
 #include "ckpt.h"
 #include "cli.h"
+#include "env_mujoco.h"
 #include "evaluator.h"
 #include "log.h"
 
@@ -76,6 +77,12 @@ int main(int argc, char **argv) {
                          argc, argv, &args, &cfg);
     if (rc >= 0) {
         return rc;
+    }
+    char err[512];
+    const env_spec_t *spec = env_find(cfg.env.id);
+    if (spec && env_mujoco_load(spec, cfg.env.model_xml, err, sizeof err) != 0) {
+        fprintf(stderr, "apex-eval: [env] model_xml: %s\n", err); // a MuJoCo task's model
+        return 2;
     }
     if (args.trace) { // random actions: no network, no BLAS
         return evaluator_trace(&cfg, (uint64_t)args.trace_seed, args.trace_steps, args.actions,

@@ -191,6 +191,9 @@ static int s_load_locked(const mjenv_task_t *task, const char *path, char *err, 
         for (char *p = mjerr; *p; p++) {
             *p = *p == '\n' ? ' ' : *p;
         }
+        for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' '; n--) {
+            mjerr[n - 1] = '\0';
+        }
         return apex_errf(err, errlen, -1, "%s: cannot load model_xml '%s': %s", id, path,
                          mjerr[0] ? mjerr : "MuJoCo gave no reason");
     }

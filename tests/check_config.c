@@ -340,6 +340,27 @@ START_TEST(test_python_env) {
 }
 END_TEST
 
+// [env] model_xml: a MuJoCo id needs it (only its presence: the file is loaded where the env
+// is stepped, check_mujoco), every other id refuses it, python and external ones included.
+START_TEST(test_model_xml) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(s_load("[env]\nid = Hopper-v4\nmodel_xml = assets/hopper.xml\n", &cfg, err) == 0,
+                  "%s", err);
+    ck_assert_str_eq(cfg.env.model_xml, "assets/hopper.xml");
+    ck_assert_int_eq(cfg.env.obs_dim, 11);
+    ck_assert_int_eq(cfg.env.max_episode_steps, 1000);
+    s_expect_error("[env]\nid = Hopper-v4\n",
+                   "[env] model_xml: Hopper-v4 is a MuJoCo task and needs the path of its MuJoCo "
+                   "model (normally Gymnasium's own: gymnasium/envs/mujoco/assets/<task>.xml of a "
+                   "Gymnasium install; apex ships none)");
+    s_expect_error("[env]\nid = Acrobot-v1\nmodel_xml = hopper.xml\n",
+                   ":3: [env] model_xml is for the MuJoCo ids (id is Acrobot-v1)");
+    s_expect_error("[env]\nid = external\nobs_dim = 4\nn_actions = 2\nmodel_xml = h.xml\n",
+                   ":5: [env] model_xml is for the MuJoCo ids (id is external)");
+}
+END_TEST
+
 START_TEST(test_batches_per_request_auto) {
     // 0 (the default) resolves at load: up to 4, within max_batch and a 1 MiB reply; an
     // explicit value is kept, and one that overflows max_batch is an error.
@@ -621,6 +642,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_check_direct);
     tcase_add_test(tc, test_schema_where);
     tcase_add_test(tc, test_shard_check);
+    tcase_add_test(tc, test_model_xml);
     suite_add_tcase(s, tc);
     return s;
 }
