@@ -4,6 +4,14 @@
 // gymnasium/envs/mujoco/<task>_v4.py with its default options and stepped by the engine of
 // mjenv.h (which says what is and is not exact to Gymnasium).
 //
+// Not exact to Gymnasium, and not tested against it: a trajectory comparison would need
+// Gymnasium with the mujoco Python bindings at the C library's version (Debian's 2.2.2;
+// pip's is 3.x) and Gymnasium's start states (numpy's PCG64, not apex's stream). What
+// tests/check_mujoco.c checks instead is the task logic below, against hand-computed cases
+// on apex's own test models: the observation layouts, the reward terms and weights, the
+// healthy/termination rules at their boundaries, the reset noise, frame_skip and dt, the
+// time limit, and the void step of a diverging simulation.
+//
 // The tasks (dt = the model's timestep x frame skip; Gymnasium's assets: 0.01 x 5 = 0.05 s
 // for HalfCheetah and Ant, 0.002 x 4 = 0.008 s for Hopper and Walker2d, 0.02 x 2 = 0.04 s
 // for InvertedPendulum, 0.01 x 5 = 0.05 s for InvertedDoublePendulum):
