@@ -25,6 +25,12 @@ APEX_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Icommon -Imodel -Ienvs -I$(BUILD)/proto -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP
 ALL_CFLAGS = $(APEX_CFLAGS) $(CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
+# MuJoCo (Debian's libmujoco-dev: <mujoco/mujoco.h> in the default include path, no
+# pkg-config file) for the MuJoCo tasks of the env library: only what links libapexenv
+# (apex-actor, apex-eval, the tests and benches) links it; apex-replay and apex-learner never
+# step an environment and stay free of it.
+MUJOCO_LIBS ?= -lmujoco
+ENV_LIBS = $(MUJOCO_LIBS)
 # MPI (OpenMPI's C bindings) for the learner group only: learner/group.c is the one file that
 # includes mpi.h, and only what links the learner modules links libmpi; the actor, replay
 # server and evaluator stay free of it.
@@ -62,8 +68,8 @@ LIBCOMMON := $(BUILD)/libapexcommon.a
 # The network (layers, optimizers, checkpoints, BLAS glue): actor, learner and evaluator
 # link it; the replay server never does.
 LIBMODEL := $(BUILD)/libapexmodel.a
-# The environments (classic control, MinAtar, the Python bridge): actor, evaluator, tests
-# and benches link it; the replay server and the learner never do.
+# The environments (classic control, MinAtar, MuJoCo, the Python bridge): actor, evaluator,
+# tests and benches link it (with $(ENV_LIBS)); the replay server and the learner never do.
 LIBENV := $(BUILD)/libapexenv.a
 
 # A binary is built when its main file exists (so every commit builds, daemon by daemon).
@@ -119,10 +125,10 @@ $(LIBENV): $(ENV_OBJ)
 # ---- binaries --------------------------------------------------------------------------
 $(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(ENV_LIBS) $(LIBS) -o $@
 $(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(ENV_LIBS) $(LIBS) -o $@
 $(BIN)/apex-keygen: $(BUILD)/actor/keygen_main.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
@@ -144,7 +150,7 @@ $(BUILD)/gen/suites.h: $(TEST_SRC)
 
 $(CHECK_BIN): $(call obj,$(TEST_SRC)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) $(LIBENV) $(LIBMODEL) \
   $(LIBCOMMON)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(ENV_LIBS) $(LIBS) $(MPI_LIBS) -o $@
 
 # One rank of a learner group on fixed batches: check_group runs it under mpirun.
 ZERO_RANKS := $(BUILD)/tests/zero_ranks
@@ -184,7 +190,7 @@ asan: $(DEPS_STAMP)
 # ---- benchmarks ------------------------------------------------------------------------
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(call obj,$(BENCH_LIB)) $(ACTOR_OBJ) $(REPLAY_OBJ) $(LEARNER_OBJ) \
   $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(ENV_LIBS) $(LIBS) $(MPI_LIBS) -o $@
 
 bench: $(BENCH_BINS) $(BINARIES)
 	BUILD=$(BUILD) BIN=$(BIN) bash bench/run.sh

@@ -193,20 +193,22 @@ static int s_timer_stats(loop_t *loop, void *arg);
 static int s_timer_status(loop_t *loop, void *arg);
 
 actor_t *actor_new(const apex_config_t *cfg, int index) {
-    if (cfg->env.action_dim > 0) {
-        // The replay stores continuous actions; exploring with a DPG policy is the next part
-        // of issue #28 (with the learner that trains one).
-        log_error("[env] action_dim = %d: continuous actions need the DPG actor, which this "
-                  "build does not have yet (issue #28)"
-                  "\n---> HINT: use a discrete env (n_actions) with this build",
-                  cfg->env.action_dim);
-        return NULL;
-    }
     const int N = (int)cfg->actor.envs_per_actor;
     // The envs first: with id = python this starts the env workers and checks their spaces,
     // the start-up error most likely to happen.
     envsrc_t *src = envsrc_new(cfg, N, (uint64_t)index * (uint64_t)N, index);
     if (!src) {
+        return NULL;
+    }
+    if (cfg->env.action_dim > 0) {
+        // The replay stores continuous actions; exploring with a DPG policy is the next part
+        // of issue #28 (envsrc_new refuses the built-in continuous ids the same way, after
+        // loading a MuJoCo model, so that a bad model_xml is reported first).
+        log_error("[env] action_dim = %d: continuous actions need the DPG actor, which this "
+                  "build does not have yet (issue #28)"
+                  "\n---> HINT: use a discrete env (n_actions) with this build",
+                  cfg->env.action_dim);
+        envsrc_destroy(&src);
         return NULL;
     }
     actor_t *a = xcalloc(1, sizeof *a);

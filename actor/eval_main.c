@@ -9,6 +9,7 @@
 #include "blas.h"
 #include "ckpt.h"
 #include "cli.h"
+#include "env_mujoco.h"
 #include "evaluator.h"
 #include "log.h"
 
@@ -57,6 +58,26 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     return 0;
 }
 
+// The built-in env's start-up: a MuJoCo task's model (env_mujoco.h) is loaded, and a
+// continuous id refused (the evaluator's policy and random actions are discrete, issue #28).
+// 0, or -1 after one error line.
+static int s_env_startup(const apex_config_t *cfg) {
+    char err[512];
+    const env_spec_t *spec = env_find(cfg->env.id);
+    if (spec && env_mujoco_load(spec, cfg->env.model_xml, err, sizeof err) != 0) {
+        fprintf(stderr, "apex-eval: [env] model_xml: %s\n", err);
+        return -1;
+    }
+    if (spec && spec->info->action_dim > 0) {
+        fprintf(stderr,
+                "apex-eval: [env] id: %s has continuous actions (%d floats), which apex-eval "
+                "cannot act on yet (issue #28)\n",
+                spec->info->id, spec->info->action_dim);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cli_args_t args;
     apex_config_t cfg;
@@ -76,6 +97,9 @@ int main(int argc, char **argv) {
                          argc, argv, &args, &cfg);
     if (rc >= 0) {
         return rc;
+    }
+    if (s_env_startup(&cfg) != 0) {
+        return 2;
     }
     if (args.trace) { // random actions: no network, no BLAS
         return evaluator_trace(&cfg, (uint64_t)args.trace_seed, args.trace_steps, args.actions,

@@ -90,6 +90,9 @@ typedef struct {
     char make[CONFIG_STR_LEN];   // MODULE:CALLABLE
     char kwargs[CONFIG_STR_LEN]; // JSON object for CALLABLE, "" = none
     char eval_id[64];            // a built-in id stepping the same MDP, for evaluation ("" = none)
+    // A MuJoCo id (envinfo_is_mujoco): the path of its MJCF model, loaded at the start-up of
+    // apex-actor and apex-eval ("" for any other id)
+    char model_xml[CONFIG_STR_LEN];
 } config_env_t;
 
 // How apex-actor talks to its Python env workers (envs/pyenv.h pyenv_transport).

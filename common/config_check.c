@@ -296,6 +296,26 @@ static int s_cross_check_continuous(const apex_config_t *cfg, char *err, size_t 
     return 0;
 }
 
+// [env] model_xml: a MuJoCo id's model file, given for it and for no other id. Only its
+// presence: the file is read where the env is stepped (apex-actor and apex-eval load it at
+// start-up, env_mujoco.h), not by the replay server or the learner, which need not see it.
+static int s_cross_check_model_xml(const apex_config_t *cfg, const envinfo_t *e, char *err,
+                                   size_t errlen) {
+    const config_env_t *env = &cfg->env;
+    if (envinfo_is_mujoco(e) && !env->model_xml[0]) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] model_xml: %s is a MuJoCo task and needs the path of its "
+                         "MuJoCo model (normally Gymnasium's own: gymnasium/envs/mujoco/assets/"
+                         "<task>.xml of a Gymnasium install; apex ships none)",
+                         WHERE("env", "model_xml"), e->id);
+    }
+    if (!envinfo_is_mujoco(e) && env->model_xml[0]) {
+        return apex_errf(err, errlen, -1, "%s: [env] model_xml is for the MuJoCo ids (id is %s)",
+                         WHERE("env", "model_xml"), env->id);
+    }
+    return 0;
+}
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
@@ -327,6 +347,7 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
         env->max_episode_steps = 0;
         if (s_cross_check_ext_actions(cfg, err, errlen) != 0 ||
             s_cross_check_continuous(cfg, err, errlen) != 0 ||
+            s_cross_check_model_xml(cfg, NULL, err, errlen) != 0 ||
             s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
             s_cross_check_eval_id(cfg, err, errlen) != 0 ||
             (is_python && s_cross_check_python(cfg, err, errlen) != 0)) {
@@ -340,6 +361,9 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
                          "%s: [env] id: unknown environment '%s' (known: %s, or %s, or %s)",
                          WHERE("env", "id"), env->id, envinfo_known_ids(), CONFIG_ENV_PYTHON,
                          CONFIG_ENV_EXTERNAL);
+    }
+    if (s_cross_check_model_xml(cfg, e, err, errlen) != 0) {
+        return -1;
     }
     if (env->eval_id[0] && strcmp(env->eval_id, env->id) != 0) {
         return apex_errf(err, errlen, -1,

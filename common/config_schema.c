@@ -37,7 +37,9 @@ const config_row_t config_schema[] = {
 
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
      "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/<Game>-v0 "
-     "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders), python (Gymnasium-style "
+     "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders, the MuJoCo tasks "
+     "HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, InvertedPendulum-v4 and "
+     "InvertedDoublePendulum-v4 with [env] model_xml), python (Gymnasium-style "
      "Python envs from [env] make, stepped by apex-actor's env workers, see [python]), or "
      "external (stepped by your own actors); python and external need obs_dim (or obs_shape), "
      "n_actions and obs_dtype"},
@@ -69,6 +71,11 @@ const config_row_t config_schema[] = {
     {"env", "kwargs", T_STR, STR(env.kwargs), 0, 0, "", NULL,
      "id = python: keyword arguments for [env] make's CALLABLE, a JSON object on one line, "
      "e.g. {\"id\": \"CartPole-v1\"} (empty: none)"},
+    {"env", "model_xml", T_STR, STR(env.model_xml), 0, 0, "", NULL,
+     "a MuJoCo id: the path of the task's MuJoCo model (MJCF), normally Gymnasium's own, e.g. "
+     "gymnasium/envs/mujoco/assets/half_cheetah.xml of a Gymnasium install (apex ships none); "
+     "relative to the working directory; apex-actor and apex-eval load it at start-up and "
+     "refuse a model that is not the task's"},
     {"env", "eval_id", T_STR, STR(env.eval_id), 0, 0, "", NULL,
      "id = python or external: a built-in id with the same dynamics and spaces; the launcher "
      "evaluates checkpoints on it with apex-eval (empty: no evaluation)"},

@@ -82,6 +82,11 @@ void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint
 }
 
 void vecenv_fini(vecenv_t *v) {
+    if (v->state != NULL && v->spec->fini != NULL) {
+        for (int i = 0; i < v->n; i++) {
+            v->spec->fini(v->state + (size_t)i * v->spec->state_bytes);
+        }
+    }
     free(v->state);
     free(v->rng);
     free(v->obs);

@@ -39,7 +39,9 @@
 // [position, velocity]); for MinAtar a minatar_t (the game and its numpy RandomState). That
 // makes it plain data: it can be copied, compared, or set from a test fixture
 // (env_set_state, classic envs). The spec functions are pure functions of their arguments
-// and thread-safe on distinct states.
+// and thread-safe on distinct states. The exception is MuJoCo (env_mujoco.h): its state is
+// a small struct that owns a MuJoCo mjData made by its first reset, so it must not be
+// copied (the copies would step and free one simulation) and is released by spec->fini.
 //
 // A spec's id and dimensions are its row of the env table (envinfo.h), spec->info, and are
 // written nowhere else: observations are info->obs_dim elements of info->obs_dtype (float32
@@ -76,6 +78,9 @@ typedef struct env_spec {
                       uint8_t *terminated);
     // Writes the observation of state (Gymnasium's _get_ob or np.array(state, float32)).
     void (*observe)(const void *state, void *obs_out);
+    // Optional (may be NULL): releases what the state owns outside itself (MuJoCo's mjData),
+    // leaving it zeroed; a zeroed state is a no-op. vecenv_fini calls it for every env.
+    void (*fini)(void *state);
     // Optional (may be NULL): step for n envs at once, states (n, state_bytes), obs_out
     // (n, obs), actions/rewards/terminated (n). Must give bit-identical results to n calls of
     // step; it exists only to be faster (vecenv_step prefers it).
@@ -146,7 +151,8 @@ typedef struct {
 // the finished-episode buffer (at least n is sensible: each step can end n episodes).
 void vecenv_init(vecenv_t *v, const env_spec_t *spec, int n, uint64_t seed, uint64_t first_index,
                  int episodes_cap);
-// Frees the arrays. A zeroed or already finished vecenv_t is a no-op.
+// Releases every env (spec->fini, where the spec has one) and frees the arrays. A zeroed or
+// already finished vecenv_t is a no-op.
 void vecenv_fini(vecenv_t *v);
 
 // Steps every env i with actions[i]. Outputs, all (n), caller-allocated:

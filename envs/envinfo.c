@@ -56,3 +56,17 @@ const char *envinfo_known_ids(void) { return s_known_ids + 2; }
 size_t envinfo_obs_bytes(const envinfo_t *e) {
     return (size_t)e->obs_dim * (e->obs_dtype == ENVINFO_OBS_U8 ? 1 : sizeof(float));
 }
+
+// The MuJoCo rows by index: the sub-table expanded once more (its rows are listed once).
+#define ENVINFO_X_MUJOCO(KEY, ...) [ENVINFO_##KEY] = 1,
+static const unsigned char s_is_mujoco[ENVINFO_COUNT] = {ENVINFO_MUJOCO_TABLE(ENVINFO_X_MUJOCO)};
+
+// Equality only: e may be any pointer (ordering unrelated pointers is undefined).
+int envinfo_is_mujoco(const envinfo_t *e) {
+    for (size_t i = 0; i < ENVINFO_COUNT; i++) {
+        if (e == &envinfo_table[i]) {
+            return s_is_mujoco[i];
+        }
+    }
+    return 0;
+}

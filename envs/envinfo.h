@@ -44,6 +44,7 @@ typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
 //   max_episode_steps  truncation limit (Gymnasium's TimeLimit), 0 = none
 // Classic control: Gymnasium's registrations. MinAtar (Young & Tian 2019): 10 x 10 x C frames of
 // 0/1 bytes, all 6 actions, no time limit (the v0 ids of MinAtar's own Gymnasium registration).
+// The MuJoCo rows are ENVINFO_MUJOCO_TABLE below, at the end of this one.
 #define ENVINFO_TABLE(X)                                                                                                                       \
     X(CARTPOLE,       env_cartpole_spec,               "CartPole-v1",              4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 2, 0, 0.0f, 0.0f, 500) \
     X(ACROBOT,        env_acrobot_spec,                "Acrobot-v1",               6,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 0, 0.0f, 0.0f, 500) \
@@ -52,7 +53,20 @@ typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
     X(BREAKOUT,       env_minatar_breakout_spec,       "MinAtar/Breakout-v0",      400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
     X(FREEWAY,        env_minatar_freeway_spec,        "MinAtar/Freeway-v0",       700,  ENVINFO_OBS_U8,  10, 10, 7,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
     X(SEAQUEST,       env_minatar_seaquest_spec,       "MinAtar/Seaquest-v0",      1000, ENVINFO_OBS_U8,  10, 10, 10, 1.0f, 6, 0, 0.0f, 0.0f, 0)   \
-    X(SPACE_INVADERS, env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0", 600,  ENVINFO_OBS_U8,  10, 10, 6,  1.0f, 6, 0, 0.0f, 0.0f, 0)
+    X(SPACE_INVADERS, env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0", 600,  ENVINFO_OBS_U8,  10, 10, 6,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
+    ENVINFO_MUJOCO_TABLE(X)
+// MuJoCo: Gymnasium's v4 tasks (envs/env_mujoco.h) with their default options: the
+// observation lengths of exclude_current_positions_from_observation = True and of Ant
+// without contact forces, float64 in Gymnasium and float32 here; the Box of the model's
+// actuator ctrlrange (every actuator the same); TimeLimit 1000. Each needs its MuJoCo
+// model file, [env] model_xml (envinfo_is_mujoco).
+#define ENVINFO_MUJOCO_TABLE(X)                                                                                                                \
+    X(HALF_CHEETAH,   env_mujoco_half_cheetah_spec,    "HalfCheetah-v4",           17,   ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 0, 6, -1.0f, 1.0f, 1000) \
+    X(HOPPER,         env_mujoco_hopper_spec,          "Hopper-v4",                11,   ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 0, 3, -1.0f, 1.0f, 1000) \
+    X(WALKER2D,       env_mujoco_walker2d_spec,        "Walker2d-v4",              17,   ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 0, 6, -1.0f, 1.0f, 1000) \
+    X(ANT,            env_mujoco_ant_spec,             "Ant-v4",                   27,   ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 0, 8, -1.0f, 1.0f, 1000) \
+    X(INV_PENDULUM,   env_mujoco_inv_pendulum_spec,    "InvertedPendulum-v4",      4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 0, 1, -3.0f, 3.0f, 1000) \
+    X(INV_DOUBLE_PENDULUM, env_mujoco_inv_double_pendulum_spec, "InvertedDoublePendulum-v4", 11, ENVINFO_OBS_F32, 0, 0, 0, 1.0f, 0, 1, -1.0f, 1.0f, 1000)
 // clang-format on
 
 // The rows' indices: ENVINFO_CARTPOLE, ..., and ENVINFO_COUNT rows in all.
@@ -83,5 +97,8 @@ const envinfo_t *envinfo_find(const char *id);
 const char *envinfo_known_ids(void);
 // Bytes of one observation of row e (obs_dim elements of its dtype).
 size_t envinfo_obs_bytes(const envinfo_t *e);
+// 1 when row e is a MuJoCo task (a row of ENVINFO_MUJOCO_TABLE), whose model file is
+// [env] model_xml; else 0 (also for NULL).
+int envinfo_is_mujoco(const envinfo_t *e);
 
 #endif

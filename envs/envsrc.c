@@ -3,6 +3,7 @@
 #include "envsrc.h"
 
 #include "apex.h"
+#include "env_mujoco.h"
 #include "log.h"
 #include "parse.h"
 #include "xalloc.h"
@@ -139,6 +140,19 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
                         "run with your own actors, which speak proto/apex.proto; or let "
                         "apex-actor step a Gymnasium-style env: id = python"
                       : "");
+        return NULL;
+    }
+    char err[512];
+    if (spec && env_mujoco_load(spec, cfg->env.model_xml, err, sizeof err) != 0) {
+        log_error("[env] model_xml: %s", err); // a MuJoCo task's model (start-up error)
+        return NULL;
+    }
+    if (spec && spec->info->action_dim > 0) {
+        // The env library steps continuous envs (step_cont), the actor's policy, n-step and
+        // batches do not act on them yet (issue #28): refused here, not asserted per step.
+        log_error("[env] id: %s has continuous actions (%d floats), which apex-actor cannot "
+                  "act on yet (issue #28)",
+                  spec->info->id, spec->info->action_dim);
         return NULL;
     }
     envsrc_t *s = xcalloc(1, sizeof *s);

@@ -125,7 +125,7 @@ fuzz-clang-check: | $(DEPS_STAMP) $(FUZZ_BUILD)/proto/apex.pb-c.h \
 $(BUILD)/fuzz/gen_corpus: $(BUILD)/fuzz/gen_corpus.o $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BUILD)/fuzz/gen_pywire_corpus: $(BUILD)/fuzz/gen_pywire_corpus.o $(LIBENV) $(LIBCOMMON)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(ENV_LIBS) $(LIBS) -o $@
 
 fuzz-corpus: $(BUILD)/fuzz/gen_corpus $(BUILD)/fuzz/gen_pywire_corpus
 	@mkdir -p fuzz/corpus/wire fuzz/corpus/config fuzz/replay/wire fuzz/corpus/pywire

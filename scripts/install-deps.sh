@@ -12,6 +12,8 @@ PKGS=(
   procps                              # pgrep/pkill in the smoke tests
   clang-format-14                     # make format-check (part of make test)
   libopenmpi-dev openmpi-bin          # the learner group (mpirun -np N apex-learner)
+  libmujoco-dev                       # the MuJoCo tasks of the env library (envs/mjenv.c)
+  libmujoco-samples                   # MuJoCo's own models, which tests/check_mujoco.c loads
 )
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
   PKGS+=(clang libclang-rt-dev) # libFuzzer, for make fuzz

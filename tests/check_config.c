@@ -129,7 +129,9 @@ START_TEST(test_error_classes) {
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
                    "MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
-                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, or python, or external)");
+                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, "
+                   "Walker2d-v4, Ant-v4, InvertedPendulum-v4, InvertedDoublePendulum-v4, or "
+                   "python, or external)");
     // The external environment's keys: both needed; built-in ids keep their own shape and
     // float32 observations.
     s_expect_error("[env]\nid = external\nobs_dim = 8\n",
@@ -375,6 +377,27 @@ START_TEST(test_python_env) {
                    "[env] make is for id = python (id is 'CartPole-v1')");
     s_expect_error("[env]\nid = CartPole-v1\neval_id = Acrobot-v1\n",
                    "[env] eval_id is for id = python or external (id is CartPole-v1)");
+}
+END_TEST
+
+// [env] model_xml: a MuJoCo id needs it (only its presence: the file is loaded where the env
+// is stepped, check_mujoco), every other id refuses it, python and external ones included.
+START_TEST(test_model_xml) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(s_load("[env]\nid = Hopper-v4\nmodel_xml = assets/hopper.xml\n", &cfg, err) == 0,
+                  "%s", err);
+    ck_assert_str_eq(cfg.env.model_xml, "assets/hopper.xml");
+    ck_assert_int_eq(cfg.env.obs_dim, 11);
+    ck_assert_int_eq(cfg.env.max_episode_steps, 1000);
+    s_expect_error("[env]\nid = Hopper-v4\n",
+                   "[env] model_xml: Hopper-v4 is a MuJoCo task and needs the path of its MuJoCo "
+                   "model (normally Gymnasium's own: gymnasium/envs/mujoco/assets/<task>.xml of a "
+                   "Gymnasium install; apex ships none)");
+    s_expect_error("[env]\nid = Acrobot-v1\nmodel_xml = hopper.xml\n",
+                   ":3: [env] model_xml is for the MuJoCo ids (id is Acrobot-v1)");
+    s_expect_error("[env]\nid = external\nobs_dim = 4\nn_actions = 2\nmodel_xml = h.xml\n",
+                   ":5: [env] model_xml is for the MuJoCo ids (id is external)");
 }
 END_TEST
 
@@ -659,6 +682,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_check_direct);
     tcase_add_test(tc, test_schema_where);
     tcase_add_test(tc, test_shard_check);
+    tcase_add_test(tc, test_model_xml);
     suite_add_tcase(s, tc);
     return s;
 }

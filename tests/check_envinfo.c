@@ -1,7 +1,7 @@
 // check_envinfo.c: the one table of env ids (envs/envinfo.h) and the implementation registry
 // built from it (envs/env.c): every row has its spec and that spec is the row's, every id
-// is found and nothing else is, the list of ids is the table's, and the MinAtar rows'
-// shapes are their games'.
+// is found and nothing else is, the list of ids is the table's, the MinAtar rows' shapes
+// are their games', and the MuJoCo rows' dimensions and bounds are Gymnasium's v4 tasks'.
 #include "check_apex.h"
 
 #include <math.h>
@@ -43,10 +43,20 @@ END_TEST
 // The specs the code names directly are their rows' (the other direction: no spec outside
 // the table is reachable as a built-in).
 START_TEST(test_named_specs_are_rows) {
-    const env_spec_t *named[] = {&env_cartpole_spec,         &env_acrobot_spec,
-                                 &env_mountaincar_spec,      &env_minatar_asterix_spec,
-                                 &env_minatar_breakout_spec, &env_minatar_freeway_spec,
-                                 &env_minatar_seaquest_spec, &env_minatar_space_invaders_spec};
+    const env_spec_t *named[] = {&env_cartpole_spec,
+                                 &env_acrobot_spec,
+                                 &env_mountaincar_spec,
+                                 &env_minatar_asterix_spec,
+                                 &env_minatar_breakout_spec,
+                                 &env_minatar_freeway_spec,
+                                 &env_minatar_seaquest_spec,
+                                 &env_minatar_space_invaders_spec,
+                                 &env_mujoco_half_cheetah_spec,
+                                 &env_mujoco_hopper_spec,
+                                 &env_mujoco_walker2d_spec,
+                                 &env_mujoco_ant_spec,
+                                 &env_mujoco_inv_pendulum_spec,
+                                 &env_mujoco_inv_double_pendulum_spec};
     ck_assert_int_eq(sizeof named / sizeof named[0], ENVINFO_COUNT);
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
         ck_assert_ptr_eq(env_find(named[i]->info->id), named[i]);
@@ -79,7 +89,8 @@ START_TEST(test_known_ids) {
     ck_assert_str_eq(envinfo_known_ids(),
                      "CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Asterix-v0, "
                      "MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
-                     "MinAtar/SpaceInvaders-v0");
+                     "MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, "
+                     "Ant-v4, InvertedPendulum-v4, InvertedDoublePendulum-v4");
 }
 END_TEST
 
@@ -95,6 +106,41 @@ START_TEST(test_known_values) {
         ck_assert(e->obs_dtype == ENVINFO_OBS_F32 && e->obs_h == 0 && e->obs_w == 0 &&
                   e->obs_c == 0 && e->obs_scale == 1.0f);
     }
+}
+END_TEST
+
+// The MuJoCo v4 rows: observation lengths of the default options (Gymnasium's observation
+// spaces), nu and the actuators' ctrlrange of Gymnasium's assets, TimeLimit 1000; only they
+// are envinfo_is_mujoco.
+START_TEST(test_mujoco_values) {
+    static const struct {
+        const char *id;
+        int obs_dim, action_dim;
+        float low, high;
+    } want[] = {{"HalfCheetah-v4", 17, 6, -1.0f, 1.0f},
+                {"Hopper-v4", 11, 3, -1.0f, 1.0f},
+                {"Walker2d-v4", 17, 6, -1.0f, 1.0f},
+                {"Ant-v4", 27, 8, -1.0f, 1.0f},
+                {"InvertedPendulum-v4", 4, 1, -3.0f, 3.0f},
+                {"InvertedDoublePendulum-v4", 11, 1, -1.0f, 1.0f}};
+    int n_mujoco = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const envinfo_t *e = envinfo_find(want[i].id);
+        ck_assert_msg(e != NULL, "%s", want[i].id);
+        ck_assert_int_eq(e->obs_dim, want[i].obs_dim);
+        ck_assert_int_eq(e->action_dim, want[i].action_dim);
+        ck_assert_int_eq(e->n_actions, 0);
+        ck_assert(e->action_low == want[i].low && e->action_high == want[i].high);
+        ck_assert_int_eq(e->max_episode_steps, 1000);
+        ck_assert(e->obs_dtype == ENVINFO_OBS_F32 && e->obs_h == 0 && e->obs_scale == 1.0f);
+        ck_assert_int_eq(envinfo_is_mujoco(e), 1);
+    }
+    for (int i = 0; i < ENVINFO_COUNT; i++) {
+        n_mujoco += envinfo_is_mujoco(&envinfo_table[i]);
+    }
+    ck_assert_int_eq(n_mujoco, 6);
+    ck_assert_int_eq(envinfo_is_mujoco(envinfo_find("CartPole-v1")), 0);
+    ck_assert_int_eq(envinfo_is_mujoco(NULL), 0);
 }
 END_TEST
 
@@ -131,6 +177,7 @@ Suite *envinfo_suite(void) {
     tcase_add_test(tc, test_unknown_ids);
     tcase_add_test(tc, test_known_ids);
     tcase_add_test(tc, test_known_values);
+    tcase_add_test(tc, test_mujoco_values);
     tcase_add_test(tc, test_minatar_rows_are_their_games);
     suite_add_tcase(s, tc);
     return s;

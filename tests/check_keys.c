@@ -17,6 +17,7 @@
 // what, direction, smoke script or NULL}. The observers (one per module, `what` picks the
 // quantity):
 //   s_net       nn_config_from_run + nn_num_params                 [network], [env] shape
+//   s_mujoco    env_mujoco_load: the MuJoCo model loaded               [env] model_xml
 //   s_train     learner_new's trainer: 3 updates on a fixed batch   [learner] optimisation
 //   s_learner   learner_new: BLAS threads, loop timers, bound endpoints, run directories
 //   s_lrun      learner_run against a fake replay server that records the SampleRequests
@@ -58,6 +59,7 @@
 #include "clock.h"
 #include "config.h"
 #include "env.h"
+#include "env_mujoco.h"
 #include "evaluator.h"
 #include "learner.h"
 #include "log.h"
@@ -222,6 +224,19 @@ static void s_net(const char *root, const apex_config_t *cfg, int what, s_obs *o
     nn_config_t n;
     nn_config_from_run(&n, cfg);
     o->v = (double)nn_num_params(&n);
+}
+
+// [env] model_xml: the model a MuJoCo task loads at start-up (env_mujoco_load, as apex-actor
+// and apex-eval do): its first actuator's gear, which the test models differ in.
+static void s_mujoco(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
+    (void)root, (void)what;
+    const env_spec_t *spec = env_find(cfg->env.id);
+    char err[512] = "";
+    ck_assert_msg(env_mujoco_load(spec, cfg->env.model_xml, err, sizeof err) == 0, "%s", err);
+    const mjModel *m = mjenv_model(env_mujoco_task(spec));
+    ck_assert_ptr_nonnull(m);
+    o->v = m->actuator_gear[0];
+    mjenv_unload(env_mujoco_task(spec));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1022,6 +1037,10 @@ static const s_row s_rows[] = {
     {"env.make", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"env.kwargs", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"env.eval_id", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    // A MuJoCo task's model: the test models' motors have gears 100 and 1e12.
+    {"env.model_xml", "env.model_xml=tests/fixtures/mujoco/diverge.xml",
+     "env.id=InvertedPendulum-v4;env.model_xml=tests/fixtures/mujoco/pendulum.xml", s_mujoco, 0, UP,
+     NULL},
 
     {"network.conv", "network.conv=16x3s1", "env.id=MinAtar/Breakout-v0", s_net, 0, UP, NULL},
     {"network.hidden", "network.hidden=8", NULL, s_net, 0, DOWN, NULL},

@@ -29,6 +29,20 @@ for b in "$APEX_BIN"/apex-*; do
   expect_rc 2 "$n missing config" "$b" -c /nonexistent.ini "${extra[@]}"
   expect_rc 2 "$n bad flag" "$b" --frobnicate
 done
+# A MuJoCo id's [env] model_xml: required by every daemon's config check, and loaded by
+# apex-actor and apex-eval at start-up: a missing or wrong file is one line and exit 2.
+mj=(--set env.id=Hopper-v4)
+expect_rc 2 "apex-replay: a MuJoCo id without model_xml" "$APEX_BIN/apex-replay" -c configs/cartpole.ini "${mj[@]}"
+grep -q "\[env\] model_xml: Hopper-v4 is a MuJoCo task" "$TMP/err" && ok "model_xml required" || bad "model_xml message: $(cat "$TMP/err")"
+expect_rc 2 "apex-replay: model_xml for CartPole" "$APEX_BIN/apex-replay" -c configs/cartpole.ini --set env.model_xml=x.xml
+for b in apex-actor apex-eval; do
+  extra=(--index 0)
+  [ "$b" = apex-eval ] && extra=(--trace 1 5)
+  expect_rc 2 "$b: a missing model_xml file" "$APEX_BIN/$b" -c configs/cartpole.ini "${extra[@]}" "${mj[@]}" --set env.model_xml="$TMP/none.xml"
+  grep -q "Hopper-v4: cannot load model_xml '$TMP/none.xml': XML" "$TMP/err" && ok "$b names the model file" || bad "$b model_xml message: $(cat "$TMP/err")"
+  expect_rc 2 "$b: another task's model" "$APEX_BIN/$b" -c configs/cartpole.ini "${extra[@]}" "${mj[@]}" --set env.model_xml=tests/fixtures/mujoco/pendulum.xml
+  grep -q "has nq 2, nv 2, nu 1; Hopper-v4's model (hopper.xml) has nq 6" "$TMP/err" && ok "$b refuses another task's model" || bad "$b wrong model message: $(cat "$TMP/err")"
+done
 # apex-keygen: usage, key files with owner-only secrets, the allow-list.
 expect_rc 2 "apex-keygen without arguments" "$APEX_BIN/apex-keygen"
 expect_rc 0 "apex-keygen --help" "$APEX_BIN/apex-keygen" --help
@@ -52,8 +66,9 @@ expect_rc 0 "a continuous external env's config is valid" "$APEX_BIN/apex-replay
 grep -q '^action_dim = 1$' "$TMP/out" && ok "--print-config shows action_dim" || bad "--print-config: no action_dim = 1"
 expect_rc 2 "apex-learner refuses continuous actions" "$APEX_BIN/apex-learner" "${cont[@]}"
 grep -q "continuous actions need the DPG learner" "$TMP/err" && ok "apex-learner says why" || bad "apex-learner: $(cat "$TMP/err")"
-expect_rc 2 "apex-actor refuses continuous actions" "$APEX_BIN/apex-actor" "${cont[@]}" --index 0
-grep -q "continuous actions need the DPG actor" "$TMP/err" && ok "apex-actor says why" || bad "apex-actor: $(cat "$TMP/err")"
+expect_rc 2 "apex-actor refuses continuous actions" "$APEX_BIN/apex-actor" -c configs/smoke.ini --index 0 \
+  --set env.id=InvertedPendulum-v4 --set env.model_xml=tests/fixtures/mujoco/pendulum.xml
+grep -q "has continuous actions (1 floats), which apex-actor cannot act on yet" "$TMP/err" && ok "apex-actor says why" || bad "apex-actor: $(cat "$TMP/err")"
 
 # configs/README.md's table is generated from the schema and must be current.
 "$APEX_BIN/apex-replay" --help-config-markdown >"$TMP/ref.md"
