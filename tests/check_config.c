@@ -128,8 +128,9 @@ START_TEST(test_error_classes) {
                    ":3: [run] name: indented continuation lines are not supported");
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
-                   "MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
-                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, or python, or external)");
+                   "MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0, MinAtar/Asterix-v0, "
+                   "MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
+                   "MinAtar/SpaceInvaders-v0, or python, or external)");
     // The external environment's keys: both needed; built-in ids keep their own shape and
     // float32 observations.
     s_expect_error("[env]\nid = external\nobs_dim = 8\n",

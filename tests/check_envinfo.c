@@ -43,10 +43,16 @@ END_TEST
 // The specs the code names directly are their rows' (the other direction: no spec outside
 // the table is reachable as a built-in).
 START_TEST(test_named_specs_are_rows) {
-    const env_spec_t *named[] = {&env_cartpole_spec,         &env_acrobot_spec,
-                                 &env_mountaincar_spec,      &env_minatar_asterix_spec,
-                                 &env_minatar_breakout_spec, &env_minatar_freeway_spec,
-                                 &env_minatar_seaquest_spec, &env_minatar_space_invaders_spec};
+    const env_spec_t *named[] = {&env_cartpole_spec,
+                                 &env_acrobot_spec,
+                                 &env_mountaincar_spec,
+                                 &env_pendulum_spec,
+                                 &env_mountaincar_continuous_spec,
+                                 &env_minatar_asterix_spec,
+                                 &env_minatar_breakout_spec,
+                                 &env_minatar_freeway_spec,
+                                 &env_minatar_seaquest_spec,
+                                 &env_minatar_space_invaders_spec};
     ck_assert_int_eq(sizeof named / sizeof named[0], ENVINFO_COUNT);
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
         ck_assert_ptr_eq(env_find(named[i]->info->id), named[i]);
@@ -77,9 +83,9 @@ START_TEST(test_known_ids) {
     }
     ck_assert_str_eq(envinfo_known_ids(), want);
     ck_assert_str_eq(envinfo_known_ids(),
-                     "CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Asterix-v0, "
-                     "MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
-                     "MinAtar/SpaceInvaders-v0");
+                     "CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, "
+                     "MountainCarContinuous-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, "
+                     "MinAtar/Freeway-v0, MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0");
 }
 END_TEST
 
@@ -91,9 +97,20 @@ START_TEST(test_known_values) {
     ck_assert(cp->obs_dim == 4 && cp->n_actions == 2 && cp->max_episode_steps == 500);
     ck_assert(ab->obs_dim == 6 && ab->n_actions == 3 && ab->max_episode_steps == 500);
     ck_assert(mc->obs_dim == 2 && mc->n_actions == 3 && mc->max_episode_steps == 200);
-    for (const envinfo_t *e = cp; e; e = e == cp ? ab : e == ab ? mc : NULL) {
+    // Continuous: Box(-2, 2, (1,)) and Box(-1, 1, (1,)) actions.
+    const envinfo_t *pd = envinfo_find("Pendulum-v1");
+    const envinfo_t *mcc = envinfo_find("MountainCarContinuous-v0");
+    ck_assert(pd->obs_dim == 3 && pd->n_actions == 0 && pd->action_dim == 1 &&
+              pd->action_low == -2.0f && pd->action_high == 2.0f && pd->max_episode_steps == 200);
+    ck_assert(mcc->obs_dim == 2 && mcc->n_actions == 0 && mcc->action_dim == 1 &&
+              mcc->action_low == -1.0f && mcc->action_high == 1.0f &&
+              mcc->max_episode_steps == 999);
+    const envinfo_t *classic[] = {cp, ab, mc, pd, mcc};
+    for (size_t i = 0; i < sizeof classic / sizeof classic[0]; i++) {
+        const envinfo_t *e = classic[i];
         ck_assert(e->obs_dtype == ENVINFO_OBS_F32 && e->obs_h == 0 && e->obs_w == 0 &&
                   e->obs_c == 0 && e->obs_scale == 1.0f);
+        ck_assert(i < 3 ? e->action_dim == 0 : e->action_dim > 0);
     }
 }
 END_TEST
