@@ -194,6 +194,14 @@ static int s_timer_status(loop_t *loop, void *arg);
 
 actor_t *actor_new(const apex_config_t *cfg, int index) {
     const int N = (int)cfg->actor.envs_per_actor;
+    // A continuous env (env.h: Pendulum-v1, ...) has no discrete actions to take an argmax
+    // over: this actor is Ape-X DQN's. A start-up error, not the network's assert.
+    if (cfg->env.n_actions < 1) {
+        log_error("[env] id = %s has continuous actions; apex-actor acts with a Q-network, "
+                  "which needs discrete ones",
+                  cfg->env.id);
+        return NULL;
+    }
     // The envs first: with id = python this starts the env workers and checks their spaces,
     // the start-up error most likely to happen.
     envsrc_t *src = envsrc_new(cfg, N, (uint64_t)index * (uint64_t)N, index);

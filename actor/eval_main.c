@@ -81,6 +81,13 @@ int main(int argc, char **argv) {
         return evaluator_trace(&cfg, (uint64_t)args.trace_seed, args.trace_steps, args.actions,
                                stdout);
     }
+    if (cfg.env.n_actions < 1) { // a continuous env (env.h): no Q-network acts in it
+        fprintf(stderr,
+                "apex-eval: [env] id = %s has continuous actions: --checkpoint and --follow "
+                "evaluate Q-networks, which need discrete ones (--trace steps it)\n",
+                cfg.env.id);
+        return 2;
+    }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     if (args.follow) {
         return evaluator_follow(&cfg, args.max_evals);
