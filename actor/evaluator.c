@@ -211,7 +211,9 @@ static int s_trace_cont(const env_spec_t *spec, uint64_t seed, long steps, const
     }
     const size_t O = env_obs_bytes(spec);
     uint64_t lcg = seed;
-    uint8_t state[ENV_MAX_STATE_BYTES], obs[ENV_MAX_OBS_DIM * 4];
+    // Zeroed: a state that owns something outside itself (as a simulator's would) starts
+    // from the zeroed state, as in vecenv_init's.
+    uint8_t state[ENV_MAX_STATE_BYTES] = {0}, obs[ENV_MAX_OBS_DIM * 4];
     rng_t rng;
     rng_init_stream(&rng, seed, RNG_ROLE_ENV, 0);
     spec->reset(state, &rng, obs);
