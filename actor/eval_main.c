@@ -58,21 +58,14 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     return 0;
 }
 
-// The built-in env's start-up: a MuJoCo task's model (env_mujoco.h) is loaded, and a
-// continuous id refused (the evaluator's policy and random actions are discrete, issue #28).
-// 0, or -1 after one error line.
+// The built-in env's start-up: a MuJoCo task's model (env_mujoco.h) is loaded. 0, or -1
+// after one error line. (--trace steps continuous envs too; --checkpoint and --follow refuse
+// them below: the evaluator's policy is a Q-network, issue #28.)
 static int s_env_startup(const apex_config_t *cfg) {
     char err[512];
     const env_spec_t *spec = env_find(cfg->env.id);
     if (spec && env_mujoco_load(spec, cfg->env.model_xml, err, sizeof err) != 0) {
         fprintf(stderr, "apex-eval: [env] model_xml: %s\n", err);
-        return -1;
-    }
-    if (spec && spec->info->action_dim > 0) {
-        fprintf(stderr,
-                "apex-eval: [env] id: %s has continuous actions (%d floats), which apex-eval "
-                "cannot act on yet (issue #28)\n",
-                spec->info->id, spec->info->action_dim);
         return -1;
     }
     return 0;
@@ -104,6 +97,13 @@ int main(int argc, char **argv) {
     if (args.trace) { // random actions: no network, no BLAS
         return evaluator_trace(&cfg, (uint64_t)args.trace_seed, args.trace_steps, args.actions,
                                stdout);
+    }
+    if (cfg.env.n_actions < 1) { // a continuous env (env.h): no Q-network acts in it
+        fprintf(stderr,
+                "apex-eval: [env] id = %s has continuous actions: --checkpoint and --follow "
+                "evaluate Q-networks, which need discrete ones (--trace steps it)\n",
+                cfg.env.id);
+        return 2;
     }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     if (args.follow) {

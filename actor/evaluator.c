@@ -142,6 +142,114 @@ static void s_hex(FILE *out, const uint8_t *b, size_t n) {
     }
 }
 
+// The a= fields of a continuous env's trace file: action_dim comma-separated floats per
+// line (reset lines carry a=none and are skipped). Returns how many action vectors were
+// read into *out (caller frees), or -1.
+static long s_read_actions_cont(const char *path, int D, float **out) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        log_error("%s: %s", path, strerror(errno));
+        return -1;
+    }
+    long n = 0, cap = 1024;
+    float *a = xmalloc((size_t)cap * (size_t)D * sizeof *a);
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, " a=");
+        if (!p || strncmp(p + 3, "none", 4) == 0) {
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            a = xrealloc(a, (size_t)cap * (size_t)D * sizeof *a); // start-up, not a hot path
+        }
+        char *end = (char *)p + 3;
+        for (int j = 0; j < D; j++) {
+            const char *start = end + (j > 0 && *end == ',');
+            a[n * D + j] = strtof(start, &end);
+            if (end == start) {
+                log_error("%s: a= needs %d comma-separated floats: %s", path, D, p + 1);
+                fclose(f);
+                free(a);
+                return -1;
+            }
+        }
+        n++;
+    }
+    fclose(f);
+    *out = a;
+    return n;
+}
+
+static void s_trace_line_cont(FILE *out, long t, const float *a, int D, float r, int term,
+                              int trunc, const uint8_t *obs, size_t obs_bytes) {
+    fprintf(out, "t=%ld a=", t);
+    for (int j = 0; j < D; j++) {
+        if (a) {
+            fprintf(out, "%s%.9g", j ? "," : "", (double)a[j]);
+        }
+    }
+    fprintf(out, "%s r=%.9g term=%d trunc=%d obs=", a ? "" : "none", (double)r, term, trunc);
+    s_hex(out, obs, obs_bytes);
+    fputc('\n', out);
+}
+
+#define TRACE_MAX_ACTION_DIM 64 // floats per action; the widest env (MuJoCo Ant) has 8
+
+// evaluator_trace for a continuous env (info->action_dim > 0): actions uniform in the
+// action bounds from the same LCG (each component low + (high - low) * u, u its top 24 bits
+// over 2^24), or read from a trace's a= fields; %.9g prints each float exactly.
+static int s_trace_cont(const env_spec_t *spec, uint64_t seed, long steps, const char *actions_path,
+                        FILE *out) {
+    const envinfo_t *e = spec->info;
+    const int D = e->action_dim;
+    float *actions = NULL, a[TRACE_MAX_ACTION_DIM];
+    APEX_ASSERT(D <= TRACE_MAX_ACTION_DIM);
+    long n_actions = -1;
+    if (actions_path && (n_actions = s_read_actions_cont(actions_path, D, &actions)) < 0) {
+        return 2;
+    }
+    const size_t O = env_obs_bytes(spec);
+    uint64_t lcg = seed;
+    // Zeroed: a state that owns something outside itself (as a simulator's would) starts
+    // from the zeroed state, as in vecenv_init's.
+    uint8_t state[ENV_MAX_STATE_BYTES] = {0}, obs[ENV_MAX_OBS_DIM * 4];
+    rng_t rng;
+    rng_init_stream(&rng, seed, RNG_ROLE_ENV, 0);
+    spec->reset(state, &rng, obs);
+    s_trace_line_cont(out, 0, NULL, D, 0.0f, 0, 0, obs, O);
+    long ep_len = 0;
+    for (long t = 1; t <= steps && (n_actions < 0 || t <= n_actions); t++) {
+        for (int j = 0; j < D; j++) {
+            if (n_actions >= 0) {
+                a[j] = actions[(t - 1) * D + j];
+                continue;
+            }
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            const double u = (double)(lcg >> 40) / (double)(1 << 24);
+            a[j] = (float)((double)e->action_low +
+                           ((double)e->action_high - (double)e->action_low) * u);
+        }
+        float r;
+        uint8_t term;
+        spec->step_cont(state, a, obs, &r, &term);
+        ep_len++;
+        // A void step (term = 2) is printed as such and starts over, as vecenv_step_cont does.
+        const int trunc = term != 2 && e->max_episode_steps > 0 && ep_len >= e->max_episode_steps;
+        s_trace_line_cont(out, t, a, D, r, term, trunc, obs, O);
+        if (term || trunc) {
+            ep_len = 0;
+            spec->reset(state, &rng, obs);
+            s_trace_line_cont(out, t, NULL, D, 0.0f, 0, 0, obs, O);
+        }
+    }
+    if (spec->fini) { // a MuJoCo env's state owns its simulation data
+        spec->fini(state);
+    }
+    free(actions);
+    return 0;
+}
+
 int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const char *actions_path,
                     FILE *out) {
     const env_spec_t *spec = env_find(cfg->env.id);
@@ -149,6 +257,9 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
         log_error("[env] id '%s' is not an environment apex can step (%s)", cfg->env.id,
                   envinfo_known_ids());
         return 2;
+    }
+    if (spec->info->action_dim > 0) {
+        return s_trace_cont(spec, seed, steps, actions_path, out);
     }
     int *actions = NULL;
     long n_actions = -1;

@@ -59,6 +59,10 @@ void evaluator_run(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st,
 //             (the line tests/fixtures/gen_minatar.py --trace prints from the reference, for
 //             the same seed, so the two can be diffed; a line with a=-1 follows each reset)
 //   others:   t=<t> a=<action> r=<reward> term=<0|1> trunc=<0|1> obs=<float32 bytes, hex>
+//   continuous (action_dim > 0): the same with a=<action_dim floats, %.9g, comma-separated>,
+//             drawn uniform in [action_low, action_high] from the same LCG; term=2 marks a
+//             void step (env.h), followed by a reset line like any episode's end
+// After each reset comes a line with a=-1 (a=none for a continuous env) and the reset obs.
 // Returns 0, or 2 after logging why (unknown env, unreadable actions file).
 int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const char *actions_path,
                     FILE *out);

@@ -2,21 +2,25 @@
 //
 // 64 envs in lock step with auto-reset, uniform random actions drawn from an rng_t inside the
 // timed loop (as an actor with a random policy would pick them), no policy network and no
-// n-step folding: CartPole-v1, then the five MinAtar games (MinAtar/<Game>-v0: sticky
+// n-step folding: CartPole-v1, the continuous-action Pendulum-v1 and
+// MountainCarContinuous-v0 (vecenv_step_cont, actions uniform in the bounds), then the five
+// MinAtar games (MinAtar/<Game>-v0: sticky
 // actions 0.1 and difficulty ramping, minatar.Environment's defaults; every step writes the
 // 10 x 10 x C observation, as Environment.state() would be called after every act).
 // Peers: ../shared/peers/cartpole.py and the MinAtar reference itself
 // (bench/minatar_ref.py); bench/run_env.sh runs them and prints the ratios.
 //
-// Output: "BENCH env.cartpole.steps_per_s <median> steps/s" and
+// Output: "BENCH env.cartpole.steps_per_s <median> steps/s", the same for env.pendulum and
+// env.mountaincar_continuous, and
 // "BENCH env.minatar_<game>.steps_per_s <median> steps/s" (median of the timed windows after
 // one warm-up window), each with "BENCH env.<name>.steps_per_cpu_s" (all timed steps over
 // the thread's CPU time: the one-core rate with the machine's sharing taken out) and a
 // comment line: min/max, episodes, mean length.
 //
-// Usage: bench_env [vector_steps_per_window] [windows] [--only cartpole|minatar|<game>]
-//   defaults: CartPole 200000 vector steps, MinAtar calibrated to ~0.3 s per window; 7
-//   windows. <game> is a MinAtar module name (breakout, space_invaders, ...).
+// Usage: bench_env [vector_steps_per_window] [windows]
+//                  [--only cartpole|continuous|pendulum|mountaincar_continuous|minatar|<game>]
+//   defaults: CartPole 200000 vector steps, the continuous envs 100000, MinAtar calibrated to
+//   ~0.3 s per window; 7 windows. <game> is a MinAtar module name (breakout, ...).
 #include "clock.h"
 #include "env.h"
 #include "minatar.h"
@@ -49,10 +53,28 @@ static double s_thread_cpu_s(void) {
 static double s_run_window(vecenv_t *v, rng_t *r, long vsteps, float *rewards, uint8_t *term,
                            uint8_t *trunc, double *cpu) {
     int32_t actions[BENCH_NENV];
-    const uint32_t A = (uint32_t)v->spec->info->n_actions;
+    const envinfo_t *e = v->spec->info;
+    const uint32_t A = (uint32_t)e->n_actions;
+    // Continuous actions (action_dim floats per env, uniform in the bounds).
+    enum { MAX_DIM = 8 };
+    float cont[BENCH_NENV * MAX_DIM];
+    const int D = e->action_dim;
+    const float lo = e->action_low, span = e->action_high - e->action_low;
+    if (D > MAX_DIM) {
+        fprintf(stderr, "bench_env: %s has %d action dimensions (at most %d)\n", e->id, D, MAX_DIM);
+        exit(2);
+    }
     double c0 = s_thread_cpu_s();
     int64_t t0 = clock_now_ns();
     for (long s = 0; s < vsteps; s++) {
+        if (D > 0) {
+            for (int k = 0; k < BENCH_NENV * D; k++) {
+                cont[k] = lo + span * rng_uniform_f(r);
+            }
+            vecenv_step_cont(v, cont, rewards, term, trunc, NULL);
+            v->done_count = 0;
+            continue;
+        }
         if (A == 2) {
             // One 64-bit draw gives all 64 binary actions: uniform and independent per env.
             uint64_t bits = rng_next_u64(r);
@@ -126,17 +148,32 @@ int main(int argc, char **argv) {
             windows = 0; // reject below
         }
     }
+    // The continuous-action envs, selected by name or by "continuous".
+    static const struct {
+        const char *name;
+        const env_spec_t *spec;
+    } conts[] = {{"pendulum", &env_pendulum_spec},
+                 {"mountaincar_continuous", &env_mountaincar_continuous_spec}};
     int known = !only || !strcmp(only, "cartpole") || !strcmp(only, "minatar") ||
-                minatar_find(only) != NULL;
+                !strcmp(only, "continuous") || minatar_find(only) != NULL;
+    for (size_t c = 0; c < sizeof conts / sizeof conts[0]; c++) {
+        known |= only && !strcmp(only, conts[c].name);
+    }
     if ((n_pos > 0 && vsteps <= 0) || windows < 5 || windows > MAX_WINDOWS || !known) {
         fprintf(stderr,
                 "usage: %s [vector_steps_per_window > 0] [windows 5..100] "
-                "[--only cartpole|minatar|<minatar game>]\n",
+                "[--only cartpole|continuous|pendulum|mountaincar_continuous|minatar|"
+                "<minatar game>]\n",
                 argv[0]);
         return 2;
     }
     if (!only || !strcmp(only, "cartpole")) {
         s_bench(&env_cartpole_spec, "cartpole", vsteps > 0 ? vsteps : 200000, windows);
+    }
+    for (size_t c = 0; c < sizeof conts / sizeof conts[0]; c++) {
+        if (!only || !strcmp(only, "continuous") || !strcmp(only, conts[c].name)) {
+            s_bench(conts[c].spec, conts[c].name, vsteps > 0 ? vsteps : 100000, windows);
+        }
     }
     // The MinAtar specs in minatar.h's game order; their ids name the game in CamelCase.
     static const struct {

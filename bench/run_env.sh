@@ -6,6 +6,9 @@
 #   BENCH env.cartpole.ratio_vs_python <x> x        apex / peer "py" (pure-Python CartPole,
 #                                                   the headline peer, ~661 k steps/s)
 #   BENCH env.cartpole.ratio_vs_numpy64 <x> x       apex / peer "np64" (numpy, 64 envs)
+# Pendulum-v1 and MountainCarContinuous-v0 (vecenv_step_cont, uniform actions in the bounds):
+#   BENCH env.pendulum.steps_per_s <x> steps/s, BENCH env.mountaincar_continuous.steps_per_s
+#   apex's figures alone (no peer).
 # The five MinAtar games against the reference itself (kenjyoung/MinAtar, stepped by
 # bench/minatar_ref.py: minatar.Environment's defaults, act + state() per step), when
 # MINATAR_SRC names a checkout of it (the directory holding the `minatar` package; it is
@@ -45,6 +48,8 @@ if [ -z "$apex" ] || [ -z "$py" ] || [ -z "$np64" ]; then
 fi
 awk -v a="$apex" -v p="$py" 'BEGIN { printf "BENCH env.cartpole.ratio_vs_python %.1f x\n", a / p }'
 awk -v a="$apex" -v p="$np64" 'BEGIN { printf "BENCH env.cartpole.ratio_vs_numpy64 %.1f x\n", a / p }'
+
+"$BIN" --only continuous
 
 GAMES="asterix breakout freeway seaquest space_invaders"
 if [ -z "${MINATAR_SRC:-}" ]; then

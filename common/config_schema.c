@@ -36,13 +36,14 @@ const config_row_t config_schema[] = {
      "core (" CONFIG_BLAS_CORES "); logged at start-up"},
 
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
-     "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/<Game>-v0 "
+     "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, "
+     "MountainCarContinuous-v0, MinAtar/<Game>-v0 "
      "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders, the MuJoCo tasks "
      "HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, InvertedPendulum-v4 and "
      "InvertedDoublePendulum-v4 with [env] model_xml), python (Gymnasium-style "
      "Python envs from [env] make, stepped by apex-actor's env workers, see [python]), or "
      "external (stepped by your own actors); python and external need obs_dim (or obs_shape), "
-     "n_actions and obs_dtype"},
+     "n_actions (discrete) or action_dim, action_low and action_high (continuous), and obs_dtype"},
     {"env", "obs_dim", T_INT, OFF(env.ext_obs_dim), 0, 0, 1 << 20, "0", NULL,
      "observation length for id = python or external (0 = the built-in id's)"},
     {"env", "n_actions", T_INT, OFF(env.ext_n_actions), 0, 0, CONFIG_MAX_ACTIONS, "0", NULL,

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "xalloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,16 @@ void vecenv_fini(vecenv_t *v) {
     memset(v, 0, sizeof(*v));
 }
 
+// Starts env i's next episode: its running return and length back to 0, and its reset
+// observation written into v->obs.
+static void s_vecenv_restart(vecenv_t *v, int i) {
+    const env_spec_t *spec = v->spec;
+    v->ep_return[i] = 0.0;
+    v->ep_len[i] = 0;
+    spec->reset(v->state + (size_t)i * spec->state_bytes, &v->rng[i],
+                v->obs + (size_t)i * v->obs_bytes);
+}
+
 // Records env i's finished episode (or counts it as dropped when the buffer is full), keeps
 // its final observation in v->final_obs, then starts the next one, writing its first
 // observation into v->obs.
@@ -110,12 +121,24 @@ static void s_vecenv_finish(vecenv_t *v, int i) {
         v->episodes_dropped++;
     }
     v->episodes++;
-    v->ep_return[i] = 0.0;
-    v->ep_len[i] = 0;
-    const env_spec_t *spec = v->spec;
     const size_t O = v->obs_bytes;
     memcpy(v->final_obs + (size_t)i * O, v->obs + (size_t)i * O, O);
-    spec->reset(v->state + (size_t)i * spec->state_bytes, &v->rng[i], v->obs + (size_t)i * O);
+    s_vecenv_restart(v, i);
+}
+
+// Folds env i's step into its episode and applies the time limit (pass 2 of a step):
+// writes *truncated, and auto-resets the env when the episode ended.
+// T is the spec's max_episode_steps.
+static void s_vecenv_fold(vecenv_t *v, int i, int T, float reward, uint8_t terminated,
+                          uint8_t *truncated) {
+    v->ep_return[i] += (double)reward;
+    v->ep_len[i]++;
+    // TimeLimit semantics: truncated depends on the step count only, so a terminal step
+    // that is also the last allowed one reports both.
+    *truncated = (uint8_t)(T > 0 && v->ep_len[i] >= T);
+    if (terminated || *truncated) {
+        s_vecenv_finish(v, i);
+    }
 }
 
 void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *terminated,
@@ -123,6 +146,8 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *t
     const env_spec_t *spec = v->spec;
     const size_t S = spec->state_bytes, O = v->obs_bytes;
     const int A = spec->info->n_actions, T = spec->info->max_episode_steps;
+    // A continuous env steps with vecenv_step_cont: calling this on one is a bug (S6.1).
+    APEX_ASSERT(A > 0 && spec->step != NULL);
     // Actions come from our own policy code, so a bad one is a bug, not input (S6.1).
     // Checked for all envs before any steps, so an abort never leaves half a vector stepped.
     for (int i = 0; i < v->n; i++) {
@@ -142,16 +167,51 @@ void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *t
     // Pass 2: bookkeeping and auto-reset: an ended episode's final observation moves to
     // v->final_obs and its reset observation takes its place in v->obs.
     for (int i = 0; i < v->n; i++) {
-        v->ep_return[i] += (double)rewards[i];
-        v->ep_len[i]++;
-        // TimeLimit semantics: truncated depends on the step count only, so a terminal step
-        // that is also the last allowed one reports both.
-        truncated[i] = (uint8_t)(T > 0 && v->ep_len[i] >= T);
-        if (terminated[i] || truncated[i]) {
-            s_vecenv_finish(v, i);
-        }
+        s_vecenv_fold(v, i, T, rewards[i], terminated[i], &truncated[i]);
     }
     v->steps += (uint64_t)v->n;
+}
+
+void vecenv_step_cont(vecenv_t *v, const float *actions, float *rewards, uint8_t *terminated,
+                      uint8_t *truncated, uint8_t *void_step) {
+    const env_spec_t *spec = v->spec;
+    const size_t S = spec->state_bytes, O = v->obs_bytes;
+    const int D = spec->info->action_dim, T = spec->info->max_episode_steps;
+    // A discrete env steps with vecenv_step (S6.1).
+    APEX_ASSERT(D > 0 && spec->step_cont != NULL);
+    // The policy's actions must be finite (env.h): a NaN would pass through the envs'
+    // clipping (as through Gymnasium's) into the state. Checked before any env steps.
+    for (size_t k = 0; k < (size_t)v->n * (size_t)D; k++) {
+        APEX_ASSERT(isfinite(actions[k]));
+    }
+    // Pass 1: physics, into the observations to act on (see vecenv_step). No clipping here:
+    // each spec treats out-of-bounds actions the way its Gymnasium env does.
+    for (int i = 0; i < v->n; i++) {
+        spec->step_cont(v->state + (size_t)i * S, actions + (size_t)i * (size_t)D,
+                        v->obs + (size_t)i * O, &rewards[i], &terminated[i]);
+    }
+    // Pass 2: as vecenv_step's, except for void steps (terminated == 2, a state that is no
+    // longer finite): the env starts over and the step counts nowhere, neither as a frame
+    // nor in an episode; the cut episode is not reported.
+    uint64_t voids = 0;
+    for (int i = 0; i < v->n; i++) {
+        const int is_void = terminated[i] == 2;
+        APEX_ASSERT(terminated[i] <= 2);
+        if (void_step != NULL) {
+            void_step[i] = (uint8_t)is_void;
+        }
+        if (is_void) {
+            rewards[i] = 0.0f; // the spec's may be NaN or inf
+            terminated[i] = 0;
+            truncated[i] = 0;
+            s_vecenv_restart(v, i);
+            voids++;
+            continue;
+        }
+        s_vecenv_fold(v, i, T, rewards[i], terminated[i], &truncated[i]);
+    }
+    v->steps += (uint64_t)v->n - voids;
+    v->void_steps += voids;
 }
 
 int vecenv_drain_episodes(vecenv_t *v, vecenv_episode_t *out, int cap) {

@@ -1,23 +1,39 @@
 // env.h: the environments an actor steps, and a vectorised lock-step wrapper (vecenv_t).
 //
 // What it does: reproduces Gymnasium's classic-control dynamics bit for bit where the platform
-// allows it (CartPole-v1, Acrobot-v1, MountainCar-v0): the same constants, the same integrators
-// and the same order of float64 operations as gymnasium/envs/classic_control/*.py, with the
-// internal state in double precision (Gymnasium's Python floats / float64 arrays) and
-// observations returned as float32 (Gymnasium's np.array(..., dtype=np.float32)). Time limits
-// are the TimeLimit wrapper's: truncation after max_episode_steps (500, 500, 200).
-// tests/fixtures/gen_env_trajectories.py is the independent reference it is checked against.
+// allows it (CartPole-v1, Acrobot-v1, MountainCar-v0, and the continuous-action Pendulum-v1
+// and MountainCarContinuous-v0): the same constants, the same integrators and the same order
+// of float64 operations as gymnasium/envs/classic_control/*.py, with the internal state in
+// double precision (Gymnasium's Python floats / float64 arrays) and observations returned as
+// float32 (Gymnasium's np.array(..., dtype=np.float32)). Time limits are the TimeLimit
+// wrapper's: truncation after max_episode_steps (500, 500, 200, 200, 999).
+// tests/fixtures/gen_env_trajectories.py is the independent reference the discrete three are
+// checked against (a line-by-line transcription); the continuous two are checked against
+// trajectories of Gymnasium's own pendulum.py and continuous_mountain_car.py, run by
+// tests/fixtures/gen_env_cont_trajectories.py. Exact means: every float64 state value, every
+// float32 observation and every reward (Gymnasium's float64 rounded to the float reported)
+// bit for bit, and the terminated flags, on every recorded step.
+// - Continuous envs are exact to Gymnasium under numpy 1.x promotion (an np.float32 action
+//   meeting a Python number computes in float64; numpy 2's NEP 50 keeps some of it in
+//   float32 and gives other numbers), with libm's sin/cos. Their quirks are kept:
+//   Pendulum's theta is never wrapped and its cost uses the clipped torque;
+//   MountainCarContinuous's state is float32 after every step (the first step of an episode
+//   runs on reset's float64), its goal test is on the float64 values before that rounding,
+//   and its reward charges the unclipped action. Each spec's file lists what it keeps.
 //
 // What it deliberately does not do:
 // - Reproduce Gymnasium's reset *streams*. Start states follow the same distributions
 //   (CartPole U(-0.05, 0.05)^4, Acrobot U(-0.1, 0.1)^4 rounded to float32 as Gymnasium does,
-//   MountainCar position U(-0.6, -0.4) and velocity 0) but are drawn from our rng_t
-//   (xoshiro256**), not numpy's PCG64, so seeds do not correspond.
-// - Use numpy's transcendental functions. Acrobot calls numpy.cos/sin; on CPUs with AVX-512
-//   numpy 1.22+ computes them with SVML, which differs from glibc's sin/cos by up to an ulp.
-//   We use libm, which is what Gymnasium computes on other CPUs (see the fixture generator).
-// - Rendering, continuous actions, torque noise (Acrobot's torque_noise_max is 0 by default),
-//   or anything allocated per step.
+//   MountainCar and MountainCarContinuous position U(-0.6, -0.4) and velocity 0, Pendulum
+//   theta U(-pi, pi) and theta_dot U(-1, 1)) but are drawn from our rng_t (xoshiro256**),
+//   not numpy's PCG64, so seeds do not correspond.
+// - Use numpy's transcendental functions. Acrobot and Pendulum call numpy.cos/sin; on CPUs
+//   with AVX-512 numpy 1.22-1.24 computes them with SVML, which differs from glibc's sin/cos
+//   by up to an ulp. We use libm, which is what Gymnasium computes on other CPUs (and with
+//   numpy 1.25-1.26, which turned that SIMD path off, on all; see the fixture generators).
+// - Clip continuous actions in vecenv (each spec does what its Gymnasium env does with them),
+//   rendering, torque noise (Acrobot's torque_noise_max is 0 by default), or anything
+//   allocated per step.
 //
 // Exactness depends on the compiler not contracting a*b+c into FMA: the Makefile builds with
 // -std=c11, where GCC's default is -ffp-contract=off. Do not build env_*.c with -ffast-math.
@@ -35,9 +51,10 @@
 //
 // The state of one environment is state_bytes of plain data. For the classic-control envs it
 // is state_dim doubles laid out exactly like Gymnasium's env.unwrapped.state (CartPole [x,
-// x_dot, theta, theta_dot]; Acrobot [theta1, theta2, dtheta1, dtheta2]; MountainCar
-// [position, velocity]); for MinAtar a minatar_t (the game and its numpy RandomState). That
-// makes it plain data: it can be copied, compared, or set from a test fixture
+// x_dot, theta, theta_dot]; Acrobot [theta1, theta2, dtheta1, dtheta2]; MountainCar and
+// MountainCarContinuous [position, velocity]; Pendulum [theta, theta_dot]); for MinAtar a
+// minatar_t (the game and its numpy RandomState). That makes it plain data: it can be
+// copied, compared, or set from a test fixture
 // (env_set_state, classic envs). The spec functions are pure functions of their arguments
 // and thread-safe on distinct states. The exception is MuJoCo (env_mujoco.h): its state is
 // a small struct that owns a MuJoCo mjData made by its first reset, so it must not be
@@ -47,7 +64,8 @@
 // written nowhere else: observations are info->obs_dim elements of info->obs_dtype (float32
 // for classic control, uint8 for MinAtar's 0/1 frames), channels-last [y][x][c] for images
 // (obs_h x obs_w x obs_c; 0 x 0 x 0 for a vector), and enter the network multiplied by
-// info->obs_scale; actions are 0 .. info->n_actions-1.
+// info->obs_scale; actions are 0 .. info->n_actions-1 (a discrete env) or info->action_dim
+// floats, nominally in [info->action_low, info->action_high] (a continuous one).
 
 #define ENV_MAX_OBS_DIM 1024 // elements; MinAtar's largest frame is 10 x 10 x 10
 #define ENV_MAX_STATE_DIM 8  // doubles of a classic-control state
@@ -92,7 +110,8 @@ typedef struct env_spec {
 size_t env_obs_bytes(const env_spec_t *spec);
 
 // The built-in specs, one per row of ENVINFO_TABLE and named there (env_cartpole_spec,
-// env_acrobot_spec, env_mountaincar_spec, env_minatar_<game>_spec). Code normally looks them
+// env_acrobot_spec, env_mountaincar_spec, env_pendulum_spec,
+// env_mountaincar_continuous_spec, env_minatar_<game>_spec). Code normally looks them
 // up with env_find.
 #define ENV_X_DECLARE(KEY, spec, ...) extern const env_spec_t spec;
 ENVINFO_TABLE(ENV_X_DECLARE)
@@ -135,8 +154,10 @@ typedef struct {
                             // last step ended the episode; stale otherwise (vecenv_step)
     double *ep_return;      // (n) return of the running episode so far
     int32_t *ep_len;        // (n) steps of the running episode so far
-    uint64_t steps;         // env steps taken by vecenv_step, summed over envs
-    uint64_t episodes;      // episodes finished
+    uint64_t steps;         // env steps taken by vecenv_step(_cont), summed over envs; void
+                            // steps (vecenv_step_cont) are not counted
+    uint64_t episodes;      // episodes finished (a void step's cut episode is not one)
+    uint64_t void_steps;    // vecenv_step_cont steps a spec reported void (terminated 2)
     // Finished episodes since the last vecenv_drain_episodes, at most episodes_cap of them.
     // When full, further episodes are counted in episodes_dropped and not stored.
     vecenv_episode_t *done;
@@ -169,9 +190,23 @@ void vecenv_fini(vecenv_t *v);
 //     the final observation; it was reset, and v->obs holds its reset observation.
 // Rows of v->final_obs of envs that did not end are stale. Both arrays are overwritten by
 // the next vecenv_step: a caller that needs an observation longer copies it. Finished
-// episodes are appended to v->done. Asserts actions[i] in [0, n_actions).
+// episodes are appended to v->done. Asserts actions[i] in [0, n_actions) and that the spec
+// is discrete (a continuous one steps with vecenv_step_cont).
 void vecenv_step(vecenv_t *v, const int32_t *actions, float *rewards, uint8_t *terminated,
                  uint8_t *truncated);
+
+// vecenv_step for a continuous spec: env i takes the action_dim floats actions[i * action_dim
+// ...] (actions (n, action_dim)), which vecenv passes on as they are (no clipping: the spec
+// does what its Gymnasium env does with actions beyond the bounds). Outputs and auto-reset
+// as vecenv_step's, plus void_step (n; may be NULL): a step the spec reported void
+// (terminated 2: its state stopped being finite) has void_step[i] = 1, terminated[i] =
+// truncated[i] = 0 and rewards[i] = 0; the env was reset (v->obs holds its reset
+// observation), the step is not counted in v->steps nor in the episode's length, the cut
+// episode is not reported, and there is no next observation for it (the row of
+// v->final_obs is stale): a caller drops what it holds of that episode. v->void_steps
+// counts such steps. Asserts that the spec is continuous and every action finite.
+void vecenv_step_cont(vecenv_t *v, const float *actions, float *rewards, uint8_t *terminated,
+                      uint8_t *truncated, uint8_t *void_step);
 
 // The observation env i's last vecenv_step produced, given whether that step ended its
 // episode (terminated[i] || truncated[i]): a row of v->final_obs or of v->obs (see above).

@@ -49,6 +49,8 @@ typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
     X(CARTPOLE,       env_cartpole_spec,               "CartPole-v1",              4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 2, 0, 0.0f, 0.0f, 500) \
     X(ACROBOT,        env_acrobot_spec,                "Acrobot-v1",               6,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 0, 0.0f, 0.0f, 500) \
     X(MOUNTAINCAR,    env_mountaincar_spec,            "MountainCar-v0",           2,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 3, 0, 0.0f, 0.0f, 200) \
+    X(PENDULUM,       env_pendulum_spec,               "Pendulum-v1",              3,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 0, 1, -2.0f, 2.0f, 200) \
+    X(MOUNTAINCAR_CONTINUOUS, env_mountaincar_continuous_spec, "MountainCarContinuous-v0", 2, ENVINFO_OBS_F32, 0, 0, 0, 1.0f, 0, 1, -1.0f, 1.0f, 999) \
     X(ASTERIX,        env_minatar_asterix_spec,        "MinAtar/Asterix-v0",       400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
     X(BREAKOUT,       env_minatar_breakout_spec,       "MinAtar/Breakout-v0",      400,  ENVINFO_OBS_U8,  10, 10, 4,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
     X(FREEWAY,        env_minatar_freeway_spec,        "MinAtar/Freeway-v0",       700,  ENVINFO_OBS_U8,  10, 10, 7,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \

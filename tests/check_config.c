@@ -128,7 +128,8 @@ START_TEST(test_error_classes) {
                    ":3: [run] name: indented continuation lines are not supported");
     s_expect_error("[env]\nid = Pong-v5\n",
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
-                   "MountainCar-v0, MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
+                   "MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0, MinAtar/Asterix-v0, "
+                   "MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
                    "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, "
                    "Walker2d-v4, Ant-v4, InvertedPendulum-v4, InvertedDoublePendulum-v4, or "
                    "python, or external)");

@@ -46,6 +46,8 @@ START_TEST(test_named_specs_are_rows) {
     const env_spec_t *named[] = {&env_cartpole_spec,
                                  &env_acrobot_spec,
                                  &env_mountaincar_spec,
+                                 &env_pendulum_spec,
+                                 &env_mountaincar_continuous_spec,
                                  &env_minatar_asterix_spec,
                                  &env_minatar_breakout_spec,
                                  &env_minatar_freeway_spec,
@@ -86,11 +88,12 @@ START_TEST(test_known_ids) {
         strcat(want, envinfo_table[i].id);
     }
     ck_assert_str_eq(envinfo_known_ids(), want);
-    ck_assert_str_eq(envinfo_known_ids(),
-                     "CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Asterix-v0, "
-                     "MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
-                     "MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, "
-                     "Ant-v4, InvertedPendulum-v4, InvertedDoublePendulum-v4");
+    ck_assert_str_eq(
+        envinfo_known_ids(),
+        "CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0, "
+        "MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
+        "MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, "
+        "InvertedPendulum-v4, InvertedDoublePendulum-v4");
 }
 END_TEST
 
@@ -102,9 +105,20 @@ START_TEST(test_known_values) {
     ck_assert(cp->obs_dim == 4 && cp->n_actions == 2 && cp->max_episode_steps == 500);
     ck_assert(ab->obs_dim == 6 && ab->n_actions == 3 && ab->max_episode_steps == 500);
     ck_assert(mc->obs_dim == 2 && mc->n_actions == 3 && mc->max_episode_steps == 200);
-    for (const envinfo_t *e = cp; e; e = e == cp ? ab : e == ab ? mc : NULL) {
+    // Continuous: Box(-2, 2, (1,)) and Box(-1, 1, (1,)) actions.
+    const envinfo_t *pd = envinfo_find("Pendulum-v1");
+    const envinfo_t *mcc = envinfo_find("MountainCarContinuous-v0");
+    ck_assert(pd->obs_dim == 3 && pd->n_actions == 0 && pd->action_dim == 1 &&
+              pd->action_low == -2.0f && pd->action_high == 2.0f && pd->max_episode_steps == 200);
+    ck_assert(mcc->obs_dim == 2 && mcc->n_actions == 0 && mcc->action_dim == 1 &&
+              mcc->action_low == -1.0f && mcc->action_high == 1.0f &&
+              mcc->max_episode_steps == 999);
+    const envinfo_t *classic[] = {cp, ab, mc, pd, mcc};
+    for (size_t i = 0; i < sizeof classic / sizeof classic[0]; i++) {
+        const envinfo_t *e = classic[i];
         ck_assert(e->obs_dtype == ENVINFO_OBS_F32 && e->obs_h == 0 && e->obs_w == 0 &&
                   e->obs_c == 0 && e->obs_scale == 1.0f);
+        ck_assert(i < 3 ? e->action_dim == 0 : e->action_dim > 0);
     }
 }
 END_TEST

@@ -6,7 +6,9 @@
 # best.bin holds the best version: apex-eval --checkpoint on it gives exactly the best mean
 # of eval.csv (the same fixed env streams); SIGTERM stops it with status 0. Then --trace of
 # MinAtar Breakout equals the trace of the real MinAtar (tests/fixtures/
-# minatar_trace_breakout.txt) line for line, and --actions replays it.
+# minatar_trace_breakout.txt) line for line, and --actions replays it; a continuous env
+# (Pendulum-v1) traces with seeded actions in its bounds, and --actions replays those too,
+# while --checkpoint and apex-actor refuse it (their Q-networks need discrete actions).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
@@ -75,5 +77,21 @@ fi
   || bad "trace differs: $(diff "$TMP/trace.txt" tests/fixtures/minatar_trace_breakout.txt | head -3)"
 "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=MinAtar/Breakout-v0 --trace 5 1000 --actions tests/fixtures/minatar_trace_breakout.txt >"$TMP/replayed.txt" \
   && cmp -s "$TMP/replayed.txt" tests/fixtures/minatar_trace_breakout.txt && ok "--actions replays a trace's actions" || bad "--actions replay differs"
+# --trace of a continuous env: seeded uniform actions within the bounds, truncation at 200
+# followed by a reset line (a=none), and --actions replays the floats exactly.
+"$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --trace 3 201 >"$TMP/pd.txt" 2>"$TMP/err" \
+  && [ "$(wc -l <"$TMP/pd.txt")" = 203 ] && grep -q "^t=200 a=[-0-9.e]* r=[-0-9.e]* term=0 trunc=1 " "$TMP/pd.txt" \
+  && [ "$(grep -c "trunc=1" "$TMP/pd.txt")" = 1 ] && grep -A1 "trunc=1" "$TMP/pd.txt" | grep -q "^t=200 a=none " \
+  && awk '{ split($2, a, "="); if (a[2] != "none" && (a[2] + 0 < -2 || a[2] + 0 > 2)) exit 1 }' "$TMP/pd.txt" \
+  && ok "apex-eval --trace Pendulum-v1 3 201: actions in [-2, 2], truncated at 200, reset" \
+  || bad "Pendulum trace: $(head -2 "$TMP/pd.txt") ... $(grep -A1 trunc=1 "$TMP/pd.txt") $(cat "$TMP/err")"
+"$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --trace 3 1000 --actions "$TMP/pd.txt" >"$TMP/pd2.txt" \
+  && cmp -s "$TMP/pd.txt" "$TMP/pd2.txt" && ok "--actions replays a continuous trace's actions" || bad "continuous --actions replay differs"
+# Only --trace steps a continuous env: the Q-network paths refuse it at start-up (exit 2 and
+# a message), not with the network's assert.
+expect_rc 2 "apex-eval --checkpoint on Pendulum-v1 is refused" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --checkpoint "$TMP/none.bin"
+grep -q "continuous actions" "$TMP/err" || bad "apex-eval's refusal says why: $(cat "$TMP/err")"
+expect_rc 2 "apex-actor on Pendulum-v1 is refused" "$APEX_BIN/apex-actor" -c configs/smoke.ini --set env.id=Pendulum-v1 --index 0
+grep -q "continuous actions" "$TMP/err" || bad "apex-actor's refusal says why: $(cat "$TMP/err")"
 expect_rc 2 "--trace of an env apex cannot step is refused" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=external --set env.obs_dim=4 --set env.n_actions=2 --trace 1 5
 finish
