@@ -58,6 +58,8 @@ void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
                    "network and config dtypes share their values");
     _Static_assert(NN_MAX_CONV == CONFIG_MAX_CONV && NN_MAX_HIDDEN == CONFIG_MAX_HIDDEN,
                    "the network holds every layer the config can name");
+    _Static_assert(NN_MAX_BOUNDED >= CONFIG_MAX_ACTION_DIM,
+                   "a policy head bounds every action component the config can name");
     memset(n, 0, sizeof *n);
     n->obs_dim = c->env.obs_dim;
     n->in_h = c->env.obs_h;
@@ -76,6 +78,18 @@ void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
         n->hidden[i] = c->network.hidden[i];
     }
     n->dueling = c->network.dueling;
+    if (c->env.action_dim > 0) {
+        // Continuous actions (issue #28): the run's network is DPG's policy, a bounded head of
+        // action_dim outputs in the run's bounds (config_check has set dueling off); the
+        // learner's critics are train_dpg_critic_config of it.
+        n->n_actions = c->env.action_dim;
+        n->dueling = 0;
+        n->out_bounded = 1;
+        for (int j = 0; j < c->env.action_dim; j++) {
+            n->out_low[j] = c->env.action_low[j];
+            n->out_high[j] = c->env.action_high[j];
+        }
+    }
 }
 
 nn_config_t nn_config_minatar(int in_c, int n_actions, int dueling) {

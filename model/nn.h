@@ -160,7 +160,9 @@ typedef struct {
 } nn_state_t;
 
 // The network a run's config describes ([env] shape, dtype and scale, [network]): the one
-// place that builds it, for the actor, the learner and the evaluator alike.
+// place that builds it, for the actor, the learner and the evaluator alike. With continuous
+// actions ([env] action_dim > 0) that is DPG's policy: action_dim outputs, out_bounded in the
+// run's [env] action_low/action_high, no dueling (the critics: train_dpg_critic_config).
 struct apex_config_s;
 void nn_config_from_run(nn_config_t *out, const struct apex_config_s *run);
 
