@@ -286,9 +286,10 @@ static int s_cross_check_ext_actions(apex_config_t *cfg, char *err, size_t errle
 
 // The learner's update follows the actions: dueling double DQN for discrete ones, DPG
 // (actor and critic MLPs) for continuous ones, whose heads are plain: a policy's bounded
-// action and a critic's one value. [network] dueling defaults to true (the Q-network's head);
-// with continuous actions it is then off, and a dueling = true the user wrote is refused
-// rather than silently dropped.
+// action and a critic's one value. [network] dueling is the Q-network's head: with
+// continuous actions it is off, whatever the file says (so that one base config serves both
+// kinds of env, as --set env.id=Pendulum-v1 on configs/cartpole.ini), and --print-config
+// shows it off.
 static int s_cross_check_continuous(apex_config_t *cfg, char *err, size_t errlen) {
     if (cfg->env.action_dim == 0) {
         return 0;
@@ -298,15 +299,6 @@ static int s_cross_check_continuous(apex_config_t *cfg, char *err, size_t errlen
                          "%s: [network] conv: continuous actions train DPG's actor and critic, "
                          "MLPs over vector observations",
                          WHERE("network", "conv"));
-    }
-    const config_row_t *r = config_schema_find("network", "dueling");
-    size_t i = (size_t)(r - config_schema);
-    if (cfg->network.dueling && (cfg->origin_set[i] || cfg->origin_line[i])) {
-        return apex_errf(err, errlen, -1,
-                         "%s: [network] dueling = true is a Q-network's head; continuous actions "
-                         "train DPG's policy and critics, which have plain heads"
-                         "\n---> HINT: remove the line (or set dueling = false)",
-                         WHERE("network", "dueling"));
     }
     cfg->network.dueling = 0;
     return 0;

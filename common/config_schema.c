@@ -87,7 +87,8 @@ const config_row_t config_schema[] = {
     {"network", "hidden", T_INTLIST, OFF(network.hidden), 0, 1, 8192, "256,256", NULL,
      "hidden layer sizes, comma separated (1 to 4 layers)"},
     {"network", "dueling", T_BOOL, OFF(network.dueling), 0, 0, 1, "true", NULL,
-     "dueling head Q = V + A - mean(A)"},
+     "dueling head Q = V + A - mean(A) of the Q-network (discrete actions; continuous "
+     "actions' policy and critics have plain heads: off for them)"},
 
     {"replay", "capacity", T_INT, OFF(replay.capacity), 0, 1, CONFIG_REPLAY_CAPACITY_MAX, "1048576",
      NULL, "transitions kept (FIFO ring); memory is allocated once at start-up"},

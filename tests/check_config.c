@@ -187,11 +187,6 @@ START_TEST(test_error_classes) {
                    "action_low = -2\naction_high = 2\n[network]\nconv = 8x2s1\n",
                    ":9: [network] conv: continuous actions train DPG's actor and critic, MLPs "
                    "over vector observations");
-    s_expect_error("[env]\nid = external\nobs_dim = 3\naction_dim = 1\naction_low = -2\n"
-                   "action_high = 2\n[network]\ndueling = true\n",
-                   ":8: [network] dueling = true is a Q-network's head; continuous actions train "
-                   "DPG's policy and critics, which have plain heads\n---> HINT: remove the line "
-                   "(or set dueling = false)");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
                    ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",
@@ -343,8 +338,12 @@ START_TEST(test_external_env) {
     ck_assert_float_eq(a.env.action_high[2], 0.5f);
     s_assert_prints_back(&a);
     // The run's network is then DPG's policy: action_dim outputs bounded per component, no
-    // dueling head (the default true is turned off; written out, it is refused below).
+    // dueling head (dueling is the Q-network's: off for continuous actions, even written).
     ck_assert_int_eq(a.network.dueling, 0);
+    const char *cont_dueling[] = {"env.id=Pendulum-v1", "network.dueling=true"};
+    ck_assert_msg(config_load(&a, NULL, cont_dueling, 2, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.network.dueling, 0);
+    ck_assert_msg(config_load(&a, NULL, cont, 5, err, sizeof err) == 0, "%s", err);
     nn_config_t pol;
     nn_config_from_run(&pol, &a);
     ck_assert_int_eq(pol.n_actions, 3);
