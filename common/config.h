@@ -170,6 +170,14 @@ typedef struct {
     int64_t metrics_interval_ms;
     int64_t zero_stage; // a learner group's ZeRO stage (learner/train.h)
     int64_t ranks;      // learner processes the launchers start as one group (1: a single one)
+    // Continuous actions only (the DPG learner, learner/train_dpg.h; issue #28).
+    int64_t policy_delay;     // critic updates per policy update (TD3: 2)
+    double target_noise;      // target policy smoothing sigma, in half-ranges (0: off)
+    double target_noise_clip; // its clip, in half-ranges
+    double tau;               // Polyak rate of the targets; 0: hard copies every target_update
+    int twin_critics;         // TD3's two critics and their minimum (false: DDPG's one)
+    double actor_lr;          // the policy's learning rate; 0: lr
+    double actor_grad_clip;   // elementwise clip of the policy gradient; 0: off
 } config_learner_t;
 
 typedef struct {

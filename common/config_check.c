@@ -300,6 +300,15 @@ static int s_cross_check_continuous(apex_config_t *cfg, char *err, size_t errlen
                          "MLPs over vector observations",
                          WHERE("network", "conv"));
     }
+    if (cfg->learner.ranks > 1) {
+        // The DPG trainer has no group step (learner/train_dpg.h): every rank would need the
+        // all-reduce of both networks' gradients. apex-learner refuses a group at start-up too.
+        return apex_errf(err, errlen, -1,
+                         "%s: [learner] ranks = %lld: learner groups with continuous actions "
+                         "(the DPG learner) are not yet supported (issue #28)"
+                         "\n---> HINT: set [learner] ranks = 1",
+                         WHERE("learner", "ranks"), (long long)cfg->learner.ranks);
+    }
     cfg->network.dueling = 0;
     return 0;
 }

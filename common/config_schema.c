@@ -124,12 +124,14 @@ const config_row_t config_schema[] = {
 
     {"learner", "batch_size", T_INT, OFF(learner.batch_size), 0, 1, 65536, "512", NULL,
      "transitions per update"},
-    {"learner", "lr", T_FLOAT, OFF(learner.lr), 0, 1e-12, 10, "0.0005", NULL, "learning rate"},
+    {"learner", "lr", T_FLOAT, OFF(learner.lr), 0, 1e-12, 10, "0.0005", NULL,
+     "learning rate (continuous actions: the critics', and the policy's unless actor_lr)"},
     {"learner", "lr_end", T_FLOAT, OFF(learner.lr_end), 0, 1e-12, 10, "0.0001", NULL,
-     "learning rate after lr_steps updates, reached linearly from lr (only with lr_steps > 0)"},
+     "learning rate after lr_steps updates, reached linearly from lr (only with lr_steps > 0; "
+     "discrete actions only: the DPG learner keeps lr and actor_lr constant)"},
     {"learner", "lr_steps", T_INT, OFF(learner.lr_steps), 0, 0, BIG, "0", NULL,
      "updates over which the learning rate is annealed linearly from lr to lr_end (0: lr "
-     "stays constant)"},
+     "stays constant; discrete actions only: the DPG learner keeps its rates constant)"},
     {"learner", "optimizer", T_ENUM, OFF(learner.optimizer), 0, 0, 0, "adam", "adam|rmsprop",
      "adam, or centered rmsprop as in the Ape-X paper"},
     {"learner", "adam_beta1", T_FLOAT, OFF(learner.adam_beta1), 0, 0, 0.999999, "0.9", NULL,
@@ -142,11 +144,14 @@ const config_row_t config_schema[] = {
     {"learner", "rms_eps", T_FLOAT, OFF(learner.rms_eps), 0, 0, 1, "1.5e-7", NULL,
      "centered RMSProp epsilon (Ape-X: 1.5e-7)"},
     {"learner", "grad_clip", T_FLOAT, OFF(learner.grad_clip), 0, 0, 1e9, "40", NULL,
-     "global gradient-norm clip (0 = off)"},
+     "global gradient-norm clip (0 = off); continuous actions: per network (the policy, "
+     "each critic)"},
     {"learner", "huber_delta", T_FLOAT, OFF(learner.huber_delta), 0, 1e-6, 1e6, "1", NULL,
-     "Huber loss threshold"},
+     "Huber loss threshold of the TD error (discrete actions only: the DPG learner's "
+     "critics use the squared error, as TD3)"},
     {"learner", "target_update", T_INT, OFF(learner.target_update), 0, 1, BIG, "2500", NULL,
-     "updates between target-network syncs (Ape-X: 2500)"},
+     "updates between target-network syncs (Ape-X: 2500); continuous actions: only with "
+     "tau = 0, then hard copies of every target network"},
     {"learner", "publish_every", T_INT, OFF(learner.publish_every), 0, 1, BIG, "50", NULL,
      "updates between weight broadcasts to the actors"},
     {"learner", "prefetch", T_INT, OFF(learner.prefetch), 0, 1, 64, "4", NULL,
@@ -181,6 +186,24 @@ const config_row_t config_schema[] = {
      "learner group (mpirun -np N apex-learner) only: 0 = all-reduce, optimizer state "
      "replicated; 1 = optimizer state sharded over the ranks (ZeRO-1); 2 = gradients sharded "
      "too (ZeRO-2)"},
+    {"learner", "policy_delay", T_INT, OFF(learner.policy_delay), 0, 1, 1000, "2", NULL,
+     "continuous actions only: critic updates per policy update (TD3: 2; DDPG: 1)"},
+    {"learner", "target_noise", T_FLOAT, OFF(learner.target_noise), 0, 0, 10, "0.2", NULL,
+     "continuous actions only: sigma of TD3's target policy smoothing, in half-ranges of the "
+     "action bounds (0 = off)"},
+    {"learner", "target_noise_clip", T_FLOAT, OFF(learner.target_noise_clip), 0, 0, 10, "0.5", NULL,
+     "continuous actions only: the smoothing noise is clipped to +-this, in half-ranges"},
+    {"learner", "tau", T_FLOAT, OFF(learner.tau), 0, 0, 1, "0.005", NULL,
+     "continuous actions only: Polyak rate of the target networks at each policy update (0 = "
+     "hard copies every target_update updates, as Ape-X DPG)"},
+    {"learner", "twin_critics", T_BOOL, OFF(learner.twin_critics), 0, 0, 1, "true", NULL,
+     "continuous actions only: TD3's two critics and the minimum of their targets (false = "
+     "one critic, DDPG)"},
+    {"learner", "actor_lr", T_FLOAT, OFF(learner.actor_lr), 0, 0, 10, "0", NULL,
+     "continuous actions only: the policy's learning rate (0 = lr)"},
+    {"learner", "actor_grad_clip", T_FLOAT, OFF(learner.actor_grad_clip), 0, 0, 1e9, "0", NULL,
+     "continuous actions only: the policy gradient is clipped elementwise to +-this before the "
+     "norm clip (Ape-X DPG: 1; 0 = off)"},
 
     {"actor", "num_actors", T_INT, OFF(actor.num_actors), 0, 1, CONFIG_MAX_ACTORS, "2", NULL,
      "actor processes in the run: the epsilon schedule's N, the launcher's count, and the "

@@ -1,10 +1,11 @@
 // learner.c: see learner.h. Orchestration: the modules do the work (prefetch.h: requests
 // and replies; common/weights_server.h: the weights endpoint; round.h: a group's steps;
-// train.h: the update; metrics.h: metrics.csv), this file starts them, wires them to one
-// loop and decides when to train, publish and checkpoint.
+// algo.h: the update, DQN or DPG by the action space; metrics.h: metrics.csv), this file
+// starts them, wires them to one loop and decides when to train, publish and checkpoint.
 #define LOG_MODULE "learner"
 #include "learner.h"
 
+#include "algo.h"
 #include "apex.h"
 #include "blas.h"
 #include "clock.h"
@@ -18,7 +19,6 @@
 #include "round.h"
 #include "security.h"
 #include "shards.h"
-#include "train.h"
 #include "weights_server.h"
 #include "wire.h"
 #include "xalloc.h"
@@ -39,7 +39,7 @@ struct learner {
     apex_config_t cfg;
     char run_dir[CONFIG_STR_LEN + 64];
     char ckpt_path[CONFIG_STR_LEN + 96];
-    trainer_t *trainer;
+    algo_t algo; // the update: DQN's trainer or DPG's (algo.h)
     void *ctx, *stats_sock;
     char stats_ep[CONFIG_STR_LEN]; // as bound (an ephemeral port resolved)
     security_t *security;
@@ -77,7 +77,7 @@ static int s_load_or_init(learner_t *l, int resume) {
         return 0;
     }
     ckpt_extra_t extra;
-    int rc = trainer_load(l->trainer, l->ckpt_path, &extra);
+    int rc = algo_load(&l->algo, l->ckpt_path, &extra);
     if (rc != APEX_OK) {
         log_error("cannot resume from %s: %s\n---> HINT: move the file away to start afresh, or "
                   "run with --no-resume",
@@ -92,7 +92,7 @@ static int s_load_or_init(learner_t *l, int resume) {
     l->resumed_extra = extra;
     log_info("resumed from %s at update %lld, %llu frames, %llu episodes, %.0f s; weights "
              "" WIRE_VERSION_FMT,
-             l->ckpt_path, (long long)trainer_steps(l->trainer),
+             l->ckpt_path, (long long)algo_steps(&l->algo),
              (unsigned long long)extra.user[CKPT_USER_FRAMES],
              (unsigned long long)extra.user[CKPT_USER_EPISODES],
              (double)extra.user[CKPT_USER_ELAPSED_MS] / 1000.0,
@@ -106,7 +106,7 @@ static int s_open_metrics(learner_t *l) {
     snprintf(path, sizeof path, "%s/metrics.csv", l->run_dir);
     if (l->round.rank != 0) {
         memset(&l->metrics, 0, sizeof l->metrics);
-    } else if (metrics_init(&l->metrics, path) != 0) {
+    } else if (metrics_init(&l->metrics, path, l->cfg.env.action_dim > 0) != 0) {
         log_error("cannot open %s: %s", path, strerror(errno));
         return -1;
     }
@@ -121,9 +121,9 @@ static int s_open_metrics(learner_t *l) {
         metrics_resume(&l->metrics, x->user[CKPT_USER_FRAMES], x->user[CKPT_USER_EPISODES],
                        (int64_t)x->user[CKPT_USER_ELAPSED_MS]);
     }
-    l->metrics.updates = (uint64_t)trainer_steps(l->trainer);
+    l->metrics.updates = (uint64_t)algo_steps(&l->algo);
     l->metrics.prev_updates = l->metrics.updates;
-    atomic_store(&l->updates, trainer_steps(l->trainer));
+    atomic_store(&l->updates, algo_steps(&l->algo));
     return 0;
 }
 
@@ -269,16 +269,6 @@ static void s_add_loop(learner_t *l) {
 }
 
 learner_t *learner_new(const apex_config_t *cfg, int resume) {
-    if (cfg->env.action_dim > 0) {
-        // The replay server already stores continuous actions; the learner that trains on
-        // them (Ape-X DPG) is the next part of issue #28. Refuse rather than train a
-        // Q-network on actions it cannot represent.
-        log_error("[env] action_dim = %d: continuous actions need the DPG learner, which this "
-                  "build does not have yet (issue #28)"
-                  "\n---> HINT: use a discrete env (n_actions) with this build",
-                  cfg->env.action_dim);
-        return NULL;
-    }
     learner_t *l = xcalloc(1, sizeof *l);
     l->cfg = *cfg;
     if (s_group_init(l) != 0) {
@@ -294,30 +284,17 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         return NULL;
     }
     blas_set_threads((int)cfg->learner.threads);
-    train_config_t tc;
-    train_config_from_run(&tc, cfg);
-    l->trainer = trainer_new_group(&tc, l->group);
-    if (!l->trainer || s_load_or_init(l, resume) != 0 || s_open_metrics(l) != 0 ||
-        s_open_sockets(l) != 0) {
+    if (algo_new(&l->algo, cfg, l->group) != 0 || s_load_or_init(l, resume) != 0 ||
+        s_open_metrics(l) != 0 || s_open_sockets(l) != 0) {
         learner_destroy(&l);
         return NULL;
     }
     l->priorities = xmalloc((size_t)cfg->learner.batch_size * sizeof(float));
     s_add_loop(l);
-    char lr[80];
-    if (cfg->learner.lr_steps > 0) {
-        snprintf(lr, sizeof lr, "lr %g -> %g over %lld updates (now %g)", cfg->learner.lr,
-                 cfg->learner.lr_end, (long long)cfg->learner.lr_steps,
-                 (double)trainer_lr(l->trainer));
-    } else {
-        snprintf(lr, sizeof lr, "lr %g", cfg->learner.lr);
-    }
-    log_info("learner: %zu parameters, batch %lld, prefetch %lld x %lld batches per request, "
-             "%s, %s; replay at %s, weights on %s",
-             trainer_num_params(l->trainer), (long long)cfg->learner.batch_size,
-             (long long)cfg->learner.prefetch, (long long)cfg->learner.batches_per_request,
-             cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam", lr,
-             cfg->endpoints.replay_sample, cfg->endpoints.learner_weights_bind);
+    char what[512];
+    l->algo.ops->describe(l->algo.impl, cfg, what, sizeof what);
+    log_info("learner: %s; replay at %s, weights on %s", what, cfg->endpoints.replay_sample,
+             cfg->endpoints.learner_weights_bind);
     return l;
 }
 
@@ -338,7 +315,7 @@ void learner_destroy(learner_t **self_p) {
     wire_decoder_destroy(&l->stats_dec);
     metrics_fini(&l->metrics);
     free(l->priorities);
-    trainer_destroy(&l->trainer);
+    algo_destroy(&l->algo);
     group_destroy(&l->group); // MPI_Finalize, last
     free(l);
     *self_p = NULL;
@@ -349,7 +326,7 @@ void learner_destroy(learner_t **self_p) {
 
 static float s_beta(const learner_t *l) {
     const config_learner_t *c = &l->cfg.learner;
-    double f = (double)trainer_steps(l->trainer) / (double)c->beta_steps;
+    double f = (double)algo_steps(&l->algo) / (double)c->beta_steps;
     return (float)(c->beta_start + (c->beta_end - c->beta_start) * (f < 1.0 ? f : 1.0));
 }
 
@@ -414,9 +391,9 @@ static uint64_t s_bad_messages(const learner_t *l) {
 // Training, publishing, checkpoints
 
 static void s_publish(learner_t *l) {
-    const nn_params_t *p = trainer_online(l->trainer);
+    const nn_params_t *p = algo_published(&l->algo);
     wire_weights_t w = {.version = ++l->weights_version,
-                        .learner_step = (uint64_t)trainer_steps(l->trainer),
+                        .learner_step = (uint64_t)algo_steps(&l->algo),
                         .env_frames = metrics_frames(&l->metrics),
                         .num_params = (uint32_t)p->num_params,
                         .params = p->data};
@@ -427,17 +404,14 @@ static void s_publish(learner_t *l) {
 // Trains the batch prefetch_next gave and sends its priorities; publishes every
 // publish_every updates (rank 0).
 static void s_train_one(learner_t *l, const prefetch_batch_t *b) {
-    train_stats_t st;
-    float loss = trainer_step(l->trainer, &b->batch, l->priorities, &st);
+    metrics_t *mt = &l->metrics;
+    float loss = algo_step(&l->algo, &b->batch, l->priorities, mt); // and its timings, stats
     int64_t t0 = clock_now_ns();
     prefetch_trained(l->prefetch, l->priorities, s_beta(l), clock_now_ms());
-    metrics_t *mt = &l->metrics;
-    mt->updates = (uint64_t)trainer_steps(l->trainer);
-    atomic_store_explicit(&l->updates, trainer_steps(l->trainer), memory_order_relaxed);
+    mt->updates = (uint64_t)algo_steps(&l->algo);
+    atomic_store_explicit(&l->updates, algo_steps(&l->algo), memory_order_relaxed);
     mt->sampled_rows += (uint64_t)b->batch.size;
     mt->last_loss = loss;
-    mt->train_ns += st.forward_ns + st.backward_ns;
-    mt->optim_ns += st.optim_ns;
     if (l->round.rank == 0 && mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
         s_publish(l);
     }
@@ -451,13 +425,13 @@ static int s_checkpoint(learner_t *l) {
     extra.user[CKPT_USER_EPISODES] = l->metrics.episodes;
     extra.user[CKPT_USER_ELAPSED_MS] = (uint64_t)metrics_elapsed_ms(&l->metrics, clock_now_ms());
     int64_t t0 = clock_now_ms();
-    int rc = trainer_save(l->trainer, l->ckpt_path, &extra);
+    int rc = algo_save(&l->algo, l->ckpt_path, &extra);
     if (rc != APEX_OK) {
         log_error("checkpoint %s failed: %s; the previous checkpoint is intact, training goes on",
                   l->ckpt_path, apex_strerror(rc));
         return -1;
     }
-    log_debug("checkpoint at update %lld written in %lld ms", (long long)trainer_steps(l->trainer),
+    log_debug("checkpoint at update %lld written in %lld ms", (long long)algo_steps(&l->algo),
               (long long)(clock_now_ms() - t0));
     return 0;
 }
@@ -466,7 +440,7 @@ static int s_checkpoint(learner_t *l) {
 // there after the same step), a signal or learner_stop.
 static int s_max_steps(const learner_t *l) {
     int64_t max = l->cfg.learner.max_steps;
-    if (max > 0 && trainer_steps(l->trainer) >= max) {
+    if (max > 0 && algo_steps(&l->algo) >= max) {
         log_info("reached [learner] max_steps = %lld", (long long)max);
         return 1;
     }
@@ -595,7 +569,7 @@ int learner_run(learner_t *self) {
     // still cannot hand out a version twice after the next restart.
     if (self->group) {
         train_memory_t m;
-        trainer_memory(self->trainer, &m);
+        algo_memory(&self->algo, &m);
         log_info("rank %d memory: params %zu, gradients %zu, optimizer state %zu bytes",
                  self->round.rank, m.param_bytes, m.grad_bytes, m.opt_bytes);
     }
@@ -620,8 +594,8 @@ int learner_run(learner_t *self) {
         s_timer_metrics(self->loop, self);
     }
     int rc = s_checkpoint(self);
-    log_info("stopped at update %lld (final checkpoint %s)",
-             (long long)trainer_steps(self->trainer), rc == 0 ? "written" : "FAILED");
+    log_info("stopped at update %lld (final checkpoint %s)", (long long)algo_steps(&self->algo),
+             rc == 0 ? "written" : "FAILED");
     return rc;
 }
 
@@ -637,7 +611,10 @@ int64_t learner_updates(const learner_t *self) {
 }
 
 struct trainer *learner_trainer(learner_t *self) {
-    return self->trainer;
+    return algo_trainer(&self->algo);
+}
+struct train_dpg *learner_dpg(learner_t *self) {
+    return algo_dpg(&self->algo);
 }
 const struct loop *learner_loop(const learner_t *self) { return self->loop; }
 const char *learner_stats_endpoint(const learner_t *self) { return self->stats_ep; }

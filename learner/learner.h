@@ -60,10 +60,12 @@ void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n);
 
 // For tests that observe what the configuration does (tests/check_keys.c). Borrowed, valid
 // until learner_destroy; only while learner_run is not running in another thread. The
-// trainer (learner/train.h) the learner steps; its loop (timers: common/loop.h); the stats
+// trainer (learner/train.h) the learner steps (NULL with continuous actions), or the DPG
+// trainer (learner/train_dpg.h; NULL with discrete actions); its loop (timers: common/loop.h); the stats
 // endpoint as bound; the sample requests that timed out ([learner] request_timeout_ms) and
 // were re-issued, read after learner_run returned.
 struct trainer *learner_trainer(learner_t *self);
+struct train_dpg *learner_dpg(learner_t *self);
 const struct loop *learner_loop(const learner_t *self);
 const char *learner_stats_endpoint(const learner_t *self);
 uint64_t learner_request_timeouts(const learner_t *self);

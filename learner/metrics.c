@@ -48,17 +48,36 @@ static const s_column s_columns[] = {
     {"weights_refused", "weights/refused", C_U64},
 };
 #define N_COLUMNS (sizeof s_columns / sizeof s_columns[0])
-_Static_assert(N_COLUMNS <= METRICS_MAX_COLUMNS, "metrics_t's tag array holds every column");
+
+// A continuous run's (the DPG learner, learner/algo.h) after those: loss is the critics'
+// loss there too, repeated as critic_loss.
+static const s_column s_dpg_columns[] = {
+    {"critic_loss", "dpg/critic_loss", C_G6},
+    {"actor_loss", "dpg/actor_loss", C_G6},
+    {"q_mean", "dpg/q_mean", C_G6},
+    {"critic_grad_norm", "dpg/critic_grad_norm", C_G6},
+    {"actor_grad_norm", "dpg/actor_grad_norm", C_G6},
+    {"policy_updates", "dpg/policy_updates", C_U64},
+    {"skipped_steps", "dpg/skipped_steps", C_U64},
+};
+#define N_DPG_COLUMNS (sizeof s_dpg_columns / sizeof s_dpg_columns[0])
+#define N_ALL_COLUMNS (N_COLUMNS + N_DPG_COLUMNS)
+_Static_assert(N_ALL_COLUMNS <= METRICS_MAX_COLUMNS, "metrics_t's tag array holds every column");
+
+static size_t s_n_columns(const metrics_t *m) { return m->dpg ? N_ALL_COLUMNS : N_COLUMNS; }
+static const s_column *s_col(size_t i) {
+    return i < N_COLUMNS ? &s_columns[i] : &s_dpg_columns[i - N_COLUMNS];
+}
 
 typedef union {
     uint64_t u;
     double f;
 } s_value;
 
-static void s_header(char *buf, size_t n) {
+static void s_header(const metrics_t *m, char *buf, size_t n) {
     size_t off = (size_t)snprintf(buf, n, "wall_time");
-    for (size_t i = 0; i < N_COLUMNS && off < n; i++) {
-        off += (size_t)snprintf(buf + off, n - off, ",%s", s_columns[i].name);
+    for (size_t i = 0; i < s_n_columns(m) && off < n; i++) {
+        off += (size_t)snprintf(buf + off, n - off, ",%s", s_col(i)->name);
     }
     if (off < n) {
         snprintf(buf + off, n - off, "\n");
@@ -77,10 +96,11 @@ static int s_same_header(const char *path, const char *header) {
     return same;
 }
 
-int metrics_init(metrics_t *m, const char *path) {
+int metrics_init(metrics_t *m, const char *path, int dpg) {
     memset(m, 0, sizeof *m);
+    m->dpg = dpg;
     char header[1024];
-    s_header(header, sizeof header);
+    s_header(m, header, sizeof header);
     struct stat st;
     int fresh = stat(path, &st) != 0 || st.st_size == 0;
     if (!fresh && !s_same_header(path, header)) {
@@ -100,8 +120,8 @@ int metrics_init(metrics_t *m, const char *path) {
         fputs(header, m->csv);
         fflush(m->csv);
     }
-    for (size_t i = 0; i < N_COLUMNS; i++) {
-        m->tags[i] = s_columns[i].tag;
+    for (size_t i = 0; i < s_n_columns(m); i++) {
+        m->tags[i] = s_col(i)->tag;
     }
     m->start_wall_ms = clock_wall_ms();
     m->start_mono_ms = clock_now_ms();
@@ -223,14 +243,24 @@ static void s_row_values(const metrics_t *m, int64_t now_ms, double dt, s_value 
     v[i++].u = m->weights_held;
     v[i++].u = m->weights_refused;
     APEX_ASSERT(i == (int)N_COLUMNS);
+    if (m->dpg) {
+        v[i++].f = m->last_loss;
+        v[i++].f = m->actor_loss;
+        v[i++].f = m->q_mean;
+        v[i++].f = m->critic_grad_norm;
+        v[i++].f = m->actor_grad_norm;
+        v[i++].u = m->policy_updates;
+        v[i++].u = m->skipped_steps;
+        APEX_ASSERT(i == (int)N_ALL_COLUMNS);
+    }
 }
 
 static int s_write_csv(metrics_t *m, const s_value *v) {
     char ts[32];
     clock_iso8601(ts, clock_wall_ms());
     fputs(ts, m->csv);
-    for (size_t i = 0; i < N_COLUMNS; i++) {
-        switch (s_columns[i].kind) {
+    for (size_t i = 0; i < s_n_columns(m); i++) {
+        switch (s_col(i)->kind) {
         case C_U64:
         case C_VERSION:
             fprintf(m->csv, ",%llu", (unsigned long long)v[i].u);
@@ -259,14 +289,14 @@ static int s_write_csv(metrics_t *m, const s_value *v) {
 
 // Every column as a scalar, stepped by env frames (continuous across restarts).
 static void s_write_tb(metrics_t *m, const s_value *v) {
-    double x[N_COLUMNS];
-    for (size_t i = 0; i < N_COLUMNS; i++) {
-        s_kind k = s_columns[i].kind;
+    double x[N_ALL_COLUMNS];
+    for (size_t i = 0; i < s_n_columns(m); i++) {
+        s_kind k = s_col(i)->kind;
         x[i] = k == C_U64 ? (double)v[i].u
                           : (k == C_VERSION ? (double)(v[i].u & 0xFFFFFFFFu) : v[i].f);
     }
     int rc = tbevents_scalars(m->tb, (int64_t)metrics_frames(m), clock_wall_s(), m->tags, x,
-                              (int)N_COLUMNS);
+                              (int)s_n_columns(m));
     if (rc == APEX_OK) {
         rc = tbevents_flush(m->tb);
     }
@@ -277,7 +307,7 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
     int rc = 0;
     double dt = (double)(now_ms - m->prev_ms) / 1000.0;
     if (dt > 0) {
-        s_value v[N_COLUMNS];
+        s_value v[N_ALL_COLUMNS];
         s_row_values(m, now_ms, dt, v);
         if (m->csv) {
             rc = s_write_csv(m, v);

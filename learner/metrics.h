@@ -16,7 +16,7 @@
 
 #define METRICS_RETURN_WINDOW 100
 #define METRICS_MAX_ACTORS CONFIG_MAX_ACTORS
-#define METRICS_MAX_COLUMNS 32
+#define METRICS_MAX_COLUMNS 40
 
 typedef struct {
     uint64_t frames;          // latest total reported by the actor process
@@ -59,6 +59,13 @@ typedef struct {
     // sent, requests refused (malformed, or dropped with WAITERS_MAX already held), and the
     // requests held right now for the next version.
     uint64_t weights_answers, weights_refused, weights_held;
+    // Continuous actions (the DPG learner): metrics.csv has these columns after the common
+    // ones, and last_loss is the critics' loss. Each the last update's (train_dpg_stats_t),
+    // but actor_loss and actor_grad_norm those of the last policy update; the counters are
+    // the trainer's totals.
+    int dpg;
+    double actor_loss, q_mean, critic_grad_norm, actor_grad_norm;
+    uint64_t policy_updates, skipped_steps;
     int64_t wait_ns, train_ns, optim_ns, net_ns; // per-stage time since the last row
     // Values at the previous row, for rates.
     int64_t prev_ms;
@@ -66,9 +73,11 @@ typedef struct {
 } metrics_t;
 
 // Opens (appending) path and writes the header if the file is new. A file with another
-// header (an older build's columns) is renamed to <path>.old and a new one started. Returns
-// 0 or -1 with errno set (the caller logs and runs without metrics).
-int metrics_init(metrics_t *m, const char *path);
+// header (an older build's columns, or the other kind of run's) is renamed to <path>.old and
+// a new one started. dpg: a continuous run's file, with the DPG columns (critic_loss,
+// actor_loss, q_mean, critic_grad_norm, actor_grad_norm, policy_updates, skipped_steps) after
+// the common ones. Returns 0 or -1 with errno set (the caller logs and runs without metrics).
+int metrics_init(metrics_t *m, const char *path, int dpg);
 void metrics_fini(metrics_t *m);
 // Continues the run totals of a resumed learner (from its checkpoint).
 void metrics_resume(metrics_t *m, uint64_t frames, uint64_t episodes, int64_t elapsed_ms);

@@ -187,6 +187,11 @@ START_TEST(test_error_classes) {
                    "action_low = -2\naction_high = 2\n[network]\nconv = 8x2s1\n",
                    ":9: [network] conv: continuous actions train DPG's actor and critic, MLPs "
                    "over vector observations");
+    // The DPG learner has no learner group yet (issue #28).
+    s_expect_error("[env]\nid = Pendulum-v1\n[learner]\nranks = 2\n",
+                   ":4: [learner] ranks = 2: learner groups with continuous actions (the DPG "
+                   "learner) are not yet supported (issue #28)\n---> HINT: set [learner] ranks = "
+                   "1");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
                    ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",

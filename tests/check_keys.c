@@ -19,6 +19,7 @@
 //   s_net       nn_config_from_run + nn_num_params                 [network], [env] shape
 //   s_mujoco    env_mujoco_load: the MuJoCo model loaded               [env] model_xml
 //   s_train     learner_new's trainer: 3 updates on a fixed batch   [learner] optimisation
+//   s_dpg       the same with continuous actions (the DPG trainer)  [learner] TD3's options
 //   s_learner   learner_new: BLAS threads, loop timers, bound endpoints, run directories
 //   s_lrun      learner_run against a fake replay server that records the SampleRequests
 //   s_ltimeout  learner_run with requests left unanswered: request_timeout_ms
@@ -70,6 +71,7 @@
 #include "server_int.h"
 #include "store.h"
 #include "train.h"
+#include "train_dpg.h"
 #include "wire.h"
 #include "xalloc.h"
 
@@ -336,6 +338,66 @@ static void s_train(const char *root, const apex_config_t *cfg, int what, s_obs 
     free(obs);
     free(next);
     free(on0);
+    free(tg0);
+    learner_destroy(&l);
+}
+
+// The DPG learner (continuous actions) as learner_new builds it: 3 updates on a fixed batch
+// through its trainer (learner_dpg). What: updates that stepped the policy, the policy's
+// distance from its initial parameters, the first update's critic loss, the targets' L1
+// distance from their initial values, the model's size.
+enum { DP_POLICY_STEPS, DP_ACTOR_DELTA, DP_LOSS, DP_TARGET, DP_PARAMS };
+
+static void s_dpg(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
+    (void)root;
+    learner_t *l = learner_new(cfg, 0);
+    ck_assert_ptr_nonnull(l);
+    train_dpg_t *t = learner_dpg(l);
+    ck_assert_ptr_nonnull(t);
+    const nn_config_t *net = &train_dpg_config(t)->actor;
+    enum { B = 8 };
+    const int O = net->obs_dim, A = net->n_actions;
+    ck_assert_int_le(A, 4);
+    const size_t N = train_dpg_num_params(t), PP = train_dpg_policy(t)->num_params;
+    float *obs = xmalloc((size_t)B * O * sizeof(float)), *next = xmalloc((size_t)B * O * 4);
+    for (int i = 0; i < B * O; i++) {
+        obs[i] = sinf(1.0f + (float)i);
+        next[i] = cosf(2.0f + (float)i);
+    }
+    float act[B * 4], rew[B], disc[B], w[B], prio[B];
+    for (int i = 0; i < B * A; i++) {
+        act[i] = sinf(3.0f * (float)i) * net->out_high[i % A];
+    }
+    for (int i = 0; i < B; i++) {
+        rew[i] = 10.0f, disc[i] = 0.9f, w[i] = 1.0f;
+    }
+    float *pol0 = xmalloc(PP * sizeof(float)), *tg0 = xmalloc(N * sizeof(float));
+    memcpy(pol0, train_dpg_policy(t)->data, PP * sizeof(float));
+    memcpy(tg0, train_dpg_target(t), N * sizeof(float));
+    train_dpg_batch_t b = {.obs = obs,
+                           .actions = act,
+                           .rewards = rew,
+                           .discounts = disc,
+                           .next_obs = next,
+                           .is_weights = w,
+                           .size = B};
+    int policy_steps = 0;
+    double loss0 = 0;
+    for (int k = 0; k < 3; k++) {
+        train_dpg_stats_t st;
+        float loss = train_dpg_step(t, &b, prio, &st);
+        loss0 = k == 0 ? loss : loss0;
+        policy_steps += st.policy_step;
+    }
+    double values[] = {[DP_POLICY_STEPS] = policy_steps,
+                       [DP_ACTOR_DELTA] = s_dist(train_dpg_policy(t)->data, pol0, PP, 0),
+                       [DP_LOSS] = loss0,
+                       [DP_TARGET] = s_dist(train_dpg_target(t), tg0, N, 1),
+                       [DP_PARAMS] = (double)N};
+    o->v = values[what];
+    free(obs);
+    free(next);
+    free(pol0);
     free(tg0);
     learner_destroy(&l);
 }
@@ -1105,6 +1167,15 @@ static const s_row s_rows[] = {
      "learner.request_timeout_ms=3600000;learner.prefetch=1", s_ltimeout, 0, UP, NULL},
     // Only in a learner group (mpirun); check_group tests each stage's sharding.
     {"learner.zero_stage", NULL, NULL, NULL, 0, DIFF, "learner_group_stop.sh"},
+    {"learner.policy_delay", "learner.policy_delay=1", CONT, s_dpg, DP_POLICY_STEPS, UP, NULL},
+    {"learner.target_noise", "learner.target_noise=0", CONT, s_dpg, DP_LOSS, DIFF, NULL},
+    {"learner.target_noise_clip", "learner.target_noise_clip=0.01", CONT, s_dpg, DP_LOSS, DIFF,
+     NULL},
+    {"learner.tau", "learner.tau=0.5", CONT, s_dpg, DP_TARGET, UP, NULL},
+    {"learner.twin_critics", "learner.twin_critics=false", CONT, s_dpg, DP_PARAMS, DOWN, NULL},
+    {"learner.actor_lr", "learner.actor_lr=0.01", CONT, s_dpg, DP_ACTOR_DELTA, UP, NULL},
+    {"learner.actor_grad_clip", "learner.actor_grad_clip=1e-6", CONT ";learner.adam_eps=1", s_dpg,
+     DP_ACTOR_DELTA, DOWN, NULL},
     {"learner.ranks", NULL, NULL, NULL, 0, DIFF, "learner_group.sh"},
     {"learner.metrics_interval_ms", "learner.metrics_interval_ms=2000", NULL, s_learner, LN_TIMERS,
      DIFF, NULL},

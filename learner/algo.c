@@ -1,0 +1,95 @@
+// algo.c: see algo.h. The dispatch, and the DQN kind: train.h's trainer as it always ran.
+#define LOG_MODULE "learner"
+#include "algo.h"
+
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void s_dqn_destroy(void *impl) {
+    trainer_t *t = impl;
+    trainer_destroy(&t);
+}
+
+static float s_dqn_step(void *impl, const train_batch_t *b, float *prio, metrics_t *mt) {
+    train_stats_t st;
+    float loss = trainer_step(impl, b, prio, &st);
+    mt->train_ns += st.forward_ns + st.backward_ns;
+    mt->optim_ns += st.optim_ns;
+    return loss;
+}
+
+static int64_t s_dqn_steps(const void *impl) { return trainer_steps(impl); }
+static const nn_params_t *s_dqn_published(const void *impl) { return trainer_online(impl); }
+static int s_dqn_save(const void *impl, const char *path, const ckpt_extra_t *x) {
+    return trainer_save(impl, path, x);
+}
+static int s_dqn_load(void *impl, const char *path, ckpt_extra_t *x) {
+    return trainer_load(impl, path, x);
+}
+static void s_dqn_memory(const void *impl, train_memory_t *out) { trainer_memory(impl, out); }
+
+static void s_dqn_describe(const void *impl, const apex_config_t *cfg, char *buf, size_t n) {
+    char lr[80];
+    if (cfg->learner.lr_steps > 0) {
+        snprintf(lr, sizeof lr, "lr %g -> %g over %lld updates (now %g)", cfg->learner.lr,
+                 cfg->learner.lr_end, (long long)cfg->learner.lr_steps, (double)trainer_lr(impl));
+    } else {
+        snprintf(lr, sizeof lr, "lr %g", cfg->learner.lr);
+    }
+    snprintf(buf, n, "%zu parameters, batch %lld, prefetch %lld x %lld batches per request, %s, %s",
+             trainer_num_params(impl), (long long)cfg->learner.batch_size,
+             (long long)cfg->learner.prefetch, (long long)cfg->learner.batches_per_request,
+             cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam", lr);
+}
+
+const algo_ops_t algo_dqn_ops = {.name = "dqn",
+                                 .destroy = s_dqn_destroy,
+                                 .step = s_dqn_step,
+                                 .steps = s_dqn_steps,
+                                 .published = s_dqn_published,
+                                 .save = s_dqn_save,
+                                 .load = s_dqn_load,
+                                 .memory = s_dqn_memory,
+                                 .describe = s_dqn_describe};
+
+int algo_new(algo_t *a, const apex_config_t *cfg, struct group *group) {
+    memset(a, 0, sizeof *a);
+    if (cfg->env.action_dim > 0) {
+        if (group) {
+            log_error("[env] action_dim = %d in a learner group: the DPG learner (continuous "
+                      "actions) does not run as a group yet (issue #28)"
+                      "\n---> HINT: start one apex-learner ([learner] ranks = 1), without "
+                      "mpirun or srun",
+                      cfg->env.action_dim);
+            return -1;
+        }
+        train_dpg_config_t dc;
+        dpg_config_from_run(&dc, cfg);
+        a->impl = train_dpg_new(&dc);
+        a->ops = &algo_dpg_ops;
+    } else {
+        train_config_t tc;
+        train_config_from_run(&tc, cfg);
+        a->impl = trainer_new_group(&tc, group);
+        a->ops = &algo_dqn_ops;
+    }
+    if (!a->impl) {
+        memset(a, 0, sizeof *a);
+        return -1;
+    }
+    return 0;
+}
+
+void algo_destroy(algo_t *a) {
+    if (a->impl) {
+        a->ops->destroy(a->impl);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+struct trainer *algo_trainer(const algo_t *a) {
+    return a->ops == &algo_dqn_ops ? a->impl : NULL;
+}
+train_dpg_t *algo_dpg(const algo_t *a) { return a->ops == &algo_dpg_ops ? a->impl : NULL; }

@@ -1,0 +1,85 @@
+// algo.h: the learner's update behind one small interface, chosen by the run's action space:
+// double DQN (train.h) for discrete actions, Ape-X DPG / TD3 (train_dpg.h; dpg_glue.c) for
+// continuous ones ([env] action_dim > 0, issue #28). learner.c drives an algo_t and never
+// asks which it is: each kind is a table of the operations below.
+//
+// What the learner publishes (the weights message, num_params floats) is algo_published:
+// DQN's online Q-network; DPG's policy, train_dpg_policy (nn_config_from_run's network for a
+// continuous run, which the actors and apex-eval run). Checkpoints are each kind's own file
+// (model/ckpt.h: CKPT_MAGIC or CKPT_DPG_MAGIC), so a DQN checkpoint is refused by a DPG
+// learner and the reverse, with a hint naming the other kind.
+// Not thread-safe; algo_step allocates nothing, logs nothing.
+#ifndef APEX_LEARNER_ALGO_H
+#define APEX_LEARNER_ALGO_H
+
+#include "ckpt.h"
+#include "config.h"
+#include "metrics.h"
+#include "nn.h"
+#include "train.h"
+#include "train_dpg.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct group;
+
+typedef struct {
+    const char *name; // "dqn", "dpg"
+    void (*destroy)(void *impl);
+    // One update on b; writes priorities (b->size) and folds its timings and statistics into
+    // mt (train_ns, optim_ns, and the kind's own columns). Returns the loss of metrics.csv's
+    // loss column (DPG: the critics').
+    float (*step)(void *impl, const train_batch_t *b, float *priorities, metrics_t *mt);
+    int64_t (*steps)(const void *impl);
+    const nn_params_t *(*published)(const void *impl);
+    int (*save)(const void *impl, const char *path, const ckpt_extra_t *extra);
+    int (*load)(void *impl, const char *path, ckpt_extra_t *extra_out);
+    void (*memory)(const void *impl, train_memory_t *out);
+    // The start-up log line's description: parameters, batch, optimizer, rates.
+    void (*describe)(const void *impl, const apex_config_t *cfg, char *buf, size_t n);
+} algo_ops_t;
+
+typedef struct {
+    const algo_ops_t *ops;
+    void *impl; // trainer_t or train_dpg_t
+} algo_t;
+
+extern const algo_ops_t algo_dqn_ops;
+extern const algo_ops_t algo_dpg_ops;
+
+// Builds the run's update (group: a learner group's rank, or NULL; DPG refuses a group).
+// Returns 0, or -1 after logging why; *a is zeroed on failure.
+int algo_new(algo_t *a, const apex_config_t *cfg, struct group *group);
+void algo_destroy(algo_t *a); // accepts a zeroed one
+
+static inline float algo_step(algo_t *a, const train_batch_t *b, float *prio, metrics_t *mt) {
+    return a->ops->step(a->impl, b, prio, mt);
+}
+static inline int64_t algo_steps(const algo_t *a) { return a->ops->steps(a->impl); }
+static inline const nn_params_t *algo_published(const algo_t *a) {
+    return a->ops->published(a->impl);
+}
+static inline int algo_save(const algo_t *a, const char *path, const ckpt_extra_t *x) {
+    return a->ops->save(a->impl, path, x);
+}
+static inline int algo_load(algo_t *a, const char *path, ckpt_extra_t *x) {
+    return a->ops->load(a->impl, path, x);
+}
+static inline void algo_memory(const algo_t *a, train_memory_t *out) {
+    a->ops->memory(a->impl, out);
+}
+
+// The trainers themselves, for tests: NULL when the algo is of the other kind.
+struct trainer *algo_trainer(const algo_t *a);
+train_dpg_t *algo_dpg(const algo_t *a);
+
+// dpg_glue.c: the DPG trainer a continuous run's config describes: the policy
+// (nn_config_from_run), [learner] twin_critics, batch_size, optimizer (kind, betas, eps) for
+// both networks with lr for the critics and actor_lr (0: lr) for the policy, grad_clip (per
+// network), actor_grad_clip, policy_delay, target_noise, target_noise_clip, tau,
+// target_update, priority_eps, [run] seed. huber_delta is DQN's: the critics use the squared
+// error (TD3); lr_end / lr_steps are DQN's too.
+void dpg_config_from_run(train_dpg_config_t *out, const apex_config_t *cfg);
+
+#endif
