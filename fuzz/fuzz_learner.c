@@ -5,7 +5,8 @@
 //
 // An input is a program (fuzz_prog.h) run against fresh modules. The first byte chooses the
 // run: one replay server or two shards, batch size (1 or 4), batches per request (1 or 2),
-// prefetch slots (1 or 3), float32 or uint8 observations. The stand-in replay shards are
+// prefetch slots (1 or 3), float32 or uint8 observations, discrete actions or continuous
+// ones (bit 5: [env] action_dim 1 in [-1, 2], the DPG learner's run). The stand-in replay shards are
 // ROUTERs of the harness on inproc endpoints (created once per process; they swallow what
 // the learner sends); the weights endpoint is bound on inproc too. Then each operation:
 //   0  the free slots send their requests (beta from the edge table); the harness reads them
@@ -24,8 +25,9 @@
 //   9  raw bytes on the stats socket
 // Checked after every operation, beyond "no crash, no leak, no sanitizer report":
 //   - a batch handed to training is what the trainer may take (train.h): the run's rows,
-//     finite rewards, discounts and importance weights in [0, 1], actions in range, finite
-//     float observations;
+//     finite rewards, discounts and importance weights in [0, 1], actions in range (a
+//     continuous run: finite, within the bounds, and no discrete ones), finite float
+//     observations;
 //   - the run's frame count only grows; a mean return exists only with episodes and is
 //     finite; the held weights requests stay within the table.
 #include "fuzz.h"
@@ -56,7 +58,7 @@ static void *s_ctx, *s_replay[2];
 // What the inputs so far reached (tests/check_fuzz_learner.c checks that the seeds get past
 // the decoder into every handler). Test-only state.
 typedef struct {
-    uint64_t trained, weights_answers, episodes;
+    uint64_t trained, trained_cont, weights_answers, episodes; // trained_cont: continuous runs'
 } fuzz_learner_stats_t;
 static fuzz_learner_stats_t fuzz_learner_stats;
 
@@ -69,8 +71,8 @@ typedef struct {
     metrics_t metrics;
     wire_decoder_t *stats_dec, *replay_dec;
     wire_buf_t buf;
-    int K, uint8_obs;
-    uint32_t rows; // per request
+    int K, uint8_obs, cont; // cont: continuous actions (action_dim 1)
+    uint32_t rows;          // per request
     int64_t now;
     uint64_t inflight[INFLIGHT_MAX]; // ids read off the stand-ins, with their shard
     int inflight_shard[INFLIGHT_MAX], n_inflight;
@@ -123,11 +125,18 @@ static void s_drain_replays(s_run *r) {
 static void s_start(s_run *r, uint8_t b) {
     r->K = 1 + (b & 1);
     r->uint8_obs = (b >> 1) & 1;
+    r->cont = (b >> 5) & 1;
     const char *sets[24];
     int n = 0;
     sets[n++] = "env.id=external";
     sets[n++] = "env.obs_dim=3";
-    sets[n++] = "env.n_actions=2";
+    if (r->cont) {
+        sets[n++] = "env.action_dim=1";
+        sets[n++] = "env.action_low=-1";
+        sets[n++] = "env.action_high=2";
+    } else {
+        sets[n++] = "env.n_actions=2";
+    }
     sets[n++] = "actor.num_actors=4";
     sets[n++] = "replay.max_batch=16";
     sets[n++] = "actor.send_batch=16";
@@ -164,7 +173,10 @@ static void s_start(s_run *r, uint8_t b) {
     r->w = weights_server_new(s_ctx, NULL, ep, HOLD_MAX);
     FUZZ_CHECK(r->w != NULL);
     wire_limits_t lim = {.obs_dim = OBS,
-                         .n_actions = ACTIONS,
+                         .n_actions = r->cont ? 0 : ACTIONS,
+                         .action_dim = r->cont ? 1 : 0,
+                         .action_low = r->cfg.env.action_low,
+                         .action_high = r->cfg.env.action_high,
                          .max_count = 16,
                          .max_episodes = 64,
                          .max_actors = ACTORS};
@@ -193,6 +205,7 @@ static void s_op_reply(s_run *r, fuzz_prog_t *in) {
         disc[MAX_ROWS];
     static uint8_t obs8[MAX_ROWS * OBS], next8[MAX_ROWS * OBS];
     static int32_t act[MAX_ROWS];
+    static float cact[MAX_ROWS];
     uint8_t b = fuzz_u8(in);
     int k = (int)fuzz_u8(in) % r->K;
     uint64_t id = fuzz_u64(in);
@@ -210,6 +223,9 @@ static void s_op_reply(s_run *r, fuzz_prog_t *in) {
         rew[i] = b & 8 ? fuzz_f32(in) : 1.0f;
         disc[i] = b & 16 ? fuzz_f32(in) : 0.5f;
         act[i] = b & 32 ? fuzz_i32(in) : (int32_t)(fuzz_u8(in) % ACTIONS);
+        if (r->cont) { // discrete runs read no more bytes than they did
+            cact[i] = b & 32 ? fuzz_f32(in) : -1.0f + 3.0f * (float)(act[i] & 255) / 255.0f;
+        }
         for (int j = 0; j < OBS; j++) {
             obs[i * OBS + j] = b & 64 ? fuzz_f32(in) : 0.5f;
             next[i * OBS + j] = b & 64 ? fuzz_f32(in) : -0.5f;
@@ -228,7 +244,12 @@ static void s_op_reply(s_run *r, fuzz_prog_t *in) {
         y->count = count;
         y->obs_dim = OBS;
         y->obs_dtype = u8 ? WIRE_OBS_UINT8 : WIRE_OBS_FLOAT32;
-        y->keys = keys, y->is_weights = w, y->actions = act, y->rewards = rew;
+        y->keys = keys, y->is_weights = w, y->rewards = rew;
+        if (r->cont) {
+            y->action_dim = 1, y->cont_actions = cact;
+        } else {
+            y->actions = act;
+        }
         y->discounts = disc;
         y->obs = u8 ? (const void *)obs8 : (const void *)obs;
         y->next_obs = u8 ? (const void *)next8 : (const void *)next;
@@ -254,7 +275,12 @@ static void s_check_batch(const s_run *r, const prefetch_batch_t *b) {
         FUZZ_CHECK(isfinite(b->batch.rewards[i]));
         FUZZ_CHECK(b->batch.discounts[i] >= 0.0f && b->batch.discounts[i] <= WIRE_DISCOUNT_MAX);
         FUZZ_CHECK(b->batch.is_weights[i] >= 0.0f && b->batch.is_weights[i] <= WIRE_IS_WEIGHT_MAX);
-        FUZZ_CHECK(b->batch.actions[i] >= 0 && b->batch.actions[i] < ACTIONS);
+        if (r->cont) {
+            float a = b->batch.cont_actions[i];
+            FUZZ_CHECK(!b->batch.actions && isfinite(a) && a >= -1.0f && a <= 2.0f);
+        } else {
+            FUZZ_CHECK(b->batch.actions[i] >= 0 && b->batch.actions[i] < ACTIONS);
+        }
         if (!r->uint8_obs) {
             for (int j = 0; j < OBS; j++) {
                 FUZZ_CHECK(isfinite(((const float *)b->batch.obs)[i * OBS + j]));
@@ -271,6 +297,7 @@ static void s_op_train(s_run *r, fuzz_prog_t *in) {
     }
     s_check_batch(r, &b);
     fuzz_learner_stats.trained++;
+    fuzz_learner_stats.trained_cont += (uint64_t)r->cont;
     float prio[16];
     for (int i = 0; i < b.batch.size; i++) {
         prio[i] = fuzz_f32(in);

@@ -146,12 +146,13 @@ def replay_programs():
 
 # ---------------------------------------------------------------------------------------
 # fuzz_learner.c: config byte b -> shards 1 + (b & 1), uint8 (b >> 1) & 1, batch 4 if
-# (b >> 2) & 1 else 1, 2 batches per request if (b >> 3) & 1, 3 slots if (b >> 4) & 1. OBS = 3.
+# (b >> 2) & 1 else 1, 2 batches per request if (b >> 3) & 1, 3 slots if (b >> 4) & 1,
+# continuous actions (action_dim 1 in [-1, 2]) if (b >> 5) & 1. OBS = 3.
 L_OBS = 3
 
 
-def l_cfg(shards=1, uint8=0, batch4=0, batches2=0, slots3=0):
-    return [(shards - 1) | uint8 << 1 | batch4 << 2 | batches2 << 3 | slots3 << 4]
+def l_cfg(shards=1, uint8=0, batch4=0, batches2=0, slots3=0, cont=0):
+    return [(shards - 1) | uint8 << 1 | batch4 << 2 | batches2 << 3 | slots3 << 4 | cont << 5]
 
 
 def l_issue(beta="0.5"):
@@ -159,10 +160,12 @@ def l_issue(beta="0.5"):
 
 
 def l_reply(asked, inflight=0, status=0, flags=1, id_=0, shard=0, delta=0, total=None,
-            stats_shard=0, stats_shards=0):
+            stats_shard=0, stats_shards=0, cont=None):
     """Operation 1. flags: 1 answer the inflight-th request read off the stand-ins (2: on
     another shard), 4/8/16 f32 weights/rewards/discounts, 32 i32 actions, 64 f32
-    observations, 128 the other dtype. asked: the rows a request of the run asks for; delta:
+    observations, 128 the other dtype; cont (a continuous run's): with flags & 32, the f32
+    action (by name), else the action byte scaled into [-1, 2]. asked: the rows a request of
+    the run asks for; delta:
     0 those, 3 one fewer, 4 one more. status: 0 OK, 2 NOT_READY, 3 REFUSED, 4 unknown."""
     rows = asked + {0: 0, 1: 0, 2: 0, 3: -1, 4: 1}[delta]
     b = [1, flags, shard] + u64(id_)
@@ -175,6 +178,7 @@ def l_reply(asked, inflight=0, status=0, flags=1, id_=0, shard=0, delta=0, total
         b += f32("1") if flags & 8 else []
         b += f32("0.5") if flags & 16 else []
         b += [I32["1"]] if flags & 32 else [i % 2]
+        b += f32(cont) if cont is not None and flags & 32 else []
         for _ in range(L_OBS):
             b += (f32("0.25") + f32("-1")) if flags & 64 else []
             b += [3, 4]
@@ -240,6 +244,10 @@ def learner_programs():
                      l_weights_request(extra=True) + [6, 3, 1] + list(bytes(8)) +
                      l_stats(1, actor=5) + l_stats(1, ret="inf") + l_stats(1, eps="after1") +
                      l_stats(0, frames=(1 << 64) - 1) + [9, 1] + list(bytes(8)))
+    # Continuous actions: in-bounds rows train; an action past action_high is refused.
+    p["continuous"] = (l_cfg(batch4=1, cont=1) + l_issue() + l_reply(4, cont="0.5") +
+                       l_train(4) + l_reply(4, inflight=0, flags=1 | 32, cont="0.5") +
+                       l_train(4) + l_issue() + l_reply(4, inflight=1, flags=1 | 32, cont="100"))
     p["timeouts"] = (l_cfg(slots3=1) + l_issue() + l_tick(255) + l_tick(255) + l_reply(1) +
                      l_tick(1) + l_reply(1, inflight=4) + l_train(1))
     return p

@@ -1,7 +1,8 @@
 // check_fuzz_learner.c: replays the learner handler harness's corpus and saved crashes under
 // gcc (fuzz/fuzz_learner.c, included with FUZZ_NO_ENTRY), so that `make test` keeps each
 // fixed bug fixed, and checks that the seeds reach the handlers: programs of the corpus get
-// batches to training, weights requests answered and held, and actor stats folded in.
+// batches to training (a continuous run's too), weights requests answered and held, and
+// actor stats folded in.
 #include "check_apex.h"
 
 #define FUZZ_NO_ENTRY
@@ -12,6 +13,7 @@ START_TEST(test_learner_corpus) {
     int n = check_fuzz_dir("corpus", "learner", fuzz_learner_one, &fuzz_input_name);
     ck_assert_msg(n >= 5, "fuzz/corpus/learner holds %d seeds (run from the repo root?)", n);
     ck_assert_uint_gt(fuzz_learner_stats.trained, 0);
+    ck_assert_uint_gt(fuzz_learner_stats.trained_cont, 0); // a continuous run's batches too
     ck_assert_uint_gt(fuzz_learner_stats.weights_answers, 0);
     ck_assert_uint_gt(fuzz_learner_stats.episodes, 0);
 }
@@ -27,7 +29,7 @@ START_TEST(test_learner_edge_inputs) {
     for (size_t n = 0; n <= sizeof z; n++) {
         ck_assert_int_eq(fuzz_learner_one(z, n), 0);
     }
-    for (int b = 0; b < 32; b++) { // every run configuration, then requests go out
+    for (int b = 0; b < 64; b++) { // every run configuration, then requests go out
         uint8_t p[3] = {(uint8_t)b, 0, 0};
         ck_assert_int_eq(fuzz_learner_one(p, sizeof p), 0);
     }
