@@ -15,7 +15,11 @@
 //                     a dead one. Not a PUB: docs/architecture.md says why.
 //   stats             (PULL, bound) ActorStats from the actors, folded into metrics.csv
 //                     (metrics.h) and TensorBoard.
-//   train.h           the update; round.h how the ranks of a learner group step together.
+//   algo.h            the update, by the action space: double DQN (train.h) for discrete
+//                     actions, Ape-X DPG / TD3 (train_dpg.h, dpg_glue.c) for continuous ones
+//                     ([env] action_dim > 0), which publishes its policy alone and writes a
+//                     DPG checkpoint; round.h how the ranks of a learner group step together
+//                     (DQN only: a continuous run refuses a group).
 // Learning starts when the replay server first answers OK (its limiter enforces
 // min_size_to_sample); "not ready" replies are simply re-requested.
 // Checkpoints (<run dir>/checkpoint.bin) every checkpoint_interval_s and at shutdown; with
