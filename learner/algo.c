@@ -54,7 +54,7 @@ const algo_ops_t algo_dqn_ops = {.name = "dqn",
                                  .memory = s_dqn_memory,
                                  .describe = s_dqn_describe};
 
-int algo_new(algo_t *a, const apex_config_t *cfg, struct group *group) {
+int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group) {
     memset(a, 0, sizeof *a);
     if (cfg->env.action_dim > 0) {
         if (group) {
@@ -82,7 +82,7 @@ int algo_new(algo_t *a, const apex_config_t *cfg, struct group *group) {
     return 0;
 }
 
-void algo_destroy(algo_t *a) {
+void algo_fini(algo_t *a) {
     if (a->impl) {
         a->ops->destroy(a->impl);
     }

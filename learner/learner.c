@@ -284,7 +284,7 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         return NULL;
     }
     blas_set_threads((int)cfg->learner.threads);
-    if (algo_new(&l->algo, cfg, l->group) != 0 || s_load_or_init(l, resume) != 0 ||
+    if (algo_init(&l->algo, cfg, l->group) != 0 || s_load_or_init(l, resume) != 0 ||
         s_open_metrics(l) != 0 || s_open_sockets(l) != 0) {
         learner_destroy(&l);
         return NULL;
@@ -315,7 +315,7 @@ void learner_destroy(learner_t **self_p) {
     wire_decoder_destroy(&l->stats_dec);
     metrics_fini(&l->metrics);
     free(l->priorities);
-    algo_destroy(&l->algo);
+    algo_fini(&l->algo);
     group_destroy(&l->group); // MPI_Finalize, last
     free(l);
     *self_p = NULL;
