@@ -30,7 +30,8 @@
 
 void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg) {
     *o = (eval_opts_t){.episodes = (long)cfg->eval.episodes,
-                       .epsilon = cfg->eval.epsilon,
+                       // Continuous runs evaluate mu(s) greedily (evaluator.h).
+                       .epsilon = cfg->env.action_dim > 0 ? 0.0 : cfg->eval.epsilon,
                        .parallel = (int)APEX_MIN(cfg->eval.episodes, EVALUATOR_PARALLEL_MAX),
                        .max_episode_steps = cfg->eval.max_episode_steps,
                        .seed = (uint64_t)cfg->run.seed};

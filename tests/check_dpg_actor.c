@@ -436,7 +436,8 @@ END_TEST
 
 // A DPG trainer's checkpoint (header shape = the policy, array 0 = [mu | Q1 | Q2]): the
 // policy reader takes exactly mu's parameters, and evaluating them greedily gives the return
-// of stepping the same evaluation envs here with nn_forward's actions. apex-eval
+// of stepping the same evaluation envs here with nn_forward's actions (a best.bin of the
+// policy alone reads as well). apex-eval
 // --checkpoint (when APEX_BIN names the binaries) prints that mean.
 START_TEST(test_eval_dpg_checkpoint) {
     apex_config_t cfg;
@@ -461,6 +462,16 @@ START_TEST(test_eval_dpg_checkpoint) {
     nn_params_init(&p, &nc);
     ckpt_header_t h;
     ck_assert_int_eq(ckpt_read_policy(path, &nc, &h, p.data), APEX_OK);
+    ck_assert(memcmp(p.data, mu->data, p.num_params * sizeof(float)) == 0);
+    // A one-network checkpoint of the policy (apex-eval --follow's best.bin) reads too.
+    char best[620];
+    snprintf(best, sizeof best, "%s/best.bin", dir);
+    ckpt_header_t bh;
+    ckpt_header_init(&bh, &nc);
+    const float *one[1] = {mu->data};
+    ck_assert_int_eq(ckpt_write(best, &bh, one, 1), APEX_OK);
+    memset(p.data, 0, p.num_params * sizeof(float));
+    ck_assert_int_eq(ckpt_read_policy(best, &nc, &h, p.data), APEX_OK);
     ck_assert(memcmp(p.data, mu->data, p.num_params * sizeof(float)) == 0);
     // Another policy shape: refused, naming both.
     nn_config_t other = nc;
