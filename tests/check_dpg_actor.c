@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,6 +547,87 @@ START_TEST(test_eval_dpg_checkpoint) {
 }
 END_TEST
 
+// apex-eval --follow on a continuous run: weights v1 (a random policy) from a stub learner
+// are evaluated greedily, one row goes to eval.csv with the mean evaluator_run gives those
+// parameters, and best.bin holds the policy (ckpt_read_policy reads it back).
+typedef struct {
+    apex_config_t cfg;
+    int rc;
+    atomic_int done;
+} s_follow_arg;
+
+static void *s_follow_main(void *arg) {
+    s_follow_arg *f = arg;
+    f->rc = evaluator_follow(&f->cfg, 1);
+    atomic_store(&f->done, 1);
+    return NULL;
+}
+
+START_TEST(test_follow_continuous) {
+    static s_follow_arg f;
+    s_config(&f.cfg, "Pendulum-v1", NULL, 1, "eval.episodes=2", "eval.interval_s=0");
+    const char *dir = check_tmpdir();
+    s_set(&f.cfg, "run.out_dir=%s", dir);
+    s_set(&f.cfg, "run.name=follow");
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *router = check_weights_router(ctx, ep, sizeof ep);
+    s_set(&f.cfg, "endpoints.learner_weights=%s", ep);
+    nn_config_t nc;
+    nn_params_t p;
+    nn_config_from_run(&nc, &f.cfg);
+    nn_params_init(&p, &nc);
+    rng_t rng;
+    rng_init_stream(&rng, 99, RNG_ROLE_TEST, 0);
+    nn_params_init_random(&p, &rng);
+    wire_buf_t v1;
+    wire_buf_init(&v1, 0);
+    check_encode_weights(&v1, 1, p.data, (uint32_t)p.num_params);
+    f.rc = -1;
+    atomic_store(&f.done, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, s_follow_main, &f), 0);
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (!atomic_load(&f.done)) {
+        ck_assert_msg(clock_now_ms() < deadline, "no evaluation");
+        check_weights_answer(router, &v1, NULL);
+        s_sleep_ms(10);
+    }
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(f.rc, 0);
+    // The mean of the same evaluation, run here.
+    eval_opts_t o;
+    evaluator_opts_from_run(&o, &f.cfg);
+    ck_assert_double_eq(o.epsilon, 0.0);
+    nn_state_t st;
+    nn_state_init(&st, &nc, o.parallel, 0);
+    eval_result_t r;
+    evaluator_run(env_find("Pendulum-v1"), &p, &st, &o, &r);
+    char path[700], line[1024], want[64];
+    snprintf(path, sizeof path, "%s/follow/eval.csv", dir);
+    FILE *csv = fopen(path, "r");
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, csv)); // header
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, csv));
+    fclose(csv);
+    snprintf(want, sizeof want, ",2,%.4f,", r.mean); // episodes, eval_mean
+    ck_assert_msg(strstr(line, want) != NULL, "eval.csv row %s lacks %s", line, want);
+    snprintf(path, sizeof path, "%s/follow/best.bin", dir);
+    nn_params_t b;
+    nn_params_init(&b, &nc);
+    ckpt_header_t h;
+    ck_assert_int_eq(ckpt_read_policy(path, &nc, &h, b.data), APEX_OK);
+    ck_assert(memcmp(b.data, p.data, p.num_params * sizeof(float)) == 0);
+    nn_params_fini(&b);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+    wire_buf_fini(&v1);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+    check_rmtree(dir);
+}
+END_TEST
+
 Suite *dpg_actor_suite(void) {
     Suite *s = suite_create("dpg_actor");
     TCase *tc = tcase_create("actor");
@@ -559,6 +641,7 @@ Suite *dpg_actor_suite(void) {
     tc = tcase_create("eval");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_eval_dpg_checkpoint);
+    tcase_add_test(tc, test_follow_continuous);
     suite_add_tcase(s, tc);
     return s;
 }
