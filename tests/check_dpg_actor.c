@@ -360,6 +360,48 @@ START_TEST(test_weights_change_actions) {
 }
 END_TEST
 
+// ActorStats carry each finished episode's sigma_i where a discrete run's carry epsilon_i:
+// actor 1 of 2 (N = 8), noise_sigma 0.5, noise_alpha 7: 0.5^(1 + i) for its envs i = 4..7.
+// Pendulum pays costs: every return is negative, every episode 200 steps long.
+START_TEST(test_stats_carry_sigmas) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0.5", "actor.max_steps_per_s=4000");
+    s_rig_start(&x, 1);
+    int seen[ENVS] = {0}, n_seen = 0;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (n_seen < ENVS) {
+        ck_assert_msg(clock_now_ms() < deadline, "only %d of %d sigmas seen", n_seen, ENVS);
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, x.pull, 0) < 0) {
+            zmq_msg_close(&msg);
+            continue;
+        }
+        wire_msg_t m;
+        ck_assert_int_eq(wire_decode(x.dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_ACTOR_STATS);
+        const wire_actor_stats_t *st = &m.u.actor_stats;
+        for (uint32_t e = 0; e < st->n_episodes; e++) {
+            int match = -1;
+            for (int k = 0; k < ENVS; k++) {
+                double want = pow(0.5, 1.0 + (double)(ENVS + k));
+                match = fabs((double)st->epsilons[e] - want) <= 1e-6 * want ? k : match;
+            }
+            ck_assert_msg(match >= 0, "episode sigma %.9g is none of actor 1's",
+                          (double)st->epsilons[e]);
+            n_seen += !seen[match];
+            seen[match] = 1;
+            ck_assert_uint_eq(st->lengths[e], 200);
+            ck_assert_float_lt(st->returns[e], 0.0f);
+        }
+        zmq_msg_close(&msg);
+    }
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    ck_assert_uint_ge(as.episodes, ENVS);
+}
+END_TEST
+
 // Void steps (tests/fixtures/mujoco/diverge.xml: a gear of 1e12 makes any action but ~0 a
 // bad qacc, tests/check_mujoco.c): the initial random policy voids every step, so nothing is
 // stored until weights v1 (all zeros: mu(s) = 0, the bounds' middle) arrive. Then env 0
@@ -635,6 +677,7 @@ Suite *dpg_actor_suite(void) {
     tcase_add_test(tc, test_sigma0_acts_mu_and_folds_nstep);
     tcase_add_test(tc, test_noise_follows_env_schedule);
     tcase_add_test(tc, test_weights_change_actions);
+    tcase_add_test(tc, test_stats_carry_sigmas);
     tcase_add_test(tc, test_void_steps_dropped);
     tcase_add_test(tc, test_python_continuous_refused);
     suite_add_tcase(s, tc);
