@@ -44,6 +44,8 @@ struct actor {
     int group;            // the group to act on next
     envsrc_result_t *res; // (G) each group's latest results (its observations to act on)
     int obs_dim, n_actions, obs_dtype;
+    int action_dim;      // continuous actions of this many floats (0: discrete, n_actions)
+    size_t action_bytes; // one action: an int32 or action_dim floats (wire_action_bytes)
     size_t obs_bytes;
     nstep_t nstep;
     nstep_out_t out; // transitions waiting to fill a batch
@@ -51,9 +53,11 @@ struct actor {
     nn_params_t params;
     nn_state_t state;
     rng_t rng;        // action selection
-    float *q;         // (n_envs, A)
-    float *eps;       // (n_envs)
-    int32_t *actions; // (n_envs)
+    float *q;         // (n_envs, A): Q-values, or the policy's mu(s) (n_envs, action_dim)
+    float *eps;       // (n_envs): epsilon_i, or for continuous actions the noise's sigma_i
+    int32_t *actions; // (n_envs) discrete actions
+    float *cont;      // (n_envs, action_dim) continuous actions (NULL when discrete)
+    uint8_t *act;     // the actions of either kind as bytes (n_envs, action_bytes)
     float *prio;      // (send_batch)
     uint8_t *obs_t;   // (n_envs, obs bytes): s_t of each env's step in flight (the source
                       // moves on to the next observation, a reset one where an episode ended)
@@ -86,7 +90,7 @@ struct actor {
     // FLUSH_TICK_MS and when actor_run returns, so that actor_get_stats may run anywhere.
     pthread_mutex_t st_lock;
     actor_stats_t st_shared;
-    log_limiter_t drop_log, bad_log, ack_log, prio_log, reconnect_log;
+    log_limiter_t drop_log, bad_log, ack_log, prio_log, reconnect_log, void_log;
     int64_t last_ack_ms, last_weights_ms; // monotonic times of the last good ack / weights
     // The newest valid Weights received (the weights DEALER's answers are read as they
     // arrive), taken into params at the next weight sync.
@@ -106,12 +110,13 @@ static void s_alloc(actor_t *a) {
     // OB: bytes of one observation (float32 or uint8 elements: nstep and the batches only copy
     // them; the network reads them as they are).
     int N = (int)c->envs_per_actor, OB = (int)a->obs_bytes, A = a->n_actions;
+    int D = a->action_dim, AB = (int)a->action_bytes;
     int B = (int)c->send_batch;
     uint64_t first = (uint64_t)a->index * (uint64_t)N;
     a->res = xcalloc((size_t)a->G, sizeof *a->res);
-    nstep_init(&a->nstep, N, OB, (int)c->n_step, c->gamma);
+    nstep_init_actions(&a->nstep, N, OB, AB, (int)c->n_step, c->gamma);
     // A step can emit up to n_envs * n transitions on top of a nearly full batch.
-    nstep_out_init(&a->out, B + nstep_max_emit(&a->nstep), OB);
+    nstep_out_init_actions(&a->out, B + nstep_max_emit(&a->nstep), OB, AB);
     nn_params_init(&a->params, &a->net_cfg);
     a->staged = xmalloc(a->params.num_params * sizeof(float));
     rng_t init;
@@ -126,18 +131,24 @@ static void s_alloc(actor_t *a) {
     rng_init(&e, (uint64_t)clock_wall_ms() * 1000003u ^ (uint64_t)clock_now_ns() ^
                      ((uint64_t)getpid() << 32));
     a->epoch = rng_next_u64(&e);
-    a->q = xmalloc((size_t)N * (size_t)A * sizeof(float));
+    a->q = xmalloc((size_t)N * (size_t)(D > 0 ? D : A) * sizeof(float));
     a->eps = xmalloc((size_t)N * sizeof(float));
+    // Ape-X's schedule over the run's envs: epsilons, or for continuous actions the Gaussian
+    // noise's sigmas (explore.h).
     explore_epsilons(a->eps, N, (int64_t)first, (int64_t)(c->num_actors * c->envs_per_actor),
-                     c->eps_base, c->eps_alpha);
-    a->actions = xmalloc((size_t)N * sizeof(int32_t));
+                     D > 0 ? c->noise_sigma : c->eps_base, D > 0 ? c->noise_alpha : c->eps_alpha);
+    a->actions = xcalloc((size_t)N, sizeof(int32_t));
+    if (D > 0) {
+        a->cont = xcalloc((size_t)N * (size_t)D, sizeof(float));
+    }
+    a->act = D > 0 ? (uint8_t *)a->cont : (uint8_t *)a->actions;
     a->prio = xmalloc((size_t)B * sizeof(float));
     a->obs_t = xmalloc((size_t)N * (size_t)OB);
     a->pending_cap = (int)c->max_pending_batches;
     a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
     a->pending_sent_ms = xcalloc((size_t)a->pending_cap, sizeof *a->pending_sent_ms);
     a->pending_acked = xcalloc((size_t)a->pending_cap, 1);
-    size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)OB + 16);
+    size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)OB + 16 + (size_t)AB);
     for (int i = 0; i < a->pending_cap; i++) {
         wire_buf_init(&a->pending[i], batch_bytes);
     }
@@ -200,17 +211,6 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     if (!src) {
         return NULL;
     }
-    if (cfg->env.action_dim > 0) {
-        // The replay stores continuous actions; exploring with a DPG policy is the next part
-        // of issue #28 (envsrc_new refuses the built-in continuous ids the same way, after
-        // loading a MuJoCo model, so that a bad model_xml is reported first).
-        log_error("[env] action_dim = %d: continuous actions need the DPG actor, which this "
-                  "build does not have yet (issue #28)"
-                  "\n---> HINT: use a discrete env (n_actions) with this build",
-                  cfg->env.action_dim);
-        envsrc_destroy(&src);
-        return NULL;
-    }
     actor_t *a = xcalloc(1, sizeof *a);
     pthread_mutex_init(&a->st_lock, NULL);
     a->cfg = *cfg;
@@ -223,6 +223,8 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->GE = envsrc_group_size(src);
     a->obs_dim = cfg->env.obs_dim;
     a->n_actions = cfg->env.n_actions;
+    a->action_dim = cfg->env.action_dim;
+    a->action_bytes = wire_action_bytes((uint32_t)a->action_dim);
     a->obs_dtype = cfg->env.obs_dtype;
     a->obs_bytes = envsrc_obs_bytes(src);
     nn_config_from_run(&a->net_cfg, cfg);
@@ -245,9 +247,10 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     loop_add_timer(a->loop, STATUS_LOG_MS, s_timer_status, a);
     // Group 0's first observations: the loop acts on them first (see s_idle_step).
     envsrc_recv(a->src, 0, &a->res[0]);
-    log_info("actor %d: %lld x %s%s, epsilons %.4g .. %.4g, n-step %lld, batches of %lld to %s",
-             index, (long long)cfg->actor.envs_per_actor, envsrc_name(src),
-             a->G > 1 ? " (in overlapped groups)" : "", (double)a->eps[0],
+    log_info("actor %d: %lld x %s%s, %s %.4g .. %.4g, n-step %lld, batches of %lld to %s", index,
+             (long long)cfg->actor.envs_per_actor, envsrc_name(src),
+             a->G > 1 ? " (in overlapped groups)" : "",
+             a->action_dim > 0 ? "Gaussian noise sigmas" : "epsilons", (double)a->eps[0],
              (double)a->eps[cfg->actor.envs_per_actor - 1], (long long)cfg->actor.n_step,
              (long long)cfg->actor.send_batch, a->cfg.endpoints.replay_insert);
     return a;
@@ -283,6 +286,7 @@ void actor_destroy(actor_t **self_p) {
     free(a->q);
     free(a->eps);
     free(a->actions);
+    free(a->cont);
     free(a->prio);
     free(a->obs_t);
     free(a->episodes);
@@ -376,19 +380,27 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
     a->pending_len++;
 }
 
-// Sends the first `rows` rows of a->out as one batch, with initial priorities.
+// Sends the first `rows` rows of a->out as one batch, with initial priorities (discrete
+// actions: |TD| of the local Q-network). A continuous run's actor holds DPG's policy and no
+// critic, so it has no TD error to give: its batches carry no priorities, and the replay
+// stores them with its max priority (Ape-X's default for new transitions).
 static void s_send_rows(actor_t *a, int rows) {
     nstep_out_t *o = &a->out;
-    nn_td_priorities(a->prio, &a->state, &a->params, o->obs, o->actions, o->rewards, o->discounts,
-                     o->next_obs, (float)a->cfg.learner.priority_eps, rows);
-    // Weights that pass validation (finite) can still overflow in the forward pass, and the
-    // replay refuses a batch with a priority outside the wire's range (NaN included): send
-    // none, so it uses its max priority.
-    int prio_ok = 1;
-    for (int i = 0; i < rows; i++) {
-        prio_ok &= a->prio[i] >= 0.0f && a->prio[i] <= WIRE_PRIORITY_MAX; // false for NaN too
+    const int cont = a->action_dim > 0;
+    int prio_ok = 0;
+    if (!cont) {
+        nn_td_priorities(a->prio, &a->state, &a->params, o->obs,
+                         (const int32_t *)(const void *)o->actions, o->rewards, o->discounts,
+                         o->next_obs, (float)a->cfg.learner.priority_eps, rows);
+        // Weights that pass validation (finite) can still overflow in the forward pass, and
+        // the replay refuses a batch with a priority outside the wire's range (NaN included):
+        // send none, so it uses its max priority.
+        prio_ok = 1;
+        for (int i = 0; i < rows; i++) {
+            prio_ok &= a->prio[i] >= 0.0f && a->prio[i] <= WIRE_PRIORITY_MAX; // false for NaN
+        }
     }
-    if (!prio_ok) {
+    if (!cont && !prio_ok) {
         a->st.bad_priorities++;
         log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
                   "initial priorities out of range (weights " WIRE_VERSION_FMT
@@ -405,7 +417,10 @@ static void s_send_rows(actor_t *a, int rows) {
                                .obs_dim = (uint32_t)a->obs_dim,
                                .obs_dtype = (uint32_t)a->obs_dtype,
                                .obs = o->obs,
-                               .actions = o->actions,
+                               .actions = cont ? NULL : (const int32_t *)(const void *)o->actions,
+                               .action_dim = (uint32_t)a->action_dim,
+                               .cont_actions = cont ? (const float *)(const void *)o->actions
+                                                    : NULL,
                                .rewards = o->rewards,
                                .discounts = o->discounts,
                                .next_obs = o->next_obs,
@@ -426,7 +441,8 @@ static void s_ship(actor_t *a, int count) {
         size_t ro = (size_t)count * OB, no = (size_t)rest * OB;
         memmove(o->obs, o->obs + ro, no);
         memmove(o->next_obs, o->next_obs + ro, no);
-        memmove(o->actions, o->actions + count, (size_t)rest * sizeof(int32_t));
+        memmove(o->actions, o->actions + (size_t)count * a->action_bytes,
+                (size_t)rest * a->action_bytes);
         memmove(o->rewards, o->rewards + count, (size_t)rest * sizeof(float));
         memmove(o->discounts, o->discounts + count, (size_t)rest * sizeof(float));
     }
@@ -550,14 +566,15 @@ static int s_rate_limited(actor_t *a) {
 }
 
 // Folds group g's results into n-step transitions: env e = g * GE + j stepped from
-// obs_t[e] with actions[e]. A void step (an env fault, a lost worker: status not OK) is not
-// folded, and the env's pending steps are dropped with the episode they belonged to.
+// obs_t[e] with action e of act. A void step (an env fault, a lost worker, a continuous
+// env's diverged simulation: status not OK) is not folded, and the env's pending steps are
+// dropped with the episode they belonged to.
 static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
     const size_t OB = a->obs_bytes;
     const int e0 = g * a->GE;
     if (r->ok == a->GE && a->G == 1) { // all envs stepped: the built-in envs' case
-        nstep_push_all(&a->nstep, a->obs_t, a->actions, r->rewards, r->obs, r->final_obs,
-                       r->terminated, r->truncated, &a->out);
+        nstep_push_all(&a->nstep, a->obs_t, a->act, r->rewards, r->obs, r->final_obs, r->terminated,
+                       r->truncated, &a->out);
         return;
     }
     const uint8_t *obs = r->obs, *final = r->final_obs;
@@ -568,9 +585,9 @@ static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
             continue;
         }
         int ended = r->terminated[j] || r->truncated[j];
-        nstep_push(&a->nstep, e, a->obs_t + (size_t)e * OB, a->actions[e], r->rewards[j],
-                   (ended ? final : obs) + (size_t)j * OB, r->terminated[j], r->truncated[j],
-                   &a->out);
+        nstep_push(&a->nstep, e, a->obs_t + (size_t)e * OB, a->act + (size_t)e * a->action_bytes,
+                   r->rewards[j], (ended ? final : obs) + (size_t)j * OB, r->terminated[j],
+                   r->truncated[j], &a->out);
     }
 }
 
@@ -590,10 +607,21 @@ static int s_idle_step(loop_t *loop, void *arg) {
     const size_t off = (size_t)g * (size_t)GE;
     const envsrc_result_t *cur = &a->res[g];
     nn_forward(&a->state, &a->params, cur->obs, GE, a->q);
-    explore_select(a->actions + off, a->q, a->eps + off, GE, A, &a->rng);
+    const int D = a->action_dim;
+    if (D > 0) {
+        // q holds mu(s) (GE, D): Gaussian noise of each env's sigma, clipped to the bounds.
+        explore_gaussian(a->cont + off * (size_t)D, a->q, a->eps + off, GE, D,
+                         a->cfg.env.action_low, a->cfg.env.action_high, &a->rng);
+    } else {
+        explore_select(a->actions + off, a->q, a->eps + off, GE, A, &a->rng);
+    }
     // nstep needs s_t, but the source moves on (auto-reset): keep a copy.
     memcpy(a->obs_t + off * a->obs_bytes, cur->obs, (size_t)GE * a->obs_bytes);
-    envsrc_send(a->src, g, a->actions + off);
+    if (D > 0) {
+        envsrc_send_cont(a->src, g, a->cont + off * (size_t)D);
+    } else {
+        envsrc_send(a->src, g, a->actions + off);
+    }
     const int h = (g + 1) % a->G;
     envsrc_recv(a->src, h, &a->res[h]);
     s_fold(a, h, &a->res[h]);
@@ -601,10 +629,19 @@ static int s_idle_step(loop_t *loop, void *arg) {
     // Frames are the env steps that happened (void ones are not frames).
     envsrc_stats_t es;
     envsrc_get_stats(a->src, &es);
-    a->steps_since_sync += es.steps - a->st.steps;
+    // Void steps count toward the sync period too: an actor whose every step diverges (a
+    // policy that drives a MuJoCo model off) must still take the learner's next weights.
+    a->steps_since_sync += (es.steps - a->st.steps) + (es.void_steps - a->st.void_steps);
     a->st.steps = es.steps;
     a->st.env_faults = es.env_faults;
     a->st.episodes_dropped = es.episodes_dropped;
+    if (es.void_steps != a->st.void_steps) {
+        a->st.void_steps = es.void_steps;
+        log_every(&a->void_log, LOG_INTERVAL_MS, LOG_WARN,
+                  "%llu void steps (a diverging simulation: the env was reset and its pending "
+                  "transitions dropped)",
+                  (unsigned long long)es.void_steps);
+    }
     if (h == 0) {
         a->vector_steps++; // every group stepped once more
     }
@@ -708,12 +745,13 @@ static int s_timer_stats(loop_t *loop, void *arg) {
 static int s_timer_status(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
-    log_info("steps %llu  episodes %llu  batches sent %llu re-sent %llu acked %llu dropped %llu "
-             "unacked %d  weights " WIRE_VERSION_FMT,
+    log_info("steps %llu  episodes %llu  void %llu  batches sent %llu re-sent %llu acked %llu "
+             "dropped %llu unacked %d  weights " WIRE_VERSION_FMT,
              (unsigned long long)a->st.steps, (unsigned long long)a->st.episodes,
-             (unsigned long long)a->st.batches_sent, (unsigned long long)a->st.batches_resent,
-             (unsigned long long)a->st.batches_acked, (unsigned long long)a->st.batches_dropped,
-             a->pending_len, WIRE_VERSION_ARGS(a->st.weights_version));
+             (unsigned long long)a->st.void_steps, (unsigned long long)a->st.batches_sent,
+             (unsigned long long)a->st.batches_resent, (unsigned long long)a->st.batches_acked,
+             (unsigned long long)a->st.batches_dropped, a->pending_len,
+             WIRE_VERSION_ARGS(a->st.weights_version));
     return 0;
 }
 

@@ -7,6 +7,15 @@
 //   own Ape-X epsilon) -> vecenv_step (auto-reset) -> nstep_push_all. Every send_batch
 //   transitions get initial priorities |TD| from the local network (two batched forward
 //   passes) and go out as one TransitionBatch.
+// Continuous actions ([env] action_dim > 0, built-in envs only; id = python is refused): the
+//   local network is DPG's policy mu(s) (nn_config_from_run), the actions
+//   clip(mu(s) + sigma_i * half * N(0, 1), low, high) with each env's Ape-X sigma_i ([actor]
+//   noise_sigma, noise_alpha; explore.h), stepped by vecenv_step_cont; n-step windows keep
+//   their first action's floats; batches carry cont_actions and NO priorities (the actor has
+//   no critic: the replay gives them its max priority). A void step (terminated = 2, a
+//   diverging MuJoCo simulation) resets that env, drops its pending window and is counted
+//   (void_steps, logged at most every 5 s). ActorStats report each episode's sigma_i in
+//   the epsilons field.
 // Sockets:
 //   insert (DEALER -> replay's ROUTER, ZMQ_IMMEDIATE): batches out, InsertAcks back. Each
 //          batch is named (actor, epoch, seq) and kept in a window of max_pending_batches
@@ -18,7 +27,8 @@
 //          newest version held; answers are decoded as they arrive and the newest valid one
 //          is staged; every weight_sync_steps steps it replaces the local network. Until the
 //          first one arrives the actor acts with its own initial network (seeded from
-//          [run] seed).
+//          [run] seed), with its exploration: a random policy mu(s) plus noise for
+//          continuous actions, as a random Q-network plus epsilon for discrete ones.
 //   stats  (PUSH -> learner): ActorStats (frames, finished episodes, epsilons) every
 //          stats_interval_ms.
 // Determinism: with the same config, seed and index, and before any weights arrive, the
@@ -46,6 +56,8 @@ typedef struct {
     uint64_t bad_priorities;   // batches sent without priorities (outside the wire's range)
     uint64_t env_faults;       // [env] id = python: env steps that faulted (void, not frames)
     uint64_t episodes_dropped; // id = python: running episodes dropped (faults, lost workers)
+    uint64_t void_steps;       // continuous envs: void steps (a diverging simulation: the env
+                               // was reset, its pending n-step window dropped, nothing stored)
 } actor_stats_t;
 
 // Creates the actor with global index `index` (0 <= index < [actor] num_actors) and connects

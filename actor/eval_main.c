@@ -1,4 +1,5 @@
-// apex-eval: evaluates Q-networks on apex's environments (actor/evaluator.h).
+// apex-eval: evaluates Q-networks, and DPG policies for continuous actions, on apex's
+// environments (actor/evaluator.h).
 //
 //   apex-eval -c CONFIG --checkpoint PATH [--episodes N] [--epsilon X]   one checkpoint
 //   apex-eval -c CONFIG --follow [--max-evals N]     every new version of the learner's weights
@@ -28,7 +29,11 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     nn_params_t p;
     nn_params_init(&p, &nc);
     ckpt_header_t hdr;
-    int rc = ckpt_read_online(args->checkpoint, &nc, &hdr, p.data);
+    // A continuous run's network is DPG's policy: its prefix of a DPG checkpoint (or a
+    // best.bin of one network).
+    const int cont = cfg->env.action_dim > 0;
+    int rc = cont ? ckpt_read_policy(args->checkpoint, &nc, &hdr, p.data)
+                  : ckpt_read_online(args->checkpoint, &nc, &hdr, p.data);
     if (rc != APEX_OK) {
         fprintf(stderr, "apex-eval: cannot load %s: %s\n", args->checkpoint, apex_strerror(rc));
         nn_params_fini(&p);
@@ -43,15 +48,20 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     if (args->epsilon >= 0) {
         o.epsilon = args->epsilon;
     }
+    if (cont) {
+        o.epsilon = 0; // the policy's own actions, greedy (evaluator.h)
+    }
     blas_set_threads(1);
     nn_state_t st;
     nn_state_init(&st, &nc, o.parallel, 0);
     eval_result_t r;
     evaluator_run(spec, &p, &st, &o, &r);
-    printf("%s checkpoint %s (update %llu): episodes %ld  epsilon %g  mean %.2f  std %.2f  "
+    char how[32];
+    snprintf(how, sizeof how, cont ? "greedy mu(s)" : "epsilon %g", o.epsilon);
+    printf("%s checkpoint %s (update %llu): episodes %ld  %s  mean %.2f  std %.2f  "
            "min %.1f  max %.1f%s\n",
-           spec->info->id, args->checkpoint, (unsigned long long)hdr.learner_step, r.episodes,
-           o.epsilon, r.mean, r.std, r.min, r.max,
+           spec->info->id, args->checkpoint, (unsigned long long)hdr.learner_step, r.episodes, how,
+           r.mean, r.std, r.min, r.max,
            r.truncated ? "  (some episodes cut at [eval] max_episode_steps)" : "");
     nn_state_fini(&st);
     nn_params_fini(&p);
@@ -59,8 +69,7 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
 }
 
 // The built-in env's start-up: a MuJoCo task's model (env_mujoco.h) is loaded. 0, or -1
-// after one error line. (--trace steps continuous envs too; --checkpoint and --follow refuse
-// them below: the evaluator's policy is a Q-network, issue #28.)
+// after one error line.
 static int s_env_startup(const apex_config_t *cfg) {
     char err[512];
     const env_spec_t *spec = env_find(cfg->env.id);
@@ -74,20 +83,21 @@ static int s_env_startup(const apex_config_t *cfg) {
 int main(int argc, char **argv) {
     cli_args_t args;
     apex_config_t cfg;
-    int rc = cli_startup("apex-eval",
-                         CLI_FLAG_CHECKPOINT | CLI_FLAG_EPISODES | CLI_FLAG_EPSILON | CLI_FLAG_EVAL,
-                         "  --checkpoint PATH     evaluate this checkpoint once\n"
-                         "  --follow              evaluate every new version of the learner's "
-                         "weights (eval.csv,\n"
-                         "                        tb/eval/, best.bin in the run directory)\n"
-                         "  --max-evals N         with --follow: stop after N evaluations\n"
-                         "  --trace SEED STEPS    print one line per env step (seeded random "
-                         "actions)\n"
-                         "  --actions FILE        with --trace: replay the a= actions of a trace\n"
-                         "  --episodes N          episodes per evaluation (default [eval] "
-                         "episodes)\n"
-                         "  --epsilon X           exploration rate (default [eval] epsilon)\n",
-                         argc, argv, &args, &cfg);
+    int rc = cli_startup(
+        "apex-eval", CLI_FLAG_CHECKPOINT | CLI_FLAG_EPISODES | CLI_FLAG_EPSILON | CLI_FLAG_EVAL,
+        "  --checkpoint PATH     evaluate this checkpoint once\n"
+        "  --follow              evaluate every new version of the learner's "
+        "weights (eval.csv,\n"
+        "                        tb/eval/, best.bin in the run directory)\n"
+        "  --max-evals N         with --follow: stop after N evaluations\n"
+        "  --trace SEED STEPS    print one line per env step (seeded random "
+        "actions)\n"
+        "  --actions FILE        with --trace: replay the a= actions of a trace\n"
+        "  --episodes N          episodes per evaluation (default [eval] "
+        "episodes)\n"
+        "  --epsilon X           exploration rate, discrete actions only (default [eval] "
+        "epsilon)\n",
+        argc, argv, &args, &cfg);
     if (rc >= 0) {
         return rc;
     }
@@ -98,10 +108,11 @@ int main(int argc, char **argv) {
         return evaluator_trace(&cfg, (uint64_t)args.trace_seed, args.trace_steps, args.actions,
                                stdout);
     }
-    if (cfg.env.n_actions < 1) { // a continuous env (env.h): no Q-network acts in it
+    if (cfg.env.action_dim > 0 && args.epsilon > 0) {
+        // Continuous runs evaluate the policy greedily: an exploration rate means nothing.
         fprintf(stderr,
-                "apex-eval: [env] id = %s has continuous actions: --checkpoint and --follow "
-                "evaluate Q-networks, which need discrete ones (--trace steps it)\n",
+                "apex-eval: --epsilon is for discrete actions; [env] id = %s has "
+                "continuous ones, evaluated greedily (the policy's mu(s))\n",
                 cfg.env.id);
         return 2;
     }

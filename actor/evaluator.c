@@ -30,7 +30,8 @@
 
 void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg) {
     *o = (eval_opts_t){.episodes = (long)cfg->eval.episodes,
-                       .epsilon = cfg->eval.epsilon,
+                       // Continuous runs evaluate mu(s) greedily (evaluator.h).
+                       .epsilon = cfg->env.action_dim > 0 ? 0.0 : cfg->eval.epsilon,
                        .parallel = (int)APEX_MIN(cfg->eval.episodes, EVALUATOR_PARALLEL_MAX),
                        .max_episode_steps = cfg->eval.max_episode_steps,
                        .seed = (uint64_t)cfg->run.seed};
@@ -50,8 +51,11 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
                     const eval_opts_t *o, uint64_t first, s_summary *sum) {
     vecenv_t v;
     vecenv_init(&v, spec, n, o->seed, first, n);
-    int A = spec->info->n_actions;
-    float *q = xmalloc((size_t)n * (size_t)A * sizeof(float));
+    // Continuous actions: the policy's outputs mu(s) are the actions (greedy, no noise; an
+    // out_bounded policy keeps them in the bounds). A void step (a diverging simulation)
+    // restarts its env, whose next episode is then the one that counts.
+    const int A = spec->info->n_actions, D = spec->info->action_dim;
+    float *q = xmalloc((size_t)n * (size_t)(D > 0 ? D : A) * sizeof(float));
     float *eps = xmalloc((size_t)n * sizeof(float));
     int32_t *act = xmalloc((size_t)n * sizeof(int32_t));
     float *rew = xmalloc((size_t)n * sizeof(float));
@@ -65,8 +69,12 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
     int remaining = n;
     for (int64_t t = 1; remaining > 0; t++) {
         nn_forward(st, p, v.obs, n, q);
-        explore_select(act, q, eps, n, A, &rng);
-        vecenv_step(&v, act, rew, term, trunc);
+        if (D > 0) {
+            vecenv_step_cont(&v, q, rew, term, trunc, NULL);
+        } else {
+            explore_select(act, q, eps, n, A, &rng);
+            vecenv_step(&v, act, rew, term, trunc);
+        }
         int k = vecenv_drain_episodes(&v, eps_done, n);
         int cut = o->max_episode_steps > 0 && t >= o->max_episode_steps;
         for (int j = 0; j < k + (cut ? n : 0); j++) {

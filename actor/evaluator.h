@@ -18,6 +18,11 @@
 // TensorBoard reads only the newest file of a directory), and the best network so far goes
 // to <run>/best.bin (a format-2 checkpoint holding the online network only; apex-eval
 // --checkpoint reads it). Runs until SIGINT/SIGTERM (or, for tests, max_evals).
+// Continuous actions ([env] action_dim > 0): the network is DPG's policy mu(s) and the
+// evaluation greedy, its outputs being the actions (epsilon does not apply: no noise); a void
+// step (a diverging MuJoCo simulation, env.h) restarts its env, whose next episode counts.
+// best.bin then holds the policy (apex-eval --checkpoint reads it, as it reads a DPG
+// trainer's checkpoint: ckpt_read_policy).
 // Not thread-safe; single-threaded (one BLAS thread).
 #ifndef APEX_EVALUATOR_H
 #define APEX_EVALUATOR_H
@@ -40,7 +45,7 @@ typedef struct {
 
 typedef struct {
     long episodes;             // per evaluation
-    double epsilon;            // 0: greedy
+    double epsilon;            // 0: greedy (discrete actions only)
     int parallel;              // envs at a time, 1..EVALUATOR_PARALLEL_MAX
     int64_t max_episode_steps; // cut longer episodes (0: never)
     uint64_t seed;             // [run] seed

@@ -46,3 +46,25 @@ void explore_select(int32_t *actions_out, const float *q, const float *eps, int 
         }
     }
 }
+
+void explore_gaussian(float *out, const float *mu, const float *sigma, int B, int D,
+                      const float *low, const float *high, rng_t *rng) {
+    APEX_ASSERT(D > 0);
+    for (int b = 0; b < B; b++) {
+        const double s = (double)sigma[b];
+        for (int j = 0; j < D; j++) {
+            const size_t k = (size_t)b * (size_t)D + (size_t)j;
+            const double lo = (double)low[j], hi = (double)high[j];
+            double a = (double)mu[k];
+            if (!isfinite(a)) {
+                a = 0.5 * (lo + hi);
+            }
+            if (s > 0.0) {
+                a += s * 0.5 * (hi - lo) * rng_normal(rng);
+            }
+            // In double, then to float: the rounded value can still pass a bound by an ulp.
+            float f = (float)(a < lo ? lo : a > hi ? hi : a);
+            out[k] = f < low[j] ? low[j] : f > high[j] ? high[j] : f;
+        }
+    }
+}

@@ -5,6 +5,13 @@
 // env 0 explores with 0.4 and env N-1 with 0.4^8 ~ 0.00066. i is the env's global index over
 // all actors (actor_index * envs_per_actor + env_index), N = num_actors * envs_per_actor.
 //
+// Continuous actions (DPG): the same schedule gives each env a Gaussian noise scale,
+// sigma_i = sigma^(1 + alpha * i / (N - 1)) (explore_epsilon with [actor] noise_sigma and
+// noise_alpha), and an action is a = clip(mu(s) + sigma_i * half * z, low, high) per
+// component, half = (high - low) / 2, z ~ N(0, 1) (explore_gaussian). sigma is a fraction of
+// the half range, so one value means the same in every env; with sigma 0 the action is
+// mu(s) exactly.
+//
 // What it does not do: anneal epsilon over time (Ape-X keeps it fixed), or compute Q-values.
 // Pure functions; thread-safe except for the caller's rng_t.
 #ifndef APEX_EXPLORE_H
@@ -16,6 +23,9 @@
 
 #define EXPLORE_EPS_BASE_DEFAULT 0.4
 #define EXPLORE_EPS_ALPHA_DEFAULT 7.0
+// Continuous actions: env 0 adds noise of 0.4 half ranges, the last env 0.4^8 ~ 0.00066.
+#define EXPLORE_NOISE_SIGMA_DEFAULT 0.4
+#define EXPLORE_NOISE_ALPHA_DEFAULT 7.0
 
 // eps_i for global env index i of n_total (0 <= i < n_total). n_total == 1 gives eps_base
 // (the formula's i / (N - 1) would divide by zero). Asserts the index range.
@@ -31,5 +41,14 @@ void explore_epsilons(float *eps_out, int n_local, int64_t first_index, int64_t 
 // a second only when exploring, so a run is reproducible from the rng state.
 void explore_select(int32_t *actions_out, const float *q, const float *eps, int B, int A,
                     rng_t *rng);
+
+// Gaussian exploration over a (B, D) row-major matrix of policy outputs mu: for row b and
+// component j, out[b, j] = clip(mu[b, j] + sigma[b] * half_j * z, low[j], high[j]) with
+// half_j = (high[j] - low[j]) / 2 and z = rng_normal(rng), one draw per component, and only
+// when sigma[b] > 0 (sigma 0: out = mu clipped, no draw; mu of an out_bounded policy is
+// already in the bounds). A non-finite mu (weights that overflow) gives the bounds' middle,
+// so an action is always finite and in the bounds. out and mu may be the same array.
+void explore_gaussian(float *out, const float *mu, const float *sigma, int B, int D,
+                      const float *low, const float *high, rng_t *rng);
 
 #endif

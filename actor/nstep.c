@@ -17,16 +17,22 @@
 // Lifetime
 
 void nstep_init(nstep_t *ns, int n_envs, int obs_bytes, int n, double gamma) {
-    APEX_ASSERT(n_envs > 0 && obs_bytes > 0 && n >= 1);
+    nstep_init_actions(ns, n_envs, obs_bytes, (int)sizeof(int32_t), n, gamma);
+}
+
+void nstep_init_actions(nstep_t *ns, int n_envs, int obs_bytes, int action_bytes, int n,
+                        double gamma) {
+    APEX_ASSERT(n_envs > 0 && obs_bytes > 0 && action_bytes > 0 && n >= 1);
     APEX_ASSERT(gamma >= 0.0 && gamma <= 1.0);
     memset(ns, 0, sizeof(*ns));
     ns->n_envs = n_envs;
     ns->obs_bytes = obs_bytes;
+    ns->action_bytes = action_bytes;
     ns->n = n;
     ns->gamma = gamma;
     const size_t slots = (size_t)n_envs * (size_t)n;
     ns->obs = xcalloc(slots, (size_t)obs_bytes);
-    ns->actions = xcalloc(slots, sizeof(int32_t));
+    ns->actions = xcalloc(slots, (size_t)action_bytes);
     ns->rewards = xcalloc(slots, sizeof(float));
     ns->head = xcalloc((size_t)n_envs, sizeof(int32_t));
     ns->count = xcalloc((size_t)n_envs, sizeof(int32_t));
@@ -58,10 +64,15 @@ void nstep_clear_env(nstep_t *ns, int env) {
 int nstep_max_emit(const nstep_t *ns) { return ns->n_envs * ns->n; }
 
 void nstep_out_init(nstep_out_t *out, int cap, int obs_bytes) {
-    APEX_ASSERT(cap > 0 && obs_bytes > 0);
+    nstep_out_init_actions(out, cap, obs_bytes, (int)sizeof(int32_t));
+}
+
+void nstep_out_init_actions(nstep_out_t *out, int cap, int obs_bytes, int action_bytes) {
+    APEX_ASSERT(cap > 0 && obs_bytes > 0 && action_bytes > 0);
     memset(out, 0, sizeof(*out));
     out->obs = xcalloc((size_t)cap, (size_t)obs_bytes);
-    out->actions = xcalloc((size_t)cap, sizeof(int32_t));
+    out->actions = xcalloc((size_t)cap, (size_t)action_bytes);
+    out->action_bytes = action_bytes;
     out->rewards = xcalloc((size_t)cap, sizeof(float));
     out->discounts = xcalloc((size_t)cap, sizeof(float));
     out->next_obs = xcalloc((size_t)cap, (size_t)obs_bytes);
@@ -85,6 +96,8 @@ void nstep_out_fini(nstep_out_t *out) {
 static void s_nstep_emit_oldest(nstep_t *ns, int env, const void *next_obs, int terminal,
                                 nstep_out_t *out) {
     const int n = ns->n, O = ns->obs_bytes;
+    const size_t AB = (size_t)ns->action_bytes;
+    APEX_ASSERT(out->action_bytes == ns->action_bytes);
     // m is the window length: n mid-episode, shorter in an end-of-episode flush.
     const int base = env * n, head = ns->head[env], m = ns->count[env];
     APEX_ASSERT(m >= 1 && out->count < out->cap);
@@ -98,14 +111,14 @@ static void s_nstep_emit_oldest(nstep_t *ns, int env, const void *next_obs, int 
     memcpy(out->obs + (size_t)row * (size_t)O, ns->obs + (size_t)(base + head) * (size_t)O,
            (size_t)O);
     memcpy(out->next_obs + (size_t)row * (size_t)O, next_obs, (size_t)O);
-    out->actions[row] = ns->actions[base + head];
+    memcpy(out->actions + (size_t)row * AB, ns->actions + (size_t)(base + head) * AB, AB);
     out->rewards[row] = (float)R;
     out->discounts[row] = terminal ? 0.0f : (float)ns->gamma_pow[m];
     ns->head[env] = (head + 1) % n;
     ns->count[env] = m - 1;
 }
 
-int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float reward,
+int nstep_push(nstep_t *ns, int env, const void *obs, const void *action, float reward,
                const void *next_obs, int terminated, int truncated, nstep_out_t *out) {
     APEX_ASSERT(env >= 0 && env < ns->n_envs);
     const int n = ns->n, O = ns->obs_bytes;
@@ -116,7 +129,7 @@ int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float rewa
     APEX_ASSERT(out->cap - out->count >= n);
     const int slot = env * n + (ns->head[env] + ns->count[env]) % n;
     memcpy(ns->obs + (size_t)slot * (size_t)O, obs, (size_t)O);
-    ns->actions[slot] = action;
+    memcpy(ns->actions + (size_t)slot * (size_t)ns->action_bytes, action, (size_t)ns->action_bytes);
     ns->rewards[slot] = reward;
     ns->count[env]++;
 
@@ -138,10 +151,10 @@ int nstep_push(nstep_t *ns, int env, const void *obs, int32_t action, float rewa
     return emitted;
 }
 
-int nstep_push_all(nstep_t *ns, const void *obs_v, const int32_t *actions, const float *rewards,
+int nstep_push_all(nstep_t *ns, const void *obs_v, const void *actions_v, const float *rewards,
                    const void *next_obs_v, const void *final_obs_v, const uint8_t *terminated,
                    const uint8_t *truncated, nstep_out_t *out) {
-    const uint8_t *obs = obs_v, *next_obs = next_obs_v;
+    const uint8_t *obs = obs_v, *next_obs = next_obs_v, *actions = actions_v;
     const uint8_t *final_obs = final_obs_v ? final_obs_v : next_obs_v;
     const size_t O = (size_t)ns->obs_bytes;
     int emitted = 0;
@@ -149,7 +162,8 @@ int nstep_push_all(nstep_t *ns, const void *obs_v, const int32_t *actions, const
     // does not care).
     for (int e = 0; e < ns->n_envs; e++) {
         const uint8_t *next = (terminated[e] || truncated[e] ? final_obs : next_obs);
-        emitted += nstep_push(ns, e, obs + (size_t)e * O, actions[e], rewards[e],
+        emitted += nstep_push(ns, e, obs + (size_t)e * O,
+                              actions + (size_t)e * (size_t)ns->action_bytes, rewards[e],
                               next + (size_t)e * O, terminated[e], truncated[e], out);
     }
     return emitted;

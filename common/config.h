@@ -187,6 +187,8 @@ typedef struct {
     double gamma;
     double eps_base;
     double eps_alpha;
+    double noise_sigma; // continuous actions: Gaussian noise schedule (explore.h)
+    double noise_alpha;
     int64_t send_batch;
     int64_t weight_sync_steps;
     int64_t max_pending_batches;

@@ -213,9 +213,17 @@ const config_row_t config_schema[] = {
     {"actor", "n_step", T_INT, OFF(actor.n_step), 0, 1, 1000, "3", NULL, "n of n-step returns"},
     {"actor", "gamma", T_FLOAT, OFF(actor.gamma), 0, 0, 1, "0.99", NULL, "discount factor"},
     {"actor", "eps_base", T_FLOAT, OFF(actor.eps_base), 0, 0, 1, "0.4", NULL,
-     "epsilon schedule base: eps_i = eps_base^(1 + eps_alpha * i / (N - 1))"},
+     "discrete actions only: epsilon schedule base: eps_i = eps_base^(1 + eps_alpha * i / "
+     "(N - 1))"},
     {"actor", "eps_alpha", T_FLOAT, OFF(actor.eps_alpha), 0, 0, 100, "7", NULL,
-     "epsilon schedule exponent"},
+     "discrete actions only: epsilon schedule exponent"},
+    {"actor", "noise_sigma", T_FLOAT, OFF(actor.noise_sigma), 0, 0, 1, "0.4", NULL,
+     "continuous actions only: Gaussian exploration a = clip(mu(s) + sigma_i * (high - low) / 2 "
+     "* N(0, 1), low, high), sigma_i = noise_sigma^(1 + noise_alpha * i / (N - 1)) over the "
+     "run's N envs (0: the policy's own actions)"},
+    {"actor", "noise_alpha", T_FLOAT, OFF(actor.noise_alpha), 0, 0, 100, "7", NULL,
+     "continuous actions only: noise schedule exponent (0: every env explores with "
+     "noise_sigma)"},
     {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
      "transitions per message to the replay server"},
     {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,
@@ -233,7 +241,8 @@ const config_row_t config_schema[] = {
     {"eval", "episodes", T_INT, OFF(eval.episodes), 0, 1, 100000, "100", NULL,
      "episodes per evaluation (apex-eval; the launcher's stop on [run] target_return)"},
     {"eval", "epsilon", T_FLOAT, OFF(eval.epsilon), 0, 0, 1, "0", NULL,
-     "exploration rate during evaluation (0: greedy; MinAtar's paper reports epsilon 0.1)"},
+     "discrete actions only: exploration rate during evaluation (0: greedy; MinAtar's paper "
+     "reports epsilon 0.1); continuous runs evaluate the policy mu(s) greedily, without noise"},
     {"eval", "max_episode_steps", T_INT, OFF(eval.max_episode_steps), 0, 0, BIG, "27000", NULL,
      "an evaluation episode is cut after this many steps and counted with its return so far "
      "(a greedy policy can loop forever where an env has no time limit; 0 = never)"},

@@ -24,9 +24,12 @@ struct envsrc {
     // Built-in envs (G = 1): recv steps with the actions the last send left.
     vecenv_t v;
     int builtin;
-    int32_t *actions; // (n)
-    int pending;      // a send is waiting for its recv
-    int started;      // the first recv happened
+    int32_t *actions;    // (n)
+    int action_dim;      // continuous actions of this many floats (0: discrete)
+    float *cont_actions; // (n, action_dim) continuous actions
+    uint8_t *void_step;  // (n) vecenv_step_cont's void steps
+    int pending;         // a send is waiting for its recv
+    int started;         // the first recv happened
     // The bridge.
     pyenv_t *py;
     // Result buffers, per group: (G, GE, obs) (the bridge only) and (G, GE).
@@ -147,12 +150,14 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
         log_error("[env] model_xml: %s", err); // a MuJoCo task's model (start-up error)
         return NULL;
     }
-    if (spec && spec->info->action_dim > 0) {
-        // The env library steps continuous envs (step_cont), the actor's policy, n-step and
-        // batches do not act on them yet (issue #28): refused here, not asserted per step.
-        log_error("[env] id: %s has continuous actions (%d floats), which apex-actor cannot "
-                  "act on yet (issue #28)",
-                  spec->info->id, spec->info->action_dim);
+    if (is_python && cfg->env.action_dim > 0) {
+        // The bridge's wire (envs/pywire) carries int32 actions only: refused here rather
+        // than half-supported.
+        log_error("[env] id = python with continuous actions ([env] action_dim = %d): the Python "
+                  "env bridge carries discrete actions only"
+                  "\n---> HINT: use a built-in continuous env (Pendulum-v1, "
+                  "MountainCarContinuous-v0, the MuJoCo v4 tasks), or a discrete Python env",
+                  cfg->env.action_dim);
         return NULL;
     }
     envsrc_t *s = xcalloc(1, sizeof *s);
@@ -166,6 +171,11 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
         snprintf(s->name, sizeof s->name, "%s", spec->info->id);
         vecenv_init(&s->v, spec, n, (uint64_t)cfg->run.seed, first, EPISODES_CAP);
         s->actions = xcalloc((size_t)n, sizeof(int32_t));
+        s->action_dim = spec->info->action_dim;
+        if (s->action_dim > 0) {
+            s->cont_actions = xcalloc((size_t)n * (size_t)s->action_dim, sizeof(float));
+            s->void_step = xcalloc((size_t)n, 1);
+        }
         s_alloc_results(s);
         memset(s->status, PYENV_OK, (size_t)n);
         return s;
@@ -199,6 +209,8 @@ void envsrc_destroy(envsrc_t **self_p) {
         vecenv_fini(&s->v);
     }
     free(s->actions);
+    free(s->cont_actions);
+    free(s->void_step);
     free(s->next_obs);
     free(s->obs);
     free(s->rewards);
@@ -213,12 +225,13 @@ int envsrc_groups(const envsrc_t *self) { return self->G; }
 int envsrc_group_size(const envsrc_t *self) { return self->GE; }
 size_t envsrc_obs_bytes(const envsrc_t *self) { return self->obs_bytes; }
 const char *envsrc_name(const envsrc_t *self) { return self->name; }
+int envsrc_action_dim(const envsrc_t *self) { return self->action_dim; }
 
 // ---------------------------------------------------------------------------------------
 // Stepping
 
 void envsrc_send(envsrc_t *s, int g, const int32_t *actions) {
-    APEX_ASSERT(g >= 0 && g < s->G);
+    APEX_ASSERT(g >= 0 && g < s->G && s->action_dim == 0);
     if (s->builtin) {
         APEX_ASSERT(s->started && !s->pending); // recv, then send, then recv ...
         memcpy(s->actions, actions, (size_t)s->n * sizeof(int32_t));
@@ -226,6 +239,13 @@ void envsrc_send(envsrc_t *s, int g, const int32_t *actions) {
         return;
     }
     pyenv_send_actions(s->py, g, actions);
+}
+
+void envsrc_send_cont(envsrc_t *s, int g, const float *actions) {
+    APEX_ASSERT(g == 0 && s->builtin && s->action_dim > 0);
+    APEX_ASSERT(s->started && !s->pending);
+    memcpy(s->cont_actions, actions, (size_t)s->n * (size_t)s->action_dim * sizeof(float));
+    s->pending = 1;
 }
 
 int envsrc_recv(envsrc_t *s, int g, envsrc_result_t *out) {
@@ -247,6 +267,19 @@ int envsrc_recv(envsrc_t *s, int g, envsrc_result_t *out) {
         }
         APEX_ASSERT(s->pending);
         s->pending = 0;
+        if (s->action_dim > 0) {
+            // A void step (a diverging simulation, env.h) reports NO_STEP: the env was reset,
+            // and the caller drops its pending n-step window.
+            vecenv_step_cont(&s->v, s->cont_actions, s->rewards, s->terminated, s->truncated,
+                             s->void_step);
+            int ok = 0;
+            for (int i = 0; i < s->n; i++) {
+                s->status[i] = s->void_step[i] ? PYENV_NO_STEP : PYENV_OK;
+                ok += !s->void_step[i];
+            }
+            out->ok = ok;
+            return ok;
+        }
         vecenv_step(&s->v, s->actions, s->rewards, s->terminated, s->truncated);
         memset(s->status, PYENV_OK, (size_t)s->n);
         out->ok = s->n;
@@ -269,7 +302,8 @@ int envsrc_drain_episodes(envsrc_t *s, vecenv_episode_t *out, int cap) {
 
 void envsrc_get_stats(const envsrc_t *s, envsrc_stats_t *out) {
     if (s->builtin) {
-        *out = (envsrc_stats_t){.steps = s->v.steps, .episodes = s->v.episodes};
+        *out = (envsrc_stats_t){
+            .steps = s->v.steps, .episodes = s->v.episodes, .void_steps = s->v.void_steps};
         return;
     }
     pyenv_stats_t st;

@@ -17,7 +17,9 @@
 // message) or NO_STEP (its worker died, hung or restarted; every env at the first recv of
 // its group): the step is void, the env's running episode was dropped, and the caller must
 // not fold the step and must clear the env's pending n-step steps (nstep_clear_env). Built-
-// in envs are always OK after the first recv.
+// in envs are always OK after the first recv, except for a continuous env's void step
+// (terminated = 2 from its step_cont: a diverging MuJoCo simulation, env.h): NO_STEP, the env
+// was reset, and the step is counted in envsrc_stats_t void_steps.
 //
 // What it does not do: pick actions, fold n-steps, or install signal handlers (the bridge
 // reaps its workers by pid: SIGCHLD must not be ignored). Not thread-safe: one thread.
@@ -59,6 +61,7 @@ typedef struct {
     uint64_t episodes_dropped; // running episodes dropped (faults, lost workers)
     uint64_t env_faults;       // steps with status FAULT
     uint64_t workers_lost;     // Python env workers lost (died, hung, unreadable)
+    uint64_t void_steps;       // continuous built-in envs: void steps (status NO_STEP)
 } envsrc_stats_t;
 
 // Creates n envs of cfg's [env] (global env indices first .. first + n - 1 seed them, as
@@ -66,7 +69,9 @@ typedef struct {
 // python this starts the env workers and waits for them ([python] hello_timeout_ms); a
 // mismatch between the workers' spaces and [env] obs_dim / obs_dtype / n_actions is refused
 // with a message naming both. NULL after logging why (start-up error; id = external, which
-// nothing here can step, included). Destroy with envsrc_destroy.
+// nothing here can step, included). Continuous actions ([env] action_dim > 0) are stepped for
+// the built-in envs (G = 1, envsrc_send_cont); id = python with continuous actions is refused
+// (the bridge carries int32 actions only). Destroy with envsrc_destroy.
 envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index);
 // Stops the workers (if any) and frees. NULL-safe.
 void envsrc_destroy(envsrc_t **self_p);
@@ -76,10 +81,16 @@ int envsrc_group_size(const envsrc_t *self); // GE
 size_t envsrc_obs_bytes(const envsrc_t *self);
 // "CartPole-v1", or "python (MODULE:CALLABLE)", for messages.
 const char *envsrc_name(const envsrc_t *self);
+// Floats per continuous action (0: discrete actions, envsrc_send).
+int envsrc_action_dim(const envsrc_t *self);
 
 // Sends group g's GE actions (each in [0, n_actions): asserted, as is the order). Never
 // blocks.
 void envsrc_send(envsrc_t *self, int g, const int32_t *actions);
+// envsrc_send for continuous envs (envsrc_action_dim > 0, built-in, so g = 0): (GE,
+// action_dim) finite floats, which the caller keeps in the bounds (asserted finite by
+// vecenv_step_cont).
+void envsrc_send_cont(envsrc_t *self, int g, const float *actions);
 // Waits for group g's results (the bridge: at most [python] step_timeout_ms; a shutdown
 // signal ends the wait early) and points out at them. Returns out->ok.
 int envsrc_recv(envsrc_t *self, int g, envsrc_result_t *out);

@@ -429,3 +429,52 @@ int ckpt_read_as(const char *path, const char *magic, const nn_config_t *cfg, ui
     *hdr = h;
     return APEX_OK;
 }
+
+int ckpt_read_policy(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *policy) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("%s: cannot open checkpoint: %s", path, strerror(errno));
+        return APEX_EIO;
+    }
+    char magic[8] = {0};
+    ssize_t got = pread(fd, magic, sizeof magic, 0);
+    if (got != (ssize_t)sizeof magic || memcmp(magic, CKPT_DPG_MAGIC, 8) != 0) {
+        close(fd); // not a DPG file: a one-network checkpoint, or refused by that reader
+        return ckpt_read_online(path, cfg, hdr, policy);
+    }
+    struct stat st;
+    ckpt_header_t h;
+    float *payload = NULL;
+    const uint64_t np = nn_num_params(cfg);
+    int rc = fstat(fd, &st) < 0 ? APEX_EIO : APEX_OK;
+    if (rc == APEX_OK) {
+        // The header first, for the model's count (the critics' size is not the evaluator's
+        // to know); then the whole file with that count, validated as any read is.
+        rc = s_read_header(path, fd, st.st_size, CKPT_DPG_MAGIC, &h);
+    } else {
+        log_error("%s: fstat failed: %s", path, strerror(errno));
+    }
+    if (rc == APEX_OK && (h.num_params <= np || h.num_params > (uint64_t)st.st_size / 4)) {
+        log_error("%s: DPG checkpoint of %llu parameters cannot hold the configured policy's %llu "
+                  "and its critics"
+                  "\n---> HINT: use the [env] and [network] of the run that wrote it",
+                  path, (unsigned long long)h.num_params, (unsigned long long)np);
+        rc = APEX_EINVAL;
+    }
+    if (rc == APEX_OK && lseek(fd, 0, SEEK_SET) != 0) {
+        log_error("%s: lseek failed: %s", path, strerror(errno));
+        rc = APEX_EIO;
+    }
+    if (rc == APEX_OK) {
+        // 0 arrays: as many as stored (the trainer's four, or fewer).
+        rc = s_read_file(path, fd, CKPT_DPG_MAGIC, cfg, h.num_params, 0, 0, &h, &payload);
+    }
+    close(fd);
+    if (rc != APEX_OK) {
+        return rc;
+    }
+    memcpy(policy, payload, (size_t)np * sizeof(float)); // array 0 = online = [mu | Q1 | Q2]
+    xfree(payload);
+    *hdr = h;
+    return APEX_OK;
+}

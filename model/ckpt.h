@@ -137,4 +137,13 @@ int ckpt_write_as(const char *path, const char *magic, ckpt_header_t *hdr,
 int ckpt_read_as(const char *path, const char *magic, const nn_config_t *cfg, uint64_t num_params,
                  ckpt_header_t *hdr, float *const arrays[], int n_arrays);
 
+// The policy mu(s) of a continuous run, for apex-eval: from a DPG checkpoint (CKPT_DPG_MAGIC,
+// learner/train_dpg.c: header shape = the policy cfg, array 0 = [mu | critics]) the first
+// nn_num_params(cfg) floats of array 0, whatever the critics' size (the header's count must
+// exceed the policy's); from a checkpoint of one network (CKPT_MAGIC: apex-eval --follow's
+// best.bin of a continuous run) its online array, as ckpt_read_online. Validates as
+// ckpt_read does (shape against cfg, lengths, both checksums); on success fills *hdr and
+// policy (nn_num_params(cfg) floats). Errors as for checkpoints.
+int ckpt_read_policy(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *policy);
+
 #endif

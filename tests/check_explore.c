@@ -5,6 +5,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "explore.h"
 #include "nn.h"
@@ -108,6 +109,62 @@ START_TEST(test_select_reproducible) {
 }
 END_TEST
 
+// Gaussian exploration: sigma 0 is mu itself (clipped, no draw); a non-finite mu gives the
+// bounds' middle; with sigma s the noise has standard deviation s * half per component
+// (bounds [-1, 3] and [0, 10]: halves 2 and 5), every action inside the bounds, and the
+// same rng state gives the same actions.
+START_TEST(test_gaussian_noise) {
+    enum { B = 4000, D = 2 };
+    const float low[D] = {-1.0f, 0.0f}, high[D] = {3.0f, 10.0f};
+    static float mu[B * D], out[B * D], out2[B * D], sigma[B];
+    for (int b = 0; b < B; b++) {
+        mu[b * D] = 1.0f;
+        mu[b * D + 1] = 5.0f;
+        sigma[b] = 0.1f;
+    }
+    rng_t r, r2;
+    rng_init(&r, 5);
+    // sigma 0: mu exactly (clipped), and no draw from the rng.
+    float m0[2 * D] = {0.25f, 11.0f, NAN, -INFINITY}, o0[2 * D], s0[2] = {0.0f, 0.0f};
+    rng_t before = r;
+    explore_gaussian(o0, m0, s0, 2, D, low, high, &r);
+    ck_assert_float_eq(o0[0], 0.25f);
+    ck_assert_float_eq(o0[1], 10.0f);
+    ck_assert_float_eq(o0[2], 1.0f); // NaN: the middle of [-1, 3]
+    ck_assert_float_eq(o0[3], 5.0f); // -inf: the middle of [0, 10]
+    ck_assert(memcmp(&before, &r, sizeof r) == 0);
+    r2 = r;
+    explore_gaussian(out, mu, sigma, B, D, low, high, &r);
+    explore_gaussian(out2, mu, sigma, B, D, low, high, &r2);
+    ck_assert(memcmp(out, out2, sizeof out) == 0);
+    for (int j = 0; j < D; j++) {
+        double sum = 0, sum2 = 0, half = 0.5 * (double)(high[j] - low[j]);
+        for (int b = 0; b < B; b++) {
+            float a = out[b * D + j];
+            ck_assert(a >= low[j] && a <= high[j]);
+            double d = (double)a - (double)mu[b * D + j];
+            sum += d;
+            sum2 += d * d;
+        }
+        double sd = sqrt(sum2 / B - (sum / B) * (sum / B));
+        ck_assert_msg(fabs(sd - 0.1 * half) < 0.1 * 0.1 * half, "component %d: sd %.4g, want %.4g",
+                      j, sd, 0.1 * half);
+        ck_assert_msg(fabs(sum / B) < 0.05 * 0.1 * half * 3, "component %d: mean %.4g", j, sum / B);
+    }
+    // A large sigma clips at the bounds, never past them.
+    for (int b = 0; b < B; b++) {
+        sigma[b] = 1.0f;
+    }
+    explore_gaussian(out, mu, sigma, B, D, low, high, &r);
+    int at_bound = 0;
+    for (int k = 0; k < B * D; k++) {
+        ck_assert(out[k] >= low[k % D] && out[k] <= high[k % D]);
+        at_bound += out[k] == low[k % D] || out[k] == high[k % D];
+    }
+    ck_assert_int_gt(at_bound, 0);
+}
+END_TEST
+
 Suite *explore_suite(void) {
     Suite *s = suite_create("explore");
     TCase *tc = tcase_create("schedule");
@@ -121,6 +178,7 @@ Suite *explore_suite(void) {
     tcase_add_test(tc, test_argmax_ties_and_nan);
     tcase_add_test(tc, test_select_greedy_and_random);
     tcase_add_test(tc, test_select_reproducible);
+    tcase_add_test(tc, test_gaussian_noise);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,7 +27,8 @@
 //   s_rserve    the replay server's loop in a thread: min_size_to_sample, sample_timeout_ms
 //   s_actor     actor_run without a replay server: steps, dropped batches, weight syncs,
 //               timers, the rate limit
-//   s_abatch    actor_run against a fake replay server that keeps its first batches
+//   s_abatch    actor_run against a fake replay server that keeps its first batches (their
+//               hash, sizes, discounts, re-sends, continuous actions' spread)
 //   s_connect   which of two bound peers a module connects to (socket monitor events)
 //   s_security  a CURVE server and client built by security_new, and the ZAP verdict
 //   s_cli       cli_startup (the log level)
@@ -173,6 +174,9 @@ static wire_decoder_t *s_decoder(const apex_config_t *cfg, uint32_t num_params) 
     wire_limits_t lim = {.obs_dim = (uint32_t)cfg->env.obs_dim,
                          .obs_dtype = (uint32_t)cfg->env.obs_dtype,
                          .n_actions = (uint32_t)cfg->env.n_actions,
+                         .action_dim = (uint32_t)cfg->env.action_dim,
+                         .action_low = cfg->env.action_dim ? cfg->env.action_low : NULL,
+                         .action_high = cfg->env.action_dim ? cfg->env.action_high : NULL,
                          .num_params = num_params,
                          .max_count = (uint32_t)cfg->replay.max_batch,
                          .max_episodes = 4096};
@@ -818,8 +822,9 @@ static void s_actor(const char *root, const apex_config_t *cfg, int what, s_obs 
 
 // The actor against a fake replay server on [endpoints] replay_insert that never acks.
 // actor_run(a, n) again with the same n takes no step but flushes the window, which sends
-// what could not go out before the connection was up.
-enum { AB_HASH, AB_COUNT, AB_DISC, AB_RESENT };
+// what could not go out before the connection was up. AB_SPREAD (continuous actions): the
+// mean squared deviation of the first batches' actions from their mean.
+enum { AB_HASH, AB_COUNT, AB_DISC, AB_RESENT, AB_SPREAD };
 #define AB_BATCHES 4
 
 static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
@@ -831,7 +836,7 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
     wire_decoder_t *dec = s_decoder(cfg, 0);
     uint64_t hash[AB_BATCHES] = {0};
     uint32_t count = 0;
-    double max_disc = 0;
+    double max_disc = 0, sum_a = 0, sum_a2 = 0, n_a = 0;
     int got = 0; // bit k: batch seq k arrived
     int64_t deadline = clock_now_ms() + WAIT_MS, first = 0;
     actor_run(a, ACTOR_STEPS);
@@ -853,7 +858,16 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
             size_t ob = (size_t)b->count * b->obs_dim * wire_obs_elem_bytes(b->obs_dtype);
             uint64_t h = s_fnv(1469598103934665603ULL, b->obs, ob);
             h = s_fnv(h, b->next_obs, ob);
-            h = s_fnv(h, b->actions, b->count * sizeof(int32_t));
+            if (b->action_dim) {
+                h = s_fnv(h, b->cont_actions, b->count * b->action_dim * sizeof(float));
+                for (uint32_t i = 0; i < b->count * b->action_dim; i++) {
+                    sum_a += b->cont_actions[i];
+                    sum_a2 += (double)b->cont_actions[i] * b->cont_actions[i];
+                    n_a++;
+                }
+            } else {
+                h = s_fnv(h, b->actions, b->count * sizeof(int32_t));
+            }
             h = s_fnv(h, b->rewards, b->count * sizeof(float));
             h = s_fnv(h, b->discounts, b->count * sizeof(float));
             hash[b->seq] = b->priorities ? s_fnv(h, b->priorities, b->count * sizeof(float)) : h;
@@ -886,6 +900,10 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
         break;
     case AB_RESENT:
         o->v = (double)st.batches_resent;
+        break;
+    case AB_SPREAD:
+        ck_assert(n_a > 0);
+        o->v = sum_a2 / n_a - (sum_a / n_a) * (sum_a / n_a);
         break;
     }
     wire_decoder_destroy(&dec);
@@ -1187,6 +1205,11 @@ static const s_row s_rows[] = {
     {"actor.gamma", "actor.gamma=0.5", NULL, s_abatch, AB_DISC, DOWN, NULL},
     {"actor.eps_base", "actor.eps_base=1", NULL, s_abatch, AB_HASH, DIFF, NULL},
     {"actor.eps_alpha", "actor.eps_alpha=0", NULL, s_abatch, AB_HASH, DIFF, NULL},
+    // Continuous actions (Pendulum-v1): no noise at all, or the same noise in every env.
+    {"actor.noise_sigma", "actor.noise_sigma=0", "env.id=Pendulum-v1", s_abatch, AB_SPREAD, DOWN,
+     NULL},
+    {"actor.noise_alpha", "actor.noise_alpha=0", "env.id=Pendulum-v1", s_abatch, AB_SPREAD, UP,
+     NULL},
     {"actor.send_batch", "actor.send_batch=8", NULL, s_abatch, AB_COUNT, DOWN, NULL},
     {"actor.weight_sync_steps", "actor.weight_sync_steps=16", NULL, s_actor, AS_SYNCS, UP, NULL},
     {"actor.max_pending_batches", "actor.max_pending_batches=1", NULL, s_actor, AS_DROPPED, UP,

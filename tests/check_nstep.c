@@ -23,7 +23,8 @@ static int s_push(nstep_t *ns, int e, int t, float r, int term, int trunc, nstep
     float o[OD], no[OD];
     s_obs(o, t, e);
     s_obs(no, t + 1, e);
-    return nstep_push(ns, e, o, (int32_t)(10 * e + t), r, no, term, trunc, out);
+    int32_t a = (int32_t)(10 * e + t);
+    return nstep_push(ns, e, o, &a, r, no, term, trunc, out);
 }
 
 // Checks out row i: from step t of env e, n-step return R, discount d, next step tn.
@@ -33,7 +34,7 @@ static void s_expect(const nstep_out_t *out, int i, int e, int t, double R, doub
                       ((const float *)out->obs)[i * OD + 1] == (float)(100 * e),
                   "row %d: obs (%g, %g), want step %d env %d", i, ((const float *)out->obs)[i * OD],
                   ((const float *)out->obs)[i * OD + 1], t, e);
-    ck_assert_int_eq(out->actions[i], 10 * e + t);
+    ck_assert_int_eq(((const int32_t *)(const void *)out->actions)[i], 10 * e + t);
     ck_assert_msg(fabs(out->rewards[i] - R) <= 1e-5 * fabs(R) + 1e-6, "row %d: R %.9g want %.9g", i,
                   out->rewards[i], R);
     ck_assert_msg(fabs(out->discounts[i] - d) <= 1e-6, "row %d: discount %.9g want %.9g", i,
@@ -260,6 +261,38 @@ START_TEST(test_random_episodes_match_brute_force) {
 }
 END_TEST
 
+// Continuous actions (2 floats each): every row carries its window's first action, bytes
+// and all, next to the same n-step return a discrete action would get.
+START_TEST(test_float_actions_first_of_window) {
+    nstep_t ns;
+    nstep_out_t out;
+    const int D = 2, AB = D * (int)sizeof(float);
+    nstep_init_actions(&ns, 1, OB, AB, 3, 0.5);
+    nstep_out_init_actions(&out, 16, OB, AB);
+    float o[OD], no[OD];
+    for (int t = 0; t < 4; t++) {
+        float a[2] = {0.25f * (float)t, -1.5f - (float)t};
+        s_obs(o, t, 0);
+        s_obs(no, t + 1, 0);
+        nstep_push(&ns, 0, o, a, (float)(t + 1), no, t == 3, 0, &out);
+    }
+    // Steps 0..3 with rewards 1..4, gamma 0.5, terminal at step 3: (s0: 1 + 1 + 0.75,
+    // 0.125), then the flush (s1: 2 + 1.5 + 1, 0), (s2: 3 + 2, 0), (s3: 4, 0).
+    const double R[4] = {2.75, 4.5, 5.0, 4.0}, d[4] = {0.125, 0, 0, 0};
+    ck_assert_int_eq(out.count, 4);
+    for (int i = 0; i < 4; i++) {
+        const float *a = (const float *)(const void *)(out.actions + (size_t)i * (size_t)AB);
+        ck_assert_float_eq(a[0], 0.25f * (float)i);
+        ck_assert_float_eq(a[1], -1.5f - (float)i);
+        ck_assert_float_eq(((const float *)out.obs)[i * OD], (float)i);
+        ck_assert_double_eq_tol(out.rewards[i], R[i], 1e-6);
+        ck_assert_double_eq_tol(out.discounts[i], d[i], 1e-7);
+    }
+    nstep_out_fini(&out);
+    nstep_fini(&ns);
+}
+END_TEST
+
 START_TEST(test_out_too_small_aborts) {
     nstep_t ns;
     nstep_out_t out;
@@ -279,6 +312,7 @@ Suite *nstep_suite(void) {
     tcase_add_test(tc, test_n_longer_than_episode);
     tcase_add_test(tc, test_n1_is_one_step);
     tcase_add_loop_test(tc, test_envs_interleaved, 0, 2);
+    tcase_add_test(tc, test_float_actions_first_of_window);
     suite_add_tcase(s, tc);
     tc = tcase_create("reference");
     tcase_add_test(tc, test_random_episodes_match_brute_force);

@@ -7,8 +7,8 @@
 # of eval.csv (the same fixed env streams); SIGTERM stops it with status 0. Then --trace of
 # MinAtar Breakout equals the trace of the real MinAtar (tests/fixtures/
 # minatar_trace_breakout.txt) line for line, and --actions replays it; a continuous env
-# (Pendulum-v1) traces with seeded actions in its bounds, and --actions replays those too,
-# while --checkpoint and apex-actor refuse it (their Q-networks need discrete actions).
+# (Pendulum-v1) traces with seeded actions in its bounds, and --actions replays those too;
+# --checkpoint on it reads a DPG policy (a missing file: a load error) and refuses --epsilon.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
@@ -87,11 +87,12 @@ fi
   || bad "Pendulum trace: $(head -2 "$TMP/pd.txt") ... $(grep -A1 trunc=1 "$TMP/pd.txt") $(cat "$TMP/err")"
 "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --trace 3 1000 --actions "$TMP/pd.txt" >"$TMP/pd2.txt" \
   && cmp -s "$TMP/pd.txt" "$TMP/pd2.txt" && ok "--actions replays a continuous trace's actions" || bad "continuous --actions replay differs"
-# Only --trace steps a continuous env: the Q-network paths refuse it at start-up (exit 2 and
-# a message), not with the network's assert.
-expect_rc 2 "apex-eval --checkpoint on Pendulum-v1 is refused" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --checkpoint "$TMP/none.bin"
-grep -q "continuous actions" "$TMP/err" || bad "apex-eval's refusal says why: $(cat "$TMP/err")"
-expect_rc 2 "apex-actor on Pendulum-v1 is refused" "$APEX_BIN/apex-actor" -c configs/smoke.ini --set env.id=Pendulum-v1 --index 0
-grep -q "continuous actions" "$TMP/err" || bad "apex-actor's refusal says why: $(cat "$TMP/err")"
+# --checkpoint on a continuous env reads DPG's policy (tests/check_dpg_actor.c evaluates
+# one): a missing file is a load error naming it, and --epsilon, which only discrete actions
+# have, is refused.
+expect_rc 2 "apex-eval --checkpoint on Pendulum-v1 with no file: a load error" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --checkpoint "$TMP/none.bin"
+grep -q "cannot load $TMP/none.bin" "$TMP/err" || bad "apex-eval's error names the file: $(cat "$TMP/err")"
+expect_rc 2 "apex-eval --epsilon on Pendulum-v1 is refused" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=Pendulum-v1 --checkpoint "$TMP/none.bin" --epsilon 0.1
+grep -q "epsilon is for discrete actions" "$TMP/err" || bad "apex-eval's refusal says why: $(cat "$TMP/err")"
 expect_rc 2 "--trace of an env apex cannot step is refused" "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=external --set env.obs_dim=4 --set env.n_actions=2 --trace 1 5
 finish

@@ -1,0 +1,690 @@
+// check_dpg_actor.c: apex-actor and apex-eval on continuous actions (issue #28), through
+// their real interfaces: an actor in a thread of this process against a stub replay (a
+// ROUTER here that decodes its TransitionBatches) and a stub learner (a ROUTER answering
+// its WeightsRequests with weights made here, check_apex.h), and the evaluator on a DPG
+// trainer's checkpoint written here with train_dpg_save.
+// Everything the actor does before and between weights is a function of the seed, so the
+// checks compare with a reference stepped here (the same env streams, the same initial
+// policy) exactly; waits poll for a condition, bounded by WAIT_MS.
+#include "check_apex.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "actor.h"
+#include "blas.h"
+#include "ckpt.h"
+#include "clock.h"
+#include "config.h"
+#include "env.h"
+#include "env_mujoco.h"
+#include "evaluator.h"
+#include "nn.h"
+#include "rng.h"
+#include "train_dpg.h"
+#include "wire.h"
+
+#define ENVS 4 // [actor] envs_per_actor, and send_batch: batch k holds step k's windows
+#define OBS_MAX 8
+#define WAIT_MS 10000
+
+// ---------------------------------------------------------------------------------------
+// Config and helpers
+
+static void s_set(apex_config_t *cfg, const char *fmt, ...) {
+    char kv[CONFIG_STR_LEN + 64], err[CONFIG_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kv, sizeof kv, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(config_set(cfg, kv, err, sizeof err) == 0, "%s: %s", kv, err);
+}
+
+// Pendulum-v1 (or env, with its model_xml) with small sizes; extra: more assignments.
+static void s_config(apex_config_t *cfg, const char *env, const char *xml, int num_actors,
+                     const char *extra1, const char *extra2) {
+    char id[96], model[160];
+    snprintf(id, sizeof id, "env.id=%s", env);
+    snprintf(model, sizeof model, "env.model_xml=%s", xml ? xml : "");
+    const char *sets[] = {id,
+                          model,
+                          "network.hidden=16",
+                          num_actors == 1 ? "actor.num_actors=1" : "actor.num_actors=2",
+                          "actor.envs_per_actor=4",
+                          "actor.n_step=3",
+                          "actor.gamma=0.9",
+                          "actor.send_batch=4",
+                          "actor.weight_sync_steps=40",
+                          "actor.max_pending_batches=64",
+                          "actor.stats_interval_ms=50",
+                          "actor.max_steps_per_s=1000",
+                          "replay.max_batch=1024",
+                          "run.seed=7",
+                          extra1 ? extra1 : "actor.noise_alpha=7",
+                          extra2 ? extra2 : "actor.noise_alpha=7"};
+    char err[CONFIG_ERR_LEN];
+    int n = (int)(sizeof sets / sizeof sets[0]);
+    ck_assert_msg(config_load(cfg, NULL, sets, n, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_gt(cfg->env.action_dim, 0);
+    ck_assert_int_le(cfg->env.obs_dim, OBS_MAX);
+}
+
+static void s_sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *s_bound(void *ctx, int type, char *ep, size_t ep_len) {
+    void *s = zmq_socket(ctx, type);
+    ck_assert_ptr_nonnull(s);
+    int zero = 0, timeout = 100;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    ck_assert_int_eq(zmq_bind(s, "tcp://127.0.0.1:*"), 0);
+    ck_assert_int_eq(zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &ep_len), 0);
+    return s;
+}
+
+// The run's policy with the actor's initial parameters ([run] seed's NET_INIT stream).
+static void s_initial_policy(const apex_config_t *cfg, nn_config_t *nc, nn_params_t *p) {
+    nn_config_from_run(nc, cfg);
+    nn_params_init(p, nc);
+    rng_t init;
+    rng_init_stream(&init, (uint64_t)cfg->run.seed, RNG_ROLE_NET_INIT, 0);
+    nn_params_init_random(p, &init);
+}
+
+// ---------------------------------------------------------------------------------------
+// An actor in a thread, a stub replay and a stub learner
+
+typedef struct {
+    uint32_t count, weights_version, action_dim;
+    uint64_t seq;
+    int has_priorities;
+    float obs[ENVS * OBS_MAX], next_obs[ENVS * OBS_MAX], act[ENVS * 8], rew[ENVS], disc[ENVS];
+} s_batch;
+
+typedef struct {
+    apex_config_t cfg;
+    void *ctx, *replay, *weights, *pull;
+    wire_decoder_t *dec;
+    actor_t *actor;
+    pthread_t thread;
+    int rc;
+} s_rig;
+
+static void *s_actor_main(void *arg) {
+    s_rig *x = arg;
+    x->rc = actor_run(x->actor, 0);
+    return NULL;
+}
+
+static void s_rig_start(s_rig *x, int index) {
+    x->ctx = zmq_ctx_new();
+    char ins_ep[256], weights_ep[256], stats_ep[256];
+    x->replay = s_bound(x->ctx, ZMQ_ROUTER, ins_ep, sizeof ins_ep);
+    x->weights = check_weights_router(x->ctx, weights_ep, sizeof weights_ep);
+    x->pull = s_bound(x->ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&x->cfg, "endpoints.replay_insert=%s", ins_ep);
+    s_set(&x->cfg, "endpoints.learner_weights=%s", weights_ep);
+    s_set(&x->cfg, "endpoints.learner_stats=%s", stats_ep);
+    const config_env_t *e = &x->cfg.env;
+    wire_limits_t lim = {.obs_dim = (uint32_t)e->obs_dim,
+                         .obs_dtype = (uint32_t)e->obs_dtype,
+                         .action_dim = (uint32_t)e->action_dim,
+                         .action_low = e->action_low,
+                         .action_high = e->action_high,
+                         .max_count = 64,
+                         .max_episodes = 4096};
+    x->dec = wire_decoder_new(&lim);
+    x->actor = actor_new(&x->cfg, index);
+    ck_assert_ptr_nonnull(x->actor);
+    x->rc = -2;
+    ck_assert_int_eq(pthread_create(&x->thread, NULL, s_actor_main, x), 0);
+}
+
+static void s_rig_stop(s_rig *x, actor_stats_t *st) {
+    actor_stop(x->actor);
+    ck_assert_int_eq(pthread_join(x->thread, NULL), 0);
+    ck_assert_int_eq(x->rc, 0);
+    actor_get_stats(x->actor, st);
+    actor_destroy(&x->actor);
+    wire_decoder_destroy(&x->dec);
+    zmq_close(x->replay);
+    zmq_close(x->weights);
+    zmq_close(x->pull);
+    zmq_ctx_term(x->ctx);
+}
+
+// The next TransitionBatch the actor sends (answering weights requests with answer, when not
+// NULL, while waiting), decoded and copied into *b. The decoder already refused actions
+// outside the bounds or not finite.
+static void s_next_batch(s_rig *x, const wire_buf_t *answer, s_batch *b) {
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    for (;;) {
+        ck_assert_msg(clock_now_ms() < deadline, "no batch from the actor");
+        if (answer) {
+            check_weights_answer(x->weights, answer, NULL);
+        }
+        zmq_msg_t id, msg;
+        zmq_msg_init(&id);
+        if (zmq_msg_recv(&id, x->replay, 0) < 0) {
+            zmq_msg_close(&id);
+            continue;
+        }
+        zmq_msg_init(&msg);
+        ck_assert_int_ge(zmq_msg_recv(&msg, x->replay, 0), 0);
+        wire_msg_t m;
+        ck_assert_int_eq(wire_decode(x->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_TRANSITION_BATCH);
+        const wire_batch_t *w = &m.u.batch;
+        const int O = x->cfg.env.obs_dim, D = x->cfg.env.action_dim;
+        ck_assert_uint_eq(w->count, ENVS);
+        ck_assert_uint_eq(w->action_dim, (uint32_t)D);
+        ck_assert_ptr_null(w->actions);
+        ck_assert_ptr_nonnull(w->cont_actions);
+        *b = (s_batch){.count = w->count,
+                       .weights_version = (uint32_t)w->weights_version,
+                       .action_dim = w->action_dim,
+                       .seq = w->seq,
+                       .has_priorities = w->priorities != NULL};
+        memcpy(b->obs, w->obs, (size_t)ENVS * (size_t)O * sizeof(float));
+        memcpy(b->next_obs, w->next_obs, (size_t)ENVS * (size_t)O * sizeof(float));
+        memcpy(b->act, w->cont_actions, (size_t)ENVS * (size_t)D * sizeof(float));
+        memcpy(b->rew, w->rewards, ENVS * sizeof(float));
+        memcpy(b->disc, w->discounts, ENVS * sizeof(float));
+        zmq_msg_close(&id);
+        zmq_msg_close(&msg);
+        return;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The actor
+
+// noise_sigma = 0: every action is the initial policy's mu(s) exactly, and every row is the
+// n-step transition a reference computes by stepping the same envs (the same streams:
+// actor 1's envs 4..7) with that policy and folding n = 3 steps by hand. Batches carry
+// continuous actions in the bounds and no priorities (the actor has no critic).
+START_TEST(test_sigma0_acts_mu_and_folds_nstep) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0", NULL);
+    const int O = x.cfg.env.obs_dim, D = x.cfg.env.action_dim, K = 6, T = K + 3;
+    ck_assert_int_eq(O, 3);
+    ck_assert_int_eq(D, 1);
+    // The reference: T steps of the 4 envs, acting mu(s).
+    nn_config_t nc;
+    nn_params_t p;
+    s_initial_policy(&x.cfg, &nc, &p);
+    nn_state_t st;
+    nn_state_init(&st, &nc, ENVS, 0);
+    blas_set_threads(1);
+    vecenv_t v;
+    vecenv_init(&v, env_find("Pendulum-v1"), ENVS, 7, 1 * ENVS, 64);
+    float obs[16][ENVS * 3], act[16][ENVS], rew[16][ENVS];
+    uint8_t term[ENVS], trunc[ENVS];
+    for (int t = 0; t <= T; t++) {
+        memcpy(obs[t], v.obs, sizeof obs[t]);
+        nn_forward(&st, &p, v.obs, ENVS, act[t]);
+        vecenv_step_cont(&v, act[t], rew[t], term, trunc, NULL);
+        for (int e = 0; e < ENVS; e++) {
+            ck_assert(!term[e] && !trunc[e]); // 200-step episodes
+        }
+    }
+    vecenv_fini(&v);
+    s_rig_start(&x, 1);
+    for (int k = 0; k < K; k++) {
+        s_batch b;
+        s_next_batch(&x, NULL, &b);
+        ck_assert_uint_eq(b.seq, (uint64_t)k);
+        ck_assert_uint_eq(b.weights_version, 0);
+        ck_assert(!b.has_priorities);
+        for (int e = 0; e < ENVS; e++) {
+            ck_assert_msg(memcmp(b.obs + e * O, obs[k] + e * O, (size_t)O * 4) == 0,
+                          "batch %d env %d: s_t", k, e);
+            ck_assert_msg(memcmp(b.next_obs + e * O, obs[k + 3] + e * O, (size_t)O * 4) == 0,
+                          "batch %d env %d: s_t+3", k, e);
+            ck_assert_msg(b.act[e] == act[k][e], "batch %d env %d: action %.9g, mu(s) %.9g", k, e,
+                          (double)b.act[e], (double)act[k][e]);
+            ck_assert(b.act[e] >= -2.0f && b.act[e] <= 2.0f);
+            double R = (double)rew[k][e] + 0.9 * (double)rew[k + 1][e] +
+                       0.81 * (double)rew[k + 2][e];
+            ck_assert_msg(fabs((double)b.rew[e] - R) <= 1e-5 * fabs(R) + 1e-6,
+                          "batch %d env %d: R %.9g, by hand %.9g", k, e, (double)b.rew[e], R);
+            ck_assert_double_eq_tol(b.disc[e], 0.729, 1e-6);
+        }
+    }
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    ck_assert_uint_eq(as.bad_priorities, 0);
+    ck_assert_uint_eq(as.void_steps, 0);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+}
+END_TEST
+
+// Ape-X's per-env noise: actor 0 of 2 (N = 8 envs), noise_sigma 0.5, noise_alpha 7: env i
+// adds sigma_i = 0.5^(1 + i) half ranges (Pendulum: 2) of Gaussian noise to mu(s). The mean
+// squared deviation of the actions from mu(s) falls env by env, env 3's near (0.0625 * 2)^2
+// (env 0's is clipped at the bounds). Every action is in [-2, 2].
+START_TEST(test_noise_follows_env_schedule) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0.5", NULL);
+    nn_config_t nc;
+    nn_params_t p;
+    s_initial_policy(&x.cfg, &nc, &p);
+    nn_state_t st;
+    nn_state_init(&st, &nc, ENVS, 0);
+    blas_set_threads(1);
+    s_rig_start(&x, 0);
+    double msd[ENVS] = {0};
+    const int K = 60;
+    for (int k = 0; k < K; k++) {
+        s_batch b;
+        float mu[ENVS];
+        s_next_batch(&x, NULL, &b);
+        // Batch k's rows are the 4 envs' windows from one step: the batch of observations
+        // the actor's policy ran on.
+        nn_forward(&st, &p, b.obs, ENVS, mu);
+        for (int e = 0; e < ENVS; e++) {
+            ck_assert(b.act[e] >= -2.0f && b.act[e] <= 2.0f);
+            double d = (double)b.act[e] - (double)mu[e];
+            msd[e] += d * d / K;
+        }
+    }
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    for (int e = 1; e < ENVS; e++) {
+        ck_assert_msg(msd[e] < msd[e - 1], "env %d: msd %.3g not below env %d's %.3g", e, msd[e],
+                      e - 1, msd[e - 1]);
+    }
+    double want3 = pow(0.0625 * 2.0, 2);
+    ck_assert_msg(msd[3] > 0.5 * want3 && msd[3] < 2.0 * want3, "env 3: msd %.4g, sigma^2 %.4g",
+                  msd[3], want3);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+}
+END_TEST
+
+// New weights change the actions: once the actor acts with weights v1 (random, from another
+// stream), with sigma 0 its actions are mu_v1(s) exactly, no longer the initial mu(s).
+START_TEST(test_weights_change_actions) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0", NULL);
+    nn_config_t nc;
+    nn_params_t p0, p1;
+    s_initial_policy(&x.cfg, &nc, &p0);
+    nn_params_init(&p1, &nc);
+    rng_t rng;
+    rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
+    nn_params_init_random(&p1, &rng);
+    wire_buf_t v1;
+    wire_buf_init(&v1, 0);
+    check_encode_weights(&v1, 1, p1.data, (uint32_t)p1.num_params);
+    nn_state_t st;
+    nn_state_init(&st, &nc, ENVS, 0);
+    blas_set_threads(1);
+    s_rig_start(&x, 0);
+    s_batch b;
+    do {
+        s_next_batch(&x, &v1, &b);
+    } while (b.weights_version != 1);
+    // A window's action is its first step's: 3 batches on, every row was acted with v1.
+    for (uint64_t seq = b.seq; b.seq < seq + 3;) {
+        s_next_batch(&x, &v1, &b);
+    }
+    float mu0[ENVS], mu1[ENVS];
+    nn_forward(&st, &p0, b.obs, ENVS, mu0);
+    nn_forward(&st, &p1, b.obs, ENVS, mu1);
+    int differ = 0;
+    for (int e = 0; e < ENVS; e++) {
+        ck_assert_msg(b.act[e] == mu1[e], "env %d: action %.9g, mu_v1(s) %.9g", e, (double)b.act[e],
+                      (double)mu1[e]);
+        differ += mu0[e] != mu1[e];
+    }
+    ck_assert_int_gt(differ, 0);
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    ck_assert_uint_eq(as.weights_version, 1);
+    wire_buf_fini(&v1);
+    nn_state_fini(&st);
+    nn_params_fini(&p0);
+    nn_params_fini(&p1);
+}
+END_TEST
+
+// ActorStats carry each finished episode's sigma_i where a discrete run's carry epsilon_i:
+// actor 1 of 2 (N = 8), noise_sigma 0.5, noise_alpha 7: 0.5^(1 + i) for its envs i = 4..7.
+// Pendulum pays costs: every return is negative, every episode 200 steps long.
+START_TEST(test_stats_carry_sigmas) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0.5", "actor.max_steps_per_s=4000");
+    s_rig_start(&x, 1);
+    int seen[ENVS] = {0}, n_seen = 0;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (n_seen < ENVS) {
+        ck_assert_msg(clock_now_ms() < deadline, "only %d of %d sigmas seen", n_seen, ENVS);
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, x.pull, 0) < 0) {
+            zmq_msg_close(&msg);
+            continue;
+        }
+        wire_msg_t m;
+        ck_assert_int_eq(wire_decode(x.dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+        ck_assert_int_eq(m.type, WIRE_MSG_ACTOR_STATS);
+        const wire_actor_stats_t *st = &m.u.actor_stats;
+        for (uint32_t e = 0; e < st->n_episodes; e++) {
+            int match = -1;
+            for (int k = 0; k < ENVS; k++) {
+                double want = pow(0.5, 1.0 + (double)(ENVS + k));
+                match = fabs((double)st->epsilons[e] - want) <= 1e-6 * want ? k : match;
+            }
+            ck_assert_msg(match >= 0, "episode sigma %.9g is none of actor 1's",
+                          (double)st->epsilons[e]);
+            n_seen += !seen[match];
+            seen[match] = 1;
+            ck_assert_uint_eq(st->lengths[e], 200);
+            ck_assert_float_lt(st->returns[e], 0.0f);
+        }
+        zmq_msg_close(&msg);
+    }
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    ck_assert_uint_ge(as.episodes, ENVS);
+}
+END_TEST
+
+// Void steps (tests/fixtures/mujoco/diverge.xml: a gear of 1e12 makes any action but ~0 a
+// bad qacc, tests/check_mujoco.c): the initial random policy voids every step, so nothing is
+// stored until weights v1 (all zeros: mu(s) = 0, the bounds' middle) arrive. Then env 0
+// (sigma 0.5: noisy) still voids every step while envs 1..3 (sigma 0.5^34 and less: actions
+// ~1e-10 and below) step. Every stored row is a real n-step transition: InvertedPendulum pays
+// 1 per step, so R = (1 - g^m) / (1 - g) for the window's m (a folded void step would add a
+// 0), m = n with discount g^n mid-episode. The void steps are counted, and taking weights
+// did not wait for real steps (void ones count toward weight_sync_steps).
+START_TEST(test_void_steps_dropped) {
+    s_rig x;
+    s_config(&x.cfg, "InvertedPendulum-v4", "tests/fixtures/mujoco/diverge.xml", 1,
+             "actor.noise_sigma=0.5", "actor.noise_alpha=100");
+    ck_assert_int_eq(x.cfg.env.action_dim, 1);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &x.cfg);
+    float *zeros = calloc(nn_num_params(&nc), sizeof(float));
+    wire_buf_t v1;
+    wire_buf_init(&v1, 0);
+    check_encode_weights(&v1, 1, zeros, (uint32_t)nn_num_params(&nc));
+    s_rig_start(&x, 0);
+    const double g = 0.9;
+    int rows = 0, short_rows = 0;
+    for (int k = 0; k < 20; k++) {
+        s_batch b;
+        s_next_batch(&x, &v1, &b);
+        ck_assert_uint_eq(b.weights_version, 1); // nothing stored before
+        for (int e = 0; e < ENVS; e++) {
+            ck_assert(fabsf(b.act[e]) < 1e-6f);
+            int m = 0;
+            for (int j = 1; j <= 3; j++) {
+                if (fabs((double)b.rew[e] - (1.0 - pow(g, j)) / (1.0 - g)) < 1e-5) {
+                    m = j;
+                }
+            }
+            ck_assert_msg(m > 0, "row %d of batch %d: R %.9g is no run of 1s", e, k,
+                          (double)b.rew[e]);
+            ck_assert_msg(b.disc[e] == 0.0f || fabs((double)b.disc[e] - pow(g, m)) < 1e-6,
+                          "row %d of batch %d: R %.9g (m %d) with discount %.9g", e, k,
+                          (double)b.rew[e], m, (double)b.disc[e]);
+            short_rows += m < 3;
+            rows++;
+        }
+    }
+    actor_stats_t as;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    do {
+        ck_assert_msg(clock_now_ms() < deadline, "no void steps counted");
+        s_sleep_ms(20);
+        actor_get_stats(x.actor, &as);
+    } while (as.void_steps == 0);
+    s_rig_stop(&x, &as);
+    ck_assert_uint_gt(as.void_steps, as.steps / 8); // env 0's, at least
+    ck_assert_int_eq(rows, 80);
+    (void)short_rows;
+    wire_buf_fini(&v1);
+    free(zeros);
+}
+END_TEST
+
+// id = python with continuous actions: refused at start-up (the bridge carries int32 actions
+// only), before any worker starts.
+START_TEST(test_python_continuous_refused) {
+    apex_config_t cfg;
+    const char *sets[] = {"env.id=python",      "env.make=nowhere:make", "env.obs_dim=3",
+                          "env.action_dim=1",   "env.action_low=-2",     "env.action_high=2",
+                          "actor.num_actors=1", "actor.envs_per_actor=2"};
+    char err[CONFIG_ERR_LEN];
+    ck_assert_msg(config_load(&cfg, NULL, sets, 8, err, sizeof err) == 0, "%s", err);
+    ck_assert_ptr_null(actor_new(&cfg, 0));
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
+// The evaluator
+
+// A DPG trainer's checkpoint (header shape = the policy, array 0 = [mu | Q1 | Q2]): the
+// policy reader takes exactly mu's parameters, and evaluating them greedily gives the return
+// of stepping the same evaluation envs here with nn_forward's actions (a best.bin of the
+// policy alone reads as well). apex-eval
+// --checkpoint (when APEX_BIN names the binaries) prints that mean.
+START_TEST(test_eval_dpg_checkpoint) {
+    apex_config_t cfg;
+    s_config(&cfg, "Pendulum-v1", NULL, 1, NULL, NULL);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &cfg);
+    train_dpg_config_t tc;
+    train_dpg_config_default(&tc);
+    tc.actor = nc;
+    tc.batch_size = 8;
+    tc.seed = 11;
+    train_dpg_t *tr = train_dpg_new(&tc);
+    ck_assert_ptr_nonnull(tr);
+    const char *dir = check_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/dpg.ckpt", dir);
+    ck_assert_int_eq(train_dpg_save(tr, path, NULL), APEX_OK);
+    const nn_params_t *mu = train_dpg_policy(tr);
+    ck_assert_uint_eq(mu->num_params, nn_num_params(&nc));
+    ck_assert_uint_gt(train_dpg_num_params(tr), mu->num_params);
+    nn_params_t p;
+    nn_params_init(&p, &nc);
+    ckpt_header_t h;
+    ck_assert_int_eq(ckpt_read_policy(path, &nc, &h, p.data), APEX_OK);
+    ck_assert(memcmp(p.data, mu->data, p.num_params * sizeof(float)) == 0);
+    // A one-network checkpoint of the policy (apex-eval --follow's best.bin) reads too.
+    char best[620];
+    snprintf(best, sizeof best, "%s/best.bin", dir);
+    ckpt_header_t bh;
+    ckpt_header_init(&bh, &nc);
+    const float *one[1] = {mu->data};
+    ck_assert_int_eq(ckpt_write(best, &bh, one, 1), APEX_OK);
+    memset(p.data, 0, p.num_params * sizeof(float));
+    ck_assert_int_eq(ckpt_read_policy(best, &nc, &h, p.data), APEX_OK);
+    ck_assert(memcmp(p.data, mu->data, p.num_params * sizeof(float)) == 0);
+    // Another policy shape: refused, naming both.
+    nn_config_t other = nc;
+    other.hidden[0] = 8;
+    nn_params_t q;
+    nn_params_init(&q, &other);
+    ck_assert_int_eq(ckpt_read_policy(path, &other, &h, q.data), APEX_EINVAL);
+    nn_params_fini(&q);
+    // The evaluator: 3 episodes, 3 envs at once.
+    enum { N = 3 };
+    eval_opts_t o;
+    evaluator_opts_from_run(&o, &cfg);
+    o.episodes = N;
+    o.parallel = N;
+    o.max_episode_steps = 0;
+    nn_state_t st;
+    nn_state_init(&st, &nc, N, 0);
+    blas_set_threads(1);
+    eval_result_t r;
+    evaluator_run(env_find("Pendulum-v1"), &p, &st, &o, &r);
+    ck_assert_int_eq(r.episodes, N);
+    // By hand: the evaluation streams, mu(s), each env's first episode (200 steps).
+    vecenv_t v;
+    vecenv_init(&v, env_find("Pendulum-v1"), N, o.seed, EVALUATOR_STREAM_BASE, 2 * N);
+    double ret[N] = {0};
+    int done[N] = {0}, left = N;
+    while (left > 0) {
+        float a[N], rew[N];
+        uint8_t term[N], trunc[N];
+        nn_forward(&st, &p, v.obs, N, a);
+        vecenv_step_cont(&v, a, rew, term, trunc, NULL);
+        for (int e = 0; e < N; e++) {
+            if (!done[e]) {
+                ret[e] += (double)rew[e];
+                if (term[e] || trunc[e]) {
+                    done[e] = 1;
+                    left--;
+                }
+            }
+        }
+    }
+    vecenv_fini(&v);
+    double mean = (ret[0] + ret[1] + ret[2]) / N;
+    ck_assert_msg(fabs(r.mean - mean) <= 1e-9 * fabs(mean), "evaluator %.9g, by hand %.9g", r.mean,
+                  mean);
+    ck_assert_double_lt(r.mean, 0.0); // Pendulum's costs
+    const char *bin = getenv("APEX_BIN");
+    if (bin) {
+        char cmd[2048], line[512];
+        snprintf(cmd, sizeof cmd,
+                 "%s/apex-eval -c configs/smoke.ini --set env.id=Pendulum-v1 --set "
+                 "network.hidden=16 --set run.seed=7 "
+                 "--set eval.max_episode_steps=0 --checkpoint %s --episodes %d 2>&1",
+                 bin, path, N);
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        double got = NAN;
+        while (fgets(line, sizeof line, f)) {
+            const char *m = strstr(line, "  mean ");
+            if (m && strstr(line, "greedy mu(s)")) {
+                got = strtod(m + 7, NULL);
+            }
+        }
+        ck_assert_int_eq(pclose(f), 0);
+        ck_assert_msg(fabs(got - mean) < 0.006, "apex-eval printed mean %.2f, by hand %.4f", got,
+                      mean);
+    }
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+    train_dpg_destroy(&tr);
+    check_rmtree(dir);
+}
+END_TEST
+
+// apex-eval --follow on a continuous run: weights v1 (a random policy) from a stub learner
+// are evaluated greedily, one row goes to eval.csv with the mean evaluator_run gives those
+// parameters, and best.bin holds the policy (ckpt_read_policy reads it back).
+typedef struct {
+    apex_config_t cfg;
+    int rc;
+    atomic_int done;
+} s_follow_arg;
+
+static void *s_follow_main(void *arg) {
+    s_follow_arg *f = arg;
+    f->rc = evaluator_follow(&f->cfg, 1);
+    atomic_store(&f->done, 1);
+    return NULL;
+}
+
+START_TEST(test_follow_continuous) {
+    static s_follow_arg f;
+    s_config(&f.cfg, "Pendulum-v1", NULL, 1, "eval.episodes=2", "eval.interval_s=0");
+    const char *dir = check_tmpdir();
+    s_set(&f.cfg, "run.out_dir=%s", dir);
+    s_set(&f.cfg, "run.name=follow");
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *router = check_weights_router(ctx, ep, sizeof ep);
+    s_set(&f.cfg, "endpoints.learner_weights=%s", ep);
+    nn_config_t nc;
+    nn_params_t p;
+    nn_config_from_run(&nc, &f.cfg);
+    nn_params_init(&p, &nc);
+    rng_t rng;
+    rng_init_stream(&rng, 99, RNG_ROLE_TEST, 0);
+    nn_params_init_random(&p, &rng);
+    wire_buf_t v1;
+    wire_buf_init(&v1, 0);
+    check_encode_weights(&v1, 1, p.data, (uint32_t)p.num_params);
+    f.rc = -1;
+    atomic_store(&f.done, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, s_follow_main, &f), 0);
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (!atomic_load(&f.done)) {
+        ck_assert_msg(clock_now_ms() < deadline, "no evaluation");
+        check_weights_answer(router, &v1, NULL);
+        s_sleep_ms(10);
+    }
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(f.rc, 0);
+    // The mean of the same evaluation, run here.
+    eval_opts_t o;
+    evaluator_opts_from_run(&o, &f.cfg);
+    ck_assert_double_eq(o.epsilon, 0.0);
+    nn_state_t st;
+    nn_state_init(&st, &nc, o.parallel, 0);
+    eval_result_t r;
+    evaluator_run(env_find("Pendulum-v1"), &p, &st, &o, &r);
+    char path[700], line[1024], want[64];
+    snprintf(path, sizeof path, "%s/follow/eval.csv", dir);
+    FILE *csv = fopen(path, "r");
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, csv)); // header
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, csv));
+    fclose(csv);
+    snprintf(want, sizeof want, ",2,%.4f,", r.mean); // episodes, eval_mean
+    ck_assert_msg(strstr(line, want) != NULL, "eval.csv row %s lacks %s", line, want);
+    snprintf(path, sizeof path, "%s/follow/best.bin", dir);
+    nn_params_t b;
+    nn_params_init(&b, &nc);
+    ckpt_header_t h;
+    ck_assert_int_eq(ckpt_read_policy(path, &nc, &h, b.data), APEX_OK);
+    ck_assert(memcmp(b.data, p.data, p.num_params * sizeof(float)) == 0);
+    nn_params_fini(&b);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+    wire_buf_fini(&v1);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+    check_rmtree(dir);
+}
+END_TEST
+
+Suite *dpg_actor_suite(void) {
+    Suite *s = suite_create("dpg_actor");
+    TCase *tc = tcase_create("actor");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_sigma0_acts_mu_and_folds_nstep);
+    tcase_add_test(tc, test_noise_follows_env_schedule);
+    tcase_add_test(tc, test_weights_change_actions);
+    tcase_add_test(tc, test_stats_carry_sigmas);
+    tcase_add_test(tc, test_void_steps_dropped);
+    tcase_add_test(tc, test_python_continuous_refused);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("eval");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_eval_dpg_checkpoint);
+    tcase_add_test(tc, test_follow_continuous);
+    suite_add_tcase(s, tc);
+    return s;
+}
