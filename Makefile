@@ -157,9 +157,20 @@ ZERO_RANKS := $(BUILD)/tests/zero_ranks
 $(ZERO_RANKS): $(BUILD)/tests/zero_ranks.o $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMON)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
+# The suites run in UNIT_JOBS shards side by side (APEX_CHECK_SHARD, tests/check_main.c),
+# one per core by default; each shard's output is printed whole once all have finished.
+UNIT_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 unit: $(CHECK_BIN) $(BINARIES) $(ZERO_RANKS)
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) \
-	  APEX_ZERO_RANKS=$(abspath $(ZERO_RANKS)) $(CHECK_BIN)
+	@set -e; n=$(UNIT_JOBS); rc=0; pids=""; \
+	for i in $$(seq 0 $$((n - 1))); do \
+	  CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) \
+	    APEX_ZERO_RANKS=$(abspath $(ZERO_RANKS)) APEX_CHECK_SHARD=$$i/$$n \
+	    $(CHECK_BIN) >$(BUILD)/unit.$$i.log 2>&1 & pids="$$pids $$!"; \
+	done; \
+	for p in $$pids; do wait $$p || rc=1; done; \
+	for i in $$(seq 0 $$((n - 1))); do cat $(BUILD)/unit.$$i.log; done; \
+	for i in $$(seq 0 $$((n - 1))); do grep -h '^all suites' $(BUILD)/unit.$$i.log || true; done; \
+	exit $$rc
 
 # Scripts marked "# smoke: slow" (long learning runs, namespaces, floods) are skipped when
 # SMOKE_FAST=1, which the sanitizer run sets: they exercise timing, not new code paths.

@@ -5,7 +5,10 @@
 // One runner per suite (rather than one for all) so that each suite's wall time is printed
 // ("suite <name>: <s> s"): tests/README.md keeps what each suite costs in CI, and a suite
 // that grows slow shows up in the CI log. Exits non-zero when any test fails.
-// CK_RUN_SUITE=name / CK_RUN_CASE=name select tests, as Check does.
+// CK_RUN_SUITE=name / CK_RUN_CASE=name select tests, as Check does. APEX_CHECK_SHARD=i/n
+// runs only the suites whose position in the list is i mod n (0 <= i < n): `make unit` runs
+// n shards side by side, one per core (CI has 30 minutes on 2 cores; the suites are
+// independent: temporary directories and ephemeral ports of their own, nothing timed).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,12 @@ static double s_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static int s_shard_i, s_shard_n = 1, s_pos;
+
 static int s_run(Suite *(*make)(void), const char *name, int *ran) {
+    if (s_pos++ % s_shard_n != s_shard_i) {
+        return 0;
+    }
     char want[128];
     snprintf(want, sizeof want, "%s", name);
     char *tail = strstr(want, "_suite");
@@ -49,11 +57,19 @@ static int s_run(Suite *(*make)(void), const char *name, int *ran) {
 }
 
 int main(void) {
+    const char *shard = getenv("APEX_CHECK_SHARD");
+    if (shard && *shard &&
+        (sscanf(shard, "%d/%d", &s_shard_i, &s_shard_n) != 2 || s_shard_n < 1 || s_shard_i < 0 ||
+         s_shard_i >= s_shard_n)) {
+        fprintf(stderr, "APEX_CHECK_SHARD=%s: want i/n with 0 <= i < n\n", shard);
+        return EXIT_FAILURE;
+    }
     int failed = 0, ran = 0;
     double t0 = s_now();
 #define RUN_SUITE(name) failed += s_run(name, #name, &ran);
     APEX_SUITES(RUN_SUITE)
 #undef RUN_SUITE
-    printf("all suites: %d checks, %d failed, %.1f s\n", ran, failed, s_now() - t0);
+    printf("all suites%s%s: %d checks, %d failed, %.1f s\n", shard && *shard ? " of shard " : "",
+           shard && *shard ? shard : "", ran, failed, s_now() - t0);
     return failed == 0 && ran > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
