@@ -307,30 +307,10 @@ static int s_read_file(const char *path, int fd, const char *magic, const nn_con
     return rc;
 }
 
-// Reads into a staging buffer first: a checkpoint that fails its checksum must not have
-// already overwritten the live parameters of a running learner.
+// A Q-network's checkpoint: ckpt_read_as with its magic and size.
 int ckpt_read(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *const arrays[],
               int n_arrays) {
-    APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        log_error("%s: cannot open checkpoint: %s", path, strerror(errno));
-        return APEX_EIO;
-    }
-    ckpt_header_t h;
-    float *payload = NULL;
-    int rc = s_read_file(path, fd, CKPT_MAGIC, cfg, nn_num_params(cfg), n_arrays, 0, &h, &payload);
-    close(fd);
-    if (rc != APEX_OK) {
-        return rc;
-    }
-    size_t n = (size_t)h.num_params;
-    for (int i = 0; i < n_arrays; i++) {
-        memcpy(arrays[i], payload + (size_t)i * n, n * sizeof(float));
-    }
-    xfree(payload);
-    *hdr = h;
-    return APEX_OK;
+    return ckpt_read_as(path, CKPT_MAGIC, cfg, nn_num_params(cfg), hdr, arrays, n_arrays);
 }
 
 int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, float *online) {
@@ -406,6 +386,8 @@ int ckpt_read_shard(const char *path, const nn_config_t *cfg, size_t count, ckpt
     return APEX_OK;
 }
 
+// Reads into a staging buffer first: a checkpoint that fails its checksum must not have
+// already overwritten the live parameters of a running learner.
 int ckpt_read_as(const char *path, const char *magic, const nn_config_t *cfg, uint64_t num_params,
                  ckpt_header_t *hdr, float *const arrays[], int n_arrays) {
     APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
