@@ -50,8 +50,16 @@ struct actor {
     nstep_t nstep;
     nstep_out_t out; // transitions waiting to fill a batch
     nn_config_t net_cfg;
-    nn_params_t params;
+    // wdata: the learner's weights message, n_weights floats (nn_run_weights_params): the acting
+    // network, and for continuous actions then DPG's first critic, which gives the initial
+    // priorities. params and critic are views into it.
+    float *wdata;
+    size_t n_weights;
+    nn_params_t params; // the Q-network, or DPG's policy mu
     nn_state_t state;
+    nn_config_t critic_cfg; // continuous actions only: Q(s, a) (nn_critic_config)
+    nn_params_t critic;
+    nn_state_t cstate;
     rng_t rng;        // action selection
     float *q;         // (n_envs, A): Q-values, or the policy's mu(s) (n_envs, action_dim)
     float *eps;       // (n_envs): epsilon_i, or for continuous actions the noise's sigma_i
@@ -117,12 +125,20 @@ static void s_alloc(actor_t *a) {
     nstep_init_actions(&a->nstep, N, OB, AB, (int)c->n_step, c->gamma);
     // A step can emit up to n_envs * n transitions on top of a nearly full batch.
     nstep_out_init_actions(&a->out, B + nstep_max_emit(&a->nstep), OB, AB);
-    nn_params_init(&a->params, &a->net_cfg);
-    a->staged = xmalloc(a->params.num_params * sizeof(float));
+    a->n_weights = nn_run_weights_params(&a->cfg);
+    a->wdata = xaligned_alloc(a->n_weights * sizeof(float));
+    a->staged = xmalloc(a->n_weights * sizeof(float));
+    nn_params_view(&a->params, &a->net_cfg, a->wdata);
     rng_t init;
     rng_init_stream(&init, (uint64_t)a->cfg.run.seed, RNG_ROLE_NET_INIT, 0);
     nn_params_init_random(&a->params, &init);
     nn_state_init(&a->state, &a->net_cfg, N > B ? N : B, 0);
+    if (D > 0) {
+        nn_critic_config(&a->critic_cfg, &a->net_cfg);
+        nn_params_view(&a->critic, &a->critic_cfg, a->wdata + a->params.num_params);
+        nn_params_init_random(&a->critic, &init); // until the first weights: as the learner's
+        nn_state_init(&a->cstate, &a->critic_cfg, B, 0);
+    }
     rng_init_stream(&a->rng, (uint64_t)a->cfg.run.seed, RNG_ROLE_ACTOR, (uint64_t)a->index);
     // The epoch names this run of the process, so that a restarted actor's seq 0 is not
     // taken for a re-sent batch of its previous life. It is the one value in a batch that
@@ -152,7 +168,7 @@ static void s_alloc(actor_t *a) {
     for (int i = 0; i < a->pending_cap; i++) {
         wire_buf_init(&a->pending[i], batch_bytes);
     }
-    wire_buf_init(&a->scratch, 4 * a->params.num_params + 1024);
+    wire_buf_init(&a->scratch, 4 * a->n_weights + 1024);
     a->episodes = xmalloc(EPISODES_CAP * sizeof *a->episodes);
     a->ep_returns = xmalloc(EPISODES_CAP * sizeof(float));
     a->ep_eps = xmalloc(EPISODES_CAP * sizeof(float));
@@ -163,7 +179,7 @@ static int s_open_sockets(actor_t *a) {
     const config_endpoints_t *e = &a->cfg.endpoints;
     wire_limits_t lim = {.obs_dim = (uint32_t)a->obs_dim,
                          .n_actions = (uint32_t)a->n_actions,
-                         .num_params = (uint32_t)a->params.num_params,
+                         .num_params = (uint32_t)a->n_weights,
                          .max_count = (uint32_t)a->cfg.replay.max_batch};
     a->dec = wire_decoder_new(&lim);
     int64_t max_bytes = (int64_t)wire_max_message_bytes(&lim);
@@ -281,8 +297,9 @@ void actor_destroy(actor_t **self_p) {
     free(a->res);
     nstep_fini(&a->nstep);
     nstep_out_fini(&a->out);
-    nn_params_fini(&a->params);
+    xfree(a->wdata);
     nn_state_fini(&a->state);
+    nn_state_fini(&a->cstate);
     free(a->q);
     free(a->eps);
     free(a->actions);
@@ -380,27 +397,30 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
     a->pending_len++;
 }
 
-// Sends the first `rows` rows of a->out as one batch, with initial priorities (discrete
-// actions: |TD| of the local Q-network). A continuous run's actor holds DPG's policy and no
-// critic, so it has no TD error to give: its batches carry no priorities, and the replay
-// stores them with its max priority (Ape-X's default for new transitions).
+// Sends the first `rows` rows of a->out as one batch, with initial priorities: |TD| of the
+// local Q-network, or for continuous actions of the local critic at (s, a) against R + disc
+// Q(s', mu(s')) (Ape-X DPG's actors, nn_dpg_td_priorities).
 static void s_send_rows(actor_t *a, int rows) {
     nstep_out_t *o = &a->out;
     const int cont = a->action_dim > 0;
-    int prio_ok = 0;
-    if (!cont) {
+    const float eps = (float)a->cfg.learner.priority_eps;
+    if (cont) {
+        nn_dpg_td_priorities(a->prio, &a->state, &a->params, &a->cstate, &a->critic, o->obs,
+                             (const float *)(const void *)o->actions, o->rewards, o->discounts,
+                             o->next_obs, eps, rows);
+    } else {
         nn_td_priorities(a->prio, &a->state, &a->params, o->obs,
                          (const int32_t *)(const void *)o->actions, o->rewards, o->discounts,
-                         o->next_obs, (float)a->cfg.learner.priority_eps, rows);
-        // Weights that pass validation (finite) can still overflow in the forward pass, and
-        // the replay refuses a batch with a priority outside the wire's range (NaN included):
-        // send none, so it uses its max priority.
-        prio_ok = 1;
-        for (int i = 0; i < rows; i++) {
-            prio_ok &= a->prio[i] >= 0.0f && a->prio[i] <= WIRE_PRIORITY_MAX; // false for NaN
-        }
+                         o->next_obs, eps, rows);
     }
-    if (!cont && !prio_ok) {
+    // Weights that pass validation (finite) can still overflow in the forward pass, and the
+    // replay refuses a batch with a priority outside the wire's range (NaN included): send
+    // none, so it uses its max priority.
+    int prio_ok = 1;
+    for (int i = 0; i < rows; i++) {
+        prio_ok &= a->prio[i] >= 0.0f && a->prio[i] <= WIRE_PRIORITY_MAX; // false for NaN
+    }
+    if (!prio_ok) {
         a->st.bad_priorities++;
         log_every(&a->prio_log, LOG_INTERVAL_MS, LOG_WARN,
                   "initial priorities out of range (weights " WIRE_VERSION_FMT
@@ -502,7 +522,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
                           WIRE_VERSION_ARGS(v), WIRE_VERSION_ARGS(a->staged_version));
                 continue;
             }
-            memcpy(a->staged, m.u.weights.params, a->params.num_params * sizeof(float));
+            memcpy(a->staged, m.u.weights.params, a->n_weights * sizeof(float));
             a->staged_version = v;
             a->staged_seen_ms = now;
             a->has_staged = 1;
@@ -532,7 +552,7 @@ static void s_sync_weights(actor_t *a) {
             log_info("acting with weights " WIRE_VERSION_FMT " (learner incarnation %u)",
                      WIRE_VERSION_ARGS(a->staged_version), (unsigned)(a->staged_version >> 32));
         }
-        memcpy(a->params.data, a->staged, a->params.num_params * sizeof(float));
+        memcpy(a->wdata, a->staged, a->n_weights * sizeof(float));
         a->st.weights_version = a->staged_version;
         a->st.weight_updates++;
     }

@@ -11,8 +11,9 @@
 //   local network is DPG's policy mu(s) (nn_config_from_run), the actions
 //   clip(mu(s) + sigma_i * half * N(0, 1), low, high) with each env's Ape-X sigma_i ([actor]
 //   noise_sigma, noise_alpha; explore.h), stepped by vecenv_step_cont; n-step windows keep
-//   their first action's floats; batches carry cont_actions and NO priorities (the actor has
-//   no critic: the replay gives them its max priority). A void step (terminated = 2, a
+//   their first action's floats; batches carry cont_actions and initial priorities from the
+//   actor's copy of DPG's first critic (the weights message is [ mu | Q_1 ]:
+//   nn_dpg_td_priorities, three batched forward passes). A void step (terminated = 2, a
 //   diverging MuJoCo simulation) resets that env, drops its pending window and is counted
 //   (void_steps, logged at most every 5 s). ActorStats report each episode's sigma_i in
 //   the epsilons field.

@@ -510,9 +510,11 @@ static int s_follow_open(s_follow *f) {
     evaluator_opts_from_run(&f->opts, c);
     nn_state_init(&f->state, &f->net, f->opts.parallel, 0);
     f->staged = xmalloc(f->params.num_params * sizeof(float));
+    // The weights message may carry more than the network it runs (a continuous run's:
+    // [ mu | Q_1 ], nn_run_weights_params): the policy is its prefix, all it copies.
     wire_limits_t lim = {.obs_dim = (uint32_t)c->env.obs_dim,
                          .n_actions = (uint32_t)c->env.n_actions,
-                         .num_params = (uint32_t)f->params.num_params,
+                         .num_params = (uint32_t)nn_run_weights_params(c),
                          .max_count = (uint32_t)c->replay.max_batch};
     f->dec = wire_decoder_new(&lim);
     f->ctx = zmq_ctx_new();

@@ -3,9 +3,10 @@
 // continuous ones ([env] action_dim > 0, issue #28). learner.c drives an algo_t and never
 // asks which it is: each kind is a table of the operations below.
 //
-// What the learner publishes (the weights message, num_params floats) is algo_published:
-// DQN's online Q-network; DPG's policy, train_dpg_policy (nn_config_from_run's network for a
-// continuous run, which the actors and apex-eval run). Checkpoints are each kind's own file
+// What the learner publishes (the weights message, nn_run_weights_params floats) is
+// algo_published: DQN's online Q-network; DPG's policy then its first critic, [ mu | Q_1 ]
+// (train_dpg_published): the actors act with mu and compute initial priorities with Q_1,
+// apex-eval runs mu. Checkpoints are each kind's own file
 // (model/ckpt.h: CKPT_MAGIC or CKPT_DPG_MAGIC), so a DQN checkpoint is refused by a DPG
 // learner and the reverse, with a hint naming the other kind.
 // Not thread-safe; algo_step allocates nothing, logs nothing.
@@ -32,7 +33,8 @@ typedef struct {
     // loss column (DPG: the critics').
     float (*step)(void *impl, const train_batch_t *b, float *priorities, metrics_t *mt);
     int64_t (*steps)(const void *impl);
-    const nn_params_t *(*published)(const void *impl);
+    // The weights message's floats (*n of them), borrowed; read only between steps.
+    const float *(*published)(const void *impl, size_t *n);
     int (*save)(const void *impl, const char *path, const ckpt_extra_t *extra);
     int (*load)(void *impl, const char *path, ckpt_extra_t *extra_out);
     void (*memory)(const void *impl, train_memory_t *out);
@@ -58,8 +60,8 @@ static inline float algo_step(algo_t *a, const train_batch_t *b, float *prio, me
     return a->ops->step(a->impl, b, prio, mt);
 }
 static inline int64_t algo_steps(const algo_t *a) { return a->ops->steps(a->impl); }
-static inline const nn_params_t *algo_published(const algo_t *a) {
-    return a->ops->published(a->impl);
+static inline const float *algo_published(const algo_t *a, size_t *n) {
+    return a->ops->published(a->impl, n);
 }
 static inline int algo_save(const algo_t *a, const char *path, const ckpt_extra_t *x) {
     return a->ops->save(a->impl, path, x);

@@ -63,7 +63,10 @@ static float s_step(void *impl, const train_batch_t *b, float *prio, metrics_t *
 }
 
 static int64_t s_steps(const void *impl) { return train_dpg_steps(impl); }
-static const nn_params_t *s_published(const void *impl) { return train_dpg_policy(impl); }
+static const float *s_published(const void *impl, size_t *n) {
+    *n = train_dpg_published_params(impl);
+    return train_dpg_online(impl); // [ mu | Q_1 ] is the prefix of the online model
+}
 static int s_save(const void *impl, const char *path, const ckpt_extra_t *x) {
     return train_dpg_save(impl, path, x);
 }
@@ -89,13 +92,14 @@ static void s_describe(const void *impl, const apex_config_t *cfg, char *buf, si
         snprintf(targets, sizeof targets, "target copies every %lld", (long long)c->target_update);
     }
     snprintf(buf, n,
-             "DPG (%s): policy %zu of %zu parameters (%zu bytes of params, gradients and "
+             "DPG (%s): policy %zu and critic %zu published of %zu parameters (%zu bytes of "
+             "params, gradients and "
              "moments), batch %lld, prefetch %lld x %lld batches per request, %s, lr %g, actor lr "
              "%g, policy delay %d, target noise %g clip %g, %s",
              c->twin ? "TD3, twin critics" : "one critic", train_dpg_policy(impl)->num_params,
-             train_dpg_num_params(impl), m.param_bytes + m.grad_bytes + m.opt_bytes,
-             (long long)cfg->learner.batch_size, (long long)cfg->learner.prefetch,
-             (long long)cfg->learner.batches_per_request,
+             train_dpg_critic(impl, 0)->num_params, train_dpg_num_params(impl),
+             m.param_bytes + m.grad_bytes + m.opt_bytes, (long long)cfg->learner.batch_size,
+             (long long)cfg->learner.prefetch, (long long)cfg->learner.batches_per_request,
              cfg->learner.optimizer == CONFIG_OPTIM_RMSPROP ? "rmsprop" : "adam",
              (double)c->critic_optim.lr, (double)c->actor_optim.lr, c->policy_delay,
              (double)c->target_noise, (double)c->target_noise_clip, targets);

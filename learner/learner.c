@@ -391,12 +391,13 @@ static uint64_t s_bad_messages(const learner_t *l) {
 // Training, publishing, checkpoints
 
 static void s_publish(learner_t *l) {
-    const nn_params_t *p = algo_published(&l->algo);
+    size_t n;
+    const float *p = algo_published(&l->algo, &n);
     wire_weights_t w = {.version = ++l->weights_version,
                         .learner_step = (uint64_t)algo_steps(&l->algo),
                         .env_frames = metrics_frames(&l->metrics),
-                        .num_params = (uint32_t)p->num_params,
-                        .params = p->data};
+                        .num_params = (uint32_t)n,
+                        .params = p};
     weights_server_publish(l->weights, &w);
     l->metrics.weights_version = l->weights_version;
 }

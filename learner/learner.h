@@ -17,8 +17,8 @@
 //                     (metrics.h) and TensorBoard.
 //   algo.h            the update, by the action space: double DQN (train.h) for discrete
 //                     actions, Ape-X DPG / TD3 (train_dpg.h, dpg_glue.c) for continuous ones
-//                     ([env] action_dim > 0), which publishes its policy alone and writes a
-//                     DPG checkpoint; round.h how the ranks of a learner group step together
+//                     ([env] action_dim > 0), which publishes its policy and first critic
+//                     (the actors' priorities) and writes a DPG checkpoint; round.h how the ranks of a learner group step together
 //                     (DQN only: a continuous run refuses a group).
 // Learning starts when the replay server first answers OK (its limiter enforces
 // min_size_to_sample); "not ready" replies are simply re-requested.

@@ -67,16 +67,6 @@ void train_dpg_config_default(train_dpg_config_t *cfg) {
     cfg->priority_eps = 1e-6f;
 }
 
-void train_dpg_critic_config(nn_config_t *out, const nn_config_t *actor) {
-    *out = *actor;
-    out->action_inputs = actor->n_actions;
-    out->n_actions = 1;
-    out->dueling = 0;
-    out->out_bounded = 0;
-    memset(out->out_low, 0, sizeof out->out_low);
-    memset(out->out_high, 0, sizeof out->out_high);
-}
-
 // Startup-class validation (STYLE S6.3), as train.c's: a programmatic caller's mistakes are
 // logged and refused.
 static int s_config_check(const train_dpg_config_t *c) {
@@ -134,7 +124,7 @@ train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) {
     }
     train_dpg_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
-    train_dpg_critic_config(&self->critic_cfg, &cfg->actor);
+    nn_critic_config(&self->critic_cfg, &cfg->actor);
     self->n_critics = cfg->twin ? 2 : 1;
     self->n_actor = nn_num_params(&cfg->actor);
     self->n_total = self->n_actor + (size_t)self->n_critics * nn_num_params(&self->critic_cfg);
@@ -393,6 +383,9 @@ const float *train_dpg_online(const train_dpg_t *self) { return self->online; }
 const float *train_dpg_target(const train_dpg_t *self) { return self->target; }
 const float *train_dpg_grads(const train_dpg_t *self) { return self->grads; }
 const nn_params_t *train_dpg_policy(const train_dpg_t *self) { return &self->actor; }
+size_t train_dpg_published_params(const train_dpg_t *self) {
+    return self->n_actor + self->critic[0].num_params;
+}
 const nn_params_t *train_dpg_target_policy(const train_dpg_t *self) { return &self->actor_t; }
 int train_dpg_n_critics(const train_dpg_t *self) { return self->n_critics; }
 int64_t train_dpg_steps(const train_dpg_t *self) { return self->step; }

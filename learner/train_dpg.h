@@ -36,9 +36,9 @@
 // Parameters: ONE flat array of train_dpg_num_params floats, the model in PyTorch's order,
 //   [ mu | Q_1 | Q_2 (twin only) ]
 // each network in nn.h's layout (fc1.w, fc1.b, ..., head.w, head.b; weights out x in), Q_k's
-// first layer over (obs_dim + A) inputs: the observation, then the action. The policy is the
-// prefix: the weights message publishes its nn_num_params(actor) floats (train_dpg_policy),
-// which the actors run with nn_forward on cfg.actor. Target params, gradients and both
+// first layer over (obs_dim + A) inputs: the observation, then the action. The weights
+// message publishes the prefix [ mu | Q_1 ] (train_dpg_published_params floats): the actors
+// act with mu (nn_forward on cfg.actor) and compute initial priorities with Q_1. Target params, gradients and both
 // optimizers' moments use the same layout (the policy's optimizer over the mu range, the
 // critics' over the rest), so a target update is one loop and a checkpoint four arrays.
 //
@@ -65,7 +65,7 @@ typedef struct {
     // The policy mu: an MLP (n_conv 0) on the observation (obs_dim, in_dtype, in_scale as the
     // replay stores it), hidden sizes, n_actions = A, the action dimension, out_bounded = 1
     // with out_low/out_high the action bounds, dueling 0, action_inputs 0. The critics have
-    // the same input and hidden sizes (train_dpg_critic_config).
+    // the same input and hidden sizes (nn_critic_config).
     nn_config_t actor;
     int twin;                    // 1: TD3's twin critics and the minimum target; 0: one (DDPG)
     int batch_size;              // largest B passed to train_dpg_step; states are sized for it
@@ -124,9 +124,6 @@ typedef struct train_dpg train_dpg_t;
 // the caller sets the policy network and its bounds. DDPG: twin 0, policy_delay 1,
 // target_noise 0; Ape-X DPG: tau 0 with target_update 100, actor_grad_value_clip 1.
 void train_dpg_config_default(train_dpg_config_t *cfg);
-// The critic network of a policy: the same input and hidden sizes, action_inputs = A, one
-// scalar output, no bounds, no dueling.
-void train_dpg_critic_config(nn_config_t *out, const nn_config_t *actor);
 
 // Builds a trainer with PyTorch-style random init of every network (from the (seed,
 // NET_INIT) stream: mu, then Q_1, Q_2) and targets = online. Returns NULL after logging why
@@ -149,9 +146,11 @@ size_t train_dpg_num_params(const train_dpg_t *self);
 const float *train_dpg_online(const train_dpg_t *self);
 const float *train_dpg_target(const train_dpg_t *self);
 const float *train_dpg_grads(const train_dpg_t *self);
-// Each network as an nn_params_t view (k = 0, or 1 with twin): what the learner publishes is
-// train_dpg_policy(self)->data, ->num_params floats.
+// Each network as an nn_params_t view (k = 0, or 1 with twin).
 const nn_params_t *train_dpg_policy(const train_dpg_t *self);
+// The weights message: the first this many floats of train_dpg_online, [ mu | Q_1 ]
+// (= nn_run_weights_params of the run).
+size_t train_dpg_published_params(const train_dpg_t *self);
 const nn_params_t *train_dpg_critic(const train_dpg_t *self, int k);
 const nn_params_t *train_dpg_target_policy(const train_dpg_t *self);
 const nn_params_t *train_dpg_target_critic(const train_dpg_t *self, int k);

@@ -52,6 +52,26 @@ static int s_conv_shapes(const nn_config_t *cfg, conv_shape_t *shapes, char *why
     return h * w * c;
 }
 
+void nn_critic_config(nn_config_t *out, const nn_config_t *policy) {
+    *out = *policy;
+    out->action_inputs = policy->n_actions;
+    out->n_actions = 1;
+    out->dueling = 0;
+    out->out_bounded = 0;
+    memset(out->out_low, 0, sizeof out->out_low);
+    memset(out->out_high, 0, sizeof out->out_high);
+}
+
+size_t nn_run_weights_params(const apex_config_t *run) {
+    nn_config_t net, critic;
+    nn_config_from_run(&net, run);
+    if (run->env.action_dim == 0) {
+        return nn_num_params(&net);
+    }
+    nn_critic_config(&critic, &net);
+    return nn_num_params(&net) + nn_num_params(&critic);
+}
+
 void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
     _Static_assert((int)NN_INPUT_U8 == (int)CONFIG_OBS_UINT8 &&
                        (int)NN_INPUT_F32 == (int)CONFIG_OBS_FLOAT32,
@@ -81,7 +101,7 @@ void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
     if (c->env.action_dim > 0) {
         // Continuous actions (issue #28): the run's network is DPG's policy, a bounded head of
         // action_dim outputs in the run's bounds (config_check has set dueling off); the
-        // learner's critics are train_dpg_critic_config of it.
+        // learner's critics are nn_critic_config of it.
         n->n_actions = c->env.action_dim;
         n->dueling = 0;
         n->out_bounded = 1;
@@ -964,5 +984,25 @@ void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, cons
     for (int i = 0; i < B; i++) {
         APEX_ASSERT(actions[i] >= 0 && actions[i] < A);
         prio_out[i] = fabsf(prio_out[i] - s->q[(size_t)i * A + actions[i]]) + priority_eps;
+    }
+}
+
+void nn_dpg_td_priorities(float *prio_out, nn_state_t *s_mu, const nn_params_t *mu, nn_state_t *s_q,
+                          const nn_params_t *q, const void *obs, const float *actions,
+                          const float *rewards, const float *discounts, const void *next_obs,
+                          float priority_eps, int B) {
+    APEX_ASSERT(s_q->cfg.action_inputs == s_mu->cfg.n_actions && s_q->cfg.n_actions == 1);
+    // Passes 1-2: a' = mu(s'), then the targets y, parked in prio_out. mu's output lives in
+    // its own state's q, which the critic's forward copies into its input rows.
+    nn_forward(s_mu, mu, next_obs, B, s_mu->q);
+    nn_forward_sa(s_q, q, next_obs, s_mu->q, B, s_q->q);
+    for (int i = 0; i < B; i++) {
+        float d = discounts[i];
+        prio_out[i] = d != 0.0f ? rewards[i] + d * s_q->q[i] : rewards[i];
+    }
+    // Pass 3: |y - Q(s, a)| + eps.
+    nn_forward_sa(s_q, q, obs, actions, B, s_q->q);
+    for (int i = 0; i < B; i++) {
+        prio_out[i] = fabsf(prio_out[i] - s_q->q[i]) + priority_eps;
     }
 }

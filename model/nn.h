@@ -162,9 +162,17 @@ typedef struct {
 // The network a run's config describes ([env] shape, dtype and scale, [network]): the one
 // place that builds it, for the actor, the learner and the evaluator alike. With continuous
 // actions ([env] action_dim > 0) that is DPG's policy: action_dim outputs, out_bounded in the
-// run's [env] action_low/action_high, no dueling (the critics: train_dpg_critic_config).
+// run's [env] action_low/action_high, no dueling (its critics: nn_critic_config).
 struct apex_config_s;
 void nn_config_from_run(nn_config_t *out, const struct apex_config_s *run);
+// The critic Q(s, a) of a DPG policy: the same input and hidden sizes, action_inputs = the
+// policy's n_actions, one unbounded scalar output, no dueling.
+void nn_critic_config(nn_config_t *out, const nn_config_t *policy);
+// Floats of the weights message a run's learner publishes and its actors and evaluator take:
+// the Q-network (nn_num_params of nn_config_from_run); with continuous actions the policy
+// then its first critic, [ mu | Q_1 ] (train_dpg.h's layout prefix), so that the actors
+// compute initial priorities with their own copy of the critic, as Ape-X DPG's do.
+size_t nn_run_weights_params(const struct apex_config_s *run);
 
 // Two reference bodies as values, for tests and benchmarks that need a known network (a
 // run's network comes from its config: nn_config_from_run, configs/minatar-*.ini):
@@ -297,5 +305,17 @@ void nn_double_dqn_targets(float *y, const float *q_next_online, const float *q_
 void nn_td_priorities(float *prio_out, nn_state_t *s, const nn_params_t *p, const void *obs,
                       const int32_t *actions, const float *rewards, const float *discounts,
                       const void *next_obs, float priority_eps, int B);
+
+// The same for DPG (Horgan et al. 2018: the actors' priorities from their copy of the
+// critic), with the actor's policy mu and critic Q (nn_critic_config of mu's config), each
+// with its own state (max_batch >= B):
+//   prio_out[i] = |y_i - Q(s_i, a_i)| + priority_eps,  y_i = R_i + disc_i Q(s'_i, mu(s'_i))
+// and y_i = R_i exactly at a terminal (disc_i = 0), as train_dpg.h's targets with the online
+// networks standing for the targets, one critic and no target smoothing. actions: (B x A)
+// float32, row-major. Three batched forward passes.
+void nn_dpg_td_priorities(float *prio_out, nn_state_t *s_mu, const nn_params_t *mu, nn_state_t *s_q,
+                          const nn_params_t *q, const void *obs, const float *actions,
+                          const float *rewards, const float *discounts, const void *next_obs,
+                          float priority_eps, int B);
 
 #endif

@@ -7,6 +7,7 @@
 // checks compare with a reference stepped here (the same env streams, the same initial
 // policy) exactly; waits poll for a condition, bounded by WAIT_MS.
 #include "check_apex.h"
+#include "check_nn_ref.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -92,13 +93,54 @@ static void *s_bound(void *ctx, int type, char *ep, size_t ep_len) {
     return s;
 }
 
-// The run's policy with the actor's initial parameters ([run] seed's NET_INIT stream).
-static void s_initial_policy(const apex_config_t *cfg, nn_config_t *nc, nn_params_t *p) {
+// The run's policy with the actor's initial parameters ([run] seed's NET_INIT stream), and
+// when q is not NULL its critic, drawn next from the same stream (the actor's order).
+static void s_initial_policy(const apex_config_t *cfg, nn_config_t *nc, nn_params_t *p,
+                             nn_config_t *qc, nn_params_t *q) {
     nn_config_from_run(nc, cfg);
     nn_params_init(p, nc);
     rng_t init;
     rng_init_stream(&init, (uint64_t)cfg->run.seed, RNG_ROLE_NET_INIT, 0);
     nn_params_init_random(p, &init);
+    if (q) {
+        nn_critic_config(qc, nc);
+        nn_params_init(q, qc);
+        nn_params_init_random(q, &init);
+    }
+}
+
+// The weights message of a continuous run, [ mu | Q_1 ], into a fresh array (free it).
+static float *s_weights_of(const nn_params_t *mu, const nn_params_t *q, size_t *n) {
+    *n = mu->num_params + q->num_params;
+    float *w = malloc(*n * sizeof(float));
+    memcpy(w, mu->data, mu->num_params * sizeof(float));
+    memcpy(w + mu->num_params, q->data, q->num_params * sizeof(float));
+    return w;
+}
+
+// What the actor's critic should give row e of a batch: |R + disc Q(s', mu(s')) - Q(s, a)|
+// + priority_eps, through the double-precision reference networks.
+static double s_ref_priority(const apex_config_t *cfg, const nn_config_t *nc, const nn_params_t *mu,
+                             const nn_config_t *qc, const nn_params_t *q, const float *obs,
+                             const float *act, float rew, float disc, const float *next_obs) {
+    const int D = cfg->env.action_dim;
+    double tmu[4096], tq[4096], a[8], da[8], qn, qs;
+    ck_assert_uint_le(mu->num_params, 4096);
+    ck_assert_uint_le(q->num_params, 4096);
+    for (size_t i = 0; i < mu->num_params; i++) {
+        tmu[i] = mu->data[i];
+    }
+    for (size_t i = 0; i < q->num_params; i++) {
+        tq[i] = q->data[i];
+    }
+    for (int k = 0; k < D; k++) {
+        da[k] = act[k];
+    }
+    nnref_forward(a, nc, tmu, next_obs, 1);
+    nnref_forward_sa(&qn, qc, tq, next_obs, a, 1);
+    nnref_forward_sa(&qs, qc, tq, obs, da, 1);
+    double y = disc != 0.0f ? (double)rew + (double)disc * qn : rew;
+    return fabs(y - qs) + cfg->learner.priority_eps;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -108,6 +150,7 @@ typedef struct {
     uint32_t count, weights_version, action_dim;
     uint64_t seq;
     int has_priorities;
+    float prio[ENVS];
     float obs[ENVS * OBS_MAX], next_obs[ENVS * OBS_MAX], act[ENVS * 8], rew[ENVS], disc[ENVS];
 } s_batch;
 
@@ -200,6 +243,9 @@ static void s_next_batch(s_rig *x, const wire_buf_t *answer, s_batch *b) {
         memcpy(b->act, w->cont_actions, (size_t)ENVS * (size_t)D * sizeof(float));
         memcpy(b->rew, w->rewards, ENVS * sizeof(float));
         memcpy(b->disc, w->discounts, ENVS * sizeof(float));
+        if (w->priorities) {
+            memcpy(b->prio, w->priorities, ENVS * sizeof(float));
+        }
         zmq_msg_close(&id);
         zmq_msg_close(&msg);
         return;
@@ -212,7 +258,8 @@ static void s_next_batch(s_rig *x, const wire_buf_t *answer, s_batch *b) {
 // noise_sigma = 0: every action is the initial policy's mu(s) exactly, and every row is the
 // n-step transition a reference computes by stepping the same envs (the same streams:
 // actor 1's envs 4..7) with that policy and folding n = 3 steps by hand. Batches carry
-// continuous actions in the bounds and no priorities (the actor has no critic).
+// continuous actions in the bounds and initial priorities from the actor's initial critic
+// (drawn after the policy from the same stream), as the reference networks compute them.
 START_TEST(test_sigma0_acts_mu_and_folds_nstep) {
     s_rig x;
     s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0", NULL);
@@ -220,9 +267,9 @@ START_TEST(test_sigma0_acts_mu_and_folds_nstep) {
     ck_assert_int_eq(O, 3);
     ck_assert_int_eq(D, 1);
     // The reference: T steps of the 4 envs, acting mu(s).
-    nn_config_t nc;
-    nn_params_t p;
-    s_initial_policy(&x.cfg, &nc, &p);
+    nn_config_t nc, qc;
+    nn_params_t p, q;
+    s_initial_policy(&x.cfg, &nc, &p, &qc, &q);
     nn_state_t st;
     nn_state_init(&st, &nc, ENVS, 0);
     blas_set_threads(1);
@@ -245,8 +292,13 @@ START_TEST(test_sigma0_acts_mu_and_folds_nstep) {
         s_next_batch(&x, NULL, &b);
         ck_assert_uint_eq(b.seq, (uint64_t)k);
         ck_assert_uint_eq(b.weights_version, 0);
-        ck_assert(!b.has_priorities);
+        ck_assert(b.has_priorities);
         for (int e = 0; e < ENVS; e++) {
+            double want = s_ref_priority(&x.cfg, &nc, &p, &qc, &q, b.obs + e * O, b.act + e * D,
+                                         b.rew[e], b.disc[e], b.next_obs + e * O);
+            ck_assert_msg(fabs((double)b.prio[e] - want) <= 1e-5 * want + 1e-6,
+                          "batch %d env %d: priority %.9g, the reference %.9g", k, e,
+                          (double)b.prio[e], want);
             ck_assert_msg(memcmp(b.obs + e * O, obs[k] + e * O, (size_t)O * 4) == 0,
                           "batch %d env %d: s_t", k, e);
             ck_assert_msg(memcmp(b.next_obs + e * O, obs[k + 3] + e * O, (size_t)O * 4) == 0,
@@ -267,6 +319,7 @@ START_TEST(test_sigma0_acts_mu_and_folds_nstep) {
     ck_assert_uint_eq(as.void_steps, 0);
     nn_state_fini(&st);
     nn_params_fini(&p);
+    nn_params_fini(&q);
 }
 END_TEST
 
@@ -279,7 +332,7 @@ START_TEST(test_noise_follows_env_schedule) {
     s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0.5", NULL);
     nn_config_t nc;
     nn_params_t p;
-    s_initial_policy(&x.cfg, &nc, &p);
+    s_initial_policy(&x.cfg, &nc, &p, NULL, NULL);
     nn_state_t st;
     nn_state_init(&st, &nc, ENVS, 0);
     blas_set_threads(1);
@@ -318,20 +371,37 @@ END_TEST
 START_TEST(test_weights_change_actions) {
     s_rig x;
     s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0", NULL);
-    nn_config_t nc;
-    nn_params_t p0, p1;
-    s_initial_policy(&x.cfg, &nc, &p0);
+    nn_config_t nc, qc;
+    nn_params_t p0, p1, q1;
+    s_initial_policy(&x.cfg, &nc, &p0, NULL, NULL);
     nn_params_init(&p1, &nc);
+    nn_critic_config(&qc, &nc);
+    nn_params_init(&q1, &qc);
     rng_t rng;
     rng_init_stream(&rng, 1234, RNG_ROLE_TEST, 0);
     nn_params_init_random(&p1, &rng);
-    wire_buf_t v1;
+    nn_params_init_random(&q1, &rng);
+    size_t nw;
+    float *w1 = s_weights_of(&p1, &q1, &nw);
+    ck_assert_uint_eq(nw, nn_run_weights_params(&x.cfg));
+    wire_buf_t v1, policy_only;
     wire_buf_init(&v1, 0);
-    check_encode_weights(&v1, 1, p1.data, (uint32_t)p1.num_params);
+    wire_buf_init(&policy_only, 0);
+    check_encode_weights(&v1, 1, w1, (uint32_t)nw);
+    check_encode_weights(&policy_only, 1, p1.data, (uint32_t)p1.num_params);
     nn_state_t st;
     nn_state_init(&st, &nc, ENVS, 0);
     blas_set_threads(1);
     s_rig_start(&x, 0);
+    // A weights message of the policy alone (a learner of an older build) is refused.
+    actor_stats_t as;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    do {
+        ck_assert_msg(clock_now_ms() < deadline, "policy-only weights not refused");
+        check_weights_answer(x.weights, &policy_only, NULL);
+        actor_get_stats(x.actor, &as);
+    } while (as.bad_messages == 0);
+    ck_assert_uint_eq(as.weights_version, 0);
     s_batch b;
     do {
         s_next_batch(&x, &v1, &b);
@@ -348,15 +418,22 @@ START_TEST(test_weights_change_actions) {
         ck_assert_msg(b.act[e] == mu1[e], "env %d: action %.9g, mu_v1(s) %.9g", e, (double)b.act[e],
                       (double)mu1[e]);
         differ += mu0[e] != mu1[e];
+        // ... and prioritized with v1's critic.
+        double want = s_ref_priority(&x.cfg, &nc, &p1, &qc, &q1, b.obs + e * 3, b.act + e, b.rew[e],
+                                     b.disc[e], b.next_obs + e * 3);
+        ck_assert_msg(fabs((double)b.prio[e] - want) <= 1e-5 * want + 1e-6,
+                      "env %d: priority %.9g, v1's critic %.9g", e, (double)b.prio[e], want);
     }
     ck_assert_int_gt(differ, 0);
-    actor_stats_t as;
     s_rig_stop(&x, &as);
     ck_assert_uint_eq(as.weights_version, 1);
     wire_buf_fini(&v1);
+    wire_buf_fini(&policy_only);
+    free(w1);
     nn_state_fini(&st);
     nn_params_fini(&p0);
     nn_params_fini(&p1);
+    nn_params_fini(&q1);
 }
 END_TEST
 
@@ -415,12 +492,11 @@ START_TEST(test_void_steps_dropped) {
     s_config(&x.cfg, "InvertedPendulum-v4", "tests/fixtures/mujoco/diverge.xml", 1,
              "actor.noise_sigma=0.5", "actor.noise_alpha=100");
     ck_assert_int_eq(x.cfg.env.action_dim, 1);
-    nn_config_t nc;
-    nn_config_from_run(&nc, &x.cfg);
-    float *zeros = calloc(nn_num_params(&nc), sizeof(float));
+    const size_t nw = nn_run_weights_params(&x.cfg);
+    float *zeros = calloc(nw, sizeof(float));
     wire_buf_t v1;
     wire_buf_init(&v1, 0);
-    check_encode_weights(&v1, 1, zeros, (uint32_t)nn_num_params(&nc));
+    check_encode_weights(&v1, 1, zeros, (uint32_t)nw);
     s_rig_start(&x, 0);
     const double g = 0.9;
     int rows = 0, short_rows = 0;
@@ -441,6 +517,9 @@ START_TEST(test_void_steps_dropped) {
             ck_assert_msg(b.disc[e] == 0.0f || fabs((double)b.disc[e] - pow(g, m)) < 1e-6,
                           "row %d of batch %d: R %.9g (m %d) with discount %.9g", e, k,
                           (double)b.rew[e], m, (double)b.disc[e]);
+            // A zero critic: Q = 0 everywhere, so the priority is |R| + eps.
+            ck_assert_double_eq_tol(b.prio[e], fabs((double)b.rew[e]) + x.cfg.learner.priority_eps,
+                                    1e-6);
             short_rows += m < 3;
             rows++;
         }
@@ -615,16 +694,21 @@ START_TEST(test_follow_continuous) {
     char ep[256];
     void *router = check_weights_router(ctx, ep, sizeof ep);
     s_set(&f.cfg, "endpoints.learner_weights=%s", ep);
-    nn_config_t nc;
-    nn_params_t p;
+    nn_config_t nc, qc;
+    nn_params_t p, q;
     nn_config_from_run(&nc, &f.cfg);
     nn_params_init(&p, &nc);
+    nn_critic_config(&qc, &nc);
+    nn_params_init(&q, &qc);
     rng_t rng;
     rng_init_stream(&rng, 99, RNG_ROLE_TEST, 0);
     nn_params_init_random(&p, &rng);
+    nn_params_init_random(&q, &rng);
+    size_t nw;
+    float *w1 = s_weights_of(&p, &q, &nw); // the evaluator runs the policy, its prefix
     wire_buf_t v1;
     wire_buf_init(&v1, 0);
-    check_encode_weights(&v1, 1, p.data, (uint32_t)p.num_params);
+    check_encode_weights(&v1, 1, w1, (uint32_t)nw);
     f.rc = -1;
     atomic_store(&f.done, 0);
     pthread_t t;
@@ -663,6 +747,8 @@ START_TEST(test_follow_continuous) {
     nn_params_fini(&b);
     nn_state_fini(&st);
     nn_params_fini(&p);
+    nn_params_fini(&q);
+    free(w1);
     wire_buf_fini(&v1);
     zmq_close(router);
     zmq_ctx_term(ctx);

@@ -73,11 +73,18 @@ static void s_config(apex_config_t *cfg, const char *dir, int continuous) {
     s_set(cfg, "run.out_dir=%s", dir);
 }
 
-// The policy the learner publishes: nn_config_from_run's network for the run.
-static size_t s_policy_params(const apex_config_t *cfg) {
+// What the learner publishes: nn_config_from_run's network for the run (the policy), then
+// one critic over [obs, action] with a scalar head, counted here layer by layer.
+static size_t s_published_params(const apex_config_t *cfg) {
     nn_config_t n;
     nn_config_from_run(&n, cfg);
-    return nn_num_params(&n);
+    size_t critic = 0, in = (size_t)cfg->env.obs_dim + (size_t)cfg->env.action_dim;
+    for (int l = 0; l < cfg->network.n_hidden; l++) {
+        critic += (in + 1) * (size_t)cfg->network.hidden[l];
+        in = (size_t)cfg->network.hidden[l];
+    }
+    critic += in + 1;
+    return nn_num_params(&n) + critic;
 }
 
 typedef struct {
@@ -249,7 +256,8 @@ START_TEST(test_dpg_learner_trains_publishes_resumes) {
     snprintf(tmp, sizeof tmp, "%s", check_tmpdir());
     apex_config_t cfg;
     s_config(&cfg, tmp, 1);
-    const size_t PP = s_policy_params(&cfg);
+    const size_t PP = s_published_params(&cfg);
+    ck_assert_uint_eq(PP, nn_run_weights_params(&cfg));
     check_replay_t r;
     check_replay_start(&r, &cfg); // empty: the learner waits for min_size_to_sample
     s_set(&cfg, "endpoints.replay_sample=%s", replay_server_sample_endpoint(r.server));
@@ -258,8 +266,8 @@ START_TEST(test_dpg_learner_trains_publishes_resumes) {
     train_dpg_t *t = learner_dpg(x.learner);
     ck_assert_ptr_nonnull(t);
     ck_assert_ptr_null(learner_trainer(x.learner));
-    ck_assert_uint_eq(train_dpg_policy(t)->num_params, PP);
-    ck_assert_uint_gt(train_dpg_num_params(t), PP); // the critics are not published
+    ck_assert_uint_eq(train_dpg_policy(t)->num_params + train_dpg_critic(t, 0)->num_params, PP);
+    ck_assert_uint_gt(train_dpg_num_params(t), PP); // the twin critic is not published
     void *ctx = zmq_ctx_new();
     void *sock = s_weights_client(ctx, x.learner);
     wire_decoder_t *dec = s_weights_decoder(PP);
@@ -341,7 +349,7 @@ START_TEST(test_dpg_learner_trains_publishes_resumes) {
     ck_assert_int_eq(s_recv_weights(sock, dec, 0, &w, p1), 0);
     ck_assert_uint_eq(w.learner_step, (uint64_t)K);
     ck_assert_uint_gt(w.version, w0.version);                // a new incarnation
-    ck_assert_int_eq(memcmp(p1, on, PP * sizeof(float)), 0); // the policy is the prefix
+    ck_assert_int_eq(memcmp(p1, on, PP * sizeof(float)), 0); // [ mu | Q_1 ] is the prefix
     learner_stop(x.learner);
     s_learner_join(&x);
     learner_destroy(&x.learner);

@@ -363,6 +363,56 @@ START_TEST(test_input_gradient) {
 }
 END_TEST
 
+// nn_dpg_td_priorities (the actors' initial priorities with their copy of the critic)
+// against the reference: y = R + disc Q(s', mu(s')) in double through nnref, |y - Q(s, a)|
+// + eps; a terminal row (disc 0) bootstraps nothing, whatever its s' (here the largest
+// float, which a finite network may turn into anything).
+START_TEST(test_dpg_td_priorities) {
+    rng_t r;
+    rng_init_stream(&r, 34, RNG_ROLE_TEST, 0);
+    const int O = 3, A = 2, B = 5;
+    const nn_config_t mu_cfg = s_policy(O, A, 8, 6);
+    nn_config_t q_cfg;
+    nn_critic_config(&q_cfg, &mu_cfg);
+    ck_assert_int_eq(q_cfg.action_inputs, A);
+    ck_assert_int_eq(q_cfg.n_actions, 1);
+    ck_assert_int_eq(q_cfg.out_bounded, 0);
+    nn_params_t mu, q;
+    nn_state_t smu, sq;
+    nn_params_init(&mu, &mu_cfg), nn_params_init(&q, &q_cfg);
+    nn_params_init_random(&mu, &r), nn_params_init_random(&q, &r);
+    nn_state_init(&smu, &mu_cfg, B, 0), nn_state_init(&sq, &q_cfg, B, 0);
+    float obs[B * 3], next[B * 3], act[B * 2], rew[B], disc[B], prio[B];
+    s_fill(obs, sizeof obs / sizeof obs[0], &r, 2.0f);
+    s_fill(next, sizeof next / sizeof next[0], &r, 2.0f);
+    s_fill(act, sizeof act / sizeof act[0], &r, 0.9f);
+    s_fill(rew, B, &r, 3.0f);
+    for (int i = 0; i < B; i++) {
+        disc[i] = 0.99f * 0.99f * 0.99f;
+    }
+    disc[3] = 0.0f;
+    next[3 * O] = FLT_MAX;
+    const float eps = 1e-3f;
+    nn_dpg_td_priorities(prio, &smu, &mu, &sq, &q, obs, act, rew, disc, next, eps, B);
+    double *tmu = s_to_double(mu.data, mu.num_params), *tq = s_to_double(q.data, q.num_params);
+    double *da = s_to_double(act, (size_t)B * A);
+    double a_next[B * 2], q_next[B], q_sa[B], want[B], got[B];
+    nnref_forward(a_next, &mu_cfg, tmu, next, B);
+    nnref_forward_sa(q_next, &q_cfg, tq, next, a_next, B);
+    nnref_forward_sa(q_sa, &q_cfg, tq, obs, da, B);
+    for (int i = 0; i < B; i++) {
+        double y = disc[i] != 0.0f ? (double)rew[i] + (double)disc[i] * q_next[i] : rew[i];
+        want[i] = fabs(y - q_sa[i]) + eps;
+        got[i] = prio[i];
+    }
+    ck_assert_msg(check_close_d(got, want, B, 1e-5, 1e-6, "dpg priorities"), "priorities");
+    ck_assert_double_eq_tol(prio[3], fabs((double)rew[3] - q_sa[3]) + eps, 1e-5);
+    xfree(tmu), xfree(tq), xfree(da);
+    nn_state_fini(&smu), nn_state_fini(&sq);
+    nn_params_fini(&mu), nn_params_fini(&q);
+}
+END_TEST
+
 Suite *nn_dpg_suite(void) {
     Suite *s = suite_create("nn_dpg");
     TCase *tc = tcase_create("core");
@@ -371,6 +421,7 @@ Suite *nn_dpg_suite(void) {
     tcase_add_test(tc, test_policy_forward_and_gradcheck);
     tcase_add_test(tc, test_critic_forward_and_gradcheck);
     tcase_add_test(tc, test_input_gradient);
+    tcase_add_test(tc, test_dpg_td_priorities);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,8 +5,9 @@
 # with float32 actions and asks the learner for weights as an actor does. Checks:
 #   - the learner starts with the continuous config and says it trains DPG (TD3);
 #   - it trains: metrics.csv rows with updates and a positive critic_loss, the DPG columns;
-#   - its Weights hold the policy (num_params = that of the obs 3 -> 32 -> 1 MLP, 161), the
-#     first at update 0, a newer one later with other params;
+#   - its Weights hold the policy then the first critic (num_params = the obs 3 -> 32 -> 1
+#     policy's 161 + the (3 + 1) -> 32 -> 1 critic's 193: the actors' initial priorities),
+#     the first at update 0, a newer one later with other params;
 #   - it writes a DPG checkpoint (magic APEXDPGC) at an update > 0;
 #   - kill -9 and a restart: it resumes from that checkpoint (log line, update > 0), its
 #     Weights are of a new incarnation (version >> 32 higher) from that update on, and it
@@ -16,7 +17,9 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
 RUN="$RUNS/dpg"
-POLICY=161 # (3 x 32 + 32) + (32 x 1 + 1)
+POLICY=161  # (3 x 32 + 32) + (32 x 1 + 1)
+CRITIC=193  # ((3 + 1) x 32 + 32) + (32 x 1 + 1)
+WEIGHTS=$((POLICY + CRITIC))
 SETS=($(endpoint_sets) --set env.id=external --set env.obs_dim=3 --set env.action_dim=1
       --set env.action_low=-2 --set env.action_high=2 --set run.out_dir="$RUNS" --set run.name=dpg
       --set network.hidden=32 --set replay.capacity=4096 --set replay.min_size_to_sample=64
@@ -111,16 +114,16 @@ REPLAY=$!; PIDS+=($REPLAY)
 "$APEX_BIN/apex-learner" -c configs/smoke.ini "${SETS[@]}" 2>"$TMP/learner.log" &
 LEARNER=$!; PIDS+=($LEARNER)
 WEP=$(ep learner_weights)
-if wait_for 30 grep -q "learner: DPG (TD3, twin critics): policy $POLICY of" "$TMP/learner.log"; then
-  ok "apex-learner starts with continuous actions and trains DPG (TD3), policy of $POLICY"
+if wait_for 30 grep -q "learner: DPG (TD3, twin critics): policy $POLICY and critic $CRITIC published of" "$TMP/learner.log"; then
+  ok "apex-learner starts with continuous actions and trains DPG (TD3), publishing $POLICY + $CRITIC"
 else
   bad "apex-learner did not start as DPG:"; tail -5 "$TMP/learner.log" | sed 's/^/       /'
 fi
 
 # The initial policy, before any data.
 peer weights "$WEP" 0 "$TMP/w0.json"
-[ "$(jget "$TMP/w0.json" n)" = $POLICY ] && [ "$(jget "$TMP/w0.json" step)" = 0 ] \
-  && ok "the first Weights: the policy ($POLICY floats) at update 0" \
+[ "$(jget "$TMP/w0.json" n)" = $WEIGHTS ] && [ "$(jget "$TMP/w0.json" step)" = 0 ] \
+  && ok "the first Weights: the policy and a critic ($WEIGHTS floats) at update 0" \
   || bad "first Weights: num_params $(jget "$TMP/w0.json" n), step $(jget "$TMP/w0.json" step)"
 
 [ "$(peer insert "$(ep replay_insert)" 512)" = acked ] && ok "512 transitions with float32 actions acked" || bad "insert"
@@ -133,7 +136,7 @@ gt policy_updates 0 && ok "policy updates: $(col policy_updates), actor_loss $(c
 
 # A newer version: asked with the first one held.
 peer weights "$WEP" "$(jget "$TMP/w0.json" version)" "$TMP/w1.json"
-"$PY" - "$TMP/w0.json" "$TMP/w1.json" $POLICY <<'PY' && ok "a newer Weights: the policy at a later update, changed" || bad "newer Weights"
+"$PY" - "$TMP/w0.json" "$TMP/w1.json" $WEIGHTS <<'PY' && ok "a newer Weights: policy and critic at a later update, changed" || bad "newer Weights"
 import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 n = int(sys.argv[3])
@@ -158,7 +161,7 @@ else
   bad "no resume at update $CK:"; grep -i "resum\|start" "$TMP/learner2.log" | head -3 | sed 's/^/       /'
 fi
 peer weights "$WEP" 0 "$TMP/w2.json"
-"$PY" - "$TMP/w1.json" "$TMP/w2.json" "$CK" $POLICY <<'PY' && ok "its Weights: a new incarnation, the policy from update $CK on" || bad "resumed Weights: $(head -c 120 "$TMP/w2.json")"
+"$PY" - "$TMP/w1.json" "$TMP/w2.json" "$CK" $WEIGHTS <<'PY' && ok "its Weights: a new incarnation, from update $CK on" || bad "resumed Weights: $(head -c 120 "$TMP/w2.json")"
 import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 sys.exit(0 if b["version"] >> 32 > a["version"] >> 32 and b["step"] >= int(sys.argv[3]) and
