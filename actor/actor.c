@@ -65,6 +65,8 @@ struct actor {
     float *eps;       // (n_envs): epsilon_i, or for continuous actions the noise's sigma_i
     int32_t *actions; // (n_envs) discrete actions
     float *cont;      // (n_envs, action_dim) continuous actions (NULL when discrete)
+    double *ou;       // (n_envs, action_dim) Ornstein-Uhlenbeck states ([actor] noise_theta
+                      // < 1), zeroed at each episode's start; NULL for Gaussian noise
     uint8_t *act;     // the actions of either kind as bytes (n_envs, action_bytes)
     float *prio;      // (send_batch)
     uint8_t *obs_t;   // (n_envs, obs bytes): s_t of each env's step in flight (the source
@@ -156,6 +158,9 @@ static void s_alloc(actor_t *a) {
     a->actions = xcalloc((size_t)N, sizeof(int32_t));
     if (D > 0) {
         a->cont = xcalloc((size_t)N * (size_t)D, sizeof(float));
+        if (c->noise_theta < 1.0) {
+            a->ou = xcalloc((size_t)N * (size_t)D, sizeof(double));
+        }
     }
     a->act = D > 0 ? (uint8_t *)a->cont : (uint8_t *)a->actions;
     a->prio = xmalloc((size_t)B * sizeof(float));
@@ -304,6 +309,7 @@ void actor_destroy(actor_t **self_p) {
     free(a->eps);
     free(a->actions);
     free(a->cont);
+    free(a->ou);
     free(a->prio);
     free(a->obs_t);
     free(a->episodes);
@@ -592,6 +598,16 @@ static int s_rate_limited(actor_t *a) {
 static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
     const size_t OB = a->obs_bytes;
     const int e0 = g * a->GE;
+    if (a->ou) {
+        // An episode that ended (or a void step, which resets the env) starts the next with
+        // no noise carried over: x = 0.
+        const size_t D = (size_t)a->action_dim;
+        for (int j = 0; j < a->GE; j++) {
+            if (r->status[j] != PYENV_OK || r->terminated[j] || r->truncated[j]) {
+                memset(a->ou + (size_t)(e0 + j) * D, 0, D * sizeof(double));
+            }
+        }
+    }
     if (r->ok == a->GE && a->G == 1) { // all envs stepped: the built-in envs' case
         nstep_push_all(&a->nstep, a->obs_t, a->act, r->rewards, r->obs, r->final_obs, r->terminated,
                        r->truncated, &a->out);
@@ -629,9 +645,15 @@ static int s_idle_step(loop_t *loop, void *arg) {
     nn_forward(&a->state, &a->params, cur->obs, GE, a->q);
     const int D = a->action_dim;
     if (D > 0) {
-        // q holds mu(s) (GE, D): Gaussian noise of each env's sigma, clipped to the bounds.
-        explore_gaussian(a->cont + off * (size_t)D, a->q, a->eps + off, GE, D,
-                         a->cfg.env.action_low, a->cfg.env.action_high, &a->rng);
+        // q holds mu(s) (GE, D): noise of each env's sigma, clipped to the bounds.
+        const config_env_t *ev = &a->cfg.env;
+        if (a->ou) {
+            explore_ou(a->cont + off * (size_t)D, a->ou + off * (size_t)D, a->q, a->eps + off,
+                       a->cfg.actor.noise_theta, GE, D, ev->action_low, ev->action_high, &a->rng);
+        } else {
+            explore_gaussian(a->cont + off * (size_t)D, a->q, a->eps + off, GE, D, ev->action_low,
+                             ev->action_high, &a->rng);
+        }
     } else {
         explore_select(a->actions + off, a->q, a->eps + off, GE, A, &a->rng);
     }

@@ -47,6 +47,20 @@ void explore_select(int32_t *actions_out, const float *q, const float *eps, int 
     }
 }
 
+// mu(s) as a double to add noise to: a non-finite one (weights that overflow) is the bounds'
+// middle.
+static double s_mu(float mu, float low, float high) {
+    return isfinite(mu) ? (double)mu : 0.5 * ((double)low + (double)high);
+}
+
+// a clipped to [low, high] in double, then to float: the rounded value can still pass a
+// bound by an ulp, hence the second clip.
+static float s_clip(double a, float low, float high) {
+    const double lo = (double)low, hi = (double)high;
+    float f = (float)(a < lo ? lo : a > hi ? hi : a);
+    return f < low ? low : f > high ? high : f;
+}
+
 void explore_gaussian(float *out, const float *mu, const float *sigma, int B, int D,
                       const float *low, const float *high, rng_t *rng) {
     APEX_ASSERT(D > 0);
@@ -54,17 +68,26 @@ void explore_gaussian(float *out, const float *mu, const float *sigma, int B, in
         const double s = (double)sigma[b];
         for (int j = 0; j < D; j++) {
             const size_t k = (size_t)b * (size_t)D + (size_t)j;
-            const double lo = (double)low[j], hi = (double)high[j];
-            double a = (double)mu[k];
-            if (!isfinite(a)) {
-                a = 0.5 * (lo + hi);
-            }
+            double a = s_mu(mu[k], low[j], high[j]);
             if (s > 0.0) {
-                a += s * 0.5 * (hi - lo) * rng_normal(rng);
+                a += s * 0.5 * ((double)high[j] - (double)low[j]) * rng_normal(rng);
             }
-            // In double, then to float: the rounded value can still pass a bound by an ulp.
-            float f = (float)(a < lo ? lo : a > hi ? hi : a);
-            out[k] = f < low[j] ? low[j] : f > high[j] ? high[j] : f;
+            out[k] = s_clip(a, low[j], high[j]);
+        }
+    }
+}
+
+void explore_ou(float *out, double *x, const float *mu, const float *sigma, double theta, int B,
+                int D, const float *low, const float *high, rng_t *rng) {
+    APEX_ASSERT(D > 0 && theta > 0.0 && theta <= 1.0);
+    for (int b = 0; b < B; b++) {
+        const double s = (double)sigma[b];
+        for (int j = 0; j < D; j++) {
+            const size_t k = (size_t)b * (size_t)D + (size_t)j;
+            // sigma 0 draws nothing (as explore_gaussian) and holds no noise.
+            x[k] = s > 0.0 ? (1.0 - theta) * x[k] + s * rng_normal(rng) : 0.0;
+            double a = s_mu(mu[k], low[j], high[j]);
+            out[k] = s_clip(a + 0.5 * ((double)high[j] - (double)low[j]) * x[k], low[j], high[j]);
         }
     }
 }

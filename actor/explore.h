@@ -10,7 +10,8 @@
 // noise_alpha), and an action is a = clip(mu(s) + sigma_i * half * z, low, high) per
 // component, half = (high - low) / 2, z ~ N(0, 1) (explore_gaussian). sigma is a fraction of
 // the half range, so one value means the same in every env; with sigma 0 the action is
-// mu(s) exactly.
+// mu(s) exactly. Optionally the noise is an Ornstein-Uhlenbeck process per env instead
+// (explore_ou, [actor] noise_theta < 1), DDPG's choice for physical control.
 //
 // What it does not do: anneal epsilon over time (Ape-X keeps it fixed), or compute Q-values.
 // Pure functions; thread-safe except for the caller's rng_t.
@@ -50,5 +51,17 @@ void explore_select(int32_t *actions_out, const float *q, const float *eps, int 
 // so an action is always finite and in the bounds. out and mu may be the same array.
 void explore_gaussian(float *out, const float *mu, const float *sigma, int B, int D,
                       const float *low, const float *high, rng_t *rng);
+
+// Ornstein-Uhlenbeck exploration (DDPG, Lillicrap et al. 2016: theta 0.15), temporally
+// correlated noise for physical control: per row b and component j a state x (B x D, the
+// caller's, zero at an episode's start) moves as
+//   x <- (1 - theta) x + sigma[b] z,  z = rng_normal(rng)   (dt = 1, mean 0)
+// and out = clip(mu + half_j x, low, high), as explore_gaussian's. sigma is the innovation's
+// scale, DDPG's convention: x's stationary deviation is sigma / sqrt(theta (2 - theta)), 2.6
+// sigma at theta 0.15. theta = 1 makes x white noise, Gaussian exploration (the actor calls
+// explore_gaussian then, whose rounding it keeps bit for bit). sigma[b] = 0: x = 0, no draw.
+// theta in (0, 1].
+void explore_ou(float *out, double *x, const float *mu, const float *sigma, double theta, int B,
+                int D, const float *low, const float *high, rng_t *rng);
 
 #endif

@@ -224,6 +224,10 @@ const config_row_t config_schema[] = {
     {"actor", "noise_alpha", T_FLOAT, OFF(actor.noise_alpha), 0, 0, 100, "7", NULL,
      "continuous actions only: noise schedule exponent (0: every env explores with "
      "noise_sigma)"},
+    {"actor", "noise_theta", T_FLOAT, OFF(actor.noise_theta), 0, 0.01, 1, "1", NULL,
+     "continuous actions only: 1 draws the noise afresh every step (Gaussian); below 1 it is an "
+     "Ornstein-Uhlenbeck process per env, x <- (1 - noise_theta) x + sigma_i N(0, 1), zeroed at "
+     "each episode's start (DDPG: 0.15)"},
     {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
      "transitions per message to the replay server"},
     {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,

@@ -165,6 +165,45 @@ START_TEST(test_gaussian_noise) {
 }
 END_TEST
 
+// Ornstein-Uhlenbeck: over a long run one env's noise (wide bounds: no clipping) has the
+// process's closed forms: lag-1 autocorrelation 1 - theta, stationary deviation sigma /
+// sqrt(theta (2 - theta)) half ranges. A second env with sigma 0 stays at mu with x = 0 and
+// draws nothing (its neighbour's stream is that of a run without it); theta = 1 is white.
+START_TEST(test_ou_noise) {
+    enum { T = 50000 };
+    const float low[1] = {-1000.0f}, high[1] = {1000.0f}; // half range 1000
+    const double thetas[] = {0.15, 0.5, 1.0};
+    for (size_t c = 0; c < sizeof thetas / sizeof thetas[0]; c++) {
+        const double th = thetas[c];
+        rng_t r, r1;
+        rng_init_stream(&r, 77, RNG_ROLE_TEST, 0);
+        r1 = r;
+        float mu[2] = {3.0f, -7.0f}, sigma[2] = {0.01f, 0.0f}, out[2];
+        double x[2] = {0, 0.5}, x1 = 0, sum = 0, sum2 = 0, lag = 0, prev = 0;
+        int bad = 0; // flags, not an assert per step (a Check assert costs a call)
+        for (int t = 0; t < T; t++) {
+            explore_ou(out, x, mu, sigma, th, 2, 1, low, high, &r);
+            bad |= out[1] != -7.0f || x[1] != 0.0;
+            // Env 0 alone, in its own explore_ou call: the same stream.
+            float o1;
+            explore_ou(&o1, &x1, mu, sigma, th, 1, 1, low, high, &r1);
+            bad |= (o1 != out[0]) << 1;
+            double d = ((double)out[0] - 3.0) / 1000.0;
+            sum += d, sum2 += d * d, lag += d * prev, prev = d;
+        }
+        ck_assert_msg(!(bad & 1), "theta %g: a sigma-0 env moved", th);
+        ck_assert_msg(!(bad & 2), "theta %g: env 0 depends on env 1", th);
+        double mean = sum / T, var = sum2 / T - mean * mean;
+        double rho = (lag / (T - 1) - mean * mean) / var;
+        double want_sd = 0.01 / sqrt(th * (2.0 - th));
+        ck_assert_msg(fabs(rho - (1.0 - th)) < 0.02, "theta %g: lag-1 autocorrelation %.4f", th,
+                      rho);
+        ck_assert_msg(fabs(sqrt(var) / want_sd - 1.0) < 0.05, "theta %g: sd %.5g, want %.5g", th,
+                      sqrt(var), want_sd);
+    }
+}
+END_TEST
+
 Suite *explore_suite(void) {
     Suite *s = suite_create("explore");
     TCase *tc = tcase_create("schedule");
@@ -179,6 +218,7 @@ Suite *explore_suite(void) {
     tcase_add_test(tc, test_select_greedy_and_random);
     tcase_add_test(tc, test_select_reproducible);
     tcase_add_test(tc, test_gaussian_noise);
+    tcase_add_test(tc, test_ou_noise);
     suite_add_tcase(s, tc);
     return s;
 }
