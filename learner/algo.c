@@ -1,7 +1,7 @@
 // algo.c: see algo.h. The dispatch, and the DQN kind: train.h's trainer as it always ran.
 #define LOG_MODULE "learner"
 #include "algo.h"
-
+#include "group.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -61,17 +61,18 @@ const algo_ops_t algo_dqn_ops = {.name = "dqn",
 int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group) {
     memset(a, 0, sizeof *a);
     if (cfg->env.action_dim > 0) {
-        if (group) {
-            log_error("[env] action_dim = %d in a learner group: the DPG learner (continuous "
-                      "actions) does not run as a group yet (issue #28)"
-                      "\n---> HINT: start one apex-learner ([learner] ranks = 1), without "
-                      "mpirun or srun",
-                      cfg->env.action_dim);
+        if (group && group_size(group) > 1 && cfg->learner.zero_stage != 0) {
+            log_error("[learner] zero_stage = %lld in a learner group of %d with [env] action_dim "
+                      "= %d: the DPG learner (continuous actions) runs as a group in ZeRO stage 0 "
+                      "only so far (issue #28)"
+                      "\n---> HINT: set [learner] zero_stage = 0, or start one apex-learner "
+                      "without mpirun or srun",
+                      (long long)cfg->learner.zero_stage, group_size(group), cfg->env.action_dim);
             return -1;
         }
         train_dpg_config_t dc;
         dpg_config_from_run(&dc, cfg);
-        a->impl = train_dpg_new(&dc);
+        a->impl = train_dpg_new_group(&dc, group);
         a->ops = &algo_dpg_ops;
     } else {
         train_config_t tc;

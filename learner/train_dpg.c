@@ -6,6 +6,7 @@
 
 #include "apex.h"
 #include "clock.h"
+#include "group.h"
 #include "log.h"
 #include "loss.h"
 #include "xalloc.h"
@@ -50,6 +51,10 @@ struct train_dpg {
     int64_t step;
     rng_t rng;
     uint64_t skipped;
+    // A learner group (NULL: a single learner): ZeRO stage 0, every rank holds and steps the
+    // whole model on the group's averaged gradients.
+    group_t *group;
+    int rank, n_ranks;
 };
 
 void train_dpg_config_default(train_dpg_config_t *cfg) {
@@ -118,12 +123,17 @@ static void s_views(train_dpg_t *self) {
     }
 }
 
-train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) {
+train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) { return train_dpg_new_group(cfg, NULL); }
+
+train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *group) {
     if (s_config_check(cfg) != APEX_OK) {
         return NULL;
     }
     train_dpg_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
+    self->group = group && group_size(group) > 1 ? group : NULL;
+    self->rank = self->group ? group_rank(group) : 0;
+    self->n_ranks = self->group ? group_size(group) : 1;
     nn_critic_config(&self->critic_cfg, &cfg->actor);
     self->n_critics = cfg->twin ? 2 : 1;
     self->n_actor = nn_num_params(&cfg->actor);
@@ -158,7 +168,9 @@ train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) {
         nn_params_init_random(&self->critic[k], &init);
     }
     memcpy(self->target, self->online, self->n_total * sizeof(float));
-    rng_init_stream(&self->rng, cfg->seed, RNG_ROLE_LEARNER, 0);
+    // Each rank smooths its own rows' targets with its own stream; rank 0's is a single
+    // learner's.
+    rng_init_stream(&self->rng, cfg->seed, RNG_ROLE_LEARNER, (uint64_t)self->rank);
     return self;
 }
 
@@ -242,6 +254,22 @@ static int s_step_ok(train_dpg_t *self, double norm) {
     return 0;
 }
 
+// A group's data-parallel step (ZeRO stage 0): the mean over the ranks of each rank's
+// gradient of [off, off + n), in place. Every rank's loss is its own batch's mean, so the
+// mean of the N gradients is that of one learner on the N x B rows (with equal B). No-op for
+// a single learner.
+static void s_average(train_dpg_t *self, size_t off, size_t n) {
+    if (!self->group) {
+        return;
+    }
+    float *g = self->grads + off;
+    group_allreduce_f32(self->group, g, n);
+    const float inv = 1.0f / (float)self->n_ranks;
+    for (size_t i = 0; i < n; i++) {
+        g[i] *= inv;
+    }
+}
+
 // Step 4 after backward: each critic's norm (clipped to grad_clip when all are finite), and
 // the critics' optimizer step. Returns 1 when it stepped; *norm_out: the critics' joint norm.
 static int s_critic_update(train_dpg_t *self, float *norm_out) {
@@ -280,6 +308,7 @@ static float s_policy_update(train_dpg_t *self, const train_dpg_batch_t *b, int 
     nn_backward_input(&self->st_q, &self->critic[0], self->dq, B, O, A, self->da);
     nn_params_zero(&self->g_actor);
     nn_backward(&self->st_actor, &self->actor, &self->g_actor, self->da, B);
+    s_average(self, 0, self->n_actor); // before the clips, as one learner's whole gradient
     float *g = self->g_actor.data;
     const size_t n = self->n_actor;
     const float vc = self->cfg.actor_grad_value_clip;
@@ -338,6 +367,9 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *b, float *prior
         t_bwd += clock_now_ns() - tb;
     }
     loss_priorities(priorities_out, self->td1, self->cfg.priority_eps, B);
+    // A group's critics step on the mean gradient: every rank then takes the same decisions
+    // (norms, skips, the policy's turn) and keeps the same parameters.
+    s_average(self, self->n_actor, self->n_total - self->n_actor);
     int64_t t1 = clock_now_ns();
     float critic_norm;
     int critic_ok = s_critic_update(self, &critic_norm);
@@ -416,6 +448,9 @@ void train_dpg_set_params(train_dpg_t *self, const float *online, const float *t
 enum { DPG_CKPT_ARRAYS = 4 };
 
 int train_dpg_save(const train_dpg_t *self, const char *path, const ckpt_extra_t *extra) {
+    if (self->rank != 0) {
+        return APEX_OK; // a group's ranks hold the same model: rank 0 writes it
+    }
     ckpt_header_t hdr;
     ckpt_header_init(&hdr, &self->cfg.actor);
     hdr.num_params = self->n_total;
@@ -454,11 +489,26 @@ int train_dpg_load(train_dpg_t *self, const char *path, ckpt_extra_t *extra_out)
         self->critic_opt.step = (int64_t)hdr.optim_step;
         self->actor_opt.step = (int64_t)hdr.extra.user[TRAIN_DPG_CKPT_ACTOR_STEP];
         memcpy(self->rng.s, hdr.rng_state, sizeof self->rng.s);
+        if (self->rank > 0) {
+            // The file holds rank 0's stream: the others start their own anew, from the step.
+            rng_init_stream(&self->rng, self->cfg.seed ^ (uint64_t)self->step, RNG_ROLE_LEARNER,
+                            (uint64_t)self->rank);
+        }
         if (extra_out) {
             *extra_out = hdr.extra;
             extra_out->user[TRAIN_DPG_CKPT_ACTOR_STEP] = 0; // the trainer's, not the caller's
         }
     }
     xfree(staged);
+    if (self->group) {
+        // Every rank read the file itself: they agree to go on only if every one could (a
+        // rank on a host that does not see it fails the group's load).
+        double failed = rc != APEX_OK;
+        group_allreduce_f64(self->group, &failed, 1);
+        if (rc == APEX_OK && failed > 0) {
+            log_error("%s: another rank of the learner group could not load it", path);
+            rc = APEX_EIO;
+        }
+    }
     return rc;
 }

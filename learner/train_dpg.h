@@ -46,8 +46,8 @@
 // nn_state_t sized for batch_size (one policy, one critic: the passes run one after the
 // other), per-batch scratch, the step counter and the learner's RNG (the smoothing noise).
 // Nothing is allocated after train_dpg_new, except staging inside train_dpg_load.
-// What it does not do: learner groups (ZeRO; every rank would need the same all-reduce of
-// both gradients: later), sampling, networking, lr schedules, exploration noise (the actors').
+// What it does not do: ZeRO stages 1 and 2 (a group runs stage 0: train_dpg_new_group),
+// sampling, networking, lr schedules, exploration noise (the actors').
 // Not thread-safe: one thread drives a trainer; the parameters may be read by another thread
 // only while no train_dpg_step runs.
 #ifndef APEX_TRAIN_DPG_H
@@ -129,6 +129,18 @@ void train_dpg_config_default(train_dpg_config_t *cfg);
 // NET_INIT) stream: mu, then Q_1, Q_2) and targets = online. Returns NULL after logging why
 // when cfg is invalid. Caller destroys with train_dpg_destroy.
 train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg);
+// The same for one rank of a learner group (group.h; borrowed, it must outlive the trainer;
+// NULL or of size 1: a single learner): ZeRO stage 0, plain data parallelism. Every rank
+// draws the same initial networks from the seed, trains on its own batch, and steps both
+// networks on the group's mean gradients (an all-reduce after the critics' backward and one
+// after the policy's, before any clip), so the ranks stay identical and N ranks of B rows
+// step as one learner on the N B rows (tests/check_group.c). Each rank smooths its targets
+// with its own stream (RNG_ROLE_LEARNER, rank). train_dpg_save writes on rank 0 only; every
+// rank's train_dpg_load reads the file and the group agrees on the outcome (collective).
+// Stages 1 and 2 (sharded optimizer state and gradients) are DQN's only so far: the caller
+// refuses them (dpg_glue.c).
+struct group;
+train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *group);
 // Frees everything; accepts NULL or *self_p == NULL and sets *self_p = NULL.
 void train_dpg_destroy(train_dpg_t **self_p);
 

@@ -187,11 +187,18 @@ START_TEST(test_error_classes) {
                    "action_low = -2\naction_high = 2\n[network]\nconv = 8x2s1\n",
                    ":9: [network] conv: continuous actions train DPG's actor and critic, MLPs "
                    "over vector observations");
-    // The DPG learner has no learner group yet (issue #28).
-    s_expect_error("[env]\nid = Pendulum-v1\n[learner]\nranks = 2\n",
-                   ":4: [learner] ranks = 2: learner groups with continuous actions (the DPG "
-                   "learner) are not yet supported (issue #28)\n---> HINT: set [learner] ranks = "
-                   "1");
+    // The DPG learner's group runs ZeRO stage 0 only (issue #28): another stage is refused,
+    // stage 0 is valid.
+    s_expect_error("[env]\nid = Pendulum-v1\n[learner]\nranks = 2\nzero_stage = 2\n",
+                   ":5: [learner] zero_stage = 2 with ranks = 2: a learner group with continuous "
+                   "actions (the DPG learner) runs ZeRO stage 0 only so far (issue #28)\n---> "
+                   "HINT: set [learner] zero_stage = 0, or ranks = 1");
+    {
+        apex_config_t cfg;
+        char err[CONFIG_ERR_LEN];
+        const char *sets[] = {"env.id=Pendulum-v1", "learner.ranks=2", "learner.zero_stage=0"};
+        ck_assert_msg(config_load(&cfg, NULL, sets, 3, err, sizeof err) == 0, "%s", err);
+    }
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
                    ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",

@@ -19,6 +19,8 @@
 //   re-shard:    2 ranks (stage 2) save, 3 ranks (stage 1) load and go on; 2 ranks save, a
 //                single learner loads; a single learner saves, 2 ranks load: each equal to
 //                an uninterrupted single learner.
+//   DPG:         the DPG trainer's group (ZeRO stage 0): the equivalence's bounds, both
+//                networks' norms, Adam and RMSProp; a group's checkpoint saved and resumed.
 // mpirun runs with the settings CI needs (root, container, 2 cores: see mpi_args below),
 // and LeakSanitizer suppressions for OpenMPI's own allocations (tests/lsan-mpi.supp).
 // Cost: about 8 s (ASan: about 60 s), most of it mpirun start-up (10 runs; under ASan each
@@ -30,6 +32,7 @@
 #include "group.h"
 #include "nn.h"
 #include "train.h"
+#include "train_dpg.h"
 #include "xalloc.h"
 #include "zero_fixture.h"
 
@@ -568,6 +571,78 @@ START_TEST(test_mpi_reshard) {
 }
 END_TEST
 
+// The DPG trainer's group (ZeRO stage 0, issue #28): 2 ranks of 6 rows against one learner
+// on the 12, 50 steps of zero_fixture.h's DPG batches (the smoothing noise through the batch
+// hook, so each rank's rows get the reference's draws), Adam and RMSProp, the critics' norm
+// clip active in some steps: the same bounds as test_mpi_equivalence, the critics' and the
+// policy's norms of every step, identical ranks. Then the group's checkpoint: 2 ranks run 25
+// steps and save (rank 0 writes), 2 ranks load it and run 25 more: the same end.
+START_TEST(test_mpi_dpg_equivalence) {
+    const char *dir = check_tmpdir();
+    const char *optims[] = {"adam", "rmsprop"};
+    for (size_t c = 0; c < sizeof optims / sizeof optims[0]; c++) {
+        optim_kind kind;
+        optim_parse_kind(optims[c], &kind);
+        train_dpg_config_t tc;
+        zf_dpg_config(&tc, kind, 12);
+        train_dpg_t *ref = train_dpg_new(&tc);
+        ck_assert_ptr_nonnull(ref);
+        size_t n = train_dpg_num_params(ref);
+        float *init = xmalloc(n * sizeof(float));
+        memcpy(init, train_dpg_online(ref), n * sizeof(float));
+        double ref_norms[50][2];
+        zf_dpg_batch_t *b = xmalloc(sizeof *b);
+        float prio[12];
+        int clipped = 0, policy_steps = 0;
+        for (int i = 0; i < 50; i++) {
+            zf_dpg_batch(b, i, 12);
+            train_dpg_batch_t tb = zf_dpg_slice(b, 0, 12);
+            train_dpg_stats_t st;
+            train_dpg_step(ref, &tb, prio, &st);
+            ref_norms[i][0] = st.critic_grad_norm;
+            ref_norms[i][1] = st.actor_grad_norm;
+            clipped += st.critic_grad_norm > tc.grad_clip;
+            policy_steps += st.policy_step;
+        }
+        ck_assert_msg(clipped >= 5 && clipped <= 45, "clip active in %d of 50 steps", clipped);
+        ck_assert_int_eq(policy_steps, 25);
+        char prefix[1024], a_opt[32], a_out[1100], a_save[1100], a_load[1100];
+        snprintf(prefix, sizeof prefix, "%s/dpg_%s", dir, optims[c]);
+        snprintf(a_opt, sizeof a_opt, "optim=%s", optims[c]);
+        snprintf(a_out, sizeof a_out, "out=%s", prefix);
+        const char *args[] = {"net=dpg", a_opt, "stage=0", "rows=12", "steps=50", a_out, NULL};
+        ck_assert_int_eq(s_mpirun(2, NULL, args), 0);
+        char run[1100], path[1200];
+        snprintf(run, sizeof run, "%s_s0", prefix);
+        s_check_group(run, 2, train_dpg_online(ref), init, n);
+        snprintf(path, sizeof path, "%s.norms", run);
+        double norms[128];
+        ck_assert_int_eq(s_read_norms(path, norms, 128), 100);
+        for (int i = 0; i < 50; i++) {
+            for (int k = 0; k < 2; k++) {
+                ck_assert_msg(fabs(norms[2 * i + k] - ref_norms[i][k]) <= 1e-4 * ref_norms[i][k],
+                              "%s step %d: %s norm %g, single learner %g", run, i,
+                              k ? "policy" : "critics", norms[2 * i + k], ref_norms[i][k]);
+            }
+        }
+        // Checkpoint and resume as a group.
+        snprintf(a_save, sizeof a_save, "save=%s/dpg_%s.ckpt", dir, optims[c]);
+        snprintf(a_load, sizeof a_load, "load=%s/dpg_%s.ckpt", dir, optims[c]);
+        snprintf(a_out, sizeof a_out, "out=%s_resumed", prefix);
+        const char *first[] = {"net=dpg", a_opt, "stage=0", "rows=12", "steps=25", a_save, NULL};
+        const char *second[] = {"net=dpg",  a_opt,  "stage=0", "rows=12",
+                                "steps=25", a_load, a_out,     NULL};
+        ck_assert_int_eq(s_mpirun(2, NULL, first), 0);
+        ck_assert_int_eq(s_mpirun(2, NULL, second), 0);
+        snprintf(run, sizeof run, "%s_resumed_s0", prefix);
+        s_check_group(run, 2, train_dpg_online(ref), init, n);
+        xfree(b);
+        xfree(init);
+        train_dpg_destroy(&ref);
+    }
+}
+END_TEST
+
 Suite *group_suite(void) {
     Suite *s = suite_create("group");
     TCase *tc = tcase_create("core");
@@ -582,6 +657,7 @@ Suite *group_suite(void) {
     tcase_add_test(mpi, test_mpi_equivalence);
     tcase_add_test(mpi, test_mpi_memory);
     tcase_add_test(mpi, test_mpi_reshard);
+    tcase_add_test(mpi, test_mpi_dpg_equivalence);
     suite_add_tcase(s, mpi);
     return s;
 }

@@ -2,7 +2,9 @@
 // runs it as `mpirun -np N build/tests/zero_ranks key=value ...`. Not a daemon: a trainer
 // over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
 //
-//   net=mlp|conv|large  stage=S[,S...] (0, 1, 2; each stage in turn, from the same start)
+//   net=mlp|conv|large|dpg  stage=S[,S...] (0, 1, 2; each stage in turn, from the same
+//   start; dpg: the DPG trainer of zero_fixture.h, stage 0 only, whose norms file holds the
+//   critics' norm and the policy's, two per step)
 //   optim=adam|rmsprop  rows=R (whole batch of a step, a
 //   multiple of N; rank r trains rows [r R/N, (r+1) R/N))  steps=K  clip=C
 //   load=PATH (trainer_load first)  save=PATH (trainer_save after the steps)
@@ -88,7 +90,59 @@ static size_t s_heap(void) {
 #endif
 }
 
+static int s_run_dpg(group_t *g, const s_args *a) {
+    int N = group_size(g), rank = group_rank(g);
+    optim_kind kind;
+    if (optim_parse_kind(a->optim, &kind) != 0 || a->rows % N || a->rows > ZF_MAX_ROWS ||
+        a->stage != 0) {
+        fprintf(stderr, "zero_ranks: bad arguments for net=dpg\n");
+        return 1;
+    }
+    int per = a->rows / N;
+    train_dpg_config_t tc;
+    zf_dpg_config(&tc, kind, per);
+    train_dpg_t *t = train_dpg_new_group(&tc, g);
+    if (!t || (a->load && train_dpg_load(t, a->load, NULL) != APEX_OK)) {
+        train_dpg_destroy(&t);
+        return 1;
+    }
+    zf_dpg_batch_t *b = xmalloc(sizeof *b);
+    float prio[ZF_MAX_ROWS];
+    char path[1024];
+    FILE *norms = NULL;
+    if (a->out && rank == 0) {
+        snprintf(path, sizeof path, "%s_s0.norms", a->out);
+        norms = fopen(path, "w");
+    }
+    for (int i = 0; i < a->steps; i++) {
+        zf_dpg_batch(b, train_dpg_steps(t), a->rows);
+        train_dpg_batch_t tb = zf_dpg_slice(b, rank * per, per);
+        train_dpg_stats_t st;
+        train_dpg_step(t, &tb, prio, &st);
+        if (norms) {
+            fprintf(norms, "%.9g %.9g\n", st.critic_grad_norm, st.actor_grad_norm);
+        }
+    }
+    if (norms) {
+        fclose(norms);
+    }
+    xfree(b);
+    int rc = 0;
+    if (a->save && train_dpg_save(t, a->save, NULL) != APEX_OK) {
+        rc = 1;
+    }
+    if (a->out) {
+        snprintf(path, sizeof path, "%s_s0.r%d", a->out, rank);
+        rc |= s_write(path, train_dpg_online(t), train_dpg_num_params(t) * sizeof(float));
+    }
+    train_dpg_destroy(&t);
+    return rc;
+}
+
 static int s_run(group_t *g, const s_args *a) {
+    if (strcmp(a->net, "dpg") == 0) {
+        return s_run_dpg(g, a);
+    }
     nn_config_t net;
     optim_kind kind;
     int N = group_size(g), rank = group_rank(g);

@@ -65,10 +65,11 @@ cont=(-c configs/smoke.ini --set env.id=external --set env.obs_dim=3 --set env.a
       --set env.action_high=2 --set run.out_dir="$TMP/cont")
 expect_rc 0 "a continuous external env's config is valid" "$APEX_BIN/apex-replay" "${cont[@]}" --print-config
 grep -q '^action_dim = 1$' "$TMP/out" && ok "--print-config shows action_dim" || bad "--print-config: no action_dim = 1"
-# apex-learner trains continuous actions with DPG (tests/smoke/dpg_learner.sh), but not as a
-# learner group yet (issue #28): the config says so.
-expect_rc 2 "apex-learner refuses a continuous learner group" "$APEX_BIN/apex-learner" "${cont[@]}" --set learner.ranks=2
-grep -q "learner groups with continuous actions (the DPG learner) are not yet supported" "$TMP/err" && ok "apex-learner says why" || bad "apex-learner: $(cat "$TMP/err")"
+# apex-learner trains continuous actions with DPG (tests/smoke/dpg_learner.sh), as a learner
+# group in ZeRO stage 0 only (tests/smoke/dpg_group.sh): the config refuses the others.
+expect_rc 2 "apex-learner refuses a continuous learner group of ZeRO stage 1" "$APEX_BIN/apex-learner" "${cont[@]}" \
+  --set learner.ranks=2 --set learner.zero_stage=1
+grep -q "a learner group with continuous actions (the DPG learner) runs ZeRO stage 0 only so far" "$TMP/err" && ok "apex-learner says why" || bad "apex-learner: $(cat "$TMP/err")"
 expect_rc 2 "apex-actor refuses a continuous Python env" "$APEX_BIN/apex-actor" -c configs/smoke.ini --index 0 \
   --set env.id=python --set env.make=nowhere:make --set env.obs_dim=3 --set env.action_dim=1 \
   --set env.action_low=-2 --set env.action_high=2
