@@ -424,8 +424,8 @@ START_TEST(test_model_xml) {
     ck_assert_int_eq(cfg.env.max_episode_steps, 1000);
     s_expect_error("[env]\nid = Hopper-v4\n",
                    "[env] model_xml: Hopper-v4 is a MuJoCo task and needs the path of its MuJoCo "
-                   "model (normally Gymnasium's own: gymnasium/envs/mujoco/assets/<task>.xml of a "
-                   "Gymnasium install; apex ships none)");
+                   "model (normally Gymnasium's own, which scripts/fetch-mujoco-models installs "
+                   "into models/mujoco/; apex ships none)");
     s_expect_error("[env]\nid = Acrobot-v1\nmodel_xml = hopper.xml\n",
                    ":3: [env] model_xml is for the MuJoCo ids (id is Acrobot-v1)");
     s_expect_error("[env]\nid = external\nobs_dim = 4\nn_actions = 2\nmodel_xml = h.xml\n",
