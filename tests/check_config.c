@@ -683,8 +683,11 @@ END_TEST
 
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
-    const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini",
-                           "configs/python-cartpole.ini"};
+    const char *files[] = {"configs/cartpole.ini",          "configs/smoke.ini",
+                           "configs/python-cartpole.ini",   "configs/pendulum.ini",
+                           "configs/halfcheetah.ini",       "configs/hopper.ini",
+                           "configs/walker2d.ini",          "configs/ant.ini",
+                           "configs/inverted-pendulum.ini", "configs/inverted-double-pendulum.ini"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (access(files[i], R_OK) != 0) {
             continue; // run from another directory; make test runs from the repo root
