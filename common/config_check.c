@@ -325,8 +325,9 @@ static int s_cross_check_model_xml(const apex_config_t *cfg, const envinfo_t *e,
     if (envinfo_is_mujoco(e) && !env->model_xml[0]) {
         return apex_errf(err, errlen, -1,
                          "%s: [env] model_xml: %s is a MuJoCo task and needs the path of its "
-                         "MuJoCo model (normally Gymnasium's own: gymnasium/envs/mujoco/assets/"
-                         "<task>.xml of a Gymnasium install; apex ships none)",
+                         "MuJoCo model (normally Gymnasium's own, which "
+                         "scripts/fetch-mujoco-models installs into models/mujoco/; apex ships "
+                         "none)",
                          WHERE("env", "model_xml"), e->id);
     }
     if (!envinfo_is_mujoco(e) && env->model_xml[0]) {

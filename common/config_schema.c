@@ -74,9 +74,9 @@ const config_row_t config_schema[] = {
      "e.g. {\"id\": \"CartPole-v1\"} (empty: none)"},
     {"env", "model_xml", T_STR, STR(env.model_xml), 0, 0, "", NULL,
      "a MuJoCo id: the path of the task's MuJoCo model (MJCF), normally Gymnasium's own, e.g. "
-     "gymnasium/envs/mujoco/assets/half_cheetah.xml of a Gymnasium install (apex ships none); "
-     "relative to the working directory; apex-actor and apex-eval load it at start-up and "
-     "refuse a model that is not the task's"},
+     "models/mujoco/half_cheetah.xml where scripts/fetch-mujoco-models installs them (apex "
+     "ships none); relative to the working directory; apex-actor and apex-eval load it at "
+     "start-up and refuse a model that is not the task's"},
     {"env", "eval_id", T_STR, STR(env.eval_id), 0, 0, "", NULL,
      "id = python or external: a built-in id with the same dynamics and spaces; the launcher "
      "evaluates checkpoints on it with apex-eval (empty: no evaluation)"},

@@ -43,7 +43,8 @@
 // void instead (terminated = 2, mjenv.h): a NaN state is never a transition.
 //
 // The models: apex ships none. [env] model_xml names the task's MJCF file, normally
-// Gymnasium's own (gymnasium/envs/mujoco/assets/<asset> of a Gymnasium install), loaded at
+// Gymnasium's own (gymnasium/envs/mujoco/assets/<asset>, which scripts/fetch-mujoco-models
+// installs into models/mujoco/ at a pinned commit, checking each file's sha256), loaded at
 // start-up by env_mujoco_load; a model whose nq, nv, nu or ctrlrange are not the task's is
 // refused. The states are mjenv_state_t: not copyable, released by spec->fini.
 #ifndef APEX_ENV_MUJOCO_H

@@ -9,12 +9,14 @@
 #include "clock.h"
 #include "log.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 // ---------------------------------------------------------------------------------------
 // Slots: the process's models, one per task
@@ -194,8 +196,23 @@ static int s_load_locked(const mjenv_task_t *task, const char *path, char *err, 
         for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' '; n--) {
             mjerr[n - 1] = '\0';
         }
-        return apex_errf(err, errlen, -1, "%s: cannot load model_xml '%s': %s", id, path,
-                         mjerr[0] ? mjerr : "MuJoCo gave no reason");
+        // A file that is not there: say where a relative path was looked for (the configs'
+        // models/mujoco/<file>.xml is relative to the working directory) and how to get
+        // Gymnasium's models.
+        char hint[PATH_MAX + 200] = "";
+        if (access(path, F_OK) != 0) {
+            int relative = path[0] != '/';
+            char cwd[PATH_MAX] = "";
+            if (relative && getcwd(cwd, sizeof cwd) == NULL) {
+                snprintf(cwd, sizeof cwd, "(unknown)");
+            }
+            snprintf(hint, sizeof hint,
+                     " (no such file%s%s; scripts/fetch-mujoco-models installs Gymnasium's "
+                     "models into models/mujoco/)",
+                     relative ? " in the working directory " : "", cwd);
+        }
+        return apex_errf(err, errlen, -1, "%s: cannot load model_xml '%s': %s%s", id, path,
+                         mjerr[0] ? mjerr : "MuJoCo gave no reason", hint);
     }
     int forward_body = -1;
     if (s_check_model(task, m, path, &forward_body, err, errlen) != 0 ||
@@ -223,8 +240,8 @@ int mjenv_load(const mjenv_task_t *task, const char *path, char *err, size_t err
     if (path == NULL || path[0] == '\0') {
         return apex_errf(err, errlen, -1,
                          "%s needs [env] model_xml, the path of its MuJoCo model (e.g. "
-                         "gymnasium/envs/mujoco/assets/%s in a Gymnasium install; apex ships "
-                         "none)",
+                         "models/mujoco/%s, where scripts/fetch-mujoco-models installs "
+                         "Gymnasium's; apex ships none)",
                          task->info->id, task->asset);
     }
     APEX_ASSERT(task->info->obs_dim <= MJENV_MAX_OBS_DIM && task->frame_skip > 0);

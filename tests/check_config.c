@@ -431,8 +431,8 @@ START_TEST(test_model_xml) {
     ck_assert_int_eq(cfg.env.max_episode_steps, 1000);
     s_expect_error("[env]\nid = Hopper-v4\n",
                    "[env] model_xml: Hopper-v4 is a MuJoCo task and needs the path of its MuJoCo "
-                   "model (normally Gymnasium's own: gymnasium/envs/mujoco/assets/<task>.xml of a "
-                   "Gymnasium install; apex ships none)");
+                   "model (normally Gymnasium's own, which scripts/fetch-mujoco-models installs "
+                   "into models/mujoco/; apex ships none)");
     s_expect_error("[env]\nid = Acrobot-v1\nmodel_xml = hopper.xml\n",
                    ":3: [env] model_xml is for the MuJoCo ids (id is Acrobot-v1)");
     s_expect_error("[env]\nid = external\nobs_dim = 4\nn_actions = 2\nmodel_xml = h.xml\n",
@@ -690,8 +690,11 @@ END_TEST
 
 START_TEST(test_shipped_configs_load) {
     // Every configs/*.ini must load cleanly (they are the user's starting point).
-    const char *files[] = {"configs/cartpole.ini", "configs/smoke.ini",
-                           "configs/python-cartpole.ini"};
+    const char *files[] = {"configs/cartpole.ini",          "configs/smoke.ini",
+                           "configs/python-cartpole.ini",   "configs/pendulum.ini",
+                           "configs/halfcheetah.ini",       "configs/hopper.ini",
+                           "configs/walker2d.ini",          "configs/ant.ini",
+                           "configs/inverted-pendulum.ini", "configs/inverted-double-pendulum.ini"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (access(files[i], R_OK) != 0) {
             continue; // run from another directory; make test runs from the repo root
