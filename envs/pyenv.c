@@ -1152,8 +1152,12 @@ pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
     }
     char shape[64];
     pywire_shape_str(shape, sizeof shape, p->sp.ndim, p->sp.shape);
-    char acts[64];
-    s_actions_str(acts, sizeof acts, p->sp.n_actions, p->sp.action_dim);
+    char acts[64]; // "2 actions" as before continuous actions, for discrete runs
+    if (p->sp.action_dim > 0) {
+        s_actions_str(acts, sizeof acts, 0, p->sp.action_dim);
+    } else {
+        snprintf(acts, sizeof acts, "%d actions", p->o.n_actions);
+    }
     log_info("python env bridge at %s: %d worker%s x %d envs (%s %s, %s), %d group%s of %d%s",
              p->endpoint, p->W, p->W > 1 ? "s" : "", p->N, pywire_dtype_name(p->sp.dtype), shape,
              acts, p->G, p->G > 1 ? "s" : "", p->GE, p->sec ? ", CURVE" : "");
