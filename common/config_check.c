@@ -163,6 +163,21 @@ static int s_cross_check_eval_id(const apex_config_t *cfg, char *err, size_t err
                          env->obs_dim, env->obs_dtype == CONFIG_OBS_UINT8 ? "uint8" : "float32",
                          env->n_actions);
     }
+    // Continuous: the evaluator acts with the run's policy, whose tanh head is scaled into the
+    // run's bounds, so the built-in env's action_dim and bounds must be the run's too.
+    int same = e->action_dim == env->action_dim;
+    for (int i = 0; same && i < env->action_dim; i++) {
+        same = e->action_low == env->action_low[i] && e->action_high == env->action_high[i];
+    }
+    if (!same) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] eval_id: %s has continuous actions of %d floats in [%g, %g]; "
+                         "the run's ([env] action_dim, action_low, action_high) are %d floats, "
+                         "the first in [%g, %g]",
+                         WHERE("env", "eval_id"), e->id, e->action_dim, (double)e->action_low,
+                         (double)e->action_high, env->action_dim, (double)env->action_low[0],
+                         (double)env->action_high[0]);
+    }
     return 0;
 }
 

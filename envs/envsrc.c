@@ -110,6 +110,9 @@ int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index
     o->obs_dim = cfg->env.obs_dim;
     o->obs_dtype = cfg->env.obs_dtype;
     o->n_actions = cfg->env.n_actions;
+    o->action_dim = cfg->env.action_dim;
+    memcpy(o->action_low, cfg->env.action_low, sizeof o->action_low);
+    memcpy(o->action_high, cfg->env.action_high, sizeof o->action_high);
     o->seed = (uint64_t)cfg->run.seed;
     o->first_env = first;
     o->hello_timeout_ms = py->hello_timeout_ms;
@@ -150,16 +153,6 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
         log_error("[env] model_xml: %s", err); // a MuJoCo task's model (start-up error)
         return NULL;
     }
-    if (is_python && cfg->env.action_dim > 0) {
-        // The bridge's wire (envs/pywire) carries int32 actions only: refused here rather
-        // than half-supported.
-        log_error("[env] id = python with continuous actions ([env] action_dim = %d): the Python "
-                  "env bridge carries discrete actions only"
-                  "\n---> HINT: use a built-in continuous env (Pendulum-v1, "
-                  "MountainCarContinuous-v0, the MuJoCo v4 tasks), or a discrete Python env",
-                  cfg->env.action_dim);
-        return NULL;
-    }
     envsrc_t *s = xcalloc(1, sizeof *s);
     s->n = n;
     s->n_actions = cfg->env.n_actions;
@@ -191,6 +184,7 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
         return NULL;
     }
     s->step_timeout_ms = cfg->python.step_timeout_ms;
+    s->action_dim = cfg->env.action_dim; // the bridge's workers checked it at their HELLO
     s->G = pyenv_groups(s->py);
     s->GE = pyenv_group_size(s->py);
     s->obs_bytes = (size_t)cfg->env.obs_dim * (cfg->env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4);
@@ -242,7 +236,11 @@ void envsrc_send(envsrc_t *s, int g, const int32_t *actions) {
 }
 
 void envsrc_send_cont(envsrc_t *s, int g, const float *actions) {
-    APEX_ASSERT(g == 0 && s->builtin && s->action_dim > 0);
+    APEX_ASSERT(g >= 0 && g < s->G && s->action_dim > 0);
+    if (!s->builtin) {
+        pyenv_send_cont(s->py, g, actions);
+        return;
+    }
     APEX_ASSERT(s->started && !s->pending);
     memcpy(s->cont_actions, actions, (size_t)s->n * (size_t)s->action_dim * sizeof(float));
     s->pending = 1;

@@ -69,9 +69,10 @@ typedef struct {
 // python this starts the env workers and waits for them ([python] hello_timeout_ms); a
 // mismatch between the workers' spaces and [env] obs_dim / obs_dtype / n_actions is refused
 // with a message naming both. NULL after logging why (start-up error; id = external, which
-// nothing here can step, included). Continuous actions ([env] action_dim > 0) are stepped for
-// the built-in envs (G = 1, envsrc_send_cont); id = python with continuous actions is refused
-// (the bridge carries int32 actions only). Destroy with envsrc_destroy.
+// nothing here can step, included). Continuous actions ([env] action_dim > 0) are stepped
+// with envsrc_send_cont, for the built-in envs (G = 1) and for id = python (whose workers'
+// envs must have a Box action space of shape (action_dim,) with the run's bounds, [env]
+// action_low/high: a mismatch is refused naming both). Destroy with envsrc_destroy.
 envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index);
 // Stops the workers (if any) and frees. NULL-safe.
 void envsrc_destroy(envsrc_t **self_p);
@@ -87,9 +88,9 @@ int envsrc_action_dim(const envsrc_t *self);
 // Sends group g's GE actions (each in [0, n_actions): asserted, as is the order). Never
 // blocks.
 void envsrc_send(envsrc_t *self, int g, const int32_t *actions);
-// envsrc_send for continuous envs (envsrc_action_dim > 0, built-in, so g = 0): (GE,
-// action_dim) finite floats, which the caller keeps in the bounds (asserted finite by
-// vecenv_step_cont).
+// envsrc_send for continuous envs (envsrc_action_dim > 0; built-in envs have G = 1, so g =
+// 0): (GE, action_dim) finite floats, which the caller keeps in the bounds (asserted: by
+// vecenv_step_cont finite, by pyenv_send_cont finite and within [env] action_low/high).
 void envsrc_send_cont(envsrc_t *self, int g, const float *actions);
 // Waits for group g's results (the bridge: at most [python] step_timeout_ms; a shutdown
 // signal ends the wait early) and points out at them. Returns out->ok.

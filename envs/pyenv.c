@@ -48,6 +48,7 @@
 #define ERR_TEXT (PYENV_ERR_TEXT_MAX + 1) // bytes per env of the error texts
 
 _Static_assert(PYENV_ERR_TEXT_MAX == PYWIRE_ERR_TEXT_MAX, "one bound for error texts");
+_Static_assert(CONFIG_MAX_ACTION_DIM == PYWIRE_MAX_ACTION_DIM, "one bound for action_dim");
 
 typedef pywire_header_t s_hdr;
 
@@ -121,6 +122,7 @@ struct pyenv {
     int starting;
     char startup_error[TEXT_MAX + 1024];
     char why[TEXT_MAX + 1024]; // scratch: the reason of a drop or refusal
+    char version_note[512];    // the last message of another bridge version, for start-up
     log_limiter_t bad_log, stale_log, lost_log, fault_log, refuse_log, spawn_log;
 };
 
@@ -519,22 +521,77 @@ static void s_on_reset_done(pyenv_t *p, const s_hdr *h, const s_msg *m) {
     k->state = W_UP;
 }
 
+// An action space as the refusals name it: "3 discrete actions" or "continuous actions of 2
+// floats".
+static void s_actions_str(char *out, size_t cap, uint32_t n_actions, uint32_t action_dim) {
+    if (action_dim > 0) {
+        snprintf(out, cap, "continuous actions of %u float%s", action_dim,
+                 action_dim > 1 ? "s" : "");
+    } else {
+        snprintf(out, cap, "%u discrete actions", n_actions);
+    }
+}
+
+// Bounds as the refusals print them: "[-2, 0.5]" (float32 values, shortest %g that reads back).
+static void s_bounds_str(char *out, size_t cap, const float *v, int n) {
+    size_t k = (size_t)snprintf(out, cap, "[");
+    for (int i = 0; i < n && k < cap; i++) {
+        k += (size_t)snprintf(out + k, cap - k, i ? ", %.9g" : "%.9g", (double)v[i]);
+    }
+    if (k < cap) {
+        snprintf(out + k, cap - k, "]");
+    }
+}
+
+// A continuous HELLO's bounds against the run's ([env] action_low/high): they must be equal
+// as float32, because the actor clips its actions to the run's bounds and the worker refuses
+// a STEP outside the env's. 0, or -1 with the refusal in p->why.
+static int s_check_bounds(pyenv_t *p, const s_hdr *h, const char *desc, const float *low,
+                          const float *high) {
+    int D = p->o.action_dim, same = 1;
+    for (int i = 0; i < D; i++) {
+        same &= low[i] == p->o.action_low[i] && high[i] == p->o.action_high[i]; // NaN: not
+    }
+    if (same) {
+        return 0;
+    }
+    char tl[400], th[400], rl[400], rh[400];
+    s_bounds_str(tl, sizeof tl, low, D);
+    s_bounds_str(th, sizeof th, high, D);
+    s_bounds_str(rl, sizeof rl, p->o.action_low, D);
+    s_bounds_str(rh, sizeof rh, p->o.action_high, D);
+    snprintf(
+        p->why, sizeof p->why,
+        "python env worker %u (%.700s) does not fit this run: its action_space is a Box "
+        "with low %.200s and high %.200s (as float32); the run has [env] action_low = "
+        "%.200s and action_high = %.200s\n---> HINT: set [env] action_low and action_high to the "
+        "env's bounds",
+        h->worker, desc, tl, th, rl, rh);
+    return -1;
+}
+
 // The HELLO's spaces against the run's; 0, or -1 with the refusal in p->why.
 static int s_check_spaces(pyenv_t *p, const s_hdr *h, const char *desc) {
     uint64_t elems = pywire_hello_elements(h);
-    char theirs[64] = "(invalid)", ours[64];
+    char theirs[64] = "(invalid)", ours[64], their_act[64], our_act[64];
     if (elems) {
         pywire_shape_str(theirs, sizeof theirs, h->ndim, h->shape);
     }
     if (elems != (uint64_t)p->o.obs_dim || h->dtype != p->sp.dtype ||
-        h->n_actions != p->sp.n_actions) {
+        h->n_actions != p->sp.n_actions || h->action_dim != p->sp.action_dim) {
+        s_actions_str(their_act, sizeof their_act, h->n_actions, h->action_dim);
+        if (p->o.action_dim > 0) {
+            snprintf(our_act, sizeof our_act, "continuous actions of %d float%s ([env] action_dim)",
+                     p->o.action_dim, p->o.action_dim > 1 ? "s" : "");
+        } else {
+            snprintf(our_act, sizeof our_act, "%d actions ([env] n_actions)", p->o.n_actions);
+        }
         snprintf(p->why, sizeof p->why,
                  "python env worker %u (%s) does not fit this run: it has %s observations of "
-                 "shape %s (%llu elements) and %u discrete actions; the run expects %d %s "
-                 "elements per observation ([env] obs_dim, obs_dtype) and %d actions ([env] "
-                 "n_actions)",
+                 "shape %s (%llu elements) and %s; the run expects %d %s elements per "
+                 "observation ([env] obs_dim, obs_dtype) and %s",
                  h->worker, desc, pywire_dtype_name(h->dtype), theirs, (unsigned long long)elems,
-                 h->n_actions, p->o.obs_dim, pywire_dtype_name(p->sp.dtype), p->o.n_actions);
+                 their_act, p->o.obs_dim, pywire_dtype_name(p->sp.dtype), our_act);
         return -1;
     }
     if (h->n_envs != (uint32_t)p->N) {
@@ -566,8 +623,15 @@ static void s_refuse_hello(pyenv_t *p, const s_hdr *h, const s_msg *m, int level
 }
 
 static void s_on_hello(pyenv_t *p, const s_hdr *h, const s_msg *m) {
-    if (m->nf != 1 || m->f[0].len > TEXT_MAX) {
-        s_bad(p, "a HELLO of %d frames", m->nf + 1);
+    // [text], and a continuous action space's [bounds] after it.
+    if (m->nf != 1 + (h->action_dim > 0) || m->f[0].len > TEXT_MAX) {
+        s_bad(p, "a HELLO of %d frames (action_dim %u)", m->nf + 1, h->action_dim);
+        return;
+    }
+    float low[PYWIRE_MAX_ACTION_DIM], high[PYWIRE_MAX_ACTION_DIM];
+    if (h->action_dim > 0 &&
+        pywire_hello_bounds(h, &m->f[1], low, high, p->why, sizeof p->why) != APEX_OK) {
+        s_bad_why(p);
         return;
     }
     char desc[TEXT_MAX + 1];
@@ -584,7 +648,8 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, const s_msg *m) {
         k->rid_len = rid_len;
         return;
     }
-    if (s_check_spaces(p, h, desc) != 0) {
+    if (s_check_spaces(p, h, desc) != 0 ||
+        (h->action_dim > 0 && s_check_bounds(p, h, desc, low, high) != 0)) {
         s_refuse_hello(p, h, m, LOG_ERROR);
         return;
     }
@@ -621,6 +686,23 @@ static void s_on_hello(pyenv_t *p, const s_hdr *h, const s_msg *m) {
     s_send_reset(p, (int)h->worker);
 }
 
+// A header that did not parse (rc, the reason in p->why; w: the local worker whose pipe it
+// came through, or -1 for the ZeroMQ socket): dropped like any bad message. One of another
+// bridge version is an apex_env.py of another apex ([python] script, or a worker started by
+// hand). Through a spawned worker's own pipe it can only be that worker's, so while pyenv_new
+// waits it fails the start-up at once, with that reason; on the socket, which anyone may
+// send garbage to, it is kept for the message of a start-up that times out.
+static void s_bad_header(pyenv_t *p, int rc, int w) {
+    if (rc == APEX_EVERSION && p->starting && w >= 0 && !p->startup_error[0]) {
+        snprintf(p->startup_error, sizeof p->startup_error,
+                 "python env worker %d (%.200s %.200s) sent %.1500s", w, p->o.python, p->o.script,
+                 p->why);
+    } else if (rc == APEX_EVERSION) {
+        snprintf(p->version_note, sizeof p->version_note, "%.500s", p->why);
+    }
+    s_bad_why(p);
+}
+
 // Dispatches a message whose header h was parsed and whose worker id is in range.
 static void s_handle(pyenv_t *p, const s_hdr *h, const s_msg *m) {
     if (h->type == PYWIRE_HELLO) {
@@ -638,14 +720,15 @@ static void s_handle(pyenv_t *p, const s_hdr *h, const s_msg *m) {
 // over): [routing id][header][payload frames].
 static void s_dispatch(pyenv_t *p, int nf, int more) {
     s_hdr h;
+    int rc;
     if (more) {
         net_drain_more(p->sock);
         s_bad(p, "a message of more than %d frames", MAX_FRAMES - 1);
     } else if (nf < 2 || nf - 2 > PYLOCAL_FRAMES || s_fsize(p, 0) > RID_MAX) {
         s_bad(p, "a message of %d frames", nf - 1);
-    } else if (pywire_parse_header(s_fdata(p, 1), s_fsize(p, 1), &h, p->why, sizeof p->why) !=
-               APEX_OK) {
-        s_bad_why(p);
+    } else if ((rc = pywire_parse_header(s_fdata(p, 1), s_fsize(p, 1), &h, p->why,
+                                         sizeof p->why)) != APEX_OK) {
+        s_bad_header(p, rc, -1);
     } else if (h.worker >= (uint32_t)p->W) {
         s_bad(p, "a message of worker %u (this actor has workers 0..%d)", h.worker, p->W - 1);
     } else {
@@ -662,8 +745,9 @@ static void s_dispatch(pyenv_t *p, int nf, int more) {
 // copied out before anything looks at them.
 static void s_dispatch_local(pyenv_t *p, int w, const uint8_t *raw) {
     s_hdr h;
-    if (pywire_parse_header(raw, PYWIRE_HEADER_BYTES, &h, p->why, sizeof p->why) != APEX_OK) {
-        s_bad_why(p);
+    int rc = pywire_parse_header(raw, PYWIRE_HEADER_BYTES, &h, p->why, sizeof p->why);
+    if (rc != APEX_OK) {
+        s_bad_header(p, rc, w);
         return;
     }
     if (h.worker != (uint32_t)w) {
@@ -805,8 +889,10 @@ static int s_check_opts(const pyenv_opts_t *o) {
         bad = "envs_per_worker must be in 1 .. 4096";
     } else if (o->groups < 1 || o->envs_per_worker % o->groups != 0) {
         bad = "groups must be >= 1 and divide envs_per_worker";
-    } else if (o->obs_dim < 1 || o->n_actions < 1) {
-        bad = "obs_dim and n_actions must be >= 1";
+    } else if (o->obs_dim < 1 || (o->n_actions >= 1) == (o->action_dim >= 1) || o->n_actions < 0 ||
+               o->action_dim < 0 || o->action_dim > PYWIRE_MAX_ACTION_DIM) {
+        bad = "obs_dim must be >= 1, and one of n_actions (discrete) and action_dim "
+              "(continuous, at most 64) >= 1, the other 0";
     } else if (o->obs_dtype != CONFIG_OBS_FLOAT32 && o->obs_dtype != CONFIG_OBS_UINT8) {
         bad = "obs_dtype must be float32 or uint8";
     } else if (o->hello_timeout_ms < 1) {
@@ -920,7 +1006,8 @@ static int s_security(pyenv_t *p, const apex_config_t *cfg) {
 
 static int s_open(pyenv_t *p, const apex_config_t *cfg) {
     if (p->local) { // one memfd per worker, kept across its restarts; pipes per process
-        size_t req = pylocal_request_bytes(p->N), rep = pylocal_reply_bytes(p->N, p->row);
+        size_t req = pylocal_request_bytes(p->N, p->o.action_dim),
+               rep = pylocal_reply_bytes(p->N, p->row);
         for (int w = 0; w < p->W; w++) {
             if (pylocal_init(&p->w[w].local, p->G, req, rep) != 0) {
                 return -1;
@@ -1019,8 +1106,9 @@ static int s_wait_ready(pyenv_t *p) {
                                       s_state_name[p->w[w].state]);
             }
         }
-        log_error("python env bridge at %s: workers %s not ready after %lld ms%s", p->endpoint,
+        log_error("python env bridge at %s: workers %s not ready after %lld ms%s%s%s", p->endpoint,
                   list, (long long)p->o.hello_timeout_ms,
+                  p->version_note[0] ? "; a peer sent " : "", p->version_note,
                   p->o.spawn ? ""
                              : "\n---> HINT: start them with python3 python/apex_env.py "
                                "--connect <this endpoint> --worker-id K ...");
@@ -1044,6 +1132,7 @@ pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
     p->GE = p->E / p->G;
     p->sp.dtype = opts->obs_dtype == CONFIG_OBS_UINT8 ? PYWIRE_DT_UINT8 : PYWIRE_DT_FLOAT32;
     p->sp.n_actions = (uint32_t)opts->n_actions;
+    p->sp.action_dim = (uint16_t)opts->action_dim;
     p->row = (size_t)opts->obs_dim * (p->sp.dtype == PYWIRE_DT_UINT8 ? 1 : 4);
     p->sp.row_bytes = p->row;
     p->local = opts->transport == PYENV_LOCAL;
@@ -1063,10 +1152,15 @@ pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
     }
     char shape[64];
     pywire_shape_str(shape, sizeof shape, p->sp.ndim, p->sp.shape);
-    log_info("python env bridge at %s: %d worker%s x %d envs (%s %s, %d actions), %d group%s "
-             "of %d%s",
+    char acts[64]; // "2 actions" as before continuous actions, for discrete runs
+    if (p->sp.action_dim > 0) {
+        s_actions_str(acts, sizeof acts, 0, p->sp.action_dim);
+    } else {
+        snprintf(acts, sizeof acts, "%d actions", p->o.n_actions);
+    }
+    log_info("python env bridge at %s: %d worker%s x %d envs (%s %s, %s), %d group%s of %d%s",
              p->endpoint, p->W, p->W > 1 ? "s" : "", p->N, pywire_dtype_name(p->sp.dtype), shape,
-             p->o.n_actions, p->G, p->G > 1 ? "s" : "", p->GE, p->sec ? ", CURVE" : "");
+             acts, p->G, p->G > 1 ? "s" : "", p->GE, p->sec ? ", CURVE" : "");
     return p;
 }
 
@@ -1120,14 +1214,12 @@ void pyenv_destroy(pyenv_t **self_p) {
 int pyenv_group_size(const pyenv_t *self) { return self->GE; }
 int pyenv_groups(const pyenv_t *self) { return self->G; }
 
-int pyenv_send_actions(pyenv_t *p, int group, const int32_t *actions) {
-    APEX_ASSERT(group >= 0 && group < p->G);
+// Sends group's actions (GE rows of bytes_per_env, element-major) to every worker that is
+// up and synced: its n rows, one STEP.
+static int s_send_group(pyenv_t *p, int group, const void *actions, size_t bytes_per_env) {
     s_group *gr = &p->grp[group];
     APEX_ASSERT(!gr->recv_due); // each group alternates recv and send, starting with a recv
     gr->recv_due = 1;
-    for (int j = 0; j < p->GE; j++) {
-        APEX_ASSERT(actions[j] >= 0 && actions[j] < p->o.n_actions);
-    }
     int sent = 0;
     for (int w = 0; w < p->W; w++) {
         s_worker *k = &p->w[w];
@@ -1137,7 +1229,8 @@ int pyenv_send_actions(pyenv_t *p, int group, const int32_t *actions) {
         s_hdr h;
         uint64_t seq = p->next_seq++;
         s_header(p, &h, PYWIRE_STEP, w, (uint32_t)p->n, seq, (uint32_t)(group * p->n));
-        if (s_send_w(p, w, &h, actions + (size_t)w * p->n, (size_t)p->n * sizeof(int32_t)) != 0) {
+        const uint8_t *rows = (const uint8_t *)actions + (size_t)w * p->n * bytes_per_env;
+        if (s_send_w(p, w, &h, rows, (size_t)p->n * bytes_per_env) != 0) {
             s_lost(p, w, p->why);
             continue;
         }
@@ -1145,6 +1238,28 @@ int pyenv_send_actions(pyenv_t *p, int group, const int32_t *actions) {
         sent += p->n;
     }
     return sent;
+}
+
+int pyenv_send_actions(pyenv_t *p, int group, const int32_t *actions) {
+    APEX_ASSERT(group >= 0 && group < p->G && p->o.action_dim == 0);
+    for (int j = 0; j < p->GE; j++) {
+        APEX_ASSERT(actions[j] >= 0 && actions[j] < p->o.n_actions);
+    }
+    return s_send_group(p, group, actions, sizeof(int32_t));
+}
+
+int pyenv_send_cont(pyenv_t *p, int group, const float *actions) {
+    const int D = p->o.action_dim;
+    APEX_ASSERT(group >= 0 && group < p->G && D > 0);
+    // The worker ignores a STEP with an action outside its Box (and the actor would lose it
+    // at the deadline): the caller's clipping is what keeps every action inside.
+    for (int j = 0; j < p->GE; j++) {
+        for (int i = 0; i < D; i++) {
+            float a = actions[(size_t)j * D + i];
+            APEX_ASSERT(a >= p->o.action_low[i] && a <= p->o.action_high[i]); // NaN fails
+        }
+    }
+    return s_send_group(p, group, actions, (size_t)D * sizeof(float));
 }
 
 // The group's recv may return: no reply owed, and something to hand out (or nobody up).

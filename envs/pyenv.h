@@ -20,6 +20,12 @@
 // joins by address like any apex peer, a restarted worker reconnects by itself, and the
 // actor needs to know no worker address.
 //
+// Actions are discrete (Discrete(n_actions): an int32 per env, pyenv_send_actions) or
+// continuous (a Box of shape (action_dim,): action_dim float32s per env, pyenv_send_cont),
+// as the run says; each worker's HELLO states its env's action space, and a Box's bounds, and
+// one that does not fit the run (the other kind, another action_dim, bounds other than
+// [env] action_low/high as float32) is refused naming both.
+//
 // What it does not do: pick actions, fold n-step transitions, or know any env. It does not
 // install signal handlers: spawned workers are reaped with waitpid(pid, WNOHANG) on their
 // own pids, so SIGCHLD must not be ignored (SIG_IGN) by the process.
@@ -110,7 +116,11 @@ typedef struct {
     // What the run expects of every worker (a mismatch is refused, naming both sides)
     int obs_dim;   // observation elements (product of the shape)
     int obs_dtype; // config_obs_dtype: CONFIG_OBS_FLOAT32 or CONFIG_OBS_UINT8
-    int n_actions;
+    int n_actions; // discrete actions (Discrete(n_actions)); 0 with action_dim
+    // Continuous actions (0: discrete): every worker's env has a Box action space of shape
+    // (action_dim,) whose bounds, as float32, are exactly these ([env] action_low/high)
+    int action_dim;
+    float action_low[CONFIG_MAX_ACTION_DIM], action_high[CONFIG_MAX_ACTION_DIM];
     uint64_t seed;            // [run] seed
     uint64_t first_env;       // global index of pool env 0 (actor_index * envs_per_actor)
     int64_t hello_timeout_ms; // pyenv_new waits this long for all workers; also the bound on
@@ -169,14 +179,19 @@ void pyenv_destroy(pyenv_t **self_p);
 int pyenv_group_size(const pyenv_t *self);
 int pyenv_groups(const pyenv_t *self);
 
-// Each group alternates pyenv_recv_results and pyenv_send_actions, starting with a recv
-// (whose results are PYENV_NO_STEP with the first observations); another order is a
-// programming error (asserted), as are actions outside [0, n_actions).
+// Each group alternates pyenv_recv_results and pyenv_send_actions (pyenv_send_cont for
+// continuous actions), starting with a recv (whose results are PYENV_NO_STEP with the first
+// observations); another order is a programming error (asserted), as are actions outside
+// [0, n_actions), continuous actions that are not finite or outside the bounds, and the
+// send that does not fit the pool's action space.
 //
 // Sends group's actions (GE) to every worker that is up and whose envs' observations the
 // caller has; for the others nothing is sent (their envs report PYENV_NO_STEP). Never
 // blocks. Returns the number of envs whose actions were sent.
 int pyenv_send_actions(pyenv_t *self, int group, const int32_t *actions);
+// pyenv_send_actions for continuous actions (action_dim > 0): (GE, action_dim) floats, each
+// finite and within [action_low, action_high] (the caller clips; asserted). Never blocks.
+int pyenv_send_cont(pyenv_t *self, int group, const float *actions);
 // Waits up to timeout_ms for the replies of the group's last send, while serving every
 // other message (other groups' replies, HELLOs, restarts, CURVE handshakes), and writes the
 // group's results into out. A worker whose reply has not come by then is lost: killed and

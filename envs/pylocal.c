@@ -20,11 +20,14 @@ size_t pylocal_reply_bytes(int N, size_t row) {
     size_t n = (size_t)N;
     size_t frames = 2 * s_align8(n * row) + s_align8(n * 8) + s_align8(n) +
                     s_align8(n * (8 + PYWIRE_ERR_TEXT_MAX));
-    return PYLOCAL_HEAD_BYTES + APEX_MAX(frames, s_align8(PYWIRE_TEXT_MAX));
+    size_t hello = s_align8(PYWIRE_TEXT_MAX) + 2 * PYWIRE_MAX_ACTION_DIM * sizeof(float);
+    return PYLOCAL_HEAD_BYTES + APEX_MAX(frames, hello);
 }
 
-size_t pylocal_request_bytes(int N) {
-    return PYLOCAL_HEAD_BYTES + APEX_MAX(s_align8((size_t)N * 8), s_align8(PYWIRE_TEXT_MAX));
+size_t pylocal_request_bytes(int N, int action_dim) {
+    size_t step = (size_t)N * sizeof(float) * (size_t)(action_dim > 0 ? action_dim : 1);
+    size_t frame = APEX_MAX(s_align8((size_t)N * 8), s_align8(step));
+    return PYLOCAL_HEAD_BYTES + APEX_MAX(frame, s_align8(PYWIRE_TEXT_MAX));
 }
 
 static uint8_t *s_req(const pylocal_t *l, int region) {

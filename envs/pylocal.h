@@ -50,9 +50,10 @@ typedef struct {
 } pylocal_t;
 
 // Bytes of a reply region for N envs of row bytes (RESET_DONE: N start observations and N
-// error records; a HELLO's text), and of a request region (N seeds, N actions, a REFUSE).
+// error records; a HELLO's text and bounds), and of a request region (N seeds, N actions of
+// an int32 or, action_dim > 0, of action_dim float32s, a REFUSE).
 size_t pylocal_reply_bytes(int N, size_t row);
-size_t pylocal_request_bytes(int N);
+size_t pylocal_request_bytes(int N, int action_dim);
 
 // Creates and maps the memfd. Returns 0, or -1 after logging why (a start-up error). The
 // pipes are closed until pylocal_open_pipes.

@@ -35,6 +35,7 @@ void pywire_header_init(pywire_header_t *h, pywire_type type, const pywire_space
     h->n_actions = sp->n_actions;
     h->dtype = sp->dtype;
     h->ndim = sp->ndim;
+    h->action_dim = sp->action_dim;
     memcpy(h->shape, sp->shape, sizeof h->shape);
 }
 
@@ -59,7 +60,8 @@ int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char 
 }
 
 int pywire_spaces_equal(const pywire_header_t *h, const pywire_spaces_t *sp) {
-    return h->n_actions == sp->n_actions && h->dtype == sp->dtype && h->ndim == sp->ndim &&
+    return h->n_actions == sp->n_actions && h->action_dim == sp->action_dim &&
+           h->dtype == sp->dtype && h->ndim == sp->ndim &&
            memcmp(h->shape, sp->shape, sizeof sp->shape) == 0;
 }
 
@@ -84,6 +86,24 @@ uint64_t pywire_hello_elements(const pywire_header_t *h) {
         }
     }
     return elems;
+}
+
+int pywire_hello_bounds(const pywire_header_t *h, const pywire_frame_t *bounds, float *low,
+                        float *high, char *err, size_t errlen) {
+    size_t D = h->action_dim;
+    if (D == 0 || D > PYWIRE_MAX_ACTION_DIM) {
+        return apex_errf(err, errlen, APEX_EINVAL,
+                         "worker %u: a HELLO with action_dim %zu (continuous actions have 1..%d)",
+                         h->worker, D, PYWIRE_MAX_ACTION_DIM);
+    }
+    if (bounds->len != 2 * D * sizeof(float)) {
+        return apex_errf(err, errlen, APEX_EINVAL,
+                         "worker %u: a HELLO's bounds frame of %zu bytes (action_dim %zu: %zu)",
+                         h->worker, bounds->len, D, 2 * D * sizeof(float));
+    }
+    memcpy(low, bounds->data, D * sizeof(float)); // frames need not be aligned
+    memcpy(high, bounds->data + D * sizeof(float), D * sizeof(float));
+    return APEX_OK;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -164,7 +184,8 @@ int pywire_check_reply(const pywire_header_t *h, const pywire_frame_t f[5],
     size_t n = h->n_envs, row = sp->row_bytes, obs_len, reset_len;
     if (!pywire_spaces_equal(h, sp)) {
         return apex_errf(err, errlen, APEX_EINVAL,
-                         "worker %u: the reply's dtype/shape/n_actions differ from the HELLO's",
+                         "worker %u: the reply's dtype/shape/n_actions/action_dim differ from the "
+                         "HELLO's",
                          h->worker);
     }
     // A product that wraps could equal a short frame's length and pass as n rows.

@@ -3,7 +3,8 @@
 //
 // What it does: lays out the fixed header, names the message types, flags and dtype codes,
 // and validates a worker's reply (sizes, counts, flag consistency, finite float32
-// observations and rewards, error records) and a HELLO's spaces. Pure functions over
+// observations and rewards, error records) and a HELLO's spaces (a continuous action
+// space's bounds frame included). Pure functions over
 // caller-owned bytes: no sockets, no allocation, thread-safe.
 // What it does not do: protobuf. The worker has no protobuf (numpy and pyzmq only), so the
 // bridge has its own small format, versioned separately from proto/apex.proto.
@@ -24,21 +25,31 @@
 //    16   8  seq        request number chosen by the actor, echoed in the reply; HELLO: pid
 //    24   8  nonce      random per worker process, in all its messages; the actor echoes it
 //    32   4  first      worker-local index of the message's first env (envs first..first+n-1)
-//    36   4  n_actions  action_space.n (HELLO; the actor echoes the agreed value)
+//    36   4  n_actions  action_space.n (HELLO; the actor echoes the agreed value); 0 for a
+//                       continuous action space
 //    40   1  dtype      observation dtype: 1 float32, 2 uint8, 0 other (HELLO only: refused)
 //    41   1  ndim       observation rank, 0..4
-//    42   2  reserved   0
+//    42   2  action_dim continuous actions: floats per action (a Box of shape (action_dim,)),
+//                       1..64; 0 for a Discrete action space
 //    44  16  shape      4 x u32 observation shape, unused dims 0
 //    60   4  n_reset    RESULT: rows in the reset frame
 //    64   4  n_error    RESULT, RESET_DONE: records in the errors frame
 //    68   4  reserved   0
-// dtype, ndim and shape are the HELLO's in every later message of either side.
+// dtype, ndim, shape, n_actions and action_dim are the HELLO's in every later message of
+// either side. A run is discrete (n_actions >= 1, action_dim 0) or continuous (n_actions 0,
+// action_dim >= 1). action_dim was a reserved 0 before continuous actions: a discrete run's
+// messages are byte for byte what they were, and a worker from before (which sends 0 there,
+// and n_actions 0 for a Box) is refused by the actor's spaces check, naming both sides.
 //
 // Frames after the header (obs rows are the observation's raw bytes, C order; O = bytes/row):
 //   HELLO       worker->actor  [hdr][text: "make=... pid=... host=... observation_space=...
 //                              action_space=..." UTF-8, at most 1024 bytes]
+//                              continuous (action_dim D > 0): [hdr][text][bounds: D x f32
+//                              low, then D x f32 high: the Box's bounds as float32]
 //   RESET       actor->worker  [hdr first=0 n_envs=N][seeds: N x u64]: env.reset(seed=s) all
 //   STEP        actor->worker  [hdr][actions: n x i32, each in 0 .. n_actions-1]
+//                              continuous: [hdr][actions: n x D f32, env-major, each finite
+//                              and within the HELLO's bounds]
 //   RESULT      worker->actor  [hdr][obs: n x O][rewards: n x f64][flags: n x u8]
 //                              [reset_obs: n_reset x O][errors]
 //   RESET_DONE  worker->actor  like RESULT for the RESET: first=0, n=N, obs = the start
@@ -64,6 +75,7 @@
 #define PYWIRE_TEXT_MAX 1024    // HELLO description, REFUSE reason
 #define PYWIRE_ERR_TEXT_MAX 256 // one env's error text
 #define PYWIRE_MAX_NDIM 4
+#define PYWIRE_MAX_ACTION_DIM 64 // = CONFIG_MAX_ACTION_DIM
 
 typedef enum {
     PYWIRE_HELLO = 1,
@@ -91,7 +103,7 @@ typedef struct {
     uint32_t n_actions;
     uint8_t dtype;
     uint8_t ndim;
-    uint16_t reserved;
+    uint16_t action_dim;
     uint32_t shape[PYWIRE_MAX_NDIM];
     uint32_t n_reset;
     uint32_t n_error;
@@ -100,8 +112,9 @@ typedef struct {
 
 // The spaces both sides agreed on at the HELLO.
 typedef struct {
-    uint32_t n_actions;
-    uint8_t dtype; // PYWIRE_DT_FLOAT32 or PYWIRE_DT_UINT8
+    uint32_t n_actions;  // 0 for continuous actions
+    uint16_t action_dim; // 0 for discrete actions
+    uint8_t dtype;       // PYWIRE_DT_FLOAT32 or PYWIRE_DT_UINT8
     uint8_t ndim;
     uint32_t shape[PYWIRE_MAX_NDIM];
     size_t row_bytes; // bytes of one observation
@@ -121,12 +134,18 @@ void pywire_header_init(pywire_header_t *h, pywire_type type, const pywire_space
 // the reason in err.
 int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char *err,
                         size_t errlen);
-// 1 when h's n_actions, dtype, ndim and shape are sp's.
+// 1 when h's n_actions, action_dim, dtype, ndim and shape are sp's.
 int pywire_spaces_equal(const pywire_header_t *h, const pywire_spaces_t *sp);
 // A HELLO's observation shape as elements: the product of its dims, or 0 when the rank or
 // a dim is invalid (rank above 4, a dim 0 or above 2^30 or set beyond the rank, over 2^31
 // elements).
 uint64_t pywire_hello_elements(const pywire_header_t *h);
+// A continuous HELLO's bounds frame (h->action_dim D >= 1): exactly 2 D float32s, D at
+// most PYWIRE_MAX_ACTION_DIM. Copies them into low and high (PYWIRE_MAX_ACTION_DIM each;
+// any values, NaN included: the caller compares them with the run's). Returns APEX_OK, or
+// APEX_EINVAL with the reason in err.
+int pywire_hello_bounds(const pywire_header_t *h, const pywire_frame_t *bounds, float *low,
+                        float *high, char *err, size_t errlen);
 
 // The group a RESULT covers, for a bridge of `groups` groups of n envs per worker: h->first / n
 // when the message is exactly one group's slice (n_envs == n, first a multiple of n, the

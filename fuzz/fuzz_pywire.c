@@ -18,6 +18,8 @@
 //   - pywire_result_group returns -1 or a group g < G with first = g * n, n_envs = n;
 //   - pywire_hello_elements is the product of a valid shape's dims, or 0 exactly when the
 //     shape is invalid (a restatement of pywire.h's rule);
+//   - pywire_hello_bounds accepts exactly an action_dim of 1..64 with a second frame of
+//     2 x action_dim float32s, and then copies them bit for bit;
 //   - pywire_check_reply accepts exactly what s_pw_reference (pywire.h's rules restated
 //     independently: sizes, flags, counts, finite float32 values, error records) accepts,
 //     fails with a reason, and on success everything pyenv.c then does with the reply is
@@ -54,6 +56,8 @@ static const s_pw_profile_t s_pw_profiles[] = {
     {{.n_actions = 3, .dtype = PYWIRE_DT_FLOAT32, .ndim = 0, .row_bytes = 4}, 1, 4},
     // uint8 (2,), 2 actions, 1 group of 3.
     {{.n_actions = 2, .dtype = PYWIRE_DT_UINT8, .ndim = 1, .shape = {2}, .row_bytes = 2}, 3, 1},
+    // Pendulum-like: float32 (3,), continuous actions of 2 floats, 2 groups of 1.
+    {{.action_dim = 2, .dtype = PYWIRE_DT_FLOAT32, .ndim = 1, .shape = {3}, .row_bytes = 12}, 1, 2},
 };
 #define PW_N_PROFILES (sizeof s_pw_profiles / sizeof s_pw_profiles[0])
 
@@ -88,7 +92,8 @@ static int s_pw_finite_f32(const uint8_t *p, size_t n) {
 }
 
 static int s_pw_spaces_match(const pywire_header_t *h, const pywire_spaces_t *sp) {
-    if (h->n_actions != sp->n_actions || h->dtype != sp->dtype || h->ndim != sp->ndim) {
+    if (h->n_actions != sp->n_actions || h->action_dim != sp->action_dim || h->dtype != sp->dtype ||
+        h->ndim != sp->ndim) {
         return 0;
     }
     for (int i = 0; i < PYWIRE_MAX_NDIM; i++) {
@@ -249,8 +254,19 @@ static uint64_t s_pw_elements(const pywire_header_t *h) {
     return e > (1ull << 31) ? 0 : (uint64_t)e;
 }
 
-static void s_pw_hello(const pywire_header_t *h, const pywire_frame_t *text) {
+static void s_pw_hello(const pywire_header_t *h, const pywire_frame_t *text,
+                       const pywire_frame_t *bounds) {
     FUZZ_CHECK(pywire_hello_elements(h) == s_pw_elements(h));
+    float low[PYWIRE_MAX_ACTION_DIM], high[PYWIRE_MAX_ACTION_DIM];
+    char err[256] = "";
+    size_t D = h->action_dim;
+    int ok = D >= 1 && D <= PYWIRE_MAX_ACTION_DIM && bounds->len == 8 * D;
+    int rc = pywire_hello_bounds(h, bounds, low, high, err, sizeof err);
+    FUZZ_CHECK((rc == APEX_OK) == ok && (ok || err[0] != '\0'));
+    if (ok) {
+        FUZZ_CHECK(memcmp(low, bounds->data, 4 * D) == 0);
+        FUZZ_CHECK(memcmp(high, bounds->data + 4 * D, 4 * D) == 0);
+    }
     char s[64];
     for (size_t cap = 1; cap <= sizeof s; cap *= 4) {
         memset(s, 'z', sizeof s);
@@ -308,7 +324,7 @@ int fuzz_pywire_one(const uint8_t *data, size_t size) {
                    f[i].data + f[i].len <= s_pw_scratch + s_pw_local.rep_bytes);
     }
     memset(region, 0xff, s_pw_local.rep_bytes); // what was taken must not change
-    s_pw_hello(&h, &f[0]);
+    s_pw_hello(&h, &f[0], &f[1]);
     for (size_t p = 0; p < PW_N_PROFILES; p++) {
         const s_pw_profile_t *pr = &s_pw_profiles[p];
         int g = pywire_result_group(&h, pr->n, pr->G);

@@ -41,6 +41,11 @@ static const s_profile_t s_profiles[] = {
      3,
      1,
      2},
+    {"f32x3_box2",
+     {.action_dim = 2, .dtype = PYWIRE_DT_FLOAT32, .ndim = 1, .shape = {3}, .row_bytes = 12},
+     1,
+     2,
+     3},
 };
 
 #define FRAME_MAX 4096
@@ -158,15 +163,23 @@ static void s_reset_done(s_msg_t *m, const s_profile_t *p) {
     }
 }
 
+// A HELLO; a continuous profile's has its bounds frame, [-2 .. -2 + D) then [2 .. 2 + D).
 static void s_hello(s_msg_t *m, const s_profile_t *p) {
     s_header(m, p, PYWIRE_HELLO, p->n * p->G, 0);
     m->h.seq = 4242; // a HELLO's seq is its pid
     char text[256];
     snprintf(text, sizeof text,
              "make=tests/pyenv_faults.py:counter pid=4242 host=fuzz observation_space=%s "
-             "action_space=Discrete(%u)",
-             pywire_dtype_name(p->sp.dtype), p->sp.n_actions);
+             "action_space=%s(%u)",
+             pywire_dtype_name(p->sp.dtype), p->sp.action_dim ? "Box" : "Discrete",
+             p->sp.action_dim ? p->sp.action_dim : p->sp.n_actions);
     s_add(m, 0, text, strlen(text));
+    for (int b = 0; b < 2 && p->sp.action_dim; b++) {
+        for (int i = 0; i < p->sp.action_dim; i++) {
+            float v = (b ? 2.0f : -2.0f) + (float)i;
+            s_add(m, 1, &v, 4);
+        }
+    }
 }
 
 int main(int argc, char **argv) {

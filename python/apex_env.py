@@ -20,7 +20,12 @@ or, from Python: `from apex_env import serve; serve("tcp://...", "mymod:make_env
 Needs numpy, and pyzmq for --connect; never imports gymnasium (duck typing):
   env.reset(seed=None) -> (obs, info); env.step(action) -> (obs, reward, terminated,
   truncated, info); env.observation_space.{dtype, shape} with dtype float32 or uint8 and at
-  most 4 dims (vector, or image H x W x C); env.action_space.n (Discrete; .start honoured).
+  most 4 dims (vector, or image H x W x C); env.action_space either .n (Discrete; .start
+  honoured: step gets an int) or a Box (.shape (D,), 1 <= D <= 64, .dtype float32 or float64,
+  .low, .high: step gets a (D,) array of that dtype, finite and within low..high).
+A Box's bounds are sent to the actor as float32 in the HELLO: a run whose [env] action_low /
+action_high differ refuses the worker, naming both (the actor clips its actions to the run's
+bounds, and this worker ignores a STEP with an action outside the env's).
 MODULE is a dotted module on sys.path or a path to a .py file. CALLABLE(**kwargs) is called
 once per env with the --kwargs dict; a factory that has a parameter named apex_worker or
 apex_env also gets the worker id and the env's index in this worker (for per-env setups).
@@ -58,21 +63,31 @@ message is multipart; frame 0 is a fixed 72-byte header, all integers little-end
    16   8  seq        request number chosen by the actor, echoed in the reply; HELLO: pid
    24   8  nonce      random per worker process, in all its messages; the actor echoes it
    32   4  first      worker-local index of the message's first env (envs first..first+n-1)
-   36   4  n_actions  action_space.n (HELLO; the actor echoes the agreed value)
+   36   4  n_actions  action_space.n (HELLO; the actor echoes the agreed value); 0 for a
+                      continuous action space
    40   1  dtype      observation dtype: 1 float32, 2 uint8, 0 other (HELLO only: refused)
    41   1  ndim       observation rank, 0..4
-   42   2  reserved   0
+   42   2  action_dim continuous actions: floats per action (a Box of shape (action_dim,)),
+                      1..64; 0 for a Discrete action space
    44  16  shape      4 x u32 observation shape, unused dims 0
    60   4  n_reset    RESULT: rows in the reset frame
    64   4  n_error    RESULT, RESET_DONE: records in the errors frame
    68   4  reserved   0
-dtype, ndim and shape are the HELLO's in every later message of either side.
+dtype, ndim, shape, n_actions and action_dim are the HELLO's in every later message of
+either side. A run is discrete (n_actions >= 1, action_dim 0) or continuous (n_actions 0,
+action_dim >= 1). action_dim was a reserved 0 before continuous actions: a discrete run's
+messages are byte for byte what they were, and a worker from before (which sends 0 there,
+and n_actions 0 for a Box) is refused by the actor's spaces check, naming both sides.
 
 Frames after the header (obs rows are the observation's raw bytes, C order; O = bytes/row):
   HELLO       worker->actor  [hdr][text: "make=... pid=... host=... observation_space=...
                              action_space=..." UTF-8, at most 1024 bytes]
+                             continuous (action_dim D > 0): [hdr][text][bounds: D x f32
+                             low, then D x f32 high: the Box's bounds as float32]
   RESET       actor->worker  [hdr first=0 n_envs=N][seeds: N x u64]: env.reset(seed=s) all
   STEP        actor->worker  [hdr][actions: n x i32, each in 0 .. n_actions-1]
+                             continuous: [hdr][actions: n x D f32, env-major, each finite
+                             and within the HELLO's bounds]
   RESULT      worker->actor  [hdr][obs: n x O][rewards: n x f64][flags: n x u8]
                              [reset_obs: n_reset x O][errors]
   RESET_DONE  worker->actor  like RESULT for the RESET: first=0, n=N, obs = the start
@@ -120,6 +135,8 @@ HELLO, RESET, STEP, RESULT, RESET_DONE, REFUSE = 1, 2, 3, 4, 5, 6
 TERMINATED, TRUNCATED, RESET_FLAG, ERROR = 1, 2, 4, 8
 DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.uint8): 2}
 ERR_TEXT_MAX = 256
+MAX_ACTION_DIM = 64
+BOX_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 TEXT_MAX = 1024
 HEADER = struct.Struct("<4sHHIIQQIIBBH4IIII")
 assert HEADER.size == 72
@@ -158,6 +175,36 @@ def _truncate(text, limit=ERR_TEXT_MAX):
 
 def _describe(e):
     return "%s: %s" % (type(e).__name__, e)
+
+
+def action_space_of(asp):
+    """(n_actions, start, action_dim, dtype, low, high, text) of an action space: a Discrete
+    (.n, .start; action_dim 0) or a Box of shape (D,) and dtype float32 or float64 (n_actions
+    0; low and high as float32 arrays of shape (D,), dtype the Box's: what step gets). Anything
+    else is described, not raised (n_actions = action_dim = 0): the actor refuses the HELLO,
+    naming both sides."""
+    name = type(asp).__name__
+    if hasattr(asp, "n"):
+        n = int(asp.n)
+        return n, int(getattr(asp, "start", 0) or 0), 0, None, None, None, "Discrete(%d)" % n
+    try:
+        shape, dtype = tuple(int(d) for d in asp.shape), np.dtype(asp.dtype)
+        low, high = np.asarray(asp.low, dtype=np.float64), np.asarray(asp.high, dtype=np.float64)
+    except (AttributeError, TypeError, ValueError) as e:
+        return 0, 0, 0, None, None, None, ("%s (neither a Discrete (.n) nor a Box (.shape, "
+                                           ".dtype, .low, .high): %s)" % (name, _describe(e)))
+    text = "%s(shape %s, dtype %s)" % (name, shape, dtype.name)
+    if len(shape) != 1 or not 1 <= shape[0] <= MAX_ACTION_DIM or dtype not in BOX_DTYPES:
+        return 0, 0, 0, None, None, None, ("%s (apex takes a Box of shape (D,) with 1 <= D <= "
+                                           "%d and dtype float32 or float64)"
+                                           % (text, MAX_ACTION_DIM))
+    try:
+        low = np.broadcast_to(low, shape).astype(np.float32)
+        high = np.broadcast_to(high, shape).astype(np.float32)
+    except ValueError as e:
+        return 0, 0, 0, None, None, None, "%s (low/high: %s)" % (text, _describe(e))
+    return 0, 0, shape[0], dtype, low, high, "Box(low=%s, high=%s, shape=%s, dtype=%s)" % (
+        np.array2string(low, threshold=8), np.array2string(high, threshold=8), shape, dtype.name)
 
 
 def load_factory(make):
@@ -249,7 +296,10 @@ class Worker:
         self.f32_packs = {}  # n -> struct pack of n float32s: the range check of rewards
         self.f64_packs = {}  # n -> struct pack of n float64s: the rewards frame
         shape4 = (list(self.shape) + [0, 0, 0, 0])[:4]
-        self.spaces_key = (self.n_actions, self.dtype_code, len(self.shape), 0, *shape4)
+        self.spaces_key = (self.n_actions, self.dtype_code, len(self.shape), self.action_dim,
+                           *shape4)
+        # STEP payload bytes per env: an int32, or action_dim float32s
+        self.action_bytes = 4 * self.action_dim if self.action_dim else 4
 
     # ---- spaces -----------------------------------------------------------------------
     def _read_spaces(self):
@@ -263,22 +313,23 @@ class Worker:
             except (AttributeError, TypeError, ValueError) as e:
                 raise ValueError("observation_space %r: apex takes a Box (dtype float32 or "
                                  "uint8, at most 4 dims): %s" % (osp, _describe(e))) from None
-            return obs + (int(getattr(asp, "n", 0) or 0), int(getattr(asp, "start", 0) or 0))
+            n, start, dim, adtype, low, high, text = action_space_of(asp)
+            bounds = (low.tobytes(), high.tobytes()) if dim else (b"", b"")
+            return obs + (n, start, dim, adtype) + bounds, text, low, high
 
-        first = spaces(self.envs[0])
+        first, act, low, high = spaces(self.envs[0])
         for k, env in enumerate(self.envs[1:], 1):
-            if spaces(env) != first:
+            other = spaces(env)
+            if other[0] != first:
                 raise ValueError("env %d has spaces %r, env 0 %r: all envs of a worker must "
-                                 "agree" % (k, spaces(env), first))
-        self.dtype, self.shape, self.n_actions, self.action_start = first
+                                 "agree" % (k, other[0], first))
+        self.dtype, self.shape, self.n_actions, self.action_start = first[:4]
+        self.action_dim, self.action_dtype, self.low, self.high = first[4], first[5], low, high
         self.dtype_code = DTYPE_CODES.get(self.dtype, 0)
         if len(self.shape) > 4:
             raise ValueError("observation_space shape %r: at most 4 dims" % (self.shape,))
         self.float_obs = self.dtype == np.float32
         self.row_bytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        asp = self.envs[0].action_space
-        act = ("Discrete(%d)" % self.n_actions if hasattr(asp, "n")
-               else "%s (no .n: only Discrete is supported)" % type(asp).__name__)
         self.description = ("make=%s pid=%d host=%s observation_space=%s%s action_space=%s"
                             % (self.make, os.getpid(), socket.gethostname(), self.dtype.name,
                                self.shape, act))
@@ -294,7 +345,11 @@ class Worker:
 
     def hello(self):
         # seq = pid: the actor knows the workers it spawned by their pids.
-        return [self.header(HELLO, self.n, seq=os.getpid()), _truncate(self.description, TEXT_MAX)]
+        frames = [self.header(HELLO, self.n, seq=os.getpid()),
+                  _truncate(self.description, TEXT_MAX)]
+        if self.action_dim:  # the Box's bounds, for the actor to compare with the run's
+            frames.append(self.low.tobytes() + self.high.tobytes())
+        return frames
 
     def parse(self, frames):
         """The header fields of a message from the actor as a tuple, or None (logged) when
@@ -316,7 +371,8 @@ class Worker:
         if mtype == REFUSE:
             return h
         if h[8:16] != self.spaces_key:
-            self.log("bad", "ignored a message with n_actions/dtype/ndim/shape %r (mine: %r)"
+            self.log("bad", "ignored a message with n_actions/dtype/ndim/action_dim/shape %r "
+                     "(mine: %r)"
                      % (h[8:16], self.spaces_key))
             return None
         expect = {RESET: 2, STEP: 2}.get(mtype)
@@ -327,7 +383,7 @@ class Worker:
             self.log("bad", "ignored a message for envs %d..%d (I have %d)"
                      % (first, first + n - 1, self.n))
             return None
-        if len(frames[1]) != n * (8 if mtype == RESET else 4):
+        if len(frames[1]) != n * (8 if mtype == RESET else self.action_bytes):
             self.log("bad", "ignored a message of type %d with a %d-byte payload for %d envs"
                      % (mtype, len(frames[1]), n))
             return None
@@ -388,8 +444,8 @@ class Worker:
             self.broken[k] = None
 
     def step(self, first, n, actions):
-        """Steps envs first..first+n-1 with actions (a sequence of ints) and returns the
-        _Step holding the RESULT's rows.
+        """Steps envs first..first+n-1 with actions (a sequence of ints, or of (D,) arrays for
+        a Box) and returns the _Step holding the RESULT's rows.
 
         The loop over the envs does only the calls; everything is checked afterwards over
         the whole message, with C-speed passes (map, set, join, sum), which costs ~0.1 us an
@@ -599,11 +655,30 @@ class Worker:
             st = self.reset_all(struct.unpack("<%dQ" % n, frames[1]))
             self.configured = True
             return self.reply(RESET_DONE, seq, 0, st), 0
+        if self.action_dim:
+            acts = self._box_actions(frames[1], n)
+            if acts is None:
+                return None
+            return self.reply(RESULT, seq, first, self.step(first, n, acts)), first // n
         acts = struct.unpack("<%di" % n, frames[1])
         if min(acts) < 0 or max(acts) >= self.n_actions:
             self.log("bad", "ignored a STEP with actions outside 0..%d" % (self.n_actions - 1))
             return None
         return self.reply(RESULT, seq, first, self.step(first, n, acts)), first // n
+
+    def _box_actions(self, payload, n):
+        """A continuous STEP's actions as n arrays of shape (D,) in the Box's dtype (rows of
+        one fresh array: an env that keeps or changes its action touches only its own), or
+        None (logged) when one is not finite or outside the Box's bounds: the actor clips its
+        actions to the bounds, so that is a message this worker must not act on."""
+        a = np.frombuffer(payload, dtype=np.float32).reshape(n, self.action_dim)
+        if not (np.isfinite(a).all() and (a >= self.low).all() and (a <= self.high).all()):
+            bad = a[~(np.isfinite(a) & (a >= self.low) & (a <= self.high))]
+            self.log("bad", "ignored a STEP with continuous actions that are not finite or "
+                     "outside the Box's bounds %s .. %s (e.g. %r)"
+                     % (self.low.tolist(), self.high.tolist(), float(bad[0])))
+            return None
+        return list(a.astype(self.action_dtype))
 
     def reply(self, mtype, seq, first, st):
         resets = st.resets

@@ -412,6 +412,20 @@ START_TEST(test_python_env) {
                          "are 4 float32 and 2");
     snprintf(text, sizeof text, "%seval_id = CartPole-v1\n", py);
     ck_assert_msg(s_load(text, &cfg, err) == 0, "%s", err);
+    // A continuous python run's eval_id: its action_dim and bounds must be the run's.
+    const char *pd = "[env]\nid = python\nmake = m:f\nobs_dim = 3\naction_dim = 1\n"
+                     "eval_id = Pendulum-v1\naction_high = 2\n";
+    snprintf(text, sizeof text, "%saction_low = -2\n", pd);
+    ck_assert_msg(s_load(text, &cfg, err) == 0, "%s", err);
+    snprintf(text, sizeof text, "%saction_low = -1\n", pd);
+    s_expect_error(text, "[env] eval_id: Pendulum-v1 has continuous actions of 1 floats in [-2, "
+                         "2]; the run's ([env] action_dim, action_low, action_high) are 1 floats, "
+                         "the first in [-1, 2]");
+    s_expect_error("[env]\nid = python\nmake = m:f\nobs_dim = 3\naction_dim = 1\naction_low = "
+                   "-2\naction_high = 2\neval_id = CartPole-v1\n",
+                   "[env] eval_id: CartPole-v1 has 4 float32 observation elements and 2 "
+                   "actions; the run's ([env] obs_dim, obs_dtype, obs_shape, n_actions) are 3 "
+                   "float32 and 0");
     s_expect_error("[env]\nid = CartPole-v1\nmake = m:f\n",
                    "[env] make is for id = python (id is 'CartPole-v1')");
     s_expect_error("[env]\nid = CartPole-v1\neval_id = Acrobot-v1\n",

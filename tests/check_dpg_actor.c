@@ -27,6 +27,7 @@
 #include "env.h"
 #include "env_mujoco.h"
 #include "evaluator.h"
+#include "log.h"
 #include "nn.h"
 #include "rng.h"
 #include "train_dpg.h"
@@ -627,16 +628,163 @@ START_TEST(test_void_steps_dropped) {
 }
 END_TEST
 
-// id = python with continuous actions: refused at start-up (the bridge carries int32 actions
-// only), before any worker starts.
-START_TEST(test_python_continuous_refused) {
-    apex_config_t cfg;
-    const char *sets[] = {"env.id=python",      "env.make=nowhere:make", "env.obs_dim=3",
-                          "env.action_dim=1",   "env.action_low=-2",     "env.action_high=2",
-                          "actor.num_actors=1", "actor.envs_per_actor=2"};
+// ---------------------------------------------------------------------------------------
+// The actor on a Python env (id = python): Gymnasium's Pendulum-v1 in numpy over the bridge
+
+// The config of a python run on tests/pyenv_pendulum.py (obs_dim 3, action_dim 1) in [python]
+// groups; make and bounds as given (the env's are [-2, 2]).
+static void s_config_python(apex_config_t *cfg, const char *make, const char *low, int groups) {
+    char mk[128], lo[64], gr[64];
+    snprintf(mk, sizeof mk, "env.make=tests/pyenv_pendulum.py:%s", make);
+    snprintf(lo, sizeof lo, "env.action_low=%s", low);
+    snprintf(gr, sizeof gr, "python.groups=%d", groups);
+    const char *sets[] = {"env.id=python",
+                          mk,
+                          "env.kwargs={\"start\": [1.0, 0.5]}",
+                          "env.obs_dim=3",
+                          "env.action_dim=1",
+                          lo,
+                          "env.action_high=2",
+                          "python.workers=1",
+                          gr,
+                          "python.interpreter=/usr/bin/python3",
+                          "network.hidden=16",
+                          "actor.num_actors=1",
+                          "actor.envs_per_actor=4",
+                          "actor.n_step=3",
+                          "actor.gamma=0.9",
+                          "actor.send_batch=4",
+                          "actor.weight_sync_steps=40",
+                          "actor.max_pending_batches=64",
+                          "actor.stats_interval_ms=50",
+                          "actor.max_steps_per_s=1000",
+                          "actor.noise_sigma=0",
+                          "replay.max_batch=1024",
+                          "run.seed=7"};
     char err[CONFIG_ERR_LEN];
-    ck_assert_msg(config_load(&cfg, NULL, sets, 8, err, sizeof err) == 0, "%s", err);
+    int n = (int)(sizeof sets / sizeof sets[0]);
+    ck_assert_msg(config_load(cfg, NULL, sets, n, err, sizeof err) == 0, "%s", err);
+}
+
+// noise_sigma = 0 on the Python Pendulum, in [python] groups 1 (lock step) and 2 (Python
+// steps one group while the actor infers for the other): every action is the initial
+// policy's mu(s), and every batch row is one of the n-step transitions of a reference that
+// steps the built-in Pendulum-v1 (envs/env_pendulum.c, which the Python env equals bit for
+// bit: check_pyenv_cont.c) from the same start states (pyenv_pendulum.py's start + 0.25 i for
+// env i) with mu(s) inferred group by group as the actor does. With groups 1 the rows come in
+// step order, as with the built-in env.
+START_TEST(test_python_env_acts_mu_and_folds_nstep) {
+    enum { T = 16 };
+    const int G = _i, GE = ENVS / G;
+    s_rig x;
+    s_config_python(&x.cfg, "pendulum", "-2", G);
+    ck_assert_int_eq(x.cfg.env.action_dim, 1);
+    nn_config_t nc;
+    nn_params_t p;
+    s_initial_policy(&x.cfg, &nc, &p, NULL, NULL);
+    nn_state_t st;
+    nn_state_init(&st, &nc, ENVS, 0);
+    blas_set_threads(1);
+    const env_spec_t *spec = env_find("Pendulum-v1");
+    double state[ENVS][2];
+    float obs[T + 4][ENVS * 3], act[T + 4][ENVS], rew[T + 4][ENVS];
+    for (int e = 0; e < ENVS; e++) {
+        state[e][0] = 1.0 + 0.25 * e;
+        state[e][1] = 0.5;
+        spec->observe(state[e], obs[0] + 3 * e);
+    }
+    for (int t = 0; t < T + 3; t++) {
+        for (int g = 0; g < G; g++) {
+            nn_forward(&st, &p, obs[t] + 3 * g * GE, GE, act[t] + g * GE);
+        }
+        for (int e = 0; e < ENVS; e++) {
+            uint8_t term;
+            spec->step_cont(state[e], &act[t][e], obs[t + 1] + 3 * e, &rew[t][e], &term);
+        }
+    }
+    s_rig_start(&x, 0);
+    int seen[T][ENVS] = {{0}};
+    for (int k = 0; k < T / 2; k++) {
+        s_batch b;
+        s_next_batch(&x, NULL, &b);
+        ck_assert_uint_eq(b.weights_version, 0);
+        ck_assert(
+            b.has_priorities); // the initial critic's (test_sigma0_acts_mu_and_folds_nstep checks values)
+        for (int r = 0; r < ENVS; r++) {
+            int found = 0;
+            for (int t = 0; t < T && !found; t++) {
+                for (int e = 0; e < ENVS && !found; e++) {
+                    if (memcmp(b.obs + 3 * r, obs[t] + 3 * e, 12) != 0 ||
+                        memcmp(b.next_obs + 3 * r, obs[t + 3] + 3 * e, 12) != 0) {
+                        continue;
+                    }
+                    found = 1;
+                    seen[t][e]++;
+                    ck_assert_msg(b.act[r] == act[t][e],
+                                  "batch %d row %d (env %d, t %d): action "
+                                  "%.9g, mu(s) %.9g",
+                                  k, r, e, t, (double)b.act[r], (double)act[t][e]);
+                    double R = (double)rew[t][e] + 0.9 * (double)rew[t + 1][e] +
+                               0.81 * (double)rew[t + 2][e];
+                    ck_assert_msg(fabs((double)b.rew[r] - R) <= 1e-5 * fabs(R) + 1e-6,
+                                  "batch %d row %d: R %.9g, by hand %.9g", k, r, (double)b.rew[r],
+                                  R);
+                    ck_assert(fabsf(b.disc[r] - 0.729f) < 1e-6f);
+                    ck_assert_msg(G > 1 || (t == k && e == r), "batch %d row %d is env %d t %d", k,
+                                  r, e, t);
+                }
+            }
+            ck_assert_msg(found, "batch %d row %d: no transition of the reference", k, r);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        for (int e = 0; e < ENVS; e++) {
+            ck_assert_int_le(seen[t][e], 1); // no transition twice
+        }
+    }
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    ck_assert_uint_eq(as.env_faults + as.episodes_dropped + as.void_steps, 0);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+}
+END_TEST
+
+static char *s_read_log(const char *path) {
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+// A Python env that does not fit the continuous run: actor_new fails at start-up, and the log
+// names both sides: bounds [-2, 2] where the run says [-1, 2], and a Discrete(3) action space.
+START_TEST(test_python_env_mismatch_refused) {
+    const char *dir = check_tmpdir();
+    char logpath[600];
+    snprintf(logpath, sizeof logpath, "%s/log", dir);
+    ck_assert_int_eq(log_open_file(logpath), 0);
+    apex_config_t cfg;
+    s_config_python(&cfg, "pendulum", "-1", 1);
     ck_assert_ptr_null(actor_new(&cfg, 0));
+    s_config_python(&cfg, "discrete_pendulum", "-2", 1);
+    ck_assert_ptr_null(actor_new(&cfg, 0));
+    log_close_file();
+    const char *log = s_read_log(logpath);
+    const char *want[] = {
+        "its action_space is a Box with low [-2] and high [2] (as float32); the run has [env] "
+        "action_low = [-1] and action_high = [2]",
+        "action_space=Discrete(3)) does not fit this run: it has float32 observations of shape "
+        "(3,) (3 elements) and 3 discrete actions; the run expects 3 float32 elements per "
+        "observation ([env] obs_dim, obs_dtype) and continuous actions of 1 float ([env] "
+        "action_dim)"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ck_assert_msg(strstr(log, want[i]) != NULL, "log lacks \"%s\":\n%s", want[i], log);
+    }
+    check_rmtree(dir);
 }
 END_TEST
 
@@ -853,7 +1001,11 @@ Suite *dpg_actor_suite(void) {
     tcase_add_test(tc, test_weights_change_actions);
     tcase_add_test(tc, test_stats_carry_sigmas);
     tcase_add_test(tc, test_void_steps_dropped);
-    tcase_add_test(tc, test_python_continuous_refused);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("python");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_python_env_acts_mu_and_folds_nstep, 1, 3);
+    tcase_add_test(tc, test_python_env_mismatch_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("eval");
     tcase_set_timeout(tc, 30);

@@ -249,7 +249,8 @@ START_TEST(test_spaces_refused) {
         "obs_dim, obs_dtype) and 2 actions ([env] n_actions)",
         "uint8 observations of shape (3, 2, 2) (12 elements) and 3 discrete actions; the run "
         "expects 12 float32 elements",
-        "action_space=Box (no .n: only Discrete is supported)) does not fit this run: it has "
+        "action_space=Box (neither a Discrete (.n) nor a Box (.shape, .dtype, .low, .high): "
+        "AttributeError: 'Box' object has no attribute 'low')) does not fit this run: it has "
         "float32 observations of shape (4,) (4 elements) and 0 discrete actions",
         "make=tests/pyenv_faults.py:counter pid="};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {

@@ -29,6 +29,7 @@ typedef struct {
     uint64_t seq, nonce;
     uint32_t first, n_actions;
     uint8_t dtype, ndim;
+    uint16_t action_dim;
     uint32_t shape[4], n_reset, n_error;
 } s_fields;
 
@@ -48,6 +49,7 @@ static void s_encode(const s_fields *f, uint8_t b[PYWIRE_HEADER_BYTES]) {
     s_put(b, 36, &f->n_actions, 4);
     b[40] = f->dtype;
     b[41] = f->ndim;
+    s_put(b, 42, &f->action_dim, 2);
     s_put(b, 44, f->shape, 16);
     s_put(b, 60, &f->n_reset, 4);
     s_put(b, 64, &f->n_error, 4);
@@ -83,9 +85,10 @@ START_TEST(test_header_layout) {
     f.n_envs = 0x01020304u;
     f.shape[1] = 0xa1a2a3a4u, f.shape[3] = 7;
     f.n_reset = 0xdeadbeefu, f.n_error = 0xfeedfaceu;
-    f.dtype = 0xfe, f.ndim = 0xfd;
+    f.dtype = 0xfe, f.ndim = 0xfd, f.action_dim = 0xabcd;
     pywire_header_t h;
     ck_assert_int_eq(s_parse(&f, &h), APEX_OK);
+    ck_assert(h.action_dim == f.action_dim);
     ck_assert(h.version == f.version && h.type == f.type && h.worker == f.worker);
     ck_assert(h.n_envs == f.n_envs && h.seq == f.seq && h.nonce == f.nonce);
     ck_assert(h.first == f.first && h.n_actions == f.n_actions && h.dtype == f.dtype);
@@ -110,6 +113,51 @@ START_TEST(test_header_layout) {
     uint8_t want[PYWIRE_HEADER_BYTES];
     s_encode(&g, want);
     ck_assert(memcmp(&h, want, PYWIRE_HEADER_BYTES) == 0);
+    // Continuous actions: n_actions 0, action_dim at offset 42 (the reserved 0 of before).
+    pywire_spaces_t cs = {.action_dim = 6, .dtype = PYWIRE_DT_FLOAT32, .ndim = 1, .shape = {17}};
+    pywire_header_init(&h, PYWIRE_STEP, &cs, 2, 99, 5, 1234, 10);
+    g.n_actions = 0, g.action_dim = 6, g.dtype = PYWIRE_DT_FLOAT32, g.ndim = 1;
+    memcpy(g.shape, (uint32_t[4]){17, 0, 0, 0}, sizeof g.shape);
+    s_encode(&g, want);
+    ck_assert(memcmp(&h, want, PYWIRE_HEADER_BYTES) == 0);
+}
+END_TEST
+
+// A continuous HELLO's bounds frame: exactly 2 x action_dim float32s (low, then high), read
+// from any alignment and copied bit for bit (NaN and inf too: the actor compares them with
+// the run's bounds and refuses what differs); any other size, and an action_dim of 0 or
+// beyond 64, refused with a reason.
+START_TEST(test_hello_bounds) {
+    pywire_header_t h;
+    pywire_spaces_t cs = {.action_dim = 3, .dtype = PYWIRE_DT_FLOAT32, .ndim = 1, .shape = {4}};
+    pywire_header_init(&h, PYWIRE_HELLO, &cs, 1, 0, 2, 0, 0);
+    float vals[6] = {-2.0f, -1.0f, NAN, 2.0f, INFINITY, 0.5f};
+    uint8_t buf[1 + sizeof vals + 8];
+    memcpy(buf + 1, vals, sizeof vals); // unaligned
+    float low[PYWIRE_MAX_ACTION_DIM], high[PYWIRE_MAX_ACTION_DIM];
+    char err[256] = "";
+    pywire_frame_t fr = {buf + 1, sizeof vals};
+    ck_assert_int_eq(pywire_hello_bounds(&h, &fr, low, high, err, sizeof err), APEX_OK);
+    ck_assert(memcmp(low, vals, 12) == 0 && memcmp(high, vals + 3, 12) == 0);
+    const size_t bad_len[] = {0, 4, 12, 23, 25, 48};
+    for (size_t k = 0; k < sizeof bad_len / sizeof bad_len[0]; k++) {
+        err[0] = '\0';
+        fr.len = bad_len[k];
+        ck_assert_int_eq(pywire_hello_bounds(&h, &fr, low, high, err, sizeof err), APEX_EINVAL);
+        ck_assert_msg(strstr(err, "bounds frame") != NULL, "%zu bytes: %s", bad_len[k], err);
+    }
+    static uint8_t big[2 * 65 * 4];
+    const uint16_t bad_dim[] = {0, 65, 0xffff};
+    for (size_t k = 0; k < sizeof bad_dim / sizeof bad_dim[0]; k++) {
+        h.action_dim = bad_dim[k];
+        fr = (pywire_frame_t){big, 8u * bad_dim[k] < sizeof big ? 8u * bad_dim[k] : sizeof big};
+        err[0] = '\0';
+        ck_assert_int_eq(pywire_hello_bounds(&h, &fr, low, high, err, sizeof err), APEX_EINVAL);
+        ck_assert_msg(strstr(err, "action_dim") != NULL, "%u: %s", bad_dim[k], err);
+    }
+    h.action_dim = 64; // the largest: its whole frame
+    fr = (pywire_frame_t){big, 2 * 64 * 4};
+    ck_assert_int_eq(pywire_hello_bounds(&h, &fr, low, high, err, sizeof err), APEX_OK);
 }
 END_TEST
 
@@ -190,7 +238,7 @@ START_TEST(test_spaces_equal) {
     pywire_header_t h;
     pywire_header_init(&h, PYWIRE_RESULT, &sp, 0, 0, 1, 1, 0);
     ck_assert(pywire_spaces_equal(&h, &sp));
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < 8; k++) {
         pywire_header_t g = h;
         switch (k) {
         case 0:
@@ -211,6 +259,9 @@ START_TEST(test_spaces_equal) {
         case 5:
             g.shape[2] = 1;
             break; // beyond the rank, still part of the spaces
+        case 6:
+            g.action_dim = 1; // the continuous half of the action space
+            break;
         default:
             g.shape[3] = 1;
             break;
@@ -665,7 +716,8 @@ START_TEST(test_local_copies_first) {
     ck_assert_int_eq(s_check(&r, 0), APEX_OK);
     pylocal_t l;
     const int N = 3;
-    ck_assert_int_eq(pylocal_init(&l, 2, pylocal_request_bytes(N), pylocal_reply_bytes(N, 16)), 0);
+    ck_assert_int_eq(pylocal_init(&l, 2, pylocal_request_bytes(N, 0), pylocal_reply_bytes(N, 16)),
+                     0);
     size_t cap = pylocal_reply_bytes(N, 16);
     uint8_t *scratch = malloc(cap), *copy = malloc(cap);
     ck_assert(scratch && copy);
@@ -701,7 +753,8 @@ END_TEST
 // Frame lengths in the shared memory at and past the region's bound.
 START_TEST(test_local_frame_bounds) {
     pylocal_t l;
-    ck_assert_int_eq(pylocal_init(&l, 1, pylocal_request_bytes(1), pylocal_reply_bytes(1, 16)), 0);
+    ck_assert_int_eq(pylocal_init(&l, 1, pylocal_request_bytes(1, 0), pylocal_reply_bytes(1, 16)),
+                     0);
     uint8_t *scratch = malloc(l.rep_bytes);
     ck_assert_ptr_nonnull(scratch);
     uint8_t *base = l.mem + l.req_bytes;
@@ -788,6 +841,7 @@ Suite *pywire_suite(void) {
     tcase_add_test(tc, test_header_layout);
     tcase_add_test(tc, test_header_bounds);
     tcase_add_test(tc, test_hello_elements);
+    tcase_add_test(tc, test_hello_bounds);
     tcase_add_test(tc, test_spaces_equal);
     tcase_add_test(tc, test_result_group);
     tcase_add_test(tc, test_reply_valid);

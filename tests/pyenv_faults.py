@@ -30,8 +30,14 @@ import numpy as np
 
 
 class Box:
-    def __init__(self, dtype, shape):
+    """A Box; without low and high (None) it has no .low/.high at all (not a usable action
+    space)."""
+
+    def __init__(self, dtype, shape, low=None, high=None):
         self.dtype, self.shape = np.dtype(dtype), tuple(shape)
+        if low is not None:
+            self.low = np.full(self.shape, low, dtype=self.dtype)
+            self.high = np.full(self.shape, high, dtype=self.dtype)
 
     def __repr__(self):
         return "Box(%s, %s)" % (self.dtype, self.shape)
@@ -120,7 +126,9 @@ def slow_cartpole(seconds=60):
 
 class Counter:
     """obs float32 [seed, episode, t, last action] (last action -1 after a reset), reward
-    t + 0.5 * action. An episode lasts L = 3 + seed % 5 steps and then terminates (seed
+    t + 0.5 * action. With action_dim D > 0 the action space is a Box(0, 4, (D,)) of
+    action_dtype instead of Discrete(n_actions), and "the action" is sum_i a[i] * 4^i (float64
+    of the float32 values the actor sent: the test picks values exact in float32). An episode lasts L = 3 + seed % 5 steps and then terminates (seed
     even) or is truncated (seed odd). reset(seed=s) starts episode 0 of seed s; an unseeded
     reset starts the next episode.
 
@@ -141,8 +149,12 @@ class Counter:
     observation_space = Box(np.float32, (4,))
 
     def __init__(self, apex_worker=0, apex_env=0, faults=None, fault_at=2, once_file=None,
-                 reset_failures=1, n_actions=3):
-        self.action_space = Discrete(n_actions)
+                 reset_failures=1, n_actions=3, action_dim=0, action_dtype="float32",
+                 action_low=0.0, action_high=4.0):
+        if action_dim:
+            self.action_space = Box(action_dtype, (action_dim,), action_low, action_high)
+        else:
+            self.action_space = Discrete(n_actions)
         self.fault = (faults or {}).get("%d.%d" % (apex_worker, apex_env))
         self.fault_at, self.once_file = fault_at, once_file
         self.reset_failures_left = 0
@@ -175,6 +187,12 @@ class Counter:
         return True
 
     def step(self, action):
+        if isinstance(action, np.ndarray):  # a Box's action: its dtype and shape, in bounds
+            sp = self.action_space
+            assert action.dtype == sp.dtype and action.shape == sp.shape, (action.dtype,
+                                                                           action.shape)
+            assert (action >= sp.low).all() and (action <= sp.high).all(), action
+            action = float(sum(float(v) * 4.0 ** i for i, v in enumerate(action)))
         self.t += 1
         L = 3 + self.seed % 5
         obs, reward = self._obs(action), self.t + 0.5 * action
@@ -225,7 +243,8 @@ def image(apex_worker=0, apex_env=0, **kw):
 
 
 class NoDiscrete(Counter):
-    """An env whose action space has no .n (a continuous Box): refused by the actor."""
+    """An env whose action space has no .n and no bounds (neither a Discrete nor a usable Box):
+    refused by the actor."""
 
     def __init__(self, **kw):
         super().__init__(**kw)

@@ -9,6 +9,8 @@ $APEX_PYENV_HOSTILE:
            Sent while region 0 is idle (the test steps group 1 first), so the HELLO's text
            is still there when the actor reads the header: the test does not depend on
            timing.
+  version  The worker speaks bridge version 2 (an apex_env.py of another apex): the actor
+           must fail its start-up at once, saying so, rather than wait for a timeout.
 
 Everything else is apex_env.py's, unchanged.
 """
@@ -38,8 +40,10 @@ def _hostile_send(self, frames, region):
 
 
 ae._Local.send = _hostile_send
+if MODE == "version":
+    ae.VERSION = 2
 
 if __name__ == "__main__":
-    if MODE not in ("rehello",):
+    if MODE not in ("rehello", "version"):
         sys.exit("pyenv_hostile.py: unknown APEX_PYENV_HOSTILE %r" % MODE)
     sys.exit(ae.main())
