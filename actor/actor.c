@@ -8,6 +8,7 @@
 #include "env.h"
 #include "envsrc.h"
 #include "explore.h"
+#include "framestack.h"
 #include "log.h"
 #include "loop.h"
 #include "net.h"
@@ -46,7 +47,13 @@ struct actor {
     int obs_dim, n_actions, obs_dtype;
     int action_dim;      // continuous actions of this many floats (0: discrete, n_actions)
     size_t action_bytes; // one action: an int32 or action_dim floats (wire_action_bytes)
-    size_t obs_bytes;
+    size_t obs_bytes;    // one observation: frame_stack frames (what the network reads)
+    size_t frame_bytes;  // one frame, what the envs emit (= obs_bytes without stacking)
+    // [env] frame_stack = K > 1: each env's last K frames (framestack.h); res[g]'s obs and
+    // final_obs then point at stacks (fs's, and stk_final's for the episodes that ended).
+    framestack_t fs;
+    uint8_t *stk_final; // (n_envs, obs_bytes)
+    uint8_t *stk_live;  // (n_envs) 1 once an env's stack holds its episode's frames
     nstep_t nstep;
     nstep_out_t out; // transitions waiting to fill a batch
     nn_config_t net_cfg;
@@ -165,6 +172,11 @@ static void s_alloc(actor_t *a) {
     a->act = D > 0 ? (uint8_t *)a->cont : (uint8_t *)a->actions;
     a->prio = xmalloc((size_t)B * sizeof(float));
     a->obs_t = xmalloc((size_t)N * (size_t)OB);
+    if (a->cfg.env.frame_stack > 1) {
+        framestack_init(&a->fs, N, (int)a->cfg.env.frame_stack, a->frame_bytes);
+        a->stk_final = xmalloc((size_t)N * (size_t)OB);
+        a->stk_live = xcalloc((size_t)N, 1);
+    }
     a->pending_cap = (int)c->max_pending_batches;
     a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
     a->pending_sent_ms = xcalloc((size_t)a->pending_cap, sizeof *a->pending_sent_ms);
@@ -218,6 +230,7 @@ static int s_open_sockets(actor_t *a) {
 }
 
 static int s_idle_step(loop_t *loop, void *arg);
+static void s_stack(actor_t *a, int g, envsrc_result_t *r);
 static int s_reader_acks(loop_t *loop, void *sock, void *arg);
 static int s_reader_weights(loop_t *loop, void *sock, void *arg);
 static int s_timer_flush(loop_t *loop, void *arg);
@@ -247,7 +260,8 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->action_dim = cfg->env.action_dim;
     a->action_bytes = wire_action_bytes((uint32_t)a->action_dim);
     a->obs_dtype = cfg->env.obs_dtype;
-    a->obs_bytes = envsrc_obs_bytes(src);
+    a->frame_bytes = envsrc_obs_bytes(src);
+    a->obs_bytes = a->frame_bytes * (size_t)cfg->env.frame_stack;
     nn_config_from_run(&a->net_cfg, cfg);
     // Inference on small batches: one BLAS thread per actor process is fastest and leaves
     // the other cores to the other daemons.
@@ -268,6 +282,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     loop_add_timer(a->loop, STATUS_LOG_MS, s_timer_status, a);
     // Group 0's first observations: the loop acts on them first (see s_idle_step).
     envsrc_recv(a->src, 0, &a->res[0]);
+    s_stack(a, 0, &a->res[0]);
     log_info("actor %d: %lld x %s%s, %s %.4g .. %.4g, n-step %lld, batches of %lld to %s", index,
              (long long)cfg->actor.envs_per_actor, envsrc_name(src),
              a->G > 1 ? " (in overlapped groups)" : "",
@@ -312,6 +327,11 @@ void actor_destroy(actor_t **self_p) {
     free(a->ou);
     free(a->prio);
     free(a->obs_t);
+    if (a->stk_live) {
+        framestack_fini(&a->fs);
+    }
+    free(a->stk_final);
+    free(a->stk_live);
     free(a->episodes);
     free(a->ep_returns);
     free(a->ep_eps);
@@ -591,6 +611,35 @@ static int s_rate_limited(actor_t *a) {
     return (double)(a->vector_steps - a->rate_start_steps) >= allowed;
 }
 
+// [env] frame_stack > 1: group g's results as stacks. Each env's new frame joins its stack;
+// an episode that ended gives its transition the stack with the final frame (stk_final) and
+// restarts its stack with the next episode's first frame, K times; so does an env's first
+// frame, and a step that did not happen (a void or faulted step, after which the env starts
+// over). r's obs and final_obs then point at the group's stacks.
+static void s_stack(actor_t *a, int g, envsrc_result_t *r) {
+    if (!a->stk_live) {
+        return;
+    }
+    const size_t FB = a->frame_bytes, SB = a->obs_bytes;
+    const int e0 = g * a->GE;
+    for (int j = 0; j < a->GE; j++) {
+        const int e = e0 + j;
+        const uint8_t *frame = (const uint8_t *)r->obs + (size_t)j * FB;
+        if (!a->stk_live[e] || r->status[j] != PYENV_OK) {
+            framestack_reset(&a->fs, e, frame);
+            a->stk_live[e] = 1;
+        } else if (r->terminated[j] || r->truncated[j]) {
+            framestack_final(&a->fs, e, (const uint8_t *)r->final_obs + (size_t)j * FB,
+                             a->stk_final + (size_t)e * SB);
+            framestack_reset(&a->fs, e, frame);
+        } else {
+            framestack_push(&a->fs, e, frame);
+        }
+    }
+    r->obs = framestack_obs(&a->fs, e0);
+    r->final_obs = a->stk_final + (size_t)e0 * SB;
+}
+
 // Folds group g's results into n-step transitions: env e = g * GE + j stepped from
 // obs_t[e] with action e of act. A void step (an env fault, a lost worker, a continuous
 // env's diverged simulation: status not OK) is not folded, and the env's pending steps are
@@ -666,6 +715,7 @@ static int s_idle_step(loop_t *loop, void *arg) {
     }
     const int h = (g + 1) % a->G;
     envsrc_recv(a->src, h, &a->res[h]);
+    s_stack(a, h, &a->res[h]);
     s_fold(a, h, &a->res[h]);
     a->group = h;
     // Frames are the env steps that happened (void ones are not frames).

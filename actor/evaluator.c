@@ -7,6 +7,7 @@
 #include "ckpt.h"
 #include "clock.h"
 #include "explore.h"
+#include "framestack.h"
 #include "fileio.h"
 #include "log.h"
 #include "minatar.h"
@@ -34,7 +35,8 @@ void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg) {
                        .epsilon = cfg->env.action_dim > 0 ? 0.0 : cfg->eval.epsilon,
                        .parallel = (int)APEX_MIN(cfg->eval.episodes, EVALUATOR_PARALLEL_MAX),
                        .max_episode_steps = cfg->eval.max_episode_steps,
-                       .seed = (uint64_t)cfg->run.seed};
+                       .seed = (uint64_t)cfg->run.seed,
+                       .frame_stack = (int)cfg->env.frame_stack};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -66,14 +68,35 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
     for (int i = 0; i < n; i++) {
         eps[i] = (float)o->epsilon;
     }
+    // [env] frame_stack > 1: the network reads each env's last K frames, as the actors'
+    // (framestack.h: an episode starts with its first frame K times).
+    const int K = o->frame_stack > 1 ? o->frame_stack : 1;
+    const size_t FB = env_obs_bytes(spec);
+    framestack_t fs = {0};
+    if (K > 1) {
+        framestack_init(&fs, n, K, FB);
+        for (int e = 0; e < n; e++) {
+            framestack_reset(&fs, e, (const uint8_t *)v.obs + (size_t)e * FB);
+        }
+    }
     int remaining = n;
     for (int64_t t = 1; remaining > 0; t++) {
-        nn_forward(st, p, v.obs, n, q);
+        nn_forward(st, p, K > 1 ? (const void *)fs.stacks : v.obs, n, q);
         if (D > 0) {
             vecenv_step_cont(&v, q, rew, term, trunc, NULL);
         } else {
             explore_select(act, q, eps, n, A, &rng);
             vecenv_step(&v, act, rew, term, trunc);
+        }
+        for (int e = 0; e < n && K > 1; e++) {
+            // vecenv reset an env whose episode ended (or whose step was void): v.obs holds
+            // the next episode's first frame.
+            const uint8_t *frame = (const uint8_t *)v.obs + (size_t)e * FB;
+            if (term[e] || trunc[e]) {
+                framestack_reset(&fs, e, frame);
+            } else {
+                framestack_push(&fs, e, frame);
+            }
         }
         int k = vecenv_drain_episodes(&v, eps_done, n);
         int cut = o->max_episode_steps > 0 && t >= o->max_episode_steps;
@@ -95,6 +118,9 @@ static void s_round(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st
         }
     }
     vecenv_fini(&v);
+    if (K > 1) {
+        framestack_fini(&fs);
+    }
     free(q), free(eps), free(act), free(rew), free(term), free(trunc), free(done);
     free(eps_done);
 }

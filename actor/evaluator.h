@@ -49,6 +49,7 @@ typedef struct {
     int parallel;              // envs at a time, 1..EVALUATOR_PARALLEL_MAX
     int64_t max_episode_steps; // cut longer episodes (0: never)
     uint64_t seed;             // [run] seed
+    int frame_stack;           // [env] frame_stack: the network reads the last K frames (0: 1)
 } eval_opts_t;
 
 // The evaluation options of a run's [eval] section.

@@ -76,12 +76,16 @@ typedef struct {
     int64_t ext_action_dim;               // continuous actions (0: discrete)
     char action_low_text[CONFIG_STR_LEN]; // "x" for every component, or "x0,x1,..."
     char action_high_text[CONFIG_STR_LEN];
-    char obs_shape[32]; // "HxWxC" (channels last), "" = a vector of obs_dim
-    int obs_dtype;      // config_obs_dtype: the environment's (resolved from auto)
-    double obs_scale;   // factor before the network (resolved from 0 = the environment's)
-    // Derived from id via envinfo, or from the keys above: filled in by config_load.
+    char obs_shape[32];  // "HxWxC" (channels last), "" = a vector of obs_dim
+    int obs_dtype;       // config_obs_dtype: the environment's (resolved from auto)
+    double obs_scale;    // factor before the network (resolved from 0 = the environment's)
+    int64_t frame_stack; // K: the run's observation is the env's last K (actor/framestack.h)
+    // Derived from id via envinfo, or from the keys above: filled in by config_load. obs_* is
+    // the run's observation (what the network reads and the replay stores): frame_stack
+    // frames of the env's, frame-major; frame_* is one frame, what the env emits.
     int obs_dim;
-    int obs_h, obs_w, obs_c; // 0, 0, 0 for a vector observation
+    int obs_h, obs_w, obs_c; // 0, 0, 0 for a vector observation; obs_c = K x frame_c
+    int frame_dim, frame_c;  // one frame's elements and channels (obs_dim = K x frame_dim)
     int n_actions;           // discrete actions (0: continuous)
     int action_dim;          // continuous actions of this many floats (0: discrete)
     float action_low[CONFIG_MAX_ACTION_DIM], action_high[CONFIG_MAX_ACTION_DIM]; // their bounds

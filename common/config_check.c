@@ -352,6 +352,35 @@ static int s_cross_check_model_xml(const apex_config_t *cfg, const envinfo_t *e,
     return 0;
 }
 
+// [env] frame_stack = K: the run's observation is K frames of what the env emits (frame-major,
+// actor/framestack.h), so obs_dim and obs_c grow K-fold once everything that describes the
+// env's own frame (obs_shape, eval_id, the built-in id's dims) has been checked.
+static int s_apply_frame_stack(apex_config_t *cfg, char *err, size_t errlen) {
+    config_env_t *env = &cfg->env;
+    const int64_t k = env->frame_stack;
+    env->frame_dim = env->obs_dim;
+    env->frame_c = env->obs_c;
+    if (k == 1) {
+        return 0;
+    }
+    if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] frame_stack = %lld with id = external: your own actors send "
+                         "the observations; stack them there and give the stack's obs_shape"
+                         "\n---> HINT: set [env] frame_stack = 1",
+                         WHERE("env", "frame_stack"), (long long)k);
+    }
+    if ((int64_t)env->obs_dim * k > (1 << 20)) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] frame_stack = %lld: %lld x %d elements is above the 2^20 an "
+                         "observation may have",
+                         WHERE("env", "frame_stack"), (long long)k, (long long)k, env->obs_dim);
+    }
+    env->obs_dim = (int)(env->obs_dim * k);
+    env->obs_c = (int)(env->obs_c * k);
+    return 0;
+}
+
 // Checks between keys, and the values derived from them.
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
@@ -386,7 +415,8 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
             s_cross_check_model_xml(cfg, NULL, err, errlen) != 0 ||
             s_cross_check_obs(cfg, NULL, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
             s_cross_check_eval_id(cfg, err, errlen) != 0 ||
-            (is_python && s_cross_check_python(cfg, err, errlen) != 0)) {
+            (is_python && s_cross_check_python(cfg, err, errlen) != 0) ||
+            s_apply_frame_stack(cfg, err, errlen) != 0) {
             return -1;
         }
         return s_cross_check_sizes(cfg, err, errlen);
@@ -438,7 +468,8 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     env->ext_n_actions = e->n_actions;
     env->ext_action_dim = e->action_dim;
     if (s_cross_check_continuous(cfg, err, errlen) != 0 ||
-        s_cross_check_obs(cfg, e, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0) {
+        s_cross_check_obs(cfg, e, err, errlen) != 0 || s_parse_conv(cfg, err, errlen) != 0 ||
+        s_apply_frame_stack(cfg, err, errlen) != 0) {
         return -1;
     }
     return s_cross_check_sizes(cfg, err, errlen);

@@ -65,6 +65,12 @@ const config_row_t config_schema[] = {
     {"env", "obs_scale", T_FLOAT, OFF(env.obs_scale), 0, 0, 1e6, "0", NULL,
      "observations are multiplied by this before the network (0: the environment's own: 1 for "
      "the built-in ones, 1/255 for python or external uint8, 1 for their float32)"},
+    {"env", "frame_stack", T_INT, OFF(env.frame_stack), 0, 1, 16, "1", NULL,
+     "the last K observations the env emitted, stacked oldest first, are what the actors and "
+     "the evaluator act on and the replay stores (the DQN papers' 4 for Atari; the first "
+     "observation repeated at an episode's start); obs_dim and obs_shape stay one frame's, the "
+     "run's observation is K of them (for images: K frames of C channels); not for id = "
+     "external, whose actors are the user's"},
     {"env", "make", T_STR, STR(env.make), 0, 0, "", NULL,
      "id = python: the env factory MODULE:CALLABLE, called once per env (MODULE: a dotted "
      "module on the workers' sys.path, which has python/, or a path to a .py file), e.g. "

@@ -107,7 +107,7 @@ int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index
     }
     snprintf(o->make, sizeof o->make, "%s", cfg->env.make);
     snprintf(o->kwargs, sizeof o->kwargs, "%s", cfg->env.kwargs);
-    o->obs_dim = cfg->env.obs_dim;
+    o->obs_dim = cfg->env.frame_dim; // what a worker's env emits: one frame ([env] frame_stack)
     o->obs_dtype = cfg->env.obs_dtype;
     o->n_actions = cfg->env.n_actions;
     o->action_dim = cfg->env.action_dim;
@@ -187,7 +187,7 @@ envsrc_t *envsrc_new(const apex_config_t *cfg, int n, uint64_t first, int index)
     s->action_dim = cfg->env.action_dim; // the bridge's workers checked it at their HELLO
     s->G = pyenv_groups(s->py);
     s->GE = pyenv_group_size(s->py);
-    s->obs_bytes = (size_t)cfg->env.obs_dim * (cfg->env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4);
+    s->obs_bytes = (size_t)cfg->env.frame_dim * (cfg->env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4);
     snprintf(s->name, sizeof s->name, "python (%s)", cfg->env.make);
     s_alloc_results(s);
     return s;

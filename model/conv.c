@@ -42,8 +42,30 @@ int conv_shape_init(conv_shape_t *s, int c_in, int h, int w, int c_out, int k, i
         return APEX_EINVAL;
     }
     *s = (conv_shape_t){c_in, h, w, c_out, k, stride, (h - k) / stride + 1, (w - k) / stride + 1,
-                        0};
+                        0,    0};
     return APEX_OK;
+}
+
+int conv_shape_frames(conv_shape_t *s, int frames, char *why, size_t why_len) {
+    if (frames < 0 || (frames > 1 && (frames > s->c_in || s->c_in % frames != 0))) {
+        if (why && why_len) {
+            snprintf(why, why_len, "%d frames do not divide the %d input channels", frames,
+                     s->c_in);
+        }
+        return APEX_EINVAL;
+    }
+    s->frames = frames;
+    return APEX_OK;
+}
+
+// The plane-major position (c HW + p) of element j of an observation row: channels last
+// (j = p C + c), or with F frames, frame-major (j = f HW (C/F) + p (C/F) + c', c = f C/F + c').
+static inline size_t s_plane_pos(size_t j, size_t HW, size_t C, int frames) {
+    if (frames <= 1) {
+        return (j % C) * HW + j / C;
+    }
+    const size_t cf = C / (size_t)frames, fsz = HW * cf, f = j / fsz, jj = j % fsz;
+    return (f * cf + jj % cf) * HW + jj / cf;
 }
 
 size_t conv_num_params(const conv_shape_t *s) {
@@ -290,11 +312,8 @@ static void s_transpose_u8(void *t, int f32, const uint8_t *obs, float scale, co
     uint8_t *tb = t;
     for (size_t j = 0; j < O16; j += 16) {
         size_t row[16]; // the output rows of source bytes j .. j + 15, in elements
-        for (size_t i = 0, p = j / C, c = j % C; i < 16; i++) {
-            row[i] = (c * HW + p) * Bz;
-            if (++c == C) {
-                c = 0, p++;
-            }
+        for (size_t i = 0; i < 16; i++) {
+            row[i] = s_plane_pos(j + i, HW, C, s->frames) * Bz;
         }
         for (size_t b = 0; b < B16; b += 16) {
             v16u8 r[16];
@@ -313,7 +332,7 @@ static void s_transpose_u8(void *t, int f32, const uint8_t *obs, float scale, co
     }
     // The rest: samples B16.. for every byte, and bytes O16.. for the blocked samples.
     for (size_t j = 0; j < O; j++) {
-        size_t d = ((j % C) * HW + j / C) * Bz;
+        size_t d = s_plane_pos(j, HW, C, s->frames) * Bz;
         for (size_t b = j < O16 ? B16 : 0; b < Bz; b++) {
             if (f32) {
                 tf[d + b] = scale * (float)obs[b * O + j];
@@ -335,13 +354,11 @@ void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, cons
         return;
     }
     const size_t O = conv_in_features(s), HW = (size_t)s->h * s->w, C = (size_t)s->c_in;
-    for (size_t p = 0; p < HW; p++) {
-        for (size_t c = 0; c < C; c++) {
-            float *dst = t + (c * HW + p) * (size_t)B;
-            const float *src = (const float *)obs + p * C + c;
-            for (size_t b = 0; b < (size_t)B; b++) {
-                dst[b] = scale * src[b * O];
-            }
+    for (size_t j = 0; j < O; j++) {
+        float *dst = t + s_plane_pos(j, HW, C, s->frames) * (size_t)B;
+        const float *src = (const float *)obs + j;
+        for (size_t b = 0; b < (size_t)B; b++) {
+            dst[b] = scale * src[b * O];
         }
     }
 }

@@ -85,6 +85,9 @@ typedef struct {
     int oh, ow;           // OH, OW (derived)
     int chunk;            // positions per chunk; 0 (conv_shape_init's) = from CONV_CHUNK_BYTES.
                           // Tests set small values to cut runs at every place.
+    int frames;           // a first layer's rows: 0 or 1 channels last (H W C); F > 1: F
+                          // frames of H W (C / F) back to back (conv_transpose_*); 0 from
+                          // conv_shape_init
 } conv_shape_t;
 
 // A layer's input, (C x H x W x B): floats, or bytes that enter col multiplied by scale.
@@ -99,6 +102,9 @@ typedef struct {
 // stride in [1, 4096], C k k <= 2^20. The next layer's input is (c_out, oh, ow).
 int conv_shape_init(conv_shape_t *s, int c_in, int h, int w, int c_out, int k, int stride,
                     char *why, size_t why_len);
+// A first layer's observation rows as F frames (conv_shape_t.frames): APEX_OK, or APEX_EINVAL
+// with the reason when F is not 0, 1 or a divisor of C in [2, C].
+int conv_shape_frames(conv_shape_t *s, int frames, char *why, size_t why_len);
 // Floats of the layer's parameters: OC C k k weights then OC biases.
 size_t conv_num_params(const conv_shape_t *s);
 // C H W: elements of one sample's input.
@@ -115,7 +121,8 @@ size_t conv_scratch_bytes(const conv_shape_t *s, int max_batch);
 // PyTorch's Conv2d default init: w and b uniform in +-1/sqrt(C k k).
 void conv_init_random(float *w, float *b, const conv_shape_t *s, rng_t *rng);
 
-// The first layer's input from B observation rows (H W C elements each, channels-last):
+// The first layer's input from B observation rows (H W C elements each, channels-last; with
+// s->frames = F > 1, F frames of H W (C / F) each, frame f's channel c being plane f C/F + c):
 // t (C x H x W x B) = obs as bytes (use with conv_input_t {t, 1, scale}), or, from uint8
 // (obs_u8 = 1) or float rows, times scale as floats ({t, 0, 1}). t holds
 // conv_in_features(s) B elements and must not overlap obs.

@@ -40,7 +40,9 @@ static int s_conv_shapes(const nn_config_t *cfg, conv_shape_t *shapes, char *why
         const nn_conv_t *k = &cfg->conv[l];
         char reason[128];
         if (conv_shape_init(&shapes[l], c, h, w, k->filters, k->kernel, k->stride, reason,
-                            sizeof reason) != APEX_OK) {
+                            sizeof reason) != APEX_OK ||
+            (l == 0 &&
+             conv_shape_frames(&shapes[0], cfg->in_frames, reason, sizeof reason) != APEX_OK)) {
             if (why && n) {
                 snprintf(why, n, "conv layer %d (%dx%ds%d on %dx%dx%d): %s", l + 1, k->filters,
                          k->kernel, k->stride, h, w, c, reason);
@@ -85,6 +87,7 @@ void nn_config_from_run(nn_config_t *n, const apex_config_t *c) {
     n->in_h = c->env.obs_h;
     n->in_w = c->env.obs_w;
     n->in_c = c->env.obs_c;
+    n->in_frames = (int)c->env.frame_stack;
     n->in_dtype = c->env.obs_dtype;
     n->in_scale = (float)c->env.obs_scale;
     n->n_conv = c->network.n_conv;

@@ -88,6 +88,9 @@ typedef struct {
     int obs_dim;    // O = in_h in_w in_c (for a vector observation: its length)
     int in_h, in_w; // 0, 0: a vector observation (1 x 1 x obs_dim)
     int in_c;       // 0: obs_dim
+    int in_frames;  // 0 or 1: one HxWxC image, channels last; F > 1: F frames of in_c / F
+                    // channels each, frame-major ([env] frame_stack, actor/framestack.h):
+                    // input channel f (in_c / F) + c is channel c of frame f
     int in_dtype;   // nn_input_dtype
     float in_scale; // multiplies every input element; 0 means 1
     int n_conv;     // 0..NN_MAX_CONV

@@ -433,6 +433,46 @@ START_TEST(test_python_env) {
 }
 END_TEST
 
+// [env] frame_stack = K: the run's observation is K of the env's frames (obs_dim, obs_c grow
+// K-fold; frame_dim and frame_c are one frame's, what the env emits, and what obs_dim,
+// obs_shape and eval_id describe); id = external is refused (its actors are the user's);
+// --print-config writes the key back and the round trip gives the same dims.
+START_TEST(test_frame_stack) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(s_load("[env]\nid = MinAtar/Breakout-v0\nframe_stack = 4\n", &cfg, err) == 0,
+                  "%s", err);
+    ck_assert_int_eq(cfg.env.frame_dim, 400);
+    ck_assert_int_eq(cfg.env.frame_c, 4);
+    ck_assert_int_eq(cfg.env.obs_dim, 1600);
+    ck_assert_int_eq(cfg.env.obs_h, 10);
+    ck_assert_int_eq(cfg.env.obs_c, 16);
+    ck_assert_msg(s_load("[env]\nid = python\nmake = m:f\nobs_shape = 84x84x1\nobs_dtype = uint8\n"
+                         "n_actions = 6\nframe_stack = 4\neval_id = \n",
+                         &cfg, err) == 0,
+                  "%s", err);
+    ck_assert_int_eq(cfg.env.frame_dim, 7056);
+    ck_assert_int_eq(cfg.env.obs_dim, 4 * 7056);
+    ck_assert_int_eq(cfg.env.obs_c, 4);
+    ck_assert_msg(s_load("[env]\nid = CartPole-v1\n", &cfg, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.env.frame_dim, 4);
+    ck_assert_int_eq(cfg.env.obs_dim, 4);
+    ck_assert_int_eq(cfg.env.obs_c, 0);
+    s_expect_error("[env]\nid = external\nobs_dim = 4\nn_actions = 2\nframe_stack = 2\n",
+                   ":5: [env] frame_stack = 2 with id = external: your own actors send the "
+                   "observations; stack them there and give the stack's obs_shape\n---> HINT: "
+                   "set [env] frame_stack = 1");
+    s_expect_error("[env]\nid = CartPole-v1\nframe_stack = 17\n",
+                   ":3: [env] frame_stack: 17 is out of range [1, 16]");
+    // A python run's eval_id is compared frame to frame.
+    ck_assert_msg(s_load("[env]\nid = python\nmake = m:f\nobs_dim = 4\nn_actions = 2\n"
+                         "eval_id = CartPole-v1\nframe_stack = 3\n",
+                         &cfg, err) == 0,
+                  "%s", err);
+    ck_assert_int_eq(cfg.env.obs_dim, 12);
+}
+END_TEST
+
 // [env] model_xml: a MuJoCo id needs it (only its presence: the file is loaded where the env
 // is stepped, check_mujoco), every other id refuses it, python and external ones included.
 START_TEST(test_model_xml) {
@@ -731,6 +771,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_print_round_trip);
     tcase_add_test(tc, test_external_env);
     tcase_add_test(tc, test_python_env);
+    tcase_add_test(tc, test_frame_stack);
     tcase_add_test(tc, test_batches_per_request_auto);
     tcase_add_test(tc, test_shipped_configs_load);
     tcase_add_test(tc, test_shard_endpoints);

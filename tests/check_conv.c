@@ -416,6 +416,64 @@ START_TEST(test_transpose_u8_blocks) {
 }
 END_TEST
 
+// Frame-major rows ([env] frame_stack, conv_shape_t.frames = F): F frames of H W (C/F) back
+// to back transpose to the same planes as the channels-last row holding the same tensor
+// (pixel p's channel f C/F + c is frame f's channel c), in every path (bytes, bytes to
+// floats, floats), for batches on both sides of the 16-sample blocks; a frame count that does
+// not divide the channels is refused.
+START_TEST(test_transpose_frames) {
+    rng_t r;
+    rng_init_stream(&r, 41, RNG_ROLE_TEST, 0);
+    const int cases[][3] = {{2, 1, 3}, {4, 1, 20}, {2, 2, 17}, {3, 2, 5}}; // F, C/F, B
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int F = cases[k][0], CF = cases[k][1], B = cases[k][2], H = 5, W = 7;
+        const int C = F * CF;
+        conv_shape_t fm, cl;
+        ck_assert_int_eq(conv_shape_init(&fm, C, H, W, 4, 3, 1, NULL, 0), APEX_OK);
+        cl = fm;
+        ck_assert_int_eq(conv_shape_frames(&fm, F, NULL, 0), APEX_OK);
+        const size_t O = (size_t)H * W * C, HW = (size_t)H * W, n = O * (size_t)B;
+        uint8_t *a = xmalloc(n), *b = xmalloc(n), *ta = xmalloc(n), *tb = xmalloc(n);
+        float *fa = xmalloc(n * 4), *fb = xmalloc(n * 4), *ga = xmalloc(n * 4),
+              *gb = xmalloc(n * 4);
+        for (size_t i = 0; i < n; i++) {
+            a[i] = (uint8_t)(rng_next_u64(&r) >> 56);
+        }
+        // b: the same tensor channels last.
+        for (int s = 0; s < B; s++) {
+            for (int f = 0; f < F; f++) {
+                for (size_t p = 0; p < HW; p++) {
+                    for (int c = 0; c < CF; c++) {
+                        size_t src = (size_t)s * O + (size_t)f * HW * CF + p * CF + c;
+                        size_t dst = (size_t)s * O + p * C + (size_t)f * CF + c;
+                        b[dst] = a[src];
+                        fa[src] = (float)a[src] - 100.0f;
+                        fb[dst] = fa[src];
+                    }
+                }
+            }
+        }
+        conv_transpose_u8(ta, a, &fm, B);
+        conv_transpose_u8(tb, b, &cl, B);
+        ck_assert_msg(memcmp(ta, tb, n) == 0, "bytes, case %zu", k);
+        conv_transpose_f32(ga, a, 1, 0.5f, &fm, B);
+        conv_transpose_f32(gb, b, 1, 0.5f, &cl, B);
+        ck_assert_msg(memcmp(ga, gb, n * 4) == 0, "bytes to floats, case %zu", k);
+        conv_transpose_f32(ga, fa, 0, 2.0f, &fm, B);
+        conv_transpose_f32(gb, fb, 0, 2.0f, &cl, B);
+        ck_assert_msg(memcmp(ga, gb, n * 4) == 0, "floats, case %zu", k);
+        xfree(a), xfree(b), xfree(ta), xfree(tb), xfree(fa), xfree(fb), xfree(ga), xfree(gb);
+    }
+    conv_shape_t s;
+    char why[128] = "";
+    ck_assert_int_eq(conv_shape_init(&s, 6, 5, 5, 4, 3, 1, NULL, 0), APEX_OK);
+    ck_assert_int_eq(conv_shape_frames(&s, 4, why, sizeof why), APEX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "4 frames do not divide the 6 input channels"));
+    ck_assert_int_eq(conv_shape_frames(&s, 7, NULL, 0), APEX_EINVAL);
+    ck_assert_int_eq(conv_shape_frames(&s, 3, NULL, 0), APEX_OK);
+}
+END_TEST
+
 // First layer: the transposes put sample b's pixel (y, x, c) at [c][y][x][b]; uint8 rows and
 // float32 rows holding the same values give the same bits, and so does the inner-layer entry
 // on the same pixels moved to (C x HW x B) by hand; all agree with the direct convolution;
@@ -970,6 +1028,7 @@ Suite *conv_suite(void) {
     tcase_add_test(tc, test_backward_inner_fd);
     tcase_add_test(tc, test_first_layer);
     tcase_add_test(tc, test_transpose_u8_blocks);
+    tcase_add_test(tc, test_transpose_frames);
     tcase_add_test(tc, test_batch_independent);
     tcase_add_test(tc, test_forward2);
     tcase_add_test(tc, test_chain_fd);

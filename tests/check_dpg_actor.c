@@ -34,7 +34,7 @@
 #include "wire.h"
 
 #define ENVS 4 // [actor] envs_per_actor, and send_batch: batch k holds step k's windows
-#define OBS_MAX 8
+#define OBS_MAX 12
 #define WAIT_MS 10000
 
 // ---------------------------------------------------------------------------------------
@@ -406,6 +406,118 @@ START_TEST(test_ou_noise_follows_the_process) {
     actor_stats_t as;
     s_rig_stop(&x, &as);
     ck_assert_int_gt(matched, ENVS * 200);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+}
+END_TEST
+
+// [env] frame_stack = 3 (issue #27) through the actor: Pendulum-v1 with noise_sigma 0, so
+// every action is the initial policy's mu of the stack it acted on. A reference steps the
+// same envs, building each stack from the definition (frames t-2, t-1, t of the episode, the
+// first frame standing in for those before it) and acting mu of it. Every row the actor
+// sends has s_t = a reference stack and s_t+3 = the stack 3 steps on, or, for the windows cut
+// by Pendulum's 200-step truncation, the stack ending with the final frame; rows after the
+// truncation start the next episode's stacks from its first frame. Frame-major: the network
+// reads 9 inputs, the 3 frames oldest first. The evaluator reads stacks the same way.
+START_TEST(test_frame_stack_rows) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0", "env.frame_stack=3");
+    enum { T = 212, K = 3, F = 3, S = K * F };
+    ck_assert_int_eq(x.cfg.env.obs_dim, S);
+    ck_assert_int_eq(x.cfg.env.frame_dim, F);
+    nn_config_t nc;
+    nn_params_t p;
+    s_initial_policy(&x.cfg, &nc, &p, NULL, NULL);
+    ck_assert_int_eq(nc.obs_dim, S);
+    nn_state_t st;
+    nn_state_init(&st, &nc, ENVS, 0);
+    blas_set_threads(1);
+    vecenv_t v;
+    vecenv_init(&v, env_find("Pendulum-v1"), ENVS, 7, 1 * ENVS, 64);
+    // frames[t][e]: what env e showed at time t (at t = 200 the next episode's first frame).
+    static float frames[T + 1][ENVS][F], stacks[T][ENVS][S], final_stack[ENVS][S];
+    int start = 0; // the current episode's first time step (every env truncates together)
+    for (int t = 0; t < T; t++) {
+        for (int e = 0; e < ENVS; e++) {
+            memcpy(frames[t][e], v.obs + (size_t)e * F * 4, sizeof frames[t][e]);
+        }
+        float stk[ENVS * S], act[ENVS], rew[ENVS];
+        for (int e = 0; e < ENVS; e++) {
+            for (int j = 0; j < K; j++) {
+                int u = t - (K - 1) + j;
+                memcpy(stacks[t][e] + j * F, frames[u < start ? start : u][e], F * sizeof(float));
+            }
+            memcpy(stk + e * S, stacks[t][e], sizeof stacks[t][e]);
+        }
+        nn_forward(&st, &p, stk, ENVS, act);
+        uint8_t term[ENVS], trunc[ENVS];
+        vecenv_step_cont(&v, act, rew, term, trunc, NULL);
+        if (trunc[0]) {
+            ck_assert_int_eq(t, 199);
+            for (int e = 0; e < ENVS; e++) {
+                ck_assert(trunc[e]);
+                memcpy(final_stack[e], stacks[t][e] + F, (K - 1) * F * sizeof(float));
+                memcpy(final_stack[e] + (K - 1) * F,
+                       (const uint8_t *)v.final_obs + (size_t)e * F * 4, F * sizeof(float));
+            }
+            start = t + 1;
+        }
+    }
+    vecenv_fini(&v);
+    s_rig_start(&x, 1);
+    int rows = 0, cut = 0, after = 0;
+    while (after < ENVS * 4) {
+        s_batch b;
+        s_next_batch(&x, NULL, &b);
+        for (int r = 0; r < (int)b.count; r++) {
+            int t = -1, e = -1;
+            for (int k = 0; k < T - 3 && t < 0; k++) {
+                for (int f = 0; f < ENVS && t < 0; f++) {
+                    if (memcmp(b.obs + r * S, stacks[k][f], sizeof stacks[k][f]) == 0) {
+                        t = k, e = f;
+                    }
+                }
+            }
+            ck_assert_msg(t >= 0, "row %d of batch %llu: a stack the reference never acted on", r,
+                          (unsigned long long)b.seq);
+            const float *want = t < 200 && t + 3 >= 200 ? final_stack[e] : stacks[t + 3][e];
+            ck_assert_msg(memcmp(b.next_obs + r * S, want, S * sizeof(float)) == 0,
+                          "step %d env %d: s_t+3 is not the reference's stack", t, e);
+            rows++;
+            cut += t < 200 && t + 3 >= 200;
+            after += t >= 200;
+        }
+    }
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
+    ck_assert_int_ge(cut, ENVS * 3); // the windows the truncation cut
+    // The evaluator: its first round's returns, from the reference's stacking of its envs.
+    eval_opts_t o;
+    evaluator_opts_from_run(&o, &x.cfg);
+    ck_assert_int_eq(o.frame_stack, K);
+    o.episodes = 2, o.parallel = 2;
+    eval_result_t got;
+    evaluator_run(env_find("Pendulum-v1"), &p, &st, &o, &got);
+    vecenv_init(&v, env_find("Pendulum-v1"), 2, o.seed, EVALUATOR_STREAM_BASE, 2);
+    double ret[2] = {0, 0};
+    static float ef[201][2][F];
+    for (int t = 0; t < 200; t++) {
+        memcpy(ef[t], v.obs, sizeof ef[t]);
+        float stk[2 * S], act[2], rew[2];
+        for (int e = 0; e < 2; e++) {
+            for (int j = 0; j < K; j++) {
+                int u = t - (K - 1) + j;
+                memcpy(stk + e * S + j * F, ef[u < 0 ? 0 : u][e], F * sizeof(float));
+            }
+        }
+        nn_forward(&st, &p, stk, 2, act);
+        uint8_t term[2], trunc[2];
+        vecenv_step_cont(&v, act, rew, term, trunc, NULL);
+        ret[0] += rew[0], ret[1] += rew[1];
+    }
+    vecenv_fini(&v);
+    ck_assert_msg(fabs(got.mean - 0.5 * (ret[0] + ret[1])) <= 1e-3,
+                  "evaluator mean %.6f, reference %.6f", got.mean, 0.5 * (ret[0] + ret[1]));
     nn_state_fini(&st);
     nn_params_fini(&p);
 }
@@ -998,6 +1110,7 @@ Suite *dpg_actor_suite(void) {
     tcase_add_test(tc, test_sigma0_acts_mu_and_folds_nstep);
     tcase_add_test(tc, test_noise_follows_env_schedule);
     tcase_add_test(tc, test_ou_noise_follows_the_process);
+    tcase_add_test(tc, test_frame_stack_rows);
     tcase_add_test(tc, test_weights_change_actions);
     tcase_add_test(tc, test_stats_carry_sigmas);
     tcase_add_test(tc, test_void_steps_dropped);

@@ -1114,6 +1114,8 @@ static const s_row s_rows[] = {
     {"env.obs_scale", "env.obs_scale=0.5", EXT, s_train, TR_Q, DIFF, NULL},
 
     // id = python: the bridge's keys, through the real apex-actor and its workers.
+    // The network reads K frames: its first layer grows (the stacks: check_dpg_actor.c).
+    {"env.frame_stack", "env.frame_stack=2", NULL, s_net, 0, UP, NULL},
     {"env.make", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"env.kwargs", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"env.eval_id", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},

@@ -679,6 +679,51 @@ START_TEST(test_whole_network_matches_pytorch) {
 }
 END_TEST
 
+// in_frames (frame-major observations, [env] frame_stack): a conv net reading F frames of
+// C/F channels gives bitwise what the same net gives on the channels-last row of the same
+// tensor; a frame count that does not divide in_c is refused by nn_config_check.
+START_TEST(test_in_frames) {
+    rng_t r;
+    rng_init_stream(&r, 51, RNG_ROLE_TEST, 0);
+    nn_config_t fm = nn_config_minatar(4, 6, 1), cl = fm;
+    fm.in_frames = 2;
+    char why[256] = "";
+    ck_assert_int_eq(nn_config_check(&fm, why, sizeof why), APEX_OK);
+    nn_params_t p;
+    nn_params_init(&p, &fm);
+    nn_params_init_random(&p, &r);
+    enum { B = 5, O = 400, HW = 100 };
+    uint8_t a[B * O], b[B * O];
+    for (int i = 0; i < B * O; i++) {
+        a[i] = (uint8_t)(rng_next_u64(&r) >> 63); // MinAtar's 0/1 cells
+    }
+    for (int s = 0; s < B; s++) {
+        for (int f = 0; f < 2; f++) {
+            for (int q = 0; q < HW; q++) {
+                for (int c = 0; c < 2; c++) {
+                    b[s * O + q * 4 + f * 2 + c] = a[s * O + f * HW * 2 + q * 2 + c];
+                }
+            }
+        }
+    }
+    nn_state_t sf, sc;
+    nn_state_init(&sf, &fm, B, 0);
+    nn_state_init(&sc, &cl, B, 0);
+    float qf[B * 6], qc[B * 6];
+    nn_forward(&sf, &p, a, B, qf);
+    nn_forward(&sc, &p, b, B, qc);
+    ck_assert(memcmp(qf, qc, sizeof qf) == 0);
+    // The same bytes read channels last are another input: the layout is not ignored.
+    nn_forward(&sc, &p, a, B, qc);
+    ck_assert(memcmp(qf, qc, sizeof qf) != 0);
+    nn_state_fini(&sf), nn_state_fini(&sc);
+    nn_params_fini(&p);
+    fm.in_frames = 3;
+    ck_assert_int_eq(nn_config_check(&fm, why, sizeof why), APEX_EINVAL);
+    ck_assert_msg(strstr(why, "3 frames do not divide the 4 input channels") != NULL, "%s", why);
+}
+END_TEST
+
 Suite *nn_suite(void) {
     Suite *s = suite_create("nn");
     TCase *tc = tcase_create("core");
@@ -696,6 +741,7 @@ Suite *nn_suite(void) {
     tcase_add_test(tc, test_gradcheck_all_layers);
     tcase_add_test(tc, test_double_dqn_targets);
     tcase_add_test(tc, test_td_priorities);
+    tcase_add_test(tc, test_in_frames);
     suite_add_tcase(s, tc);
     return s;
 }
