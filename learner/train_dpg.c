@@ -16,6 +16,15 @@
 
 #define DPG_MAX_CRITICS 2
 
+// One network kind's range of the flat model ([0, P_mu) the policy's, [P_mu, n_total) the
+// critics'), and this rank's shard of it: its optimizer's moments and, in ZeRO stage 1, the
+// gradient it reduces and the parameters it steps. A single learner and stage 0 own it whole.
+typedef struct {
+    size_t off, n;        // the range in the flat arrays
+    size_t s_off, s_n;    // this rank's shard: [off + s_off, off + s_off + s_n)
+    int *counts, *displs; // (n_ranks) every rank's shard of the range (stage 1)
+} s_range;
+
 // Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE S8).
 // Two nn states: every pass of a network runs after the previous one of the same network is
 // done with its activations (mu'(s') before mu(s); Q'_k, then Q_k forward and backward one
@@ -51,10 +60,13 @@ struct train_dpg {
     int64_t step;
     rng_t rng;
     uint64_t skipped;
-    // A learner group (NULL: a single learner): ZeRO stage 0, every rank holds and steps the
-    // whole model on the group's averaged gradients.
+    // A learner group (NULL: a single learner). ZeRO stage 0: every rank holds and steps the
+    // whole model on the group's averaged gradients. Stage 1: m and v hold this rank's
+    // shards only ([policy shard | critics' shard]), each rank reduces and steps its shards
+    // and the parameters are all-gathered after each optimizer step.
     group_t *group;
-    int rank, n_ranks;
+    int rank, n_ranks, zero;
+    s_range ra, rc; // the policy's range, the critics'
 };
 
 void train_dpg_config_default(train_dpg_config_t *cfg) {
@@ -93,11 +105,12 @@ static int s_config_check(const train_dpg_config_t *c) {
         !(c->huber_delta >= 0.0f) || !(c->target_noise >= 0.0f) ||
         !(c->target_noise_clip >= 0.0f) || !(c->tau >= 0.0f && c->tau <= 1.0f) ||
         (c->tau == 0.0f && c->target_update < 1) || !(c->priority_eps >= 0.0f) ||
-        !(c->actor_grad_value_clip >= 0.0f) || isnan(c->grad_clip)) {
+        (c->zero_stage != 0 && c->zero_stage != 1) || !(c->actor_grad_value_clip >= 0.0f) ||
+        isnan(c->grad_clip)) {
         log_error("DPG trainer config: need batch_size >= 1, twin 0|1, policy_delay >= 1, lr > "
                   "0, one optimizer kind (adam|rmsprop) for both networks, huber_delta >= 0, "
                   "target_noise and its clip >= 0, tau in [0, 1] (0: target_update >= 1), "
-                  "priority_eps >= 0, actor_grad_value_clip >= 0");
+                  "priority_eps >= 0, actor_grad_value_clip >= 0, zero_stage 0 or 1");
         return APEX_EINVAL;
     }
     return APEX_OK;
@@ -123,6 +136,26 @@ static void s_views(train_dpg_t *self) {
     }
 }
 
+// Range [off, off + n) and this rank's shard of it (group_shard_range; stage 1 only: a single
+// learner and stage 0 own the range whole).
+static void s_range_init(train_dpg_t *self, s_range *r, size_t off, size_t n) {
+    *r = (s_range){.off = off, .n = n, .s_off = 0, .s_n = n};
+    if (self->zero != 1) {
+        return;
+    }
+    r->counts = xcalloc((size_t)self->n_ranks, sizeof(int));
+    r->displs = xcalloc((size_t)self->n_ranks, sizeof(int));
+    for (int k = 0; k < self->n_ranks; k++) {
+        size_t o, c;
+        group_shard_range(n, self->n_ranks, k, &o, &c);
+        r->counts[k] = (int)c;
+        r->displs[k] = (int)o;
+        if (k == self->rank) {
+            r->s_off = o, r->s_n = c;
+        }
+    }
+}
+
 train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) { return train_dpg_new_group(cfg, NULL); }
 
 train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *group) {
@@ -141,12 +174,16 @@ train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *gr
     self->online = s_floats(self->n_total);
     self->target = s_floats(self->n_total);
     self->grads = s_floats(self->n_total);
-    self->m = s_floats(self->n_total);
-    self->v = s_floats(self->n_total);
+    self->zero = self->group ? cfg->zero_stage : 0;
+    s_range_init(self, &self->ra, 0, self->n_actor);
+    s_range_init(self, &self->rc, self->n_actor, self->n_total - self->n_actor);
+    const size_t nm = self->ra.s_n + self->rc.s_n; // stage 0: n_total
+    self->m = s_floats(nm);
+    self->v = s_floats(nm);
     s_views(self);
-    optim_view(&self->actor_opt, &cfg->actor_optim, self->n_actor, self->m, self->v);
-    optim_view(&self->critic_opt, &cfg->critic_optim, self->n_total - self->n_actor,
-               self->m + self->n_actor, self->v + self->n_actor);
+    optim_view(&self->actor_opt, &cfg->actor_optim, self->ra.s_n, self->m, self->v);
+    optim_view(&self->critic_opt, &cfg->critic_optim, self->rc.s_n, self->m + self->ra.s_n,
+               self->v + self->ra.s_n);
     const int B = cfg->batch_size, A = cfg->actor.n_actions;
     nn_state_init(&self->st_actor, &cfg->actor, B, 1);
     nn_state_init(&self->st_q, &self->critic_cfg, B, 1);
@@ -188,6 +225,7 @@ void train_dpg_destroy(train_dpg_t **self_p) {
         xfree(bufs[i]);
     }
     xfree(self->zeros);
+    free(self->ra.counts), free(self->ra.displs), free(self->rc.counts), free(self->rc.displs);
     xfree(self);
     *self_p = NULL;
 }
@@ -270,24 +308,67 @@ static void s_average(train_dpg_t *self, size_t off, size_t n) {
     }
 }
 
-// Step 4 after backward: each critic's norm (clipped to grad_clip when all are finite), and
-// the critics' optimizer step. Returns 1 when it stepped; *norm_out: the critics' joint norm.
-static int s_critic_update(train_dpg_t *self, float *norm_out) {
-    double norms[DPG_MAX_CRITICS], ss = 0.0;
+// Stage 1: the mean over the ranks of range r's gradient, this rank's shard of it landing at
+// the range's start (reduce-scatter in place). Otherwise s_average over the whole range.
+// Returns the shard: r->s_n floats, element i being the model's off + s_off + i.
+static float *s_reduce(train_dpg_t *self, const s_range *r) {
+    float *g = self->grads + r->off;
+    if (self->zero != 1) {
+        s_average(self, r->off, r->n);
+        return g;
+    }
+    group_reduce_scatter_f32(self->group, NULL, g, r->counts);
+    const float inv = 1.0f / (float)self->n_ranks;
+    for (size_t i = 0; i < r->s_n; i++) {
+        g[i] *= inv;
+    }
+    return g;
+}
+
+// Stage 1, after a shard of range r stepped: every rank's shard to every rank.
+static void s_gather(train_dpg_t *self, const s_range *r) {
+    if (self->zero == 1) {
+        group_allgather_f32(self->group, self->online + r->off, r->counts, r->displs);
+    }
+}
+
+// Sums of squares of the gradient shard g of the critics' range, critic by critic (critic k
+// is [k P_q, (k + 1) P_q) of the range), over the group in stage 1.
+static void s_critic_ss(train_dpg_t *self, const float *g, double *ss) {
+    const size_t nq = self->critic[0].num_params, lo = self->rc.s_off, hi = lo + self->rc.s_n;
     for (int k = 0; k < self->n_critics; k++) {
-        const nn_params_t *g = &self->g_critic[k];
-        norms[k] = sqrt(optim_sum_squares(g->data, g->num_params));
-        ss += norms[k] * norms[k];
+        size_t a = APEX_MAX(lo, (size_t)k * nq), b = APEX_MIN(hi, (size_t)(k + 1) * nq);
+        ss[k] = a < b ? optim_sum_squares(g + (a - lo), b - a) : 0.0;
+    }
+    if (self->zero == 1) {
+        group_allreduce_f64(self->group, ss, self->n_critics);
+    }
+}
+
+// Step 4 after backward: the critics' gradient (a group's mean), each critic's norm (clipped
+// to grad_clip when all are finite), and the critics' optimizer step on this rank's shard.
+// Returns 1 when it stepped; *norm_out: the critics' joint norm.
+static int s_critic_update(train_dpg_t *self, float *norm_out) {
+    float *g = s_reduce(self, &self->rc);
+    double norms[DPG_MAX_CRITICS], ss = 0.0;
+    s_critic_ss(self, g, norms);
+    for (int k = 0; k < self->n_critics; k++) {
+        ss += norms[k];
+        norms[k] = sqrt(norms[k]);
     }
     *norm_out = (float)sqrt(ss);
     if (!s_step_ok(self, sqrt(ss))) {
         return 0;
     }
+    const size_t nq = self->critic[0].num_params, lo = self->rc.s_off, hi = lo + self->rc.s_n;
     for (int k = 0; k < self->n_critics; k++) {
-        const nn_params_t *g = &self->g_critic[k];
-        optim_clip_scale(g->data, g->num_params, norms[k], self->cfg.grad_clip);
+        size_t a = APEX_MAX(lo, (size_t)k * nq), b = APEX_MIN(hi, (size_t)(k + 1) * nq);
+        if (a < b) {
+            optim_clip_scale(g + (a - lo), b - a, norms[k], self->cfg.grad_clip);
+        }
     }
-    optim_step(&self->critic_opt, self->online + self->n_actor, self->grads + self->n_actor);
+    optim_step(&self->critic_opt, self->online + self->rc.off + lo, g);
+    s_gather(self, &self->rc);
     return 1;
 }
 
@@ -308,21 +389,27 @@ static float s_policy_update(train_dpg_t *self, const train_dpg_batch_t *b, int 
     nn_backward_input(&self->st_q, &self->critic[0], self->dq, B, O, A, self->da);
     nn_params_zero(&self->g_actor);
     nn_backward(&self->st_actor, &self->actor, &self->g_actor, self->da, B);
-    s_average(self, 0, self->n_actor); // before the clips, as one learner's whole gradient
-    float *g = self->g_actor.data;
-    const size_t n = self->n_actor;
+    // A group's mean (stage 1: this rank's shard of it), before the clips, as one learner's
+    // whole gradient.
+    float *g = s_reduce(self, &self->ra);
+    const size_t n = self->ra.s_n;
     const float vc = self->cfg.actor_grad_value_clip;
     if (vc > 0.0f) { // torch.nn.utils.clip_grad_value_; NaN stays NaN for the check below
         for (size_t i = 0; i < n; i++) {
             g[i] = g[i] > vc ? vc : (g[i] < -vc ? -vc : g[i]);
         }
     }
-    double norm = sqrt(optim_sum_squares(g, n));
+    double ss = optim_sum_squares(g, n);
+    if (self->zero == 1) {
+        group_allreduce_f64(self->group, &ss, 1);
+    }
+    double norm = sqrt(ss);
     *norm_out = (float)norm;
     *stepped = s_step_ok(self, norm);
     if (*stepped) {
         optim_clip_scale(g, n, norm, self->cfg.grad_clip);
-        optim_step(&self->actor_opt, self->online, g);
+        optim_step(&self->actor_opt, self->online + self->ra.s_off, g);
+        s_gather(self, &self->ra);
     }
     return (float)(-qsum / B);
 }
@@ -367,9 +454,8 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *b, float *prior
         t_bwd += clock_now_ns() - tb;
     }
     loss_priorities(priorities_out, self->td1, self->cfg.priority_eps, B);
-    // A group's critics step on the mean gradient: every rank then takes the same decisions
-    // (norms, skips, the policy's turn) and keeps the same parameters.
-    s_average(self, self->n_actor, self->n_total - self->n_actor);
+    // A group's critics step on the mean gradient (s_critic_update): every rank then takes
+    // the same decisions (norms, skips, the policy's turn) and keeps the same parameters.
     int64_t t1 = clock_now_ns();
     float critic_norm;
     int critic_ok = s_critic_update(self, &critic_norm);
@@ -411,6 +497,7 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *b, float *prior
 // accessors
 
 size_t train_dpg_num_params(const train_dpg_t *self) { return self->n_total; }
+size_t train_dpg_moment_floats(const train_dpg_t *self) { return self->ra.s_n + self->rc.s_n; }
 const float *train_dpg_online(const train_dpg_t *self) { return self->online; }
 const float *train_dpg_target(const train_dpg_t *self) { return self->target; }
 const float *train_dpg_grads(const train_dpg_t *self) { return self->grads; }
@@ -447,23 +534,46 @@ void train_dpg_set_params(train_dpg_t *self, const float *online, const float *t
 
 enum { DPG_CKPT_ARRAYS = 4 };
 
+// Stage 1: the whole model's moments, every rank's shards put in place (collective); a
+// fresh allocation the caller frees. Not a hot path: once per checkpoint.
+static float *s_full_moments(const train_dpg_t *self, const float *mine) {
+    float *full = xaligned_alloc(self->n_total * sizeof(float));
+    const s_range *rs[2] = {&self->ra, &self->rc};
+    const float *src = mine;
+    for (int i = 0; i < 2; i++) {
+        memcpy(full + rs[i]->off + rs[i]->s_off, src, rs[i]->s_n * sizeof(float));
+        group_allgather_f32(self->group, full + rs[i]->off, rs[i]->counts, rs[i]->displs);
+        src += rs[i]->s_n;
+    }
+    return full;
+}
+
 int train_dpg_save(const train_dpg_t *self, const char *path, const ckpt_extra_t *extra) {
-    if (self->rank != 0) {
-        return APEX_OK; // a group's ranks hold the same model: rank 0 writes it
+    float *m = self->m, *v = self->v;
+    if (self->zero == 1) {
+        m = s_full_moments(self, self->m);
+        v = s_full_moments(self, self->v);
     }
-    ckpt_header_t hdr;
-    ckpt_header_init(&hdr, &self->cfg.actor);
-    hdr.num_params = self->n_total;
-    hdr.learner_step = (uint64_t)self->step;
-    hdr.optim_kind = (uint32_t)self->critic_opt.cfg.kind;
-    hdr.optim_step = (uint64_t)self->critic_opt.step;
-    memcpy(hdr.rng_state, self->rng.s, sizeof hdr.rng_state);
-    if (extra) {
-        hdr.extra = *extra;
+    int rc = APEX_OK;
+    if (self->rank == 0) { // a group's ranks hold the same model: rank 0 writes it
+        ckpt_header_t hdr;
+        ckpt_header_init(&hdr, &self->cfg.actor);
+        hdr.num_params = self->n_total;
+        hdr.learner_step = (uint64_t)self->step;
+        hdr.optim_kind = (uint32_t)self->critic_opt.cfg.kind;
+        hdr.optim_step = (uint64_t)self->critic_opt.step;
+        memcpy(hdr.rng_state, self->rng.s, sizeof hdr.rng_state);
+        if (extra) {
+            hdr.extra = *extra;
+        }
+        hdr.extra.user[TRAIN_DPG_CKPT_ACTOR_STEP] = (uint64_t)self->actor_opt.step;
+        const float *arrays[DPG_CKPT_ARRAYS] = {self->online, self->target, m, v};
+        rc = ckpt_write_as(path, CKPT_DPG_MAGIC, &hdr, arrays, DPG_CKPT_ARRAYS);
     }
-    hdr.extra.user[TRAIN_DPG_CKPT_ACTOR_STEP] = (uint64_t)self->actor_opt.step;
-    const float *arrays[DPG_CKPT_ARRAYS] = {self->online, self->target, self->m, self->v};
-    return ckpt_write_as(path, CKPT_DPG_MAGIC, &hdr, arrays, DPG_CKPT_ARRAYS);
+    if (self->zero == 1) {
+        xfree(m), xfree(v);
+    }
+    return rc;
 }
 
 int train_dpg_load(train_dpg_t *self, const char *path, ckpt_extra_t *extra_out) {
@@ -480,10 +590,28 @@ int train_dpg_load(train_dpg_t *self, const char *path, ckpt_extra_t *extra_out)
                   optim_kind_name(self->critic_opt.cfg.kind));
         rc = APEX_EINVAL;
     }
+    if (self->group) {
+        // Every rank read the file itself: they agree to go on only if every one could (a
+        // rank on a host that does not see it fails the group's load).
+        double failed = rc != APEX_OK;
+        group_allreduce_f64(self->group, &failed, 1);
+        if (rc == APEX_OK && failed > 0) {
+            log_error("%s: another rank of the learner group could not load it", path);
+            rc = APEX_EIO;
+        }
+    }
     if (rc == APEX_OK) {
-        float *dst[DPG_CKPT_ARRAYS] = {self->online, self->target, self->m, self->v};
-        for (int i = 0; i < DPG_CKPT_ARRAYS; i++) {
-            memcpy(dst[i], arrays[i], n * sizeof(float));
+        memcpy(self->online, arrays[0], n * sizeof(float));
+        memcpy(self->target, arrays[1], n * sizeof(float));
+        // The moments: this rank's shards of each range (stage 0: the whole arrays).
+        const s_range *rs[2] = {&self->ra, &self->rc};
+        for (int a = 0; a < 2; a++) {
+            float *dst = a == 0 ? self->m : self->v;
+            const float *src = arrays[2 + a];
+            for (int i = 0; i < 2; i++) {
+                memcpy(dst, src + rs[i]->off + rs[i]->s_off, rs[i]->s_n * sizeof(float));
+                dst += rs[i]->s_n;
+            }
         }
         self->step = (int64_t)hdr.learner_step;
         self->critic_opt.step = (int64_t)hdr.optim_step;
@@ -500,15 +628,5 @@ int train_dpg_load(train_dpg_t *self, const char *path, ckpt_extra_t *extra_out)
         }
     }
     xfree(staged);
-    if (self->group) {
-        // Every rank read the file itself: they agree to go on only if every one could (a
-        // rank on a host that does not see it fails the group's load).
-        double failed = rc != APEX_OK;
-        group_allreduce_f64(self->group, &failed, 1);
-        if (rc == APEX_OK && failed > 0) {
-            log_error("%s: another rank of the learner group could not load it", path);
-            rc = APEX_EIO;
-        }
-    }
     return rc;
 }

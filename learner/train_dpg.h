@@ -46,7 +46,7 @@
 // nn_state_t sized for batch_size (one policy, one critic: the passes run one after the
 // other), per-batch scratch, the step counter and the learner's RNG (the smoothing noise).
 // Nothing is allocated after train_dpg_new, except staging inside train_dpg_load.
-// What it does not do: ZeRO stages 1 and 2 (a group runs stage 0: train_dpg_new_group),
+// What it does not do: ZeRO stage 2 (a group runs stage 0 or 1: train_dpg_new_group),
 // sampling, networking, lr schedules, exploration noise (the actors').
 // Not thread-safe: one thread drives a trainer; the parameters may be read by another thread
 // only while no train_dpg_step runs.
@@ -81,6 +81,7 @@ typedef struct {
     int64_t target_update;       // with tau == 0: steps between copies (>= 1)
     float priority_eps;          // added to |d_1| in the new priorities
     uint64_t seed;               // [run] seed: the networks' init and the learner RNG
+    int zero_stage;              // a learner group's ZeRO stage, 0 or 1 (train_dpg_new_group)
 } train_dpg_config_t;
 
 // One batch as flat arrays, borrowed for the duration of train_dpg_step.
@@ -130,15 +131,22 @@ void train_dpg_config_default(train_dpg_config_t *cfg);
 // when cfg is invalid. Caller destroys with train_dpg_destroy.
 train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg);
 // The same for one rank of a learner group (group.h; borrowed, it must outlive the trainer;
-// NULL or of size 1: a single learner): ZeRO stage 0, plain data parallelism. Every rank
-// draws the same initial networks from the seed, trains on its own batch, and steps both
-// networks on the group's mean gradients (an all-reduce after the critics' backward and one
-// after the policy's, before any clip), so the ranks stay identical and N ranks of B rows
-// step as one learner on the N B rows (tests/check_group.c). Each rank smooths its targets
-// with its own stream (RNG_ROLE_LEARNER, rank). train_dpg_save writes on rank 0 only; every
-// rank's train_dpg_load reads the file and the group agrees on the outcome (collective).
-// Stages 1 and 2 (sharded optimizer state and gradients) are DQN's only so far: the caller
-// refuses them (dpg_glue.c).
+// NULL or of size 1: a single learner), in cfg->zero_stage:
+//   0: plain data parallelism. Every rank draws the same initial networks from the seed,
+//      trains on its own batch, and steps both networks on the group's mean gradients (an
+//      all-reduce after the critics' backward and one after the policy's, before any clip);
+//   1: ZeRO stage 1 (optimizer state partitioned). The policy's range and the critics' are
+//      each split over the ranks (group_shard_range); a rank keeps Adam's (or RMSProp's)
+//      moments for its two shards only, reduce-scatters each gradient instead of
+//      all-reducing it, clips with the global norms (per critic: the shards' sums of squares
+//      all-reduced), steps its shards and all-gathers the parameters.
+// Either way the ranks stay identical and N ranks of B rows step as one learner on the N B
+// rows (tests/check_group.c). Each rank smooths its targets with its own stream
+// (RNG_ROLE_LEARNER, rank). Checkpoints are one file in either stage, the same as a single
+// learner's: train_dpg_save is collective (stage 1 gathers the moments first) and rank 0
+// writes; train_dpg_load reads the file on every rank, each keeping its shards, and the group
+// agrees on the outcome (collective). So a checkpoint restores across stages and rank counts.
+// Stage 2 (gradients partitioned too) is DQN's only so far: the caller refuses it.
 struct group;
 train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *group);
 // Frees everything; accepts NULL or *self_p == NULL and sets *self_p = NULL.
@@ -155,6 +163,9 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *batch, float *p
 // last step's gradients (the critics' of that step, the policy's of the last policy update;
 // after the clips).
 size_t train_dpg_num_params(const train_dpg_t *self);
+// Floats of each optimizer moment this rank holds: train_dpg_num_params, or in ZeRO stage 1
+// its two shards.
+size_t train_dpg_moment_floats(const train_dpg_t *self);
 const float *train_dpg_online(const train_dpg_t *self);
 const float *train_dpg_target(const train_dpg_t *self);
 const float *train_dpg_grads(const train_dpg_t *self);

@@ -571,12 +571,14 @@ START_TEST(test_mpi_reshard) {
 }
 END_TEST
 
-// The DPG trainer's group (ZeRO stage 0, issue #28): 2 ranks of 6 rows against one learner
-// on the 12, 50 steps of zero_fixture.h's DPG batches (the smoothing noise through the batch
-// hook, so each rank's rows get the reference's draws), Adam and RMSProp, the critics' norm
-// clip active in some steps: the same bounds as test_mpi_equivalence, the critics' and the
-// policy's norms of every step, identical ranks. Then the group's checkpoint: 2 ranks run 25
-// steps and save (rank 0 writes), 2 ranks load it and run 25 more: the same end.
+// The DPG trainer's group (ZeRO stages 0 and 1, issue #28): 2 ranks of 6 rows against one
+// learner on the 12, 50 steps of zero_fixture.h's DPG batches (the smoothing noise through
+// the batch hook, so each rank's rows get the reference's draws), Adam and RMSProp, the
+// critics' norm clip active in some steps: the same bounds as test_mpi_equivalence, the
+// critics' and the policy's norms of every step, identical ranks. Then the group's
+// checkpoint across stages and rank counts: 2 ranks in stage 1 run 25 steps and save (the
+// moments gathered, rank 0 writes), 3 ranks in stage 0 load it and run 25 more: the same end.
+// And the memory: in stage 1 each rank holds about half the moments of stage 0.
 START_TEST(test_mpi_dpg_equivalence) {
     const char *dir = check_tmpdir();
     const char *optims[] = {"adam", "rmsprop"};
@@ -610,36 +612,67 @@ START_TEST(test_mpi_dpg_equivalence) {
         snprintf(prefix, sizeof prefix, "%s/dpg_%s", dir, optims[c]);
         snprintf(a_opt, sizeof a_opt, "optim=%s", optims[c]);
         snprintf(a_out, sizeof a_out, "out=%s", prefix);
-        const char *args[] = {"net=dpg", a_opt, "stage=0", "rows=12", "steps=50", a_out, NULL};
+        const char *args[] = {"net=dpg", a_opt, "stage=0,1", "rows=12", "steps=50", a_out, NULL};
         ck_assert_int_eq(s_mpirun(2, NULL, args), 0);
         char run[1100], path[1200];
-        snprintf(run, sizeof run, "%s_s0", prefix);
-        s_check_group(run, 2, train_dpg_online(ref), init, n);
-        snprintf(path, sizeof path, "%s.norms", run);
-        double norms[128];
-        ck_assert_int_eq(s_read_norms(path, norms, 128), 100);
-        for (int i = 0; i < 50; i++) {
-            for (int k = 0; k < 2; k++) {
-                ck_assert_msg(fabs(norms[2 * i + k] - ref_norms[i][k]) <= 1e-4 * ref_norms[i][k],
-                              "%s step %d: %s norm %g, single learner %g", run, i,
-                              k ? "policy" : "critics", norms[2 * i + k], ref_norms[i][k]);
+        for (int stage = 0; stage <= 1; stage++) {
+            snprintf(run, sizeof run, "%s_s%d", prefix, stage);
+            s_check_group(run, 2, train_dpg_online(ref), init, n);
+            snprintf(path, sizeof path, "%s.norms", run);
+            double norms[128];
+            ck_assert_int_eq(s_read_norms(path, norms, 128), 100);
+            for (int i = 0; i < 50; i++) {
+                for (int k = 0; k < 2; k++) {
+                    ck_assert_msg(fabs(norms[2 * i + k] - ref_norms[i][k]) <=
+                                      1e-4 * ref_norms[i][k],
+                                  "%s step %d: %s norm %g, single learner %g", run, i,
+                                  k ? "policy" : "critics", norms[2 * i + k], ref_norms[i][k]);
+                }
             }
         }
         // Checkpoint and resume as a group.
         snprintf(a_save, sizeof a_save, "save=%s/dpg_%s.ckpt", dir, optims[c]);
         snprintf(a_load, sizeof a_load, "load=%s/dpg_%s.ckpt", dir, optims[c]);
         snprintf(a_out, sizeof a_out, "out=%s_resumed", prefix);
-        const char *first[] = {"net=dpg", a_opt, "stage=0", "rows=12", "steps=25", a_save, NULL};
+        const char *first[] = {"net=dpg", a_opt, "stage=1", "rows=12", "steps=25", a_save, NULL};
         const char *second[] = {"net=dpg",  a_opt,  "stage=0", "rows=12",
                                 "steps=25", a_load, a_out,     NULL};
         ck_assert_int_eq(s_mpirun(2, NULL, first), 0);
-        ck_assert_int_eq(s_mpirun(2, NULL, second), 0);
+        ck_assert_int_eq(s_mpirun(3, NULL, second), 0);
         snprintf(run, sizeof run, "%s_resumed_s0", prefix);
-        s_check_group(run, 2, train_dpg_online(ref), init, n);
+        s_check_group(run, 3, train_dpg_online(ref), init, n);
         xfree(b);
         xfree(init);
         train_dpg_destroy(&ref);
     }
+    // Moments per rank: stage 0 the whole model's two, stage 1 the rank's shards' (each range
+    // split in two: at most one float more than half of each).
+    char out[1100], line[256];
+    snprintf(out, sizeof out, "%s/dpgmem.txt", dir);
+    const char *margs[] = {"net=dpg", "stage=0,1", "rows=12", "mem=1", NULL};
+    ck_assert_int_eq(s_mpirun(2, out, margs), 0);
+    FILE *f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t opt[2][2] = {{0}}, total = 0;
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        int rank, size, stage;
+        size_t bytes, np;
+        if (sscanf(line, "dpgmem %d %d %d %zu %zu", &rank, &size, &stage, &bytes, &np) == 5) {
+            ck_assert(rank >= 0 && rank < 2 && stage >= 0 && stage <= 1 && size == 2);
+            opt[stage][rank] = bytes;
+            total = np;
+            seen++;
+        }
+    }
+    fclose(f);
+    ck_assert_int_eq(seen, 4);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_uint_eq(opt[0][r], 2 * total * sizeof(float));
+        ck_assert_uint_le(opt[1][r], 2 * (total / 2 + 2) * sizeof(float));
+        ck_assert_uint_ge(opt[1][r], 2 * (total / 2 - 2) * sizeof(float));
+    }
+    ck_assert_uint_eq(opt[1][0] + opt[1][1], 2 * total * sizeof(float));
 }
 END_TEST
 

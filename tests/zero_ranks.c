@@ -3,8 +3,8 @@
 // over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
 //
 //   net=mlp|conv|large|dpg  stage=S[,S...] (0, 1, 2; each stage in turn, from the same
-//   start; dpg: the DPG trainer of zero_fixture.h, stage 0 only, whose norms file holds the
-//   critics' norm and the policy's, two per step)
+//   start; dpg: the DPG trainer of zero_fixture.h, stages 0 and 1, whose norms file holds
+//   the critics' norm and the policy's, two per step)
 //   optim=adam|rmsprop  rows=R (whole batch of a step, a
 //   multiple of N; rank r trains rows [r R/N, (r+1) R/N))  steps=K  clip=C
 //   load=PATH (trainer_load first)  save=PATH (trainer_save after the steps)
@@ -94,14 +94,21 @@ static int s_run_dpg(group_t *g, const s_args *a) {
     int N = group_size(g), rank = group_rank(g);
     optim_kind kind;
     if (optim_parse_kind(a->optim, &kind) != 0 || a->rows % N || a->rows > ZF_MAX_ROWS ||
-        a->stage != 0) {
+        a->stage > 1) {
         fprintf(stderr, "zero_ranks: bad arguments for net=dpg\n");
         return 1;
     }
     int per = a->rows / N;
     train_dpg_config_t tc;
     zf_dpg_config(&tc, kind, per);
+    tc.zero_stage = a->stage;
     train_dpg_t *t = train_dpg_new_group(&tc, g);
+    if (t && a->mem) {
+        printf("dpgmem %d %d %d %zu %zu\n", rank, N, a->stage,
+               train_dpg_moment_floats(t) * 2 * sizeof(float), train_dpg_num_params(t));
+        train_dpg_destroy(&t);
+        return 0;
+    }
     if (!t || (a->load && train_dpg_load(t, a->load, NULL) != APEX_OK)) {
         train_dpg_destroy(&t);
         return 1;
@@ -111,7 +118,7 @@ static int s_run_dpg(group_t *g, const s_args *a) {
     char path[1024];
     FILE *norms = NULL;
     if (a->out && rank == 0) {
-        snprintf(path, sizeof path, "%s_s0.norms", a->out);
+        snprintf(path, sizeof path, "%s_s%d.norms", a->out, a->stage);
         norms = fopen(path, "w");
     }
     for (int i = 0; i < a->steps; i++) {
@@ -132,7 +139,7 @@ static int s_run_dpg(group_t *g, const s_args *a) {
         rc = 1;
     }
     if (a->out) {
-        snprintf(path, sizeof path, "%s_s0.r%d", a->out, rank);
+        snprintf(path, sizeof path, "%s_s%d.r%d", a->out, a->stage, rank);
         rc |= s_write(path, train_dpg_online(t), train_dpg_num_params(t) * sizeof(float));
     }
     train_dpg_destroy(&t);

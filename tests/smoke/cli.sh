@@ -60,18 +60,18 @@ grep -qxF -- "$wpub envworker" "$TMP/keys/authorized_keys" && [ "$(grep -c . "$T
 # Continuous actions (issue #28): the replay server takes them; the learner trains on them
 # (tests/smoke/dpg_learner.sh) and the actor acts on the built-in continuous envs
 # (tests/smoke/dpg_actor.sh) and on Python envs (tests/smoke/python_continuous.sh); not yet
-# supported, and refused at start-up saying why: a continuous learner group of ZeRO stage 1
-# or 2. A Python env
+# supported, and refused at start-up saying why: a continuous learner group of ZeRO stage
+# 2. A Python env
 # whose Box bounds differ from the run's is refused naming both.
 cont=(-c configs/smoke.ini --set env.id=external --set env.obs_dim=3 --set env.action_dim=1 --set env.action_low=-2
       --set env.action_high=2 --set run.out_dir="$TMP/cont")
 expect_rc 0 "a continuous external env's config is valid" "$APEX_BIN/apex-replay" "${cont[@]}" --print-config
 grep -q '^action_dim = 1$' "$TMP/out" && ok "--print-config shows action_dim" || bad "--print-config: no action_dim = 1"
 # apex-learner trains continuous actions with DPG (tests/smoke/dpg_learner.sh), as a learner
-# group in ZeRO stage 0 only (tests/smoke/dpg_group.sh): the config refuses the others.
-expect_rc 2 "apex-learner refuses a continuous learner group of ZeRO stage 1" "$APEX_BIN/apex-learner" "${cont[@]}" \
-  --set learner.ranks=2 --set learner.zero_stage=1
-grep -q "a learner group with continuous actions (the DPG learner) runs ZeRO stage 0 only so far" "$TMP/err" && ok "apex-learner says why" || bad "apex-learner: $(cat "$TMP/err")"
+# group in ZeRO stages 0 and 1 (tests/smoke/dpg_group.sh): the config refuses stage 2.
+expect_rc 2 "apex-learner refuses a continuous learner group of ZeRO stage 2" "$APEX_BIN/apex-learner" "${cont[@]}" \
+  --set learner.ranks=2 --set learner.zero_stage=2
+grep -q "a learner group with continuous actions (the DPG learner) runs ZeRO stages 0 and 1 only so far" "$TMP/err" && ok "apex-learner says why" || bad "apex-learner: $(cat "$TMP/err")"
 expect_rc 2 "apex-actor refuses a Python env whose Box bounds are not the run's" "$APEX_BIN/apex-actor" -c configs/smoke.ini \
   --index 0 --set env.id=python --set env.make=tests/pyenv_pendulum.py:pendulum --set env.obs_dim=3 \
   --set env.action_dim=1 --set env.action_low=-1 --set env.action_high=2 --set python.interpreter="$PY"
