@@ -3,6 +3,7 @@
 // lookups, the checks between keys, and the sharded replay's derivation and check.
 #include "check_apex.h"
 
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -715,20 +716,23 @@ START_TEST(test_shard_check) {
 END_TEST
 
 START_TEST(test_shipped_configs_load) {
-    // Every configs/*.ini must load cleanly (they are the user's starting point).
-    const char *files[] = {"configs/cartpole.ini",          "configs/smoke.ini",
-                           "configs/python-cartpole.ini",   "configs/pendulum.ini",
-                           "configs/halfcheetah.ini",       "configs/hopper.ini",
-                           "configs/walker2d.ini",          "configs/ant.ini",
-                           "configs/inverted-pendulum.ini", "configs/inverted-double-pendulum.ini"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        if (access(files[i], R_OK) != 0) {
-            continue; // run from another directory; make test runs from the repo root
-        }
+    // Every configs/*.ini must load cleanly (they are the user's starting point): all of
+    // them, found by the pattern, so a new config is checked without a list to extend.
+    glob_t g;
+    if (glob("configs/*.ini", 0, NULL, &g) != 0) {
+        return; // run from another directory; make test runs from the repo root
+    }
+    ck_assert_uint_ge(g.gl_pathc, 18); // as many as were shipped with the pixels config
+    int pixels = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
         apex_config_t cfg;
         char err[CONFIG_ERR_LEN] = "";
-        ck_assert_msg(config_load(&cfg, files[i], NULL, 0, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(config_load(&cfg, g.gl_pathv[i], NULL, 0, err, sizeof err) == 0, "%s: %s",
+                      g.gl_pathv[i], err);
+        pixels += strcmp(cfg.env.id, "MinAtar/Breakout-render84-v0") == 0 && cfg.env.obs_h == 84;
     }
+    ck_assert_int_eq(pixels, 1); // configs/minatar-breakout-pixels.ini
+    globfree(&g);
 }
 END_TEST
 
