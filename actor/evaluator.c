@@ -302,7 +302,10 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
     }
     uint64_t lcg = seed;
     const minatar_game_t *game = env_minatar_game(spec);
-    uint8_t state[ENV_MAX_STATE_BYTES], obs[ENV_MAX_OBS_DIM * 4];
+    // grid: a MinAtar game's own frame, what its lines print (also for a render84 spec,
+    // whose obs is the frame drawn from it: the trace of MinAtar/<Game>-render84-v0 is
+    // MinAtar/<Game>-v0's, line for line).
+    uint8_t state[ENV_MAX_STATE_BYTES], obs[ENV_MAX_OBS_DIM * 4], grid[MINATAR_MAX_OBS];
     char line[MINATAR_TRACE_LINE_MAX];
     minatar_t *m = (minatar_t *)(void *)state;
     rng_t rng;
@@ -312,8 +315,8 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
         minatar_init(m, game, MINATAR_STICKY_PROB_DEFAULT, 1);
         minatar_seed(m, (uint32_t)seed);
         minatar_reset(m);
-        minatar_observe(m, obs);
-        minatar_format_step(line, sizeof line, 0, -1, -1, 0.0f, 0, obs, game->channels);
+        minatar_observe(m, grid);
+        minatar_format_step(line, sizeof line, 0, -1, -1, 0.0f, 0, grid, game->channels);
         fprintf(out, "%s\n", line);
     } else {
         spec->reset(state, &rng, obs);
@@ -336,7 +339,8 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
         ep_len++;
         int trunc = spec->info->max_episode_steps > 0 && ep_len >= spec->info->max_episode_steps;
         if (game) {
-            minatar_format_step(line, sizeof line, t, a, m->last_action, r, term, obs,
+            minatar_observe(m, grid);
+            minatar_format_step(line, sizeof line, t, a, m->last_action, r, term, grid,
                                 game->channels);
             fprintf(out, "%s\n", line);
         } else {
@@ -348,7 +352,8 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
             ep_len = 0;
             spec->reset(state, &rng, obs);
             if (game) {
-                minatar_format_step(line, sizeof line, t, -1, -1, 0.0f, 0, obs, game->channels);
+                minatar_observe(m, grid);
+                minatar_format_step(line, sizeof line, t, -1, -1, 0.0f, 0, grid, game->channels);
                 fprintf(out, "%s\n", line);
             } else {
                 fprintf(out, "t=%ld a=-1 r=0 term=0 trunc=0 obs=", t);

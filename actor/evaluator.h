@@ -63,7 +63,9 @@ void evaluator_run(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st,
 // policy (the LCG of minatar.h, seeded with seed) or the a= actions of a trace file:
 //   MinAtar:  t=<t> a=<action> ea=<applied> r=<reward> term=<0|1> obs=<packed bits, hex>
 //             (the line tests/fixtures/gen_minatar.py --trace prints from the reference, for
-//             the same seed, so the two can be diffed; a line with a=-1 follows each reset)
+//             the same seed, so the two can be diffed; a line with a=-1 follows each reset);
+//             MinAtar/<Game>-render84-v0 prints the game's frame too, not the 84 x 84
+//             drawing of it: its trace is MinAtar/<Game>-v0's, line for line
 //   others:   t=<t> a=<action> r=<reward> term=<0|1> trunc=<0|1> obs=<float32 bytes, hex>
 //   continuous (action_dim > 0): the same with a=<action_dim floats, %.9g, comma-separated>,
 //             drawn uniform in [action_low, action_high] from the same LCG; term=2 marks a

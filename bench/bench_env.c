@@ -16,9 +16,15 @@
 // one warm-up window), each with "BENCH env.<name>.steps_per_cpu_s" (all timed steps over
 // the thread's CPU time: the one-core rate with the machine's sharing taken out) and a
 // comment line: min/max, episodes, mean length.
+// --only render84 (not part of the default run) steps each game plain and then rendered
+// (MinAtar/<Game>-render84-v0: the same game, observed as one 84 x 84 frame), back to back:
+// "BENCH env.minatar_<game>.steps_per_s", "BENCH env.minatar_<game>_render84.steps_per_s"
+// (with their steps_per_cpu_s) and "BENCH env.minatar_<game>_render84.cost_vs_plain <x> x",
+// the plain rate over the rendered one (what drawing the frames multiplies a step's cost by).
 //
 // Usage: bench_env [vector_steps_per_window] [windows]
-//                  [--only cartpole|continuous|pendulum|mountaincar_continuous|minatar|<game>]
+//                  [--only cartpole|continuous|pendulum|mountaincar_continuous|minatar|<game>|
+//                          render84]
 //   defaults: CartPole 200000 vector steps, the continuous envs 100000, MinAtar calibrated to
 //   ~0.3 s per window; 7 windows. <game> is a MinAtar module name (breakout, ...).
 #include "clock.h"
@@ -99,7 +105,8 @@ static double s_run_window(vecenv_t *v, rng_t *r, long vsteps, float *rewards, u
 }
 
 // Benchmarks one env spec and prints its lines; vsteps <= 0 calibrates the window length.
-static void s_bench(const env_spec_t *spec, const char *name, long vsteps, int windows) {
+// Returns the median rate.
+static double s_bench(const env_spec_t *spec, const char *name, long vsteps, int windows) {
     vecenv_t v;
     vecenv_init(&v, spec, BENCH_NENV, 1, 0, BENCH_NENV);
     rng_t r;
@@ -130,6 +137,7 @@ static void s_bench(const env_spec_t *spec, const char *name, long vsteps, int w
            (double)vsteps * windows * BENCH_NENV / cpu);
     fflush(stdout);
     vecenv_fini(&v);
+    return median;
 }
 
 int main(int argc, char **argv) {
@@ -155,7 +163,8 @@ int main(int argc, char **argv) {
     } conts[] = {{"pendulum", &env_pendulum_spec},
                  {"mountaincar_continuous", &env_mountaincar_continuous_spec}};
     int known = !only || !strcmp(only, "cartpole") || !strcmp(only, "minatar") ||
-                !strcmp(only, "continuous") || minatar_find(only) != NULL;
+                !strcmp(only, "continuous") || !strcmp(only, "render84") ||
+                minatar_find(only) != NULL;
     for (size_t c = 0; c < sizeof conts / sizeof conts[0]; c++) {
         known |= only && !strcmp(only, conts[c].name);
     }
@@ -163,7 +172,7 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "usage: %s [vector_steps_per_window > 0] [windows 5..100] "
                 "[--only cartpole|continuous|pendulum|mountaincar_continuous|minatar|"
-                "<minatar game>]\n",
+                "<minatar game>|render84]\n",
                 argv[0]);
         return 2;
     }
@@ -178,19 +187,26 @@ int main(int argc, char **argv) {
     // The MinAtar specs in minatar.h's game order; their ids name the game in CamelCase.
     static const struct {
         const char *game;
-        const env_spec_t *spec;
-    } games[] = {{"asterix", &env_minatar_asterix_spec},
-                 {"breakout", &env_minatar_breakout_spec},
-                 {"freeway", &env_minatar_freeway_spec},
-                 {"seaquest", &env_minatar_seaquest_spec},
-                 {"space_invaders", &env_minatar_space_invaders_spec}};
+        const env_spec_t *spec, *render84;
+    } games[] = {{"asterix", &env_minatar_asterix_spec, &env_minatar_asterix_render84_spec},
+                 {"breakout", &env_minatar_breakout_spec, &env_minatar_breakout_render84_spec},
+                 {"freeway", &env_minatar_freeway_spec, &env_minatar_freeway_render84_spec},
+                 {"seaquest", &env_minatar_seaquest_spec, &env_minatar_seaquest_render84_spec},
+                 {"space_invaders", &env_minatar_space_invaders_spec,
+                  &env_minatar_space_invaders_render84_spec}};
+    const int render84 = only && !strcmp(only, "render84");
     for (size_t g = 0; g < sizeof games / sizeof games[0]; g++) {
-        if (only && strcmp(only, "minatar") != 0 && strcmp(only, games[g].game) != 0) {
+        if (only && !render84 && strcmp(only, "minatar") != 0 && strcmp(only, games[g].game) != 0) {
             continue;
         }
         char name[64];
         snprintf(name, sizeof name, "minatar_%s", games[g].game);
-        s_bench(games[g].spec, name, vsteps, windows);
+        const double plain = s_bench(games[g].spec, name, vsteps, windows);
+        if (render84) {
+            snprintf(name, sizeof name, "minatar_%s_render84", games[g].game);
+            const double drawn = s_bench(games[g].render84, name, vsteps, windows);
+            printf("BENCH env.%s.cost_vs_plain %.2f x\n", name, plain / drawn);
+        }
     }
     return 0;
 }

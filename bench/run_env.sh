@@ -20,6 +20,9 @@
 #   BENCH env.minatar_<game>.cpu_ratio_vs_python <x> x   the same from steps per CPU second
 #       of each side (bench_env's thread, the reference's process): on a shared machine the
 #       two processes get different shares of a core, which the wall-clock ratio includes
+# Then MinAtar/<Game>-render84-v0 beside the plain game (bench_env --only render84):
+#   BENCH env.minatar_<game>_render84.steps_per_s <x> steps/s
+#   BENCH env.minatar_<game>_render84.cost_vs_plain <x> x   plain rate / rendered rate
 # The machine is shared and noisy: compare ratios from one run, not numbers across runs.
 # Usage (repo root or anywhere): MINATAR_SRC=/work/ref/MinAtar bash bench/run_env.sh
 #   env: BUILD (default build), MINATAR_SRC, ENV_BENCH_ROUNDS
@@ -55,6 +58,7 @@ GAMES="asterix breakout freeway seaquest space_invaders"
 if [ -z "${MINATAR_SRC:-}" ]; then
   echo "# MinAtar: MINATAR_SRC is not set: apex's figures alone (no reference to compare with)"
   "$BIN" --only minatar
+  "$BIN" --only render84
   exit 0
 fi
 if [ ! -d "$MINATAR_SRC/minatar" ]; then
@@ -95,3 +99,5 @@ for g in $GAMES; do
   # shellcheck disable=SC2086
   printf "BENCH env.minatar_%s.cpu_ratio_vs_python %.1f x\n" "$g" "$(bench_median ${C[$g]})"
 done
+# The rendered games (84 x 84 frames) against the plain ones, in one run of bench_env.
+"$BIN" --only render84

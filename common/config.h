@@ -24,7 +24,7 @@
 
 #define CONFIG_MAX_HIDDEN 4
 #define CONFIG_STR_LEN 256
-#define CONFIG_ERR_LEN 512
+#define CONFIG_ERR_LEN 1024 // an unknown [env] id's message lists every known id (~600 bytes)
 #define CONFIG_MAX_KEYS 160 // rows of the schema (config_schema.c asserts it)
 // The replay store's largest capacity (replay/store.h STORE_CAPACITY_MAX; server.c asserts
 // the two agree), so that the schema refuses what the store would.

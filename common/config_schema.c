@@ -38,7 +38,8 @@ const config_row_t config_schema[] = {
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
      "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, "
      "MountainCarContinuous-v0, MinAtar/<Game>-v0 "
-     "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders, the MuJoCo tasks "
+     "with Game Asterix, Breakout, Freeway, Seaquest or SpaceInvaders, MinAtar/<Game>-render84-v0 "
+     "(the same games observed as one 84x84 grayscale frame), the MuJoCo tasks "
      "HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, InvertedPendulum-v4 and "
      "InvertedDoublePendulum-v4 with [env] model_xml), python (Gymnasium-style "
      "Python envs from [env] make, stepped by apex-actor's env workers, see [python]), or "

@@ -62,12 +62,13 @@
 //
 // A spec's id and dimensions are its row of the env table (envinfo.h), spec->info, and are
 // written nowhere else: observations are info->obs_dim elements of info->obs_dtype (float32
-// for classic control, uint8 for MinAtar's 0/1 frames), channels-last [y][x][c] for images
-// (obs_h x obs_w x obs_c; 0 x 0 x 0 for a vector), and enter the network multiplied by
-// info->obs_scale; actions are 0 .. info->n_actions-1 (a discrete env) or info->action_dim
-// floats, nominally in [info->action_low, info->action_high] (a continuous one).
+// for classic control, uint8 for MinAtar's 0/1 frames and its rendered 84 x 84 gray ones),
+// channels-last [y][x][c] for images (obs_h x obs_w x obs_c; 0 x 0 x 0 for a vector), and
+// enter the network multiplied by info->obs_scale; actions are 0 .. info->n_actions-1 (a
+// discrete env) or info->action_dim floats, nominally in [info->action_low,
+// info->action_high] (a continuous one).
 
-#define ENV_MAX_OBS_DIM 1024 // elements; MinAtar's largest frame is 10 x 10 x 10
+#define ENV_MAX_OBS_DIM 7056 // elements: a rendered MinAtar frame, 84 x 84 (the grids: <= 1000)
 #define ENV_MAX_STATE_DIM 8  // doubles of a classic-control state
 #define ENV_MAX_STATE_BYTES 4096
 
@@ -111,11 +112,13 @@ size_t env_obs_bytes(const env_spec_t *spec);
 
 // The built-in specs, one per row of ENVINFO_TABLE and named there (env_cartpole_spec,
 // env_acrobot_spec, env_mountaincar_spec, env_pendulum_spec,
-// env_mountaincar_continuous_spec, env_minatar_<game>_spec). Code normally looks them
-// up with env_find.
+// env_mountaincar_continuous_spec, env_minatar_<game>_spec, env_minatar_<game>_render84_spec,
+// env_mujoco_<task>_spec). Code normally looks them up with env_find.
 #define ENV_X_DECLARE(KEY, spec, ...) extern const env_spec_t spec;
 ENVINFO_TABLE(ENV_X_DECLARE)
-// The MinAtar game behind one of those specs (minatar.h), or NULL for any other spec.
+// The MinAtar game behind one of those specs (minatar.h), or NULL for any other spec: the
+// game of MinAtar/<Game>-v0 and of MinAtar/<Game>-render84-v0 alike (whose state is the same
+// minatar_t; only the observations differ, minatar_render.h).
 struct minatar_game;
 const struct minatar_game *env_minatar_game(const env_spec_t *spec);
 

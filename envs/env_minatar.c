@@ -8,10 +8,17 @@
 // re-seeded: like the reference's Environment, the one stream runs on through every reset and
 // both the sticky draws and the game draw from it. Episodes have no time limit (MinAtar's
 // registration sets none; Freeway ends itself after 2 500 steps).
+//
+// "MinAtar/<Game>-render84-v0" is the same game, the same minatar_t and the same seed, reset
+// and act: only its observation differs, the game's frame drawn as one 84 x 84 grayscale
+// image (minatar_render.h). Its steps and episodes are therefore those of
+// "MinAtar/<Game>-v0" with the same seed and actions, step for step (tests/
+// check_minatar_render.c).
 #include "env.h"
 
 #include "apex.h"
 #include "minatar.h"
+#include "minatar_render.h"
 
 #include <string.h>
 
@@ -89,6 +96,52 @@ MINATAR_SPEC(env_minatar_freeway_spec, FREEWAY, minatar_freeway_game);
 MINATAR_SPEC(env_minatar_seaquest_spec, SEAQUEST, minatar_seaquest_game);
 MINATAR_SPEC(env_minatar_space_invaders_spec, SPACE_INVADERS, minatar_space_invaders_game);
 
+// ---------------------------------------------------------------------------------------
+// Rendered: the game's frame as one 84 x 84 grayscale image
+
+_Static_assert(MINATAR_RENDER_BYTES <= ENV_MAX_OBS_DIM, "a rendered frame fits vecenv's bound");
+
+static void s_reset_render(void *state, rng_t *rng, void *frame) {
+    (void)rng; // as s_reset's
+    minatar_reset(state);
+    minatar_render_observe(state, frame);
+}
+
+// No step_batch: vecenv calls this env by env. Drawing 7 KB dominates the step, and the
+// plain spec's prefetching would save nothing next to it.
+static void s_step_render(void *state, int32_t action, void *frame, float *reward,
+                          uint8_t *terminated) {
+    int term;
+    minatar_act(state, action, reward, &term);
+    *terminated = (uint8_t)term;
+    minatar_render_observe(state, frame);
+}
+
+static void s_observe_render(const void *state, void *frame) {
+    minatar_render_observe(state, frame);
+}
+
+// The rendered spec of table row ENVINFO_<key>_RENDER84: the plain spec's seed (var's
+// s_seed_<plain>), with observations drawn by minatar_render.
+#define MINATAR_RENDER_SPEC(var, plain, key)                                                       \
+    const env_spec_t var = {.info = &envinfo_table[ENVINFO_##key##_RENDER84],                      \
+                            .state_dim = 0,                                                        \
+                            .state_bytes = sizeof(minatar_t),                                      \
+                            .seed = s_seed_##plain,                                                \
+                            .reset = s_reset_render,                                               \
+                            .step = s_step_render,                                                 \
+                            .observe = s_observe_render}
+
+MINATAR_RENDER_SPEC(env_minatar_asterix_render84_spec, env_minatar_asterix_spec, ASTERIX);
+MINATAR_RENDER_SPEC(env_minatar_breakout_render84_spec, env_minatar_breakout_spec, BREAKOUT);
+MINATAR_RENDER_SPEC(env_minatar_freeway_render84_spec, env_minatar_freeway_spec, FREEWAY);
+MINATAR_RENDER_SPEC(env_minatar_seaquest_render84_spec, env_minatar_seaquest_spec, SEAQUEST);
+MINATAR_RENDER_SPEC(env_minatar_space_invaders_render84_spec, env_minatar_space_invaders_spec,
+                    SPACE_INVADERS);
+
+// ---------------------------------------------------------------------------------------
+// Lookups
+
 const minatar_game_t *env_minatar_game(const env_spec_t *spec) {
     static const struct {
         const env_spec_t *spec;
@@ -97,7 +150,12 @@ const minatar_game_t *env_minatar_game(const env_spec_t *spec) {
                {&env_minatar_breakout_spec, &minatar_breakout_game},
                {&env_minatar_freeway_spec, &minatar_freeway_game},
                {&env_minatar_seaquest_spec, &minatar_seaquest_game},
-               {&env_minatar_space_invaders_spec, &minatar_space_invaders_game}};
+               {&env_minatar_space_invaders_spec, &minatar_space_invaders_game},
+               {&env_minatar_asterix_render84_spec, &minatar_asterix_game},
+               {&env_minatar_breakout_render84_spec, &minatar_breakout_game},
+               {&env_minatar_freeway_render84_spec, &minatar_freeway_game},
+               {&env_minatar_seaquest_render84_spec, &minatar_seaquest_game},
+               {&env_minatar_space_invaders_render84_spec, &minatar_space_invaders_game}};
     for (size_t i = 0; i < APEX_ARRAY_LEN(map); i++) {
         if (map[i].spec == spec) {
             return map[i].game;

@@ -44,6 +44,10 @@ typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
 //   max_episode_steps  truncation limit (Gymnasium's TimeLimit), 0 = none
 // Classic control: Gymnasium's registrations. MinAtar (Young & Tian 2019): 10 x 10 x C frames of
 // 0/1 bytes, all 6 actions, no time limit (the v0 ids of MinAtar's own Gymnasium registration).
+// MinAtar/<Game>-render84-v0: the same game (MinAtar/<Game>-v0's dynamics, RNG, sticky actions,
+// rewards and ends), observed as one 84 x 84 grayscale frame (envs/minatar_render.h: a gray
+// level per channel, nearest-neighbour upscaling) fed to the network at 1/255, the shape of
+// the Nature DQN's input.
 // The MuJoCo rows are ENVINFO_MUJOCO_TABLE below, at the end of this one.
 #define ENVINFO_TABLE(X)                                                                                                                       \
     X(CARTPOLE,       env_cartpole_spec,               "CartPole-v1",              4,    ENVINFO_OBS_F32, 0,  0,  0,  1.0f, 2, 0, 0.0f, 0.0f, 500) \
@@ -56,6 +60,11 @@ typedef enum { ENVINFO_OBS_F32 = 0, ENVINFO_OBS_U8 = 1 } envinfo_obs_dtype;
     X(FREEWAY,        env_minatar_freeway_spec,        "MinAtar/Freeway-v0",       700,  ENVINFO_OBS_U8,  10, 10, 7,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
     X(SEAQUEST,       env_minatar_seaquest_spec,       "MinAtar/Seaquest-v0",      1000, ENVINFO_OBS_U8,  10, 10, 10, 1.0f, 6, 0, 0.0f, 0.0f, 0)   \
     X(SPACE_INVADERS, env_minatar_space_invaders_spec, "MinAtar/SpaceInvaders-v0", 600,  ENVINFO_OBS_U8,  10, 10, 6,  1.0f, 6, 0, 0.0f, 0.0f, 0)   \
+    X(ASTERIX_RENDER84,        env_minatar_asterix_render84_spec,        "MinAtar/Asterix-render84-v0",       7056, ENVINFO_OBS_U8, 84, 84, 1, 1.0f / 255.0f, 6, 0, 0.0f, 0.0f, 0) \
+    X(BREAKOUT_RENDER84,       env_minatar_breakout_render84_spec,       "MinAtar/Breakout-render84-v0",      7056, ENVINFO_OBS_U8, 84, 84, 1, 1.0f / 255.0f, 6, 0, 0.0f, 0.0f, 0) \
+    X(FREEWAY_RENDER84,        env_minatar_freeway_render84_spec,        "MinAtar/Freeway-render84-v0",       7056, ENVINFO_OBS_U8, 84, 84, 1, 1.0f / 255.0f, 6, 0, 0.0f, 0.0f, 0) \
+    X(SEAQUEST_RENDER84,       env_minatar_seaquest_render84_spec,       "MinAtar/Seaquest-render84-v0",      7056, ENVINFO_OBS_U8, 84, 84, 1, 1.0f / 255.0f, 6, 0, 0.0f, 0.0f, 0) \
+    X(SPACE_INVADERS_RENDER84, env_minatar_space_invaders_render84_spec, "MinAtar/SpaceInvaders-render84-v0", 7056, ENVINFO_OBS_U8, 84, 84, 1, 1.0f / 255.0f, 6, 0, 0.0f, 0.0f, 0) \
     ENVINFO_MUJOCO_TABLE(X)
 // MuJoCo: Gymnasium's v4 tasks (envs/env_mujoco.h) with their default options: the
 // observation lengths of exclude_current_positions_from_observation = True and of Ant

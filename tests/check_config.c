@@ -3,6 +3,7 @@
 // lookups, the checks between keys, and the sharded replay's derivation and check.
 #include "check_apex.h"
 
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +132,10 @@ START_TEST(test_error_classes) {
                    ": [env] id: unknown environment 'Pong-v5' (known: CartPole-v1, Acrobot-v1, "
                    "MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0, MinAtar/Asterix-v0, "
                    "MinAtar/Breakout-v0, MinAtar/Freeway-v0, "
-                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, "
+                   "MinAtar/Seaquest-v0, MinAtar/SpaceInvaders-v0, MinAtar/Asterix-render84-v0, "
+                   "MinAtar/Breakout-render84-v0, MinAtar/Freeway-render84-v0, "
+                   "MinAtar/Seaquest-render84-v0, MinAtar/SpaceInvaders-render84-v0, "
+                   "HalfCheetah-v4, Hopper-v4, "
                    "Walker2d-v4, Ant-v4, InvertedPendulum-v4, InvertedDoublePendulum-v4, or "
                    "python, or external)");
     // The external environment's keys: both needed; built-in ids keep their own shape and
@@ -157,6 +161,16 @@ START_TEST(test_error_classes) {
                    "a vector of 4 (for id = external, set [env] obs_shape)");
     s_expect_error("[env]\nid = MinAtar/Breakout-v0\n[network]\nconv = 16x8s1,16x4s1\n",
                    ":4: [network] conv: layer 2 (16x4s1) has a kernel larger than its 3x3 input");
+    // The rendered MinAtar frames are 84x84x1 uint8 images, whatever the keys say.
+    s_expect_error("[env]\nid = MinAtar/Breakout-render84-v0\nobs_dtype = float32\n",
+                   ":3: [env] obs_dtype: MinAtar/Breakout-render84-v0's observations are uint8");
+    s_expect_error("[env]\nid = MinAtar/Seaquest-render84-v0\nobs_dim = 1000\n",
+                   ": [env] obs_dim, n_actions and action_dim are for id = python or external; "
+                   "MinAtar/Seaquest-render84-v0 has 7056, 6 and 0");
+    s_expect_error(
+        "[env]\nid = MinAtar/Breakout-render84-v0\n[network]\nconv = 16x8s4,32x4s2,64x9s1,"
+        "64x3s1\n",
+        ":4: [network] conv: layer 4 (64x3s1) has a kernel larger than its 1x1 input");
     s_expect_error("[env]\nid = CartPole-v1\nobs_dim = 5\n",
                    ": [env] obs_dim, n_actions and action_dim are for id = python or external; "
                    "CartPole-v1 has 4, 2 and 0");
@@ -336,6 +350,19 @@ START_TEST(test_external_env) {
     ck_assert_int_eq(a.env.obs_dim, 1000);
     ck_assert_int_eq(a.env.obs_c, 10);
     ck_assert_double_eq(a.env.obs_scale, 1.0);
+    s_assert_prints_back(&a);
+    // Rendered MinAtar: 84x84x1 uint8 frames at 1/255 (the row's float), from the id alone,
+    // with the 2013 DQN body.
+    const char *pixels[] = {"env.id=MinAtar/SpaceInvaders-render84-v0",
+                            "network.conv=16x8s4,32x4s2", "network.hidden=256"};
+    ck_assert_msg(config_load(&a, NULL, pixels, 3, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.env.obs_dtype, CONFIG_OBS_UINT8);
+    ck_assert_int_eq(a.env.obs_dim, 7056);
+    ck_assert(a.env.obs_h == 84 && a.env.obs_w == 84 && a.env.obs_c == 1);
+    ck_assert_int_eq(a.env.n_actions, 6);
+    ck_assert_int_eq(a.env.max_episode_steps, 0);
+    ck_assert((float)a.env.obs_scale == 1.0f / 255.0f);
+    ck_assert_int_eq(a.network.n_conv, 2);
     s_assert_prints_back(&a);
     // Continuous actions: one bound for every component, or one per component; the whole
     // prints back to itself.
@@ -743,20 +770,23 @@ START_TEST(test_shard_check) {
 END_TEST
 
 START_TEST(test_shipped_configs_load) {
-    // Every configs/*.ini must load cleanly (they are the user's starting point).
-    const char *files[] = {"configs/cartpole.ini",          "configs/smoke.ini",
-                           "configs/python-cartpole.ini",   "configs/pendulum.ini",
-                           "configs/halfcheetah.ini",       "configs/hopper.ini",
-                           "configs/walker2d.ini",          "configs/ant.ini",
-                           "configs/inverted-pendulum.ini", "configs/inverted-double-pendulum.ini"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        if (access(files[i], R_OK) != 0) {
-            continue; // run from another directory; make test runs from the repo root
-        }
+    // Every configs/*.ini must load cleanly (they are the user's starting point): all of
+    // them, found by the pattern, so a new config is checked without a list to extend.
+    glob_t g;
+    if (glob("configs/*.ini", 0, NULL, &g) != 0) {
+        return; // run from another directory; make test runs from the repo root
+    }
+    ck_assert_uint_ge(g.gl_pathc, 18); // as many as were shipped with the pixels config
+    int pixels = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
         apex_config_t cfg;
         char err[CONFIG_ERR_LEN] = "";
-        ck_assert_msg(config_load(&cfg, files[i], NULL, 0, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(config_load(&cfg, g.gl_pathv[i], NULL, 0, err, sizeof err) == 0, "%s: %s",
+                      g.gl_pathv[i], err);
+        pixels += strcmp(cfg.env.id, "MinAtar/Breakout-render84-v0") == 0 && cfg.env.obs_h == 84;
     }
+    ck_assert_int_eq(pixels, 1); // configs/minatar-breakout-pixels.ini
+    globfree(&g);
 }
 END_TEST
 

@@ -126,15 +126,18 @@ END_TEST
 START_TEST(test_step_batch_matches_step) {
     // step_batch is an optimisation only: bit-identical to step, across chunk boundaries.
     const env_spec_t *specs[] = {&env_cartpole_spec, &env_acrobot_spec, &env_mountaincar_spec};
-    enum { NB = 70 };
+    // OB bounds these classic-control observations (ENV_MAX_OBS_DIM, a rendered MinAtar
+    // frame, would put 4 MB of them on the stack).
+    enum { NB = 70, OB = 8 };
     for (size_t si = 0; si < 3; si++) {
         const env_spec_t *spec = specs[si];
         if (spec->step_batch == NULL) {
             continue;
         }
         const int S = spec->state_dim, O = spec->info->obs_dim;
+        ck_assert_int_le(O, OB);
         double a[NB * ENV_MAX_STATE_DIM], b[NB * ENV_MAX_STATE_DIM];
-        float oa[NB * ENV_MAX_OBS_DIM], ob[NB * ENV_MAX_OBS_DIM], ra[NB], rb[NB];
+        float oa[NB * OB], ob[NB * OB], ra[NB], rb[NB];
         uint8_t ta[NB], tb[NB];
         int32_t act[NB];
         rng_t r;

@@ -1,10 +1,12 @@
 // check_envinfo.c: the one table of env ids (envs/envinfo.h) and the implementation registry
 // built from it (envs/env.c): every row has its spec and that spec is the row's, every id
 // is found and nothing else is, the list of ids is the table's, the MinAtar rows' shapes
-// are their games', and the MuJoCo rows' dimensions and bounds are Gymnasium's v4 tasks'.
+// are their games' (or the rendered 84 x 84 frame's), and the MuJoCo rows' dimensions and
+// bounds are Gymnasium's v4 tasks'.
 #include "check_apex.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "env.h"
@@ -53,6 +55,11 @@ START_TEST(test_named_specs_are_rows) {
                                  &env_minatar_freeway_spec,
                                  &env_minatar_seaquest_spec,
                                  &env_minatar_space_invaders_spec,
+                                 &env_minatar_asterix_render84_spec,
+                                 &env_minatar_breakout_render84_spec,
+                                 &env_minatar_freeway_render84_spec,
+                                 &env_minatar_seaquest_render84_spec,
+                                 &env_minatar_space_invaders_render84_spec,
                                  &env_mujoco_half_cheetah_spec,
                                  &env_mujoco_hopper_spec,
                                  &env_mujoco_walker2d_spec,
@@ -67,8 +74,16 @@ START_TEST(test_named_specs_are_rows) {
 END_TEST
 
 START_TEST(test_unknown_ids) {
-    const char *bad[] = {"Pong-v5", "cartpole-v1", "CartPole", "CartPole-v1 ",
-                         "",        "python",      "external", "MinAtar/Breakout"};
+    const char *bad[] = {"Pong-v5",
+                         "cartpole-v1",
+                         "CartPole",
+                         "CartPole-v1 ",
+                         "",
+                         "python",
+                         "external",
+                         "MinAtar/Breakout",
+                         "MinAtar/Breakout-render84",
+                         "MinAtar/Breakout-Render84-v0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_ptr_null(envinfo_find(bad[i]));
         ck_assert_ptr_null(env_find(bad[i]));
@@ -92,7 +107,9 @@ START_TEST(test_known_ids) {
         envinfo_known_ids(),
         "CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0, "
         "MinAtar/Asterix-v0, MinAtar/Breakout-v0, MinAtar/Freeway-v0, MinAtar/Seaquest-v0, "
-        "MinAtar/SpaceInvaders-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, "
+        "MinAtar/SpaceInvaders-v0, MinAtar/Asterix-render84-v0, MinAtar/Breakout-render84-v0, "
+        "MinAtar/Freeway-render84-v0, MinAtar/Seaquest-render84-v0, "
+        "MinAtar/SpaceInvaders-render84-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, Ant-v4, "
         "InvertedPendulum-v4, InvertedDoublePendulum-v4");
 }
 END_TEST
@@ -158,9 +175,11 @@ START_TEST(test_mujoco_values) {
 }
 END_TEST
 
-// A MinAtar row's shape and actions are its game's.
+// A MinAtar row's shape and actions are its game's: 10 x 10 x channels bytes at scale 1, or
+// for MinAtar/<Game>-render84-v0 one 84 x 84 byte frame at 1/255 (minatar_render.h), the
+// game of MinAtar/<Game>-v0 in the same state type.
 START_TEST(test_minatar_rows_are_their_games) {
-    int games = 0;
+    int games = 0, rendered = 0;
     for (int i = 0; i < ENVINFO_COUNT; i++) {
         const env_spec_t *spec = env_find(envinfo_table[i].id);
         const minatar_game_t *game = env_minatar_game(spec);
@@ -171,15 +190,28 @@ START_TEST(test_minatar_rows_are_their_games) {
         }
         games++;
         ck_assert_int_eq(e->obs_dtype, ENVINFO_OBS_U8);
-        ck_assert_int_eq(e->obs_h, MINATAR_SIZE);
-        ck_assert_int_eq(e->obs_w, MINATAR_SIZE);
-        ck_assert_int_eq(e->obs_c, game->channels);
-        ck_assert_int_eq(e->obs_dim, MINATAR_SIZE * MINATAR_SIZE * game->channels);
+        const char *r84 = strstr(e->id, "-render84-v0");
+        if (r84) {
+            rendered++;
+            ck_assert_str_eq(r84, "-render84-v0");
+            ck_assert(e->obs_h == 84 && e->obs_w == 84 && e->obs_c == 1 && e->obs_dim == 7056);
+            ck_assert(e->obs_scale == 1.0f / 255.0f);
+            char plain[64];
+            snprintf(plain, sizeof plain, "%.*s-v0", (int)(r84 - e->id), e->id);
+            ck_assert_ptr_eq(env_minatar_game(env_find(plain)), game);
+        } else {
+            ck_assert_int_eq(e->obs_h, MINATAR_SIZE);
+            ck_assert_int_eq(e->obs_w, MINATAR_SIZE);
+            ck_assert_int_eq(e->obs_c, game->channels);
+            ck_assert_int_eq(e->obs_dim, MINATAR_SIZE * MINATAR_SIZE * game->channels);
+            ck_assert(e->obs_scale == 1.0f);
+        }
         ck_assert_int_eq(e->n_actions, MINATAR_N_ACTIONS);
         ck_assert_int_eq(e->max_episode_steps, 0);
         ck_assert_uint_eq(spec->state_bytes, sizeof(minatar_t));
     }
-    ck_assert_int_eq(games, 5);
+    ck_assert_int_eq(games, 10);
+    ck_assert_int_eq(rendered, 5);
 }
 END_TEST
 
