@@ -6,9 +6,9 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config
   libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libopenblas-dev check libinih-dev
-  python3 python3-numpy python3-zmq   # test fixtures and the hostile-peer scripts
+  python3 python3-numpy python3-zmq   # test fixtures, the hostile-peer scripts, scripts/apex-experiment
   python3-protobuf                    # tests/tb_read.py, the independent TensorBoard event reader
-  gnuplot-nox                         # learning_curve.png
+  gnuplot-nox                         # learning_curve.png, apex-experiment's iqm_<x>.png
   procps                              # pgrep/pkill in the smoke tests
   clang-format-14                     # make format-check (part of make test)
   libopenmpi-dev openmpi-bin          # the learner group (mpirun -np N apex-learner)
