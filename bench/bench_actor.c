@@ -26,8 +26,12 @@
 // core: the actor is single-threaded, OpenBLAS is set to 1 thread) and what the sink saw.
 // Peer: ../shared/peers/cartpole.py (pure env stepping, no network; see bench/run_actor.sh).
 //
-// Usage: bench_actor [--net big|small|minatar|both|all] [--window s, default 1]
-//                    [--windows 3..64, 5]    (both = big and small; all = the three)
+//   BENCH actor.atari_render64.env_steps_per_s <v> steps/s       MinAtar/Breakout-render84-v0
+//       (issue #27): 84x84 grayscale frames, [env] frame_stack 4, the Nature body (uint8
+//       84x84x4 -> conv 32 8x8 s4, 64 4x4 s2, 64 3x3 s1 -> 512 -> dueling(6)): the
+//       Atari-shaped actor (no compression yet)
+// Usage: bench_actor [--net big|small|minatar|atari|both|all] [--window s, default 1]
+//                    [--windows 3..64, 5]    (both = big and small; all = the four)
 //                    [--vsteps N vector steps per window; default 0 = calibrated to --window]
 #define LOG_MODULE "bench"
 #include "actor.h"
@@ -296,13 +300,15 @@ static double s_cpu_s(clockid_t which) {
 typedef struct {
     const char *name; // the BENCH line
     const char *env, *conv, *hidden;
-    uint32_t obs_dim, obs_dtype, n_actions;
+    uint32_t obs_dim, obs_dtype, n_actions; // obs_dim: the stacked observation's
+    int frame_stack;                        // [env] frame_stack (0: 1)
 } setup_t;
 
 // The config of the benchmarked actor, with the sink's endpoints (k NULL: the defaults, for
 // what does not depend on them). Returns 0, or -1 with a message.
 static int s_config(apex_config_t *cfg, const sink_t *k, const setup_t *su) {
-    char h[64], env[96], conv[64], ins[96], weights[96], stats[96], err[CONFIG_ERR_LEN];
+    char h[64], env[96], conv[64], ins[96], weights[96], stats[96], fs[48], err[CONFIG_ERR_LEN];
+    snprintf(fs, sizeof fs, "env.frame_stack=%d", su->frame_stack > 1 ? su->frame_stack : 1);
     snprintf(h, sizeof h, "network.hidden=%s", su->hidden);
     snprintf(env, sizeof env, "env.id=%s", su->env);
     snprintf(conv, sizeof conv, "network.conv=%s", su->conv);
@@ -310,6 +316,7 @@ static int s_config(apex_config_t *cfg, const sink_t *k, const setup_t *su) {
     snprintf(weights, sizeof weights, "endpoints.learner_weights=%s", k ? k->weights_ep : "");
     snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k ? k->stats_ep : "");
     const char *sets[] = {env,
+                          fs,
                           conv,
                           h,
                           "network.dueling=true",
@@ -471,35 +478,52 @@ int main(int argc, char **argv) {
     const char *net = "both";
     long vsteps = 0, windows = 5;
     double window_s = 1.0;
-    int big = 0, small = 0, minatar = 0;
+    int big = 0, small = 0, minatar = 0, atari = 0;
     if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s) == 0) {
         int all = !strcmp(net, "all");
         big = all || !strcmp(net, "big") || !strcmp(net, "both");
         small = all || !strcmp(net, "small") || !strcmp(net, "both");
         minatar = all || !strcmp(net, "minatar");
+        atari = all || !strcmp(net, "atari");
     }
-    if (!(big || small || minatar) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
+    if (!(big || small || minatar || atari) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
         !(window_s > 0)) {
-        fprintf(stderr, "usage: bench_actor [--net big|small|minatar|both|all] [--window s] "
+        fprintf(stderr, "usage: bench_actor [--net big|small|minatar|atari|both|all] [--window s] "
                         "[--vsteps N per window, 0 = from --window] [--windows 3..64]\n");
         return 2;
     }
-    static const setup_t s_big = {
-        "actor.cartpole64.env_steps_per_s", "CartPole-v1", "", "256,256", 4, WIRE_OBS_FLOAT32, 2};
+    static const setup_t s_big = {"actor.cartpole64.env_steps_per_s",
+                                  "CartPole-v1",
+                                  "",
+                                  "256,256",
+                                  4,
+                                  WIRE_OBS_FLOAT32,
+                                  2,
+                                  1};
     static const setup_t s_small = {"actor.cartpole64.net64x64.env_steps_per_s",
                                     "CartPole-v1",
                                     "",
                                     "64,64",
                                     4,
                                     WIRE_OBS_FLOAT32,
-                                    2};
+                                    2,
+                                    1};
     static const setup_t s_minatar = {"actor.minatar_breakout64.env_steps_per_s",
                                       "MinAtar/Breakout-v0",
                                       "16x3s1",
                                       "128",
                                       400,
                                       WIRE_OBS_UINT8,
-                                      6};
+                                      6,
+                                      1};
+    static const setup_t s_atari = {"actor.atari_render64.env_steps_per_s",
+                                    "MinAtar/Breakout-render84-v0",
+                                    "32x8s4,64x4s2,64x3s1",
+                                    "512",
+                                    4 * 84 * 84,
+                                    WIRE_OBS_UINT8,
+                                    6,
+                                    4};
     log_set_role("bench_actor");
     log_set_level(LOG_WARN);
     int rc = 0;
@@ -511,6 +535,9 @@ int main(int argc, char **argv) {
     }
     if (minatar) {
         rc |= s_bench_net(&s_minatar, vsteps, window_s, (int)windows);
+    }
+    if (atari) {
+        rc |= s_bench_net(&s_atari, vsteps, window_s, (int)windows);
     }
     return rc == 0 ? 0 : 1;
 }

@@ -12,8 +12,10 @@
 # what apex's whole actor step costs against a Python user's bare env stepping.
 # Then the same actor on 64 MinAtar/Breakout-v0 envs with MinAtar's conv network (uint8
 # 10x10x4 -> 16 3x3 s1 -> 128 -> dueling(6)): actor.minatar_breakout64.env_steps_per_s
-# (goal >= 40 k on one core; no peer), median of ACTOR_BENCH_ROUNDS runs (default 3), every
-# run's value and steps per actor-thread CPU second in "#" lines.
+# (goal >= 40 k on one core; no peer), and on 64 MinAtar/Breakout-render84-v0 envs with
+# frame_stack 4 and the Nature body (issue #27's actor.atari_render64.env_steps_per_s), each
+# the median of ACTOR_BENCH_ROUNDS runs (default 3), every run's value and steps per
+# actor-thread CPU second in "#" lines.
 # The machine is shared and noisy: compare ratios from one run, not numbers across runs.
 # Usage: bash bench/run_actor.sh      env: BUILD (default build), PYTHON, PEER
 set -euo pipefail
@@ -52,12 +54,16 @@ ratio actor.cartpole64.ratio_vs_python "$big" "$py"
 ratio actor.cartpole64.net64x64.ratio_vs_python "$small" "$py"
 ratio actor.cartpole64.ratio_vs_numpy64 "$big" "$np64"
 
-vals=() cpus=()
-for r in $(seq 1 "${ACTOR_BENCH_ROUNDS:-3}"); do
-  out=$("$bin" --net minatar)
-  sed "s/^/# round $r: /" <<<"$out"
-  vals+=("$(get "$out" actor.minatar_breakout64.env_steps_per_s)")
-  cpus+=("$(sed -n 's/.*(\([0-9]*\) steps per actor-cpu second).*/\1/p' <<<"$out" | head -1)")
+# The MinAtar actor, then the Atari-shaped one (84x84 renders, frame_stack 4, Nature body).
+for case in minatar:actor.minatar_breakout64 atari:actor.atari_render64; do
+  net=${case%%:*} name=${case#*:}
+  vals=() cpus=()
+  for r in $(seq 1 "${ACTOR_BENCH_ROUNDS:-3}"); do
+    out=$("$bin" --net "$net")
+    sed "s/^/# round $r: /" <<<"$out"
+    vals+=("$(get "$out" "$name.env_steps_per_s")")
+    cpus+=("$(sed -n 's/.*(\([0-9]*\) steps per actor-cpu second).*/\1/p' <<<"$out" | head -1)")
+  done
+  echo "# $name: per run ${vals[*]} steps/s; per actor-thread CPU second ${cpus[*]}"
+  echo "BENCH $name.env_steps_per_s $(bench_median "${vals[@]}") steps/s"
 done
-echo "# actor.minatar_breakout64: per run ${vals[*]} steps/s; per actor-thread CPU second ${cpus[*]}"
-echo "BENCH actor.minatar_breakout64.env_steps_per_s $(bench_median "${vals[@]}") steps/s"
