@@ -81,6 +81,23 @@ static int s_write(const char *path, const void *data, size_t bytes) {
     return ok ? 0 : -1;
 }
 
+// out=PATH: rank 0's file of one grad norm line per step (NULL without out or on rank > 0).
+static FILE *s_norms_file(const s_args *a, int rank) {
+    char path[1024];
+    if (!a->out || rank != 0) {
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s_s%d.norms", a->out, a->stage);
+    return fopen(path, "w");
+}
+
+// out=PATH: this rank's parameters, raw floats, at PATH_s<stage>.r<rank>.
+static int s_write_params(const s_args *a, int rank, const float *data, size_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s_s%d.r%d", a->out, a->stage, rank);
+    return s_write(path, data, n * sizeof(float));
+}
+
 static size_t s_heap(void) {
 #if defined(__SANITIZE_ADDRESS__)
     return 0;
@@ -115,12 +132,7 @@ static int s_run_dpg(group_t *g, const s_args *a) {
     }
     zf_dpg_batch_t *b = xmalloc(sizeof *b);
     float prio[ZF_MAX_ROWS];
-    char path[1024];
-    FILE *norms = NULL;
-    if (a->out && rank == 0) {
-        snprintf(path, sizeof path, "%s_s%d.norms", a->out, a->stage);
-        norms = fopen(path, "w");
-    }
+    FILE *norms = s_norms_file(a, rank);
     for (int i = 0; i < a->steps; i++) {
         zf_dpg_batch(b, train_dpg_steps(t), a->rows);
         train_dpg_batch_t tb = zf_dpg_slice(b, rank * per, per);
@@ -139,8 +151,7 @@ static int s_run_dpg(group_t *g, const s_args *a) {
         rc = 1;
     }
     if (a->out) {
-        snprintf(path, sizeof path, "%s_s%d.r%d", a->out, a->stage, rank);
-        rc |= s_write(path, train_dpg_online(t), train_dpg_num_params(t) * sizeof(float));
+        rc |= s_write_params(a, rank, train_dpg_online(t), train_dpg_num_params(t));
     }
     train_dpg_destroy(&t);
     return rc;
@@ -181,12 +192,7 @@ static int s_run(group_t *g, const s_args *a) {
     }
     zf_batch_t *b = xmalloc(sizeof *b);
     float prio[ZF_MAX_ROWS];
-    char path[1024];
-    FILE *norms = NULL;
-    if (a->out && rank == 0) {
-        snprintf(path, sizeof path, "%s_s%d.norms", a->out, a->stage);
-        norms = fopen(path, "w");
-    }
+    FILE *norms = s_norms_file(a, rank);
     for (int i = 0; i < a->steps; i++) {
         zf_batch(b, &net, trainer_steps(t), a->rows);
         train_batch_t tb = zf_slice(b, &net, rank * per, per);
@@ -205,9 +211,8 @@ static int s_run(group_t *g, const s_args *a) {
         rc = 1;
     }
     if (a->out) {
-        snprintf(path, sizeof path, "%s_s%d.r%d", a->out, a->stage, rank);
         const nn_params_t *p = trainer_online(t);
-        rc |= s_write(path, p->data, p->num_params * sizeof(float));
+        rc |= s_write_params(a, rank, p->data, p->num_params);
     }
     trainer_destroy(&t);
     return rc;
