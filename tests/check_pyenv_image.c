@@ -10,7 +10,8 @@
 //   - 84x84x4 stacks the env makes channels last go through the bridge as they are, and
 //     (4, 84, 84) channels-first ones (Gymnasium's FrameStackObservation) are refused with
 //     obs_layout hwc and arrive transposed to the same channels-last bytes with chw;
-//   - (84, 84) frames are 84x84x1; other shapes and dtypes are refused naming both sides.
+//   - (84, 84) frames are 84x84x1; other shapes and dtypes are refused naming both sides;
+//   - python/apex_atari.py's life-loss and clipping logic (tests/apex_atari_check.py).
 // Waits are bounded by WAIT_MS and wait for conditions.
 #include "check_apex.h"
 
@@ -390,6 +391,21 @@ START_TEST(test_actor_stacks_single_frames) {
 }
 END_TEST
 
+// python/apex_atari.py's own logic without gymnasium or ROMs (tests/apex_atari_check.py):
+// reward clipping, a lost life as the end of a training episode with a no-op step instead of
+// a reset, the module importable without gymnasium, and the training env through the
+// worker's own stepping.
+START_TEST(test_atari_factory_logic) {
+    FILE *f = popen(PYTHON " tests/apex_atari_check.py 2>&1", "r");
+    ck_assert_ptr_nonnull(f);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    ck_assert_msg(status == 0 && strcmp(out, "OK\n") == 0, "status %d:\n%s", status, out);
+}
+END_TEST
+
 Suite *pyenv_image_suite(void) {
     Suite *s = suite_create("pyenv_image");
     TCase *tc = tcase_create("core");
@@ -399,6 +415,7 @@ Suite *pyenv_image_suite(void) {
     tcase_add_test(tc, test_chw_transposed);
     tcase_add_test(tc, test_refused_naming_both);
     tcase_add_loop_test(tc, test_actor_stacks_single_frames, 1, 3);
+    tcase_add_test(tc, test_atari_factory_logic);
     suite_add_tcase(s, tc);
     return s;
 }
