@@ -60,6 +60,10 @@ typedef struct {
 // the element size.
 // CONFIG_OBS_AUTO is the key's default only: config_load resolves it to the environment's.
 typedef enum { CONFIG_OBS_FLOAT32 = 0, CONFIG_OBS_UINT8 = 1, CONFIG_OBS_AUTO = 2 } config_obs_dtype;
+// [env] obs_layout: how a Python env's image observations are laid out. HWC: channels last,
+// as obs_shape says (sent as they are); CHW: channels first, (C, H, W), which the env workers
+// transpose to channels last before sending (python/apex_env.py --obs-layout chw).
+typedef enum { CONFIG_OBS_HWC = 0, CONFIG_OBS_CHW = 1 } config_obs_layout;
 
 // [env] id = external: the environment is stepped by the user's own actors (speaking
 // proto/apex.proto), not by apex-actor; its shape and dtype come from these keys.
@@ -77,6 +81,7 @@ typedef struct {
     char action_low_text[CONFIG_STR_LEN]; // "x" for every component, or "x0,x1,..."
     char action_high_text[CONFIG_STR_LEN];
     char obs_shape[32];  // "HxWxC" (channels last), "" = a vector of obs_dim
+    int obs_layout;      // config_obs_layout: id = python's observations as the env has them
     int obs_dtype;       // config_obs_dtype: the environment's (resolved from auto)
     double obs_scale;    // factor before the network (resolved from 0 = the environment's)
     int64_t frame_stack; // K: the run's observation is the env's last K (actor/framestack.h)

@@ -390,6 +390,14 @@ static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
                          WHERE("env", env->make[0] ? "make" : "kwargs"),
                          env->make[0] ? "make" : "kwargs", env->id);
     }
+    if (env->obs_layout == CONFIG_OBS_CHW && (!is_python || !env->obs_shape[0])) {
+        // Only the bridge's workers can transpose, and only a shape says what C, H, W are.
+        return apex_errf(err, errlen, -1,
+                         "%s: [env] obs_layout = chw is for id = python with an obs_shape HxWxC "
+                         "(the env workers transpose (C, H, W) observations to it); id is '%s'%s",
+                         WHERE("env", "obs_layout"), env->id,
+                         is_python ? ", obs_shape is empty" : "");
+    }
     if (strcmp(env->id, CONFIG_ENV_EXTERNAL) == 0 || is_python) {
         if (env->obs_shape[0]) {
             int h, w, c;

@@ -63,6 +63,12 @@ const config_row_t config_schema[] = {
     {"env", "obs_shape", T_STR, STR(env.obs_shape), 0, 0, "", NULL,
      "observation shape HxWxC, channels last, e.g. 84x84x4 (for id = python or external; a "
      "conv network needs one; empty: a vector of obs_dim)"},
+    {"env", "obs_layout", T_ENUM, OFF(env.obs_layout), 0, 0, 0, "hwc", "hwc|chw",
+     "id = python with an obs_shape HxWxC: how the env's observations are laid out; hwc: "
+     "channels last, (H, W, C), as obs_shape; chw: channels first, (C, H, W) (e.g. the (K, H, W) "
+     "of Gymnasium's FrameStackObservation), which the env workers transpose to channels last "
+     "before sending; a worker whose observation_space is neither is refused at start-up, "
+     "naming both"},
     {"env", "obs_scale", T_FLOAT, OFF(env.obs_scale), 0, 0, 1e6, "0", NULL,
      "observations are multiplied by this before the network (0: the environment's own: 1 for "
      "the built-in ones, 1/255 for python or external uint8, 1 for their float32)"},

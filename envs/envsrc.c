@@ -109,6 +109,10 @@ int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index
     snprintf(o->kwargs, sizeof o->kwargs, "%s", cfg->env.kwargs);
     o->obs_dim = cfg->env.frame_dim; // what a worker's env emits: one frame ([env] frame_stack)
     o->obs_dtype = cfg->env.obs_dtype;
+    o->obs_h = cfg->env.obs_h; // one frame's shape: the run's obs_c is frame_stack x frame_c
+    o->obs_w = cfg->env.obs_w;
+    o->obs_c = cfg->env.obs_h ? cfg->env.frame_c : 0;
+    o->obs_layout = cfg->env.obs_layout;
     o->n_actions = cfg->env.n_actions;
     o->action_dim = cfg->env.action_dim;
     memcpy(o->action_low, cfg->env.action_low, sizeof o->action_low);

@@ -570,10 +570,50 @@ static int s_check_bounds(pyenv_t *p, const s_hdr *h, const char *desc, const fl
     return -1;
 }
 
+// The run's frame as the refusals name it: "[env] obs_shape is 84x84x4 (channels last)".
+static void s_run_obs_str(const pyenv_t *p, char *out, size_t cap) {
+    const pyenv_opts_t *o = &p->o;
+    if (o->obs_h == 0) {
+        snprintf(out, cap, "[env] obs_dim is %d (a vector, no obs_shape: the shape (%d,))",
+                 o->obs_dim, o->obs_dim);
+    } else if (o->obs_layout == CONFIG_OBS_CHW) {
+        snprintf(out, cap,
+                 "[env] obs_shape is %dx%dx%d with obs_layout = chw (channels first: the shape "
+                 "(%d, %d, %d), transposed by the worker)",
+                 o->obs_h, o->obs_w, o->obs_c, o->obs_c, o->obs_h, o->obs_w);
+    } else {
+        snprintf(out, cap, "[env] obs_shape is %dx%dx%d (channels last: the shape (%d, %d, %d))",
+                 o->obs_h, o->obs_w, o->obs_c, o->obs_h, o->obs_w, o->obs_c);
+    }
+}
+
+// What to do about an observation shape that is not the run's frame (the refusal's HINT).
+static const char *s_shape_hint(const pyenv_t *p, const s_hdr *h) {
+    const pyenv_opts_t *o = &p->o;
+    if (o->obs_h == 0) {
+        return h->ndim > 1 ? "give the run the env's shape, [env] obs_shape = HxWxC (channels "
+                             "last; obs_layout = chw for channels first), or flatten the "
+                             "observations in the env (Gymnasium's FlattenObservation)"
+                           : "set [env] obs_dim to the env's observation length";
+    }
+    uint32_t H = (uint32_t)o->obs_h, W = (uint32_t)o->obs_w, C = (uint32_t)o->obs_c;
+    int chw = o->obs_layout == CONFIG_OBS_CHW;
+    if (pywire_obs_fits(h, 0, H, W, C, chw ? PYWIRE_LAYOUT_AS_IS : PYWIRE_LAYOUT_CHW)) {
+        return chw ? "the env's observations are channels last already: [env] obs_layout = hwc"
+                   : "the env's observations are channels first: set [env] obs_layout = chw "
+                     "and the workers transpose each one to channels last; for frames the env "
+                     "stacks itself (Gymnasium's FrameStackObservation), emitting single frames "
+                     "and setting [env] frame_stack = K is the better way (the bridge then "
+                     "carries one frame a step)";
+    }
+    return "set [env] obs_shape (HxWxC, channels last; obs_layout = chw for channels first) to "
+           "the env's observation_space, or reshape the env's observations";
+}
+
 // The HELLO's spaces against the run's; 0, or -1 with the refusal in p->why.
 static int s_check_spaces(pyenv_t *p, const s_hdr *h, const char *desc) {
     uint64_t elems = pywire_hello_elements(h);
-    char theirs[64] = "(invalid)", ours[64], their_act[64], our_act[64];
+    char theirs[64] = "(invalid)", ours[64], their_act[64], our_act[64], run[256];
     if (elems) {
         pywire_shape_str(theirs, sizeof theirs, h->ndim, h->shape);
     }
@@ -586,12 +626,57 @@ static int s_check_spaces(pyenv_t *p, const s_hdr *h, const char *desc) {
         } else {
             snprintf(our_act, sizeof our_act, "%d actions ([env] n_actions)", p->o.n_actions);
         }
+        if (p->o.obs_h == 0) { // a vector run: the words of before images were checked
+            snprintf(run, sizeof run, "%d %s elements per observation ([env] obs_dim, obs_dtype)",
+                     p->o.obs_dim, pywire_dtype_name(p->sp.dtype));
+        } else {
+            snprintf(run, sizeof run,
+                     "%s observations of shape %dx%dx%d, %s ([env] obs_shape, %s"
+                     "obs_dtype)",
+                     pywire_dtype_name(p->sp.dtype), p->o.obs_h, p->o.obs_w, p->o.obs_c,
+                     p->o.obs_layout == CONFIG_OBS_CHW ? "sent channels first" : "channels last",
+                     p->o.obs_layout == CONFIG_OBS_CHW ? "obs_layout, " : "");
+        }
+        int obs_ok = elems == (uint64_t)p->o.obs_dim;
         snprintf(p->why, sizeof p->why,
                  "python env worker %u (%s) does not fit this run: it has %s observations of "
-                 "shape %s (%llu elements) and %s; the run expects %d %s elements per "
-                 "observation ([env] obs_dim, obs_dtype) and %s",
+                 "shape %s (%llu elements) and %s; the run expects %s and %s%s%s",
                  h->worker, desc, pywire_dtype_name(h->dtype), theirs, (unsigned long long)elems,
-                 their_act, p->o.obs_dim, pywire_dtype_name(p->sp.dtype), our_act);
+                 their_act, run, our_act,
+                 obs_ok && h->dtype != p->sp.dtype && h->dtype != PYWIRE_DT_OTHER
+                     ? "\n---> HINT: set [env] obs_dtype = "
+                     : "",
+                 obs_ok && h->dtype != p->sp.dtype && h->dtype != PYWIRE_DT_OTHER
+                     ? pywire_dtype_name(h->dtype)
+                     : "");
+        return -1;
+    }
+    if (!pywire_obs_fits(h, (uint32_t)p->o.obs_dim, (uint32_t)p->o.obs_h, (uint32_t)p->o.obs_w,
+                         (uint32_t)p->o.obs_c, p->sp.layout)) {
+        // The same number of elements in another shape: read as the run's frame, a channels-
+        // first image would be garbage that trains, so it is refused.
+        s_run_obs_str(p, run, sizeof run);
+        snprintf(p->why, sizeof p->why,
+                 "python env worker %u (%s) does not fit this run: the env's observation_space "
+                 "is %s %s; the run's %s\n---> HINT: %s",
+                 h->worker, desc, theirs, pywire_dtype_name(h->dtype), run, s_shape_hint(p, h));
+        return -1;
+    }
+    if (h->layout != p->sp.layout) {
+        snprintf(p->why, sizeof p->why,
+                 "python env worker %u (%s) does not fit this run: it %s; the run's [env] "
+                 "obs_layout is %s\n---> HINT: %s",
+                 h->worker, desc,
+                 h->layout == PYWIRE_LAYOUT_AS_IS ? "sends its env's observations as they are"
+                 : h->layout == PYWIRE_LAYOUT_CHW
+                     ? "transposes its env's observations from channels first (it was "
+                       "started with --obs-layout chw)"
+                     : "declares an unknown observation layout",
+                 p->sp.layout == PYWIRE_LAYOUT_CHW ? "chw" : "hwc",
+                 p->sp.layout == PYWIRE_LAYOUT_CHW
+                     ? "a worker started by hand needs --obs-layout chw, and python/apex_env.py "
+                       "of this apex (one of before obs_layout cannot transpose)"
+                     : "start the worker without --obs-layout chw, or set [env] obs_layout = chw");
         return -1;
     }
     if (h->n_envs != (uint32_t)p->N) {
@@ -895,6 +980,13 @@ static int s_check_opts(const pyenv_opts_t *o) {
               "(continuous, at most 64) >= 1, the other 0";
     } else if (o->obs_dtype != CONFIG_OBS_FLOAT32 && o->obs_dtype != CONFIG_OBS_UINT8) {
         bad = "obs_dtype must be float32 or uint8";
+    } else if (o->obs_h < 0 || o->obs_w < 0 || o->obs_c < 0 ||
+               (o->obs_h > 0 && (int64_t)o->obs_h * o->obs_w * o->obs_c != o->obs_dim) ||
+               (o->obs_h == 0 && (o->obs_w != 0 || o->obs_c != 0))) {
+        bad = "obs_h x obs_w x obs_c must be obs_dim (or all three 0: a vector of obs_dim)";
+    } else if (o->obs_layout != CONFIG_OBS_HWC &&
+               (o->obs_layout != CONFIG_OBS_CHW || o->obs_h == 0)) {
+        bad = "obs_layout must be hwc, or chw with an image shape (obs_h, obs_w, obs_c)";
     } else if (o->hello_timeout_ms < 1) {
         bad = "hello_timeout_ms must be >= 1";
     } else if (o->spawn && (!o->make[0] || !strchr(o->make, ':'))) {
@@ -1061,6 +1153,10 @@ static void s_build_argv(pyenv_t *p, int w) {
         v[a++] = "--kwargs";
         v[a++] = p->o.kwargs;
     }
+    if (p->o.obs_layout == CONFIG_OBS_CHW) { // without it the worker sends layout 0: refused
+        v[a++] = "--obs-layout";
+        v[a++] = "chw";
+    }
     if (p->sec) {
         v[a++] = p->server_key_arg;
         v[a++] = p->secret_arg;
@@ -1133,6 +1229,7 @@ pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
     p->sp.dtype = opts->obs_dtype == CONFIG_OBS_UINT8 ? PYWIRE_DT_UINT8 : PYWIRE_DT_FLOAT32;
     p->sp.n_actions = (uint32_t)opts->n_actions;
     p->sp.action_dim = (uint16_t)opts->action_dim;
+    p->sp.layout = opts->obs_layout == CONFIG_OBS_CHW ? PYWIRE_LAYOUT_CHW : PYWIRE_LAYOUT_AS_IS;
     p->row = (size_t)opts->obs_dim * (p->sp.dtype == PYWIRE_DT_UINT8 ? 1 : 4);
     p->sp.row_bytes = p->row;
     p->local = opts->transport == PYENV_LOCAL;
@@ -1158,9 +1255,10 @@ pyenv_t *pyenv_new(const pyenv_opts_t *opts) {
     } else {
         snprintf(acts, sizeof acts, "%d actions", p->o.n_actions);
     }
-    log_info("python env bridge at %s: %d worker%s x %d envs (%s %s, %s), %d group%s of %d%s",
+    log_info("python env bridge at %s: %d worker%s x %d envs (%s %s%s, %s), %d group%s of %d%s",
              p->endpoint, p->W, p->W > 1 ? "s" : "", p->N, pywire_dtype_name(p->sp.dtype), shape,
-             acts, p->G, p->G > 1 ? "s" : "", p->GE, p->sec ? ", CURVE" : "");
+             p->sp.layout == PYWIRE_LAYOUT_CHW ? " sent channels last" : "", acts, p->G,
+             p->G > 1 ? "s" : "", p->GE, p->sec ? ", CURVE" : "");
     return p;
 }
 

@@ -114,9 +114,15 @@ typedef struct {
     char make[CONFIG_STR_LEN];     // MODULE:CALLABLE
     char kwargs[PYENV_KWARGS_LEN]; // JSON object, "" = none
     // What the run expects of every worker (a mismatch is refused, naming both sides)
-    int obs_dim;   // observation elements (product of the shape)
+    int obs_dim;   // observation elements (product of the shape): one frame's
     int obs_dtype; // config_obs_dtype: CONFIG_OBS_FLOAT32 or CONFIG_OBS_UINT8
-    int n_actions; // discrete actions (Discrete(n_actions)); 0 with action_dim
+    // The frame's shape ([env] obs_shape of one frame): obs_h x obs_w x obs_c channels last,
+    // or 0, 0, 0 for a vector of obs_dim. Every worker's observation_space must be exactly
+    // that: (obs_dim,); (obs_h, obs_w, obs_c), or (obs_h, obs_w) when obs_c is 1; with
+    // obs_layout CONFIG_OBS_CHW (c, h, w), which the workers transpose (--obs-layout chw).
+    int obs_h, obs_w, obs_c;
+    int obs_layout; // config_obs_layout: CONFIG_OBS_HWC (as they are) or CONFIG_OBS_CHW
+    int n_actions;  // discrete actions (Discrete(n_actions)); 0 with action_dim
     // Continuous actions (0: discrete): every worker's env has a Box action space of shape
     // (action_dim,) whose bounds, as float32, are exactly these ([env] action_low/high)
     int action_dim;

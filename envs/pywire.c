@@ -14,7 +14,8 @@ _Static_assert(sizeof(pywire_header_t) == PYWIRE_HEADER_BYTES, "the header is 72
 _Static_assert(offsetof(pywire_header_t, seq) == 16 && offsetof(pywire_header_t, first) == 32 &&
                    offsetof(pywire_header_t, dtype) == 40 &&
                    offsetof(pywire_header_t, shape) == 44 &&
-                   offsetof(pywire_header_t, n_error) == 64,
+                   offsetof(pywire_header_t, n_error) == 64 &&
+                   offsetof(pywire_header_t, layout) == 68,
                "the header's layout is the documented one");
 
 // ---------------------------------------------------------------------------------------
@@ -37,6 +38,7 @@ void pywire_header_init(pywire_header_t *h, pywire_type type, const pywire_space
     h->ndim = sp->ndim;
     h->action_dim = sp->action_dim;
     memcpy(h->shape, sp->shape, sizeof h->shape);
+    h->layout = sp->layout;
 }
 
 int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char *err,
@@ -61,7 +63,7 @@ int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char 
 
 int pywire_spaces_equal(const pywire_header_t *h, const pywire_spaces_t *sp) {
     return h->n_actions == sp->n_actions && h->action_dim == sp->action_dim &&
-           h->dtype == sp->dtype && h->ndim == sp->ndim &&
+           h->dtype == sp->dtype && h->ndim == sp->ndim && h->layout == sp->layout &&
            memcmp(h->shape, sp->shape, sizeof sp->shape) == 0;
 }
 
@@ -86,6 +88,27 @@ uint64_t pywire_hello_elements(const pywire_header_t *h) {
         }
     }
     return elems;
+}
+
+int pywire_obs_fits(const pywire_header_t *h, uint32_t dim, uint32_t h_px, uint32_t w_px,
+                    uint32_t c, uint32_t layout) {
+    if (pywire_hello_elements(h) == 0) {
+        return 0;
+    }
+    const uint32_t *s = h->shape;
+    if (h_px == 0) { // a vector of dim
+        return h->ndim == 1 && s[0] == dim;
+    }
+    if (h->ndim == 2) { // grayscale without a channel axis: (H, W) is H x W x 1 either way
+        return c == 1 && s[0] == h_px && s[1] == w_px;
+    }
+    if (h->ndim != 3) {
+        return 0;
+    }
+    if (layout == PYWIRE_LAYOUT_CHW) {
+        return s[0] == c && s[1] == h_px && s[2] == w_px;
+    }
+    return s[0] == h_px && s[1] == w_px && s[2] == c;
 }
 
 int pywire_hello_bounds(const pywire_header_t *h, const pywire_frame_t *bounds, float *low,

@@ -34,12 +34,21 @@
 //    44  16  shape      4 x u32 observation shape, unused dims 0
 //    60   4  n_reset    RESULT: rows in the reset frame
 //    64   4  n_error    RESULT, RESET_DONE: records in the errors frame
-//    68   4  reserved   0
-// dtype, ndim, shape, n_actions and action_dim are the HELLO's in every later message of
-// either side. A run is discrete (n_actions >= 1, action_dim 0) or continuous (n_actions 0,
+//    68   4  layout     0: observation rows are the env's observations as they are; 1: the
+//                       worker transposes each channels-first (C, H, W) observation to
+//                       channels last (H, W, C) before sending it (--obs-layout chw,
+//                       [env] obs_layout = chw); ndim and shape stay the env's own
+// dtype, ndim, shape, n_actions, action_dim and layout are the HELLO's in every later
+// message of either side. A run is discrete (n_actions >= 1, action_dim 0) or continuous (n_actions 0,
 // action_dim >= 1). action_dim was a reserved 0 before continuous actions: a discrete run's
 // messages are byte for byte what they were, and a worker from before (which sends 0 there,
 // and n_actions 0 for a Box) is refused by the actor's spaces check, naming both sides.
+// layout was a reserved 0 before [env] obs_layout, in the same way: rows as they are is 0, so
+// every message of a run without obs_layout = chw is byte for byte what it was, and a worker
+// from before (which cannot transpose) is refused by a chw run, naming the reason. The HELLO
+// declares the env's observation_space (ndim, shape, dtype) as the env has it, so that the
+// actor can compare it with the run's frame ([env] obs_shape HxWxC or a vector of obs_dim,
+// obs_layout) and name both when they differ; the rows' layout then follows from layout.
 //
 // Frames after the header (obs rows are the observation's raw bytes, C order; O = bytes/row):
 //   HELLO       worker->actor  [hdr][text: "make=... pid=... host=... observation_space=...
@@ -88,6 +97,8 @@ typedef enum {
 
 enum { PYWIRE_TERMINATED = 1, PYWIRE_TRUNCATED = 2, PYWIRE_RESET_FLAG = 4, PYWIRE_ERROR = 8 };
 enum { PYWIRE_DT_OTHER = 0, PYWIRE_DT_FLOAT32 = 1, PYWIRE_DT_UINT8 = 2 };
+// The header's layout field: what the worker does to an observation before sending it.
+enum { PYWIRE_LAYOUT_AS_IS = 0, PYWIRE_LAYOUT_CHW = 1 };
 
 // The fixed header, laid out as on the wire (little-endian host, natural alignment: no
 // padding). Plain data.
@@ -107,7 +118,7 @@ typedef struct {
     uint32_t shape[PYWIRE_MAX_NDIM];
     uint32_t n_reset;
     uint32_t n_error;
-    uint32_t reserved2;
+    uint32_t layout; // PYWIRE_LAYOUT_*: a reserved 0 before [env] obs_layout
 } pywire_header_t;
 
 // The spaces both sides agreed on at the HELLO.
@@ -116,8 +127,9 @@ typedef struct {
     uint16_t action_dim; // 0 for discrete actions
     uint8_t dtype;       // PYWIRE_DT_FLOAT32 or PYWIRE_DT_UINT8
     uint8_t ndim;
-    uint32_t shape[PYWIRE_MAX_NDIM];
-    size_t row_bytes; // bytes of one observation
+    uint32_t shape[PYWIRE_MAX_NDIM]; // the env's observation_space shape
+    uint32_t layout;                 // PYWIRE_LAYOUT_*
+    size_t row_bytes;                // bytes of one observation
 } pywire_spaces_t;
 
 // One received frame (borrowed bytes, any alignment).
@@ -134,12 +146,20 @@ void pywire_header_init(pywire_header_t *h, pywire_type type, const pywire_space
 // the reason in err.
 int pywire_parse_header(const void *frame, size_t len, pywire_header_t *h, char *err,
                         size_t errlen);
-// 1 when h's n_actions, action_dim, dtype, ndim and shape are sp's.
+// 1 when h's n_actions, action_dim, dtype, ndim, shape and layout are sp's.
 int pywire_spaces_equal(const pywire_header_t *h, const pywire_spaces_t *sp);
 // A HELLO's observation shape as elements: the product of its dims, or 0 when the rank or
 // a dim is invalid (rank above 4, a dim 0 or above 2^30 or set beyond the rank, over 2^31
 // elements).
 uint64_t pywire_hello_elements(const pywire_header_t *h);
+// 1 when a HELLO's observation shape is the run's frame: for a vector run (h_px = 0) the
+// shape (dim,); for an image run of h_px x w_px x c channels, with layout AS_IS the shape
+// (h_px, w_px, c), with layout CHW (c, h_px, w_px) (which the worker sends transposed); with
+// either, (h_px, w_px) when c = 1 (a grayscale frame without a channel axis: the same bytes).
+// Looks at ndim and shape only (not the header's layout field: the caller compares that);
+// 0 for an invalid shape.
+int pywire_obs_fits(const pywire_header_t *h, uint32_t dim, uint32_t h_px, uint32_t w_px,
+                    uint32_t c, uint32_t layout);
 // A continuous HELLO's bounds frame (h->action_dim D >= 1): exactly 2 D float32s, D at
 // most PYWIRE_MAX_ACTION_DIM. Copies them into low and high (PYWIRE_MAX_ACTION_DIM each;
 // any values, NaN included: the caller compares them with the run's). Returns APEX_OK, or

@@ -18,6 +18,9 @@
 //   - pywire_result_group returns -1 or a group g < G with first = g * n, n_envs = n;
 //   - pywire_hello_elements is the product of a valid shape's dims, or 0 exactly when the
 //     shape is invalid (a restatement of pywire.h's rule);
+//   - pywire_obs_fits accepts exactly a valid shape that is the run's frame written out
+//     (vector (dim,); (H, W, C), or (C, H, W) for layout CHW; (H, W) for C = 1), for frames
+//     built from the input's own dims and a few fixed ones;
 //   - pywire_hello_bounds accepts exactly an action_dim of 1..64 with a second frame of
 //     2 x action_dim float32s, and then copies them bit for bit;
 //   - pywire_check_reply accepts exactly what s_pw_reference (pywire.h's rules restated
@@ -58,6 +61,15 @@ static const s_pw_profile_t s_pw_profiles[] = {
     {{.n_actions = 2, .dtype = PYWIRE_DT_UINT8, .ndim = 1, .shape = {2}, .row_bytes = 2}, 3, 1},
     // Pendulum-like: float32 (3,), continuous actions of 2 floats, 2 groups of 1.
     {{.action_dim = 2, .dtype = PYWIRE_DT_FLOAT32, .ndim = 1, .shape = {3}, .row_bytes = 12}, 1, 2},
+    // obs_layout = chw: uint8 (4, 6, 6) sent channels last (header layout 1), 4 actions.
+    {{.n_actions = 4,
+      .dtype = PYWIRE_DT_UINT8,
+      .ndim = 3,
+      .shape = {4, 6, 6},
+      .layout = PYWIRE_LAYOUT_CHW,
+      .row_bytes = 144},
+     2,
+     1},
 };
 #define PW_N_PROFILES (sizeof s_pw_profiles / sizeof s_pw_profiles[0])
 
@@ -93,7 +105,7 @@ static int s_pw_finite_f32(const uint8_t *p, size_t n) {
 
 static int s_pw_spaces_match(const pywire_header_t *h, const pywire_spaces_t *sp) {
     if (h->n_actions != sp->n_actions || h->action_dim != sp->action_dim || h->dtype != sp->dtype ||
-        h->ndim != sp->ndim) {
+        h->ndim != sp->ndim || h->layout != sp->layout) {
         return 0;
     }
     for (int i = 0; i < PYWIRE_MAX_NDIM; i++) {
@@ -254,9 +266,48 @@ static uint64_t s_pw_elements(const pywire_header_t *h) {
     return e > (1ull << 31) ? 0 : (uint64_t)e;
 }
 
+// pywire.h's rule for a shape that is the run's frame, restated: the frame's shape written
+// out as the HELLO would carry it (4 dims, zeros beyond the rank) and compared whole.
+static int s_pw_fits(const pywire_header_t *h, uint32_t dim, uint32_t H, uint32_t W, uint32_t C,
+                     uint32_t layout) {
+    if (s_pw_elements(h) == 0) {
+        return 0;
+    }
+    uint32_t want[3][PYWIRE_MAX_NDIM] = {{0}};
+    uint8_t rank[3] = {0, 0, 0};
+    int n = 0;
+    if (H == 0) {
+        want[n][0] = dim, rank[n++] = 1;
+    } else {
+        uint32_t hwc[3] = {H, W, C}, chw[3] = {C, H, W};
+        memcpy(want[n], layout == PYWIRE_LAYOUT_CHW ? chw : hwc, sizeof hwc), rank[n++] = 3;
+        if (C == 1) {
+            want[n][0] = H, want[n][1] = W, rank[n++] = 2;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (h->ndim == rank[i] && memcmp(h->shape, want[i], sizeof want[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void s_pw_hello(const pywire_header_t *h, const pywire_frame_t *text,
                        const pywire_frame_t *bounds) {
     FUZZ_CHECK(pywire_hello_elements(h) == s_pw_elements(h));
+    // Frames from the input's own dims (so that fits are reached), and fixed ones.
+    const uint32_t *d = h->shape;
+    const uint32_t frames[][4] = {{d[0], 0, 0, 0},    {0, d[0], d[1], d[2]}, {0, d[1], d[2], d[0]},
+                                  {0, d[0], d[1], 1}, {4, 0, 0, 0},          {0, 84, 84, 4},
+                                  {0, 10, 10, 4}};
+    for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++) {
+        for (uint32_t layout = 0; layout < 2; layout++) {
+            const uint32_t *f = frames[i];
+            FUZZ_CHECK(pywire_obs_fits(h, f[0], f[1], f[2], f[3], layout) ==
+                       s_pw_fits(h, f[0], f[1], f[2], f[3], layout));
+        }
+    }
     float low[PYWIRE_MAX_ACTION_DIM], high[PYWIRE_MAX_ACTION_DIM];
     char err[256] = "";
     size_t D = h->action_dim;

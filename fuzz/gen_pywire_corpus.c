@@ -46,6 +46,17 @@ static const s_profile_t s_profiles[] = {
      1,
      2,
      3},
+    // [env] obs_layout = chw: (4, 6, 6) frames sent channels last, header layout 1.
+    {"u8x4x6x6_chw",
+     {.n_actions = 4,
+      .dtype = PYWIRE_DT_UINT8,
+      .ndim = 3,
+      .shape = {4, 6, 6},
+      .layout = PYWIRE_LAYOUT_CHW,
+      .row_bytes = 144},
+     2,
+     1,
+     144},
 };
 
 #define FRAME_MAX 4096

@@ -7,7 +7,7 @@ creates N Gymnasium-style envs, connects to the actor, says HELLO with the space
 answers every STEP (N actions, or a slice of them) with ONE reply holding all results.
 
     python3 python/apex_env.py --connect tcp://actor-host:5600 --make MODULE:CALLABLE \
-        [--num-envs N] [--kwargs JSON] [--worker-id K] \
+        [--num-envs N] [--kwargs JSON] [--worker-id K] [--obs-layout hwc|chw] \
         [--curve-server-key=KEY_OR_PUBFILE --curve-secret=KEYFILE]
 
 (Give a Z85 key with '=': one may begin with '-', which argparse would take for an option.)
@@ -23,6 +23,14 @@ Needs numpy, and pyzmq for --connect; never imports gymnasium (duck typing):
   most 4 dims (vector, or image H x W x C); env.action_space either .n (Discrete; .start
   honoured: step gets an int) or a Box (.shape (D,), 1 <= D <= 64, .dtype float32 or float64,
   .low, .high: step gets a (D,) array of that dtype, finite and within low..high).
+Observations: the HELLO declares the observation_space's dtype and whole shape as the env has
+it, and the actor refuses one that is not the run's frame ([env] obs_shape HxWxC channels
+last, or a vector of obs_dim), naming both. --obs-layout chw ([env] obs_layout = chw, which
+apex-actor passes to the workers it spawns): the env's observations are channels first,
+(C, H, W) (e.g. Gymnasium's FrameStackObservation's (K, H, W)), and this worker sends each
+transposed to channels last, (H, W, C) (a numpy transpose and copy of each observation);
+the HELLO says so (header field layout = 1), so that a worker that does not transpose is
+refused by a chw run rather than misread.
 A Box's bounds are sent to the actor as float32 in the HELLO: a run whose [env] action_low /
 action_high differ refuses the worker, naming both (the actor clips its actions to the run's
 bounds, and this worker ignores a STEP with an action outside the env's).
@@ -72,12 +80,21 @@ message is multipart; frame 0 is a fixed 72-byte header, all integers little-end
    44  16  shape      4 x u32 observation shape, unused dims 0
    60   4  n_reset    RESULT: rows in the reset frame
    64   4  n_error    RESULT, RESET_DONE: records in the errors frame
-   68   4  reserved   0
-dtype, ndim, shape, n_actions and action_dim are the HELLO's in every later message of
-either side. A run is discrete (n_actions >= 1, action_dim 0) or continuous (n_actions 0,
+   68   4  layout     0: observation rows are the env's observations as they are; 1: the
+                      worker transposes each channels-first (C, H, W) observation to
+                      channels last (H, W, C) before sending it (--obs-layout chw,
+                      [env] obs_layout = chw); ndim and shape stay the env's own
+dtype, ndim, shape, n_actions, action_dim and layout are the HELLO's in every later
+message of either side. A run is discrete (n_actions >= 1, action_dim 0) or continuous (n_actions 0,
 action_dim >= 1). action_dim was a reserved 0 before continuous actions: a discrete run's
 messages are byte for byte what they were, and a worker from before (which sends 0 there,
 and n_actions 0 for a Box) is refused by the actor's spaces check, naming both sides.
+layout was a reserved 0 before [env] obs_layout, in the same way: rows as they are is 0, so
+every message of a run without obs_layout = chw is byte for byte what it was, and a worker
+from before (which cannot transpose) is refused by a chw run, naming the reason. The HELLO
+declares the env's observation_space (ndim, shape, dtype) as the env has it, so that the
+actor can compare it with the run's frame ([env] obs_shape HxWxC or a vector of obs_dim,
+obs_layout) and name both when they differ; the rows' layout then follows from layout.
 
 Frames after the header (obs rows are the observation's raw bytes, C order; O = bytes/row):
   HELLO       worker->actor  [hdr][text: "make=... pid=... host=... observation_space=...
@@ -138,6 +155,8 @@ ERR_TEXT_MAX = 256
 MAX_ACTION_DIM = 64
 BOX_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 TEXT_MAX = 1024
+LAYOUT_AS_IS, LAYOUT_CHW = 0, 1  # the header's layout field
+LAYOUT_CODES = {"hwc": LAYOUT_AS_IS, "chw": LAYOUT_CHW}
 HEADER = struct.Struct("<4sHHIIQQIIBBH4IIII")
 assert HEADER.size == 72
 ERR_REC = struct.Struct("<II")
@@ -260,7 +279,11 @@ def _read_key_file(path, secret):
 
 
 class Worker:
-    def __init__(self, make, num_envs=1, kwargs=None, worker_id=0, log_prefix=None):
+    def __init__(self, make, num_envs=1, kwargs=None, worker_id=0, log_prefix=None,
+                 obs_layout="hwc"):
+        if obs_layout not in LAYOUT_CODES:
+            raise ValueError("obs_layout %r: hwc or chw" % (obs_layout,))
+        self.layout_code = LAYOUT_CODES[obs_layout]
         self.worker_id = int(worker_id)
         self.prefix = log_prefix or "apex_env[%d] worker %d: " % (os.getpid(), self.worker_id)
         self.make = make if isinstance(make, str) else getattr(make, "__name__", repr(make))
@@ -283,6 +306,15 @@ class Worker:
         if self.n < 1:
             raise ValueError("--num-envs must be at least 1")
         self._read_spaces()
+        # chw: rank-3 observations (C, H, W) are sent as (H, W, C); a rank-2 (H, W) frame has
+        # no channel axis to move (the actor takes it for H x W x 1), and other ranks are
+        # refused by a chw run's actor, naming the shape.
+        if self.layout_code == LAYOUT_CHW and len(self.shape) == 3:
+            self.row_of = _row_chw
+            self.description += " obs_layout=chw (sent as %s)" % (
+                (self.shape[1], self.shape[2], self.shape[0]),)
+        else:
+            self.row_of = _row_as_is
         self.nonce = random.SystemRandom().getrandbits(64)
         self.zero_row = bytes(self.row_bytes)
         self.zeros = {}  # length -> float32 zeros, for _all_finite
@@ -340,7 +372,8 @@ class Worker:
     # ---- messages ---------------------------------------------------------------------
     def header(self, mtype, n_envs, seq=0, first=0, n_reset=0, n_error=0):
         HEADER.pack_into(self.hdr, 0, MAGIC, VERSION, mtype, self.worker_id, n_envs, seq,
-                         self.nonce, first, *self.spaces_key, n_reset, n_error, 0)
+                         self.nonce, first, *self.spaces_key, n_reset, n_error,
+                         self.layout_code)
         return bytes(self.hdr)
 
     def hello(self):
@@ -370,10 +403,10 @@ class Worker:
             return None
         if mtype == REFUSE:
             return h
-        if h[8:16] != self.spaces_key:
-            self.log("bad", "ignored a message with n_actions/dtype/ndim/action_dim/shape %r "
-                     "(mine: %r)"
-                     % (h[8:16], self.spaces_key))
+        if h[8:16] != self.spaces_key or h[18] != self.layout_code:
+            self.log("bad", "ignored a message with n_actions/dtype/ndim/action_dim/shape/"
+                     "layout %r (mine: %r)"
+                     % (h[8:16] + h[18:19], self.spaces_key + (self.layout_code,)))
             return None
         expect = {RESET: 2, STEP: 2}.get(mtype)
         if expect is None or len(frames) != expect:
@@ -427,7 +460,7 @@ class Worker:
             msg = "%s; then %s (retried at the next step)" % (msg, rerr)
         else:
             st.flags[j] = ERROR | RESET_FLAG
-            st.resets[j] = o.tobytes()
+            st.resets[j] = self.row_of(o)
         st.errors.append((j, msg))
 
     def _retry_broken(self, j, k, st):
@@ -439,7 +472,7 @@ class Worker:
             st.errors.append((j, "reset failed again: %s" % rerr))
         else:
             st.flags[j] = ERROR | RESET_FLAG
-            st.resets[j] = o.tobytes()
+            st.resets[j] = self.row_of(o)
             st.errors.append((j, "reset again after: %s" % self.broken[k]))
             self.broken[k] = None
 
@@ -498,7 +531,8 @@ class Worker:
             rewards = r_list
             ends = [j for j in range(n) if te_list[j] or tr_list[j]] if (
                 any(te_list) or any(tr_list)) else ()
-            joined = b"".join(o_list)  # before any reset can touch an env's array
+            # before any reset can touch an env's array
+            joined = b"".join(o_list if self.row_of is _row_as_is else map(_row_chw, o_list))
         except (Exception, SystemExit):  # odd types (bool, float, buffers): one by one
             return None
         st = _Step(n, rows=False)
@@ -512,7 +546,7 @@ class Worker:
                 self._void_ended(first, j, rerr, st)
             else:
                 flags[j] |= RESET_FLAG
-                st.resets[j] = o.tobytes()
+                st.resets[j] = self.row_of(o)
         if self.float_obs:
             if st.joined is not None and not self._all_finite(
                     st.joined + b"".join(st.resets.values()) if st.resets else st.joined):
@@ -574,7 +608,7 @@ class Worker:
         if not -FLOAT32_MAX <= r <= FLOAT32_MAX:  # NaN, inf, or beyond float32
             self._fault(j, k, "step returned the reward %r (not a finite float32)" % r, st)
             return
-        st.obs[j] = o.tobytes()
+        st.obs[j] = self.row_of(o)
         st.rewards[j] = r
         if end:
             st.flags[j] = (TERMINATED if te else 0) | (TRUNCATED if tr else 0)
@@ -588,7 +622,7 @@ class Worker:
                 self._void_ended(first, j, rerr, st)
             else:
                 st.flags[j] |= RESET_FLAG
-                st.resets[j] = o.tobytes()
+                st.resets[j] = self.row_of(o)
         if self.float_obs:
             self._check_finite(first, st)
 
@@ -635,7 +669,7 @@ class Worker:
                 st.obs[k], st.flags[k] = self.zero_row, ERROR
                 st.errors.append((k, err))
             else:
-                st.obs[k] = o.tobytes()
+                st.obs[k] = self.row_of(o)
         return st
 
     def handle(self, frames):
@@ -689,7 +723,7 @@ class Worker:
         if f64 is None:
             f64 = self.f64_packs[st.n] = struct.Struct("<%dd" % st.n).pack
         return [HEADER.pack(MAGIC, VERSION, mtype, self.worker_id, st.n, seq, self.nonce, first,
-                            *self.spaces_key, len(resets), len(st.errors), 0),
+                            *self.spaces_key, len(resets), len(st.errors), self.layout_code),
                 st.joined if st.joined is not None else b"".join(st.obs),
                 f64(*st.rewards), bytes(st.flags), reset, err]
 
@@ -701,6 +735,15 @@ class _Raised:
 
     def __init__(self, e):
         self.e = e
+
+
+def _row_as_is(o):
+    return o.tobytes()
+
+
+def _row_chw(o):
+    """A channels-first (C, H, W) observation's bytes channels last, (H, W, C), C order."""
+    return o.transpose(1, 2, 0).tobytes()
 
 
 _DTYPE = operator.attrgetter("dtype")
@@ -737,13 +780,13 @@ def _send_hello(sock, w):
 
 
 def serve(connect, make, num_envs=1, kwargs=None, worker_id=0, curve_server_key=None,
-          curve_secret=None, context=None):
+          curve_secret=None, context=None, obs_layout="hwc"):
     """Runs a worker until the actor refuses it (returns 3) or KeyboardInterrupt.
     curve_server_key: the actor's public key (40 Z85 characters, or a .pub/.key file);
     curve_secret: this worker's certificate file (apex-keygen's NAME.key, mode 0600)."""
     import zmq
 
-    w = Worker(make, num_envs, kwargs, worker_id)
+    w = Worker(make, num_envs, kwargs, worker_id, obs_layout=obs_layout)
     ctx = context or zmq.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -837,10 +880,10 @@ class _Local:
         os.write(self.fd_out, frames[0])
 
 
-def serve_local(spec, make, num_envs=1, kwargs=None, worker_id=0):
+def serve_local(spec, make, num_envs=1, kwargs=None, worker_id=0, obs_layout="hwc"):
     """Runs a worker spawned by apex-actor over the local transport (--local) until the
     actor goes away (returns 0) or refuses it (3)."""
-    w = Worker(make, num_envs, kwargs, worker_id)
+    w = Worker(make, num_envs, kwargs, worker_id, obs_layout=obs_layout)
     ch = _Local(spec)
     print("%slocal transport: %d x %s" % (w.prefix, w.n, w.description), file=sys.stderr,
           flush=True)
@@ -869,6 +912,9 @@ def main(argv=None):
     p.add_argument("--num-envs", type=int, default=1)
     p.add_argument("--kwargs", default="{}", help="JSON object passed to CALLABLE")
     p.add_argument("--worker-id", type=int, default=0)
+    p.add_argument("--obs-layout", choices=("hwc", "chw"), default="hwc",
+                   help="chw: the env's observations are channels first (C, H, W); each is sent "
+                   "transposed to channels last ([env] obs_layout)")
     p.add_argument("--curve-server-key", help="the actor's public key: Z85 text or a .pub file")
     p.add_argument("--curve-secret", help="this worker's key file (NAME.key, mode 0600)")
     a = p.parse_args(argv)
@@ -884,9 +930,9 @@ def main(argv=None):
         p.error("give one of --connect ENDPOINT and --local FDS")
     try:
         if a.local:
-            return serve_local(a.local, a.make, a.num_envs, kwargs, a.worker_id)
+            return serve_local(a.local, a.make, a.num_envs, kwargs, a.worker_id, a.obs_layout)
         return serve(a.connect, a.make, a.num_envs, kwargs, a.worker_id, a.curve_server_key,
-                     a.curve_secret)
+                     a.curve_secret, obs_layout=a.obs_layout)
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # start-up errors: the factory, the spaces, the keys

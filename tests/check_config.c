@@ -500,6 +500,31 @@ START_TEST(test_frame_stack) {
 }
 END_TEST
 
+// [env] obs_layout: chw (the workers transpose channels-first observations) needs id = python
+// and an obs_shape, whose H x W x C it then reads as (C, H, W); the default is hwc.
+START_TEST(test_obs_layout) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(s_load("[env]\nid = python\nmake = m:f\nobs_shape = 84x84x4\nobs_dtype = uint8\n"
+                         "n_actions = 6\nobs_layout = chw\n",
+                         &cfg, err) == 0,
+                  "%s", err);
+    ck_assert_int_eq(cfg.env.obs_layout, CONFIG_OBS_CHW);
+    ck_assert_int_eq(cfg.env.obs_c, 4);
+    ck_assert_msg(s_load("[env]\nid = CartPole-v1\n", &cfg, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.env.obs_layout, CONFIG_OBS_HWC);
+    s_expect_error("[env]\nid = CartPole-v1\nobs_layout = chw\n",
+                   ":3: [env] obs_layout = chw is for id = python with an obs_shape HxWxC (the env "
+                   "workers transpose (C, H, W) observations to it); id is 'CartPole-v1'");
+    s_expect_error("[env]\nid = python\nmake = m:f\nobs_dim = 4\nn_actions = 2\nobs_layout = chw\n",
+                   ":6: [env] obs_layout = chw is for id = python with an obs_shape HxWxC (the env "
+                   "workers transpose (C, H, W) observations to it); id is 'python', obs_shape is "
+                   "empty");
+    s_expect_error("[env]\nid = CartPole-v1\nobs_layout = whc\n",
+                   ":3: [env] obs_layout: 'whc' is not one of hwc|chw");
+}
+END_TEST
+
 // [env] model_xml: a MuJoCo id needs it (only its presence: the file is loaded where the env
 // is stepped, check_mujoco), every other id refuses it, python and external ones included.
 START_TEST(test_model_xml) {
@@ -802,6 +827,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_external_env);
     tcase_add_test(tc, test_python_env);
     tcase_add_test(tc, test_frame_stack);
+    tcase_add_test(tc, test_obs_layout);
     tcase_add_test(tc, test_batches_per_request_auto);
     tcase_add_test(tc, test_shipped_configs_load);
     tcase_add_test(tc, test_shard_endpoints);

@@ -62,6 +62,7 @@
 #include "config.h"
 #include "env.h"
 #include "env_mujoco.h"
+#include "envsrc.h"
 #include "evaluator.h"
 #include "learner.h"
 #include "log.h"
@@ -243,6 +244,22 @@ static void s_mujoco(const char *root, const apex_config_t *cfg, int what, s_obs
     ck_assert_ptr_nonnull(m);
     o->v = m->actuator_gear[0];
     mjenv_unload(env_mujoco_task(spec));
+}
+
+// [env] obs_layout: the Python env bridge as apex-actor and apex-eval build it (envsrc_new,
+// the real worker): 1 when it started and took the first observations (their first bytes in
+// the signature), 0 when it refused the workers' observation_space at start-up.
+static void s_pybridge(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
+    (void)root, (void)what;
+    envsrc_t *s = envsrc_new(cfg, 1, 0, 0);
+    o->v = s != NULL;
+    if (s) {
+        envsrc_result_t r;
+        envsrc_recv(s, 0, &r);
+        const uint8_t *b = r.obs;
+        s_sig(o, "%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4]);
+        envsrc_destroy(&s);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1117,6 +1134,13 @@ static const s_row s_rows[] = {
     // The network reads K frames: its first layer grows (the stacks: check_dpg_actor.c).
     {"env.frame_stack", "env.frame_stack=2", NULL, s_net, 0, UP, NULL},
     {"env.make", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    // (4, 84, 84) channels-first stacks (tests/pyenv_frames.py): refused as 84x84x4 channels
+    // last, transposed by the worker and taken with chw.
+    {"env.obs_layout", "env.obs_layout=chw",
+     "env.id=python;env.make=tests/pyenv_frames.py:square;env.kwargs={\"layout\": \"chwk\"};"
+     "env.obs_shape=84x84x4;env.obs_dtype=uint8;env.n_actions=3;python.workers=1;"
+     "python.groups=1;python.interpreter=/usr/bin/python3;actor.envs_per_actor=1",
+     s_pybridge, 0, UP, NULL},
     {"env.kwargs", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"env.eval_id", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     // A MuJoCo task's model: the test models' motors have gears 100 and 1e12.

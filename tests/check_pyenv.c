@@ -527,6 +527,7 @@ START_TEST(test_uint8_frames) {
     pyenv_opts_t o;
     s_opts(&o, "image", "{\"faults\": {\"0.1\": \"shape\"}}", 1, 2, 1);
     o.obs_dim = 12;
+    o.obs_h = 3, o.obs_w = 2, o.obs_c = 2; // the env's shape is checked: 3x2x2 channels last
     o.obs_dtype = CONFIG_OBS_UINT8;
     pyenv_t *p = pyenv_new(&o);
     ck_assert_ptr_nonnull(p);

@@ -30,7 +30,7 @@ typedef struct {
     uint32_t first, n_actions;
     uint8_t dtype, ndim;
     uint16_t action_dim;
-    uint32_t shape[4], n_reset, n_error;
+    uint32_t shape[4], n_reset, n_error, layout;
 } s_fields;
 
 static void s_put(uint8_t *b, size_t off, const void *v, size_t n) { memcpy(b + off, v, n); }
@@ -53,6 +53,7 @@ static void s_encode(const s_fields *f, uint8_t b[PYWIRE_HEADER_BYTES]) {
     s_put(b, 44, f->shape, 16);
     s_put(b, 60, &f->n_reset, 4);
     s_put(b, 64, &f->n_error, 4);
+    s_put(b, 68, &f->layout, 4);
 }
 
 // A RESULT of worker 1 for float32 observations of shape (4,) and 3 actions.
@@ -85,7 +86,7 @@ START_TEST(test_header_layout) {
     f.n_envs = 0x01020304u;
     f.shape[1] = 0xa1a2a3a4u, f.shape[3] = 7;
     f.n_reset = 0xdeadbeefu, f.n_error = 0xfeedfaceu;
-    f.dtype = 0xfe, f.ndim = 0xfd, f.action_dim = 0xabcd;
+    f.dtype = 0xfe, f.ndim = 0xfd, f.action_dim = 0xabcd, f.layout = 0x0badcafeu;
     pywire_header_t h;
     ck_assert_int_eq(s_parse(&f, &h), APEX_OK);
     ck_assert(h.action_dim == f.action_dim);
@@ -93,7 +94,7 @@ START_TEST(test_header_layout) {
     ck_assert(h.n_envs == f.n_envs && h.seq == f.seq && h.nonce == f.nonce);
     ck_assert(h.first == f.first && h.n_actions == f.n_actions && h.dtype == f.dtype);
     ck_assert(h.ndim == f.ndim && memcmp(h.shape, f.shape, 16) == 0);
-    ck_assert(h.n_reset == f.n_reset && h.n_error == f.n_error);
+    ck_assert(h.n_reset == f.n_reset && h.n_error == f.n_error && h.layout == f.layout);
     // What the actor sends is the documented layout too.
     pywire_spaces_t sp = {
         .n_actions = 3, .dtype = PYWIRE_DT_UINT8, .ndim = 3, .shape = {10, 10, 4}};
@@ -120,6 +121,20 @@ START_TEST(test_header_layout) {
     memcpy(g.shape, (uint32_t[4]){17, 0, 0, 0}, sizeof g.shape);
     s_encode(&g, want);
     ck_assert(memcmp(&h, want, PYWIRE_HEADER_BYTES) == 0);
+    // obs_layout = chw: layout 1 at offset 68 (the reserved 0 of before); as is, 0 there,
+    // so the messages of every other run are what they were.
+    pywire_spaces_t ls = {.n_actions = 3,
+                          .dtype = PYWIRE_DT_UINT8,
+                          .ndim = 3,
+                          .shape = {4, 84, 84},
+                          .layout = PYWIRE_LAYOUT_CHW};
+    pywire_header_init(&h, PYWIRE_STEP, &ls, 2, 99, 5, 1234, 10);
+    g.n_actions = 3, g.action_dim = 0, g.dtype = PYWIRE_DT_UINT8, g.ndim = 3;
+    memcpy(g.shape, (uint32_t[4]){4, 84, 84, 0}, sizeof g.shape);
+    g.layout = 1;
+    s_encode(&g, want);
+    ck_assert(memcmp(&h, want, PYWIRE_HEADER_BYTES) == 0);
+    ck_assert_uint_eq(want[68], 1);
 }
 END_TEST
 
@@ -238,7 +253,7 @@ START_TEST(test_spaces_equal) {
     pywire_header_t h;
     pywire_header_init(&h, PYWIRE_RESULT, &sp, 0, 0, 1, 1, 0);
     ck_assert(pywire_spaces_equal(&h, &sp));
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 9; k++) {
         pywire_header_t g = h;
         switch (k) {
         case 0:
@@ -262,11 +277,58 @@ START_TEST(test_spaces_equal) {
         case 6:
             g.action_dim = 1; // the continuous half of the action space
             break;
+        case 7:
+            g.layout = PYWIRE_LAYOUT_CHW; // rows transposed, where the run has them as they are
+            break;
         default:
             g.shape[3] = 1;
             break;
         }
         ck_assert_msg(!pywire_spaces_equal(&g, &sp), "field %d", k);
+    }
+}
+END_TEST
+
+// A HELLO's observation shape against the run's frame ([env] obs_shape / obs_dim,
+// obs_layout): only the exact shape fits, and (H, W) for a grayscale H x W x 1.
+START_TEST(test_obs_fits) {
+    enum { HWC = PYWIRE_LAYOUT_AS_IS, CHW = PYWIRE_LAYOUT_CHW };
+    static const struct {
+        uint8_t ndim;
+        uint32_t shape[4];
+        uint32_t dim, h, w, c, layout;
+        int want;
+    } cases[] = {
+        {1, {4}, 4, 0, 0, 0, HWC, 1},                // CartPole: a vector of obs_dim
+        {1, {5}, 4, 0, 0, 0, HWC, 0},                // another length
+        {2, {2, 2}, 4, 0, 0, 0, HWC, 0},             // as many elements, not a vector
+        {0, {0}, 1, 0, 0, 0, HWC, 0},                // a scalar is not (1,)
+        {3, {84, 84, 4}, 28224, 84, 84, 4, HWC, 1},  // channels last
+        {3, {4, 84, 84}, 28224, 84, 84, 4, HWC, 0},  // channels first, read as last: refused
+        {3, {4, 84, 84}, 28224, 84, 84, 4, CHW, 1},  // ... fits when the worker transposes
+        {3, {84, 84, 4}, 28224, 84, 84, 4, CHW, 0},  // channels last, declared first
+        {3, {84, 4, 84}, 28224, 84, 84, 4, HWC, 0},  // neither
+        {3, {84, 84, 1}, 7056, 84, 84, 1, HWC, 1},   // a grayscale frame
+        {2, {84, 84}, 7056, 84, 84, 1, HWC, 1},      // ... without its channel axis
+        {2, {84, 84}, 7056, 84, 84, 1, CHW, 1},      // ... which has nothing to transpose
+        {3, {1, 84, 84}, 7056, 84, 84, 1, CHW, 1},   // (1, H, W) channels first
+        {3, {1, 84, 84}, 7056, 84, 84, 1, HWC, 0},   //
+        {2, {84, 84}, 28224, 84, 84, 4, HWC, 0},     // (H, W) is one channel only
+        {2, {42, 168}, 7056, 84, 84, 1, HWC, 0},     // another image of as many pixels
+        {3, {10, 10, 4}, 400, 10, 10, 4, HWC, 1},    // MinAtar
+        {4, {1, 10, 10, 4}, 400, 10, 10, 4, HWC, 0}, // a rank-4 batch of one
+        {3, {84, 84, 4}, 28224, 0, 0, 0, HWC, 0},    // an image for a vector run
+        {1, {28224}, 28224, 84, 84, 4, HWC, 0},      // a vector for an image run
+        {3, {84, 84, 0}, 0, 84, 84, 0, HWC, 0},      // an invalid shape never fits
+        {3, {84, 84, 4}, 28224, 84, 84, 4, 7, 1},    // an unknown layout reads as is (the
+                                                     // caller compares the layout fields)
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pywire_header_t h = {.ndim = cases[i].ndim};
+        memcpy(h.shape, cases[i].shape, sizeof h.shape);
+        int got = pywire_obs_fits(&h, cases[i].dim, cases[i].h, cases[i].w, cases[i].c,
+                                  cases[i].layout);
+        ck_assert_msg(got == cases[i].want, "case %zu: %d", i, got);
     }
 }
 END_TEST
@@ -841,6 +903,7 @@ Suite *pywire_suite(void) {
     tcase_add_test(tc, test_header_layout);
     tcase_add_test(tc, test_header_bounds);
     tcase_add_test(tc, test_hello_elements);
+    tcase_add_test(tc, test_obs_fits);
     tcase_add_test(tc, test_hello_bounds);
     tcase_add_test(tc, test_spaces_equal);
     tcase_add_test(tc, test_result_group);
