@@ -15,6 +15,8 @@ python/apex_env.py (--make tests/pyenv_faults.py:NAME --kwargs JSON).
                   the bridge's CartPole against.
   compare(peer)   (--compare PEER) python/apex_cartpole.py against the independent
                   reference PEER, step for step: exit 0 and "IDENTICAL" when they agree.
+  eval_reference(...)  (--eval-reference) the returns apex-eval --checkpoint should get on
+                  python CartPole for a fixed linear policy (check_pyenv.c's evaluation test).
   dynamics()      (--dynamics) python/apex_cartpole.py from given states and actions, for
                   check_pyenv.c to compare with Gymnasium's trajectories (tests/fixtures).
 
@@ -349,7 +351,41 @@ def dynamics():
     out.flush()
 
 
+def eval_reference(n, seed, first, every, wt, wd):
+    """(--eval-reference) What apex-eval --checkpoint should get on n envs of
+    python/apex_cartpole.py (FaultyCartPole when every > 0) for the greedy policy
+    "push right (action 1) iff wt * theta + wd * theta_dot > 0" (the two-unit network
+    check_pyenv.c writes): env e reset with seed + first + e, its first episode counted; a
+    faulted step drops the episode and resets the env unseeded (as the worker does), and the
+    next episode counts; an env faulting more than 8 times gives nothing. Prints the count
+    and the mean return (%.4f)."""
+    rets = []
+    for e in range(n):
+        env = _load(APEX_CARTPOLE).CartPoleEnv()
+        obs, _ = env.reset(seed=seed + first + e)
+        count, faults, ret = 0, 0, 0.0
+        while True:
+            count += 1
+            if every > 0 and count % every == 0:
+                faults += 1
+                if faults > 8:
+                    break
+                obs, _ = env.reset()
+                ret = 0.0
+                continue
+            u = np.float32(wt) * obs[2] + np.float32(wd) * obs[3]
+            obs, r, term, trunc, _ = env.step(1 if u > 0 else 0)
+            ret += r
+            if term or trunc:
+                rets.append(ret)
+                break
+    print(len(rets), "%.4f" % (sum(rets) / len(rets) if rets else float("nan")))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--eval-reference":
+        sys.exit(eval_reference(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])))
     if sys.argv[1] == "--compare":
         sys.exit(compare(sys.argv[2]))
     if sys.argv[1] == "--dynamics":
