@@ -28,6 +28,7 @@
 #include "ckpt.h"
 #include "clock.h"
 #include "config.h"
+#include "envsrc.h"
 #include "log.h"
 #include "nn.h"
 #include "pyenv.h"
@@ -1198,6 +1199,37 @@ END_TEST
 // ---------------------------------------------------------------------------------------
 // apex-eval on a Python env (the evaluator's own env workers, actor/evaluator.h)
 
+// [env] eval_kwargs reaches the evaluator's workers only (envsrc_pyenv_opts with index -1),
+// merged over kwargs as one JSON object whose later members replace the earlier (json.loads).
+START_TEST(test_eval_kwargs) {
+    static const char *const cases[][3] = {
+        // kwargs, eval_kwargs, the evaluator's
+        {"{\"game\": \"Pong\"}", "{\"training\": false}",
+         "{\"game\": \"Pong\", \"training\": false}"},
+        {"{\"a\": 1}", "{\"a\": 2}", "{\"a\": 1, \"a\": 2}"},
+        {"", "{\"training\": false}", "{\"training\": false}"},
+        {"{ }", "{\"training\": false}", "{\"training\": false}"},
+        {"{\"a\": 1}", "{}", "{\"a\": 1}"},
+        {"{\"a\": 1}", "", "{\"a\": 1}"},
+    };
+    for (int i = 0; i < 6; i++) {
+        apex_config_t cfg;
+        char err[512], kw[300], ekw[300];
+        snprintf(kw, sizeof kw, "env.kwargs=%s", cases[i][0]);
+        snprintf(ekw, sizeof ekw, "env.eval_kwargs=%s", cases[i][1]);
+        const char *sets[] = {kw, ekw};
+        ck_assert_msg(config_load(&cfg, "configs/python-cartpole.ini", sets, 2, err, sizeof err) ==
+                          0,
+                      "%s", err);
+        pyenv_opts_t o;
+        ck_assert_int_eq(envsrc_pyenv_opts(&cfg, 2, 0, -1, &o), 0);
+        ck_assert_str_eq(o.kwargs, cases[i][2]);
+        ck_assert_int_eq(envsrc_pyenv_opts(&cfg, 2, 0, 0, &o), 0);
+        ck_assert_str_eq(o.kwargs, cases[i][0]); // an actor's: kwargs as they are
+    }
+}
+END_TEST
+
 // apex-eval --checkpoint with [env] id = python (configs/python-cartpole.ini with eval_id
 // emptied) on a network of two hidden units whose greedy action is "push right iff
 // theta_dot > 0", against the returns tests/pyenv_faults.py --eval-reference computes in
@@ -1309,6 +1341,7 @@ Suite *pyenv_suite(void) {
     tcase_add_test(tc, test_local_worker_repeats_hello);
     tcase_add_test(tc, test_worker_ignores_garbage);
     tcase_add_test(tc, test_curve);
+    tcase_add_test(tc, test_eval_kwargs);
     tcase_add_loop_test(tc, test_eval_checkpoint, 0, 3);
     suite_add_tcase(s, tc);
     return s;
