@@ -38,4 +38,6 @@ awk -F, 'NR > 1 && $11 > 50 { exit 1 } END { exit $11 != 50 }' "$RUN/eval.csv" \
 for p in $({ grep -o "worker [0-9]*: started pid [0-9]*" "$RUN/eval.log" || true; } | awk '{print $5}'); do
   [ ! -e "/proc/$p" ] && ok "the evaluator's worker $p ended with it" || bad "the evaluator's worker $p outlived the run"
 done
+! grep -l "runtime error\|AddressSanitizer\|LeakSanitizer" "$RUN"/*.log 2>/dev/null \
+  && ok "no sanitizer report in any log" || bad "a sanitizer report (see above)"
 finish
