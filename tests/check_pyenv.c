@@ -1238,28 +1238,35 @@ END_TEST
 // reference). _i = 0: CartPole; 1: FaultyCartPole raising every 150th step of an env (counted
 // episodes dropped, the envs' next episodes counted, envs faulting 9 times given up: the
 // mean of the others); 2: every 40th step (no episode can be counted: apex-eval says
-// "evaluation skipped" and exits 2, it does not crash).
+// "evaluation skipped" and exits 2, it does not crash); 3: [env] frame_stack = 2 and the
+// policy reading the stack's older frame (the previous observation; at an episode's start
+// its first one), whose returns differ from case 0's.
 START_TEST(test_eval_checkpoint) {
     const char *bin = getenv("APEX_BIN");
     if (!bin) {
         return; // the binaries are needed
     }
-    static const int every[] = {0, 150, 40};
+    static const int every[] = {0, 150, 40, 0};
+    const int K = _i == 3 ? 2 : 1, in = 4 * K; // the network reads K frames of 4
     enum { EPISODES = 6 };
     const float wt = 0.0f, wd = 1.0f; // u = wt theta + wd theta_dot; right iff u > 0
     apex_config_t cfg;
-    const char *sets[] = {"network.hidden=2", "network.dueling=false"};
+    char stack[32];
+    snprintf(stack, sizeof stack, "env.frame_stack=%d", K);
+    const char *sets[] = {"network.hidden=2", "network.dueling=false", stack};
     char err[512];
-    ck_assert_int_eq(config_load(&cfg, "configs/python-cartpole.ini", sets, 2, err, sizeof err), 0);
+    ck_assert_int_eq(config_load(&cfg, "configs/python-cartpole.ini", sets, 3, err, sizeof err), 0);
     nn_config_t nc;
     nn_config_from_run(&nc, &cfg);
     nn_params_t p;
     nn_params_init(&p, &nc);
     ck_assert_int_eq(p.n_layers, 2);
     memset(p.data, 0, p.num_params * sizeof(float));
-    // fc1 (2 x 4): h0 = relu(u), h1 = relu(-u); head (2 x 2): Q_0 = h1, Q_1 = h0.
+    // fc1 (2 x 4K): h0 = relu(u), h1 = relu(-u) of the oldest frame (the only one for K =
+    // 1); head (2 x 2): Q_0 = h1, Q_1 = h0.
+    ck_assert_int_eq(p.layer[0].in_dim, in);
     p.layer[0].w[2] = wt, p.layer[0].w[3] = wd;
-    p.layer[0].w[4 + 2] = -wt, p.layer[0].w[4 + 3] = -wd;
+    p.layer[0].w[in + 2] = -wt, p.layer[0].w[in + 3] = -wd;
     p.layer[1].w[1] = 1.0f, p.layer[1].w[2] = 1.0f;
     const char *dir = check_tmpdir();
     char path[600], cmd[2400], line[1024];
@@ -1269,8 +1276,8 @@ START_TEST(test_eval_checkpoint) {
     const float *one[1] = {p.data};
     ck_assert_int_eq(ckpt_write(path, &h, one, 1), APEX_OK);
 
-    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --eval-reference %d %lld 1000000000 %d %g %g",
-             EPISODES, (long long)cfg.run.seed, every[_i], (double)wt, (double)wd);
+    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --eval-reference %d %lld 1000000000 %d %g %g %d",
+             EPISODES, (long long)cfg.run.seed, every[_i], (double)wt, (double)wd, K - 1);
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
     int ref_n = -1;
@@ -1278,7 +1285,7 @@ START_TEST(test_eval_checkpoint) {
     ck_assert(fgets(line, sizeof line, f) && sscanf(line, "%d %lf", &ref_n, &ref_mean) >= 1);
     ck_assert_int_eq(pclose(f), 0);
     // The cases are what they say: varied returns, some envs given up, none counted.
-    static const int want_n[] = {EPISODES, 4, 0};
+    static const int want_n[] = {EPISODES, 4, 0, EPISODES};
     ck_assert_int_eq(ref_n, want_n[_i]);
 
     char fault[200] = "";
@@ -1289,9 +1296,9 @@ START_TEST(test_eval_checkpoint) {
     }
     snprintf(cmd, sizeof cmd,
              "%s/apex-eval -c configs/python-cartpole.ini --set env.eval_id= --set "
-             "network.hidden=2 --set network.dueling=false %s --checkpoint %s --episodes %d "
-             "--epsilon 0 2>&1",
-             bin, fault, path, EPISODES);
+             "network.hidden=2 --set network.dueling=false --set %s %s --checkpoint %s "
+             "--episodes %d --epsilon 0 2>&1",
+             bin, stack, fault, path, EPISODES);
     f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
     double got = NAN;
@@ -1342,7 +1349,7 @@ Suite *pyenv_suite(void) {
     tcase_add_test(tc, test_worker_ignores_garbage);
     tcase_add_test(tc, test_curve);
     tcase_add_test(tc, test_eval_kwargs);
-    tcase_add_loop_test(tc, test_eval_checkpoint, 0, 3);
+    tcase_add_loop_test(tc, test_eval_checkpoint, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -351,18 +351,21 @@ def dynamics():
     out.flush()
 
 
-def eval_reference(n, seed, first, every, wt, wd):
+def eval_reference(n, seed, first, every, wt, wd, lag=0):
     """(--eval-reference) What apex-eval --checkpoint should get on n envs of
     python/apex_cartpole.py (FaultyCartPole when every > 0) for the greedy policy
     "push right (action 1) iff wt * theta + wd * theta_dot > 0" (the two-unit network
     check_pyenv.c writes): env e reset with seed + first + e, its first episode counted; a
     faulted step drops the episode and resets the env unseeded (as the worker does), and the
-    next episode counts; an env faulting more than 8 times gives nothing. Prints the count
-    and the mean return (%.4f)."""
+    next episode counts; an env faulting more than 8 times gives nothing. lag = 1: the policy
+    reads the previous observation instead ([env] frame_stack = 2, the older frame of the
+    stack, an episode's first frame at its start). Prints the count and the mean return
+    (%.4f)."""
     rets = []
     for e in range(n):
         env = _load(APEX_CARTPOLE).CartPoleEnv()
         obs, _ = env.reset(seed=seed + first + e)
+        older = obs
         count, faults, ret = 0, 0, 0.0
         while True:
             count += 1
@@ -371,9 +374,12 @@ def eval_reference(n, seed, first, every, wt, wd):
                 if faults > 8:
                     break
                 obs, _ = env.reset()
+                older = obs
                 ret = 0.0
                 continue
-            u = np.float32(wt) * obs[2] + np.float32(wd) * obs[3]
+            seen = older if lag else obs
+            u = np.float32(wt) * seen[2] + np.float32(wd) * seen[3]
+            older = obs
             obs, r, term, trunc, _ = env.step(1 if u > 0 else 0)
             ret += r
             if term or trunc:
@@ -385,7 +391,8 @@ def eval_reference(n, seed, first, every, wt, wd):
 if __name__ == "__main__":
     if sys.argv[1] == "--eval-reference":
         sys.exit(eval_reference(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
-                                int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])))
+                                int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7]),
+                                int(sys.argv[8]) if len(sys.argv) > 8 else 0))
     if sys.argv[1] == "--compare":
         sys.exit(compare(sys.argv[2]))
     if sys.argv[1] == "--dynamics":
