@@ -29,6 +29,7 @@
 #include "clock.h"
 #include "config.h"
 #include "envsrc.h"
+#include "evaluator.h"
 #include "log.h"
 #include "nn.h"
 #include "pyenv.h"
@@ -1331,6 +1332,60 @@ START_TEST(test_eval_checkpoint) {
 }
 END_TEST
 
+// Successive evaluations by one evaluator (evaluator_py_run three times, the workers living
+// on between them, as apex-eval --follow does): each round counts, for each env, the first
+// episode that starts in it (an episode in progress at the round's start finishes
+// uncounted), against tests/pyenv_faults.py --eval-rounds, which derives that from each env's
+// episodes under the same policy (test_eval_checkpoint's, case 0).
+START_TEST(test_eval_rounds) {
+    enum { N = 6, ROUNDS = 3 };
+    apex_config_t cfg;
+    const char *sets[] = {"network.hidden=2", "network.dueling=false", "env.eval_id="};
+    char err[512], line[256];
+    ck_assert_int_eq(config_load(&cfg, "configs/python-cartpole.ini", sets, 3, err, sizeof err), 0);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &cfg);
+    nn_params_t p;
+    nn_params_init(&p, &nc);
+    memset(p.data, 0, p.num_params * sizeof(float));
+    p.layer[0].w[3] = 1.0f, p.layer[0].w[4 + 3] = -1.0f; // u = theta_dot, right iff u > 0
+    p.layer[1].w[1] = 1.0f, p.layer[1].w[2] = 1.0f;
+    eval_opts_t o;
+    evaluator_opts_from_run(&o, &cfg);
+    o.episodes = N;
+    o.parallel = N;
+    nn_state_t st;
+    nn_state_init(&st, &nc, N, 0);
+    evaluator_py_t *py = evaluator_py_new(&cfg, &o);
+    ck_assert_ptr_nonnull(py);
+    double got[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        eval_result_t res;
+        ck_assert_int_eq(evaluator_py_run(py, &p, &st, &o, &res), 0);
+        ck_assert_int_eq(res.episodes, N);
+        got[r] = res.mean;
+    }
+    evaluator_py_destroy(&py);
+    ck_assert_ptr_null(py);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --eval-rounds %d %lld 1000000000 0 1 %d", N,
+             (long long)cfg.run.seed, ROUNDS);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert(fgets(line, sizeof line, f) != NULL);
+    ck_assert_int_eq(pclose(f), 0);
+    char *q = line;
+    for (int r = 0; r < ROUNDS; r++) {
+        double want = strtod(q, &q);
+        ck_assert_msg(fabs(got[r] - want) < 1e-3, "round %d: mean %.4f, Python %.4f", r, got[r],
+                      want);
+    }
+    ck_assert(got[1] != got[0]); // the rounds' episodes differ: the streams continued
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+}
+END_TEST
+
 Suite *pyenv_suite(void) {
     Suite *s = suite_create("pyenv");
     TCase *tc = tcase_create("core");
@@ -1350,6 +1405,7 @@ Suite *pyenv_suite(void) {
     tcase_add_test(tc, test_curve);
     tcase_add_test(tc, test_eval_kwargs);
     tcase_add_loop_test(tc, test_eval_checkpoint, 0, 4);
+    tcase_add_test(tc, test_eval_rounds);
     suite_add_tcase(s, tc);
     return s;
 }
