@@ -1,5 +1,5 @@
 // apex-eval: evaluates Q-networks, and DPG policies for continuous actions, on apex's
-// environments (actor/evaluator.h).
+// environments or a Python env's ([env] id = python: its own env workers; actor/evaluator.h).
 //
 //   apex-eval -c CONFIG --checkpoint PATH [--episodes N] [--epsilon X]   one checkpoint
 //   apex-eval -c CONFIG --follow [--max-evals N]     every new version of the learner's weights
@@ -15,12 +15,16 @@
 #include "log.h"
 
 #include <stdio.h>
+#include <string.h>
 
 // One checkpoint: prints "<id> checkpoint <path> (update N): episodes .. mean .. std .. ".
 static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     const env_spec_t *spec = env_find(cfg->env.id);
-    if (!spec) { // id = external: nothing here can step it
-        fprintf(stderr, "apex-eval: [env] id '%s' is not an environment apex can step (%s)\n",
+    const int python = strcmp(cfg->env.id, CONFIG_ENV_PYTHON) == 0;
+    if (!spec && !python) { // id = external: nothing here can step it
+        fprintf(stderr,
+                "apex-eval: [env] id '%s' is not an environment apex can step (%s, "
+                "and python envs through [env] make)\n",
                 cfg->env.id, envinfo_known_ids());
         return 2;
     }
@@ -55,13 +59,27 @@ static int s_checkpoint(const apex_config_t *cfg, const cli_args_t *args) {
     nn_state_t st;
     nn_state_init(&st, &nc, o.parallel, 0);
     eval_result_t r;
-    evaluator_run(spec, &p, &st, &o, &r);
+    const char *name = spec ? spec->info->id : "python";
+    if (python) {
+        // The evaluator's own env workers (evaluator.h: evaluator_py_new).
+        evaluator_py_t *py = evaluator_py_new(cfg, &o);
+        rc = py ? evaluator_py_run(py, &p, &st, &o, &r) : -1;
+        evaluator_py_destroy(&py);
+        if (rc != 0) {
+            fprintf(stderr, "apex-eval: no evaluation of %s (see above)\n", args->checkpoint);
+            nn_state_fini(&st);
+            nn_params_fini(&p);
+            return 2;
+        }
+    } else {
+        evaluator_run(spec, &p, &st, &o, &r);
+    }
     char how[32];
     snprintf(how, sizeof how, cont ? "greedy mu(s)" : "epsilon %g", o.epsilon);
     printf("%s checkpoint %s (update %llu): episodes %ld  %s  mean %.2f  std %.2f  "
            "min %.1f  max %.1f%s\n",
-           spec->info->id, args->checkpoint, (unsigned long long)hdr.learner_step, r.episodes, how,
-           r.mean, r.std, r.min, r.max,
+           name, args->checkpoint, (unsigned long long)hdr.learner_step, r.episodes, how, r.mean,
+           r.std, r.min, r.max,
            r.truncated ? "  (some episodes cut at [eval] max_episode_steps)" : "");
     nn_state_fini(&st);
     nn_params_fini(&p);

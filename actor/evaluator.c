@@ -6,6 +6,7 @@
 #include "blas.h"
 #include "ckpt.h"
 #include "clock.h"
+#include "envsrc.h"
 #include "explore.h"
 #include "framestack.h"
 #include "fileio.h"
@@ -138,6 +139,252 @@ void evaluator_run(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st,
     }
     double mean = sum.sum / (double)sum.n, var = sum.sum2 / (double)sum.n - mean * mean;
     *out = (eval_result_t){mean, sqrt(var > 0 ? var : 0), sum.min, sum.max, sum.n, sum.truncated};
+}
+
+// ---------------------------------------------------------------------------------------
+// Python envs ([env] id = python): the bridge's workers, started once
+
+// An env's part in a round. The bridge cannot reset an env on request (envsrc.h): a round
+// starts where each env is, so an env in the middle of an episode (played by the previous
+// network) first finishes it uncounted (WAIT), and the episode after it counts (COUNT).
+enum { S_PY_WAIT, S_PY_COUNT, S_PY_DONE };
+
+#define S_PY_FAULTS_MAX 8 // dropped episodes of one env in one round before it is given up
+
+struct evaluator_py {
+    envsrc_t *src;
+    int n, G, GE, K, A, D;
+    size_t FB; // bytes of one frame, as the workers emit it
+    framestack_t fs;
+    envsrc_result_t *res; // (G) each group's last results (the obs to act on next)
+    uint8_t *fresh;       // (n) at the first observation of an episode
+    uint8_t *phase;       // (n) S_PY_*
+    int *faults;          // (n) episodes dropped this round
+    double *ret;          // (n) the counted episode's return so far
+    int64_t *len;         // (n) its steps so far (or, waiting, the steps waited)
+    float *q, *eps, *act_cont;
+    int32_t *act;
+    float low[CONFIG_MAX_ACTION_DIM], high[CONFIG_MAX_ACTION_DIM];
+    vecenv_episode_t *drained;
+    rng_t rng;
+};
+
+evaluator_py_t *evaluator_py_new(const apex_config_t *cfg, const eval_opts_t *opts) {
+    apex_config_t c = *cfg;
+    if (c.python.transport == CONFIG_PY_ZMQ) {
+        if (!c.python.spawn) {
+            log_error("[python] spawn = 0: the evaluator cannot use workers started by hand "
+                      "(they connect to the actors)\n---> HINT: [env] eval_id names a built-in "
+                      "env with the same dynamics, or let the evaluator spawn its own workers "
+                      "([python] spawn = 1)");
+            return NULL;
+        }
+        // The actors bind [python] bind's port (+ index): the evaluator's spawned workers
+        // connect to any free port.
+        snprintf(c.python.bind, sizeof c.python.bind, "tcp://127.0.0.1:*");
+    }
+    const int n = opts->parallel;
+    envsrc_t *src = envsrc_new(&c, n, EVALUATOR_STREAM_BASE, -1);
+    if (!src) {
+        return NULL;
+    }
+    evaluator_py_t *s = xcalloc(1, sizeof *s);
+    s->src = src;
+    s->n = n;
+    s->G = envsrc_groups(src);
+    s->GE = envsrc_group_size(src);
+    s->K = opts->frame_stack > 1 ? opts->frame_stack : 1;
+    s->A = cfg->env.n_actions;
+    s->D = envsrc_action_dim(src);
+    s->FB = envsrc_obs_bytes(src);
+    memcpy(s->low, cfg->env.action_low, sizeof s->low);
+    memcpy(s->high, cfg->env.action_high, sizeof s->high);
+    framestack_init(&s->fs, n, s->K, s->FB); // K = 1: a copy of each env's frame
+    s->res = xcalloc((size_t)s->G, sizeof *s->res);
+    s->fresh = xcalloc((size_t)n, 1);
+    s->phase = xcalloc((size_t)n, 1);
+    s->faults = xcalloc((size_t)n, sizeof(int));
+    s->ret = xcalloc((size_t)n, sizeof(double));
+    s->len = xcalloc((size_t)n, sizeof(int64_t));
+    s->q = xmalloc((size_t)n * (size_t)(s->D > 0 ? s->D : s->A) * sizeof(float));
+    s->eps = xmalloc((size_t)n * sizeof(float));
+    s->act = xcalloc((size_t)n, sizeof(int32_t));
+    s->drained = xmalloc((size_t)n * sizeof *s->drained);
+    rng_init_stream(&s->rng, opts->seed, RNG_ROLE_ACTOR, EVALUATOR_STREAM_BASE);
+    // Each group's first observations (status NO_STEP): every env starts an episode.
+    for (int g = 0; g < s->G; g++) {
+        envsrc_recv(src, g, &s->res[g]);
+        for (int j = 0; j < s->GE; j++) {
+            int e = g * s->GE + j;
+            framestack_reset(&s->fs, e, (const uint8_t *)s->res[g].obs + (size_t)j * s->FB);
+            s->fresh[e] = 1;
+        }
+    }
+    return s;
+}
+
+void evaluator_py_destroy(evaluator_py_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    evaluator_py_t *s = *self_p;
+    envsrc_destroy(&s->src);
+    framestack_fini(&s->fs);
+    free(s->res), free(s->fresh), free(s->phase), free(s->faults), free(s->ret), free(s->len);
+    free(s->q), free(s->eps), free(s->act), free(s->drained);
+    free(s);
+    *self_p = NULL;
+}
+
+const char *evaluator_py_name(const evaluator_py_t *self) { return envsrc_name(self->src); }
+
+static void s_count(s_summary *sum, double r, int cut) {
+    sum->truncated += cut;
+    sum->sum += r;
+    sum->sum2 += r * r;
+    sum->min = sum->n ? fmin(sum->min, r) : r;
+    sum->max = sum->n ? fmax(sum->max, r) : r;
+    sum->n++;
+}
+
+// Group g's actions from its envs' observations (stacks): greedy (epsilon) or mu(s), sent.
+static void s_py_act(evaluator_py_t *s, const nn_params_t *p, nn_state_t *st, int g) {
+    const int GE = s->GE;
+    const uint8_t *in = s->fs.stacks + (size_t)g * (size_t)GE * s->fs.stack_bytes;
+    nn_forward(st, p, in, GE, s->q);
+    if (s->D > 0) {
+        // The bridge asserts finite actions within the bounds: an out_bounded policy's are,
+        // up to rounding, and a policy gone NaN steps at the low bound (fmaxf picks it).
+        for (int j = 0; j < GE; j++) {
+            for (int k = 0; k < s->D; k++) {
+                float *a = &s->q[(size_t)j * (size_t)s->D + (size_t)k];
+                *a = fminf(fmaxf(*a, s->low[k]), s->high[k]);
+            }
+        }
+        envsrc_send_cont(s->src, g, s->q);
+        return;
+    }
+    explore_select(s->act, s->q, s->eps, GE, s->A, &s->rng);
+    envsrc_send(s->src, g, s->act);
+}
+
+// Group g's results folded into the round: returns summed, first counted episodes recorded.
+static void s_py_fold(evaluator_py_t *s, int g, const eval_opts_t *o, s_summary *sum,
+                      int *remaining, long *dropped, long *given_up) {
+    const envsrc_result_t *r = &s->res[g];
+    for (int j = 0; j < s->GE; j++) {
+        const int e = g * s->GE + j;
+        const uint8_t *frame = (const uint8_t *)r->obs + (size_t)j * s->FB;
+        if (r->status[j] != PYENV_OK) {
+            // A fault or a lost worker dropped the running episode (the bridge logged why);
+            // the env restarted, and its next episode is the one that counts.
+            framestack_reset(&s->fs, e, frame);
+            s->fresh[e] = 1;
+            if (s->phase[e] == S_PY_DONE) {
+                continue;
+            }
+            *dropped += s->phase[e] == S_PY_COUNT;
+            if (++s->faults[e] > S_PY_FAULTS_MAX) {
+                s->phase[e] = S_PY_DONE; // an env that keeps failing ends no round
+                (*remaining)--;
+                (*given_up)++;
+                continue;
+            }
+            s->phase[e] = S_PY_COUNT;
+            s->ret[e] = 0;
+            s->len[e] = 0;
+            continue;
+        }
+        const int ended = r->terminated[j] || r->truncated[j];
+        if (ended) {
+            framestack_reset(&s->fs, e, frame); // obs holds the next episode's first frame
+        } else {
+            framestack_push(&s->fs, e, frame);
+        }
+        s->fresh[e] = (uint8_t)ended;
+        if (s->phase[e] == S_PY_DONE) {
+            continue;
+        }
+        s->len[e]++;
+        if (s->phase[e] == S_PY_WAIT) {
+            if (ended) { // the next episode starts now: it counts
+                s->phase[e] = S_PY_COUNT;
+                s->ret[e] = 0;
+                s->len[e] = 0;
+            } else if (o->max_episode_steps > 0 && s->len[e] >= o->max_episode_steps) {
+                // An episode older than the round that does not end: the env cannot be
+                // reset on request, so it gives nothing this round.
+                s->phase[e] = S_PY_DONE;
+                (*remaining)--;
+                (*given_up)++;
+            }
+            continue;
+        }
+        s->ret[e] += (double)r->rewards[j];
+        const int cut = !ended && o->max_episode_steps > 0 && s->len[e] >= o->max_episode_steps;
+        if (ended || cut) {
+            s_count(sum, s->ret[e], cut);
+            s->phase[e] = S_PY_DONE;
+            (*remaining)--;
+        }
+    }
+}
+
+int evaluator_py_run(evaluator_py_t *s, const nn_params_t *p, nn_state_t *st,
+                     const eval_opts_t *opts, eval_result_t *out) {
+    APEX_ASSERT(s->GE <= st->max_batch && opts->episodes >= 1);
+    s_summary sum = {0};
+    long dropped = 0, given_up = 0;
+    for (int i = 0; i < s->n; i++) {
+        s->eps[i] = (float)opts->epsilon;
+    }
+    int stopped = 0;
+    for (long left = opts->episodes; left > 0 && !stopped;) {
+        // A round: the first m envs each give their first episode that starts in it.
+        const int m = left < s->n ? (int)left : s->n;
+        int remaining = m;
+        for (int e = 0; e < s->n; e++) {
+            s->phase[e] = e >= m ? S_PY_DONE : s->fresh[e] ? S_PY_COUNT : S_PY_WAIT;
+            s->faults[e] = 0;
+            s->ret[e] = 0;
+            s->len[e] = 0;
+        }
+        while (remaining > 0) {
+            if (signals_should_stop()) {
+                stopped = 1;
+                break;
+            }
+            for (int g = 0; g < s->G; g++) {
+                s_py_act(s, p, st, g);
+            }
+            for (int g = 0; g < s->G; g++) {
+                envsrc_recv(s->src, g, &s->res[g]);
+                s_py_fold(s, g, opts, &sum, &remaining, &dropped, &given_up);
+            }
+            // Episodes are summed here; the bridge's reports would only pile up.
+            while (envsrc_drain_episodes(s->src, s->drained, s->n) == s->n) {
+            }
+        }
+        left -= m;
+    }
+    if (dropped || given_up) {
+        log_warn("evaluation: %ld counted episodes dropped by env faults or lost workers (their "
+                 "envs' next episodes counted instead), %ld envs given up (more than %d faults, "
+                 "or an earlier episode not ended within [eval] max_episode_steps)",
+                 dropped, given_up, S_PY_FAULTS_MAX);
+    }
+    double mean = sum.n ? sum.sum / (double)sum.n : NAN;
+    double var = sum.n ? sum.sum2 / (double)sum.n - mean * mean : 0;
+    *out = (eval_result_t){mean, sqrt(var > 0 ? var : 0), sum.min, sum.max, sum.n, sum.truncated};
+    if (stopped || sum.n == 0) {
+        if (!stopped) {
+            log_error("evaluation skipped: no episode of %s could be counted (see the env "
+                      "errors above)",
+                      envsrc_name(s->src));
+        }
+        return -1;
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -371,7 +618,8 @@ int evaluator_trace(const apex_config_t *cfg, uint64_t seed, long steps, const c
 
 typedef struct {
     apex_config_t cfg;
-    const env_spec_t *spec;
+    const env_spec_t *spec; // built-in envs, or
+    evaluator_py_t *py;     // [env] id = python: the evaluator's own env workers
     char run_dir[CONFIG_STR_LEN + 64];
     nn_config_t net;
     nn_params_t params;
@@ -540,6 +788,9 @@ static int s_follow_open(s_follow *f) {
     nn_params_init(&f->params, &f->net);
     evaluator_opts_from_run(&f->opts, c);
     nn_state_init(&f->state, &f->net, f->opts.parallel, 0);
+    if (!f->spec && !(f->py = evaluator_py_new(c, &f->opts))) {
+        return -1;
+    }
     f->staged = xmalloc(f->params.num_params * sizeof(float));
     // The weights message may carry more than the network it runs (a continuous run's:
     // [ mu | Q_1 ], nn_run_weights_params): the policy is its prefix, all it copies.
@@ -588,12 +839,13 @@ static void s_follow_close(s_follow *f) {
     free(f->staged);
     nn_state_fini(&f->state);
     nn_params_fini(&f->params);
+    evaluator_py_destroy(&f->py);
 }
 
 int evaluator_follow(const apex_config_t *cfg, long max_evals) {
     s_follow f = {.cfg = *cfg};
     f.spec = env_find(cfg->env.id);
-    if (!f.spec) {
+    if (!f.spec && strcmp(cfg->env.id, CONFIG_ENV_PYTHON) != 0) {
         log_error("[env] id '%s' is not an environment apex can step (%s)", cfg->env.id,
                   envinfo_known_ids());
         return 2;
@@ -629,7 +881,14 @@ int evaluator_follow(const apex_config_t *cfg, long max_evals) {
         f.last_version = f.staged_version;
         int64_t t0 = clock_now_ns();
         eval_result_t r;
-        evaluator_run(f.spec, &f.params, &f.state, &f.opts, &r);
+        if (f.py) {
+            if (evaluator_py_run(f.py, &f.params, &f.state, &f.opts, &r) != 0) {
+                f.last_eval_ms = clock_now_ms(); // skipped (logged): the next version's turn
+                continue;
+            }
+        } else {
+            evaluator_run(f.spec, &f.params, &f.state, &f.opts, &r);
+        }
         double secs = (double)(clock_now_ns() - t0) / 1e9;
         f.last_eval_ms = clock_now_ms();
         s_record(&f, &r, secs);

@@ -1,4 +1,5 @@
-// evaluator.h: evaluating a Q-network on apex's own environments, once (a checkpoint) or
+// evaluator.h: evaluating a Q-network on apex's own environments or a Python env's (see
+// evaluator_py_new), once (a checkpoint) or
 // continuously (the learner's weights stream, as the Ape-X paper's evaluation actors do).
 //
 // An evaluation runs `episodes` episodes, up to `parallel` envs at a time, greedy with
@@ -58,6 +59,32 @@ void evaluator_opts_from_run(eval_opts_t *o, const apex_config_t *cfg);
 // Evaluates the network p (config in st) on spec. st must hold opts->parallel samples.
 void evaluator_run(const env_spec_t *spec, const nn_params_t *p, nn_state_t *st,
                    const eval_opts_t *opts, eval_result_t *out);
+
+// Python envs ([env] id = python): an evaluator's own env workers (envs/envsrc.h), opts->
+// parallel envs seeded from EVALUATOR_STREAM_BASE, started once and kept for the evaluator's
+// life (starting Python workers takes seconds). The bridge cannot reset an env on request,
+// so an evaluation round starts where each env is: an env that is at the start of an episode
+// counts that episode; one in the middle of an episode (played by the previous network)
+// finishes it uncounted, and its next episode counts. Each env of a round gives its first
+// counted episode, cut at max_episode_steps as above; an env whose uncounted episode lasts
+// max_episode_steps gives none that round. An episode dropped by an env fault or a lost
+// worker (the bridge logs why) is not counted: the env restarted, and its next episode is
+// the one that counts; an env that faults more than 8 times in a round is given up for it.
+// Unlike the built-in envs', the envs continue their streams from one evaluation to the next
+// (the workers reset each env with its seed only when they start): successive evaluations
+// differ by their episodes' start states too. Returns NULL after logging why (the bridge's
+// start-up errors; [python] spawn = 0 with transport = zmq, which the evaluator cannot use).
+// Destroy with evaluator_py_destroy. Not thread-safe.
+typedef struct evaluator_py evaluator_py_t;
+evaluator_py_t *evaluator_py_new(const apex_config_t *cfg, const eval_opts_t *opts);
+void evaluator_py_destroy(evaluator_py_t **self_p);
+// "python (MODULE:CALLABLE)", for messages.
+const char *evaluator_py_name(const evaluator_py_t *self);
+// evaluator_run on the Python envs (opts as for evaluator_py_new; st holds opts->parallel
+// samples). Returns 0, or -1 when no result is to be recorded: a shutdown signal, or no
+// episode counted at all (logged: "evaluation skipped"); out is filled either way.
+int evaluator_py_run(evaluator_py_t *self, const nn_params_t *p, nn_state_t *st,
+                     const eval_opts_t *opts, eval_result_t *out);
 
 // Prints one line per step of cfg's env for debugging environments, with a seeded random
 // policy (the LCG of minatar.h, seeded with seed) or the a= actions of a trace file:

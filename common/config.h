@@ -96,9 +96,10 @@ typedef struct {
     float action_low[CONFIG_MAX_ACTION_DIM], action_high[CONFIG_MAX_ACTION_DIM]; // their bounds
     int max_episode_steps; // 0: no time limit (external envs, MinAtar)
     // id = python
-    char make[CONFIG_STR_LEN];   // MODULE:CALLABLE
-    char kwargs[CONFIG_STR_LEN]; // JSON object for CALLABLE, "" = none
-    char eval_id[64];            // a built-in id stepping the same MDP, for evaluation ("" = none)
+    char make[CONFIG_STR_LEN];        // MODULE:CALLABLE
+    char kwargs[CONFIG_STR_LEN];      // JSON object for CALLABLE, "" = none
+    char eval_kwargs[CONFIG_STR_LEN]; // JSON object merged over kwargs for apex-eval's envs
+    char eval_id[64]; // a built-in id stepping the same MDP, for evaluation ("" = none)
     // A MuJoCo id (envinfo_is_mujoco): the path of its MJCF model, loaded at the start-up of
     // apex-actor and apex-eval ("" for any other id)
     char model_xml[CONFIG_STR_LEN];

@@ -191,10 +191,14 @@ static int s_cross_check_python(const apex_config_t *cfg, char *err, size_t errl
                          "(have '%s'), e.g. apex_cartpole:CartPoleEnv",
                          WHERE("env", "make"), env->make);
     }
-    size_t kl = strlen(env->kwargs);
-    if (kl && (env->kwargs[0] != '{' || env->kwargs[kl - 1] != '}')) {
-        return apex_errf(err, errlen, -1, "%s: [env] kwargs: '%s' is not a JSON object {...}",
-                         WHERE("env", "kwargs"), env->kwargs);
+    const char *const kw[2] = {env->kwargs, env->eval_kwargs};
+    for (int i = 0; i < 2; i++) {
+        size_t kl = strlen(kw[i]);
+        if (kl && (kw[i][0] != '{' || kw[i][kl - 1] != '}')) {
+            const char *key = i ? "eval_kwargs" : "kwargs";
+            return apex_errf(err, errlen, -1, "%s: [env] %s: '%s' is not a JSON object {...}",
+                             WHERE("env", key), key, kw[i]);
+        }
     }
     if (py->transport == CONFIG_PY_LOCAL && !py->spawn) {
         return apex_errf(err, errlen, -1,
@@ -385,10 +389,10 @@ static int s_apply_frame_stack(apex_config_t *cfg, char *err, size_t errlen) {
 static int s_cross_check(apex_config_t *cfg, char *err, size_t errlen) {
     config_env_t *env = &cfg->env;
     int is_python = strcmp(env->id, CONFIG_ENV_PYTHON) == 0;
-    if (!is_python && (env->make[0] || env->kwargs[0])) {
+    if (!is_python && (env->make[0] || env->kwargs[0] || env->eval_kwargs[0])) {
+        const char *key = env->make[0] ? "make" : env->kwargs[0] ? "kwargs" : "eval_kwargs";
         return apex_errf(err, errlen, -1, "%s: [env] %s is for id = python (id is '%s')",
-                         WHERE("env", env->make[0] ? "make" : "kwargs"),
-                         env->make[0] ? "make" : "kwargs", env->id);
+                         WHERE("env", key), key, env->id);
     }
     if (env->obs_layout == CONFIG_OBS_CHW && (!is_python || !env->obs_shape[0])) {
         // Only the bridge's workers can transpose, and only a shape says what C, H, W are.

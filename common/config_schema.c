@@ -85,6 +85,11 @@ const config_row_t config_schema[] = {
     {"env", "kwargs", T_STR, STR(env.kwargs), 0, 0, "", NULL,
      "id = python: keyword arguments for [env] make's CALLABLE, a JSON object on one line, "
      "e.g. {\"id\": \"CartPole-v1\"} (empty: none)"},
+    {"env", "eval_kwargs", T_STR, STR(env.eval_kwargs), 0, 0, "", NULL,
+     "id = python: keyword arguments merged over [env] kwargs (their keys replace kwargs') for "
+     "the envs apex-eval steps itself (no eval_id), a JSON object on one line, e.g. "
+     "{\"training\": false} for python/apex_atari.py's whole games and unclipped rewards "
+     "(empty: kwargs as they are)"},
     {"env", "model_xml", T_STR, STR(env.model_xml), 0, 0, "", NULL,
      "a MuJoCo id: the path of the task's MuJoCo model (MJCF), normally Gymnasium's own, e.g. "
      "models/mujoco/half_cheetah.xml where scripts/fetch-mujoco-models installs them (apex "
@@ -92,7 +97,8 @@ const config_row_t config_schema[] = {
      "start-up and refuse a model that is not the task's"},
     {"env", "eval_id", T_STR, STR(env.eval_id), 0, 0, "", NULL,
      "id = python or external: a built-in id with the same dynamics and spaces; the launcher "
-     "evaluates checkpoints on it with apex-eval (empty: no evaluation)"},
+     "evaluates checkpoints on it with apex-eval (empty: apex-eval steps a python env with "
+     "its own env workers, and an external one not at all)"},
 
     {"network", "conv", T_STR, STR(network.conv_spec), 0, 0, "", NULL,
      "conv layers before the hidden ones, FILTERSxKERNELsSTRIDE, comma separated, no padding, "

@@ -87,6 +87,30 @@ static void s_bind(const char *bind, int index, char *out, size_t cap) {
     }
 }
 
+// Whether a JSON object (config-checked: "{...}") has no members.
+static int s_json_empty(const char *obj) {
+    for (const char *p = obj + 1; *p && *p != '}'; p++) {
+        if (*p != ' ' && *p != '\t') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// The workers' kwargs: [env] kwargs, or for an evaluator's workers eval_kwargs merged over
+// them as one JSON object, kwargs' members then eval_kwargs' (json.loads keeps the last of a
+// repeated key, so eval_kwargs' replace kwargs'). Both fit: cap is PYENV_KWARGS_LEN.
+static void s_kwargs(const config_env_t *env, int eval, char *out, size_t cap) {
+    const char *kw = env->kwargs, *ekw = eval ? env->eval_kwargs : "";
+    if (!ekw[0] || s_json_empty(ekw)) {
+        snprintf(out, cap, "%s", kw);
+    } else if (!kw[0] || s_json_empty(kw)) {
+        snprintf(out, cap, "%s", ekw);
+    } else {
+        snprintf(out, cap, "%.*s, %s", (int)(strlen(kw) - 1), kw, ekw + 1);
+    }
+}
+
 int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index, pyenv_opts_t *o) {
     const config_python_t *py = &cfg->python;
     pyenv_opts_defaults(o);
@@ -106,7 +130,7 @@ int envsrc_pyenv_opts(const apex_config_t *cfg, int n, uint64_t first, int index
         return -1;
     }
     snprintf(o->make, sizeof o->make, "%s", cfg->env.make);
-    snprintf(o->kwargs, sizeof o->kwargs, "%s", cfg->env.kwargs);
+    s_kwargs(&cfg->env, index < 0, o->kwargs, sizeof o->kwargs);
     o->obs_dim = cfg->env.frame_dim; // what a worker's env emits: one frame ([env] frame_stack)
     o->obs_dtype = cfg->env.obs_dtype;
     o->obs_h = cfg->env.obs_h; // one frame's shape: the run's obs_c is frame_stack x frame_c

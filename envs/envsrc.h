@@ -65,7 +65,8 @@ typedef struct {
 } envsrc_stats_t;
 
 // Creates n envs of cfg's [env] (global env indices first .. first + n - 1 seed them, as
-// vecenv and pyenv do) for actor `index` (-1: not an actor: an evaluator). With id =
+// vecenv and pyenv do) for actor `index` (-1: not an actor: an evaluator, whose workers' envs
+// get [env] eval_kwargs merged over kwargs). With id =
 // python this starts the env workers and waits for them ([python] hello_timeout_ms); a
 // mismatch between the workers' spaces and [env] obs_dim / obs_dtype / n_actions is refused
 // with a message naming both. NULL after logging why (start-up error; id = external, which

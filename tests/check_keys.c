@@ -1143,6 +1143,8 @@ static const s_row s_rows[] = {
      s_pybridge, 0, UP, NULL},
     {"env.kwargs", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"env.eval_id", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
+    // The evaluator's envs only: their episodes truncated at 50 steps, the actors' at 500.
+    {"env.eval_kwargs", NULL, NULL, NULL, 0, DIFF, "python_eval.sh"},
     // A MuJoCo task's model: the test models' motors have gears 100 and 1e12.
     {"env.model_xml", "env.model_xml=tests/fixtures/mujoco/diverge.xml",
      "env.id=InvertedPendulum-v4;env.model_xml=tests/fixtures/mujoco/pendulum.xml", s_mujoco, 0, UP,

@@ -25,9 +25,13 @@
 #include <zmq.h>
 
 #include "child.h"
+#include "ckpt.h"
 #include "clock.h"
 #include "config.h"
+#include "envsrc.h"
+#include "evaluator.h"
 #include "log.h"
+#include "nn.h"
 #include "pyenv.h"
 #include "security.h"
 #include "fixtures/env_trajectories.h"
@@ -1193,6 +1197,195 @@ START_TEST(test_curve) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// apex-eval on a Python env (the evaluator's own env workers, actor/evaluator.h)
+
+// [env] eval_kwargs reaches the evaluator's workers only (envsrc_pyenv_opts with index -1),
+// merged over kwargs as one JSON object whose later members replace the earlier (json.loads).
+START_TEST(test_eval_kwargs) {
+    static const char *const cases[][3] = {
+        // kwargs, eval_kwargs, the evaluator's
+        {"{\"game\": \"Pong\"}", "{\"training\": false}",
+         "{\"game\": \"Pong\", \"training\": false}"},
+        {"{\"a\": 1}", "{\"a\": 2}", "{\"a\": 1, \"a\": 2}"},
+        {"", "{\"training\": false}", "{\"training\": false}"},
+        {"{ }", "{\"training\": false}", "{\"training\": false}"},
+        {"{\"a\": 1}", "{}", "{\"a\": 1}"},
+        {"{\"a\": 1}", "", "{\"a\": 1}"},
+    };
+    for (int i = 0; i < 6; i++) {
+        apex_config_t cfg;
+        char err[512], kw[300], ekw[300];
+        snprintf(kw, sizeof kw, "env.kwargs=%s", cases[i][0]);
+        snprintf(ekw, sizeof ekw, "env.eval_kwargs=%s", cases[i][1]);
+        const char *sets[] = {kw, ekw};
+        ck_assert_msg(config_load(&cfg, "configs/python-cartpole.ini", sets, 2, err, sizeof err) ==
+                          0,
+                      "%s", err);
+        pyenv_opts_t o;
+        ck_assert_int_eq(envsrc_pyenv_opts(&cfg, 2, 0, -1, &o), 0);
+        ck_assert_str_eq(o.kwargs, cases[i][2]);
+        ck_assert_int_eq(envsrc_pyenv_opts(&cfg, 2, 0, 0, &o), 0);
+        ck_assert_str_eq(o.kwargs, cases[i][0]); // an actor's: kwargs as they are
+    }
+}
+END_TEST
+
+// apex-eval --checkpoint with [env] id = python (configs/python-cartpole.ini with eval_id
+// emptied) on a network of two hidden units whose greedy action is "push right iff
+// theta_dot > 0", against the returns tests/pyenv_faults.py --eval-reference computes in
+// plain Python for the same seeds ([run] seed + EVALUATOR_STREAM_BASE + env; the built-in
+// CartPole-v1 draws its start states from apex's streams, not numpy's, so it cannot be the
+// reference). _i = 0: CartPole; 1: FaultyCartPole raising every 150th step of an env (counted
+// episodes dropped, the envs' next episodes counted, envs faulting 9 times given up: the
+// mean of the others); 2: every 40th step (no episode can be counted: apex-eval says
+// "evaluation skipped" and exits 2, it does not crash); 3: [env] frame_stack = 2 and the
+// policy reading the stack's older frame (the previous observation; at an episode's start
+// its first one), whose returns differ from case 0's.
+START_TEST(test_eval_checkpoint) {
+    const char *bin = getenv("APEX_BIN");
+    if (!bin) {
+        return; // the binaries are needed
+    }
+    static const int every[] = {0, 150, 40, 0};
+    const int K = _i == 3 ? 2 : 1, in = 4 * K; // the network reads K frames of 4
+    enum { EPISODES = 6 };
+    const float wt = 0.0f, wd = 1.0f; // u = wt theta + wd theta_dot; right iff u > 0
+    apex_config_t cfg;
+    char stack[32];
+    snprintf(stack, sizeof stack, "env.frame_stack=%d", K);
+    const char *sets[] = {"network.hidden=2", "network.dueling=false", stack};
+    char err[512];
+    ck_assert_int_eq(config_load(&cfg, "configs/python-cartpole.ini", sets, 3, err, sizeof err), 0);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &cfg);
+    nn_params_t p;
+    nn_params_init(&p, &nc);
+    ck_assert_int_eq(p.n_layers, 2);
+    memset(p.data, 0, p.num_params * sizeof(float));
+    // fc1 (2 x 4K): h0 = relu(u), h1 = relu(-u) of the oldest frame (the only one for K =
+    // 1); head (2 x 2): Q_0 = h1, Q_1 = h0.
+    ck_assert_int_eq(p.layer[0].in_dim, in);
+    p.layer[0].w[2] = wt, p.layer[0].w[3] = wd;
+    p.layer[0].w[in + 2] = -wt, p.layer[0].w[in + 3] = -wd;
+    p.layer[1].w[1] = 1.0f, p.layer[1].w[2] = 1.0f;
+    const char *dir = check_tmpdir();
+    char path[600], cmd[2400], line[1024];
+    snprintf(path, sizeof path, "%s/linear.ckpt", dir);
+    ckpt_header_t h;
+    ckpt_header_init(&h, &nc);
+    const float *one[1] = {p.data};
+    ck_assert_int_eq(ckpt_write(path, &h, one, 1), APEX_OK);
+
+    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --eval-reference %d %lld 1000000000 %d %g %g %d",
+             EPISODES, (long long)cfg.run.seed, every[_i], (double)wt, (double)wd, K - 1);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    int ref_n = -1;
+    double ref_mean = NAN;
+    ck_assert(fgets(line, sizeof line, f) && sscanf(line, "%d %lf", &ref_n, &ref_mean) >= 1);
+    ck_assert_int_eq(pclose(f), 0);
+    // The cases are what they say: varied returns, some envs given up, none counted.
+    static const int want_n[] = {EPISODES, 4, 0, EPISODES};
+    ck_assert_int_eq(ref_n, want_n[_i]);
+
+    char fault[200] = "";
+    if (every[_i]) {
+        snprintf(fault, sizeof fault,
+                 "--set env.make=" FAULTS ":faulty_cartpole --set 'env.kwargs={\"every\": %d}'",
+                 every[_i]);
+    }
+    snprintf(cmd, sizeof cmd,
+             "%s/apex-eval -c configs/python-cartpole.ini --set env.eval_id= --set "
+             "network.hidden=2 --set network.dueling=false --set %s %s --checkpoint %s "
+             "--episodes %d --epsilon 0 2>&1",
+             bin, stack, fault, path, EPISODES);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    double got = NAN;
+    long got_n = -1;
+    int skipped = 0, fault_lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "  mean "), *e = strstr(line, "episodes ");
+        if (m && e && strstr(line, "python checkpoint")) {
+            got = strtod(m + 7, NULL);
+            got_n = strtol(e + 9, NULL, 10);
+        }
+        skipped += strstr(line, "evaluation skipped") != NULL;
+        fault_lines += strstr(line, "injected fault") != NULL;
+    }
+    int status = pclose(f);
+    ck_assert(WIFEXITED(status));
+    if (ref_n == 0) {
+        ck_assert_int_eq(WEXITSTATUS(status), 2);
+        ck_assert_int_eq(skipped, 1);
+        ck_assert_int_gt(fault_lines, 0);
+    } else {
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+        ck_assert_int_eq(got_n, ref_n);
+        ck_assert_msg(fabs(got - ref_mean) < 0.006, "apex-eval printed mean %.2f, Python %.4f", got,
+                      ref_mean);
+        ck_assert_int_eq(fault_lines > 0, every[_i] > 0);
+    }
+    check_rmtree(dir);
+    nn_params_fini(&p);
+}
+END_TEST
+
+// Successive evaluations by one evaluator (evaluator_py_run three times, the workers living
+// on between them, as apex-eval --follow does): each round counts, for each env, the first
+// episode that starts in it (an episode in progress at the round's start finishes
+// uncounted), against tests/pyenv_faults.py --eval-rounds, which derives that from each env's
+// episodes under the same policy (test_eval_checkpoint's, case 0).
+START_TEST(test_eval_rounds) {
+    enum { N = 6, ROUNDS = 3 };
+    apex_config_t cfg;
+    const char *sets[] = {"network.hidden=2", "network.dueling=false", "env.eval_id="};
+    char err[512], line[256];
+    ck_assert_int_eq(config_load(&cfg, "configs/python-cartpole.ini", sets, 3, err, sizeof err), 0);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &cfg);
+    nn_params_t p;
+    nn_params_init(&p, &nc);
+    memset(p.data, 0, p.num_params * sizeof(float));
+    p.layer[0].w[3] = 1.0f, p.layer[0].w[4 + 3] = -1.0f; // u = theta_dot, right iff u > 0
+    p.layer[1].w[1] = 1.0f, p.layer[1].w[2] = 1.0f;
+    eval_opts_t o;
+    evaluator_opts_from_run(&o, &cfg);
+    o.episodes = N;
+    o.parallel = N;
+    nn_state_t st;
+    nn_state_init(&st, &nc, N, 0);
+    evaluator_py_t *py = evaluator_py_new(&cfg, &o);
+    ck_assert_ptr_nonnull(py);
+    double got[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        eval_result_t res;
+        ck_assert_int_eq(evaluator_py_run(py, &p, &st, &o, &res), 0);
+        ck_assert_int_eq(res.episodes, N);
+        got[r] = res.mean;
+    }
+    evaluator_py_destroy(&py);
+    ck_assert_ptr_null(py);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, PYTHON " " FAULTS " --eval-rounds %d %lld 1000000000 0 1 %d", N,
+             (long long)cfg.run.seed, ROUNDS);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert(fgets(line, sizeof line, f) != NULL);
+    ck_assert_int_eq(pclose(f), 0);
+    char *q = line;
+    for (int r = 0; r < ROUNDS; r++) {
+        double want = strtod(q, &q);
+        ck_assert_msg(fabs(got[r] - want) < 1e-3, "round %d: mean %.4f, Python %.4f", r, got[r],
+                      want);
+    }
+    ck_assert(got[1] != got[0]); // the rounds' episodes differ: the streams continued
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+}
+END_TEST
+
 Suite *pyenv_suite(void) {
     Suite *s = suite_create("pyenv");
     TCase *tc = tcase_create("core");
@@ -1210,6 +1403,9 @@ Suite *pyenv_suite(void) {
     tcase_add_test(tc, test_local_worker_repeats_hello);
     tcase_add_test(tc, test_worker_ignores_garbage);
     tcase_add_test(tc, test_curve);
+    tcase_add_test(tc, test_eval_kwargs);
+    tcase_add_loop_test(tc, test_eval_checkpoint, 0, 4);
+    tcase_add_test(tc, test_eval_rounds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,9 +27,11 @@
 #include <zmq.h>
 
 #include "child.h"
+#include "ckpt.h"
 #include "config.h"
 #include "env.h"
 #include "log.h"
+#include "nn.h"
 #include "pyenv.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -486,6 +488,74 @@ START_TEST(test_worker_ignores_bad_actions) {
 }
 END_TEST
 
+// apex-eval --checkpoint on a continuous Python env (its own env workers, actor/evaluator.h):
+// configs/pendulum.ini on tests/pyenv_pendulum.py without eval_id, a policy of zeros (mu(s)
+// = 0, the middle of [-2, 2]) sent with envsrc_send_cont, against the returns the same
+// module computes in plain Python for the same seeds (tests/pyenv_pendulum.py N SEED FIRST).
+START_TEST(test_eval_checkpoint_cont) {
+    const char *bin = getenv("APEX_BIN");
+    if (!bin) {
+        return; // the binaries are needed
+    }
+    enum { EPISODES = 4 };
+#define PEND_SETS                                                                                  \
+    "env.id=python", "env.make=tests/pyenv_pendulum.py:pendulum", "env.obs_dim=3",                 \
+        "env.action_dim=1", "env.action_low=-2", "env.action_high=2", "env.eval_id="
+    const char *sets[] = {PEND_SETS};
+    apex_config_t cfg;
+    char err[512];
+    ck_assert_msg(config_load(&cfg, "configs/pendulum.ini", sets, 7, err, sizeof err) == 0, "%s",
+                  err);
+    nn_config_t nc;
+    nn_config_from_run(&nc, &cfg); // the policy mu(s)
+    nn_params_t p;
+    nn_params_init(&p, &nc);
+    memset(p.data, 0, p.num_params * sizeof(float));
+    const char *dir = check_tmpdir();
+    char path[600], cmd[2400], line[1024];
+    snprintf(path, sizeof path, "%s/policy.ckpt", dir);
+    ckpt_header_t h;
+    ckpt_header_init(&h, &nc);
+    const float *one[1] = {p.data};
+    ck_assert_int_eq(ckpt_write(path, &h, one, 1), APEX_OK);
+
+    snprintf(cmd, sizeof cmd, PYTHON " tests/pyenv_pendulum.py %d %lld 1000000000", EPISODES,
+             (long long)cfg.run.seed);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    int ref_n = -1;
+    double ref_mean = NAN;
+    ck_assert(fgets(line, sizeof line, f) && sscanf(line, "%d %lf", &ref_n, &ref_mean) == 2);
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_eq(ref_n, EPISODES);
+
+    int n = snprintf(cmd, sizeof cmd, "%s/apex-eval -c configs/pendulum.ini", bin);
+    for (int i = 0; i < 7; i++) {
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --set %s", sets[i]);
+    }
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " --checkpoint %s --episodes %d 2>&1", path,
+             EPISODES);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    double got = NAN;
+    long got_n = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "  mean "), *e = strstr(line, "episodes ");
+        if (m && e && strstr(line, "python checkpoint") && strstr(line, "greedy mu(s)")) {
+            got = strtod(m + 7, NULL);
+            got_n = strtol(e + 9, NULL, 10);
+        }
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_eq(got_n, EPISODES);
+    ck_assert_msg(fabs(got - ref_mean) < 0.006, "apex-eval printed mean %.2f, Python %.4f", got,
+                  ref_mean);
+    check_rmtree(dir);
+    nn_params_fini(&p);
+#undef PEND_SETS
+}
+END_TEST
+
 Suite *pyenv_cont_suite(void) {
     Suite *s = suite_create("pyenv_cont");
     TCase *tc = tcase_create("core");
@@ -494,6 +564,7 @@ Suite *pyenv_cont_suite(void) {
     tcase_add_loop_test(tc, test_counter_box_and_faults, PYENV_LOCAL, PYENV_ZMQ + 1);
     tcase_add_test(tc, test_spaces_refused);
     tcase_add_test(tc, test_worker_ignores_bad_actions);
+    tcase_add_test(tc, test_eval_checkpoint_cont);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,10 @@ python/apex_env.py (--make tests/pyenv_faults.py:NAME --kwargs JSON).
                   the bridge's CartPole against.
   compare(peer)   (--compare PEER) python/apex_cartpole.py against the independent
                   reference PEER, step for step: exit 0 and "IDENTICAL" when they agree.
+  eval_reference(...)  (--eval-reference) the returns apex-eval --checkpoint should get on
+                  python CartPole for a fixed linear policy (check_pyenv.c's evaluation test).
+  eval_rounds_reference(...)  (--eval-rounds) the means of successive evaluations by one
+                  evaluator whose Python workers live on between them.
   dynamics()      (--dynamics) python/apex_cartpole.py from given states and actions, for
                   check_pyenv.c to compare with Gymnasium's trajectories (tests/fixtures).
 
@@ -349,7 +353,88 @@ def dynamics():
     out.flush()
 
 
+def eval_reference(n, seed, first, every, wt, wd, lag=0):
+    """(--eval-reference) What apex-eval --checkpoint should get on n envs of
+    python/apex_cartpole.py (FaultyCartPole when every > 0) for the greedy policy
+    "push right (action 1) iff wt * theta + wd * theta_dot > 0" (the two-unit network
+    check_pyenv.c writes): env e reset with seed + first + e, its first episode counted; a
+    faulted step drops the episode and resets the env unseeded (as the worker does), and the
+    next episode counts; an env faulting more than 8 times gives nothing. lag = 1: the policy
+    reads the previous observation instead ([env] frame_stack = 2, the older frame of the
+    stack, an episode's first frame at its start). Prints the count and the mean return
+    (%.4f)."""
+    rets = []
+    for e in range(n):
+        env = _load(APEX_CARTPOLE).CartPoleEnv()
+        obs, _ = env.reset(seed=seed + first + e)
+        older = obs
+        count, faults, ret = 0, 0, 0.0
+        while True:
+            count += 1
+            if every > 0 and count % every == 0:
+                faults += 1
+                if faults > 8:
+                    break
+                obs, _ = env.reset()
+                older = obs
+                ret = 0.0
+                continue
+            seen = older if lag else obs
+            u = np.float32(wt) * seen[2] + np.float32(wd) * seen[3]
+            older = obs
+            obs, r, term, trunc, _ = env.step(1 if u > 0 else 0)
+            ret += r
+            if term or trunc:
+                rets.append(ret)
+                break
+    print(len(rets), "%.4f" % (sum(rets) / len(rets) if rets else float("nan")))
+
+
+def eval_rounds_reference(n, seed, first, wt, wd, rounds):
+    """(--eval-rounds) The means of `rounds` successive evaluations of n envs (no faults) by
+    one evaluator, whose workers live on between them (actor/evaluator.h): the envs step in
+    lock step, a round ends when its last env has finished its counted episode, and the next
+    round counts, for each env, the first episode that starts at or after that step (an
+    episode in progress finishes uncounted). The same greedy policy as eval_reference's."""
+    ends, rets = [], []  # per env: each episode's end step and return, enough of them
+    for e in range(n):
+        env = _load(APEX_CARTPOLE).CartPoleEnv()
+        obs, _ = env.reset(seed=seed + first + e)
+        t, ret, ends_e, rets_e = 0, 0.0, [], []
+        while len(ends_e) < 4 * rounds + 4:
+            u = np.float32(wt) * obs[2] + np.float32(wd) * obs[3]
+            obs, r, term, trunc, _ = env.step(1 if u > 0 else 0)
+            t, ret = t + 1, ret + r
+            if term or trunc:
+                ends_e.append(t)
+                rets_e.append(ret)
+                obs, _ = env.reset()
+                ret = 0.0
+        ends.append(ends_e)
+        rets.append(rets_e)
+    start, out = 0, []
+    for _ in range(rounds):
+        got, last = [], start
+        for e in range(n):
+            # the first episode starting at or after `start`: its predecessor ended by then
+            k = next(k for k in range(len(ends[e]))
+                     if (ends[e][k - 1] if k else 0) >= start)
+            got.append(rets[e][k])
+            last = max(last, ends[e][k])
+        out.append("%.4f" % (sum(got) / n))
+        start = last
+    print(" ".join(out))
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--eval-rounds":
+        sys.exit(eval_rounds_reference(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                       float(sys.argv[5]), float(sys.argv[6]),
+                                       int(sys.argv[7])))
+    if sys.argv[1] == "--eval-reference":
+        sys.exit(eval_reference(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7]),
+                                int(sys.argv[8]) if len(sys.argv) > 8 else 0))
     if sys.argv[1] == "--compare":
         sys.exit(compare(sys.argv[2]))
     if sys.argv[1] == "--dynamics":

@@ -125,3 +125,27 @@ class DiscretePendulum(PendulumEnv):
 
 def discrete_pendulum(apex_worker=0, apex_env=0, **kw):
     return DiscretePendulum(index=apex_env, **kw)
+
+
+def eval_reference(n, seed, first):
+    """(run as a script: N SEED FIRST) What apex-eval --checkpoint should get on n envs of
+    pendulum() for the policy mu(s) = 0 (check_pyenv_cont.c's zero network: the middle of
+    [-2, 2]): env e reset with seed + first + e, its first episode (200 steps) counted, the
+    float32 rewards the bridge carries summed in float64. Prints the count and the mean
+    (%.4f)."""
+    rets = []
+    for e in range(n):
+        env = pendulum(apex_env=e)
+        env.reset(seed=seed + first + e)
+        ret, done = 0.0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(np.zeros(1, dtype=np.float32))
+            ret += float(np.float32(r))
+            done = term or trunc
+        rets.append(ret)
+    print(len(rets), "%.4f" % (sum(rets) / len(rets)))
+
+
+if __name__ == "__main__":
+    import sys
+    eval_reference(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
