@@ -79,6 +79,9 @@ void check_send_rows(void *sock, const check_rows_t *r, uint32_t n, uint32_t obs
 // storage that lives until the next call. Removed by check_rmtree.
 const char *check_tmpdir(void);
 void check_rmtree(const char *path);
+// The first 64 KiB of a text file (a log the test directed with log_open_file), NUL-ended,
+// in static storage that lives until the next call. Fails the test when it cannot be read.
+const char *check_read_file(const char *path);
 
 // A test's outside reference (a file or program outside the repo, a Python module) is
 // missing. Under CI=true (.ci/run exports it), where every reference must be present, this

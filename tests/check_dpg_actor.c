@@ -862,16 +862,6 @@ START_TEST(test_python_env_acts_mu_and_folds_nstep) {
 }
 END_TEST
 
-static char *s_read_log(const char *path) {
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 // A Python env that does not fit the continuous run: actor_new fails at start-up, and the log
 // names both sides: bounds [-2, 2] where the run says [-1, 2], and a Discrete(3) action space.
 START_TEST(test_python_env_mismatch_refused) {
@@ -885,7 +875,7 @@ START_TEST(test_python_env_mismatch_refused) {
     s_config_python(&cfg, "discrete_pendulum", "-2", 1);
     ck_assert_ptr_null(actor_new(&cfg, 0));
     log_close_file();
-    const char *log = s_read_log(logpath);
+    const char *log = check_read_file(logpath);
     const char *want[] = {
         "its action_space is a Box with low [-2] and high [2] (as float32); the run has [env] "
         "action_low = [-1] and action_high = [2]",

@@ -68,6 +68,16 @@ void check_reference_missing(const char *test, const char *missing) {
     fprintf(stderr, "%s SKIPPED: %s\n", test, missing);
 }
 
+const char *check_read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
 void check_rmtree(const char *path) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);

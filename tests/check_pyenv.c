@@ -12,6 +12,7 @@
 // here. Tests run from the repo root (as `make unit` does). Waits are bounded by WAIT_MS and
 // wait for conditions; the only short timeouts are where a reply is meant never to come.
 #include "check_apex.h"
+#include "pyenv_counter.h"
 
 #include <errno.h>
 #include <math.h>
@@ -110,34 +111,6 @@ static void s_where(int W, int N, int G, int e, int *w, int *i) {
 }
 
 // The model of tests/pyenv_faults.py Counter: seed, episode, step.
-typedef struct {
-    double seed;
-    int ep, t, broken;
-} s_ctr;
-
-static int s_ctr_len(const s_ctr *c) { return 3 + (int)fmod(c->seed, 5.0); }
-
-static int s_obs_is(const float *o, double a, double b, double c, double d) {
-    return o[0] == (float)a && o[1] == (float)b && o[2] == (float)c && o[3] == (float)d;
-}
-
-// The expected error text of each fault mode of Counter.
-static const char *s_fault_text(const char *mode) {
-    static const char *const map[][2] = {{"raise", "boom at step 2"},
-                                         {"nan", "non-finite observation"},
-                                         {"shape", "(5,)"},
-                                         {"dtype", "float64"},
-                                         {"reward_nan", "the reward nan"},
-                                         {"bad_return", "not (obs, reward, terminated"},
-                                         {"reset_raise", "retried at the next step"}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        if (strcmp(map[i][0], mode) == 0) {
-            return map[i][1];
-        }
-    }
-    return "?";
-}
-
 // Checks element j of a group's results against Counter's model for action a (mode: the
 // env's fault or NULL, fault at step 2) and advances the model. Returns 1 for a fault.
 static int s_check_counter(pyenv_t *p, int g, int j, const s_res *s, s_ctr *c, int32_t a,
@@ -217,16 +190,6 @@ static const char *s_mode_of(const char *const (*faults)[2], int n, int w, int i
 // ---------------------------------------------------------------------------------------
 // Spaces
 
-static char *s_read_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 START_TEST(test_spaces_refused) {
     const char *dir = check_tmpdir();
     char logpath[600];
@@ -245,7 +208,7 @@ START_TEST(test_spaces_refused) {
     s_opts(&o, "no_discrete", NULL, 1, 2, 1);
     ck_assert_ptr_null(pyenv_new(&o));
     log_close_file();
-    const char *log = s_read_file(logpath);
+    const char *log = check_read_file(logpath);
     const char *want[] = {
         "float32 observations of shape (4,) (4 elements) and 3 discrete actions; the run "
         "expects 5 float32 elements per observation ([env] obs_dim, obs_dtype) and 3 actions",

@@ -17,6 +17,7 @@
 // Tests run from the repo root (as `make unit` does); waits are bounded and wait for
 // conditions.
 #include "check_apex.h"
+#include "pyenv_counter.h"
 
 #include <math.h>
 #include <signal.h>
@@ -94,16 +95,6 @@ static void s_res_fini(s_res *s) {
     free(s->terminated);
     free(s->truncated);
     free(s->status);
-}
-
-static char *s_read_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -188,32 +179,6 @@ END_TEST
 
 // ---------------------------------------------------------------------------------------
 // Counter with a Box action space: whole vectors, and every env fault
-
-// The model of Counter (pyenv_faults.py): seed, episode, step.
-typedef struct {
-    double seed;
-    int ep, t, broken;
-} s_ctr;
-
-static int s_obs_is(const float *o, double a, double b, double c, double d) {
-    return o[0] == (float)a && o[1] == (float)b && o[2] == (float)c && o[3] == (float)d;
-}
-
-static const char *s_fault_text(const char *mode) {
-    static const char *const map[][2] = {{"raise", "boom at step 2"},
-                                         {"nan", "non-finite observation"},
-                                         {"shape", "(5,)"},
-                                         {"dtype", "float64"},
-                                         {"reward_nan", "the reward nan"},
-                                         {"bad_return", "not (obs, reward, terminated"},
-                                         {"reset_raise", "retried at the next step"}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        if (strcmp(map[i][0], mode) == 0) {
-            return map[i][1];
-        }
-    }
-    return "?";
-}
 
 // Checks element j against Counter's model for the action value a = a0 + 4 a1 (mode: the
 // env's fault or NULL, at step 2) and advances the model. Returns 1 for a fault.
@@ -352,7 +317,7 @@ START_TEST(test_spaces_refused) {
     ck_assert_ptr_null(pyenv_new(&o));
     ck_assert_int_eq(unsetenv("APEX_PYENV_HOSTILE"), 0);
     log_close_file();
-    const char *log = s_read_file(logpath);
+    const char *log = check_read_file(logpath);
     const char *want[] = {
         "action_space=Discrete(3)) does not fit this run: it has float32 observations of shape "
         "(4,) (4 elements) and 3 discrete actions; the run expects 4 float32 elements per "

@@ -169,16 +169,6 @@ START_TEST(test_chw_transposed) {
 }
 END_TEST
 
-static const char *s_read_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 // What does not fit is refused at start-up, naming the env's and the run's shape (or dtype).
 START_TEST(test_refused_naming_both) {
     const char *dir = check_tmpdir();
@@ -210,7 +200,7 @@ START_TEST(test_refused_naming_both) {
         ck_assert_msg(pyenv_new(&o) == NULL, "case %zu started", i);
     }
     log_close_file();
-    const char *log = s_read_file(logpath);
+    const char *log = check_read_file(logpath);
     const char *want[] = {
         "does not fit this run: the env's observation_space is (4, 84, 84) uint8; the run's "
         "[env] obs_shape is 84x84x4 (channels last: the shape (84, 84, 4))\n---> HINT: the env's "
