@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# smoke: slow
 # scripts/apex-experiment (issue #31): many seeds and honest statistics.
 #   - tests/smoke/experiment_stats.py: the IQM against hand-computed values (scipy's
 #     trim_mean(x, 0.25) definition), the stratified bootstrap against the exact bootstrap
