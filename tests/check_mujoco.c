@@ -87,7 +87,7 @@ static void s_close(double got, double want, const char *what) {
 START_TEST(test_obs_planar) {
     const env_spec_t *specs[] = {&env_mujoco_half_cheetah_spec, &env_mujoco_hopper_spec,
                                  &env_mujoco_walker2d_spec};
-    const char *files[] = {FIX "planar.xml", FIX "hopper.xml", FIX "planar.xml"};
+    const char *files[] = {FIX "planar.xml", FIX "pogo.xml", FIX "planar.xml"};
     for (int k = 0; k < 3; k++) {
         const mjenv_task_t *t = s_load(specs[k], files[k]);
         const int nq = t->nq, nv = t->nv, clip = k > 0;
@@ -195,7 +195,7 @@ END_TEST
 // Hopper: x_vel + 1 - 1e-3 |a|^2, healthy iff qpos[2:] and qvel in (-100, 100), z > 0.7,
 // |angle| < 0.2 (all strict); the healthy reward is paid on the terminating step too (v4).
 START_TEST(test_reward_hopper) {
-    const mjenv_task_t *t = s_load(&env_mujoco_hopper_spec, FIX "hopper.xml");
+    const mjenv_task_t *t = s_load(&env_mujoco_hopper_spec, FIX "pogo.xml");
     mjData *d = s_data(t);
     const float a[3] = {1.0f, -2.0f, 0.5f};
     const double want = 0.02 / 0.008 + 1.0 - 1e-3 * (1.0 + 4.0 + 0.25); // 3.49475
@@ -379,8 +379,7 @@ END_TEST
 START_TEST(test_step_frame_skip) {
     const env_spec_t *specs[] = {&env_mujoco_half_cheetah_spec, &env_mujoco_hopper_spec,
                                  &env_mujoco_walker2d_spec, &env_mujoco_inv_pendulum_spec};
-    const char *files[] = {FIX "planar.xml", FIX "hopper.xml", FIX "planar.xml",
-                           FIX "pendulum.xml"};
+    const char *files[] = {FIX "planar.xml", FIX "pogo.xml", FIX "planar.xml", FIX "pendulum.xml"};
     const int skip[] = {5, 4, 4, 2};
     const double w[] = {0.1, 1e-3, 1e-3, 0.0}, healthy[] = {0.0, 1.0, 1.0, 1.0};
     for (int k = 0; k < 4; k++) {

@@ -21,7 +21,7 @@ FETCH=scripts/fetch-mujoco-models
 
 # config file | Gymnasium's file | apex's test model with the task's dimensions
 TASKS="halfcheetah half_cheetah.xml planar.xml
-hopper hopper.xml hopper.xml
+hopper hopper.xml pogo.xml
 walker2d walker2d.xml planar.xml
 ant ant.xml quadruped.xml
 inverted-pendulum inverted_pendulum.xml pendulum.xml
@@ -175,7 +175,7 @@ done <<<"$TASKS"
 
 # --- where a relative model_xml is looked for --------------------------------------------
 mkdir -p "$TMP/cwd/models/mujoco" "$TMP/elsewhere"
-cp tests/fixtures/mujoco/hopper.xml "$TMP/cwd/models/mujoco/hopper.xml"
+cp tests/fixtures/mujoco/pogo.xml "$TMP/cwd/models/mujoco/hopper.xml"
 (cd "$TMP/cwd" && "$APEX_BIN/apex-eval" -c "$ROOT/configs/hopper.ini" --trace 1 2) >"$TMP/out" 2>"$TMP/err" \
   && grep -q "Hopper-v4: model models/mujoco/hopper.xml" "$TMP/err" \
   && ok "models/mujoco/hopper.xml is found in the working directory" || bad "relative model_xml: $(tail -2 "$TMP/err")"
