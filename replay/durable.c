@@ -28,11 +28,13 @@
 #include <unistd.h>
 
 #define SNAP_MAGIC "APEXSNAP"
-#define SNAP_FORMAT_VERSION 1u
+#define SNAP_FORMAT_VERSION 2u // 2: frame mode's state (issue #27); 1 still loads
 #define SEG_FMT "%s/wal-%08u.log"
 #define MAX_RECORD_BYTES (256u << 20) // a larger length field can only be corruption
 #define MAX_SEGMENTS 4096
 
+// The file: this header, then the payload: the store's rows, its leaves, the server's blob,
+// and in frame mode the store's frame sections (store.h), all under payload_crc.
 typedef struct {
     char magic[8];
     uint32_t format_version;
@@ -44,9 +46,29 @@ typedef struct {
     uint32_t covered_segment; // log segments <= this one are contained in the snapshot
     uint32_t obs_elem_bytes;  // 4 (float32) or 1 (uint8); 0 in snapshots from before uint8: 4
     store_state_t state;
+    // Version 2: frame mode (all 0 when the store keeps whole observations).
+    uint32_t frame_stack, frame_capacity, max_actors, frame_window;
+    store_frame_state_t frames;
+    uint64_t frame_bytes[STORE_FRAME_SECTIONS];
     uint32_t payload_crc;
     uint32_t header_crc; // over every byte before this field
 } s_snap_header;
+
+// Version 1's header: version 2's without the frame fields. Read and converted, never written.
+typedef struct {
+    char magic[8];
+    uint32_t format_version;
+    uint32_t header_bytes;
+    uint32_t capacity;
+    uint32_t obs_dim;
+    uint64_t rows_bytes;
+    uint64_t blob_bytes;
+    uint32_t covered_segment;
+    uint32_t obs_elem_bytes;
+    store_state_t state;
+    uint32_t payload_crc;
+    uint32_t header_crc;
+} s_snap_header_v1;
 
 typedef struct {
     uint32_t len;  // payload bytes
@@ -545,14 +567,30 @@ static _Noreturn void s_child_write(durable_t *d, const store_t *store, const vo
     h.blob_bytes = blob_len;
     h.covered_segment = d->child_covers;
     store_get_state(store, &h.state);
+    const void *fsec[STORE_FRAME_SECTIONS];
+    size_t fsec_bytes[STORE_FRAME_SECTIONS];
+    store_frame_sections(store, fsec, fsec_bytes);
+    if (store_frame_stack(store)) {
+        h.frame_stack = store_frame_stack(store);
+        h.frame_capacity = store_frame_capacity(store);
+        h.max_actors = store_max_actors(store);
+        h.frame_window = store_frame_window(store);
+        store_get_frame_state(store, &h.frames);
+    }
     size_t leaves_bytes = (size_t)h.capacity * sizeof(float);
     uint32_t crc = fileio_crc32c(0, rows, rows_bytes);
     crc = fileio_crc32c(crc, d->leaves, leaves_bytes);
-    h.payload_crc = fileio_crc32c(crc, blob, blob_len);
-    h.header_crc = s_header_crc(&h);
-    fileio_chunk_t chunks[4] = {
+    crc = fileio_crc32c(crc, blob, blob_len);
+    fileio_chunk_t chunks[4 + STORE_FRAME_SECTIONS] = {
         {&h, sizeof h}, {rows, rows_bytes}, {d->leaves, leaves_bytes}, {blob, blob_len}};
-    int rc = fileio_atomic_write(d->snap_path, chunks, 4);
+    for (int i = 0; i < STORE_FRAME_SECTIONS; i++) {
+        h.frame_bytes[i] = fsec_bytes[i];
+        crc = fileio_crc32c(crc, fsec[i], fsec_bytes[i]);
+        chunks[4 + i] = (fileio_chunk_t){fsec[i], fsec_bytes[i]};
+    }
+    h.payload_crc = crc;
+    h.header_crc = s_header_crc(&h);
+    int rc = fileio_atomic_write(d->snap_path, chunks, 4 + STORE_FRAME_SECTIONS);
     _exit(rc == APEX_OK ? 0 : rc == APEX_ENOSPC ? 3 : 1);
 }
 
@@ -683,6 +721,46 @@ int durable_snapshot_poll(durable_t *self, int wait) {
 // none: *covered = 0), or an error after logging why.
 #define MAX_BLOB_BYTES (1u << 30) // larger can only be corruption
 
+// Reads a snapshot header of version 2, or 1 (converted: no frame fields), into h. APEX_OK,
+// or an error with *why set.
+static int s_read_header(int fd, s_snap_header *h, const char **why) {
+    memset(h, 0, sizeof *h);
+    if (fileio_read_all(fd, h, offsetof(s_snap_header, capacity)) != 0 ||
+        memcmp(h->magic, SNAP_MAGIC, 8) != 0) {
+        *why = "not an apex replay snapshot";
+        return APEX_EPROTO;
+    }
+    size_t head = offsetof(s_snap_header, capacity);
+    if (h->format_version == 1 && h->header_bytes == sizeof(s_snap_header_v1)) {
+        s_snap_header_v1 v1;
+        memcpy(&v1, h, head);
+        if (fileio_read_all(fd, (char *)&v1 + head, sizeof v1 - head) != 0) {
+            *why = "truncated";
+            return APEX_EPROTO;
+        }
+        if (v1.header_crc != fileio_crc32c(0, &v1, offsetof(s_snap_header_v1, header_crc))) {
+            *why = "corrupt header (checksum mismatch)";
+            return APEX_EPROTO;
+        }
+        memcpy(h, &v1, offsetof(s_snap_header_v1, payload_crc));
+        h->payload_crc = v1.payload_crc;
+        return APEX_OK;
+    }
+    if (h->format_version != SNAP_FORMAT_VERSION || h->header_bytes != sizeof *h) {
+        *why = "snapshot format version not supported by this build";
+        return APEX_EVERSION;
+    }
+    if (fileio_read_all(fd, (char *)h + head, sizeof *h - head) != 0) {
+        *why = "truncated";
+        return APEX_EPROTO;
+    }
+    if (h->header_crc != s_header_crc(h)) {
+        *why = "corrupt header (checksum mismatch)";
+        return APEX_EPROTO;
+    }
+    return APEX_OK;
+}
+
 static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob, void *arg,
                            uint32_t *covered, durable_restore_info_t *info) {
     *covered = 0;
@@ -700,13 +778,12 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
     float *leaves = NULL;
     size_t leaves_bytes = (size_t)store_capacity(store) * sizeof(float);
     const char *why = NULL;
-    if (fileio_read_all(fd, &h, sizeof h) != 0 || memcmp(h.magic, SNAP_MAGIC, 8) != 0) {
-        why = "not an apex replay snapshot";
-    } else if (h.format_version != SNAP_FORMAT_VERSION || h.header_bytes != sizeof h) {
-        why = "snapshot format version not supported by this build";
-        rc = APEX_EVERSION;
-    } else if (h.header_crc != s_header_crc(&h)) {
-        why = "corrupt header (checksum mismatch)";
+    void *fsec[STORE_FRAME_SECTIONS];
+    size_t fsec_bytes[STORE_FRAME_SECTIONS];
+    store_frame_sections_mut(store, fsec, fsec_bytes);
+    int hdr = s_read_header(fd, &h, &why);
+    if (hdr != APEX_OK) {
+        rc = hdr;
     } else if (h.capacity != store_capacity(store) || h.obs_dim != store_obs_dim(store) ||
                s_header_elem_bytes(&h) != store_obs_elem_bytes(store) ||
                h.state.action_dim != store_action_dim(store) || h.blob_bytes > MAX_BLOB_BYTES) {
@@ -719,19 +796,44 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
                   store_action_dim(store));
         close(fd);
         return APEX_EINVAL;
+    } else if (h.frame_stack != store_frame_stack(store) ||
+               h.frame_capacity != store_frame_capacity(store) ||
+               h.max_actors != store_max_actors(store) ||
+               h.frame_window != store_frame_window(store) || h.frame_bytes[0] != fsec_bytes[0] ||
+               h.frame_bytes[1] != fsec_bytes[1] || h.frame_bytes[2] != fsec_bytes[2]) {
+        log_error("%s: written with frame_stack %u, %u frames, %u actors and a window of %u "
+                  "frame numbers, the config gives %u, %u, %u and %u"
+                  "\n---> HINT: use the original [env] frame_stack, [replay] frame_storage and "
+                  "frame_capacity and [actor] num_actors, envs_per_actor, n_step and "
+                  "[replay] max_batch, or move the directory away to start empty",
+                  d->snap_path, h.frame_stack, h.frame_capacity, h.max_actors, h.frame_window,
+                  store_frame_stack(store), store_frame_capacity(store), store_max_actors(store),
+                  store_frame_window(store));
+        close(fd);
+        return APEX_EINVAL;
     } else {
         rows = xmalloc(h.rows_bytes ? h.rows_bytes : 1);
         leaves = xmalloc(leaves_bytes);
         blob = xmalloc(h.blob_bytes ? h.blob_bytes : 1);
-        if (fileio_read_all(fd, rows, h.rows_bytes) != 0 ||
-            fileio_read_all(fd, leaves, leaves_bytes) != 0 ||
-            fileio_read_all(fd, blob, h.blob_bytes) != 0) {
+        // The frame sections are read in place: a pixel replay's ring is most of the
+        // machine's memory and must not be held twice. A bad file then leaves them garbage,
+        // and the start-up fails below before anything uses them.
+        int short_read = fileio_read_all(fd, rows, h.rows_bytes) != 0 ||
+                         fileio_read_all(fd, leaves, leaves_bytes) != 0 ||
+                         fileio_read_all(fd, blob, h.blob_bytes) != 0;
+        uint32_t crc =
+            fileio_crc32c(fileio_crc32c(fileio_crc32c(0, rows, h.rows_bytes), leaves, leaves_bytes),
+                          blob, h.blob_bytes);
+        for (int i = 0; i < STORE_FRAME_SECTIONS && !short_read; i++) {
+            short_read = fileio_read_all(fd, fsec[i], fsec_bytes[i]) != 0;
+            crc = fileio_crc32c(crc, fsec[i], fsec_bytes[i]);
+        }
+        if (short_read) {
             why = "truncated";
-        } else if (fileio_crc32c(
-                       fileio_crc32c(fileio_crc32c(0, rows, h.rows_bytes), leaves, leaves_bytes),
-                       blob, h.blob_bytes) != h.payload_crc) {
+        } else if (crc != h.payload_crc) {
             why = "corrupt payload (checksum mismatch)";
-        } else if (store_restore(store, &h.state, rows, h.rows_bytes, leaves) != APEX_OK) {
+        } else if (store_restore(store, &h.state, rows, h.rows_bytes, leaves) != APEX_OK ||
+                   (h.frame_stack && store_restore_frames(store, &h.frames) != APEX_OK)) {
             why = "inconsistent contents";
         } else {
             rc = APEX_OK;

@@ -37,6 +37,26 @@ typedef struct {
     uint32_t gen;   // bumped on every write of the slot
 } store_meta_t;
 
+// Frame mode: a row's observations are these 16 bytes after the header instead of obs and
+// next_obs: the global number of obs's newest frame, next_obs's relative to it, and how far
+// back the oldest frame either stack reaches (the row is sampleable while that frame is in
+// the ring: liveness is one comparison, no walk of the links).
+typedef struct {
+    uint64_t obs;
+    int32_t next_off;     // next_obs's newest frame minus obs's
+    uint32_t oldest_back; // obs's newest frame minus the oldest frame of both stacks
+} store_refs_t;
+
+// One entry of an actor's map: its frame number fid is global frame g (fid UINT64_MAX: empty).
+typedef struct {
+    uint64_t fid, g;
+} s_fmap;
+
+#define LINK_MISSING UINT32_MAX // a frame whose predecessor was never received or is gone
+#define G_NONE UINT64_MAX
+#define STORE_FRAME_STACK_MAX 64u
+#define STORE_FRAME_WINDOW_MAX (1u << 24)
+
 struct store {
     uint32_t capacity;
     uint32_t obs_dim;
@@ -54,6 +74,19 @@ struct store {
     uint64_t stale;
     float max_prio;  // largest raw priority ever set (clamped), 1.0 initially
     float max_value; // max_prio^alpha, cached for NULL-priority adds
+    uint64_t nz;     // non-empty leaves: the rows that can be sampled
+    // Frame mode (store.h "Frames"); K == 0 otherwise.
+    uint32_t K;           // frames per stack
+    uint32_t frame_bytes; // one frame: obs_bytes / K
+    uint32_t F;           // frames held
+    size_t fstride;       // one frame record: a uint32 link, then the frame (4-byte aligned)
+    unsigned char *fr;    // (F, fstride): frame g at g mod F
+    uint64_t frames_total;
+    uint32_t max_actors, W;
+    s_fmap *maps;     // (max_actors, W): actor-local frame number -> global number
+    uint64_t *epochs; // (max_actors, 2): the epoch each map belongs to, and whether it is set
+    uint64_t swept;   // rows inserted before this one are evicted or known dead
+    uint64_t missing, evicted;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -74,16 +107,53 @@ static const char *s_config_error(const store_config_t *cfg) {
     if (!(cfg->alpha >= 0.0 && cfg->alpha <= 1.0)) { // also rejects NaN
         return "alpha must be in [0, 1]";
     }
+    if (cfg->frame_stack >= 2) {
+        if (cfg->frame_stack > STORE_FRAME_STACK_MAX || cfg->obs_dim % cfg->frame_stack) {
+            return "frame_stack must be in [2, 64] and divide obs_dim";
+        }
+        uint32_t fc = cfg->frame_capacity ? cfg->frame_capacity
+                                          : store_frame_capacity_default(cfg->capacity);
+        if (fc < cfg->frame_stack || fc > (1u << 31)) {
+            return "frame_capacity must be in [frame_stack, 2^31]";
+        }
+        if (cfg->max_actors < 1 || cfg->max_actors > (1u << 20)) {
+            return "max_actors must be in [1, 2^20] in frame mode";
+        }
+        if (cfg->frame_window < 16 || cfg->frame_window > STORE_FRAME_WINDOW_MAX ||
+            (cfg->frame_window & (cfg->frame_window - 1))) {
+            return "frame_window must be a power of 2 in [16, 2^24]";
+        }
+    }
     return NULL;
 }
+
+uint32_t store_frame_capacity_default(uint32_t capacity) {
+    uint64_t f = (uint64_t)capacity + capacity / 256 + 4096;
+    return f > (1u << 31) ? (1u << 31) : (uint32_t)f;
+}
+
+static int s_frame_mode(const store_config_t *cfg) { return cfg->frame_stack >= 2; }
 
 static size_t s_obs_bytes(const store_config_t *cfg) {
     return (size_t)cfg->obs_dim * (cfg->obs_elem_bytes ? cfg->obs_elem_bytes : 4);
 }
 
 static size_t s_stride(const store_config_t *cfg) {
-    return (sizeof(store_meta_t) + 2 * s_obs_bytes(cfg) + 3) / 4 * 4 +
-           (size_t)cfg->action_dim * sizeof(float);
+    size_t body = s_frame_mode(cfg) ? sizeof(store_refs_t) : 2 * s_obs_bytes(cfg);
+    return (sizeof(store_meta_t) + body + 3) / 4 * 4 + (size_t)cfg->action_dim * sizeof(float);
+}
+
+static size_t s_fstride(const store_config_t *cfg) {
+    return (sizeof(uint32_t) + s_obs_bytes(cfg) / cfg->frame_stack + 3) / 4 * 4;
+}
+
+// Bytes of frame mode's arrays: the ring, the maps, the epochs.
+static void s_frame_bytes(const store_config_t *cfg, size_t out[STORE_FRAME_SECTIONS]) {
+    uint32_t fc = cfg->frame_capacity ? cfg->frame_capacity
+                                      : store_frame_capacity_default(cfg->capacity);
+    out[0] = (size_t)fc * s_fstride(cfg);
+    out[1] = (size_t)cfg->max_actors * cfg->frame_window * sizeof(s_fmap);
+    out[2] = (size_t)cfg->max_actors * 2 * sizeof(uint64_t);
 }
 
 static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
@@ -121,7 +191,14 @@ size_t store_bytes(const store_config_t *cfg) {
     if (s_config_error(cfg)) {
         return 0;
     }
-    return sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg) + sumtree_bytes(cfg->capacity);
+    size_t b = sizeof(store_t) + (size_t)cfg->capacity * s_stride(cfg) +
+               sumtree_bytes(cfg->capacity);
+    if (s_frame_mode(cfg)) {
+        size_t f[STORE_FRAME_SECTIONS];
+        s_frame_bytes(cfg, f);
+        b += f[0] + f[1] + f[2];
+    }
+    return b;
 }
 
 store_t *store_new(const store_config_t *cfg) {
@@ -144,6 +221,23 @@ store_t *store_new(const store_config_t *cfg) {
     sumtree_init(&s->tree, cfg->capacity);
     s->max_prio = 1.0f;
     s->max_value = 1.0f; // 1^alpha
+    if (s_frame_mode(cfg)) {
+        size_t f[STORE_FRAME_SECTIONS];
+        s_frame_bytes(cfg, f);
+        s->K = cfg->frame_stack;
+        s->frame_bytes = s->obs_bytes / s->K;
+        s->F = cfg->frame_capacity ? cfg->frame_capacity
+                                   : store_frame_capacity_default(cfg->capacity);
+        s->fstride = s_fstride(cfg);
+        s->max_actors = cfg->max_actors;
+        s->W = cfg->frame_window;
+        // Pages of the ring are touched as frames arrive: a large replay's memory grows with
+        // its contents (calloc of a large block maps zero pages lazily).
+        s->fr = xcalloc(1, f[0]);
+        s->maps = xmalloc(f[1]);
+        memset(s->maps, 0xff, f[1]); // every fid UINT64_MAX: empty
+        s->epochs = xcalloc(1, f[2]);
+    }
     return s;
 }
 
@@ -154,6 +248,9 @@ void store_destroy(store_t **self_p) {
     store_t *s = *self_p;
     sumtree_fini(&s->tree);
     xfree(s->rows);
+    free(s->fr);
+    free(s->maps);
+    free(s->epochs);
     xfree(s);
     *self_p = NULL;
 }
@@ -253,7 +350,7 @@ void store_add(store_t *s, uint32_t n, const void *obs_v, const void *actions_v,
                const float *rewards, const float *discounts, const void *next_obs_v,
                const float *prio) {
     const unsigned char *obs = obs_v, *next_obs = next_obs_v, *actions = actions_v;
-    if (n == 0) {
+    if (n == 0 || s->K) { // a frame-mode store takes rows through store_add_framed only
         return;
     }
     // Rows beyond the last `capacity` would be overwritten within this very call: skip
@@ -274,6 +371,186 @@ void store_add(store_t *s, uint32_t n, const void *obs_v, const void *actions_v,
     s->next = slot;
     s->inserted += n;
     s->size = APEX_MIN((uint64_t)s->capacity, s->size + n);
+}
+
+// ---------------------------------------------------------------------------------------
+// Frames (frame mode; store.h "Frames")
+// ---------------------------------------------------------------------------------------
+
+static inline store_refs_t *s_refs(const store_t *s, uint32_t slot) {
+    return (store_refs_t *)(s->rows + slot * s->stride + sizeof(store_meta_t));
+}
+
+// Frame g's record: its link (uint32), then its bytes. Any g maps into the ring, so a walk
+// over links read from a restored snapshot stays in bounds whatever they say.
+static inline unsigned char *s_frame(const store_t *s, uint64_t g) {
+    return s->fr + (size_t)(g % s->F) * s->fstride;
+}
+
+static inline uint32_t s_link(const store_t *s, uint64_t g) {
+    uint32_t l;
+    memcpy(&l, s_frame(s, g), sizeof l);
+    return l;
+}
+
+// Frame g is in the ring: added, and not yet overwritten by the F frames after it.
+static inline int s_live(const store_t *s, uint64_t g) {
+    return g < s->frames_total && s->frames_total - g <= s->F;
+}
+
+// Walks the K - 1 links back from frame g: 1 with *oldest the stack's oldest frame when every
+// frame of the stack is in the ring, 0 when one is gone or was never received.
+static int s_chain(const store_t *s, uint64_t g, uint64_t *oldest) {
+    for (uint32_t k = 1; k < s->K; k++) {
+        if (!s_live(s, g)) {
+            return 0;
+        }
+        uint32_t l = s_link(s, g);
+        if (l == LINK_MISSING || l > g) {
+            return 0;
+        }
+        g -= l;
+    }
+    if (!s_live(s, g)) {
+        return 0;
+    }
+    *oldest = g;
+    return 1;
+}
+
+// Writes the stack whose newest frame is g into out, oldest frame first (framestack.h's
+// layout): frame g last, then back along the links; a link to itself repeats the frame.
+static void s_rebuild(const store_t *s, uint64_t g, unsigned char *out) {
+    const size_t FB = s->frame_bytes;
+    for (uint32_t k = s->K; k-- > 0;) {
+        const unsigned char *f = s_frame(s, g);
+        memcpy(out + (size_t)k * FB, f + sizeof(uint32_t), FB);
+        uint32_t l;
+        memcpy(&l, f, sizeof l);
+        g -= l != LINK_MISSING && l <= g ? l : 0;
+    }
+}
+
+// A stored row can still be sampled: the oldest frame of its stacks is in the ring.
+static inline int s_row_live(const store_t *s, uint32_t slot) {
+    const store_refs_t *r = s_refs(s, slot);
+    return r->oldest_back <= r->obs && s_live(s, r->obs - r->oldest_back);
+}
+
+static inline uint64_t s_map_get(const s_fmap *map, uint32_t W, uint64_t fid) {
+    const s_fmap *e = &map[fid & (W - 1)];
+    return e->fid == fid ? e->g : G_NONE;
+}
+
+// Empties the leaves of the n rows in idx (rows whose frames are gone), counting them.
+static void s_kill(store_t *s, uint32_t n, const uint32_t *idx) {
+    static const float zero[STORE_CHUNK];
+    for (uint32_t base = 0; base < n; base += STORE_CHUNK) {
+        uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
+        sumtree_set(&s->tree, m, idx + base, zero);
+    }
+    s->nz -= n;
+    s->evicted += n;
+}
+
+// Rows age in insertion order, and so, roughly, do their frames: after frames were added,
+// the oldest rows whose frames are gone are emptied here, so that the sampleable count and
+// the tree's mass stay true. A dead row behind a live one is found when sampled.
+static void s_sweep(store_t *s) {
+    uint64_t oldest_row = s->inserted - s->size;
+    if (s->swept < oldest_row) {
+        s->swept = oldest_row;
+    }
+    uint32_t idx[STORE_CHUNK], m = 0;
+    for (; s->swept < s->inserted; s->swept++) {
+        uint32_t slot = (uint32_t)(s->swept % s->capacity);
+        if (s_row_live(s, slot)) {
+            break;
+        }
+        if (sumtree_get(&s->tree, slot) > 0.0f) {
+            idx[m++] = slot;
+            if (m == STORE_CHUNK) {
+                s_kill(s, m, idx);
+                m = 0;
+            }
+        }
+    }
+    s_kill(s, m, idx);
+}
+
+uint32_t store_add_framed(store_t *s, const store_framed_t *b) {
+    if (!s->K || b->actor >= s->max_actors) {
+        return 0;
+    }
+    const uint32_t W = s->W;
+    s_fmap *map = s->maps + (size_t)b->actor * W;
+    uint64_t *ep = s->epochs + 2 * (size_t)b->actor;
+    if (!ep[1] || ep[0] != b->epoch) { // a new run of the actor numbers its frames from 0
+        memset(map, 0xff, (size_t)W * sizeof *map);
+        ep[0] = b->epoch;
+        ep[1] = 1;
+    }
+    const unsigned char *frames = b->frames;
+    for (uint32_t i = 0; i < b->frame_count; i++) {
+        uint64_t fid = b->first_frame + i, g = s->frames_total++;
+        uint32_t d = b->frame_prev[i], link = 0;
+        if (d != 0) {
+            uint64_t pg = d <= fid ? s_map_get(map, W, fid - d) : G_NONE;
+            link = pg != G_NONE && s_live(s, pg) ? (uint32_t)(g - pg) : LINK_MISSING;
+        }
+        unsigned char *f = s_frame(s, g);
+        memcpy(f, &link, sizeof link);
+        memcpy(f + sizeof link, frames + (size_t)i * s->frame_bytes, s->frame_bytes);
+        map[fid & (W - 1)] = (s_fmap){fid, g};
+    }
+    const unsigned char *actions = b->actions;
+    uint32_t idx[STORE_CHUNK];
+    float value[STORE_CHUNK];
+    uint32_t m = 0, stored = 0;
+    // A chunk's slots are consecutive in the ring: at most capacity of them stay distinct, so
+    // that the "was empty" test below reads each slot's leaf before this call changes it.
+    const uint32_t chunk = APEX_MIN(STORE_CHUNK, s->capacity);
+    for (uint32_t r = 0; r < b->count; r++) {
+        uint64_t og = s_map_get(map, W, b->obs_frames[r]);
+        uint64_t ng = s_map_get(map, W, b->next_frames[r]);
+        uint64_t o1, o2;
+        if (og == G_NONE || ng == G_NONE || !s_chain(s, og, &o1) || !s_chain(s, ng, &o2)) {
+            s->missing++;
+            continue;
+        }
+        uint64_t oldest = o1 < o2 ? o1 : o2;
+        int64_t off = (int64_t)(ng - og); // both within F <= 2^31 of frames_total
+        uint32_t slot = s->next;
+        store_meta_t *meta = s_meta(s, slot);
+        s_put_action(s, slot, actions + (size_t)r * s->action_bytes);
+        meta->reward = b->rewards[r];
+        meta->discount = b->discounts[r];
+        meta->gen++;
+        *s_refs(s, slot) = (store_refs_t){
+            .obs = og, .next_off = (int32_t)off, .oldest_back = (uint32_t)(og - oldest)};
+        if (!(sumtree_get(&s->tree, slot) > 0.0f)) {
+            s->nz++;
+        }
+        idx[m] = slot;
+        value[m] = b->prio ? s_clamp_prio(s, b->prio[r]) : s->max_value;
+        if (++m == chunk) {
+            if (b->prio) {
+                s_pow_alpha(s, value, m);
+            }
+            sumtree_set(&s->tree, m, idx, value);
+            m = 0;
+        }
+        s->next = slot + 1 == s->capacity ? 0 : slot + 1;
+        s->inserted++;
+        s->size = APEX_MIN((uint64_t)s->capacity, s->size + 1);
+        stored++;
+    }
+    if (b->prio) {
+        s_pow_alpha(s, value, m);
+    }
+    sumtree_set(&s->tree, m, idx, value);
+    s_sweep(s);
+    return stored;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -307,6 +584,12 @@ static void s_gather(const store_t *s, uint32_t m, const uint32_t *idx, float be
         s_get_action(s, i, actions + o * s->action_bytes);
         rewards[o] = meta->reward;
         discounts[o] = meta->discount;
+        if (s->K) {
+            const store_refs_t *r = s_refs(s, i);
+            s_rebuild(s, r->obs, obs + o * d);
+            s_rebuild(s, r->obs + (uint64_t)(int64_t)r->next_off, next_obs + o * d);
+            continue;
+        }
         s_copy_obs(obs + o * d, s_obs(s, i), d);
         s_copy_obs(next_obs + o * d, s_obs(s, i) + d, d);
     }
@@ -333,24 +616,49 @@ int store_sample_min(store_t *s, rng_t *rng, uint32_t n, float beta, double glob
         !(global_min >= 0.0 && global_min <= WIRE_MASS_MAX)) {
         return APEX_EINVAL;
     }
-    if (s->size == 0) {
-        return APEX_EAGAIN;
+    uint32_t idx[STORE_CHUNK], dead[STORE_CHUNK];
+    for (;;) {
+        if ((s->K ? s->nz : s->size) == 0) {
+            return APEX_EAGAIN;
+        }
+        // The leaves are floats: the smaller minimum, as a float, so that with no smaller one
+        // the arithmetic is exactly store_sample's.
+        float p_min = sumtree_min(&s->tree);
+        if (global_min > 0.0 && (float)global_min < p_min) {
+            p_min = (float)global_min;
+        }
+        uint32_t n_dead = 0;
+        for (uint32_t base = 0; base < n && n_dead == 0; base += STORE_CHUNK) {
+            uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
+            // Strata are over the whole batch of n, walked in chunks.
+            sumtree_sample_strata(&s->tree, rng, base, m, n, idx);
+            for (uint32_t j = 0; s->K && j < m; j++) {
+                if (!s_row_live(s, idx[j])) {
+                    dead[n_dead++] = idx[j];
+                }
+            }
+            if (n_dead == 0) {
+                s_gather(s, m, idx, beta, p_min, base, keys, is_w, obs, actions, rewards, discounts,
+                         next_obs);
+            }
+        }
+        if (n_dead == 0) {
+            return APEX_OK;
+        }
+        // Frame mode: rows whose frames went after a live row's (the sweep stops at the
+        // first live one) leave the tree, and the whole batch is drawn again from the rest,
+        // so the strata stay those of the mass that can be served. Each round removes at
+        // least one row: it ends.
+        for (uint32_t j = 1; j < n_dead; j++) { // a row drawn twice is removed once
+            for (uint32_t k = 0; k < j; k++) {
+                if (dead[k] == dead[j]) {
+                    dead[j--] = dead[--n_dead];
+                    break;
+                }
+            }
+        }
+        s_kill(s, n_dead, dead);
     }
-    // The leaves are floats: the smaller minimum, as a float, so that with no smaller one the
-    // arithmetic is exactly store_sample's.
-    float p_min = sumtree_min(&s->tree);
-    if (global_min > 0.0 && (float)global_min < p_min) {
-        p_min = (float)global_min;
-    }
-    uint32_t idx[STORE_CHUNK];
-    for (uint32_t base = 0; base < n; base += STORE_CHUNK) {
-        uint32_t m = APEX_MIN(STORE_CHUNK, n - base);
-        // Strata are over the whole batch of n, walked in chunks.
-        sumtree_sample_strata(&s->tree, rng, base, m, n, idx);
-        s_gather(s, m, idx, beta, p_min, base, keys, is_w, obs, actions, rewards, discounts,
-                 next_obs);
-    }
-    return APEX_OK;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -378,6 +686,14 @@ uint32_t store_update(store_t *s, uint32_t n, const uint64_t *keys, const float 
                 s->stale++;
                 continue;
             }
+            // Frame mode: a row whose frames are gone is never brought back.
+            if (s->K && (!(sumtree_get(&s->tree, slot) > 0.0f) || !s_row_live(s, slot))) {
+                if (sumtree_get(&s->tree, slot) > 0.0f) {
+                    s_kill(s, 1, &slot);
+                }
+                s->stale++;
+                continue;
+            }
             idx[a] = slot;
             value[a] = s_clamp_prio(s, prio[base + j]);
             a++;
@@ -402,6 +718,14 @@ double store_total_priority(const store_t *s) { return sumtree_total(&s->tree); 
 uint64_t store_stale_updates(const store_t *s) { return s->stale; }
 uint64_t store_inserted(const store_t *s) { return s->inserted; }
 uint32_t store_next_slot(const store_t *s) { return s->next; }
+uint32_t store_frame_stack(const store_t *s) { return s->K; }
+uint32_t store_frame_capacity(const store_t *s) { return s->F; }
+uint32_t store_max_actors(const store_t *s) { return s->max_actors; }
+uint32_t store_frame_window(const store_t *s) { return s->W; }
+uint64_t store_frames_inserted(const store_t *s) { return s->frames_total; }
+uint64_t store_frames_missing(const store_t *s) { return s->missing; }
+uint64_t store_frame_evicted(const store_t *s) { return s->evicted; }
+uint64_t store_live_size(const store_t *s) { return s->K ? s->nz : s->size; }
 
 double store_min_priority(const store_t *s) {
     return s->size ? (double)sumtree_min(&s->tree) : 0.0;
@@ -425,6 +749,18 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, void *action, fl
         return -1;
     }
     const store_meta_t *m = s_meta(s, slot);
+    if (s->K) {
+        if (!(sumtree_get(&s->tree, slot) > 0.0f) || !s_row_live(s, slot)) {
+            return -1;
+        }
+        const store_refs_t *r = s_refs(s, slot);
+        s_rebuild(s, r->obs, obs);
+        s_rebuild(s, r->obs + (uint64_t)(int64_t)r->next_off, next_obs);
+        s_get_action(s, slot, action);
+        *reward = m->reward;
+        *discount = m->discount;
+        return 0;
+    }
     const unsigned char *o = s_obs(s, slot);
     memcpy(obs, o, s->obs_bytes);
     memcpy(next_obs, o + s->obs_bytes, s->obs_bytes);
@@ -464,9 +800,10 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     }
     for (uint32_t i = 0; i < s->capacity; i++) {
         int occupied = (uint64_t)i < st->size;
-        // The tree's own bound (a larger leaf would assert there); also false for NaN.
+        // The tree's own bound (a larger leaf would assert there); also false for NaN. In
+        // frame mode an occupied row may be empty: its frames went.
         if (!(leaves[i] >= 0.0f && leaves[i] <= SUMTREE_VALUE_MAX) ||
-            (occupied != (leaves[i] > 0.0f))) {
+            (s->K ? (leaves[i] > 0.0f && !occupied) : (occupied != (leaves[i] > 0.0f)))) {
             return APEX_EINVAL;
         }
     }
@@ -487,5 +824,54 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     s->inserted = st->inserted;
     s->stale = st->stale;
     s_set_max_prio(s, st->max_prio);
+    s->nz = 0;
+    for (uint32_t i = 0; i < s->capacity; i++) {
+        s->nz += leaves[i] > 0.0f;
+    }
+    return APEX_OK;
+}
+
+void store_get_frame_state(const store_t *s, store_frame_state_t *out) {
+    *out = (store_frame_state_t){.frames_total = s->frames_total,
+                                 .swept = s->swept,
+                                 .missing = s->missing,
+                                 .evicted = s->evicted};
+}
+
+void store_frame_sections(const store_t *s, const void **data, size_t *bytes) {
+    store_frame_sections_mut((store_t *)s, (void **)data, bytes);
+}
+
+void store_frame_sections_mut(store_t *s, void **data, size_t *bytes) {
+    store_config_t c = {.capacity = s->capacity,
+                        .obs_dim = s->obs_dim,
+                        .obs_elem_bytes = s->obs_bytes / s->obs_dim,
+                        .frame_stack = s->K,
+                        .frame_capacity = s->F,
+                        .max_actors = s->max_actors,
+                        .frame_window = s->W};
+    if (!s->K) {
+        for (int i = 0; i < STORE_FRAME_SECTIONS; i++) {
+            data[i] = NULL;
+            bytes[i] = 0;
+        }
+        return;
+    }
+    s_frame_bytes(&c, bytes);
+    data[0] = s->fr;
+    data[1] = s->maps;
+    data[2] = s->epochs;
+}
+
+int store_restore_frames(store_t *s, const store_frame_state_t *fs) {
+    // The sweep cursor is an insertion number; every other value is safe as it is (links and
+    // numbers are checked, or taken modulo the ring, wherever they are used).
+    if (!s->K || fs->swept > s->inserted) {
+        return APEX_EINVAL;
+    }
+    s->frames_total = fs->frames_total;
+    s->swept = fs->swept;
+    s->missing = fs->missing;
+    s->evicted = fs->evicted;
     return APEX_OK;
 }

@@ -39,7 +39,18 @@ typedef struct {
     uint32_t obs_elem_bytes; // bytes per element: 4 (float32) or 1 (uint8); 0 means 4
     uint32_t action_dim;     // 0: discrete actions (int32); else floats per continuous action
     double alpha;            // priority exponent, 0 ..= 1 (0 = uniform sampling)
+    // Frame mode (issue #27, see "Frames" below): frame_stack K >= 2 stores each frame of the
+    // K-frame stacks once; obs_dim is then the stack's (K x a frame's). 0 or 1: whole rows.
+    uint32_t frame_stack;
+    uint32_t frame_capacity; // frames held, >= capacity (0: store_frame_capacity_default)
+    uint32_t max_actors;     // frame mode: actor ids are < this (one frame map each)
+    uint32_t frame_window;   // frame mode: frame numbers an actor's map resolves, a power of 2
 } store_config_t;
+
+// The frames a frame-mode store holds by default: one per transition, as a stream of n-step
+// transitions has (one new frame per step), plus 1/256 for the first frames of episodes and
+// the frames still waiting for their transitions at the actors.
+uint32_t store_frame_capacity_default(uint32_t capacity);
 
 // Bytes store_new would allocate for cfg (0 when cfg is invalid). For a start-up check.
 size_t store_bytes(const store_config_t *cfg);
@@ -50,7 +61,7 @@ store_t *store_new(const store_config_t *cfg);
 // Frees the store and sets *self_p to NULL. Accepts NULL and *self_p == NULL.
 void store_destroy(store_t **self_p);
 
-// Appends n rows (FIFO: each overwrites the oldest slot once the ring is full; when n >
+// Appends n rows (not in frame mode, where this is a no-op) (FIFO: each overwrites the oldest slot once the ring is full; when n >
 // capacity only the last capacity rows are kept). obs and next_obs are (n, obs_dim) elements
 // of obs_elem_bytes; actions (n) int32, or (n, action_dim) floats; rewards, discounts (n). prio holds n raw priorities, or is NULL meaning "the
 // largest raw priority ever given to add or update" (1.0 before any). Bumps each written
@@ -101,6 +112,52 @@ int store_read_slot(const store_t *s, uint32_t slot, void *obs, void *action, fl
                     float *discount, void *next_obs);
 
 // ---------------------------------------------------------------------------------------
+// Frames (frame mode, [env] frame_stack = K >= 2 with [replay] frame_storage): the store
+// keeps each frame an actor sends once, in a FIFO ring of frame_capacity frames numbered
+// globally in arrival order, and a row names its obs and next_obs by their newest frame. Each
+// frame links to the frame before it in its stack (or to itself: an episode's first frame,
+// which the stack repeats), so a stack is rebuilt at sample time by K - 1 steps back, byte
+// for byte the actor's (actor/framestack.h's frame-major layout). An actor numbers its frames
+// 0, 1, ... per epoch; the store maps the last frame_window numbers of each actor to global
+// ones. A row whose frames are unknown (never received: a lost batch, another epoch) or
+// already evicted is not stored (store_frames_missing); a stored row whose frames are evicted
+// later is never sampled again (its leaf is emptied when found: store_frame_evicted) and its
+// priority updates are stale. Frames evict independently of rows, so the replay holds the
+// newest frame_capacity frames' worth of rows (a little below capacity when episodes are
+// short). Input is validated by the wire decoder; what it cannot know (numbers against the
+// store's maps) is checked here, and anything else a peer can send is refused or dropped,
+// never asserted.
+
+typedef struct {
+    uint32_t actor;             // < max_actors
+    uint64_t epoch;             // the actor's run: a new one empties its map
+    uint64_t first_frame;       // actor-local number of frames[0]
+    uint32_t frame_count;       // new frames
+    const void *frames;         // (frame_count, obs bytes / K)
+    const uint32_t *frame_prev; // (frame_count): number minus the previous frame's (0: itself)
+    uint32_t count;             // rows
+    const uint64_t *obs_frames; // (count) actor-local number of obs's newest frame
+    const uint64_t *next_frames;
+    const void *actions; // (count) int32, or (count, action_dim) floats
+    const float *rewards, *discounts;
+    const float *prio; // (count) raw priorities, or NULL (the max)
+} store_framed_t;
+
+// Appends b's frames, then its rows (FIFO as store_add). Returns the rows stored; the others
+// are counted in store_frames_missing. 0 (nothing stored) when the store is not in frame mode
+// or the actor id is out of range.
+uint32_t store_add_framed(store_t *s, const store_framed_t *b);
+
+uint32_t store_frame_stack(const store_t *s);     // K, or 0 when not in frame mode
+uint32_t store_frame_capacity(const store_t *s);  // 0 when not in frame mode
+uint32_t store_max_actors(const store_t *s);      // frame mode's; 0 otherwise
+uint32_t store_frame_window(const store_t *s);    // frame mode's; 0 otherwise
+uint64_t store_frames_inserted(const store_t *s); // frames ever added
+uint64_t store_frames_missing(const store_t *s);  // rows refused: frames unknown or evicted
+uint64_t store_frame_evicted(const store_t *s);   // stored rows dropped since their frames went
+uint64_t store_live_size(const store_t *s);       // rows that can be sampled (<= size)
+
+// ---------------------------------------------------------------------------------------
 // Persistence (replay/durable.c writes and reads these in snapshots).
 // The whole state is: the scalar counters below, the slot records (store_rows: capacity *
 // stride bytes, generations included) and the p^alpha leaves (capacity floats). The sums and
@@ -126,5 +183,23 @@ void store_copy_leaves(const store_t *s, float *out);
 // is negative, non-finite, or non-zero beyond the occupied slots; the store is unchanged.
 int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t rows_bytes,
                   const float *leaves);
+
+// Frame mode's state beyond store_state_t: counters, then the frame ring, the actors' maps
+// and their epochs as STORE_FRAME_SECTIONS byte arrays. store_frame_sections lends them for a
+// snapshot (valid until the next add); a restore reads them in place (the ring is the bulk of
+// a pixel replay's memory: no second copy) through store_frame_sections_mut, then calls
+// store_restore_frames, which checks the counters against the store (APEX_EINVAL when they
+// do not fit; every later walk of the links is bounds-safe whatever the bytes). Call it
+// after store_restore (it checks the sweep cursor against the restored insert count).
+#define STORE_FRAME_SECTIONS 3
+typedef struct {
+    uint64_t frames_total; // frames ever added (the next frame's global number)
+    uint64_t swept;        // rows before this insertion number are known dead or evicted
+    uint64_t missing, evicted;
+} store_frame_state_t;
+void store_get_frame_state(const store_t *s, store_frame_state_t *out);
+void store_frame_sections(const store_t *s, const void **data, size_t *bytes);
+void store_frame_sections_mut(store_t *s, void **data, size_t *bytes);
+int store_restore_frames(store_t *s, const store_frame_state_t *fs);
 
 #endif

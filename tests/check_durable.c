@@ -772,9 +772,28 @@ typedef struct {
     uint32_t covered_segment;
     uint32_t obs_elem_bytes;
     store_state_t state;
+    uint32_t frame_stack, frame_capacity, max_actors, frame_window;
+    store_frame_state_t frames;
+    uint64_t frame_bytes[STORE_FRAME_SECTIONS];
     uint32_t payload_crc;
     uint32_t header_crc;
 } s_snap_header;
+
+// Version 1's header (before frame mode): still loaded.
+typedef struct {
+    char magic[8];
+    uint32_t format_version;
+    uint32_t header_bytes;
+    uint32_t capacity;
+    uint32_t obs_dim;
+    uint64_t rows_bytes;
+    uint64_t blob_bytes;
+    uint32_t covered_segment;
+    uint32_t obs_elem_bytes;
+    store_state_t state;
+    uint32_t payload_crc;
+    uint32_t header_crc;
+} s_snap_header_v1;
 
 static uint32_t s_header_crc(const uint8_t *file) {
     return fileio_crc32c(0, file, offsetof(s_snap_header, header_crc));
@@ -785,8 +804,10 @@ static void s_check_layout(const uint8_t *file, size_t len) {
     ck_assert_uint_ge(len, sizeof h);
     memcpy(&h, file, sizeof h);
     ck_assert_int_eq(memcmp(h.magic, "APEXSNAP", 8), 0);
-    ck_assert_uint_eq(h.format_version, 1);
+    ck_assert_uint_eq(h.format_version, 2);
     ck_assert_uint_eq(h.header_bytes, sizeof h);
+    ck_assert_uint_eq(h.frame_stack, 0);
+    ck_assert_uint_eq(h.frame_bytes[0] + h.frame_bytes[1] + h.frame_bytes[2], 0);
     ck_assert_uint_eq(h.capacity, CAP);
     ck_assert_uint_eq(h.obs_dim, OBS);
     ck_assert_uint_eq(h.obs_elem_bytes, 4);
@@ -901,9 +922,23 @@ static void s_bad_magic(uint8_t *f, size_t *len) {
     (void)len;
     memcpy(f, "APEXSNAQ", 8);
 }
-static void s_version_2(uint8_t *f, size_t *len) {
+static void s_version_3(uint8_t *f, size_t *len) {
     (void)len;
-    SET_FIELD(f, format_version, 2, 1);
+    SET_FIELD(f, format_version, 3, 1);
+}
+// Rewrites the file as version 1 wrote it (no frame fields; the payload is the same).
+static void s_as_version_1(uint8_t *f, size_t *len) {
+    s_snap_header h;
+    memcpy(&h, f, sizeof h);
+    s_snap_header_v1 v1;
+    memcpy(&v1, &h, offsetof(s_snap_header_v1, payload_crc));
+    v1.format_version = 1;
+    v1.header_bytes = sizeof v1;
+    v1.payload_crc = h.payload_crc;
+    v1.header_crc = fileio_crc32c(0, &v1, offsetof(s_snap_header_v1, header_crc));
+    memmove(f + sizeof v1, f + sizeof h, *len - sizeof h);
+    memcpy(f, &v1, sizeof v1);
+    *len -= sizeof h - sizeof v1;
 }
 static void s_version_0_bad_crc(uint8_t *f, size_t *len) {
     (void)len;
@@ -972,9 +1007,14 @@ START_TEST(test_snapshot_wrong_magic_is_eproto) {
 }
 END_TEST
 START_TEST(test_snapshot_other_format_version_is_eversion) {
-    s_expect_restore(s_version_2, CAP, OBS, 4, APEX_EVERSION);
+    s_expect_restore(s_version_3, CAP, OBS, 4, APEX_EVERSION);
     s_expect_restore(s_version_0_bad_crc, CAP, OBS, 4, APEX_EVERSION);
     s_expect_restore(s_header_bytes, CAP, OBS, 4, APEX_EVERSION);
+}
+END_TEST
+// Snapshots written before frame mode (format 1) load as they always did.
+START_TEST(test_snapshot_format_1_still_loads) {
+    s_expect_restore(s_as_version_1, CAP, OBS, 4, APEX_OK);
 }
 END_TEST
 START_TEST(test_snapshot_other_capacity_is_einval) {
@@ -1567,6 +1607,7 @@ Suite *durable_suite(void) {
     tcase_add_test(tc, test_segments_covered_by_the_snapshot_are_deleted_on_restore);
     tcase_add_test(tc, test_snapshot_wrong_magic_is_eproto);
     tcase_add_test(tc, test_snapshot_other_format_version_is_eversion);
+    tcase_add_test(tc, test_snapshot_format_1_still_loads);
     tcase_add_test(tc, test_snapshot_other_capacity_is_einval);
     tcase_add_test(tc, test_snapshot_other_obs_dim_is_einval);
     tcase_add_test(tc, test_snapshot_other_action_dim_is_einval);
