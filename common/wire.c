@@ -12,6 +12,13 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "apex's wire format is little-endian");
 
 #define ARENA_ALIGN 16
+// Alignment of the views: protobuf-c (1.x, parse_required_member) unpacks each `bytes` field
+// into an allocation of its own, from s_arena_alloc (ARENA_ALIGN-aligned) or, past the arena,
+// from malloc (aligned for any type); an empty field is NULL. So every float, int32, uint32
+// and uint64 view handed out points at memory aligned for its type, and is read in place.
+// check_wire tests this, and UBSan (the asan build, the wire fuzzer) would report any
+// misaligned read.
+_Static_assert(ARENA_ALIGN % _Alignof(uint64_t) == 0, "uint64 views must stay aligned");
 // Slack above the largest legal message for the unpacked structs themselves.
 #define ARENA_SLACK_BYTES (64u * 1024u)
 
@@ -104,12 +111,29 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
     size_t ack = (size_t)WIRE_ACK_MAX_SEQS * 10; // a full InsertAck of 10-byte varints
     size_t m = rows > weights ? rows : weights;
     m = m > ack ? m : ack;
+    if (lim->frame_stack >= 2) {
+        // A frame-mode batch: max_frames frames of obs_dim / K elements and a 4-byte link
+        // each, and max_count rows of two 8-byte frame numbers, action, reward, discount and
+        // priority. Taken as a maximum: the replay's sample replies still carry whole stacks.
+        size_t frames = lim->max_frames ? lim->max_frames : lim->max_count;
+        size_t frame = (size_t)(lim->obs_dim / lim->frame_stack) *
+                       wire_obs_elem_bytes(lim->obs_dtype);
+        size_t batch = frames * (frame + 4) +
+                       (size_t)lim->max_count *
+                           (16 + wire_action_bytes(lim->action_dim) + 4 + 4 + 4);
+        m = m > batch ? m : batch;
+    }
     return (m > stats ? m : stats) + 1024;
 }
 
 wire_decoder_t *wire_decoder_new(const wire_limits_t *lim) {
+    // 1 would be a stack of one frame, i.e. none: a run without stacks passes 0 (wire.h).
+    APEX_ASSERT(lim->frame_stack != 1);
     wire_decoder_t *d = xcalloc(1, sizeof *d);
     d->lim = *lim;
+    if (d->lim.max_frames == 0) {
+        d->lim.max_frames = d->lim.max_count;
+    }
     if (d->lim.max_message_bytes == 0) {
         d->lim.max_message_bytes = wire_max_message_bytes(lim);
     }
@@ -185,14 +209,19 @@ static int s_len_ok(const ProtobufCBinaryData *b, size_t count, size_t elem, int
     return b->len == count * elem;
 }
 
-static int s_count_ok(wire_decoder_t *d, uint32_t count, const char *what) {
-    if (count == 0 || count > d->lim.max_count) {
-        return s_err(d, APEX_EINVAL, "%s: count %u not in [1, %u]", what, count, d->lim.max_count);
+// count in [min, max_count]; min is 1 except for a frame-mode batch that carries frames.
+static int s_count_ok(wire_decoder_t *d, uint32_t count, uint32_t min, const char *what) {
+    if (count < min || count > d->lim.max_count) {
+        return s_err(d, APEX_EINVAL, "%s: count %u not in [%u, %u]", what, count, min,
+                     d->lim.max_count);
     }
     return APEX_OK;
 }
 
+// Views of bytes fields; aligned for their type (see "Alignment of the views" above).
 #define F32(b) ((const float *)(const void *)(b).data)
+#define U32(b) ((const uint32_t *)(const void *)(b).data)
+#define U64(b) ((const uint64_t *)(const void *)(b).data)
 
 static int s_actor_ok(wire_decoder_t *d, const char *what, uint32_t actor_id) {
     if (d->lim.max_actors && actor_id >= d->lim.max_actors) {
@@ -209,11 +238,15 @@ static const char *s_dtype_name(uint32_t t) {
     return t == WIRE_OBS_FLOAT32 ? "float32" : t == WIRE_OBS_UINT8 ? "uint8" : "unknown";
 }
 
-static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32_t obs_dim,
-                     uint32_t obs_dtype, const ProtobufCBinaryData *obs, uint32_t action_dim,
+// The rows of a TransitionBatch or SampleReply. obs and next_obs hold obs_rows rows: count,
+// or 0 in a frame-mode batch (whose observations are its frames); count may be 0 when
+// min_count is (a frame-mode batch of frames only).
+static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32_t min_count,
+                     uint32_t obs_rows, uint32_t obs_dim, uint32_t obs_dtype,
+                     const ProtobufCBinaryData *obs, uint32_t action_dim,
                      const ProtobufCBinaryData *actions, const ProtobufCBinaryData *rewards,
                      const ProtobufCBinaryData *discounts, const ProtobufCBinaryData *next_obs) {
-    int rc = s_count_ok(d, count, what);
+    int rc = s_count_ok(d, count, min_count, what);
     if (rc) {
         return rc;
     }
@@ -228,7 +261,7 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
         return s_err(d, APEX_EINVAL, "%s: observations of dtype %s (%u), the run's are %s", what,
                      s_dtype_name(obs_dtype), obs_dtype, s_dtype_name(d->lim.obs_dtype));
     }
-    size_t n_obs = (size_t)count * obs_dim, elem = wire_obs_elem_bytes(obs_dtype);
+    size_t n_obs = (size_t)obs_rows * obs_dim, elem = wire_obs_elem_bytes(obs_dtype);
     if (!s_len_ok(obs, n_obs, elem, 0) || !s_len_ok(next_obs, n_obs, elem, 0) ||
         !s_len_ok(actions, (size_t)count * (action_dim ? action_dim : 1), 4, 0) ||
         !s_len_ok(rewards, count, 4, 0) || !s_len_ok(discounts, count, 4, 0)) {
@@ -271,10 +304,108 @@ static int s_rows_ok(wire_decoder_t *d, const char *what, uint32_t count, uint32
     return APEX_OK;
 }
 
+// The batch's layout (wire.h) must be the run's: whole observations or frames of its K.
+static int s_layout_ok(wire_decoder_t *d, const Apex__TransitionBatch *m) {
+    uint32_t want = d->lim.frame_stack, got = m->frame_stack;
+    if (got == want) {
+        // The frame fields mean nothing without frame_stack: a peer that sets them is broken.
+        if (got == 0 && (m->first_frame || m->frame_count || m->frames.len || m->frame_prev.len ||
+                         m->obs_frames.len || m->next_frames.len)) {
+            return s_err(d, APEX_EPROTO, "TransitionBatch: frame fields with frame_stack 0");
+        }
+        return APEX_OK;
+    }
+    if (want == 0) {
+        return s_err(d, APEX_EINVAL,
+                     "TransitionBatch: frame_stack %u, but frame mode not configured (the "
+                     "run's frame_stack is 0)",
+                     got);
+    }
+    if (got == 0) {
+        return s_err(d, APEX_EINVAL,
+                     "TransitionBatch: whole observations where frames are configured "
+                     "(frame_stack 0, the run's is %u)",
+                     want);
+    }
+    return s_err(d, APEX_EINVAL, "TransitionBatch: frame_stack %u, the run's is %u", got, want);
+}
+
+// A frame-mode batch's frames, links and rows' frame numbers (wire.h), after s_rows_ok.
+static int s_frames_ok(wire_decoder_t *d, const Apex__TransitionBatch *m) {
+    uint32_t k = m->frame_stack, n = m->frame_count;
+    if (m->obs_dim % k) {
+        return s_err(d, APEX_EINVAL,
+                     "TransitionBatch: obs_dim %u is not a multiple of frame_stack %u", m->obs_dim,
+                     k);
+    }
+    if (n > d->lim.max_frames) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: %u frames, at most %u", n,
+                     d->lim.max_frames);
+    }
+    size_t n_elems = (size_t)n * (m->obs_dim / k);
+    if (!s_len_ok(&m->frames, n_elems, wire_obs_elem_bytes(m->obs_dtype), 0) ||
+        !s_len_ok(&m->frame_prev, n, 4, 0) || !s_len_ok(&m->obs_frames, m->count, 8, 0) ||
+        !s_len_ok(&m->next_frames, m->count, 8, 0)) {
+        return s_err(d, APEX_EPROTO,
+                     "TransitionBatch: frame array lengths do not match %u frames of %u "
+                     "elements, count %u",
+                     n, m->obs_dim / k, m->count);
+    }
+    // Any byte is a valid uint8 frame; float32 ones must be finite, as observations are.
+    if (m->obs_dtype == APEX__OBS_DTYPE__OBS_FLOAT32 && !s_all_finite(F32(m->frames), n_elems)) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: non-finite frame");
+    }
+    if (m->first_frame > WIRE_FRAME_MAX - n) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: first_frame %llu + %u frames above %llu",
+                     (unsigned long long)m->first_frame, n, (unsigned long long)WIRE_FRAME_MAX);
+    }
+    // Below, every frame number is at most WIRE_FRAME_MAX: no sum overflows.
+    const uint32_t *prev = U32(m->frame_prev);
+    for (uint32_t i = 0; i < n; i++) {
+        if (prev[i] > m->first_frame + i) {
+            return s_err(d, APEX_EINVAL,
+                         "TransitionBatch: frame %llu links %u back, before frame 0",
+                         (unsigned long long)(m->first_frame + i), prev[i]);
+        }
+    }
+    // A row names frames already sent (in this batch or an earlier one), next_obs's later.
+    uint64_t end = m->first_frame + n;
+    const uint64_t *of = U64(m->obs_frames), *nf = U64(m->next_frames);
+    for (uint32_t r = 0; r < m->count; r++) {
+        if (!(of[r] < nf[r] && nf[r] < end)) {
+            return s_err(d, APEX_EINVAL,
+                         "TransitionBatch: row %u names frames %llu -> %llu, not obs < next "
+                         "< %llu (the frames sent)",
+                         r, (unsigned long long)of[r], (unsigned long long)nf[r],
+                         (unsigned long long)end);
+        }
+    }
+    return APEX_OK;
+}
+
 static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wire_batch_t *o) {
-    int rc = s_rows_ok(d, "TransitionBatch", m->count, m->obs_dim, (uint32_t)m->obs_dtype, &m->obs,
-                       m->action_dim, &m->actions, &m->rewards, &m->discounts, &m->next_obs);
+    int rc = s_layout_ok(d, m);
     if (rc) {
+        return rc;
+    }
+    int frame_mode = m->frame_stack != 0;
+    // In frame mode the observations are the frames: obs and next_obs stay empty.
+    if (frame_mode && (m->obs.len || m->next_obs.len)) {
+        return s_err(d, APEX_EPROTO,
+                     "TransitionBatch: %zu obs and %zu next_obs bytes in frame mode (must be "
+                     "empty)",
+                     m->obs.len, m->next_obs.len);
+    }
+    // A frame-mode batch may carry frames and no rows (frames whose n-step transitions are
+    // not complete yet).
+    uint32_t min_count = frame_mode && m->frame_count >= 1 ? 0 : 1;
+    rc = s_rows_ok(d, "TransitionBatch", m->count, min_count, frame_mode ? 0 : m->count, m->obs_dim,
+                   (uint32_t)m->obs_dtype, &m->obs, m->action_dim, &m->actions, &m->rewards,
+                   &m->discounts, &m->next_obs);
+    if (rc) {
+        return rc;
+    }
+    if (frame_mode && (rc = s_frames_ok(d, m)) != APEX_OK) {
         return rc;
     }
     if (!s_len_ok(&m->priorities, m->count, 4, 1)) {
@@ -309,6 +440,13 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         .discounts = F32(m->discounts),
         .next_obs = m->next_obs.data,
         .priorities = m->priorities.len ? F32(m->priorities) : NULL,
+        .frame_stack = m->frame_stack,
+        .first_frame = m->first_frame,
+        .frame_count = m->frame_count,
+        .frames = m->frames.data,
+        .frame_prev = U32(m->frame_prev),
+        .obs_frames = U64(m->obs_frames),
+        .next_frames = U64(m->next_frames),
     };
     return APEX_OK;
 }
@@ -339,7 +477,7 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
     if (m->stats_after != 0) {
         return s_err(d, APEX_EINVAL, "SampleRequest: stats_after without stats_only");
     }
-    int rc = s_count_ok(d, m->batch_size, "SampleRequest");
+    int rc = s_count_ok(d, m->batch_size, 1, "SampleRequest");
     if (rc) {
         return rc;
     }
@@ -416,8 +554,9 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
     if (m->status != APEX__SAMPLE_STATUS__SAMPLE_OK) {
         return s_err(d, APEX_EINVAL, "SampleReply: unknown status %d", (int)m->status);
     }
-    int rc = s_rows_ok(d, "SampleReply", m->count, m->obs_dim, (uint32_t)m->obs_dtype, &m->obs,
-                       m->action_dim, &m->actions, &m->rewards, &m->discounts, &m->next_obs);
+    int rc = s_rows_ok(d, "SampleReply", m->count, 1, m->count, m->obs_dim, (uint32_t)m->obs_dtype,
+                       &m->obs, m->action_dim, &m->actions, &m->rewards, &m->discounts,
+                       &m->next_obs);
     if (rc) {
         return rc;
     }
@@ -446,7 +585,7 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
 
 static int s_decode_priority_update(wire_decoder_t *d, const Apex__PriorityUpdate *m,
                                     wire_priority_update_t *o) {
-    int rc = s_count_ok(d, m->count, "PriorityUpdate");
+    int rc = s_count_ok(d, m->count, 1, "PriorityUpdate");
     if (rc) {
         return rc;
     }
@@ -696,6 +835,24 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         tb.discounts = s_bin(b->discounts, n * 4);
         tb.next_obs = s_bin(b->next_obs, no);
         tb.priorities = s_bin(b->priorities, n * 4);
+        if (b->frame_stack) {
+            APEX_ASSERT(b->frame_stack >= 2 && b->obs_dim % b->frame_stack == 0);
+            APEX_ASSERT(!b->obs && !b->next_obs); // the frames are the observations
+            APEX_ASSERT(b->frame_count == 0 || (b->frames && b->frame_prev));
+            APEX_ASSERT(n == 0 || (b->obs_frames && b->next_frames));
+            size_t nf = b->frame_count;
+            tb.frame_stack = b->frame_stack;
+            tb.first_frame = b->first_frame;
+            tb.frame_count = b->frame_count;
+            tb.frames = s_bin(b->frames, nf * (b->obs_dim / b->frame_stack) *
+                                             wire_obs_elem_bytes(b->obs_dtype));
+            tb.frame_prev = s_bin(b->frame_prev, nf * 4);
+            tb.obs_frames = s_bin(b->obs_frames, n * 8);
+            tb.next_frames = s_bin(b->next_frames, n * 8);
+        } else {
+            APEX_ASSERT(!b->first_frame && !b->frame_count && !b->frames && !b->frame_prev &&
+                        !b->obs_frames && !b->next_frames);
+        }
         env.body_case = APEX__ENVELOPE__BODY_TRANSITION_BATCH;
         env.transition_batch = &tb;
         break;

@@ -2,7 +2,7 @@
 //
 // The only module that includes the protobuf-c generated code. Messages are converted
 // between the Envelope of proto/apex.proto and the flat structs below, whose arrays are
-// plain little-endian float32/int32/uint64 buffers.
+// plain little-endian float32/int32/uint32/uint64 buffers.
 //
 // Decoding validates everything before the caller sees it: protocol version, that the body
 // is set, counts within limits and consistent with every array length, dimensions equal to
@@ -93,12 +93,34 @@ typedef enum {
 // ActorStats.frames (and frames_delta <= frames): counts a double holds exactly (metrics.csv
 // and TensorBoard carry them as doubles); 2^53 frames is ~285 years at a million frames/s.
 #define WIRE_FRAMES_MAX (1ull << 53)
+// Frame numbers of a frame-mode TransitionBatch (below): first_frame + frame_count, and so
+// every frame number and every reference, is at most this, so that sums of two never
+// overflow a uint64 (2^62 frames is ~146000 years at a million frames/s).
+#define WIRE_FRAME_MAX (1ull << 62)
 
 // Key of a sampled transition: ring slot in the low 32 bits, its generation in the high.
 #define WIRE_KEY(slot, gen) ((uint64_t)(slot) | ((uint64_t)(gen) << 32))
 #define WIRE_KEY_SLOT(key) ((uint32_t)((key)&0xffffffffu))
 #define WIRE_KEY_GEN(key) ((uint32_t)((key) >> 32))
 
+// A TransitionBatch carries its observations in one of two layouts:
+//  - whole observations (frame_stack 0): obs and next_obs hold every row's observations;
+//    the frame fields are 0 and NULL.
+//  - frame mode (frame_stack = K >= 2, issue #27: [env] frame_stack = K > 1 with [replay]
+//    frame_storage): an observation is a stack of K frames, frame-major, oldest first
+//    ([f_{t-K+1} | ... | f_t], each frame obs_dim / K elements). obs and next_obs are NULL;
+//    the batch carries the actor's new frames, each once, and each row names its two stacks
+//    by the number of their newest frame. The actor numbers its frames 0, 1, ... per epoch,
+//    consecutively across batches (frames[i] is frame first_frame + i). Frame n's stack is
+//    n, n - frame_prev of n, and so on back K - 1 links; an episode's first frame links to
+//    itself (frame_prev 0), so the stack repeats it, as framestack does at reset. A row may
+//    name frames of earlier batches of the same epoch: the receiver keeps them.
+//    Once decoded: frame_count <= max_frames, first_frame + frame_count <= WIRE_FRAME_MAX,
+//    frame_prev[i] <= first_frame + i (no link before frame 0), and per row
+//    obs_frames[r] < next_frames[r] < first_frame + frame_count (only frames sent so far,
+//    next_obs later than obs). count may be 0 when frame_count >= 1 (frames only). Whether
+//    a link or a row names a frame the receiver still holds is for the receiver to check.
+// The uint32/uint64 views are aligned to their type (see wire.c "Alignment of the views").
 typedef struct {
     uint32_t actor_id;
     uint64_t epoch; // the actor process's run; seq restarts from 0 in each
@@ -106,15 +128,24 @@ typedef struct {
     uint64_t weights_version;
     uint32_t count;
     uint32_t obs_dim;
-    uint32_t obs_dtype;        // wire_obs_dtype of obs and next_obs
-    const void *obs;           // (count, obs_dim) of obs_dtype
+    uint32_t obs_dtype;        // wire_obs_dtype of obs and next_obs (and of frames)
+    const void *obs;           // (count, obs_dim) of obs_dtype; NULL in frame mode
     const int32_t *actions;    // (count) discrete actions (NULL when action_dim > 0)
     uint32_t action_dim;       // 0: discrete actions; else floats per continuous action
     const float *cont_actions; // (count, action_dim) continuous actions (NULL when discrete)
     const float *rewards;      // (count) n-step returns
     const float *discounts;    // (count) gamma^n or 0 at terminal
-    const void *next_obs;      // (count, obs_dim) of obs_dtype
+    const void *next_obs;      // (count, obs_dim) of obs_dtype; NULL in frame mode
     const float *priorities;   // (count), or NULL: the replay uses its max priority
+    // Frame mode (above); all 0/NULL for whole observations.
+    uint32_t frame_stack;        // K >= 2 in frame mode, 0 for whole observations
+    uint64_t first_frame;        // number of frames[0] (with no frames: of the next new one)
+    uint32_t frame_count;        // new frames in this batch (0 allowed)
+    const void *frames;          // (frame_count, obs_dim / K) of obs_dtype, or NULL if none
+    const uint32_t *frame_prev;  // (frame_count) frame's number minus its previous frame's
+                                 // in its stack (0: an episode's first); NULL if none
+    const uint64_t *obs_frames;  // (count) number of obs's newest frame; NULL if no rows
+    const uint64_t *next_frames; // (count) number of next_obs's newest frame; NULL if no rows
 } wire_batch_t;
 
 // Most batches one SampleRequest may ask for (batch_size * batches is also <= max_count).
@@ -259,9 +290,15 @@ typedef struct {
     uint32_t max_actors;      // TransitionBatch and ActorStats actor_id must be below this
                               // ([actor] num_actors); 0: not checked (no such messages expected)
     size_t max_message_bytes; // larger inputs are refused before parsing
+    // TransitionBatch layout (wire_batch_t): 0, batches must carry whole observations; K >= 2,
+    // they must be in frame mode with exactly this K (obs_dim a multiple of it). 1 is not a
+    // value (a run without stacks passes 0).
+    uint32_t frame_stack;
+    uint32_t max_frames; // most frames in one frame-mode batch; 0 means max_count
 } wire_limits_t;
 
-// Bytes of the largest legal message under lim (for ZMQ_MAXMSGSIZE and buffer sizing).
+// Bytes of the largest legal message under lim (for ZMQ_MAXMSGSIZE and buffer sizing): with
+// frame_stack >= 2 also of a batch of max_frames frames and max_count rows.
 size_t wire_max_message_bytes(const wire_limits_t *lim);
 
 typedef struct wire_decoder wire_decoder_t;

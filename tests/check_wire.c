@@ -1181,6 +1181,514 @@ START_TEST(test_weights_judge) {
 }
 END_TEST
 
+// ---- frame mode (issue #27) --------------------------------------------------------------
+// Stacks of K = 2 frames of FD = OBS / 2 elements. The fixture batch carries NF new frames
+// numbered from FIRST: frame FIRST links to frame FIRST - 1 of an earlier batch, frame
+// FIRST + 4 starts an episode (links to itself), and the rows name stacks in this batch and
+// in earlier ones.
+
+#define K 2
+#define FD (OBS / K)
+#define NF 6
+#define FIRST 10
+#define MAXF 32 // fixture capacity in frames
+
+static const wire_limits_t s_limf = {.obs_dim = OBS,
+                                     .n_actions = ACT,
+                                     .num_params = 10,
+                                     .max_count = 64,
+                                     .max_episodes = 8,
+                                     .frame_stack = K,
+                                     .max_frames = 16};
+
+static float s_frames[MAXF * FD];
+static uint8_t s_frames8[MAXF * FD];
+static uint32_t s_fprev[MAXF];
+static uint64_t s_ofr[ROWS], s_nfr[ROWS];
+
+static void s_fill_frames(void) {
+    s_fill();
+    for (int i = 0; i < MAXF * FD; i++) {
+        s_frames[i] = 0.125f * (float)i - 2.0f;
+        s_frames8[i] = (uint8_t)(251 * i + 3);
+    }
+    memcpy(s_frames8, s_nan_le, 4); // harmless as bytes
+    for (int i = 0; i < MAXF; i++) {
+        s_fprev[i] = i == 4 ? 0 : 1;
+    }
+    static const uint64_t of[ROWS] = {3, FIRST - 1, FIRST, FIRST + 2, FIRST + 4};
+    static const uint64_t nf[ROWS] = {FIRST, FIRST + 1, FIRST + 3, FIRST + 3, FIRST + NF - 1};
+    memcpy(s_ofr, of, sizeof of);
+    memcpy(s_nfr, nf, sizeof nf);
+}
+
+// The fixture batch in frame mode, observations of dtype t.
+static wire_msg_t s_frame_msg(uint32_t t) {
+    wire_msg_t m = s_batch_msg();
+    s_fill_frames();
+    m.u.batch.obs = m.u.batch.next_obs = NULL;
+    m.u.batch.obs_dtype = t;
+    m.u.batch.frame_stack = K;
+    m.u.batch.first_frame = FIRST;
+    m.u.batch.frame_count = NF;
+    m.u.batch.frames = t == WIRE_OBS_UINT8 ? (const void *)s_frames8 : (const void *)s_frames;
+    m.u.batch.frame_prev = s_fprev;
+    m.u.batch.obs_frames = s_ofr;
+    m.u.batch.next_frames = s_nfr;
+    return m;
+}
+
+// Decodes b with d and expects rc; with a non-NULL want, a message containing it.
+static void s_expect(wire_decoder_t *d, const wire_buf_t *b, int rc, const char *want) {
+    wire_msg_t o;
+    int got = wire_decode(d, b->data, b->len, &o);
+    const char *e = wire_decoder_last_error(d);
+    ck_assert_msg(got == rc, "rc %d, expected %d (last error: %s)", got, rc, e);
+    if (rc != APEX_OK) {
+        ck_assert_int_eq(o.type, WIRE_MSG_TRANSITION_BATCH); // kind kept, views dropped
+        ck_assert_ptr_null(o.u.batch.frames);
+        ck_assert_ptr_null(o.u.batch.obs_frames);
+    }
+    ck_assert_msg(!want || strstr(e, want), "last error: %s (expected \"%s\")", e, want);
+}
+
+// The views of a decoded batch are read in place, so they must be aligned for their type
+// (wire.c "Alignment of the views"); UBSan would also report a misaligned read.
+static void s_check_aligned(const wire_batch_t *x) {
+    ck_assert_uint_eq((uintptr_t)x->frame_prev % _Alignof(uint32_t), 0);
+    ck_assert_uint_eq((uintptr_t)x->obs_frames % _Alignof(uint64_t), 0);
+    ck_assert_uint_eq((uintptr_t)x->next_frames % _Alignof(uint64_t), 0);
+    ck_assert_uint_eq((uintptr_t)x->frames % _Alignof(float), 0);
+    ck_assert_uint_eq((uintptr_t)x->rewards % _Alignof(float), 0);
+}
+
+START_TEST(test_frame_batch_round_trip) {
+    wire_limits_t lim8 = s_limf;
+    lim8.obs_dtype = WIRE_OBS_UINT8;
+    wire_decoder_t *d[2] = {wire_decoder_new(&s_limf), wire_decoder_new(&lim8)};
+    const uint32_t dtypes[2] = {WIRE_OBS_FLOAT32, WIRE_OBS_UINT8};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    for (int k = 0; k < 2; k++) {
+        wire_msg_t m = s_frame_msg(dtypes[k]), o;
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d[k], b.data, b.len, &o), APEX_OK);
+        const wire_batch_t *x = &o.u.batch;
+        size_t fbytes = (size_t)NF * FD * wire_obs_elem_bytes(dtypes[k]);
+        ck_assert_uint_eq(x->obs_dtype, dtypes[k]);
+        ck_assert_uint_eq(x->frame_stack, K);
+        ck_assert_uint_eq(x->first_frame, FIRST);
+        ck_assert_uint_eq(x->frame_count, NF);
+        ck_assert_uint_eq(x->count, ROWS);
+        ck_assert_uint_eq(x->obs_dim, OBS);
+        ck_assert_ptr_null(x->obs);
+        ck_assert_ptr_null(x->next_obs);
+        ck_assert_mem_eq(x->frames, m.u.batch.frames, fbytes);
+        ck_assert_mem_eq(x->frame_prev, s_fprev, NF * sizeof(uint32_t));
+        ck_assert_mem_eq(x->obs_frames, s_ofr, sizeof s_ofr);
+        ck_assert_mem_eq(x->next_frames, s_nfr, sizeof s_nfr);
+        ck_assert_mem_eq(x->actions, s_act, sizeof s_act);
+        ck_assert_mem_eq(x->rewards, s_rew, sizeof s_rew);
+        ck_assert_mem_eq(x->discounts, s_disc, sizeof s_disc);
+        ck_assert_mem_eq(x->priorities, s_prio, sizeof s_prio);
+        ck_assert_uint_eq(x->seq, 77);
+        s_check_aligned(x);
+        // Carrying each frame once: the whole-observation batch of the same rows carries
+        // 2 * ROWS stacks of OBS elements, this one NF frames of FD (and 20 bytes a row, 4 a
+        // frame of references).
+        ck_assert_uint_lt(fbytes, (size_t)2 * ROWS * OBS * wire_obs_elem_bytes(dtypes[k]));
+
+        // Frames only (the rows they belong to come later): count 0, no row views.
+        m.u.batch.count = 0;
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d[k], b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(x->count, 0);
+        ck_assert_uint_eq(x->frame_count, NF);
+        ck_assert_mem_eq(x->frames, m.u.batch.frames, fbytes);
+        ck_assert_ptr_null(x->actions);
+        ck_assert_ptr_null(x->rewards);
+        ck_assert_ptr_null(x->priorities);
+        ck_assert_ptr_null(x->obs_frames);
+        ck_assert_ptr_null(x->next_frames);
+
+        // Rows only, over frames of earlier batches: frame_count 0, first_frame the next
+        // frame's number.
+        m = s_frame_msg(dtypes[k]);
+        m.u.batch.frame_count = 0;
+        m.u.batch.first_frame = FIRST + NF;
+        m.u.batch.frames = NULL, m.u.batch.frame_prev = NULL;
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d[k], b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(x->frame_count, 0);
+        ck_assert_uint_eq(x->first_frame, FIRST + NF);
+        ck_assert_ptr_null(x->frames);
+        ck_assert_ptr_null(x->frame_prev);
+        ck_assert_mem_eq(x->next_frames, s_nfr, sizeof s_nfr);
+        s_check_aligned(x);
+    }
+    // Every prefix of a frame-mode batch is refused.
+    wire_msg_t m = s_frame_msg(WIRE_OBS_UINT8), o;
+    wire_encode(&m, &b);
+    for (size_t len = 0; len < b.len; len++) {
+        ck_assert_msg(wire_decode(d[1], b.data, len, &o) != APEX_OK, "prefix of %zu/%zu accepted",
+                      len, b.len);
+    }
+    wire_decoder_destroy(&d[0]);
+    wire_decoder_destroy(&d[1]);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// A decoder takes exactly the run's layout: whole observations when frame_stack is 0, frames
+// of its own K otherwise; the message names both values.
+START_TEST(test_frame_layout_refused) {
+    wire_decoder_t *whole = wire_decoder_new(&s_lim), *frames = wire_decoder_new(&s_limf);
+    wire_limits_t lim3 = s_limf;
+    lim3.obs_dim = 6, lim3.frame_stack = 3;
+    wire_decoder_t *frames3 = wire_decoder_new(&lim3);
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_msg_t m = s_batch_msg();
+    wire_encode(&m, &b);
+    s_expect(whole, &b, APEX_OK, NULL);
+    s_expect(frames, &b, APEX_EINVAL, "whole observations where frames are configured");
+    s_expect(frames, &b, APEX_EINVAL, "the run's is 2");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    wire_encode(&m, &b);
+    s_expect(frames, &b, APEX_OK, NULL);
+    s_expect(whole, &b, APEX_EINVAL, "frame mode not configured");
+    s_expect(whole, &b, APEX_EINVAL, "frame_stack 2");
+    s_expect(frames3, &b, APEX_EINVAL, "frame_stack 2, the run's is 3");
+    // A K = 3 batch (obs_dim 6) to a K = 2 run.
+    m.u.batch.obs_dim = 6, m.u.batch.frame_stack = 3, m.u.batch.frame_count = 4;
+    wire_encode(&m, &b);
+    s_expect(frames, &b, APEX_EINVAL, "frame_stack 3, the run's is 2");
+    // The right K and the wrong obs_dim: checked as ever.
+    m.u.batch.frame_stack = 2;
+    wire_encode(&m, &b);
+    s_expect(frames, &b, APEX_EINVAL, "obs_dim 6, expected 4");
+    wire_decoder_destroy(&whole);
+    wire_decoder_destroy(&frames);
+    wire_decoder_destroy(&frames3);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// Byte lengths and scalars of a forged frame-mode batch (float32, the fixture's arrays).
+typedef struct {
+    uint64_t frame_stack, first_frame;
+    uint32_t count, frame_count, obs_dim;
+    size_t obs, next, frames, prev, ofr, nfr; // bytes
+} s_flens;
+
+// The fixture batch's lengths, all consistent.
+static s_flens s_flens_ok(void) {
+    return (s_flens){.frame_stack = K,
+                     .first_frame = FIRST,
+                     .count = ROWS,
+                     .frame_count = NF,
+                     .obs_dim = OBS,
+                     .frames = (size_t)NF * FD * 4,
+                     .prev = NF * 4,
+                     .ofr = ROWS * 8,
+                     .nfr = ROWS * 8};
+}
+
+// Envelope{TransitionBatch} with the fixture's arrays cut to l's lengths: what a broken or
+// hostile peer may send (wire_encode asserts on such input).
+static void s_forge_frames(pb_t *env, const s_flens *l) {
+    s_fill_frames();
+    pb_t body = {.n = 0};
+    pb_uint(&body, 1, 1);
+    pb_uint(&body, 4, l->count);
+    pb_uint(&body, 5, l->obs_dim);
+    if (l->obs) {
+        pb_bytes(&body, 6, s_obs, l->obs);
+    }
+    pb_bytes(&body, 7, s_act, (size_t)l->count * 4);
+    pb_bytes(&body, 8, s_rew, (size_t)l->count * 4);
+    pb_bytes(&body, 9, s_disc, (size_t)l->count * 4);
+    if (l->next) {
+        pb_bytes(&body, 10, s_next, l->next);
+    }
+    pb_uint(&body, 15, l->frame_stack);
+    pb_uint(&body, 16, l->first_frame);
+    pb_uint(&body, 17, l->frame_count);
+    pb_bytes(&body, 18, s_frames, l->frames);
+    pb_bytes(&body, 19, s_fprev, l->prev);
+    pb_bytes(&body, 20, s_ofr, l->ofr);
+    pb_bytes(&body, 21, s_nfr, l->nfr);
+    env->n = 0;
+    pb_uint(env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(env, 2, body.b, body.n);
+}
+
+// Decodes a forged batch with d and expects rc and (unless NULL) a message containing want.
+static void s_expect_forged(wire_decoder_t *d, const s_flens *l, int rc, const char *want) {
+    static pb_t p; // 4 KiB: not on the stack
+    s_forge_frames(&p, l);
+    wire_buf_t b = {.data = p.b, .len = p.n};
+    s_expect(d, &b, rc, want);
+}
+
+// Lengths that do not match the counts (EPROTO), and the counts themselves (EINVAL).
+START_TEST(test_frame_lengths_refused) {
+    wire_decoder_t *d = wire_decoder_new(&s_limf), *whole = wire_decoder_new(&s_lim);
+    s_flens l = s_flens_ok();
+    s_expect_forged(d, &l, APEX_OK, NULL); // the forge itself is valid
+    // Whole observations besides the frames.
+    l.obs = ROWS * OBS * 4;
+    s_expect_forged(d, &l, APEX_EPROTO, "must be empty");
+    l = s_flens_ok(), l.next = ROWS * OBS * 4;
+    s_expect_forged(d, &l, APEX_EPROTO, "must be empty");
+    // The frames array truncated (a byte short, a frame short, absent) and oversized (a
+    // byte over, a frame over, twice the frames).
+    const size_t fb = (size_t)NF * FD * 4;
+    const size_t bad_frames[] = {fb - 1, fb - FD * 4, 0, fb + 1, fb + FD * 4, 2 * fb};
+    for (size_t k = 0; k < APEX_ARRAY_LEN(bad_frames); k++) {
+        l = s_flens_ok(), l.frames = bad_frames[k];
+        s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    }
+    // Links, and the rows' frame numbers, one element short or over.
+    l = s_flens_ok(), l.prev -= 4;
+    s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    l = s_flens_ok(), l.prev += 4;
+    s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    l = s_flens_ok(), l.ofr -= 8;
+    s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    l = s_flens_ok(), l.nfr += 8;
+    s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    l = s_flens_ok(), l.ofr = 4 * ROWS; // uint32 where uint64 are due
+    s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    // More frames than max_frames (16), with consistent lengths.
+    l = s_flens_ok(), l.frame_count = 17, l.frames = 17 * FD * 4, l.prev = 17 * 4;
+    s_expect_forged(d, &l, APEX_EINVAL, "17 frames, at most 16");
+    l.frame_count = 16, l.frames = 16 * FD * 4, l.prev = 16 * 4;
+    s_expect_forged(d, &l, APEX_OK, NULL);
+    // max_frames 0 means max_count.
+    wire_limits_t lim0 = s_limf;
+    lim0.max_frames = 0, lim0.max_count = 8;
+    wire_decoder_t *d0 = wire_decoder_new(&lim0);
+    l = s_flens_ok(), l.frame_count = 8, l.frames = 8 * FD * 4, l.prev = 8 * 4;
+    s_expect_forged(d0, &l, APEX_OK, NULL);
+    l.frame_count = 9, l.frames = 9 * FD * 4, l.prev = 9 * 4;
+    s_expect_forged(d0, &l, APEX_EINVAL, "9 frames, at most 8");
+    wire_decoder_destroy(&d0);
+    // Frames only is a batch; neither rows nor frames is not.
+    l = s_flens_ok(), l.count = 0, l.ofr = l.nfr = 0;
+    s_expect_forged(d, &l, APEX_OK, NULL);
+    l.frame_count = 0, l.frames = l.prev = 0;
+    s_expect_forged(d, &l, APEX_EINVAL, "count 0 not in [1, 64]");
+    // A stack of one frame is not frame mode.
+    l = s_flens_ok(), l.frame_stack = 1;
+    s_expect_forged(d, &l, APEX_EINVAL, "frame_stack 1, the run's is 2");
+    // obs_dim not a multiple of K (a run of 5 elements in stacks of 2 cannot exist; the
+    // decoder refuses rather than reads a partial frame).
+    wire_limits_t lim5 = s_limf;
+    lim5.obs_dim = 5;
+    wire_decoder_t *d5 = wire_decoder_new(&lim5);
+    l = s_flens_ok(), l.obs_dim = 5;
+    s_expect_forged(d5, &l, APEX_EINVAL, "obs_dim 5 is not a multiple of frame_stack 2");
+    wire_decoder_destroy(&d5);
+    // A whole-observation batch with any frame field set: its peer is broken.
+    s_flens w = {.count = ROWS, .obs_dim = OBS, .obs = ROWS * OBS * 4, .next = ROWS * OBS * 4};
+    s_expect_forged(whole, &w, APEX_OK, NULL);
+    w.first_frame = 1;
+    s_expect_forged(whole, &w, APEX_EPROTO, "frame fields with frame_stack 0");
+    w.first_frame = 0, w.frame_count = 1;
+    s_expect_forged(whole, &w, APEX_EPROTO, "frame fields with frame_stack 0");
+    w.frame_count = 0, w.nfr = ROWS * 8;
+    s_expect_forged(whole, &w, APEX_EPROTO, "frame fields with frame_stack 0");
+    wire_decoder_destroy(&d);
+    wire_decoder_destroy(&whole);
+}
+END_TEST
+
+// Sets the fixture batch's first_frame to first, moving the rows' frame numbers with it.
+static void s_move_frames(wire_msg_t *m, uint64_t first) {
+    for (int r = 0; r < ROWS; r++) {
+        s_ofr[r] = s_ofr[r] - FIRST + first;
+        s_nfr[r] = s_nfr[r] - FIRST + first;
+    }
+    m->u.batch.first_frame = first;
+}
+
+// The values: finite float32 frames, frame numbers below WIRE_FRAME_MAX, no link before
+// frame 0, rows naming frames sent so far with next_obs later than obs; the other row checks
+// as in whole-observation batches.
+START_TEST(test_frame_values_refused) {
+    wire_limits_t lim = s_limf;
+    lim.max_actors = 4;
+    wire_decoder_t *d = wire_decoder_new(&lim);
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        wire_msg_t m = s_frame_msg(WIRE_OBS_FLOAT32);
+        s_frames[NF * FD - 1] = bad[k]; // the last element of the last frame
+        wire_encode(&m, &b);
+        s_expect(d, &b, APEX_EINVAL, "non-finite frame");
+        s_frames[NF * FD] = bad[k]; // past the frames sent: not read
+        s_frames[NF * FD - 1] = 0.0f;
+        wire_encode(&m, &b);
+        s_expect(d, &b, APEX_OK, NULL);
+    }
+    // Frame numbers: up to WIRE_FRAME_MAX, and no further (nor wrapping around).
+    wire_msg_t m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_move_frames(&m, WIRE_FRAME_MAX - NF);
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_OK, NULL);
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_move_frames(&m, WIRE_FRAME_MAX - NF + 1);
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "above 4611686018427387904");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_move_frames(&m, UINT64_MAX - 2);
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "above");
+    // Links: back to frame 0 at most.
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_fprev[0] = FIRST, s_fprev[NF - 1] = FIRST + NF - 1;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_OK, NULL);
+    s_fprev[0] = FIRST + 1;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "frame 10 links 11 back, before frame 0");
+    s_fprev[0] = 1, s_fprev[NF - 1] = UINT32_MAX;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "frame 15 links 4294967295 back");
+    // Rows: obs < next_obs < first_frame + frame_count.
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_ofr[1] = s_nfr[1];
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "row 1 names frames 11 -> 11");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_ofr[2] = s_nfr[2] + 1;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "row 2");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_nfr[4] = FIRST + NF; // not sent yet
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "row 4 names frames 14 -> 16, not obs < next < 16");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_ofr[0] = UINT64_MAX;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "row 0");
+    m = s_frame_msg(WIRE_OBS_FLOAT32); // rows only: every frame number below first_frame
+    m.u.batch.frame_count = 0, m.u.batch.frames = NULL, m.u.batch.frame_prev = NULL;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "not obs < next < 10");
+    m.u.batch.first_frame = FIRST + NF;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_OK, NULL);
+    // The other row checks are those of whole-observation batches.
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_act[3] = ACT;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "action 2 at row 3");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_rew[0] = NAN;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "non-finite observation or reward");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_disc[0] = 1.5f;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "discount");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    s_prio[0] = -1.0f;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "priority");
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    m.u.batch.actor_id = 4;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "num_actors");
+    m.u.batch.actor_id = 0, m.u.batch.seq = WIRE_SEQ_MAX + 1;
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "seq");
+    m = s_frame_msg(WIRE_OBS_UINT8); // a uint8 batch to a float32 run
+    wire_encode(&m, &b);
+    s_expect(d, &b, APEX_EINVAL, "uint8");
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// wire_max_message_bytes admits the largest frame-mode batch: max_frames frames and
+// max_count rows with every scalar at its longest varint. The limits make the batch the
+// largest message (many frames, few rows), so the frame term is what is tested.
+START_TEST(test_frame_max_message_bytes) {
+    enum { DIM = 64, KK = 4, MAXC = 8, NFRAMES = 1024, NA = 6 };
+    for (uint32_t t = 0; t < 2; t++) {
+        for (uint32_t ad = 0; ad <= 3; ad += 3) { // discrete, then 3 continuous floats
+            wire_limits_t lim = {.obs_dim = DIM,
+                                 .obs_dtype = t,
+                                 .n_actions = ad ? 0 : NA,
+                                 .action_dim = ad,
+                                 .max_count = MAXC,
+                                 .frame_stack = KK,
+                                 .max_frames = NFRAMES};
+            wire_limits_t whole = lim;
+            whole.frame_stack = 0, whole.max_frames = 0;
+            size_t max = wire_max_message_bytes(&lim);
+            ck_assert_uint_ge(max, wire_max_message_bytes(&whole)); // never less than today's
+            size_t fbytes = (size_t)NFRAMES * (DIM / KK) * wire_obs_elem_bytes(t);
+            uint8_t *frames = calloc(1, fbytes);
+            uint32_t *prev = malloc(NFRAMES * sizeof *prev);
+            uint64_t ofr[MAXC], nfr[MAXC];
+            int32_t act[MAXC];
+            float cont[MAXC * 3], rew[MAXC], disc[MAXC], prio[MAXC];
+            const uint64_t first = WIRE_FRAME_MAX - NFRAMES; // 9-byte varints
+            for (size_t i = 0; t == WIRE_OBS_UINT8 && i < fbytes; i++) {
+                frames[i] = (uint8_t)~i; // float32 frames stay 0.0f
+            }
+            for (uint32_t i = 0; i < NFRAMES; i++) {
+                prev[i] = i % 100 == 0 ? 0 : 1;
+            }
+            for (int r = 0; r < MAXC; r++) {
+                ofr[r] = first + (uint64_t)r, nfr[r] = first + NFRAMES - 1;
+                act[r] = NA - 1, rew[r] = -1e30f, disc[r] = 1.0f, prio[r] = WIRE_PRIORITY_MAX;
+                cont[3 * r] = cont[3 * r + 1] = cont[3 * r + 2] = -1e30f;
+            }
+            wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH}, o;
+            m.u.batch = (wire_batch_t){.actor_id = UINT32_MAX,
+                                       .epoch = UINT64_MAX,
+                                       .seq = WIRE_SEQ_MAX,
+                                       .weights_version = UINT64_MAX,
+                                       .count = MAXC,
+                                       .obs_dim = DIM,
+                                       .obs_dtype = t,
+                                       .actions = ad ? NULL : act,
+                                       .action_dim = ad,
+                                       .cont_actions = ad ? cont : NULL,
+                                       .rewards = rew,
+                                       .discounts = disc,
+                                       .priorities = prio,
+                                       .frame_stack = KK,
+                                       .first_frame = first,
+                                       .frame_count = NFRAMES,
+                                       .frames = frames,
+                                       .frame_prev = prev,
+                                       .obs_frames = ofr,
+                                       .next_frames = nfr};
+            wire_buf_t b;
+            wire_buf_init(&b, 0);
+            wire_encode(&m, &b);
+            ck_assert_msg(b.len <= max, "dtype %u, action_dim %u: %zu bytes, limit %zu", t, ad,
+                          b.len, max);
+            ck_assert_uint_gt(b.len, wire_max_message_bytes(&whole)); // the frame term counts
+            wire_decoder_t *d = wire_decoder_new(&lim);               // derived max_message_bytes
+            ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+            ck_assert_mem_eq(o.u.batch.frames, frames, fbytes);
+            ck_assert_mem_eq(o.u.batch.frame_prev, prev, NFRAMES * sizeof *prev);
+            wire_decoder_destroy(&d);
+            wire_buf_fini(&b);
+            free(frames);
+            free(prev);
+        }
+    }
+}
+END_TEST
+
 Suite *wire_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("core");
@@ -1204,6 +1712,11 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_sharding_fields);
     tcase_add_test(tc, test_weights_judge);
     tcase_add_test(tc, test_weights_request);
+    tcase_add_test(tc, test_frame_batch_round_trip);
+    tcase_add_test(tc, test_frame_layout_refused);
+    tcase_add_test(tc, test_frame_lengths_refused);
+    tcase_add_test(tc, test_frame_values_refused);
+    tcase_add_test(tc, test_frame_max_message_bytes);
     suite_add_tcase(s, tc);
     return s;
 }
