@@ -5,6 +5,7 @@
 #include "apex.h"
 #include "blas.h"
 #include "clock.h"
+#include "config_shard.h"
 #include "env.h"
 #include "envsrc.h"
 #include "explore.h"
@@ -54,6 +55,18 @@ struct actor {
     framestack_t fs;
     uint8_t *stk_final; // (n_envs, obs_bytes)
     uint8_t *stk_live;  // (n_envs) 1 once an env's stack holds its episode's frames
+    // Frame mode (config_frame_mode, issue #27): every frame gets a number (per epoch, from
+    // 0) and goes to the replay once, in the next batch; rows name their stacks by the
+    // number of the newest frame. fq holds the frames not sent yet (fq_first is fq[0]'s
+    // number), with each one's link to the frame before it in its stack (0: itself, an
+    // episode's first frame). cur_fid: each env's newest frame; final_fid: the final frame of
+    // the episode that just ended; fid_t: the newest frame of s_t (as obs_t).
+    int fm;
+    uint8_t *fq;
+    uint32_t *fq_prev;
+    uint32_t fq_n, fq_cap;
+    uint64_t fq_first;
+    uint64_t *cur_fid, *final_fid, *fid_t;
     nstep_t nstep;
     nstep_out_t out; // transitions waiting to fill a batch
     nn_config_t net_cfg;
@@ -177,11 +190,26 @@ static void s_alloc(actor_t *a) {
         a->stk_final = xmalloc((size_t)N * (size_t)OB);
         a->stk_live = xcalloc((size_t)N, 1);
     }
+    if (a->fm) {
+        // A batch carries at most max_batch frames (the replay's limit); s_idle_step ships
+        // early before one more step (2 frames per env at most) could pass it.
+        a->fq_cap = (uint32_t)a->cfg.replay.max_batch;
+        a->fq = xmalloc((size_t)a->fq_cap * a->frame_bytes);
+        a->fq_prev = xmalloc((size_t)a->fq_cap * sizeof(uint32_t));
+        a->cur_fid = xcalloc((size_t)N, sizeof(uint64_t));
+        a->final_fid = xcalloc((size_t)N, sizeof(uint64_t));
+        a->fid_t = xcalloc((size_t)N, sizeof(uint64_t));
+    }
     a->pending_cap = (int)c->max_pending_batches;
     a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
     a->pending_sent_ms = xcalloc((size_t)a->pending_cap, sizeof *a->pending_sent_ms);
     a->pending_acked = xcalloc((size_t)a->pending_cap, 1);
-    size_t batch_bytes = 256 + (size_t)B * (2 * (size_t)OB + 16 + (size_t)AB);
+    // A batch of B rows: whole observations, or in frame mode the frames of about B steps and
+    // the episodes' first frames (a larger one, shipped early, grows its buffer once).
+    size_t batch_bytes = a->fm
+                             ? 256 + (size_t)(B + 2 * N * (c->n_step + 2)) * (a->frame_bytes + 4) +
+                                   (size_t)B * (32 + (size_t)AB)
+                             : 256 + (size_t)B * (2 * (size_t)OB + 16 + (size_t)AB);
     for (int i = 0; i < a->pending_cap; i++) {
         wire_buf_init(&a->pending[i], batch_bytes);
     }
@@ -262,6 +290,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->obs_dtype = cfg->env.obs_dtype;
     a->frame_bytes = envsrc_obs_bytes(src);
     a->obs_bytes = a->frame_bytes * (size_t)cfg->env.frame_stack;
+    a->fm = config_frame_mode(cfg);
     nn_config_from_run(&a->net_cfg, cfg);
     // Inference on small batches: one BLAS thread per actor process is fastest and leaves
     // the other cores to the other daemons.
@@ -332,6 +361,11 @@ void actor_destroy(actor_t **self_p) {
     }
     free(a->stk_final);
     free(a->stk_live);
+    free(a->fq);
+    free(a->fq_prev);
+    free(a->cur_fid);
+    free(a->final_fid);
+    free(a->fid_t);
     free(a->episodes);
     free(a->ep_returns);
     free(a->ep_eps);
@@ -471,6 +505,19 @@ static void s_send_rows(actor_t *a, int rows) {
                                .discounts = o->discounts,
                                .next_obs = o->next_obs,
                                .priorities = prio_ok ? a->prio : NULL};
+    if (a->fm) {
+        wire_batch_t *b = &m.u.batch;
+        b->obs = b->next_obs = NULL;
+        b->frame_stack = (uint32_t)a->cfg.env.frame_stack;
+        b->first_frame = a->fq_first;
+        b->frame_count = a->fq_n;
+        b->frames = a->fq;
+        b->frame_prev = a->fq_prev;
+        b->obs_frames = o->obs_tag;
+        b->next_frames = o->next_tag;
+        a->fq_first += a->fq_n;
+        a->fq_n = 0;
+    }
     s_enqueue(a, &m);
     s_flush_pending(a);
 }
@@ -487,6 +534,8 @@ static void s_ship(actor_t *a, int count) {
         size_t ro = (size_t)count * OB, no = (size_t)rest * OB;
         memmove(o->obs, o->obs + ro, no);
         memmove(o->next_obs, o->next_obs + ro, no);
+        memmove(o->obs_tag, o->obs_tag + count, (size_t)rest * sizeof(uint64_t));
+        memmove(o->next_tag, o->next_tag + count, (size_t)rest * sizeof(uint64_t));
         memmove(o->actions, o->actions + (size_t)count * a->action_bytes,
                 (size_t)rest * a->action_bytes);
         memmove(o->rewards, o->rewards + count, (size_t)rest * sizeof(float));
@@ -616,6 +665,16 @@ static int s_rate_limited(actor_t *a) {
 // restarts its stack with the next episode's first frame, K times; so does an env's first
 // frame, and a step that did not happen (a void or faulted step, after which the env starts
 // over). r's obs and final_obs then point at the group's stacks.
+// Frame mode: queues a new frame for the next batch and returns its number. prev: the number
+// of the frame before it in its stack, or UINT64_MAX for an episode's first frame.
+static uint64_t s_frame(actor_t *a, const uint8_t *frame, uint64_t prev) {
+    APEX_ASSERT(a->fq_n < a->fq_cap); // s_idle_step ships before a step could overflow it
+    uint64_t fid = a->fq_first + a->fq_n;
+    memcpy(a->fq + (size_t)a->fq_n * a->frame_bytes, frame, a->frame_bytes);
+    a->fq_prev[a->fq_n++] = prev == UINT64_MAX ? 0 : (uint32_t)(fid - prev);
+    return fid;
+}
+
 static void s_stack(actor_t *a, int g, envsrc_result_t *r) {
     if (!a->stk_live) {
         return;
@@ -628,12 +687,22 @@ static void s_stack(actor_t *a, int g, envsrc_result_t *r) {
         if (!a->stk_live[e] || r->status[j] != PYENV_OK) {
             framestack_reset(&a->fs, e, frame);
             a->stk_live[e] = 1;
+            if (a->fm) {
+                a->cur_fid[e] = s_frame(a, frame, UINT64_MAX);
+            }
         } else if (r->terminated[j] || r->truncated[j]) {
-            framestack_final(&a->fs, e, (const uint8_t *)r->final_obs + (size_t)j * FB,
-                             a->stk_final + (size_t)e * SB);
+            const uint8_t *final = (const uint8_t *)r->final_obs + (size_t)j * FB;
+            framestack_final(&a->fs, e, final, a->stk_final + (size_t)e * SB);
             framestack_reset(&a->fs, e, frame);
+            if (a->fm) {
+                a->final_fid[e] = s_frame(a, final, a->cur_fid[e]);
+                a->cur_fid[e] = s_frame(a, frame, UINT64_MAX);
+            }
         } else {
             framestack_push(&a->fs, e, frame);
+            if (a->fm) {
+                a->cur_fid[e] = s_frame(a, frame, a->cur_fid[e]);
+            }
         }
     }
     r->obs = framestack_obs(&a->fs, e0);
@@ -657,7 +726,7 @@ static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
             }
         }
     }
-    if (r->ok == a->GE && a->G == 1) { // all envs stepped: the built-in envs' case
+    if (r->ok == a->GE && a->G == 1 && !a->fm) { // all envs stepped: the built-in envs' case
         nstep_push_all(&a->nstep, a->obs_t, a->act, r->rewards, r->obs, r->final_obs, r->terminated,
                        r->truncated, &a->out);
         return;
@@ -670,9 +739,13 @@ static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
             continue;
         }
         int ended = r->terminated[j] || r->truncated[j];
-        nstep_push(&a->nstep, e, a->obs_t + (size_t)e * OB, a->act + (size_t)e * a->action_bytes,
-                   r->rewards[j], (ended ? final : obs) + (size_t)j * OB, r->terminated[j],
-                   r->truncated[j], &a->out);
+        // Frame mode: the rows carry the numbers of their stacks' newest frames (0 otherwise).
+        uint64_t obs_tag = a->fm ? a->fid_t[e] : 0;
+        uint64_t next_tag = a->fm ? (ended ? a->final_fid[e] : a->cur_fid[e]) : 0;
+        nstep_push_tag(&a->nstep, e, a->obs_t + (size_t)e * OB, obs_tag,
+                       a->act + (size_t)e * a->action_bytes, r->rewards[j],
+                       (ended ? final : obs) + (size_t)j * OB, next_tag, r->terminated[j],
+                       r->truncated[j], &a->out);
     }
 }
 
@@ -708,6 +781,9 @@ static int s_idle_step(loop_t *loop, void *arg) {
     }
     // nstep needs s_t, but the source moves on (auto-reset): keep a copy.
     memcpy(a->obs_t + off * a->obs_bytes, cur->obs, (size_t)GE * a->obs_bytes);
+    if (a->fm) {
+        memcpy(a->fid_t + off, a->cur_fid + off, (size_t)GE * sizeof(uint64_t));
+    }
     if (D > 0) {
         envsrc_send_cont(a->src, g, a->cont + off * (size_t)D);
     } else {
@@ -740,6 +816,11 @@ static int s_idle_step(loop_t *loop, void *arg) {
     int B = (int)a->cfg.actor.send_batch;
     while (a->out.count >= B) {
         s_ship(a, B);
+    }
+    // Frame mode: frames come with every step, rows only once their n steps are done (and
+    // not at all after void steps), so the frames may fill a batch first: ship what there is.
+    if (a->fm && a->fq_n + 2 * (uint32_t)a->cfg.actor.envs_per_actor > a->fq_cap) {
+        s_ship(a, a->out.count < B ? a->out.count : B);
     }
     // weight_sync_steps counts env steps (frames), as in the Ape-X paper (400).
     if (a->steps_since_sync >= (uint64_t)a->cfg.actor.weight_sync_steps) {

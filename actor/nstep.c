@@ -37,6 +37,7 @@ void nstep_init_actions(nstep_t *ns, int n_envs, int obs_bytes, int action_bytes
     ns->head = xcalloc((size_t)n_envs, sizeof(int32_t));
     ns->count = xcalloc((size_t)n_envs, sizeof(int32_t));
     ns->gamma_pow = xcalloc((size_t)n + 1, sizeof(double));
+    ns->tags = xcalloc(slots, sizeof(uint64_t));
     // Repeated multiplication rather than pow(): gamma^k is then exactly what a reader
     // folding rewards by hand (R = r0 + g*(r1 + g*r2)...) would get, up to rounding.
     ns->gamma_pow[0] = 1.0;
@@ -52,6 +53,7 @@ void nstep_fini(nstep_t *ns) {
     free(ns->head);
     free(ns->count);
     free(ns->gamma_pow);
+    free(ns->tags);
     memset(ns, 0, sizeof(*ns));
 }
 
@@ -76,6 +78,8 @@ void nstep_out_init_actions(nstep_out_t *out, int cap, int obs_bytes, int action
     out->rewards = xcalloc((size_t)cap, sizeof(float));
     out->discounts = xcalloc((size_t)cap, sizeof(float));
     out->next_obs = xcalloc((size_t)cap, (size_t)obs_bytes);
+    out->obs_tag = xcalloc((size_t)cap, sizeof(uint64_t));
+    out->next_tag = xcalloc((size_t)cap, sizeof(uint64_t));
     out->cap = cap;
 }
 
@@ -85,6 +89,8 @@ void nstep_out_fini(nstep_out_t *out) {
     free(out->rewards);
     free(out->discounts);
     free(out->next_obs);
+    free(out->obs_tag);
+    free(out->next_tag);
     memset(out, 0, sizeof(*out));
 }
 
@@ -93,8 +99,8 @@ void nstep_out_fini(nstep_out_t *out) {
 
 // Emits env's oldest pending step as a transition over its m = count pending steps, then
 // pops it. terminal selects discount 0 (no bootstrap) over gamma^m.
-static void s_nstep_emit_oldest(nstep_t *ns, int env, const void *next_obs, int terminal,
-                                nstep_out_t *out) {
+static void s_nstep_emit_oldest(nstep_t *ns, int env, const void *next_obs, uint64_t next_tag,
+                                int terminal, nstep_out_t *out) {
     const int n = ns->n, O = ns->obs_bytes;
     const size_t AB = (size_t)ns->action_bytes;
     APEX_ASSERT(out->action_bytes == ns->action_bytes);
@@ -114,12 +120,20 @@ static void s_nstep_emit_oldest(nstep_t *ns, int env, const void *next_obs, int 
     memcpy(out->actions + (size_t)row * AB, ns->actions + (size_t)(base + head) * AB, AB);
     out->rewards[row] = (float)R;
     out->discounts[row] = terminal ? 0.0f : (float)ns->gamma_pow[m];
+    out->obs_tag[row] = ns->tags[base + head];
+    out->next_tag[row] = next_tag;
     ns->head[env] = (head + 1) % n;
     ns->count[env] = m - 1;
 }
 
 int nstep_push(nstep_t *ns, int env, const void *obs, const void *action, float reward,
                const void *next_obs, int terminated, int truncated, nstep_out_t *out) {
+    return nstep_push_tag(ns, env, obs, 0, action, reward, next_obs, 0, terminated, truncated, out);
+}
+
+int nstep_push_tag(nstep_t *ns, int env, const void *obs, uint64_t obs_tag, const void *action,
+                   float reward, const void *next_obs, uint64_t next_tag, int terminated,
+                   int truncated, nstep_out_t *out) {
     APEX_ASSERT(env >= 0 && env < ns->n_envs);
     const int n = ns->n, O = ns->obs_bytes;
     // A full window is emitted in the push that fills it, so there is always a free slot.
@@ -131,6 +145,7 @@ int nstep_push(nstep_t *ns, int env, const void *obs, const void *action, float 
     memcpy(ns->obs + (size_t)slot * (size_t)O, obs, (size_t)O);
     memcpy(ns->actions + (size_t)slot * (size_t)ns->action_bytes, action, (size_t)ns->action_bytes);
     ns->rewards[slot] = reward;
+    ns->tags[slot] = obs_tag;
     ns->count[env]++;
 
     int emitted = 0;
@@ -138,14 +153,14 @@ int nstep_push(nstep_t *ns, int env, const void *obs, const void *action, float 
         // Episode over: flush every pending step, each with its own (shorter) m. After a
         // truncation the value of next_obs is still real, so those bootstrap.
         while (ns->count[env] > 0) {
-            s_nstep_emit_oldest(ns, env, next_obs, terminated != 0, out);
+            s_nstep_emit_oldest(ns, env, next_obs, next_tag, terminated != 0, out);
             emitted++;
         }
         // The ring is empty; restarting at slot 0 keeps the next episode's layout the same
         // whatever happened before, which makes a failing run easier to read in a debugger.
         ns->head[env] = 0;
     } else if (ns->count[env] == n) {
-        s_nstep_emit_oldest(ns, env, next_obs, 0, out);
+        s_nstep_emit_oldest(ns, env, next_obs, next_tag, 0, out);
         emitted = 1;
     }
     return emitted;

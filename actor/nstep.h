@@ -32,6 +32,7 @@ typedef struct {
     int32_t *head;     // (n_envs) ring slot of the oldest pending step
     int32_t *count;    // (n_envs) pending steps, 0 .. n-1 between pushes
     double *gamma_pow; // (n + 1) gamma^k
+    uint64_t *tags;    // (n_envs, n) each pending step's obs tag (nstep_push_tag)
 } nstep_t;
 
 // Caller-provided flat output arrays for emitted transitions. Emission appends at index
@@ -42,6 +43,9 @@ typedef struct {
     float *rewards;    // (cap) n-step return R
     float *discounts;  // (cap) gamma^m, or 0 at a terminal
     uint8_t *next_obs; // (cap, obs_bytes) s_{t+m}
+    // Tags of s_t and s_{t+m} as given to nstep_push_tag (0 from nstep_push): the actor's
+    // frame numbers of their newest frames in frame mode (issue #27), carried untouched.
+    uint64_t *obs_tag, *next_tag; // (cap)
     int action_bytes;
     int count;
     int cap;
@@ -65,6 +69,11 @@ void nstep_clear_env(nstep_t *ns, int env);
 // room for n more rows: size out with nstep_max_emit.
 int nstep_push(nstep_t *ns, int env, const void *obs, const void *action, float reward,
                const void *next_obs, int terminated, int truncated, nstep_out_t *out);
+// nstep_push with a tag for obs and one for next_obs, which the emitted rows carry in
+// out->obs_tag and out->next_tag.
+int nstep_push_tag(nstep_t *ns, int env, const void *obs, uint64_t obs_tag, const void *action,
+                   float reward, const void *next_obs, uint64_t next_tag, int terminated,
+                   int truncated, nstep_out_t *out);
 // nstep_push for every env e in order, with (n_envs), (n_envs, action_bytes) and
 // (n_envs, obs_bytes) inputs as
 // vecenv_step leaves them: next_obs is what each step produced, except for an env whose

@@ -150,6 +150,10 @@ typedef struct {
     int durability; // config_durability
     double snapshot_interval_s;
     int64_t wal_sync_ms;
+    // Frame mode (issue #27): with [env] frame_stack > 1, each frame is sent and stored once
+    // (config_frame_mode). frame_capacity: frames the run's replay holds (0: derived).
+    int frame_storage;
+    int64_t frame_capacity;
 } config_replay_t;
 
 typedef struct {

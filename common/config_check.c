@@ -538,6 +538,22 @@ static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
                          WHERE("actor", "send_batch"), (long long)cfg->actor.send_batch,
                          (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
     }
+    // Frame mode: a batch carries at most max_batch frames, and an actor ships early when one
+    // more step (up to 2 frames per env) could pass that, so there must be room for a step.
+    if (cfg->env.frame_stack > 1 && cfg->replay.frame_storage &&
+        cfg->replay.max_batch < 4 * cfg->actor.envs_per_actor) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [replay] max_batch %lld is below 4 x [actor] envs_per_actor (%lld) "
+                         "with frame_storage: a batch must hold the frames of a few steps",
+                         WHERE("replay", "max_batch"), (long long)cfg->replay.max_batch,
+                         (long long)(4 * cfg->actor.envs_per_actor));
+    }
+    if (cfg->replay.frame_storage && cfg->env.frame_stack > 1 && cfg->replay.frame_capacity > 0 &&
+        cfg->replay.frame_capacity < cfg->replay.shards * cfg->env.frame_stack) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [replay] frame_capacity %lld holds less than one stack per shard",
+                         WHERE("replay", "frame_capacity"), (long long)cfg->replay.frame_capacity);
+    }
     return 0;
 }
 

@@ -137,6 +137,13 @@ const config_row_t config_schema[] = {
      "what survives a replay server crash"},
     {"replay", "snapshot_interval_s", T_FLOAT, OFF(replay.snapshot_interval_s), 0, 0.1, 1e7, "300",
      NULL, "seconds between replay snapshots (durability = snapshot or wal)"},
+    {"replay", "frame_storage", T_BOOL, OFF(replay.frame_storage), 0, 0, 1, "true", NULL,
+     "with [env] frame_stack > 1: actors send each new frame once and the replay stores it "
+     "once, rebuilding the stacks when it samples (about K times less memory and bandwidth; "
+     "false: whole stacks for obs and next_obs, as without stacking)"},
+    {"replay", "frame_capacity", T_INT, OFF(replay.frame_capacity), 0, 0, 1LL << 31, "0", NULL,
+     "frames the replay holds with frame_storage, over all shards (0: capacity + capacity / 256 "
+     "+ 4096 per shard; rows whose frames were evicted are not sampled)"},
     {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 1, 60000, "50", NULL,
      "write-ahead log group commit: with the log writer idle, a logged insert waits at most "
      "this long for its fdatasync to start (ms); under load commits run back to back"},

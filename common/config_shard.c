@@ -133,6 +133,30 @@ int64_t config_shard_capacity(const apex_config_t *cfg, int k) {
     return c / K + (k < c % K ? 1 : 0);
 }
 
+int config_frame_mode(const apex_config_t *cfg) {
+    return cfg->env.frame_stack > 1 && cfg->replay.frame_storage;
+}
+
+int64_t config_shard_frame_capacity(const apex_config_t *cfg, int k) {
+    int64_t K = cfg->replay.shards, f = cfg->replay.frame_capacity;
+    if (f == 0) {
+        int64_t c = config_shard_capacity(cfg, k);
+        f = c + c / 256 + 4096;
+        return f > (1LL << 31) ? (1LL << 31) : f;
+    }
+    return f / K + (k < f % K ? 1 : 0);
+}
+
+uint32_t config_frame_window(const apex_config_t *cfg) {
+    uint64_t need = 2 * ((uint64_t)cfg->replay.max_batch + 2 * (uint64_t)cfg->actor.envs_per_actor *
+                                                               (uint64_t)(cfg->actor.n_step + 2));
+    uint32_t w = 16;
+    while (w < need && w < (1u << 24)) {
+        w <<= 1;
+    }
+    return w;
+}
+
 int config_actor_shard(const apex_config_t *cfg, int index) {
     return (int)(index % cfg->replay.shards);
 }

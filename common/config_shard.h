@@ -33,6 +33,17 @@ int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, 
                           size_t errlen);
 // Transitions shard k holds: capacity / K, the first capacity % K shards one more.
 int64_t config_shard_capacity(const apex_config_t *cfg, int k);
+
+// Frame mode (issue #27): [env] frame_stack > 1 with [replay] frame_storage. Actors then send
+// each new frame once, and the replay stores it once (replay/store.h "Frames").
+int config_frame_mode(const apex_config_t *cfg);
+// Frames shard k holds: its share of [replay] frame_capacity, or by default its capacity plus
+// 1/256 and 4096 (store_frame_capacity_default's rule).
+int64_t config_shard_frame_capacity(const apex_config_t *cfg, int k);
+// Frame numbers of one actor the replay resolves (a power of 2): a row names frames at most
+// n_step + 1 steps of its env back, 2 frames per env and step at most (an episode's final
+// frame and the next one's first), plus a batch of max_batch frames; twice that for margin.
+uint32_t config_frame_window(const apex_config_t *cfg);
 // The shard actor `index` inserts into: index mod K (its exactly-once marks and acks live
 // there; docs/architecture.md says why).
 int config_actor_shard(const apex_config_t *cfg, int index);

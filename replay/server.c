@@ -5,6 +5,7 @@
 
 #include "apex.h"
 #include "clock.h"
+#include "config_shard.h"
 #include "log.h"
 #include "loop.h"
 #include "net.h"
@@ -44,7 +45,10 @@ static size_t s_max_message_bytes(const apex_config_t *c, wire_limits_t *lim) {
                            .action_low = c->env.action_low,
                            .action_high = c->env.action_high,
                            .max_count = (uint32_t)c->replay.max_batch,
-                           .max_actors = (uint32_t)c->actor.num_actors}; // bounds dedupe too
+                           .max_actors = (uint32_t)c->actor.num_actors, // bounds dedupe too
+                           // Frame mode: batches carry frames, at most max_batch of them.
+                           .frame_stack = config_frame_mode(c) ? (uint32_t)c->env.frame_stack : 0,
+                           .max_frames = (uint32_t)c->replay.max_batch};
     lim->max_message_bytes = c->replay.max_message_bytes > 0 ? (size_t)c->replay.max_message_bytes
                                                              : wire_max_message_bytes(lim);
     return lim->max_message_bytes;
@@ -109,6 +113,12 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
                          .obs_elem_bytes = elem,
                          .action_dim = (uint32_t)cfg->env.action_dim,
                          .alpha = cfg->replay.alpha};
+    if (config_frame_mode(cfg)) {
+        sc.frame_stack = (uint32_t)cfg->env.frame_stack;
+        sc.frame_capacity = (uint32_t)config_shard_frame_capacity(cfg, cfg->replay.shard);
+        sc.max_actors = (uint32_t)cfg->actor.num_actors;
+        sc.frame_window = config_frame_window(cfg);
+    }
     size_t need = store_bytes(&sc), avail = s_mem_available();
     if (need == 0 || (avail > 0 && need > avail)) {
         log_error("[replay] capacity %lld needs %.1f MiB but only %.1f MiB are available"
@@ -319,11 +329,29 @@ static int s_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *
         s->counters.duplicate_batches++;
         return 0;
     }
-    store_add(s->store, b->count, b->obs,
-              b->action_dim ? (const void *)b->cont_actions : b->actions, b->rewards, b->discounts,
-              b->next_obs, b->priorities);
+    const void *actions = b->action_dim ? (const void *)b->cont_actions : b->actions;
+    uint32_t stored = b->count;
+    if (b->frame_stack) { // frame mode (the decoder took it only if configured)
+        store_framed_t f = {.actor = b->actor_id,
+                            .epoch = b->epoch,
+                            .first_frame = b->first_frame,
+                            .frame_count = b->frame_count,
+                            .frames = b->frames,
+                            .frame_prev = b->frame_prev,
+                            .count = b->count,
+                            .obs_frames = b->obs_frames,
+                            .next_frames = b->next_frames,
+                            .actions = actions,
+                            .rewards = b->rewards,
+                            .discounts = b->discounts,
+                            .prio = b->priorities};
+        stored = store_add_framed(s->store, &f);
+    } else {
+        store_add(s->store, b->count, b->obs, actions, b->rewards, b->discounts, b->next_obs,
+                  b->priorities);
+    }
     dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
-    limiter_inserted(&s->limiter, b->count);
+    limiter_inserted(&s->limiter, stored);
     if (raw) {
         persist_log(s->persist, DURABLE_REC_INSERT, raw, raw_len);
     }
@@ -464,7 +492,7 @@ static int s_can_sample(const replay_server_t *s, uint32_t n) {
     const config_replay_t *r = &s->cfg.replay;
     // A shard: min_size_to_sample is the run's, checked by the learner over every shard; the
     // shard only needs something to sample.
-    if (store_size(s->store) < (s->sharded ? 1 : (uint64_t)r->min_size_to_sample)) {
+    if (store_live_size(s->store) < (s->sharded ? 1 : (uint64_t)r->min_size_to_sample)) {
         return 0;
     }
     return limiter_can_sample(&s->limiter, n);
@@ -472,7 +500,7 @@ static int s_can_sample(const replay_server_t *s, uint32_t n) {
 
 void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
     *o = (wire_replay_stats_t){
-        .size = store_size(s->store),
+        .size = store_live_size(s->store), // in frame mode, rows whose frames are all held
         .capacity = store_capacity(s->store),
         .inserted = store_inserted(s->store),
         .sampled = s->counters.sampled_rows,
@@ -780,7 +808,9 @@ int replay_server_dump(const replay_server_t *s, const char *path) {
     float *act = xmalloc(wire_action_bytes(D));
     float r, d;
     for (uint32_t slot = 0; slot < store_size(s->store); slot++) {
-        store_read_slot(s->store, slot, obs, act, &r, &d, next);
+        if (store_read_slot(s->store, slot, obs, act, &r, &d, next) != 0) {
+            continue; // frame mode: a row whose frames are gone
+        }
         fprintf(f, "%u,%u,%.9g", slot, store_slot_generation(s->store, slot),
                 store_slot_priority(s->store, slot));
         if (D == 0) {
@@ -841,6 +871,14 @@ static int s_timer_stats(loop_t *loop, void *arg) {
                  (unsigned long long)st.limiter_waits, (unsigned long long)s->not_ready,
                  (unsigned long long)st.duplicate_batches,
                  persist_degraded(s->persist) ? "  DURABILITY OFF (disk)" : "");
+        if (store_frame_stack(s->store)) {
+            log_info("frames %llu inserted (ring of %u)  rows refused for missing frames %llu  "
+                     "rows evicted with their frames %llu",
+                     (unsigned long long)store_frames_inserted(s->store),
+                     store_frame_capacity(s->store),
+                     (unsigned long long)store_frames_missing(s->store),
+                     (unsigned long long)store_frame_evicted(s->store));
+        }
     }
     s->mark = (s_rate_mark){now, st.inserted, st.sampled, st.updated};
     return 0;

@@ -86,6 +86,33 @@ START_TEST(test_n3_terminal_within_window) {
 }
 END_TEST
 
+// Tags (frame mode's frame numbers) travel with their steps: a row's obs tag is its first
+// step's, its next tag the one given with the step that completed it, through mid-episode
+// emission and an end-of-episode flush.
+START_TEST(test_tags_follow_their_steps) {
+    nstep_t ns;
+    nstep_out_t out;
+    nstep_init(&ns, 2, OB, 3, 0.99);
+    nstep_out_init(&out, 16, OB);
+    float o[OB] = {0};
+    int32_t a = 0;
+    for (uint64_t t = 0; t < 4; t++) { // env 1: tags 100 + t, interleaved with env 0's
+        nstep_push_tag(&ns, 0, o, 10 + t, &a, 1.0f, o, 11 + t, 0, 0, &out);
+        nstep_push_tag(&ns, 1, o, 100 + t, &a, 1.0f, o, 101 + t, t == 3, 0, &out);
+    }
+    // env 0: row of t = 0 at t = 2 (tags 10 -> 13), t = 1 at t = 3 (11 -> 14); env 1: t = 0
+    // at t = 2 (100 -> 103), then the flush at t = 3 of t = 1, 2, 3, all ending at 104.
+    uint64_t want_obs[] = {10, 100, 11, 101, 102, 103}, want_next[] = {13, 103, 14, 104, 104, 104};
+    ck_assert_int_eq(out.count, 6);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_uint_eq(out.obs_tag[i], want_obs[i]);
+        ck_assert_uint_eq(out.next_tag[i], want_next[i]);
+    }
+    nstep_out_fini(&out);
+    nstep_fini(&ns);
+}
+END_TEST
+
 START_TEST(test_n3_truncation_bootstraps) {
     nstep_t ns;
     nstep_out_t out;
@@ -308,6 +335,7 @@ Suite *nstep_suite(void) {
     tcase_add_test(tc, test_n3_mid_episode);
     tcase_add_test(tc, test_n3_terminal_within_window);
     tcase_add_test(tc, test_n3_truncation_bootstraps);
+    tcase_add_test(tc, test_tags_follow_their_steps);
     tcase_add_test(tc, test_terminated_wins_over_truncated);
     tcase_add_test(tc, test_n_longer_than_episode);
     tcase_add_test(tc, test_n1_is_one_step);
