@@ -120,6 +120,7 @@ typedef enum {
 //    obs_frames[r] < next_frames[r] < first_frame + frame_count (only frames sent so far,
 //    next_obs later than obs). count may be 0 when frame_count >= 1 (frames only). Whether
 //    a link or a row names a frame the receiver still holds is for the receiver to check.
+// To encode one, obs and next_obs must be NULL and obs_dim a multiple of K (asserted).
 // The uint32/uint64 views are aligned to their type (see wire.c "Alignment of the views").
 typedef struct {
     uint32_t actor_id;
@@ -292,7 +293,8 @@ typedef struct {
     size_t max_message_bytes; // larger inputs are refused before parsing
     // TransitionBatch layout (wire_batch_t): 0, batches must carry whole observations; K >= 2,
     // they must be in frame mode with exactly this K (obs_dim a multiple of it). 1 is not a
-    // value (a run without stacks passes 0).
+    // value: wire_decoder_new asserts (a run without stacks, or without frame storage,
+    // passes 0).
     uint32_t frame_stack;
     uint32_t max_frames; // most frames in one frame-mode batch; 0 means max_count
 } wire_limits_t;

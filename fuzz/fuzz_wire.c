@@ -21,8 +21,10 @@
 // ---------------------------------------------------------------------------------------
 // Limit profiles. 0 is a realistic CartPole run; the others exist to reach rejecting paths
 // that profile 0 accepts (small maxima, another obs_dim, Weights refused, a byte limit) and
-// the uint8 observations of [env] id = external (profile 4), and continuous actions of 2
-// floats with per-component bounds (profile 5, issue #28).
+// the uint8 observations of [env] id = external (profile 4), continuous actions of 2
+// floats with per-component bounds (profile 5, issue #28), and frame-mode batches (issue
+// #27): stacks of 2 float32 frames (profile 6), and of 3 uint8 frames with small maxima
+// (profile 7).
 
 static const wire_limits_t s_profiles[] = {
     {.obs_dim = 4, .n_actions = 2, .num_params = 100, .max_count = 4096, .max_episodes = 1024},
@@ -48,6 +50,21 @@ static const wire_limits_t s_profiles[] = {
      .num_params = 100,
      .max_count = 4096,
      .max_episodes = 1024},
+    {.obs_dim = 4,
+     .n_actions = 2,
+     .num_params = 100,
+     .max_count = 4096,
+     .max_episodes = 1024,
+     .frame_stack = 2},
+    {.obs_dim = 6,
+     .obs_dtype = WIRE_OBS_UINT8,
+     .n_actions = 3,
+     .num_params = 0,
+     .max_count = 8,
+     .max_episodes = 4,
+     .max_actors = 3,
+     .frame_stack = 3,
+     .max_frames = 4},
 };
 #define N_PROFILES (sizeof s_profiles / sizeof s_profiles[0])
 
@@ -117,20 +134,23 @@ static unsigned s_touch_u8(const uint8_t *x, size_t n) {
     return h;
 }
 
-static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_dim,
-                         uint32_t obs_dtype, const void *obs, const int32_t *actions,
-                         uint32_t action_dim, const float *cont, const float *rewards,
-                         const float *discounts, const void *next_obs) {
-    FUZZ_CHECK(count >= 1 && count <= lim->max_count);
+// obs and next_obs hold obs_rows rows: count, or 0 in a frame-mode batch (NULL views); the
+// callers check count's lower bound.
+static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_rows,
+                         uint32_t obs_dim, uint32_t obs_dtype, const void *obs,
+                         const int32_t *actions, uint32_t action_dim, const float *cont,
+                         const float *rewards, const float *discounts, const void *next_obs) {
+    FUZZ_CHECK(count <= lim->max_count);
     FUZZ_CHECK(obs_dim == lim->obs_dim && obs_dtype == lim->obs_dtype);
     FUZZ_CHECK(action_dim == lim->action_dim);
-    FUZZ_CHECK(obs && (action_dim ? cont && !actions : actions && !cont) && rewards && discounts &&
-               next_obs);
+    FUZZ_CHECK(obs_rows ? obs && next_obs : !obs && !next_obs);
+    FUZZ_CHECK(count ? (action_dim ? cont && !actions : actions && !cont) && rewards && discounts
+                     : !actions && !cont && !rewards && !discounts);
     for (size_t k = 0; k < (size_t)count * action_dim; k++) { // within the run's bounds
         FUZZ_CHECK(cont[k] >= lim->action_low[k % action_dim] &&
                    cont[k] <= lim->action_high[k % action_dim]);
     }
-    size_t n_obs = (size_t)count * obs_dim;
+    size_t n_obs = (size_t)obs_rows * obs_dim;
     if (obs_dtype == WIRE_OBS_UINT8) {
         (void)(s_touch_u8(obs, n_obs) + s_touch_u8(next_obs, n_obs));
     } else {
@@ -141,12 +161,43 @@ static void s_check_rows(const wire_limits_t *lim, uint32_t count, uint32_t obs_
     FUZZ_CHECK(action_dim || s_actions_ok(actions, count, lim->n_actions));
 }
 
+// A frame-mode batch's frames, links and rows' frame numbers (wire.h).
+static void s_check_frames(const wire_limits_t *lim, const wire_batch_t *b) {
+    uint32_t k = b->frame_stack, n = b->frame_count;
+    FUZZ_CHECK(k >= 2 && k == lim->frame_stack && b->obs_dim % k == 0);
+    FUZZ_CHECK(n <= (lim->max_frames ? lim->max_frames : lim->max_count));
+    FUZZ_CHECK(b->count >= 1 || n >= 1);
+    FUZZ_CHECK(n ? b->frames && b->frame_prev : !b->frames && !b->frame_prev);
+    FUZZ_CHECK(b->count ? b->obs_frames && b->next_frames : !b->obs_frames && !b->next_frames);
+    FUZZ_CHECK(b->first_frame <= WIRE_FRAME_MAX && n <= WIRE_FRAME_MAX - b->first_frame);
+    size_t n_elems = (size_t)n * (b->obs_dim / k);
+    if (b->obs_dtype == WIRE_OBS_UINT8) {
+        (void)s_touch_u8(b->frames, n_elems);
+    } else {
+        FUZZ_CHECK(s_finite(b->frames, n_elems));
+    }
+    for (uint32_t i = 0; i < n; i++) { // no link before frame 0
+        FUZZ_CHECK(b->frame_prev[i] <= b->first_frame + i);
+    }
+    for (uint32_t r = 0; r < b->count; r++) { // frames sent so far, next_obs later than obs
+        FUZZ_CHECK(b->obs_frames[r] < b->next_frames[r] && b->next_frames[r] < b->first_frame + n);
+    }
+}
+
 static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
     switch (m->type) {
     case WIRE_MSG_TRANSITION_BATCH: {
         const wire_batch_t *b = &m->u.batch;
-        s_check_rows(lim, b->count, b->obs_dim, b->obs_dtype, b->obs, b->actions, b->action_dim,
-                     b->cont_actions, b->rewards, b->discounts, b->next_obs);
+        if (b->frame_stack) {
+            s_check_frames(lim, b);
+        } else {
+            FUZZ_CHECK(lim->frame_stack == 0 && b->count >= 1);
+            FUZZ_CHECK(!b->first_frame && !b->frame_count && !b->frames && !b->frame_prev &&
+                       !b->obs_frames && !b->next_frames);
+        }
+        s_check_rows(lim, b->count, b->frame_stack ? 0 : b->count, b->obs_dim, b->obs_dtype, b->obs,
+                     b->actions, b->action_dim, b->cont_actions, b->rewards, b->discounts,
+                     b->next_obs);
         FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, WIRE_PRIORITY_MAX));
         FUZZ_CHECK(b->seq <= WIRE_SEQ_MAX);
         FUZZ_CHECK(!lim->max_actors || b->actor_id < lim->max_actors);
@@ -177,8 +228,9 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
                        !r->rewards && !r->discounts && !r->next_obs);
             break;
         }
-        s_check_rows(lim, r->count, r->obs_dim, r->obs_dtype, r->obs, r->actions, r->action_dim,
-                     r->cont_actions, r->rewards, r->discounts, r->next_obs);
+        FUZZ_CHECK(r->count >= 1);
+        s_check_rows(lim, r->count, r->count, r->obs_dim, r->obs_dtype, r->obs, r->actions,
+                     r->action_dim, r->cont_actions, r->rewards, r->discounts, r->next_obs);
         FUZZ_CHECK(r->keys && r->is_weights);
         (void)s_touch_u64(r->keys, r->count);
         FUZZ_CHECK(s_in(r->is_weights, r->count, 0.0f, WIRE_IS_WEIGHT_MAX));
@@ -243,7 +295,15 @@ static int s_same(const void *a, const void *b, size_t bytes) {
 
 static int s_same_batch(const wire_batch_t *a, const wire_batch_t *b) {
     size_t n = a->count, no = (size_t)a->count * a->obs_dim * wire_obs_elem_bytes(a->obs_dtype);
-    return a->actor_id == b->actor_id && a->seq == b->seq &&
+    size_t nf = a->frame_count, fb = a->frame_stack ? nf * (a->obs_dim / a->frame_stack) *
+                                                          wire_obs_elem_bytes(a->obs_dtype)
+                                                    : 0;
+    int same_frames = a->frame_stack == b->frame_stack && a->first_frame == b->first_frame &&
+                      a->frame_count == b->frame_count && s_same(a->frames, b->frames, fb) &&
+                      s_same(a->frame_prev, b->frame_prev, nf * 4) &&
+                      s_same(a->obs_frames, b->obs_frames, n * 8) &&
+                      s_same(a->next_frames, b->next_frames, n * 8);
+    return same_frames && a->actor_id == b->actor_id && a->seq == b->seq &&
            a->weights_version == b->weights_version && a->count == b->count &&
            a->obs_dim == b->obs_dim && a->obs_dtype == b->obs_dtype && s_same(a->obs, b->obs, no) &&
            s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&

@@ -5,7 +5,9 @@
 // TransitionBatch with and without priorities, SampleRequest (also with sharded replay's
 // min_priority, and stats requests), SampleReply OK / NOT_READY / REFUSED (also from a shard), PriorityUpdate, Weights, ActorStats with 0 and 3 episodes, InsertAck, plus a few
 // that only some fuzz_wire profiles accept (obs_dim 6, one row) and one of another protocol
-// version; and hostile ones made by editing encoded bytes: a short priorities field, and
+// version; frame-mode batches (issue #27: frames with rows, frames only, rows only, uint8
+// stacks of 3), accepted only by fuzz_wire's frame-mode profiles; and hostile ones made by
+// editing encoded bytes: a short priorities field, and
 // 20000 unknown fields. The last goes to the replay dir (run once per fuzz run and by make
 // test, never mutated): as a seed it cuts libFuzzer's speed from ~100k to ~4k execs/s.
 // Rerun with `make fuzz-corpus` after a change to proto/apex.proto.
@@ -139,6 +141,41 @@ static wire_msg_t s_batch(uint32_t count, uint32_t obs_dim, int with_priorities)
     return m;
 }
 
+// Frame mode: the rows' stacks by their newest frame, the frames' links.
+static uint32_t s_fprev[MAX_ROWS];
+static uint64_t s_ofr[MAX_ROWS], s_nfr[MAX_ROWS];
+
+// A frame-mode batch of count rows and n_frames new frames of obs_dim / k elements from
+// first: an episode starts at every 7th frame (a link of 0), the others link to the frame
+// before, and row r's transition goes from frame first - 2 + r to first + r (the first rows
+// name frames of the previous batch).
+static wire_msg_t s_frame_batch(uint32_t count, uint32_t n_frames, uint32_t obs_dim, uint32_t k,
+                                uint32_t dtype) {
+    const uint64_t first = 1000;
+    for (uint32_t i = 0; i < n_frames; i++) {
+        s_fprev[i] = i % 7 == 0 ? 0 : 1;
+    }
+    for (uint32_t r = 0; r < count; r++) {
+        s_ofr[r] = first - 2 + r;
+        s_nfr[r] = first + r;
+    }
+    wire_msg_t m = s_batch(count, obs_dim, 1);
+    wire_batch_t *b = &m.u.batch;
+    b->obs = b->next_obs = NULL;
+    b->obs_dtype = dtype;
+    b->frame_stack = k;
+    b->first_frame = first;
+    b->frame_count = n_frames;
+    b->frames = n_frames ? s_obs : NULL;
+    b->frame_prev = n_frames ? s_fprev : NULL;
+    b->obs_frames = count ? s_ofr : NULL;
+    b->next_frames = count ? s_nfr : NULL;
+    if (count == 0) {
+        b->actions = NULL, b->rewards = b->discounts = b->priorities = NULL;
+    }
+    return m;
+}
+
 static wire_msg_t s_reply(wire_sample_status status, uint32_t count) {
     wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
     wire_sample_reply_t *r = &m.u.sample_reply;
@@ -208,6 +245,20 @@ int main(int argc, char **argv) {
     m = s_batch(16, 3, 1);
     m.u.batch.actions = NULL, m.u.batch.action_dim = 2, m.u.batch.cont_actions = cont;
     rc |= s_write(dir, "batch_continuous", &m, APEX_PROTOCOL_VERSION);
+
+    // Frame mode (issue #27): stacks of 2 float32 frames of 2 (fuzz_wire's profile 6): rows
+    // with their frames, frames only, rows only (over the previous batch's frames: their
+    // numbers below first_frame); and stacks of 3 uint8 frames of 2 (profile 7: at most 4
+    // frames, 8 rows).
+    m = s_frame_batch(16, 20, 4, 2, WIRE_OBS_FLOAT32);
+    rc |= s_write(dir, "batch_frames", &m, APEX_PROTOCOL_VERSION);
+    m = s_frame_batch(0, 3, 4, 2, WIRE_OBS_FLOAT32);
+    rc |= s_write(dir, "batch_frames_only", &m, APEX_PROTOCOL_VERSION);
+    m = s_frame_batch(2, 0, 4, 2, WIRE_OBS_FLOAT32);
+    m.u.batch.first_frame = 1002;
+    rc |= s_write(dir, "batch_frames_rows_only", &m, APEX_PROTOCOL_VERSION);
+    m = s_frame_batch(4, 4, 6, 3, WIRE_OBS_UINT8);
+    rc |= s_write(dir, "batch_frames_uint8_k3", &m, APEX_PROTOCOL_VERSION);
 
     m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
     m.u.sample_request = (wire_sample_request_t){.id = 5, .batch_size = 64, .beta = 0.4f};

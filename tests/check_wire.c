@@ -1204,7 +1204,7 @@ static const wire_limits_t s_limf = {.obs_dim = OBS,
 static float s_frames[MAXF * FD];
 static uint8_t s_frames8[MAXF * FD];
 static uint32_t s_fprev[MAXF];
-static uint64_t s_ofr[ROWS], s_nfr[ROWS];
+static uint64_t s_ofr[ROWS + 1], s_nfr[ROWS + 1]; // + 1: room for a forged extra row
 
 static void s_fill_frames(void) {
     s_fill();
@@ -1285,8 +1285,8 @@ START_TEST(test_frame_batch_round_trip) {
         ck_assert_ptr_null(x->next_obs);
         ck_assert_mem_eq(x->frames, m.u.batch.frames, fbytes);
         ck_assert_mem_eq(x->frame_prev, s_fprev, NF * sizeof(uint32_t));
-        ck_assert_mem_eq(x->obs_frames, s_ofr, sizeof s_ofr);
-        ck_assert_mem_eq(x->next_frames, s_nfr, sizeof s_nfr);
+        ck_assert_mem_eq(x->obs_frames, s_ofr, ROWS * sizeof *s_ofr);
+        ck_assert_mem_eq(x->next_frames, s_nfr, ROWS * sizeof *s_nfr);
         ck_assert_mem_eq(x->actions, s_act, sizeof s_act);
         ck_assert_mem_eq(x->rewards, s_rew, sizeof s_rew);
         ck_assert_mem_eq(x->discounts, s_disc, sizeof s_disc);
@@ -1323,7 +1323,7 @@ START_TEST(test_frame_batch_round_trip) {
         ck_assert_uint_eq(x->first_frame, FIRST + NF);
         ck_assert_ptr_null(x->frames);
         ck_assert_ptr_null(x->frame_prev);
-        ck_assert_mem_eq(x->next_frames, s_nfr, sizeof s_nfr);
+        ck_assert_mem_eq(x->next_frames, s_nfr, ROWS * sizeof *s_nfr);
         s_check_aligned(x);
     }
     // Every prefix of a frame-mode batch is refused.
