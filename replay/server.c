@@ -151,6 +151,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s_max_message_bytes(cfg, &lim);
     s->dec = wire_decoder_new(&lim);
     dedupe_init(&s->dedupe, (uint32_t)cfg->actor.num_actors);
+    s->gap_since_ms = xcalloc((size_t)cfg->actor.num_actors, sizeof *s->gap_since_ms);
     // A shard sees only its own actors' inserts and, with mass-proportional shard choice, a
     // share of the samples that drifts from its share of the inserts: the run's ratio can only
     // be held where every sample and (through each shard's stats) every insert is known, at
@@ -225,6 +226,7 @@ void replay_server_destroy(replay_server_t **self_p) {
             wire_buf_fini(&s->replies[i].buf);
         }
         free(s->replies);
+        free(s->gap_since_ms);
     }
     acks_destroy(&s->acks);
     dedupe_fini(&s->dedupe);
@@ -384,8 +386,46 @@ static void s_restore_record(void *arg, int kind, const void *payload, size_t le
     }
 }
 
+// Frame order. A frame-mode batch names frames sent in the actor's earlier batches, so they
+// must be stored first. Normally they are: one connection delivers in order. But after a
+// replay restart the actor sends its new batches at once and re-sends the unacknowledged old
+// ones only when their ack times out, so a batch can arrive before one it depends on. Such a
+// batch (store_frame_gap) is held back: neither stored nor acknowledged, the actor sends it
+// again after the old ones. Only if the gap outlives 4 ack timeouts (the batch in between
+// will not come: the actor dropped it from a full window, or a non-durable restart lost it)
+// is it stored anyway, its rows that name the lost frames refused (store_frames_missing).
+static int s_frames_held_back(replay_server_t *s, const wire_batch_t *b, int64_t now_ms) {
+    if (!b->frame_stack || dedupe_seen(&s->dedupe, b->actor_id, b->epoch, b->seq)) {
+        return 0;
+    }
+    int64_t *since = &s->gap_since_ms[b->actor_id];
+    if (!store_frame_gap(s->store, b->actor_id, b->epoch, b->first_frame)) {
+        *since = 0;
+        return 0;
+    }
+    if (*since == 0) {
+        *since = now_ms;
+    }
+    if (now_ms - *since < 4 * s->cfg.actor.ack_timeout_ms) {
+        s->frames_deferred++;
+        log_every(&s->gap_log, BAD_LOG_INTERVAL_MS, LOG_INFO,
+                  "actor %u's batch %llu arrived before frames it names (a re-send is due): "
+                  "held back until they come; %llu held back so far",
+                  b->actor_id, (unsigned long long)b->seq, (unsigned long long)s->frames_deferred);
+        return 1;
+    }
+    *since = 0;
+    s->frame_gaps_skipped++;
+    log_warn("actor %u: frames before number %llu never came in %lld ms; its rows that name them "
+             "are dropped (the actor dropped a batch from a full window, or the replay restarted "
+             "without durability)",
+             b->actor_id, (unsigned long long)b->first_frame,
+             (long long)(4 * s->cfg.actor.ack_timeout_ms));
+    return 0;
+}
+
 static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, const void *raw,
-                            size_t raw_len) {
+                            size_t raw_len, int64_t now_ms) {
     wire_msg_t m;
     int rc = wire_decode(s->dec, raw, raw_len, &m);
     const char *why = NULL;
@@ -407,8 +447,16 @@ static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, 
         s_count_bad(s, "insert", idb, idn, m.type, rc, why);
         return;
     }
+    if (s_frames_held_back(s, &m.u.batch, now_ms)) {
+        return; // not acknowledged: the actor sends it again
+    }
     s_apply_batch(s, &m.u.batch, raw, raw_len);
     persist_ack(s->persist, idb, idn, m.u.batch.actor_id, m.u.batch.seq); // duplicates too
+}
+
+static void s_handle_insert_now(replay_server_t *s, const uint8_t *idb, size_t idn, const void *raw,
+                                size_t raw_len) {
+    s_handle_insert(s, idb, idn, raw, raw_len, clock_now_ms());
 }
 
 // Handles up to `max` [routing id][payload] messages waiting on a ROUTER, counting
@@ -472,7 +520,7 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
     replay_server_t *s = arg;
     // At most MAX_DRAIN inserts per call, so that timers (limiter, log sync) still run.
     for (int done = 0; done < MAX_DRAIN; done += INSERT_SLICE) {
-        int got = s_drain_router(s, sock, "insert", s_handle_insert, INSERT_SLICE);
+        int got = s_drain_router(s, sock, "insert", s_handle_insert_now, INSERT_SLICE);
         acks_send_ready(s->acks); // the acks of this slice, one message per peer
         s_serve_pending(s, clock_now_ms());
         s_serve_watches(s, -1);
@@ -721,7 +769,7 @@ static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
 void replay_server_handle(replay_server_t *s, replay_sock which, const void *id, size_t id_len,
                           const void *payload, size_t len, int64_t now_ms) {
     if (which == REPLAY_SOCK_INSERT) {
-        s_handle_insert(s, id, id_len, payload, len);
+        s_handle_insert(s, id, id_len, payload, len, now_ms);
         acks_send_ready(s->acks);
         s_serve_pending(s, now_ms);
         s_serve_watches(s, -1);
@@ -872,12 +920,14 @@ static int s_timer_stats(loop_t *loop, void *arg) {
                  (unsigned long long)st.duplicate_batches,
                  persist_degraded(s->persist) ? "  DURABILITY OFF (disk)" : "");
         if (store_frame_stack(s->store)) {
-            log_info("frames %llu inserted (ring of %u)  rows refused for missing frames %llu  "
-                     "rows evicted with their frames %llu",
-                     (unsigned long long)store_frames_inserted(s->store),
-                     store_frame_capacity(s->store),
-                     (unsigned long long)store_frames_missing(s->store),
-                     (unsigned long long)store_frame_evicted(s->store));
+            log_info(
+                "frames %llu inserted (ring of %u)  rows refused for missing frames %llu  "
+                "rows evicted with their frames %llu  batches held back for order %llu  "
+                "gaps given up on %llu",
+                (unsigned long long)store_frames_inserted(s->store), store_frame_capacity(s->store),
+                (unsigned long long)store_frames_missing(s->store),
+                (unsigned long long)store_frame_evicted(s->store),
+                (unsigned long long)s->frames_deferred, (unsigned long long)s->frame_gaps_skipped);
         }
     }
     s->mark = (s_rate_mark){now, st.inserted, st.sampled, st.updated};

@@ -100,6 +100,11 @@ struct replay_server {
     s_peer peers[PEERS_MAX];
     int n_peers;
     log_limiter_t bad_log;
+    // Frame mode: per actor, when its batches started arriving ahead of a missing one (0:
+    // none), and the batches held back so (replay/server.c "frame order").
+    int64_t *gap_since_ms;
+    uint64_t frames_deferred, frame_gaps_skipped;
+    log_limiter_t gap_log;
     s_rate_mark mark;
     limiter_t limiter;         // samples per insert (common/limiter.h); off in a shard
     dedupe_t dedupe;           // exactly-once inserts (replay/dedupe.h)

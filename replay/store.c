@@ -84,7 +84,8 @@ struct store {
     uint64_t frames_total;
     uint32_t max_actors, W;
     s_fmap *maps;     // (max_actors, W): actor-local frame number -> global number
-    uint64_t *epochs; // (max_actors, 2): the epoch each map belongs to, and whether it is set
+    uint64_t *epochs; // (max_actors, 4): the epoch each map belongs to, whether it is set, the
+                      // number of the actor's next frame, and a reserved 0
     uint64_t swept;   // rows inserted before this one are evicted or known dead
     uint64_t missing, evicted;
 };
@@ -153,7 +154,7 @@ static void s_frame_bytes(const store_config_t *cfg, size_t out[STORE_FRAME_SECT
                                       : store_frame_capacity_default(cfg->capacity);
     out[0] = (size_t)fc * s_fstride(cfg);
     out[1] = (size_t)cfg->max_actors * cfg->frame_window * sizeof(s_fmap);
-    out[2] = (size_t)cfg->max_actors * 2 * sizeof(uint64_t);
+    out[2] = (size_t)cfg->max_actors * 4 * sizeof(uint64_t);
 }
 
 static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
@@ -478,13 +479,21 @@ static void s_sweep(store_t *s) {
     s_kill(s, m, idx);
 }
 
+int store_frame_gap(const store_t *s, uint32_t actor, uint64_t epoch, uint64_t first_frame) {
+    if (!s->K || actor >= s->max_actors) {
+        return 0;
+    }
+    const uint64_t *ep = s->epochs + 4 * (size_t)actor;
+    return ep[1] && ep[0] == epoch && first_frame > ep[2];
+}
+
 uint32_t store_add_framed(store_t *s, const store_framed_t *b) {
     if (!s->K || b->actor >= s->max_actors) {
         return 0;
     }
     const uint32_t W = s->W;
     s_fmap *map = s->maps + (size_t)b->actor * W;
-    uint64_t *ep = s->epochs + 2 * (size_t)b->actor;
+    uint64_t *ep = s->epochs + 4 * (size_t)b->actor;
     if (!ep[1] || ep[0] != b->epoch) { // a new run of the actor numbers its frames from 0
         memset(map, 0xff, (size_t)W * sizeof *map);
         ep[0] = b->epoch;
@@ -503,6 +512,7 @@ uint32_t store_add_framed(store_t *s, const store_framed_t *b) {
         memcpy(f + sizeof link, frames + (size_t)i * s->frame_bytes, s->frame_bytes);
         map[fid & (W - 1)] = (s_fmap){fid, g};
     }
+    ep[2] = b->first_frame + b->frame_count;
     const unsigned char *actions = b->actions;
     uint32_t idx[STORE_CHUNK];
     float value[STORE_CHUNK];

@@ -147,6 +147,12 @@ typedef struct {
 // are counted in store_frames_missing. 0 (nothing stored) when the store is not in frame mode
 // or the actor id is out of range.
 uint32_t store_add_framed(store_t *s, const store_framed_t *b);
+// 1 when frames of this actor's epoch before first_frame were never added: the store has
+// this epoch's frames up to some number below first_frame (a batch in between is missing,
+// or was overtaken: a re-sent batch arrives after a newer one after a replay restart). The
+// server then holds the batch back (replay/server.c). 0 otherwise (in order, or an epoch the
+// store knows nothing of).
+int store_frame_gap(const store_t *s, uint32_t actor, uint64_t epoch, uint64_t first_frame);
 
 uint32_t store_frame_stack(const store_t *s);     // K, or 0 when not in frame mode
 uint32_t store_frame_capacity(const store_t *s);  // 0 when not in frame mode

@@ -84,6 +84,10 @@ typedef struct {
     int32_t *action;
     float *reward, *discount;
     uint32_t n;
+    // Frame mode with into == NULL: the batches' payloads as received (malloc'ed).
+    uint8_t *raw[64];
+    size_t raw_len[64];
+    int n_raw;
 } s_rows;
 
 static void s_collect(const apex_config_t *base, uint32_t rows, s_rows *out,
@@ -112,7 +116,12 @@ static void s_collect(const apex_config_t *base, uint32_t rows, s_rows *out,
                          .max_frames = 64};
     wire_decoder_t *dec = wire_decoder_new(&lim);
     size_t OB = (size_t)cfg.env.obs_dim * (cfg.env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4);
-    if (!into) {
+    int frames_mode = cfg.replay.frame_storage && cfg.env.frame_stack > 1;
+    lim.frame_stack = frames_mode ? (uint32_t)cfg.env.frame_stack : 0;
+    wire_decoder_destroy(&dec);
+    dec = wire_decoder_new(&lim);
+    out->n_raw = 0;
+    if (!frames_mode) {
         out->obs = malloc((rows + 64) * OB);
         out->next = malloc((rows + 64) * OB);
         out->action = malloc((rows + 64) * sizeof(int32_t));
@@ -138,12 +147,19 @@ static void s_collect(const apex_config_t *base, uint32_t rows, s_rows *out,
         const wire_batch_t *b = &m.u.batch;
         if (b->seq == seq) { // never acked, the actor re-sends: take each batch once
             seq++;
-            if (into) {
+            if (frames_mode) {
                 ck_assert_uint_eq(b->frame_stack, (uint32_t)cfg.env.frame_stack);
                 ck_assert_uint_eq(b->first_frame, frames); // each frame once, in order
                 frames += b->frame_count;
-                replay_server_handle(into, REPLAY_SOCK_INSERT, "actor-1", 7, zmq_msg_data(&msg),
-                                     zmq_msg_size(&msg), clock_now_ms());
+                if (into) {
+                    replay_server_handle(into, REPLAY_SOCK_INSERT, "actor-1", 7, zmq_msg_data(&msg),
+                                         zmq_msg_size(&msg), clock_now_ms());
+                } else {
+                    ck_assert_int_lt(out->n_raw, 64);
+                    out->raw_len[out->n_raw] = zmq_msg_size(&msg);
+                    out->raw[out->n_raw] = malloc(zmq_msg_size(&msg));
+                    memcpy(out->raw[out->n_raw++], zmq_msg_data(&msg), zmq_msg_size(&msg));
+                }
             } else {
                 ck_assert_uint_eq(b->frame_stack, 0);
                 memcpy(out->obs + out->n * OB, b->obs, b->count * OB);
@@ -229,6 +245,48 @@ static void s_round_trip(const char *env, int k) {
     replay_server_destroy(&srv);
 }
 
+// Batches that arrive before one they depend on (after a replay restart the actor sends new
+// batches at once and re-sends the lost ones at their ack timeout) are held back unacknowledged
+// until the missing one is stored, then taken when re-sent: nothing is lost. A gap that is
+// never filled is given up after 4 ack timeouts: the batch is stored, its rows that name the
+// lost frames refused.
+START_TEST(test_frames_out_of_order_held_back) {
+    apex_config_t cfg;
+    s_load(&cfg, "MinAtar/Breakout-v0", 4, 1);
+    s_rows got;
+    s_collect(&cfg, 120, &got, NULL);
+    ck_assert_int_ge(got.n_raw, 5);
+    replay_server_t *srv = replay_server_new(&cfg, 0);
+    ck_assert_ptr_nonnull(srv);
+    int64_t t = 1000000;
+#define FEED(i, now)                                                                               \
+    replay_server_handle(srv, REPLAY_SOCK_INSERT, "actor-1", 7, got.raw[i], got.raw_len[i], now)
+    FEED(0, t);
+    uint64_t after0 = store_inserted(srv->store);
+    FEED(2, t); // before 1: held back
+    ck_assert_uint_eq(store_inserted(srv->store), after0);
+    ck_assert_uint_eq(srv->frames_deferred, 1);
+    FEED(1, t + 100);
+    FEED(2, t + 3100); // the re-send: taken
+    ck_assert_uint_gt(store_inserted(srv->store), after0);
+    ck_assert_uint_eq(store_frames_missing(srv->store), 0);
+    // 3 never comes: 4 is held back until 4 ack timeouts have passed since it first came.
+    uint64_t before4 = store_inserted(srv->store);
+    FEED(4, t + 4000);
+    FEED(4, t + 4000 + 4 * cfg.actor.ack_timeout_ms - 1);
+    ck_assert_uint_eq(store_inserted(srv->store), before4);
+    FEED(4, t + 4000 + 4 * cfg.actor.ack_timeout_ms);
+    ck_assert_uint_eq(srv->frame_gaps_skipped, 1);
+    ck_assert_uint_gt(store_frames_inserted(srv->store), 0);
+    ck_assert_uint_gt(store_frames_missing(srv->store), 0); // rows naming batch 3's frames
+#undef FEED
+    for (int i = 0; i < got.n_raw; i++) {
+        free(got.raw[i]);
+    }
+    replay_server_destroy(&srv);
+}
+END_TEST
+
 START_TEST(test_frames_lossless_minatar) { s_round_trip("MinAtar/Breakout-v0", 4); }
 END_TEST
 
@@ -241,6 +299,7 @@ Suite *actor_frames_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_frames_lossless_minatar);
     tcase_add_test(tc, test_frames_lossless_cartpole_float);
+    tcase_add_test(tc, test_frames_out_of_order_held_back);
     suite_add_tcase(s, tc);
     return s;
 }
