@@ -945,9 +945,18 @@ int replay_server_run(replay_server_t *self) {
     persist_shutdown(self->persist);
     wire_replay_stats_t st;
     replay_server_stats(self, &st);
-    log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages%s",
+    char frames[200] = "";
+    if (store_frame_stack(self->store)) {
+        snprintf(frames, sizeof frames,
+                 ", %llu frames inserted, %llu rows refused for missing frames, %llu gaps given "
+                 "up on",
+                 (unsigned long long)store_frames_inserted(self->store),
+                 (unsigned long long)store_frames_missing(self->store),
+                 (unsigned long long)self->frame_gaps_skipped);
+    }
+    log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages%s%s",
              (unsigned long long)st.size, (unsigned long long)st.inserted,
-             (unsigned long long)st.sampled, (unsigned long long)st.bad_messages,
+             (unsigned long long)st.sampled, (unsigned long long)st.bad_messages, frames,
              persist_acks_without_durability(self->persist)
                  ? " (some inserts were acknowledged while the disk was failing)"
                  : "");
