@@ -14,7 +14,7 @@ BUILD ?= build
 BIN ?= bin
 CONFIG ?= configs/cartpole.ini
 
-PKGS := libzmq libprotobuf-c openblas check inih
+PKGS := libzmq libprotobuf-c openblas check inih liblz4 libzstd
 # Recursive (=) so that pkg-config runs only after the deps stamp has installed it.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))

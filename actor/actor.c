@@ -9,6 +9,7 @@
 #include "env.h"
 #include "envsrc.h"
 #include "explore.h"
+#include "fcodec.h"
 #include "framestack.h"
 #include "log.h"
 #include "loop.h"
@@ -65,6 +66,11 @@ struct actor {
     uint8_t *fq;
     uint32_t *fq_prev;
     uint32_t fq_n, fq_cap;
+    // [replay] compress: fq holds the frames' blobs back to back (fq_bytes used, each at most
+    // fq_bound), fq_sizes their sizes; fc compresses them (its contexts made once).
+    fcodec_t *fc;
+    uint32_t *fq_sizes;
+    size_t fq_bytes, fq_bound;
     uint64_t fq_first;
     uint64_t *cur_fid, *final_fid, *fid_t;
     nstep_t nstep;
@@ -185,7 +191,7 @@ static void s_alloc(actor_t *a) {
     a->act = D > 0 ? (uint8_t *)a->cont : (uint8_t *)a->actions;
     a->prio = xmalloc((size_t)B * sizeof(float));
     a->obs_t = xmalloc((size_t)N * (size_t)OB);
-    if (a->cfg.env.frame_stack > 1) {
+    if (a->cfg.env.frame_stack > 1 || a->fm) { // frame mode numbers frames here, K = 1 too
         framestack_init(&a->fs, N, (int)a->cfg.env.frame_stack, a->frame_bytes);
         a->stk_final = xmalloc((size_t)N * (size_t)OB);
         a->stk_live = xcalloc((size_t)N, 1);
@@ -194,7 +200,14 @@ static void s_alloc(actor_t *a) {
         // A batch carries at most max_batch frames (the replay's limit); s_idle_step ships
         // early before one more step (2 frames per env at most) could pass it.
         a->fq_cap = (uint32_t)a->cfg.replay.max_batch;
-        a->fq = xmalloc((size_t)a->fq_cap * a->frame_bytes);
+        a->fq_bound = a->frame_bytes;
+        if (a->cfg.replay.compress) {
+            a->fc = fcodec_new(a->cfg.replay.compress, (int)a->cfg.replay.compress_level);
+            APEX_ASSERT(a->fc); // only out of memory (the config names a valid codec)
+            a->fq_bound = fcodec_bound(a->cfg.replay.compress, a->frame_bytes);
+            a->fq_sizes = xmalloc((size_t)a->fq_cap * sizeof(uint32_t));
+        }
+        a->fq = xmalloc((size_t)a->fq_cap * a->fq_bound);
         a->fq_prev = xmalloc((size_t)a->fq_cap * sizeof(uint32_t));
         a->cur_fid = xcalloc((size_t)N, sizeof(uint64_t));
         a->final_fid = xcalloc((size_t)N, sizeof(uint64_t));
@@ -363,6 +376,8 @@ void actor_destroy(actor_t **self_p) {
     free(a->stk_live);
     free(a->fq);
     free(a->fq_prev);
+    free(a->fq_sizes);
+    fcodec_destroy(&a->fc);
     free(a->cur_fid);
     free(a->final_fid);
     free(a->fid_t);
@@ -515,8 +530,11 @@ static void s_send_rows(actor_t *a, int rows) {
         b->frame_prev = a->fq_prev;
         b->obs_frames = o->obs_tag;
         b->next_frames = o->next_tag;
+        b->frame_codec = (uint32_t)a->cfg.replay.compress;
+        b->frame_sizes = a->fq_sizes;
         a->fq_first += a->fq_n;
         a->fq_n = 0;
+        a->fq_bytes = 0;
     }
     s_enqueue(a, &m);
     s_flush_pending(a);
@@ -670,7 +688,15 @@ static int s_rate_limited(actor_t *a) {
 static uint64_t s_frame(actor_t *a, const uint8_t *frame, uint64_t prev) {
     APEX_ASSERT(a->fq_n < a->fq_cap); // s_idle_step ships before a step could overflow it
     uint64_t fid = a->fq_first + a->fq_n;
-    memcpy(a->fq + (size_t)a->fq_n * a->frame_bytes, frame, a->frame_bytes);
+    if (a->fc) {
+        // Each frame alone, as the replay keeps it; a context made once: no allocation.
+        size_t n = fcodec_compress(a->fc, frame, a->frame_bytes, a->fq + a->fq_bytes, a->fq_bound);
+        APEX_ASSERT(n > 0); // the destination has the codec's bound
+        a->fq_sizes[a->fq_n] = (uint32_t)n;
+        a->fq_bytes += n;
+    } else {
+        memcpy(a->fq + (size_t)a->fq_n * a->frame_bytes, frame, a->frame_bytes);
+    }
     a->fq_prev[a->fq_n++] = prev == UINT64_MAX ? 0 : (uint32_t)(fid - prev);
     return fid;
 }

@@ -154,6 +154,10 @@ typedef struct {
     // (config_frame_mode). frame_capacity: frames the run's replay holds (0: derived).
     int frame_storage;
     int64_t frame_capacity;
+    // Frame compression (common/fcodec.h's fcodec_kind: none, lz4, zstd) and its level
+    // (0: the codec's default).
+    int compress;
+    int64_t compress_level;
 } config_replay_t;
 
 typedef struct {

@@ -538,10 +538,27 @@ static int s_cross_check_sizes(apex_config_t *cfg, char *err, size_t errlen) {
                          WHERE("actor", "send_batch"), (long long)cfg->actor.send_batch,
                          (long long)cfg->replay.max_batch, WHERE("replay", "max_batch"));
     }
+    if (cfg->replay.compress != 0 && !cfg->replay.frame_storage) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [replay] compress = %s needs frame_storage = true (frames are "
+                         "compressed one by one, as they are stored)",
+                         WHERE("replay", "compress"), cfg->replay.compress == 1 ? "lz4" : "zstd");
+    }
+    if (cfg->replay.compress == 2 && cfg->replay.compress_level > 22) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [replay] compress_level %lld: zstd's levels are 1..22",
+                         WHERE("replay", "compress_level"), (long long)cfg->replay.compress_level);
+    }
+    if (cfg->replay.compress == 0 && cfg->replay.compress_level != 0) {
+        return apex_errf(
+            err, errlen, -1,
+            "%s: [replay] compress_level %lld without compress: it would change "
+            "nothing\n---> HINT: set [replay] compress = zstd or lz4, or remove the key",
+            WHERE("replay", "compress_level"), (long long)cfg->replay.compress_level);
+    }
     // Frame mode: a batch carries at most max_batch frames, and an actor ships early when one
     // more step (up to 2 frames per env) could pass that, so there must be room for a step.
-    if (cfg->env.frame_stack > 1 && cfg->replay.frame_storage &&
-        cfg->replay.max_batch < 4 * cfg->actor.envs_per_actor) {
+    if (config_frame_mode(cfg) && cfg->replay.max_batch < 4 * cfg->actor.envs_per_actor) {
         return apex_errf(err, errlen, -1,
                          "%s: [replay] max_batch %lld is below 4 x [actor] envs_per_actor (%lld) "
                          "with frame_storage: a batch must hold the frames of a few steps",

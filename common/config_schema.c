@@ -144,6 +144,13 @@ const config_row_t config_schema[] = {
     {"replay", "frame_capacity", T_INT, OFF(replay.frame_capacity), 0, 0, 1LL << 31, "0", NULL,
      "frames the replay holds with frame_storage, over all shards (0: capacity + capacity / 256 "
      "+ 4096 per shard; rows whose frames were evicted are not sampled)"},
+    {"replay", "compress", T_ENUM, OFF(replay.compress), 0, 0, 0, "none", "none|lz4|zstd",
+     "compress each frame (frame storage: the actors send and the replay keeps each frame "
+     "compressed, alone, and decompresses the stacks it samples); also turns frame storage on "
+     "for frame_stack = 1 (each frame once: obs and next_obs share theirs)"},
+    {"replay", "compress_level", T_INT, OFF(replay.compress_level), 0, 0, 65537, "0", NULL,
+     "zstd's level (1..22; 0 = its default, 3) or LZ4's acceleration (1..65537: higher is "
+     "faster and compresses less; 0 = 1)"},
     {"replay", "wal_sync_ms", T_INT, OFF(replay.wal_sync_ms), 0, 1, 60000, "50", NULL,
      "write-ahead log group commit: with the log writer idle, a logged insert waits at most "
      "this long for its fdatasync to start (ms); under load commits run back to back"},

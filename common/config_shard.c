@@ -134,7 +134,7 @@ int64_t config_shard_capacity(const apex_config_t *cfg, int k) {
 }
 
 int config_frame_mode(const apex_config_t *cfg) {
-    return cfg->env.frame_stack > 1 && cfg->replay.frame_storage;
+    return cfg->replay.frame_storage && (cfg->env.frame_stack > 1 || cfg->replay.compress != 0);
 }
 
 int64_t config_shard_frame_capacity(const apex_config_t *cfg, int k) {

@@ -34,8 +34,9 @@ int config_shard_endpoint(const char *value, int k, int K, char *out, size_t n, 
 // Transitions shard k holds: capacity / K, the first capacity % K shards one more.
 int64_t config_shard_capacity(const apex_config_t *cfg, int k);
 
-// Frame mode (issue #27): [env] frame_stack > 1 with [replay] frame_storage. Actors then send
-// each new frame once, and the replay stores it once (replay/store.h "Frames").
+// Frame mode (issue #27): [replay] frame_storage with [env] frame_stack > 1 or [replay]
+// compress. Actors then send each new frame once, and the replay stores it once
+// (replay/store.h "Frames"), compressed with [replay] compress.
 int config_frame_mode(const apex_config_t *cfg);
 // Frames shard k holds: its share of [replay] frame_capacity, or by default its capacity plus
 // 1/256 and 4096 (store_frame_capacity_default's rule).

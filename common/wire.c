@@ -1,6 +1,8 @@
 // wire.c: see wire.h. The only file that includes apex.pb-c.h (STYLE S18).
 #include "wire.h"
 
+#include "fcodec.h"
+
 #include "apex.pb-c.h"
 #include "xalloc.h"
 
@@ -111,13 +113,16 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
     size_t ack = (size_t)WIRE_ACK_MAX_SEQS * 10; // a full InsertAck of 10-byte varints
     size_t m = rows > weights ? rows : weights;
     m = m > ack ? m : ack;
-    if (lim->frame_stack >= 2) {
+    if (lim->frame_stack >= 1) {
         // A frame-mode batch: max_frames frames of obs_dim / K elements and a 4-byte link
         // each, and max_count rows of two 8-byte frame numbers, action, reward, discount and
         // priority. Taken as a maximum: the replay's sample replies still carry whole stacks.
         size_t frames = lim->max_frames ? lim->max_frames : lim->max_count;
         size_t frame = (size_t)(lim->obs_dim / lim->frame_stack) *
                        wire_obs_elem_bytes(lim->obs_dtype);
+        if (lim->frame_codec) { // a blob per frame, up to the codec's bound, and its size
+            frame = fcodec_bound((int)lim->frame_codec, frame) + 4;
+        }
         size_t batch = frames * (frame + 4) +
                        (size_t)lim->max_count *
                            (16 + wire_action_bytes(lim->action_dim) + 4 + 4 + 4);
@@ -127,8 +132,8 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
 }
 
 wire_decoder_t *wire_decoder_new(const wire_limits_t *lim) {
-    // 1 would be a stack of one frame, i.e. none: a run without stacks passes 0 (wire.h).
-    APEX_ASSERT(lim->frame_stack != 1);
+    APEX_ASSERT(lim->frame_codec == FCODEC_NONE ||
+                (lim->frame_stack >= 1 && lim->frame_codec <= FCODEC_ZSTD));
     wire_decoder_t *d = xcalloc(1, sizeof *d);
     d->lim = *lim;
     if (d->lim.max_frames == 0) {
@@ -309,9 +314,17 @@ static int s_layout_ok(wire_decoder_t *d, const Apex__TransitionBatch *m) {
     uint32_t want = d->lim.frame_stack, got = m->frame_stack;
     if (got == want) {
         // The frame fields mean nothing without frame_stack: a peer that sets them is broken.
-        if (got == 0 && (m->first_frame || m->frame_count || m->frames.len || m->frame_prev.len ||
-                         m->obs_frames.len || m->next_frames.len)) {
+        if (got == 0 &&
+            (m->first_frame || m->frame_count || m->frames.len || m->frame_prev.len ||
+             m->obs_frames.len || m->next_frames.len || m->frame_codec || m->frame_sizes.len)) {
             return s_err(d, APEX_EPROTO, "TransitionBatch: frame fields with frame_stack 0");
+        }
+        if (got != 0 && m->frame_codec != d->lim.frame_codec) {
+            return s_err(d, APEX_EINVAL,
+                         "TransitionBatch: frames compressed with %s (codec %u), the run's "
+                         "[replay] compress is %s",
+                         fcodec_name((int)m->frame_codec), m->frame_codec,
+                         fcodec_name((int)d->lim.frame_codec));
         }
         return APEX_OK;
     }
@@ -343,7 +356,11 @@ static int s_frames_ok(wire_decoder_t *d, const Apex__TransitionBatch *m) {
                      d->lim.max_frames);
     }
     size_t n_elems = (size_t)n * (m->obs_dim / k);
-    if (!s_len_ok(&m->frames, n_elems, wire_obs_elem_bytes(m->obs_dtype), 0) ||
+    size_t frame_bytes = (size_t)(m->obs_dim / k) * wire_obs_elem_bytes(m->obs_dtype);
+    int packed = m->frame_codec != FCODEC_NONE;
+    if ((packed ? !s_len_ok(&m->frame_sizes, n, 4, 0)
+                : (m->frame_sizes.len ||
+                   !s_len_ok(&m->frames, n_elems, wire_obs_elem_bytes(m->obs_dtype), 0))) ||
         !s_len_ok(&m->frame_prev, n, 4, 0) || !s_len_ok(&m->obs_frames, m->count, 8, 0) ||
         !s_len_ok(&m->next_frames, m->count, 8, 0)) {
         return s_err(d, APEX_EPROTO,
@@ -351,8 +368,27 @@ static int s_frames_ok(wire_decoder_t *d, const Apex__TransitionBatch *m) {
                      "elements, count %u",
                      n, m->obs_dim / k, m->count);
     }
-    // Any byte is a valid uint8 frame; float32 ones must be finite, as observations are.
-    if (m->obs_dtype == APEX__OBS_DTYPE__OBS_FLOAT32 && !s_all_finite(F32(m->frames), n_elems)) {
+    if (packed) {
+        // Blobs: each at most the codec's bound for one frame (a larger one cannot be a
+        // frame's), and together exactly the bytes sent. Their contents the receiver checks.
+        const uint32_t *sz = U32(m->frame_sizes);
+        size_t bound = fcodec_bound((int)m->frame_codec, frame_bytes), sum = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (sz[i] < 1 || sz[i] > bound) {
+                return s_err(d, APEX_EINVAL,
+                             "TransitionBatch: compressed frame %u of %u bytes, not in [1, %zu]", i,
+                             sz[i], bound);
+            }
+            sum += sz[i];
+        }
+        if (sum != m->frames.len) {
+            return s_err(d, APEX_EPROTO,
+                         "TransitionBatch: %zu bytes of compressed frames, their sizes sum to %zu",
+                         m->frames.len, sum);
+        }
+    } else if (m->obs_dtype == APEX__OBS_DTYPE__OBS_FLOAT32 &&
+               !s_all_finite(F32(m->frames), n_elems)) {
+        // Any byte is a valid uint8 frame; float32 ones must be finite, as observations are.
         return s_err(d, APEX_EINVAL, "TransitionBatch: non-finite frame");
     }
     if (m->first_frame > WIRE_FRAME_MAX - n) {
@@ -447,6 +483,8 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         .frame_prev = U32(m->frame_prev),
         .obs_frames = U64(m->obs_frames),
         .next_frames = U64(m->next_frames),
+        .frame_codec = m->frame_codec,
+        .frame_sizes = m->frame_codec ? U32(m->frame_sizes) : NULL,
     };
     return APEX_OK;
 }
@@ -836,22 +874,31 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         tb.next_obs = s_bin(b->next_obs, no);
         tb.priorities = s_bin(b->priorities, n * 4);
         if (b->frame_stack) {
-            APEX_ASSERT(b->frame_stack >= 2 && b->obs_dim % b->frame_stack == 0);
+            APEX_ASSERT(b->frame_stack >= 1 && b->obs_dim % b->frame_stack == 0);
             APEX_ASSERT(!b->obs && !b->next_obs); // the frames are the observations
             APEX_ASSERT(b->frame_count == 0 || (b->frames && b->frame_prev));
             APEX_ASSERT(n == 0 || (b->obs_frames && b->next_frames));
-            size_t nf = b->frame_count;
+            APEX_ASSERT(!b->frame_codec || b->frame_count == 0 || b->frame_sizes);
+            size_t nf = b->frame_count, fbytes = 0;
+            if (b->frame_codec) {
+                for (size_t i = 0; i < nf; i++) {
+                    fbytes += b->frame_sizes[i];
+                }
+                tb.frame_codec = b->frame_codec;
+                tb.frame_sizes = s_bin(b->frame_sizes, nf * 4);
+            } else {
+                fbytes = nf * (b->obs_dim / b->frame_stack) * wire_obs_elem_bytes(b->obs_dtype);
+            }
             tb.frame_stack = b->frame_stack;
             tb.first_frame = b->first_frame;
             tb.frame_count = b->frame_count;
-            tb.frames = s_bin(b->frames, nf * (b->obs_dim / b->frame_stack) *
-                                             wire_obs_elem_bytes(b->obs_dtype));
+            tb.frames = s_bin(b->frames, fbytes);
             tb.frame_prev = s_bin(b->frame_prev, nf * 4);
             tb.obs_frames = s_bin(b->obs_frames, n * 8);
             tb.next_frames = s_bin(b->next_frames, n * 8);
         } else {
             APEX_ASSERT(!b->first_frame && !b->frame_count && !b->frames && !b->frame_prev &&
-                        !b->obs_frames && !b->next_frames);
+                        !b->obs_frames && !b->next_frames && !b->frame_codec && !b->frame_sizes);
         }
         env.body_case = APEX__ENVELOPE__BODY_TRANSITION_BATCH;
         env.transition_batch = &tb;

@@ -106,8 +106,8 @@ typedef enum {
 // A TransitionBatch carries its observations in one of two layouts:
 //  - whole observations (frame_stack 0): obs and next_obs hold every row's observations;
 //    the frame fields are 0 and NULL.
-//  - frame mode (frame_stack = K >= 2, issue #27: [env] frame_stack = K > 1 with [replay]
-//    frame_storage): an observation is a stack of K frames, frame-major, oldest first
+//  - frame mode (frame_stack = K >= 1, issue #27: [env] frame_stack = K > 1 with [replay]
+//    frame_storage, or any K with [replay] compress): an observation is a stack of K frames, frame-major, oldest first
 //    ([f_{t-K+1} | ... | f_t], each frame obs_dim / K elements). obs and next_obs are NULL;
 //    the batch carries the actor's new frames, each once, and each row names its two stacks
 //    by the number of their newest frame. The actor numbers its frames 0, 1, ... per epoch,
@@ -120,6 +120,11 @@ typedef enum {
 //    obs_frames[r] < next_frames[r] < first_frame + frame_count (only frames sent so far,
 //    next_obs later than obs). count may be 0 when frame_count >= 1 (frames only). Whether
 //    a link or a row names a frame the receiver still holds is for the receiver to check.
+//    Compressed (frame_codec LZ4 or zstd, [replay] compress): frames holds frame_count blobs
+//    back to back, blob i frame_sizes[i] bytes, each one frame compressed alone. Once
+//    decoded: every size is in [1, fcodec_bound(frame bytes)] and they sum to the bytes
+//    sent. Whether a blob decompresses to a frame (and float32 frames to finite values) the
+//    decoder does not know: the receiver checks it (replay/store.h store_check_framed).
 // To encode one, obs and next_obs must be NULL and obs_dim a multiple of K (asserted).
 // The uint32/uint64 views are aligned to their type (see wire.c "Alignment of the views").
 typedef struct {
@@ -139,7 +144,7 @@ typedef struct {
     const void *next_obs;      // (count, obs_dim) of obs_dtype; NULL in frame mode
     const float *priorities;   // (count), or NULL: the replay uses its max priority
     // Frame mode (above); all 0/NULL for whole observations.
-    uint32_t frame_stack;        // K >= 2 in frame mode, 0 for whole observations
+    uint32_t frame_stack;        // K >= 1 in frame mode, 0 for whole observations
     uint64_t first_frame;        // number of frames[0] (with no frames: of the next new one)
     uint32_t frame_count;        // new frames in this batch (0 allowed)
     const void *frames;          // (frame_count, obs_dim / K) of obs_dtype, or NULL if none
@@ -147,6 +152,8 @@ typedef struct {
                                  // in its stack (0: an episode's first); NULL if none
     const uint64_t *obs_frames;  // (count) number of obs's newest frame; NULL if no rows
     const uint64_t *next_frames; // (count) number of next_obs's newest frame; NULL if no rows
+    uint32_t frame_codec;        // fcodec_kind: 0, frames are raw
+    const uint32_t *frame_sizes; // (frame_count) blob sizes when compressed, else NULL
 } wire_batch_t;
 
 // Most batches one SampleRequest may ask for (batch_size * batches is also <= max_count).
@@ -291,16 +298,17 @@ typedef struct {
     uint32_t max_actors;      // TransitionBatch and ActorStats actor_id must be below this
                               // ([actor] num_actors); 0: not checked (no such messages expected)
     size_t max_message_bytes; // larger inputs are refused before parsing
-    // TransitionBatch layout (wire_batch_t): 0, batches must carry whole observations; K >= 2,
-    // they must be in frame mode with exactly this K (obs_dim a multiple of it). 1 is not a
-    // value: wire_decoder_new asserts (a run without stacks, or without frame storage,
-    // passes 0).
+    // TransitionBatch layout (wire_batch_t): 0, batches must carry whole observations; K >= 1,
+    // they must be in frame mode with exactly this K (obs_dim a multiple of it).
     uint32_t frame_stack;
     uint32_t max_frames; // most frames in one frame-mode batch; 0 means max_count
+    // Frame mode's compression (fcodec_kind): a batch must use exactly this one.
+    uint32_t frame_codec;
 } wire_limits_t;
 
 // Bytes of the largest legal message under lim (for ZMQ_MAXMSGSIZE and buffer sizing): with
-// frame_stack >= 2 also of a batch of max_frames frames and max_count rows.
+// frame_stack >= 1 also of a batch of max_frames frames (compressed: of their bound) and
+// max_count rows.
 size_t wire_max_message_bytes(const wire_limits_t *lim);
 
 typedef struct wire_decoder wire_decoder_t;

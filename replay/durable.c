@@ -2,6 +2,8 @@
 #define LOG_MODULE "durable"
 #include "durable.h"
 
+#include "fcodec.h"
+
 #include "apex.h"
 #include "config.h"
 #include "fileio.h"
@@ -48,6 +50,7 @@ typedef struct {
     store_state_t state;
     // Version 2: frame mode (all 0 when the store keeps whole observations).
     uint32_t frame_stack, frame_capacity, max_actors, frame_window;
+    uint32_t frame_codec, reserved; // fcodec_kind of the stored frames
     store_frame_state_t frames;
     uint64_t frame_bytes[STORE_FRAME_SECTIONS];
     uint32_t payload_crc;
@@ -575,6 +578,7 @@ static _Noreturn void s_child_write(durable_t *d, const store_t *store, const vo
         h.frame_capacity = store_frame_capacity(store);
         h.max_actors = store_max_actors(store);
         h.frame_window = store_frame_window(store);
+        h.frame_codec = store_frame_codec(store);
         store_get_frame_state(store, &h.frames);
     }
     size_t leaves_bytes = (size_t)h.capacity * sizeof(float);
@@ -799,16 +803,23 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
     } else if (h.frame_stack != store_frame_stack(store) ||
                h.frame_capacity != store_frame_capacity(store) ||
                h.max_actors != store_max_actors(store) ||
-               h.frame_window != store_frame_window(store) || h.frame_bytes[0] != fsec_bytes[0] ||
-               h.frame_bytes[1] != fsec_bytes[1] || h.frame_bytes[2] != fsec_bytes[2]) {
-        log_error("%s: written with frame_stack %u, %u frames, %u actors and a window of %u "
-                  "frame numbers, the config gives %u, %u, %u and %u"
-                  "\n---> HINT: use the original [env] frame_stack, [replay] frame_storage and "
-                  "frame_capacity and [actor] num_actors, envs_per_actor, n_step and "
+               h.frame_window != store_frame_window(store) ||
+               h.frame_codec != store_frame_codec(store) ||
+               // The first section (the frames) may be shorter: a compressed store's arena
+               // is written as far as it is used.
+               h.frame_bytes[0] > fsec_bytes[0] ||
+               (!h.frame_codec && h.frame_bytes[0] != fsec_bytes[0]) ||
+               h.frame_bytes[1] != fsec_bytes[1] || h.frame_bytes[2] != fsec_bytes[2] ||
+               h.frame_bytes[3] != fsec_bytes[3]) {
+        log_error("%s: written with frame_stack %u, %u frames (%s), %u actors and a window of "
+                  "%u frame numbers, the config gives %u, %u (%s), %u and %u"
+                  "\n---> HINT: use the original [env] frame_stack, [replay] frame_storage, "
+                  "compress and frame_capacity and [actor] num_actors, envs_per_actor, n_step and "
                   "[replay] max_batch, or move the directory away to start empty",
-                  d->snap_path, h.frame_stack, h.frame_capacity, h.max_actors, h.frame_window,
-                  store_frame_stack(store), store_frame_capacity(store), store_max_actors(store),
-                  store_frame_window(store));
+                  d->snap_path, h.frame_stack, h.frame_capacity, fcodec_name((int)h.frame_codec),
+                  h.max_actors, h.frame_window, store_frame_stack(store),
+                  store_frame_capacity(store), fcodec_name((int)store_frame_codec(store)),
+                  store_max_actors(store), store_frame_window(store));
         close(fd);
         return APEX_EINVAL;
     } else {
@@ -825,15 +836,16 @@ static int s_load_snapshot(durable_t *d, store_t *store, durable_blob_fn on_blob
             fileio_crc32c(fileio_crc32c(fileio_crc32c(0, rows, h.rows_bytes), leaves, leaves_bytes),
                           blob, h.blob_bytes);
         for (int i = 0; i < STORE_FRAME_SECTIONS && !short_read; i++) {
-            short_read = fileio_read_all(fd, fsec[i], fsec_bytes[i]) != 0;
-            crc = fileio_crc32c(crc, fsec[i], fsec_bytes[i]);
+            short_read = fileio_read_all(fd, fsec[i], h.frame_bytes[i]) != 0;
+            crc = fileio_crc32c(crc, fsec[i], h.frame_bytes[i]);
         }
         if (short_read) {
             why = "truncated";
         } else if (crc != h.payload_crc) {
             why = "corrupt payload (checksum mismatch)";
         } else if (store_restore(store, &h.state, rows, h.rows_bytes, leaves) != APEX_OK ||
-                   (h.frame_stack && store_restore_frames(store, &h.frames) != APEX_OK)) {
+                   (h.frame_stack &&
+                    store_restore_frames(store, &h.frames, h.frame_bytes[0]) != APEX_OK)) {
             why = "inconsistent contents";
         } else {
             rc = APEX_OK;

@@ -48,7 +48,8 @@ static size_t s_max_message_bytes(const apex_config_t *c, wire_limits_t *lim) {
                            .max_actors = (uint32_t)c->actor.num_actors, // bounds dedupe too
                            // Frame mode: batches carry frames, at most max_batch of them.
                            .frame_stack = config_frame_mode(c) ? (uint32_t)c->env.frame_stack : 0,
-                           .max_frames = (uint32_t)c->replay.max_batch};
+                           .max_frames = (uint32_t)c->replay.max_batch,
+                           .frame_codec = config_frame_mode(c) ? (uint32_t)c->replay.compress : 0};
     lim->max_message_bytes = c->replay.max_message_bytes > 0 ? (size_t)c->replay.max_message_bytes
                                                              : wire_max_message_bytes(lim);
     return lim->max_message_bytes;
@@ -118,6 +119,7 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         sc.frame_capacity = (uint32_t)config_shard_frame_capacity(cfg, cfg->replay.shard);
         sc.max_actors = (uint32_t)cfg->actor.num_actors;
         sc.frame_window = config_frame_window(cfg);
+        sc.frame_codec = (uint32_t)cfg->replay.compress;
     }
     size_t need = store_bytes(&sc), avail = s_mem_available();
     if (need == 0 || (avail > 0 && need > avail)) {
@@ -346,7 +348,8 @@ static int s_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *
                             .actions = actions,
                             .rewards = b->rewards,
                             .discounts = b->discounts,
-                            .prio = b->priorities};
+                            .prio = b->priorities,
+                            .frame_sizes = b->frame_sizes};
         stored = store_add_framed(s->store, &f);
     } else {
         store_add(s->store, b->count, b->obs, actions, b->rewards, b->discounts, b->next_obs,
@@ -442,6 +445,21 @@ static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, 
                  m.u.batch.actor_id, config_actor_shard(&s->cfg, (int)m.u.batch.actor_id),
                  s->cfg.replay.shard);
         why = buf;
+    }
+    char fwhy[160];
+    if (rc == APEX_OK && m.u.batch.frame_codec &&
+        !dedupe_seen(&s->dedupe, m.u.batch.actor_id, m.u.batch.epoch, m.u.batch.seq)) {
+        // Compressed frames: each must decompress to a frame before anything is stored (the
+        // decoder checked sizes only). A duplicate was checked when it was stored.
+        const wire_batch_t *b = &m.u.batch;
+        store_framed_t f = {.actor = b->actor_id,
+                            .frame_count = b->frame_count,
+                            .frames = b->frames,
+                            .frame_sizes = b->frame_sizes};
+        if (store_check_framed(s->store, &f, fwhy, sizeof fwhy) != APEX_OK) {
+            rc = APEX_EINVAL;
+            why = fwhy;
+        }
     }
     if (rc != APEX_OK) {
         s_count_bad(s, "insert", idb, idn, m.type, rc, why);

@@ -4,6 +4,7 @@
 #include "store.h"
 
 #include "apex.h"
+#include "fcodec.h"
 #include "log.h"
 #include "powbatch.h"
 #include "sumtree.h"
@@ -11,6 +12,7 @@
 #include "xalloc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -53,6 +55,12 @@ typedef struct {
     uint64_t fid, g;
 } s_fmap;
 
+// A compressed frame: its blob's logical position in the arena, its size, its link.
+typedef struct {
+    uint64_t pos;
+    uint32_t size, link;
+} s_fidx;
+
 #define LINK_MISSING UINT32_MAX // a frame whose predecessor was never received or is gone
 #define G_NONE UINT64_MAX
 #define STORE_FRAME_STACK_MAX 64u
@@ -81,9 +89,21 @@ struct store {
     uint32_t frame_bytes; // one frame: obs_bytes / K
     uint32_t F;           // frames held
     size_t fstride;       // one frame record: a uint32 link, then the frame (4-byte aligned)
-    unsigned char *fr;    // (F, fstride): frame g at g mod F
+    unsigned char *fr;    // raw: (F, fstride): frame g at g mod F; compressed: the arena
     size_t fr_mapped;     // bytes mmap'ed for fr (0: it came from calloc)
     uint64_t frames_total;
+    uint64_t low_g; // frames below this number are gone (by count, or overwritten bytes)
+    // Compressed frames ([replay] compress): blobs of any size back to back in the arena fr,
+    // a ring of A bytes at logical positions (byte p at p mod A; a blob never straddles the
+    // end), indexed per frame. A is the whole reservation (F x the codec's bound) until the
+    // first F frames are in, then fixed at 5/4 of the bytes they took, so the memory the
+    // arena touches follows the frames' compressed size (store.h "Frames").
+    int codec;
+    fcodec_t *fc;
+    s_fidx *fidx;  // (F): frame g's blob at fidx[g % F]
+    uint64_t w, A; // the next blob's logical position; the arena's ring size
+    int A_fixed;
+    unsigned char *scratch; // one frame (store_check_framed)
     uint32_t max_actors, W;
     s_fmap *maps;     // (max_actors, W): actor-local frame number -> global number
     uint64_t *epochs; // (max_actors, 4): the epoch each map belongs to, whether it is set, the
@@ -110,9 +130,15 @@ static const char *s_config_error(const store_config_t *cfg) {
     if (!(cfg->alpha >= 0.0 && cfg->alpha <= 1.0)) { // also rejects NaN
         return "alpha must be in [0, 1]";
     }
-    if (cfg->frame_stack >= 2) {
+    if (cfg->frame_codec && cfg->frame_stack == 0) {
+        return "frame_codec needs frame mode (frame_stack >= 1)";
+    }
+    if (cfg->frame_stack >= 1) {
         if (cfg->frame_stack > STORE_FRAME_STACK_MAX || cfg->obs_dim % cfg->frame_stack) {
-            return "frame_stack must be in [2, 64] and divide obs_dim";
+            return "frame_stack must be in [1, 64] and divide obs_dim";
+        }
+        if (cfg->frame_codec > FCODEC_ZSTD) {
+            return "frame_codec must be none, lz4 or zstd";
         }
         uint32_t fc = cfg->frame_capacity ? cfg->frame_capacity
                                           : store_frame_capacity_default(cfg->capacity);
@@ -154,7 +180,7 @@ uint32_t store_frame_capacity_default(uint32_t capacity) {
     return f > (1u << 31) ? (1u << 31) : (uint32_t)f;
 }
 
-static int s_frame_mode(const store_config_t *cfg) { return cfg->frame_stack >= 2; }
+static int s_frame_mode(const store_config_t *cfg) { return cfg->frame_stack >= 1; }
 
 static size_t s_obs_bytes(const store_config_t *cfg) {
     return (size_t)cfg->obs_dim * (cfg->obs_elem_bytes ? cfg->obs_elem_bytes : 4);
@@ -169,13 +195,18 @@ static size_t s_fstride(const store_config_t *cfg) {
     return (sizeof(uint32_t) + s_obs_bytes(cfg) / cfg->frame_stack + 3) / 4 * 4;
 }
 
-// Bytes of frame mode's arrays: the ring, the maps, the epochs.
+// Bytes of frame mode's arrays at most: the ring (raw frames with their links) or the arena
+// (compressed: F blobs of the codec's bound), the compressed frames' index, the maps, the
+// epochs. A compressed store touches only the arena's first A bytes (see struct store).
 static void s_frame_bytes(const store_config_t *cfg, size_t out[STORE_FRAME_SECTIONS]) {
     uint32_t fc = cfg->frame_capacity ? cfg->frame_capacity
                                       : store_frame_capacity_default(cfg->capacity);
-    out[0] = (size_t)fc * s_fstride(cfg);
-    out[1] = (size_t)cfg->max_actors * cfg->frame_window * sizeof(s_fmap);
-    out[2] = (size_t)cfg->max_actors * 4 * sizeof(uint64_t);
+    size_t frame = s_obs_bytes(cfg) / cfg->frame_stack;
+    out[0] = cfg->frame_codec ? (size_t)fc * fcodec_bound((int)cfg->frame_codec, frame)
+                              : (size_t)fc * s_fstride(cfg);
+    out[1] = cfg->frame_codec ? (size_t)fc * sizeof(s_fidx) : 0;
+    out[2] = (size_t)cfg->max_actors * cfg->frame_window * sizeof(s_fmap);
+    out[3] = (size_t)cfg->max_actors * 4 * sizeof(uint64_t);
 }
 
 static inline store_meta_t *s_meta(const store_t *s, uint32_t slot) {
@@ -218,7 +249,16 @@ size_t store_bytes(const store_config_t *cfg) {
     if (s_frame_mode(cfg)) {
         size_t f[STORE_FRAME_SECTIONS];
         s_frame_bytes(cfg, f);
-        b += f[0] + f[1] + f[2];
+        // The arena is reserved whole but touched only as far as the compressed frames go:
+        // count what the raw frames would take, its upper bound in practice.
+        if (cfg->frame_codec) {
+            store_config_t raw = *cfg;
+            raw.frame_codec = 0;
+            size_t r[STORE_FRAME_SECTIONS];
+            s_frame_bytes(&raw, r);
+            f[0] = r[0];
+        }
+        b += f[0] + f[1] + f[2] + f[3];
     }
     return b;
 }
@@ -254,9 +294,21 @@ store_t *store_new(const store_config_t *cfg) {
         s->max_actors = cfg->max_actors;
         s->W = cfg->frame_window;
         s->fr = s_map_ring(f[0], &s->fr_mapped);
-        s->maps = xmalloc(f[1]);
-        memset(s->maps, 0xff, f[1]); // every fid UINT64_MAX: empty
-        s->epochs = xcalloc(1, f[2]);
+        s->maps = xmalloc(f[2]);
+        memset(s->maps, 0xff, f[2]); // every fid UINT64_MAX: empty
+        s->epochs = xcalloc(1, f[3]);
+        s->codec = (int)cfg->frame_codec;
+        if (s->codec) {
+            s->fc = fcodec_new(s->codec, 0);
+            if (!s->fc) {
+                log_error("cannot create the %s decompressor", fcodec_name(s->codec));
+                store_destroy(&s);
+                return NULL;
+            }
+            s->fidx = xcalloc(s->F, sizeof *s->fidx);
+            s->A = f[0];
+            s->scratch = xmalloc(s->frame_bytes);
+        }
     }
     return s;
 }
@@ -275,6 +327,9 @@ void store_destroy(store_t **self_p) {
     }
     free(s->maps);
     free(s->epochs);
+    fcodec_destroy(&s->fc);
+    free(s->fidx);
+    free(s->scratch);
     xfree(s);
     *self_p = NULL;
 }
@@ -412,14 +467,65 @@ static inline unsigned char *s_frame(const store_t *s, uint64_t g) {
 }
 
 static inline uint32_t s_link(const store_t *s, uint64_t g) {
+    if (s->codec) {
+        return s->fidx[g % s->F].link;
+    }
     uint32_t l;
     memcpy(&l, s_frame(s, g), sizeof l);
     return l;
 }
 
-// Frame g is in the ring: added, and not yet overwritten by the F frames after it.
+// Frame g is held: added, and neither pushed out by the F frames after it nor (compressed)
+// overwritten in the arena (low_g, kept by s_advance_low).
 static inline int s_live(const store_t *s, uint64_t g) {
-    return g < s->frames_total && s->frames_total - g <= s->F;
+    return g < s->frames_total && g >= s->low_g;
+}
+
+// Frame g's bytes into out (frame_bytes): a copy, or a blob decompressed. The blob was
+// checked when it came (store_check_framed); a restored one that fails reads as zeros.
+static inline void s_frame_out(const store_t *s, uint64_t g, unsigned char *out) {
+    if (!s->codec) {
+        memcpy(out, s_frame(s, g) + sizeof(uint32_t), s->frame_bytes);
+        return;
+    }
+    const s_fidx *e = &s->fidx[g % s->F];
+    uint64_t at = e->pos % s->A;
+    if (at + e->size > s->A ||
+        fcodec_decompress(s->fc, s->fr + at, e->size, out, s->frame_bytes) != 0) {
+        memset(out, 0, s->frame_bytes);
+    }
+}
+
+// After frames were added: the frames pushed out by count, and (compressed) those whose
+// bytes the arena has overwritten (a blob at logical p is intact while w <= p + A).
+static void s_advance_low(store_t *s) {
+    if (s->frames_total > s->F && s->low_g < s->frames_total - s->F) {
+        s->low_g = s->frames_total - s->F;
+    }
+    while (s->codec && s->low_g < s->frames_total && s->fidx[s->low_g % s->F].pos + s->A < s->w) {
+        s->low_g++;
+    }
+}
+
+// Appends a compressed frame's blob to the arena (compressed stores).
+static void s_put_blob(store_t *s, uint64_t g, const unsigned char *blob, uint32_t size,
+                       uint32_t link) {
+    uint64_t pos = s->w, at = pos % s->A;
+    if (at + size > s->A) { // a blob never straddles the end: on to the start
+        pos += s->A - at;
+        at = 0;
+    }
+    memcpy(s->fr + at, blob, size);
+    s->w = pos + size;
+    s->fidx[g % s->F] = (s_fidx){.pos = pos, .size = size, .link = link};
+    if (!s->A_fixed && g + 1 == s->F) {
+        // The first F frames are in: the arena's ring is what they took and a quarter more,
+        // so it touches memory as the compressed frames need, no more. Every blob so far lies
+        // below it.
+        uint64_t a = (s->w + s->w / 4 + 63) / 64 * 64;
+        s->A = a < s->A ? a : s->A;
+        s->A_fixed = 1;
+    }
 }
 
 // Walks the K - 1 links back from frame g: 1 with *oldest the stack's oldest frame when every
@@ -447,10 +553,8 @@ static int s_chain(const store_t *s, uint64_t g, uint64_t *oldest) {
 static void s_rebuild(const store_t *s, uint64_t g, unsigned char *out) {
     const size_t FB = s->frame_bytes;
     for (uint32_t k = s->K; k-- > 0;) {
-        const unsigned char *f = s_frame(s, g);
-        memcpy(out + (size_t)k * FB, f + sizeof(uint32_t), FB);
-        uint32_t l;
-        memcpy(&l, f, sizeof l);
+        s_frame_out(s, g, out + (size_t)k * FB);
+        uint32_t l = s_link(s, g);
         g -= l != LINK_MISSING && l <= g ? l : 0;
     }
 }
@@ -510,8 +614,46 @@ int store_frame_gap(const store_t *s, uint32_t actor, uint64_t epoch, uint64_t f
     return ep[1] && ep[0] == epoch && first_frame > ep[2];
 }
 
+// A batch this store can take: frame mode, an actor it keeps a map for, and blob sizes
+// exactly when its frames are compressed.
+static int s_batch_fits(const store_t *s, const store_framed_t *b) {
+    return s->K && b->actor < s->max_actors &&
+           (s->codec ? b->frame_count == 0 || b->frame_sizes != NULL : b->frame_sizes == NULL);
+}
+
+int store_check_framed(store_t *s, const store_framed_t *b, char *why, size_t why_len) {
+    if (!s_batch_fits(s, b)) {
+        snprintf(why, why_len, "not a batch of this store's frames (%s)",
+                 s->codec ? "compressed frames expected" : "raw frames expected");
+        return APEX_EINVAL;
+    }
+    if (!s->codec) {
+        return APEX_OK; // raw frames: the decoder checked their sizes and values
+    }
+    const unsigned char *p = b->frames;
+    for (uint32_t i = 0; i < b->frame_count; i++) {
+        if (fcodec_decompress(s->fc, p, b->frame_sizes[i], s->scratch, s->frame_bytes) != 0) {
+            snprintf(why, why_len, "frame %u (%u bytes) does not decompress to %u bytes of %s", i,
+                     b->frame_sizes[i], s->frame_bytes, fcodec_name(s->codec));
+            return APEX_EINVAL;
+        }
+        if (s->obs_bytes / s->obs_dim == 4) { // float32 frames: finite, as observations are
+            for (uint32_t j = 0; j < s->frame_bytes / 4; j++) {
+                float v;
+                memcpy(&v, s->scratch + 4 * (size_t)j, sizeof v);
+                if (!isfinite(v)) {
+                    snprintf(why, why_len, "frame %u: non-finite value at element %u", i, j);
+                    return APEX_EINVAL;
+                }
+            }
+        }
+        p += b->frame_sizes[i];
+    }
+    return APEX_OK;
+}
+
 uint32_t store_add_framed(store_t *s, const store_framed_t *b) {
-    if (!s->K || b->actor >= s->max_actors) {
+    if (!s_batch_fits(s, b)) {
         return 0;
     }
     const uint32_t W = s->W;
@@ -521,6 +663,7 @@ uint32_t store_add_framed(store_t *s, const store_framed_t *b) {
         memset(map, 0xff, (size_t)W * sizeof *map);
         ep[0] = b->epoch;
         ep[1] = 1;
+        ep[2] = 0;
     }
     const unsigned char *frames = b->frames;
     for (uint32_t i = 0; i < b->frame_count; i++) {
@@ -530,12 +673,23 @@ uint32_t store_add_framed(store_t *s, const store_framed_t *b) {
             uint64_t pg = d <= fid ? s_map_get(map, W, fid - d) : G_NONE;
             link = pg != G_NONE && s_live(s, pg) ? (uint32_t)(g - pg) : LINK_MISSING;
         }
-        unsigned char *f = s_frame(s, g);
-        memcpy(f, &link, sizeof link);
-        memcpy(f + sizeof link, frames + (size_t)i * s->frame_bytes, s->frame_bytes);
+        if (s->codec) {
+            s_put_blob(s, g, frames, b->frame_sizes[i], link);
+            frames += b->frame_sizes[i];
+        } else {
+            unsigned char *f = s_frame(s, g);
+            memcpy(f, &link, sizeof link);
+            memcpy(f + sizeof link, frames + (size_t)i * s->frame_bytes, s->frame_bytes);
+        }
         map[fid & (W - 1)] = (s_fmap){fid, g};
+        s_advance_low(s);
     }
-    ep[2] = b->first_frame + b->frame_count;
+    // The next frame expected only moves on: a late re-send of older frames (after a restart
+    // without durability, where a newer batch came first) must not make the next batch look
+    // like it follows a gap (found by fuzz_replay).
+    if (b->first_frame + b->frame_count > ep[2]) {
+        ep[2] = b->first_frame + b->frame_count;
+    }
     const unsigned char *actions = b->actions;
     uint32_t idx[STORE_CHUNK];
     float value[STORE_CHUNK];
@@ -755,13 +909,16 @@ uint32_t store_frame_stack(const store_t *s) { return s->K; }
 uint32_t store_frame_capacity(const store_t *s) { return s->F; }
 uint32_t store_max_actors(const store_t *s) { return s->max_actors; }
 uint32_t store_frame_window(const store_t *s) { return s->W; }
+uint32_t store_frame_codec(const store_t *s) { return (uint32_t)s->codec; }
 uint64_t store_frames_inserted(const store_t *s) { return s->frames_total; }
 uint64_t store_frames_missing(const store_t *s) { return s->missing; }
 uint64_t store_frame_evicted(const store_t *s) { return s->evicted; }
 uint64_t store_live_size(const store_t *s) { return s->K ? s->nz : s->size; }
 
 double store_min_priority(const store_t *s) {
-    return s->size ? (double)sumtree_min(&s->tree) : 0.0;
+    // Frame mode: rows whose frames went have empty leaves, so the rows held may all be
+    // empty (the tree's minimum is then +inf, which no peer takes).
+    return store_live_size(s) ? (double)sumtree_min(&s->tree) : 0.0;
 }
 
 double store_slot_priority(const store_t *s, uint32_t slot) {
@@ -868,11 +1025,21 @@ void store_get_frame_state(const store_t *s, store_frame_state_t *out) {
     *out = (store_frame_state_t){.frames_total = s->frames_total,
                                  .swept = s->swept,
                                  .missing = s->missing,
-                                 .evicted = s->evicted};
+                                 .evicted = s->evicted,
+                                 .low = s->low_g,
+                                 .arena_w = s->w,
+                                 .arena_ring = s->A,
+                                 .arena_fixed = (uint64_t)s->A_fixed};
 }
+
+// What the arena holds: its first w bytes until it wrapped, then its whole ring.
+static size_t s_arena_used(const store_t *s) { return (size_t)(s->w < s->A ? s->w : s->A); }
 
 void store_frame_sections(const store_t *s, const void **data, size_t *bytes) {
     store_frame_sections_mut((store_t *)s, (void **)data, bytes);
+    if (s->codec) {
+        bytes[0] = s_arena_used(s);
+    }
 }
 
 void store_frame_sections_mut(store_t *s, void **data, size_t *bytes) {
@@ -882,7 +1049,8 @@ void store_frame_sections_mut(store_t *s, void **data, size_t *bytes) {
                         .frame_stack = s->K,
                         .frame_capacity = s->F,
                         .max_actors = s->max_actors,
-                        .frame_window = s->W};
+                        .frame_window = s->W,
+                        .frame_codec = (uint32_t)s->codec};
     if (!s->K) {
         for (int i = 0; i < STORE_FRAME_SECTIONS; i++) {
             data[i] = NULL;
@@ -892,19 +1060,39 @@ void store_frame_sections_mut(store_t *s, void **data, size_t *bytes) {
     }
     s_frame_bytes(&c, bytes);
     data[0] = s->fr;
-    data[1] = s->maps;
-    data[2] = s->epochs;
+    data[1] = s->fidx;
+    data[2] = s->maps;
+    data[3] = s->epochs;
 }
 
-int store_restore_frames(store_t *s, const store_frame_state_t *fs) {
-    // The sweep cursor is an insertion number; every other value is safe as it is (links and
-    // numbers are checked, or taken modulo the ring, wherever they are used).
-    if (!s->K || fs->swept > s->inserted) {
+int store_restore_frames(store_t *s, const store_frame_state_t *fs, size_t arena_bytes) {
+    // Counters that must fit the store: the sweep cursor is an insertion number, the low mark
+    // a frame number, and a compressed store's arena must fit its reservation and hold what
+    // it says. Every other value is safe as it is (links, positions and numbers are checked,
+    // or taken modulo the rings, wherever they are used).
+    size_t res[STORE_FRAME_SECTIONS];
+    void *unused[STORE_FRAME_SECTIONS];
+    store_frame_sections_mut(s, unused, res);
+    if (!s->K || fs->swept > s->inserted || fs->low > fs->frames_total) {
+        return APEX_EINVAL;
+    }
+    if (s->codec &&
+        (fs->arena_ring < 1 || fs->arena_ring > res[0] || fs->arena_fixed > 1 ||
+         arena_bytes != (fs->arena_w < fs->arena_ring ? fs->arena_w : fs->arena_ring))) {
+        return APEX_EINVAL;
+    }
+    if (!s->codec && (arena_bytes != res[0] || fs->arena_w || fs->arena_fixed)) {
         return APEX_EINVAL;
     }
     s->frames_total = fs->frames_total;
     s->swept = fs->swept;
     s->missing = fs->missing;
     s->evicted = fs->evicted;
+    s->low_g = fs->low;
+    if (s->codec) {
+        s->w = fs->arena_w;
+        s->A = fs->arena_ring;
+        s->A_fixed = (int)fs->arena_fixed;
+    }
     return APEX_OK;
 }

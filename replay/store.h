@@ -39,12 +39,13 @@ typedef struct {
     uint32_t obs_elem_bytes; // bytes per element: 4 (float32) or 1 (uint8); 0 means 4
     uint32_t action_dim;     // 0: discrete actions (int32); else floats per continuous action
     double alpha;            // priority exponent, 0 ..= 1 (0 = uniform sampling)
-    // Frame mode (issue #27, see "Frames" below): frame_stack K >= 2 stores each frame of the
-    // K-frame stacks once; obs_dim is then the stack's (K x a frame's). 0 or 1: whole rows.
+    // Frame mode (issue #27, see "Frames" below): frame_stack K >= 1 stores each frame of the
+    // K-frame stacks once; obs_dim is then the stack's (K x a frame's). 0: whole rows.
     uint32_t frame_stack;
     uint32_t frame_capacity; // frames held, >= capacity (0: store_frame_capacity_default)
     uint32_t max_actors;     // frame mode: actor ids are < this (one frame map each)
     uint32_t frame_window;   // frame mode: frame numbers an actor's map resolves, a power of 2
+    uint32_t frame_codec;    // frame mode: fcodec_kind of the frames as they come and are kept
 } store_config_t;
 
 // The frames a frame-mode store holds by default: one per transition, as a stream of n-step
@@ -141,7 +142,16 @@ typedef struct {
     const void *actions; // (count) int32, or (count, action_dim) floats
     const float *rewards, *discounts;
     const float *prio; // (count) raw priorities, or NULL (the max)
+    // Compressed frames (the store's frame_codec): frames holds frame_count blobs back to
+    // back, of these sizes; NULL for raw frames.
+    const uint32_t *frame_sizes;
 } store_framed_t;
+
+// Checks what the wire decoder cannot: that every compressed frame of b decompresses to
+// exactly one frame (and float32 frames to finite values). APEX_OK, or APEX_EINVAL with why
+// written (the server refuses the batch as a bad message). Raw frames pass (the decoder has
+// checked them). Nothing is stored. No allocation.
+int store_check_framed(store_t *s, const store_framed_t *b, char *why, size_t why_len);
 
 // Appends b's frames, then its rows (FIFO as store_add). Returns the rows stored; the others
 // are counted in store_frames_missing. 0 (nothing stored) when the store is not in frame mode
@@ -158,6 +168,7 @@ uint32_t store_frame_stack(const store_t *s);     // K, or 0 when not in frame m
 uint32_t store_frame_capacity(const store_t *s);  // 0 when not in frame mode
 uint32_t store_max_actors(const store_t *s);      // frame mode's; 0 otherwise
 uint32_t store_frame_window(const store_t *s);    // frame mode's; 0 otherwise
+uint32_t store_frame_codec(const store_t *s);     // fcodec_kind of the stored frames
 uint64_t store_frames_inserted(const store_t *s); // frames ever added
 uint64_t store_frames_missing(const store_t *s);  // rows refused: frames unknown or evicted
 uint64_t store_frame_evicted(const store_t *s);   // stored rows dropped since their frames went
@@ -190,22 +201,26 @@ void store_copy_leaves(const store_t *s, float *out);
 int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t rows_bytes,
                   const float *leaves);
 
-// Frame mode's state beyond store_state_t: counters, then the frame ring, the actors' maps
-// and their epochs as STORE_FRAME_SECTIONS byte arrays. store_frame_sections lends them for a
+// Frame mode's state beyond store_state_t: counters, then the frame ring (or the compressed
+// frames' arena and their index), the actors' maps and their epochs as STORE_FRAME_SECTIONS
+// byte arrays (the index empty for raw frames). The arena's section is as long as the arena
+// holds (store_frame_sections), at most its reservation (store_frame_sections_mut). store_frame_sections lends them for a
 // snapshot (valid until the next add); a restore reads them in place (the ring is the bulk of
 // a pixel replay's memory: no second copy) through store_frame_sections_mut, then calls
 // store_restore_frames, which checks the counters against the store (APEX_EINVAL when they
 // do not fit; every later walk of the links is bounds-safe whatever the bytes). Call it
 // after store_restore (it checks the sweep cursor against the restored insert count).
-#define STORE_FRAME_SECTIONS 3
+#define STORE_FRAME_SECTIONS 4
 typedef struct {
     uint64_t frames_total; // frames ever added (the next frame's global number)
     uint64_t swept;        // rows before this insertion number are known dead or evicted
     uint64_t missing, evicted;
+    uint64_t low;                              // frames below this number are gone
+    uint64_t arena_w, arena_ring, arena_fixed; // compressed frames: the arena's state
 } store_frame_state_t;
 void store_get_frame_state(const store_t *s, store_frame_state_t *out);
 void store_frame_sections(const store_t *s, const void **data, size_t *bytes);
 void store_frame_sections_mut(store_t *s, void **data, size_t *bytes);
-int store_restore_frames(store_t *s, const store_frame_state_t *fs);
+int store_restore_frames(store_t *s, const store_frame_state_t *fs, size_t arena_bytes);
 
 #endif

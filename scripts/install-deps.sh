@@ -14,6 +14,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin          # the learner group (mpirun -np N apex-learner)
   libmujoco-dev                       # the MuJoCo tasks of the env library (envs/mjenv.c)
   libmujoco-samples                   # MuJoCo's own models, which tests/check_mujoco.c loads
+  liblz4-dev libzstd-dev              # frame compression ([replay] compress, common/fcodec.c)
   curl ca-certificates                # scripts/fetch-mujoco-models downloads Gymnasium's models
 )
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then

@@ -20,6 +20,7 @@
 #include "actor.h"
 #include "clock.h"
 #include "config.h"
+#include "config_shard.h"
 #include "rng.h"
 #include "server.h"
 #include "server_int.h"
@@ -39,14 +40,16 @@ static void *s_actor_main(void *arg) {
     return NULL;
 }
 
-static void s_load(apex_config_t *cfg, const char *env, int k, int frames) {
-    char kv[3][128];
+static void s_load(apex_config_t *cfg, const char *env, int k, int frames, const char *codec) {
+    char kv[4][128];
     snprintf(kv[0], sizeof kv[0], "env.id=%s", env);
     snprintf(kv[1], sizeof kv[1], "env.frame_stack=%d", k);
     snprintf(kv[2], sizeof kv[2], "replay.frame_storage=%s", frames ? "true" : "false");
+    snprintf(kv[3], sizeof kv[3], "replay.compress=%s", frames ? codec : "none");
     const char *sets[] = {kv[0],
                           kv[1],
                           kv[2],
+                          kv[3],
                           "run.seed=3",
                           "network.hidden=16",
                           "actor.num_actors=2",
@@ -112,14 +115,12 @@ static void s_collect(const apex_config_t *base, uint32_t rows, s_rows *out,
                          .n_actions = (uint32_t)cfg.env.n_actions,
                          .max_count = 64,
                          .max_actors = 2,
-                         .frame_stack = into ? (uint32_t)cfg.env.frame_stack : 0,
                          .max_frames = 64};
-    wire_decoder_t *dec = wire_decoder_new(&lim);
     size_t OB = (size_t)cfg.env.obs_dim * (cfg.env.obs_dtype == CONFIG_OBS_UINT8 ? 1 : 4);
-    int frames_mode = cfg.replay.frame_storage && cfg.env.frame_stack > 1;
+    int frames_mode = config_frame_mode(&cfg);
     lim.frame_stack = frames_mode ? (uint32_t)cfg.env.frame_stack : 0;
-    wire_decoder_destroy(&dec);
-    dec = wire_decoder_new(&lim);
+    lim.frame_codec = frames_mode ? (uint32_t)cfg.replay.compress : 0;
+    wire_decoder_t *dec = wire_decoder_new(&lim);
     out->n_raw = 0;
     if (!frames_mode) {
         out->obs = malloc((rows + 64) * OB);
@@ -183,10 +184,10 @@ static void s_collect(const apex_config_t *base, uint32_t rows, s_rows *out,
     zmq_ctx_term(ctx);
 }
 
-static void s_round_trip(const char *env, int k) {
+static void s_round_trip(const char *env, int k, const char *codec) {
     apex_config_t whole, framed;
-    s_load(&whole, env, k, 0);
-    s_load(&framed, env, k, 1);
+    s_load(&whole, env, k, 0, codec);
+    s_load(&framed, env, k, 1, codec);
     s_rows ref, got;
     s_collect(&whole, ROWS, &ref, NULL);
     replay_server_t *srv = replay_server_new(&framed, 0);
@@ -194,7 +195,9 @@ static void s_round_trip(const char *env, int k) {
     s_collect(&framed, ROWS, &got, srv);
     store_t *st = srv->store;
     ck_assert_uint_eq(store_frame_stack(st), (uint32_t)k);
+    ck_assert_uint_eq(store_frame_codec(st), (uint32_t)framed.replay.compress);
     ck_assert_uint_eq(store_frames_missing(st), 0);
+    ck_assert_uint_eq(srv->bad_total, 0); // every compressed frame decompressed
     ck_assert_uint_ge(store_size(st), ROWS);
     // Each frame once: about one frame per row (plus the first frame of each episode).
     ck_assert_uint_lt(store_frames_inserted(st), 2 * store_size(st));
@@ -252,7 +255,7 @@ static void s_round_trip(const char *env, int k) {
 // lost frames refused.
 START_TEST(test_frames_out_of_order_held_back) {
     apex_config_t cfg;
-    s_load(&cfg, "MinAtar/Breakout-v0", 4, 1);
+    s_load(&cfg, "MinAtar/Breakout-v0", 4, 1, "none");
     s_rows got;
     s_collect(&cfg, 120, &got, NULL);
     ck_assert_int_ge(got.n_raw, 5);
@@ -287,10 +290,20 @@ START_TEST(test_frames_out_of_order_held_back) {
 }
 END_TEST
 
-START_TEST(test_frames_lossless_minatar) { s_round_trip("MinAtar/Breakout-v0", 4); }
+START_TEST(test_frames_lossless_minatar) { s_round_trip("MinAtar/Breakout-v0", 4, "none"); }
 END_TEST
 
-START_TEST(test_frames_lossless_cartpole_float) { s_round_trip("CartPole-v1", 3); }
+START_TEST(test_frames_lossless_cartpole_float) { s_round_trip("CartPole-v1", 3, "none"); }
+END_TEST
+
+// Compressed frames ([replay] compress): the same rows byte for byte, zstd on MinAtar's bytes
+// (stacks of 4, and single frames, where compression alone turns frame storage on), LZ4 on
+// CartPole's floats.
+START_TEST(test_frames_lossless_compressed) {
+    s_round_trip("MinAtar/Breakout-v0", 4, "zstd");
+    s_round_trip("MinAtar/Breakout-v0", 1, "zstd");
+    s_round_trip("CartPole-v1", 3, "lz4");
+}
 END_TEST
 
 Suite *actor_frames_suite(void) {
@@ -299,6 +312,7 @@ Suite *actor_frames_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_frames_lossless_minatar);
     tcase_add_test(tc, test_frames_lossless_cartpole_float);
+    tcase_add_test(tc, test_frames_lossless_compressed);
     tcase_add_test(tc, test_frames_out_of_order_held_back);
     suite_add_tcase(s, tc);
     return s;

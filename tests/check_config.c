@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_shard.h"
 #include "config_check.h"
 #include "config_schema.h"
 #include "nn.h"
@@ -464,6 +465,51 @@ END_TEST
 // K-fold; frame_dim and frame_c are one frame's, what the env emits, and what obs_dim,
 // obs_shape and eval_id describe); id = external is refused (its actors are the user's);
 // --print-config writes the key back and the round trip gives the same dims.
+// [replay] frame_storage and compress (issue #27): frame mode with stacks, or with compression
+// alone (any frame_stack); compression needs frame storage, a level needs a codec, zstd's
+// levels stop at 22; the frame window covers a batch and n + 1 steps of every env.
+START_TEST(test_frame_storage_keys) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(s_load("[env]\nid = MinAtar/Breakout-v0\nframe_stack = 4\n", &cfg, err) == 0,
+                  "%s", err);
+    ck_assert(config_frame_mode(&cfg));
+    ck_assert_msg(s_load("[env]\nid = MinAtar/Breakout-v0\n[replay]\ncompress = zstd\n"
+                         "compress_level = 5\n",
+                         &cfg, err) == 0,
+                  "%s", err);
+    ck_assert(config_frame_mode(&cfg));
+    ck_assert_int_eq(cfg.replay.compress, 2);
+    ck_assert_int_eq(cfg.replay.compress_level, 5);
+    ck_assert_msg(s_load("[env]\nid = MinAtar/Breakout-v0\n", &cfg, err) == 0, "%s", err);
+    ck_assert(!config_frame_mode(&cfg));
+    ck_assert_msg(s_load("[env]\nid = MinAtar/Breakout-v0\nframe_stack = 4\n[replay]\n"
+                         "frame_storage = false\n",
+                         &cfg, err) == 0,
+                  "%s", err);
+    ck_assert(!config_frame_mode(&cfg));
+    s_expect_error("[replay]\nframe_storage = false\ncompress = lz4\n",
+                   "[replay] compress = lz4 needs frame_storage = true (frames are compressed one "
+                   "by one, as they are stored)");
+    s_expect_error("[replay]\ncompress = zstd\ncompress_level = 23\n",
+                   "[replay] compress_level 23: zstd's levels are 1..22");
+    s_expect_error("[replay]\ncompress_level = 3\n",
+                   "[replay] compress_level 3 without compress: it would change nothing\n---> "
+                   "HINT: set [replay] compress = zstd or lz4, or remove the key");
+    s_expect_error(
+        "[env]\nid = MinAtar/Breakout-v0\nframe_stack = 4\n[actor]\nenvs_per_actor = "
+        "64\n[replay]\nmax_batch = 200\n[learner]\nbatch_size = 32\n[actor]\nsend_batch = 50\n",
+        "with frame_storage: a batch must hold the frames of a few steps");
+    ck_assert_msg(s_load("[env]\nid = MinAtar/Breakout-v0\nframe_stack = 4\n[actor]\n"
+                         "envs_per_actor = 16\nn_step = 3\n[replay]\nmax_batch = 512\n"
+                         "[learner]\nbatch_size = 128\n",
+                         &cfg, err) == 0,
+                  "%s", err);
+    // 2 x (512 + 2 x 16 x 5) = 1664 -> 2048.
+    ck_assert_uint_eq(config_frame_window(&cfg), 2048);
+}
+END_TEST
+
 START_TEST(test_frame_stack) {
     apex_config_t cfg;
     char err[CONFIG_ERR_LEN] = "";
@@ -827,6 +873,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_external_env);
     tcase_add_test(tc, test_python_env);
     tcase_add_test(tc, test_frame_stack);
+    tcase_add_test(tc, test_frame_storage_keys);
     tcase_add_test(tc, test_obs_layout);
     tcase_add_test(tc, test_batches_per_request_auto);
     tcase_add_test(tc, test_shipped_configs_load);

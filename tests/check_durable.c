@@ -773,6 +773,7 @@ typedef struct {
     uint32_t obs_elem_bytes;
     store_state_t state;
     uint32_t frame_stack, frame_capacity, max_actors, frame_window;
+    uint32_t frame_codec, reserved;
     store_frame_state_t frames;
     uint64_t frame_bytes[STORE_FRAME_SECTIONS];
     uint32_t payload_crc;
@@ -807,7 +808,7 @@ static void s_check_layout(const uint8_t *file, size_t len) {
     ck_assert_uint_eq(h.format_version, 2);
     ck_assert_uint_eq(h.header_bytes, sizeof h);
     ck_assert_uint_eq(h.frame_stack, 0);
-    ck_assert_uint_eq(h.frame_bytes[0] + h.frame_bytes[1] + h.frame_bytes[2], 0);
+    ck_assert_uint_eq(h.frame_bytes[0] + h.frame_bytes[1] + h.frame_bytes[2] + h.frame_bytes[3], 0);
     ck_assert_uint_eq(h.capacity, CAP);
     ck_assert_uint_eq(h.obs_dim, OBS);
     ck_assert_uint_eq(h.obs_elem_bytes, 4);

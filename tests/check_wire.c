@@ -11,6 +11,7 @@
 
 #include "rng.h"
 #include "wire.h"
+#include "fcodec.h"
 
 #define OBS 4
 #define ACT 2
@@ -1379,7 +1380,10 @@ typedef struct {
     uint64_t frame_stack, first_frame;
     uint32_t count, frame_count, obs_dim;
     size_t obs, next, frames, prev, ofr, nfr; // bytes
+    uint64_t codec;                           // frame_codec (0: field absent)
+    size_t sizes;                             // bytes of frame_sizes sent (s_fsizes)
 } s_flens;
+static uint32_t s_fsizes[MAXF + 1];
 
 // The fixture batch's lengths, all consistent.
 static s_flens s_flens_ok(void) {
@@ -1418,6 +1422,12 @@ static void s_forge_frames(pb_t *env, const s_flens *l) {
     pb_bytes(&body, 19, s_fprev, l->prev);
     pb_bytes(&body, 20, s_ofr, l->ofr);
     pb_bytes(&body, 21, s_nfr, l->nfr);
+    if (l->codec) {
+        pb_uint(&body, 22, l->codec);
+    }
+    if (l->sizes) {
+        pb_bytes(&body, 23, s_fsizes, l->sizes);
+    }
     env->n = 0;
     pb_uint(env, 1, APEX_PROTOCOL_VERSION);
     pb_bytes(env, 2, body.b, body.n);
@@ -1616,6 +1626,85 @@ END_TEST
 // wire_max_message_bytes admits the largest frame-mode batch: max_frames frames and
 // max_count rows with every scalar at its longest varint. The limits make the batch the
 // largest message (many frames, few rows), so the frame term is what is tested.
+// Compressed frames ([replay] compress): a round trip with real zstd blobs, and every way a
+// peer can get the codec or the blobs' sizes wrong (what the blobs decompress to is the
+// replay's to check: replay/store.h store_check_framed).
+START_TEST(test_frame_codec) {
+    wire_limits_t limz = s_limf;
+    limz.frame_codec = FCODEC_ZSTD;
+    wire_decoder_t *dz = wire_decoder_new(&limz), *d = wire_decoder_new(&s_limf);
+    s_fill_frames();
+    fcodec_t *fc = fcodec_new(FCODEC_ZSTD, 0);
+    static uint8_t blobs[NF * (FD * 4 + 64)];
+    uint32_t sizes[NF];
+    size_t at = 0;
+    for (int i = 0; i < NF; i++) {
+        sizes[i] = (uint32_t)fcodec_compress(fc, s_frames + i * FD, FD * 4, blobs + at,
+                                             FD * 4 + 64);
+        at += sizes[i];
+    }
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH}, o;
+    m.u.batch = (wire_batch_t){.actor_id = 1,
+                               .count = ROWS,
+                               .obs_dim = OBS,
+                               .actions = (const int32_t *)s_act,
+                               .rewards = s_rew,
+                               .discounts = s_disc,
+                               .frame_stack = K,
+                               .first_frame = FIRST,
+                               .frame_count = NF,
+                               .frames = blobs,
+                               .frame_prev = s_fprev,
+                               .obs_frames = s_ofr,
+                               .next_frames = s_nfr,
+                               .frame_codec = FCODEC_ZSTD,
+                               .frame_sizes = sizes};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(dz, b.data, b.len, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.batch.frame_codec, FCODEC_ZSTD);
+    ck_assert_mem_eq(o.u.batch.frame_sizes, sizes, sizeof sizes);
+    ck_assert_mem_eq(o.u.batch.frames, blobs, at);
+    ck_assert_uint_le(b.len, wire_max_message_bytes(&limz));
+    // The run's codec and the batch's must be the same, both ways.
+    s_expect(d, &b, APEX_EINVAL,
+             "compressed with zstd (codec 2), the run's [replay] compress is none");
+    s_flens l = s_flens_ok(); // raw frames
+    s_expect_forged(dz, &l, APEX_EINVAL,
+                    "compressed with none (codec 0), the run's [replay] compress is zstd");
+    // Blob sizes: as many as frames, each in [1, the codec's bound], summing to the bytes.
+    for (int i = 0; i < NF; i++) {
+        s_fsizes[i] = (uint32_t)(l.frames / NF);
+    }
+    l.codec = FCODEC_ZSTD, l.sizes = NF * 4;
+    s_expect_forged(dz, &l, APEX_OK, NULL);
+    l.sizes = (NF - 1) * 4;
+    s_expect_forged(dz, &l, APEX_EPROTO, "frame array lengths");
+    l.sizes = NF * 4, s_fsizes[0] += 1;
+    s_expect_forged(dz, &l, APEX_EPROTO, "sizes sum to");
+    s_fsizes[0] = 0, s_fsizes[1] += (uint32_t)(l.frames / NF);
+    s_expect_forged(dz, &l, APEX_EINVAL, "compressed frame 0 of 0 bytes");
+    s_fsizes[0] = (uint32_t)fcodec_bound(FCODEC_ZSTD, FD * 4) + 1;
+    s_expect_forged(dz, &l, APEX_EINVAL, "not in [1,");
+    // Sizes without a codec; a codec without frame mode.
+    l = s_flens_ok(), l.sizes = NF * 4;
+    s_expect_forged(d, &l, APEX_EPROTO, "frame array lengths");
+    wire_decoder_t *whole = wire_decoder_new(&s_lim);
+    s_flens w = {.count = ROWS,
+                 .obs_dim = OBS,
+                 .obs = ROWS * OBS * 4,
+                 .next = ROWS * OBS * 4,
+                 .codec = FCODEC_LZ4};
+    s_expect_forged(whole, &w, APEX_EPROTO, "frame fields with frame_stack 0");
+    wire_decoder_destroy(&whole);
+    fcodec_destroy(&fc);
+    wire_buf_fini(&b);
+    wire_decoder_destroy(&dz);
+    wire_decoder_destroy(&d);
+}
+END_TEST
+
 START_TEST(test_frame_max_message_bytes) {
     enum { DIM = 64, KK = 4, MAXC = 8, NFRAMES = 1024, NA = 6 };
     for (uint32_t t = 0; t < 2; t++) {
@@ -1717,6 +1806,7 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_frame_lengths_refused);
     tcase_add_test(tc, test_frame_values_refused);
     tcase_add_test(tc, test_frame_max_message_bytes);
+    tcase_add_test(tc, test_frame_codec);
     suite_add_tcase(s, tc);
     return s;
 }
