@@ -5,11 +5,17 @@
 // An input is a program (fuzz_prog.h) run against a fresh replay server (replay/server_int.h:
 // made with listen = 0, so no sockets; replay_server_handle is what its loop does with one
 // message). The first byte chooses the run: capacity (1, 7 or 64), alpha, float32 or uint8
-// observations, one server or shard 0/1 of two, the replay ratio, min_size_to_sample. Then each
-// operation is an opcode byte and its operands:
+// observations, one server or shard 0/1 of two, the replay ratio, min_size_to_sample; bytes
+// from 144 up choose a frame-mode run (issue #27; s_server says how). Then each operation is
+// an opcode byte and its operands:
 //   0  TransitionBatch on the insert socket: actor id (some beyond [actor] num_actors, some of
 //      the other shard), epoch, seq (UINT64_MAX among them), 1-20 rows (max_batch is 16),
-//      observations, actions, rewards, discounts and priorities from the edge tables
+//      observations, actions, rewards, discounts and priorities from the edge tables; some in
+//      the frame layout, which a whole-observation server refuses. In a frame-mode run, a
+//      frame-mode batch instead (s_op_frames): 0-18 frames numbered mostly on from the
+//      actor's previous batch (sometimes ahead: a gap the server holds back; back; huge),
+//      links mostly small or 0, rows naming recent frames (sometimes any), or a batch of
+//      whole observations, which it refuses
 //   1  SampleRequest on the sample socket: id, batch size, beta, batches, min_priority,
 //      stats_only, stats_after
 //   2  PriorityUpdate: keys near the ring's slots and generations, priorities
@@ -25,6 +31,17 @@
 //   - every SampleReply the server built decodes under the learner's limits, with exactly the
 //     rows asked for (OK), none otherwise, importance weights in [0, 1], and keys naming held
 //     slots: what a peer sends can never make the server send what its learner refuses.
+// In a frame-mode run, also (against s_model, a restatement of store.h's "Frames" rules fed
+// with every batch the server stored):
+//   - live rows <= rows <= capacity; frames inserted, rows refused for missing frames, rows
+//     evicted, batches held back and gaps given up on only grow;
+//   - a stored batch adds exactly the frames, rows and refusals the model says; a batch held
+//     back is one the model sees a gap before, and a batch with a gap that is stored counts a
+//     gap given up on; a batch neither stored nor held is counted bad or a duplicate;
+//   - some row can be sampled exactly when the server says it holds live rows (else a
+//     learner's request would be refused, the store's EAGAIN blamed on it);
+//   - every sampled row is one the model holds live, of the key's generation, its action,
+//     reward and discount, and both its stacks byte for byte the frames that were sent.
 #include "fuzz.h"
 #include "fuzz_prog.h"
 
@@ -35,20 +52,61 @@
 #include "wire.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+// A whole-observation run's (env.id = external); a frame-mode run's come from its env.
 #define OBS 4
 #define ACTIONS 3
 #define ACTORS 4
+#define EPOCHS 3
 #define MAX_BATCH 16
-#define MAX_ROWS 20 // rows a generated batch may carry (past MAX_BATCH on purpose)
+#define MAX_ROWS 20    // rows a generated batch may carry (past MAX_BATCH on purpose)
+#define MAX_FRAMES 18  // frames likewise (max_frames is max_batch)
+#define MAX_FRAME 400  // elements of a frame (MinAtar's 10 x 10 x 4)
+#define MAX_STACK 1200 // elements of a frame-mode run's observation (3 MinAtar frames)
+#define FRAME_RUNS 144 // config bytes from here on choose a frame-mode run
 
 // What the inputs so far reached (tests/check_fuzz_replay.c checks that the seeds get past
 // the decoder into every handler). Test-only state.
 typedef struct {
     uint64_t stored, replies_ok, replies_other, updated;
+    // Frame mode: rows stored, OK replies checked against the model, batches held back for a
+    // gap, gaps given up on, held batches stored once their gap was filled, batches of the
+    // other layout refused.
+    uint64_t frame_rows_stored, frame_replies_ok, frame_held_back, frame_gaps_given_up,
+        frame_held_stored, layout_refused;
 } fuzz_replay_stats_t;
 static fuzz_replay_stats_t fuzz_replay_stats;
+
+// What the store should hold in a frame-mode run: store.h's "Frames" rules restated over
+// the batches the server stored, so that every sampled row can be checked byte for byte
+// against the frames the harness sent. ok drops to 0 when the store took a batch the model
+// did not see (raw bytes that happen to decode as one): then only the generic checks run.
+typedef struct {
+    uint64_t fid, g;
+} s_mapent;
+
+typedef struct {
+    uint64_t og, ng, oldest; // global numbers of obs's and next_obs's newest frames, and of the
+                             // oldest frame of both stacks
+    uint32_t gen;
+    int32_t action;
+    float reward, discount;
+} s_mrow;
+
+typedef struct {
+    int ok;
+    uint32_t K, F, W, cap, fbytes, actors;
+    uint64_t total; // frames ever added: the next frame's global number
+    uint8_t *fr;    // (F, fbytes): frame g at g mod F
+    uint32_t *link; // (F)
+    s_mapent *map;  // (actors, W)
+    uint64_t *ep;   // (actors, 3): set, epoch, the number after the last batch's frames
+    s_mrow *rows;   // (cap)
+    uint32_t next;
+    uint64_t inserted, size, missing;
+} s_model;
 
 typedef struct {
     replay_server_t *s;
@@ -58,10 +116,23 @@ typedef struct {
     size_t id_len;
     int64_t now;
     int uint8_obs;
+    uint32_t obs, actions; // elements of an observation, discrete actions
+    uint32_t K;            // frame mode's frames per stack; 0 for whole observations
+    uint64_t next_fid[ACTORS + 2][EPOCHS]; // the number an actor's next batch starts at
+    uint64_t held_seq[ACTORS + 2];         // seq + 1 of the actor's last batch held back
+    s_model m;
     uint64_t last_sampled, last_bad, last_dropped;
+    uint64_t last_frames, last_missing, last_evicted, last_deferred, last_skipped;
 } s_run;
 
-static replay_server_t *s_server(uint8_t b, int *uint8_obs) {
+static replay_server_t *s_frame_server(uint8_t b, s_run *r);
+
+static replay_server_t *s_server(uint8_t b, s_run *r) {
+    if (b >= FRAME_RUNS) {
+        return s_frame_server(b, r);
+    }
+    int *uint8_obs = &r->uint8_obs;
+    r->obs = OBS, r->actions = ACTIONS;
     static const char *const caps[] = {"replay.capacity=1", "replay.capacity=7",
                                        "replay.capacity=64"};
     static const char *const alphas[] = {"replay.alpha=0.6", "replay.alpha=1", "replay.alpha=0"};
@@ -111,6 +182,174 @@ static replay_server_t *s_server(uint8_t b, int *uint8_obs) {
     return s;
 }
 
+// A frame-mode run, c = b - FRAME_RUNS: capacity (1, 7, 64)[c % 3]; frames held ([replay]
+// frame_capacity over all shards) (6, 16, 40)[(c / 3) % 3], with alpha (0.6, 1, 0)
+// likewise: rows die by eviction where frames are fewer than rows, and the rings wrap
+// within a program; CartPole-v1 stacked 2 deep (float32 frames of 4) or, if (c / 9) & 1,
+// MinAtar/Breakout-v0 stacked 3 deep (uint8 frames of 400); one server or shard 0 / 1 of two
+// by (c / 18) % 3; [actor] ack_timeout_ms 100 (a gap is given up on after 400 ms) or, if
+// (c / 54) & 1, the default 3000; min_size_to_sample 3 from c = 108 up. One env per actor and
+// 1-step returns keep the actors' frame windows small (64 numbers).
+static replay_server_t *s_frame_server(uint8_t b, s_run *r) {
+    static const char *const caps[] = {"replay.capacity=1", "replay.capacity=7",
+                                       "replay.capacity=64"};
+    static const char *const fcaps[] = {"replay.frame_capacity=6", "replay.frame_capacity=16",
+                                        "replay.frame_capacity=40"};
+    static const char *const alphas[] = {"replay.alpha=0.6", "replay.alpha=1", "replay.alpha=0"};
+    unsigned c = (unsigned)b - FRAME_RUNS, mode = (c / 18) % 3;
+    const char *sets[20];
+    int n = 0;
+    r->uint8_obs = (c / 9) & 1;
+    if (r->uint8_obs) {
+        sets[n++] = "env.id=MinAtar/Breakout-v0";
+        sets[n++] = "env.frame_stack=3";
+    } else {
+        sets[n++] = "env.id=CartPole-v1";
+        sets[n++] = "env.frame_stack=2";
+    }
+    sets[n++] = "actor.num_actors=4";
+    sets[n++] = "actor.envs_per_actor=1";
+    sets[n++] = "actor.n_step=1";
+    sets[n++] = "replay.max_batch=16";
+    sets[n++] = "learner.batch_size=4";
+    sets[n++] = "actor.send_batch=16";
+    sets[n++] = "run.out_dir=/nonexistent-fuzz";
+    int cap = mode > 0 && c % 3 == 0 ? 1 : (int)(c % 3); // a slot per shard at least
+    sets[n++] = caps[cap];
+    sets[n++] = fcaps[(c / 3) % 3];
+    sets[n++] = alphas[(c / 3) % 3];
+    if (mode > 0) {
+        sets[n++] = "replay.shards=2";
+    }
+    if (!((c / 54) & 1)) {
+        sets[n++] = "actor.ack_timeout_ms=100";
+    }
+    sets[n++] = c >= 108 && cap > 0 ? "replay.min_size_to_sample=3" : "replay.min_size_to_sample=1";
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    if (config_load(&cfg, NULL, sets, n, err, sizeof err) != 0) {
+        fprintf(stderr, "fuzz_replay: config: %s\n", err);
+        FUZZ_CHECK(!"the harness's frame-mode config loads");
+    }
+    FUZZ_CHECK(config_frame_mode(&cfg));
+    config_select_shard(&cfg, mode == 2);
+    r->obs = (uint32_t)cfg.env.obs_dim, r->actions = (uint32_t)cfg.env.n_actions;
+    r->K = (uint32_t)cfg.env.frame_stack;
+    FUZZ_CHECK(r->obs <= MAX_STACK && r->obs / r->K <= MAX_FRAME);
+    replay_server_t *s = replay_server_new(&cfg, 0);
+    FUZZ_CHECK(s != NULL);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// The frame model (s_model above): store.c's frame ring, actor maps and row references,
+// written from store.h's description.
+
+static void s_model_init(s_model *m, const store_t *st) {
+    *m = (s_model){.ok = 1,
+                   .K = store_frame_stack(st),
+                   .F = store_frame_capacity(st),
+                   .W = store_frame_window(st),
+                   .cap = store_capacity(st),
+                   .actors = store_max_actors(st)};
+    m->fbytes = store_obs_dim(st) * store_obs_elem_bytes(st) / m->K;
+    m->fr = calloc(m->F, m->fbytes);
+    m->link = calloc(m->F, sizeof *m->link);
+    m->map = calloc((size_t)m->actors * m->W, sizeof *m->map);
+    m->ep = calloc((size_t)m->actors * 3, sizeof *m->ep);
+    m->rows = calloc(m->cap, sizeof *m->rows);
+    FUZZ_CHECK(m->fr && m->link && m->map && m->ep && m->rows);
+}
+
+static void s_model_fini(s_model *m) {
+    free(m->fr), free(m->link), free(m->map), free(m->ep), free(m->rows);
+}
+
+// Frame g is in the ring: added, and not yet overwritten by the F frames after it.
+static int s_mlive(const s_model *m, uint64_t g) { return g < m->total && m->total - g <= m->F; }
+
+static uint64_t s_mget(const s_model *m, uint32_t actor, uint64_t fid) {
+    const s_mapent *e = &m->map[(size_t)actor * m->W + (fid & (m->W - 1))];
+    return e->fid == fid ? e->g : UINT64_MAX;
+}
+
+// The oldest frame of the stack whose newest is g, or UINT64_MAX when a frame of it is gone.
+static uint64_t s_mchain(const s_model *m, uint64_t g) {
+    for (uint32_t k = 1; k < m->K; k++) {
+        if (!s_mlive(m, g) || m->link[g % m->F] == UINT32_MAX || m->link[g % m->F] > g) {
+            return UINT64_MAX;
+        }
+        g -= m->link[g % m->F];
+    }
+    return s_mlive(m, g) ? g : UINT64_MAX;
+}
+
+// The stack whose newest frame is g, oldest frame first (a link to itself repeats a frame).
+static void s_mstack(const s_model *m, uint64_t g, uint8_t *out) {
+    for (uint32_t k = m->K; k-- > 0;) {
+        memcpy(out + (size_t)k * m->fbytes, m->fr + (g % m->F) * m->fbytes, m->fbytes);
+        g -= m->link[g % m->F];
+    }
+}
+
+static int s_mgap(const s_model *m, const wire_batch_t *b) {
+    const uint64_t *ep = m->ep + 3 * (size_t)b->actor_id;
+    return b->actor_id < m->actors && ep[0] && ep[1] == b->epoch && b->first_frame > ep[2];
+}
+
+static void s_madd(s_model *m, const wire_batch_t *b) {
+    FUZZ_CHECK(b->actor_id < m->actors);
+    uint64_t *ep = m->ep + 3 * (size_t)b->actor_id;
+    s_mapent *map = m->map + (size_t)b->actor_id * m->W;
+    if (!ep[0] || ep[1] != b->epoch) { // another run of the actor: its numbers start afresh
+        memset(map, 0xff, (size_t)m->W * sizeof *map);
+        ep[0] = 1, ep[1] = b->epoch;
+    }
+    for (uint32_t i = 0; i < b->frame_count; i++) {
+        uint64_t fid = b->first_frame + i, g = m->total++;
+        uint32_t d = b->frame_prev[i], link = 0;
+        if (d != 0) {
+            uint64_t pg = d <= fid ? s_mget(m, b->actor_id, fid - d) : UINT64_MAX;
+            link = pg != UINT64_MAX && s_mlive(m, pg) ? (uint32_t)(g - pg) : UINT32_MAX;
+        }
+        m->link[g % m->F] = link;
+        memcpy(m->fr + (g % m->F) * m->fbytes, (const uint8_t *)b->frames + (size_t)i * m->fbytes,
+               m->fbytes);
+        map[fid & (m->W - 1)] = (s_mapent){fid, g};
+    }
+    ep[2] = b->first_frame + b->frame_count;
+    for (uint32_t i = 0; i < b->count; i++) {
+        uint64_t og = s_mget(m, b->actor_id, b->obs_frames[i]);
+        uint64_t ng = s_mget(m, b->actor_id, b->next_frames[i]);
+        uint64_t o1 = og == UINT64_MAX ? og : s_mchain(m, og);
+        uint64_t o2 = ng == UINT64_MAX ? ng : s_mchain(m, ng);
+        if (o1 == UINT64_MAX || o2 == UINT64_MAX) {
+            m->missing++;
+            continue;
+        }
+        s_mrow *w = &m->rows[m->next];
+        *w = (s_mrow){.og = og,
+                      .ng = ng,
+                      .oldest = o1 < o2 ? o1 : o2,
+                      .gen = w->gen + 1,
+                      .action = b->actions[i],
+                      .reward = b->rewards[i],
+                      .discount = b->discounts[i]};
+        m->next = m->next + 1 == m->cap ? 0 : m->next + 1;
+        m->inserted++;
+        m->size += m->size < m->cap;
+    }
+}
+
+// Rows of the store that can still be sampled: those whose oldest frame is in the ring.
+static uint64_t s_mlive_rows(const s_model *m) {
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < m->size; i++) {
+        n += s_mlive(m, m->rows[i].oldest);
+    }
+    return n;
+}
+
 // ---------------------------------------------------------------------------------------
 // Operations
 
@@ -158,7 +397,180 @@ static void s_op_batch(s_run *r, fuzz_prog_t *in) {
     int u8 = m.u.batch.obs_dtype == WIRE_OBS_UINT8;
     m.u.batch.obs = u8 ? (const void *)obs8 : (const void *)obs;
     m.u.batch.next_obs = u8 ? (const void *)next8 : (const void *)next;
+    if (b & 128) {
+        // The frame layout, well formed but for the run (its stacks are one row's obs of
+        // obs_dim frames of 1 element, each row's obs and next_obs two frames): a
+        // whole-observation server must refuse it.
+        static uint32_t prev[MAX_FRAMES];
+        static uint64_t of[MAX_ROWS], nf[MAX_ROWS];
+        for (uint32_t i = 0; i < count; i++) {
+            of[i] = i, nf[i] = i + 1;
+        }
+        m.u.batch.frame_stack = m.u.batch.obs_dim;
+        m.u.batch.frame_count = count + 1 < MAX_FRAMES ? count + 1 : MAX_FRAMES;
+        m.u.batch.count = m.u.batch.frame_count - 1;
+        m.u.batch.frames = m.u.batch.obs;
+        m.u.batch.frame_prev = prev;
+        m.u.batch.obs_frames = of, m.u.batch.next_frames = nf;
+        m.u.batch.obs = m.u.batch.next_obs = NULL;
+    }
+    uint64_t bad = r->s->bad_total;
     s_send(r, REPLAY_SOCK_INSERT, &m);
+    if (b & 128) {
+        FUZZ_CHECK(r->s->bad_total == bad + 1);
+        fuzz_replay_stats.layout_refused++;
+    }
+}
+
+// Operation 0 in a frame-mode run. Reads: flags b (1 i32 actions, 2 f32 rewards, 4 f32
+// discounts, 8 raw frames, 16 wild links, 32 wild row numbers, 64 priorities sent, 128
+// whole observations instead); actor, epoch, seq; where the frames start (s_first); frames
+// (< 224: % 9, else % 19), rows (% 21); per frame its link byte (or u64), then its elements
+// (one byte, or raw: f32s or bytes); per row two bytes (or two u64) naming its frames, then
+// action, reward, discount, priority as s_op_batch.
+static uint64_t s_first(fuzz_prog_t *in, uint64_t next) {
+    uint8_t c = fuzz_u8(in);
+    switch (c >> 6) {
+    case 2: // ahead: frames in between are missing (a gap), the batch is held back
+        return next + 1 + (c & 63);
+    case 3: // back (a re-send, or numbers reused), or anywhere
+        if (c & 32) {
+            return fuzz_u64(in);
+        }
+        return next - (next < (c & 31u) ? next : (c & 31u));
+    default: // on from the actor's previous batch
+        return next;
+    }
+}
+
+static void s_op_frames(s_run *r, fuzz_prog_t *in) {
+    static uint8_t frames[MAX_FRAMES * MAX_FRAME * 4];
+    static const uint8_t whole[MAX_ROWS * MAX_STACK * 4];
+    static uint32_t prev[MAX_FRAMES];
+    static uint64_t of[MAX_ROWS], nf[MAX_ROWS];
+    static float rew[MAX_ROWS], disc[MAX_ROWS], prio[MAX_ROWS];
+    static int32_t act[MAX_ROWS];
+    s_model *m = &r->m;
+    store_t *st = r->s->store;
+    uint8_t b = fuzz_u8(in);
+    uint32_t actor = (uint32_t)fuzz_u8(in) % (ACTORS + 2), epoch = fuzz_u8(in) % EPOCHS;
+    uint64_t seq = fuzz_u64(in);
+    uint64_t first = s_first(in, r->next_fid[actor][epoch]);
+    uint8_t nb = fuzz_u8(in);
+    uint32_t n = nb < 224 ? nb % 9u : nb % (MAX_FRAMES + 1u);
+    uint32_t count = (uint32_t)fuzz_u8(in) % (MAX_ROWS + 1);
+    uint32_t felems = r->obs / r->K, esize = r->uint8_obs ? 1 : 4;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t fid = first + i;
+        if (b & 16) {
+            prev[i] = (uint32_t)fuzz_u64(in);
+        } else { // 0: an episode's first frame; mostly 1, never before frame 0
+            uint32_t d = fuzz_u8(in) & 3;
+            prev[i] = d <= fid ? d : (uint32_t)fid;
+        }
+        uint8_t *f = frames + (size_t)i * felems * esize;
+        if (!(b & 8)) { // one byte makes a finite frame
+            uint8_t v = fuzz_u8(in);
+            for (uint32_t j = 0; j < felems; j++) {
+                if (r->uint8_obs) {
+                    f[j] = (uint8_t)(v + j);
+                } else {
+                    float x = (float)v + 0.25f * (float)j;
+                    memcpy(f + 4 * j, &x, 4);
+                }
+            }
+        } else if (r->uint8_obs) {
+            fuzz_bytes(in, f, felems);
+        } else {
+            for (uint32_t j = 0; j < felems; j++) {
+                float x = fuzz_f32(in);
+                memcpy(f + 4 * j, &x, 4);
+            }
+        }
+    }
+    uint64_t end = first + n;
+    for (uint32_t i = 0; i < count; i++) {
+        if (b & 32) {
+            of[i] = fuzz_u64(in), nf[i] = fuzz_u64(in);
+        } else if (end >= 2 && end <= WIRE_FRAME_MAX) {
+            // next_obs's newest frame among the last 48 sent, obs's up to 8 before it.
+            uint64_t back = fuzz_u8(in) % 48u, gap = fuzz_u8(in) % 8u;
+            nf[i] = end - 1 - (back < end - 2 ? back : end - 2);
+            of[i] = nf[i] - 1 - (gap < nf[i] - 1 ? gap : nf[i] - 1);
+        } else {
+            fuzz_u8(in), fuzz_u8(in);
+            of[i] = 0, nf[i] = 1; // nothing to name: refused
+        }
+        act[i] = b & 1 ? fuzz_i32(in) : (int32_t)(fuzz_u8(in) % r->actions);
+        rew[i] = b & 2 ? fuzz_f32(in) : (float)fuzz_u8(in);
+        disc[i] = b & 4 ? fuzz_f32(in) : (float)(fuzz_u8(in) % 5) * 0.25f;
+        prio[i] = fuzz_f32(in);
+    }
+    wire_msg_t msg = {.type = WIRE_MSG_TRANSITION_BATCH};
+    wire_batch_t *x = &msg.u.batch;
+    *x = (wire_batch_t){.actor_id = actor,
+                        .epoch = epoch,
+                        .seq = seq,
+                        .weights_version = 1,
+                        .count = count,
+                        .obs_dim = r->obs,
+                        .obs_dtype = (uint32_t)r->uint8_obs,
+                        .actions = act,
+                        .rewards = rew,
+                        .discounts = disc,
+                        .priorities = b & 64 ? prio : NULL};
+    if (b & 128) { // whole observations to a frame-mode server: refused
+        x->count = count ? count : 1;
+        x->obs = x->next_obs = whole;
+    } else {
+        x->frame_stack = r->K;
+        x->first_frame = first;
+        x->frame_count = n;
+        x->frames = n ? frames : NULL;
+        x->frame_prev = n ? prev : NULL;
+        x->obs_frames = count ? of : NULL;
+        x->next_frames = count ? nf : NULL;
+    }
+    replay_server_t *s = r->s;
+    uint64_t f0 = store_frames_inserted(st), i0 = store_inserted(st),
+             mi0 = store_frames_missing(st), d0 = s->frames_deferred, k0 = s->frame_gaps_skipped,
+             bad0 = s->bad_total, dup0 = s->counters.duplicate_batches;
+    int gap = m->ok && !(b & 128) && s_mgap(m, x);
+    s_send(r, REPLAY_SOCK_INSERT, &msg);
+    int applied = store_frames_inserted(st) != f0 || store_inserted(st) != i0 ||
+                  store_frames_missing(st) != mi0;
+    int held = s->frames_deferred != d0;
+    if (b & 128) {
+        FUZZ_CHECK(!applied && s->bad_total == bad0 + 1);
+        fuzz_replay_stats.layout_refused++;
+        return;
+    }
+    FUZZ_CHECK(!(applied && held));
+    FUZZ_CHECK(applied || held || s->bad_total > bad0 || s->counters.duplicate_batches > dup0);
+    if (held) {
+        fuzz_replay_stats.frame_held_back++;
+        r->held_seq[actor] = seq + 1;
+        FUZZ_CHECK(!m->ok || gap); // held back only behind a gap the store has
+        return;
+    }
+    if (!applied) {
+        return;
+    }
+    r->next_fid[actor][epoch] = end;
+    if (s->frame_gaps_skipped != k0) {
+        fuzz_replay_stats.frame_gaps_given_up++;
+    } else if (r->held_seq[actor] == seq + 1) {
+        fuzz_replay_stats.frame_held_stored++;
+    }
+    if (!m->ok) {
+        return;
+    }
+    // A stored batch with a gap is one whose gap was given up on.
+    FUZZ_CHECK(!gap || s->frame_gaps_skipped == k0 + 1);
+    s_madd(m, x);
+    FUZZ_CHECK(m->total == store_frames_inserted(st) && m->inserted == store_inserted(st) &&
+               m->missing == store_frames_missing(st) && m->size == store_size(st) &&
+               m->next == store_next_slot(st));
 }
 
 static void s_op_sample(s_run *r, fuzz_prog_t *in) {
@@ -271,9 +683,56 @@ static void s_check_reply(s_run *r) {
     }
     fuzz_replay_stats.replies_ok++;
     FUZZ_CHECK(y->count >= 1 && y->count <= MAX_BATCH);
+    FUZZ_CHECK(y->obs_dim == r->obs);
     for (uint32_t i = 0; i < y->count; i++) {
         FUZZ_CHECK(WIRE_KEY_SLOT(y->keys[i]) < store_size(s->store));
         FUZZ_CHECK(y->is_weights[i] >= 0.0f && y->is_weights[i] <= WIRE_IS_WEIGHT_MAX);
+    }
+    const s_model *md = &r->m;
+    if (!r->K || !md->ok) {
+        return;
+    }
+    // Each row is the one the model holds in its slot, live, and its stacks are made of the
+    // frames that were sent, in the order their links say.
+    static uint8_t want[MAX_STACK * 4];
+    size_t ob = (size_t)md->K * md->fbytes;
+    for (uint32_t i = 0; i < y->count; i++) {
+        const s_mrow *w = &md->rows[WIRE_KEY_SLOT(y->keys[i])];
+        FUZZ_CHECK(WIRE_KEY_GEN(y->keys[i]) == w->gen && s_mlive(md, w->oldest));
+        FUZZ_CHECK(y->actions[i] == w->action && !memcmp(&y->rewards[i], &w->reward, 4) &&
+                   !memcmp(&y->discounts[i], &w->discount, 4));
+        s_mstack(md, w->og, want);
+        FUZZ_CHECK(!memcmp((const uint8_t *)y->obs + i * ob, want, ob));
+        s_mstack(md, w->ng, want);
+        FUZZ_CHECK(!memcmp((const uint8_t *)y->next_obs + i * ob, want, ob));
+    }
+    fuzz_replay_stats.frame_replies_ok++;
+}
+
+// Frame mode: the counters only grow, and the model follows the store (it stops, ok = 0,
+// when the store took a batch it did not see: raw bytes that decode as one).
+static void s_check_frames(s_run *r) {
+    replay_server_t *s = r->s;
+    store_t *st = s->store;
+    s_model *m = &r->m;
+    uint64_t live = store_live_size(st);
+    FUZZ_CHECK(live <= store_size(st));
+    FUZZ_CHECK(store_frames_inserted(st) >= r->last_frames &&
+               store_frames_missing(st) >= r->last_missing &&
+               store_frame_evicted(st) >= r->last_evicted &&
+               s->frames_deferred >= r->last_deferred && s->frame_gaps_skipped >= r->last_skipped);
+    r->last_frames = store_frames_inserted(st), r->last_missing = store_frames_missing(st);
+    r->last_evicted = store_frame_evicted(st), r->last_deferred = s->frames_deferred;
+    r->last_skipped = s->frame_gaps_skipped;
+    if (m->ok && (m->total != store_frames_inserted(st) || m->inserted != store_inserted(st) ||
+                  m->missing != store_frames_missing(st))) {
+        m->ok = 0;
+    }
+    if (m->ok) {
+        // Every live row has its leaf, and a store with leaves has a row to sample (else a
+        // request the limiter lets through finds none: EAGAIN, refused, blamed on the peer).
+        uint64_t n = s_mlive_rows(m);
+        FUZZ_CHECK(live >= n && (live > 0) == (n > 0));
     }
 }
 
@@ -281,9 +740,12 @@ static void s_check(s_run *r) {
     replay_server_t *s = r->s;
     store_t *st = s->store;
     FUZZ_CHECK(store_size(st) <= store_capacity(st));
+    if (r->K) {
+        s_check_frames(r);
+    }
     double total = store_total_priority(st), min = store_min_priority(st);
     FUZZ_CHECK(isfinite(total) && total >= 0.0 && isfinite(min) && min >= 0.0);
-    FUZZ_CHECK(store_size(st) == 0 || total > 0.0);
+    FUZZ_CHECK(store_live_size(st) == 0 || total > 0.0); // (size in whole-observation runs)
     FUZZ_CHECK(s->pending_len >= 0 && s->pending_len <= PENDING_MAX);
     FUZZ_CHECK(s->n_watches >= 0 && s->n_watches <= WATCH_MAX);
     FUZZ_CHECK(s->counters.sampled_rows >= r->last_sampled && s->bad_total >= r->last_bad);
@@ -301,10 +763,13 @@ int fuzz_replay_one(const uint8_t *data, size_t size) {
     log_level_current = -1;
     fuzz_prog_t in = {data, size};
     s_run r = {.now = 1000000};
-    r.s = s_server(fuzz_u8(&in), &r.uint8_obs);
-    wire_limits_t lim = {.obs_dim = OBS,
+    r.s = s_server(fuzz_u8(&in), &r);
+    if (r.K) {
+        s_model_init(&r.m, r.s->store);
+    }
+    wire_limits_t lim = {.obs_dim = r.obs,
                          .obs_dtype = r.uint8_obs ? WIRE_OBS_UINT8 : WIRE_OBS_FLOAT32,
-                         .n_actions = ACTIONS,
+                         .n_actions = r.actions,
                          .max_count = MAX_BATCH};
     r.learner = wire_decoder_new(&lim);
     wire_buf_init(&r.buf, 0);
@@ -313,7 +778,11 @@ int fuzz_replay_one(const uint8_t *data, size_t size) {
     for (int ops = 0; !fuzz_prog_done(&in) && ops < 256; ops++) {
         switch (fuzz_u8(&in) % 9) {
         case 0:
-            s_op_batch(&r, &in);
+            if (r.K) {
+                s_op_frames(&r, &in);
+            } else {
+                s_op_batch(&r, &in);
+            }
             break;
         case 1:
             s_op_sample(&r, &in);
@@ -345,6 +814,10 @@ int fuzz_replay_one(const uint8_t *data, size_t size) {
     }
     fuzz_replay_stats.stored += store_inserted(r.s->store);
     fuzz_replay_stats.updated += r.s->counters.updated;
+    if (r.K) {
+        fuzz_replay_stats.frame_rows_stored += store_inserted(r.s->store);
+        s_model_fini(&r.m);
+    }
     wire_buf_fini(&r.buf);
     wire_decoder_destroy(&r.learner);
     replay_server_destroy(&r.s);

@@ -93,8 +93,135 @@ def r_tick(tens_of_ms):
     return [5, tens_of_ms]
 
 
-def replay_programs():
+# Frame-mode runs (config bytes from 144): c = b - 144 -> capacity caps[c % 3], frame_capacity
+# (6, 16, 40)[(c / 3) % 3] (alpha likewise), MinAtar uint8 K 3 if (c / 9) & 1 else CartPole
+# float32 K 2, (c / 18) % 3: one server, shard 0 of 2, shard 1 of 2; ack_timeout_ms 3000 if
+# (c / 54) & 1 else 100; min_size_to_sample 3 from c = 108 up.
+def f_cfg(cap=2, fcap=2, uint8=0, mode=0, slow_ack=0, minsize=0):
+    c = cap + 3 * fcap + 9 * uint8 + 18 * mode + 54 * slow_ack
+    if minsize:
+        c = 108 + cap + 3 * fcap
+        assert c < 112
+    return [144 + c]
+
+
+def f_count(n):
+    """The frame-count byte: n % 9 below 224, n % 19 from 224."""
+    return n if n < 9 else next(b for b in range(224, 256) if b % 19 == n)
+
+
+def f_batch(frames, rows=(), actor=0, epoch=0, seq=0, first=None, prev=None, flags=0,
+            prio=None, values=None, wild_rows=None):
+    """Operation 0 of a frame-mode run (fuzz_replay.c s_op_frames). flags: 1 i32 actions, 2 f32
+    rewards, 4 f32 discounts, 8 raw frames (values: f32 names per element, CartPole), 16
+    wild links (prev: u64 values), 32 wild row numbers (wild_rows: (obs, next) pairs), 64
+    priorities, 128 whole observations. first: None (on from the actor's last stored batch),
+    ("ahead", k) k in 1..64, ("back", k) k < 32, ("at", v). prev: per frame (default 1, 0
+    for frame 0). rows: (back, gap) per row: next_obs's newest frame is back before the last
+    frame sent, obs's gap + 1 before that."""
+    flags |= 64 if prio else 0
+    flags |= 32 if wild_rows else 0
+    b = [0, flags, actor, epoch] + u64(seq)
+    if first is None:
+        b += [0]
+    elif first[0] == "ahead":
+        b += [0x80 | (first[1] - 1)]
+    elif first[0] == "back":
+        b += [0xC0 | first[1]]
+    else:
+        b += [0xE0] + u64(first[1])
+    n_rows = len(wild_rows) if wild_rows else len(rows)
+    b += [f_count(frames), n_rows]
+    for i in range(frames):
+        b += u64(prev[i]) if flags & 16 else [prev[i] if prev else 1]
+        if flags & 8:
+            b += sum((f32(v) for v in values[i]), [])
+        else:
+            b += [(7 * i + 3) & 255]
+    for i in range(n_rows):
+        if wild_rows:
+            b += u64(wild_rows[i][0]) + u64(wild_rows[i][1])
+        else:
+            b += list(rows[i])
+        b += [i % 2] + [i] + [3] + f32(prio or "1")
+    return b
+
+
+def f_start(frames, rows=(), **kw):
+    """An episode's start: frame 0 links to itself."""
+    return f_batch(frames, rows, prev=[0] + [1] * (frames - 1), **kw)
+
+
+def steps(k):
+    """Rows of the last k steps of a batch (obs t, next_obs t + 1; 1-step returns)."""
+    return [(i, 0) for i in range(k)]
+
+
+def frame_programs():
     p = {}
+    # Frames stored once, rows naming them, sampled back and checked against the frames sent.
+    p["frames_basic"] = (f_cfg() + f_start(4, steps(3)) + r_sample(4) +
+                         f_batch(4, steps(4), seq=1, prio="2") + r_sample(8, rid=2) +
+                         r_update([(0, 1), (1, 1), (5, 1)]) + f_batch(3, [], seq=2) +
+                         f_batch(0, [(0, 0), (1, 0)], seq=3, first=("back", 0)) +
+                         r_sample(4, batches=2, rid=3))
+    # Frame order: a batch ahead of the one before it is held back until that one comes (and
+    # is re-sent), then stored; a gap that outlives 4 ack timeouts (100 ms here) is given up on.
+    p["frames_gap"] = (f_cfg(cap=1, fcap=1) + f_start(4, steps(3)) +
+                       f_batch(4, steps(4), seq=2, first=("ahead", 4)) +
+                       f_batch(4, steps(4), seq=1) + f_batch(4, steps(4), seq=2) + r_sample(4) +
+                       f_batch(4, steps(4), seq=4, first=("ahead", 5)) + r_tick(10) +
+                       f_batch(4, steps(4), seq=4, first=("ahead", 5)) + r_tick(50) +
+                       f_batch(4, steps(4), seq=4, first=("ahead", 5)) + r_sample(4, rid=2) +
+                       f_batch(2, steps(2), seq=5) + r_sample(7, rid=3))
+    # The default ack timeout: a gap is given up on after 12 s.
+    p["frames_gap_slow"] = (f_cfg(slow_ack=1, mode=1) + f_start(3, steps(2)) +
+                            f_batch(3, steps(2), seq=1, first=("ahead", 30)) +
+                            r_tick(255) * 4 + f_batch(3, steps(2), seq=1, first=("ahead", 30)) +
+                            r_tick(255) + f_batch(3, steps(2), seq=1, first=("ahead", 30)) +
+                            r_sample(2))
+    # Few frames: rows die as their frames are evicted, some are never stored (their frames
+    # are gone already), the rest sampled.
+    ev = f_cfg(cap=2, fcap=0) + f_start(4, steps(3))
+    for q in range(1, 8):
+        ev += f_batch(2 + q % 3, [(0, 0), (1, 0), (6, 0), (2, 3)], seq=q) + r_sample(2, rid=q)
+    p["frames_evict"] = ev + r_update([(0, 1), (3, 1), (9, 1)]) + r_sample(4, rid=9)
+    # uint8 frames, 3 deep (MinAtar): episodes starting mid-batch (a stack repeats its first
+    # frame), another actor, another epoch (which empties the actor's map), min_size 3.
+    p["frames_uint8"] = (f_cfg(cap=1, fcap=1, uint8=1) + f_start(5, steps(4)) +
+                         f_batch(5, steps(4), seq=1, prev=[1, 0, 1, 1, 0]) +
+                         f_start(4, steps(3), actor=2) + r_sample(6) +
+                         f_start(3, steps(2), epoch=1, seq=2) +
+                         f_batch(0, [(2, 0), (4, 1)], epoch=1, seq=3) + r_sample(4, rid=2) +
+                         f_batch(2, [(3, 0)], seq=9, first=("back", 5)) + r_sample(4, rid=3))
+    p["frames_minsize"] = (f_cfg(cap=2, fcap=0, minsize=1) + f_start(3, steps(2)) + r_sample(2) +
+                           f_batch(3, steps(3), seq=1) + r_tick(1) + r_sample(2, rid=2))
+    # A shard of two: its own actors' batches only.
+    p["frames_shard1"] = (f_cfg(cap=1, fcap=2, mode=2) + f_start(4, steps(3), actor=1) +
+                          f_start(4, steps(3), actor=0) + f_start(4, steps(3), actor=3) +
+                          r_sample(2) + r_sample(0, stats_only=True, after=20))
+    # Refusals and edges: whole observations to a frame-mode server, links and row numbers
+    # out of bounds, a huge first frame, too many frames, a NaN frame, a duplicate batch.
+    bad = f_cfg(fcap=1) + f_start(4, steps(3))
+    bad += f_batch(2, steps(2), seq=1, flags=128)
+    bad += f_batch(2, steps(1), seq=2, flags=16, prev=[1, 1 << 40])
+    bad += f_batch(2, seq=3, wild_rows=[(0, 5), (7, 3), ((1 << 64) - 1, 0), (0, 1 << 62)])
+    bad += f_batch(2, seq=4, wild_rows=[(0, 1), (2, 3)])
+    bad += f_batch(3, steps(2), seq=5, first=("at", (1 << 62) - 3))
+    bad += f_batch(3, steps(2), seq=6, first=("at", 1 << 62))
+    bad += f_batch(17, steps(2), seq=7) + f_batch(16, steps(8), seq=8)
+    bad += f_batch(1, [], seq=9, flags=8, values=[["1", "nan", "0", "0"]])
+    bad += f_batch(1, [], seq=10, flags=8, values=[["max", "-tmin", "-0", "1e28"]])
+    bad += f_batch(2, steps(1), seq=10) + f_batch(0, [], seq=11)
+    bad += f_batch(2, steps(2), seq=12, first=("back", 20), prio="nan")
+    p["frames_refusals"] = bad + r_sample(4) + r_update([(0, 1), (1, 2)]) + r_sample(2, rid=2)
+    # A frame-mode batch to a whole-observation server.
+    p["frame_layout"] = r_cfg() + r_batch(3, flags=128) + r_batch(2, seq=1) + r_sample(2)
+    return p
+
+
+def replay_programs():
+    p = frame_programs()
     p["basic"] = (r_cfg() + r_batch(8, prio="1") + r_sample(4) +
                   r_update([(0, 1), (1, 1), (2, 1), (3, 0)]) + r_sample(4, batches=2, rid=2) +
                   r_tick(1) + r_batch(8, seq=1) + r_sample(8, rid=3))
