@@ -60,6 +60,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "config.h"
+#include "config_shard.h"
 #include "env.h"
 #include "env_mujoco.h"
 #include "envsrc.h"
@@ -180,7 +181,11 @@ static wire_decoder_t *s_decoder(const apex_config_t *cfg, uint32_t num_params) 
                          .action_high = cfg->env.action_dim ? cfg->env.action_high : NULL,
                          .num_params = num_params,
                          .max_count = (uint32_t)cfg->replay.max_batch,
-                         .max_episodes = 4096};
+                         .max_episodes = 4096,
+                         // frame mode's batches, as the replay server takes them
+                         .frame_stack = config_frame_mode(cfg) ? (uint32_t)cfg->env.frame_stack : 0,
+                         .frame_codec = config_frame_mode(cfg) ? (uint32_t)cfg->replay.compress
+                                                               : 0};
     return wire_decoder_new(&lim);
 }
 
@@ -653,7 +658,8 @@ enum {
     RP_TIMERS,
     RP_INSERT_EP,
     RP_SAMPLE_EP,
-    RP_ELEM
+    RP_ELEM,
+    RP_FRAMES
 };
 
 static void s_replay(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
@@ -661,6 +667,9 @@ static void s_replay(const char *root, const apex_config_t *cfg, int what, s_obs
     ck_assert_ptr_nonnull(s);
     char ep[CONFIG_STR_LEN + 32];
     switch (what) {
+    case RP_FRAMES: // frame mode's store: frames held
+        o->v = (double)store_frame_capacity(s->store);
+        break;
     case RP_SIZE:
     case RP_ALPHA: {
         // 64 rows with raw priorities 1, 2, 3, 4, 1, ...: the store keeps p^alpha.
@@ -841,7 +850,7 @@ static void s_actor(const char *root, const apex_config_t *cfg, int what, s_obs 
 // actor_run(a, n) again with the same n takes no step but flushes the window, which sends
 // what could not go out before the connection was up. AB_SPREAD (continuous actions): the
 // mean squared deviation of the first batches' actions from their mean.
-enum { AB_HASH, AB_COUNT, AB_DISC, AB_RESENT, AB_SPREAD };
+enum { AB_HASH, AB_COUNT, AB_DISC, AB_RESENT, AB_SPREAD, AB_FRAME_BYTES };
 #define AB_BATCHES 4
 
 static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
@@ -853,7 +862,7 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
     wire_decoder_t *dec = s_decoder(cfg, 0);
     uint64_t hash[AB_BATCHES] = {0};
     uint32_t count = 0;
-    double max_disc = 0, sum_a = 0, sum_a2 = 0, n_a = 0;
+    double max_disc = 0, sum_a = 0, sum_a2 = 0, n_a = 0, frame_bytes = 0;
     int got = 0; // bit k: batch seq k arrived
     int64_t deadline = clock_now_ms() + WAIT_MS, first = 0;
     actor_run(a, ACTOR_STEPS);
@@ -873,8 +882,22 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
         if (b->seq < AB_BATCHES && !(got & (1 << b->seq))) {
             // Everything but the epoch, which is not a function of the seed (actor.c).
             size_t ob = (size_t)b->count * b->obs_dim * wire_obs_elem_bytes(b->obs_dtype);
-            uint64_t h = s_fnv(1469598103934665603ULL, b->obs, ob);
-            h = s_fnv(h, b->next_obs, ob);
+            uint64_t h = 1469598103934665603ULL;
+            if (b->frame_stack) { // frame mode: the frames (raw or blobs) and the rows' refs
+                size_t fb = 0;
+                for (uint32_t i = 0; i < b->frame_count; i++) {
+                    fb += b->frame_codec ? b->frame_sizes[i]
+                                         : (size_t)b->obs_dim / b->frame_stack *
+                                               wire_obs_elem_bytes(b->obs_dtype);
+                }
+                h = s_fnv(h, b->frames, fb);
+                h = s_fnv(h, b->obs_frames, b->count * sizeof(uint64_t));
+                frame_bytes += (double)fb;
+            } else {
+                h = s_fnv(h, b->obs, ob);
+                h = s_fnv(h, b->next_obs, ob);
+                frame_bytes += 2.0 * (double)ob; // what carries the observations
+            }
             if (b->action_dim) {
                 h = s_fnv(h, b->cont_actions, b->count * b->action_dim * sizeof(float));
                 for (uint32_t i = 0; i < b->count * b->action_dim; i++) {
@@ -921,6 +944,9 @@ static void s_abatch(const char *root, const apex_config_t *cfg, int what, s_obs
     case AB_SPREAD:
         ck_assert(n_a > 0);
         o->v = sum_a2 / n_a - (sum_a / n_a) * (sum_a / n_a);
+        break;
+    case AB_FRAME_BYTES: // bytes carrying observations in the first batches
+        o->v = frame_bytes;
         break;
     }
     wire_decoder_destroy(&dec);
@@ -1098,6 +1124,8 @@ static const char *const s_common[] = {
 
 // Bases shared by several rows.
 #define EXT "env.id=external;env.obs_dim=4;env.n_actions=2"
+// Frame storage (issue #27): stacks of MinAtar frames.
+#define FRAMES "env.id=MinAtar/Breakout-v0;env.frame_stack=2"
 // id = external with continuous actions of 2 floats in [-1, 1].
 #define CONT "env.id=external;env.obs_dim=4;env.action_dim=2;env.action_low=-1;env.action_high=1"
 #define LRUN                                                                                       \
@@ -1176,6 +1204,13 @@ static const s_row s_rows[] = {
     {"replay.durability", "replay.durability=snapshot", NULL, s_replay, RP_TIMERS, DIFF, NULL},
     {"replay.snapshot_interval_s", "replay.snapshot_interval_s=10", "replay.durability=snapshot",
      s_replay, RP_TIMERS, DIFF, NULL},
+    {"replay.frame_storage", "replay.frame_storage=false", FRAMES, s_abatch, AB_FRAME_BYTES, UP,
+     NULL},
+    {"replay.frame_capacity", "replay.frame_capacity=100000", FRAMES, s_replay, RP_FRAMES, UP,
+     NULL},
+    {"replay.compress", "replay.compress=zstd", FRAMES, s_abatch, AB_FRAME_BYTES, DOWN, NULL},
+    {"replay.compress_level", "replay.compress_level=65537", FRAMES ";replay.compress=lz4",
+     s_abatch, AB_FRAME_BYTES, UP, NULL},
     {"replay.wal_sync_ms", "replay.wal_sync_ms=200", "replay.durability=wal", s_replay, RP_TIMERS,
      DIFF, NULL},
 

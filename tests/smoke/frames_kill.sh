@@ -12,6 +12,7 @@
 #   that arrive after new ones are held back for order, not given up on);
 # - the dumped rows are stacks of CartPole frames (each row's next_obs stack is its obs stack
 #   moved on by n steps, unless the episode ended: the frames came back in their order).
+# FRAMES_COMPRESS=zstd|lz4 runs it with [replay] compress (frames_kill_zstd.sh does).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
@@ -24,7 +25,7 @@ SETS=(--set replay.shards=2 --set "endpoints.replay_insert_bind=$I0,$I1" --set "
       --set "endpoints.learner_weights_bind=$PUB" --set "endpoints.learner_weights=$PUB"
       --set "endpoints.learner_stats_bind=$ST" --set "endpoints.learner_stats=$ST"
       --set run.out_dir="$RUNS" --set run.max_seconds=0 --set run.target_return=100000
-      --set env.frame_stack=4 --set replay.frame_storage=true
+      --set env.frame_stack=4 --set replay.frame_storage=true --set "replay.compress=${FRAMES_COMPRESS:-none}"
       --set replay.durability=wal --set replay.snapshot_interval_s=2
       --set actor.max_pending_batches=4096 --set actor.send_batch=200 --set actor.max_steps_per_s=300)
 scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet --no-eval --restart on-failure "${SETS[@]}" \
