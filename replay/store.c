@@ -1021,6 +1021,24 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     return APEX_OK;
 }
 
+size_t store_bytes_used(const store_t *s) {
+    store_config_t c = {.capacity = s->capacity,
+                        .obs_dim = s->obs_dim,
+                        .obs_elem_bytes = s->obs_bytes / s->obs_dim,
+                        .action_dim = s->action_dim,
+                        .frame_stack = s->K,
+                        .frame_capacity = s->F,
+                        .max_actors = s->max_actors,
+                        .frame_window = s->W};
+    size_t b = store_bytes(&c); // raw frames: everything is in use once full
+    if (s->codec) {
+        size_t f[STORE_FRAME_SECTIONS];
+        s_frame_bytes(&c, f);
+        b = b - f[0] + (size_t)s->F * sizeof(s_fidx) + (size_t)(s->w < s->A ? s->w : s->A);
+    }
+    return b;
+}
+
 void store_get_frame_state(const store_t *s, store_frame_state_t *out) {
     *out = (store_frame_state_t){.frames_total = s->frames_total,
                                  .swept = s->swept,

@@ -53,8 +53,12 @@ typedef struct {
 // the frames still waiting for their transitions at the actors.
 uint32_t store_frame_capacity_default(uint32_t capacity);
 
-// Bytes store_new would allocate for cfg (0 when cfg is invalid). For a start-up check.
+// Bytes store_new would allocate for cfg (0 when cfg is invalid). For a start-up check. With
+// compressed frames, the arena is counted at the raw frames' size (its bound in practice).
 size_t store_bytes(const store_config_t *cfg);
+// Bytes this store uses: store_bytes, with a compressed arena counted as far as it holds
+// frames (its ring once it wrapped). For benchmarks and the stats.
+size_t store_bytes_used(const store_t *s);
 
 // Returns a new empty store, or NULL after log_error saying which field of cfg is invalid.
 // The caller destroys it with store_destroy.
