@@ -13,6 +13,10 @@
 //   then qvel, uniform or normal), frame_skip (the simulated time of one step), dt, the
 //   forward velocity and the unclamped ctrl_cost of a real step, TimeLimit 1000 in the
 //   table, HalfCheetah never terminating;
+// - Hopper and Walker2d through the spec and vecenv: both qpos and qvel noised U(-5e-3,
+//   5e-3) around qpos0 at reset, and a reset of a used mjData starting the same episode as
+//   a fresh one; health judged on the state after the step; a fall terminated (discount 0
+//   in the actor's n-step transitions) and the 1 000th step truncated (they bootstrap);
 // - divergence: a bad qacc (MuJoCo's warning), NaN after an RK4 step, a MuJoCo error (stack
 //   overflow) and a non-finite action each make a void step (terminated = 2, zeros, reward 0)
 //   with one log line, never a crash, and the env steps again after its reset;
@@ -31,6 +35,7 @@
 #include "env.h"
 #include "env_mujoco.h"
 #include "log.h"
+#include "nstep.h"
 #include "rng.h"
 
 #define FIX "tests/fixtures/mujoco/"
@@ -475,6 +480,191 @@ START_TEST(test_time_limit) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------
+// Hopper and Walker2d through the spec: reset, the state the health is judged on, the end
+// of an episode (termination or the time limit) as the actor's n-step folding sees it
+
+// reset_model: qpos = init_qpos + U(-5e-3, 5e-3) (nq draws), then qvel = init_qvel +
+// U(-5e-3, 5e-3) (nv draws), both noised, around qpos0 (rootz's ref: the standing height)
+// and zero; a reset of an mjData that has stepped starts the same episode as a fresh one
+// (mj_resetData first: no time, warm start or velocity left from the episode before).
+START_TEST(test_reset_walkers) {
+    const env_spec_t *specs[] = {&env_mujoco_hopper_spec, &env_mujoco_walker2d_spec};
+    const char *files[] = {FIX "pogo.xml", FIX "planar.xml"};
+    const double z0[] = {1.1, 1.25};
+    for (int k = 0; k < 2; k++) {
+        const mjenv_task_t *t = s_load(specs[k], files[k]);
+        const mjModel *m = mjenv_model(t);
+        ck_assert(t->qpos_noise == MJENV_NOISE_UNIFORM && t->qvel_noise == MJENV_NOISE_UNIFORM);
+        ck_assert(t->qpos_noise_scale == 5e-3 && t->qvel_noise_scale == 5e-3);
+        ck_assert(m->qpos0[1] == z0[k]);
+        mjenv_state_t fresh = {0}, used = {0};
+        rng_t rng, ref, other;
+        rng_init_stream(&rng, 8, RNG_ROLE_ENV, (uint64_t)k);
+        rng_init(&other, 99);
+        float obs[32], obs2[32], r, r2;
+        uint8_t term, term2;
+        // used: an episode of full-torque steps first (it moves, then is reset).
+        specs[k]->reset(&used, &other, obs2);
+        const float push[6] = {1, -1, 1, -1, 1, -1};
+        term2 = 0;
+        for (int n = 0; n < 30 && term2 == 0; n++) {
+            specs[k]->step_cont(&used, push, obs2, &r2, &term2);
+        }
+        ck_assert(term2 <= 1 && used.d->time > 0.0);
+        ref = rng;
+        rng_t rng2 = rng;
+        specs[k]->reset(&fresh, &rng, obs);
+        specs[k]->reset(&used, &rng2, obs2);
+        int moved_q = 0, moved_v = 0;
+        for (int i = 0; i < m->nq; i++) {
+            double u = rng_uniform(&ref), want = m->qpos0[i] + (-5e-3 + (5e-3 - -5e-3) * u);
+            ck_assert_msg(fresh.d->qpos[i] == want, "%s qpos[%d]", t->info->id, i);
+            ck_assert(fabs(fresh.d->qpos[i] - m->qpos0[i]) <= 5e-3);
+            moved_q += fresh.d->qpos[i] != m->qpos0[i];
+        }
+        for (int i = 0; i < m->nv; i++) {
+            double want = -5e-3 + (5e-3 - -5e-3) * rng_uniform(&ref);
+            ck_assert_msg(fresh.d->qvel[i] == 0.0 + want, "%s qvel[%d]", t->info->id, i);
+            ck_assert(fabs(fresh.d->qvel[i]) <= 5e-3);
+            moved_v += fresh.d->qvel[i] != 0.0;
+        }
+        ck_assert_int_eq(moved_q, m->nq); // every coordinate noised, x included
+        ck_assert_int_eq(moved_v, m->nv);
+        ck_assert_msg(rng_uniform(&ref) == rng_uniform(&rng), "nq + nv draws and no more");
+        // The reused mjData: the same start, then the same steps, bit for bit.
+        ck_assert(used.d->time == 0.0);
+        const int O = t->info->obs_dim;
+        ck_assert_int_eq(memcmp(obs, obs2, (size_t)O * sizeof(float)), 0);
+        for (int n = 0; n < 50; n++) {
+            const float a[6] = {0.3f, -0.2f, 0.1f, 0.5f, -0.4f, 0.2f};
+            specs[k]->step_cont(&fresh, a, obs, &r, &term);
+            specs[k]->step_cont(&used, a, obs2, &r2, &term2);
+            ck_assert_msg(memcmp(obs, obs2, (size_t)O * sizeof(float)) == 0 && r == r2 &&
+                              term == term2,
+                          "%s: step %d differs after a reset of a used mjData", t->info->id, n);
+            if (term) {
+                break;
+            }
+        }
+        specs[k]->fini(&fresh);
+        specs[k]->fini(&used);
+        mjenv_unload(t);
+    }
+}
+END_TEST
+
+// is_healthy reads the state after do_simulation: a step from a state outside the healthy
+// range that ends inside it does not terminate, and one from inside that ends outside does.
+// Hopper's pitch (qpos[2]) from 0.25 at -10 rad/s is 0.25 - 10 x 0.008 = 0.17 after the
+// step (the pogo stick rotates rigidly in the air: every part on one line, no contact in one
+// step); Walker2d's from 1.05 is about 0.97 (its feet are off the line, so its legs swing a
+// little: 0.964), and its height from 2.01 at -5 m/s is 2.01 - 0.04 - g 0.008^2 / 2 = 1.9697.
+// Either way the step pays the healthy reward (v4).
+START_TEST(test_healthy_after_step) {
+    const env_spec_t *specs[] = {&env_mujoco_hopper_spec, &env_mujoco_walker2d_spec};
+    const char *files[] = {FIX "pogo.xml", FIX "planar.xml"};
+    struct {
+        int spec, index;      // into qpos, whose velocity qvel[index] is set as well
+        double from, vel, to; // the coordinate before the step, its velocity, after (approx.)
+        int terminal;
+    } cases[] = {
+        {0, 2, 0.25, -10.0, 0.17, 0},   {0, 2, 0.15, 10.0, 0.23, 1},  {0, 2, -0.25, 10.0, -0.17, 0},
+        {0, 2, -0.15, -10.0, -0.23, 1}, {1, 2, 1.05, -10.0, 0.97, 0}, {1, 2, 0.95, 10.0, 1.03, 1},
+        {1, 1, 2.01, -5.0, 1.9697, 0},  {1, 1, 1.99, 5.0, 2.0297, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const env_spec_t *spec = specs[cases[c].spec];
+        const mjenv_task_t *t = s_load(spec, files[cases[c].spec]);
+        const mjModel *m = mjenv_model(t);
+        mjenv_state_t s = {0};
+        rng_t rng;
+        rng_init(&rng, 10);
+        float obs[32], r;
+        const float zero[6] = {0};
+        spec->reset(&s, &rng, obs);
+        memcpy(s.d->qpos, m->qpos0, (size_t)m->nq * sizeof(double));
+        memset(s.d->qvel, 0, (size_t)m->nv * sizeof(double));
+        const int i = cases[c].index;
+        s.d->qpos[i] = cases[c].from;
+        s.d->qvel[i] = cases[c].vel;
+        uint8_t term = 9;
+        spec->step_cont(&s, zero, obs, &r, &term);
+        ck_assert_msg(fabs(s.d->qpos[i] - cases[c].to) < 1e-2, "case %zu: qpos[%d] = %g, want ~%g",
+                      c, i, s.d->qpos[i], cases[c].to);
+        ck_assert_msg(term == cases[c].terminal, "case %zu (%s): terminated %d, want %d", c,
+                      t->info->id, term, cases[c].terminal);
+        ck_assert_msg(obs[i - 1] == (float)s.d->qpos[i], "the observation is of the same state");
+        ck_assert(r == (float)(s.d->qpos[0] / 0.008 + 1.0)); // x from 0, no ctrl cost
+        spec->fini(&s);
+        mjenv_unload(t);
+    }
+}
+END_TEST
+
+// The end of an episode as the actor folds it: Hopper held upright (its state set back to
+// qpos0 at rest before each step, as a perfect policy would keep it) runs 1 000 steps and is
+// then truncated, not terminated (TimeLimit), so its last n-step transitions bootstrap
+// (discount gamma^m from the final observation); a fall is terminated (discount 0); a fall
+// on the 1 000th step is both, and terminated wins.
+START_TEST(test_episode_end_walkers) {
+    const env_spec_t *specs[] = {&env_mujoco_hopper_spec, &env_mujoco_walker2d_spec};
+    const char *files[] = {FIX "pogo.xml", FIX "planar.xml"};
+    const double gamma = 0.99;
+    for (int k = 0; k < 2; k++) {
+        const env_spec_t *spec = specs[k];
+        const mjenv_task_t *t = s_load(spec, files[k]);
+        const mjModel *m = mjenv_model(t);
+        const int O = t->info->obs_dim, D = t->info->action_dim;
+        const size_t OB = (size_t)O * sizeof(float), AB = (size_t)D * sizeof(float);
+        for (int fall_at = 0; fall_at <= 1000; fall_at += 500) { // 0: no fall
+            vecenv_t v;
+            vecenv_init(&v, spec, 1, 12, 0, 4);
+            mjenv_state_t *s = (mjenv_state_t *)(void *)v.state;
+            nstep_t ns;
+            nstep_out_t out;
+            nstep_init_actions(&ns, 1, (int)OB, (int)AB, 3, gamma);
+            nstep_out_init_actions(&out, 4096, (int)OB, (int)AB);
+            float obs_t[32], a[6] = {0}, r;
+            uint8_t term = 0, trunc = 0;
+            int n = 0;
+            while (!term && !trunc) {
+                memcpy(obs_t, v.obs, OB);
+                memcpy(s->d->qpos, m->qpos0, (size_t)m->nq * sizeof(double));
+                memset(s->d->qvel, 0, (size_t)m->nv * sizeof(double));
+                if (++n == fall_at) {
+                    s->d->qpos[2] = 1.5; // pitched over: unhealthy after the step
+                }
+                vecenv_step_cont(&v, a, &r, &term, &trunc, NULL);
+                nstep_push_all(&ns, obs_t, a, &r, v.obs, v.final_obs, &term, &trunc, &out);
+            }
+            const int want_n = fall_at ? fall_at : 1000;
+            ck_assert_msg(n == want_n, "%s: the episode ended at step %d, want %d", t->info->id, n,
+                          want_n);
+            ck_assert_int_eq(term, fall_at != 0);
+            ck_assert_int_eq(trunc, n == 1000);
+            ck_assert_int_eq(out.count, n); // one transition per step
+            ck_assert(v.done_count == 1 && v.done[0].len == n && v.ep_len[0] == 0);
+            // The last three transitions end at the final observation (not the reset one):
+            // discounts 0.99^3, 0.99^2, 0.99 after a truncation, 0 after a fall.
+            for (int j = 0; j < 3; j++) {
+                const int row = out.count - 3 + j, m_steps = 3 - j;
+                const float want = term ? 0.0f : (float)pow(gamma, m_steps);
+                ck_assert_msg(out.discounts[row] == want, "%s fall_at %d: discount[%d] %g, want %g",
+                              t->info->id, fall_at, row, (double)out.discounts[row], (double)want);
+                ck_assert_int_eq(memcmp(out.next_obs + (size_t)row * OB, v.final_obs, OB), 0);
+            }
+            ck_assert(out.discounts[0] == (float)pow(gamma, 3)); // mid-episode: n = 3 steps
+            ck_assert_int_ne(memcmp(v.final_obs, v.obs, OB), 0); // the env was reset
+            nstep_out_fini(&out);
+            nstep_fini(&ns);
+            vecenv_fini(&v);
+        }
+        mjenv_unload(t);
+    }
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------
 // Divergence: void steps, never a crash
 
 // Reads the whole file at path into buf (n bytes at most, terminated).
@@ -706,6 +896,9 @@ Suite *mujoco_suite(void) {
     tcase_add_test(tc, test_step_frame_skip);
     tcase_add_test(tc, test_step_ant_torso);
     tcase_add_test(tc, test_time_limit);
+    tcase_add_test(tc, test_reset_walkers);
+    tcase_add_test(tc, test_healthy_after_step);
+    tcase_add_test(tc, test_episode_end_walkers);
     tcase_add_test(tc, test_void_bad_qacc);
     tcase_add_test(tc, test_void_nan_state);
     tcase_add_test(tc, test_void_mujoco_error);
