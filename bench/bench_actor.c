@@ -29,7 +29,8 @@
 //   BENCH actor.atari_render64.env_steps_per_s <v> steps/s       MinAtar/Breakout-render84-v0
 //       (issue #27): 84x84 grayscale frames, [env] frame_stack 4, the Nature body (uint8
 //       84x84x4 -> conv 32 8x8 s4, 64 4x4 s2, 64 3x3 s1 -> 512 -> dueling(6)): the
-//       Atari-shaped actor (no compression yet)
+//       Atari-shaped actor, sending each new frame once compressed with zstd ([replay]
+//       compress); .lz4.env_steps_per_s and .raw.env_steps_per_s (uncompressed frames) beside
 // Usage: bench_actor [--net big|small|minatar|atari|both|all] [--window s, default 1]
 //                    [--windows 3..64, 5]    (both = big and small; all = the four)
 //                    [--vsteps N vector steps per window; default 0 = calibrated to --window]
@@ -38,6 +39,7 @@
 #include "apex.h"
 #include "blas.h"
 #include "clock.h"
+#include "config_shard.h"
 #include "config.h"
 #include "log.h"
 #include "nn.h"
@@ -77,6 +79,7 @@ typedef struct {
     atomic_int stop;
     atomic_uint_fast64_t rows, batches, stats_msgs, bad, weights_requests, weights_answers;
     uint32_t obs_dim, obs_dtype, n_actions; // of the batches it decodes
+    uint32_t frame_stack, frame_codec;      // frame mode's batches (0: whole observations)
     const wire_buf_t *weights;              // Weights v WEIGHTS_VERSION, encoded (borrowed)
 } sink_t;
 
@@ -192,7 +195,9 @@ static void s_sink_loop(sink_t *k, void *router, void *weights, void *pull) {
                          .obs_dtype = k->obs_dtype,
                          .n_actions = k->n_actions,
                          .max_count = 4096,
-                         .max_episodes = 4096};
+                         .max_episodes = 4096,
+                         .frame_stack = k->frame_stack,
+                         .frame_codec = k->frame_codec};
     wire_decoder_t *dec = wire_decoder_new(&lim);
     wire_buf_t out;
     wire_buf_init(&out, 64);
@@ -255,10 +260,12 @@ static void *s_sink_main(void *arg) {
 
 // Starts the sink, answering weights requests with the encoded Weights in weights (borrowed
 // until s_sink_stop), and waits until its endpoints are bound. Returns 0 or -1.
-static int s_sink_start(sink_t *k, uint32_t obs_dim, uint32_t obs_dtype, uint32_t n_actions,
-                        const wire_buf_t *weights) {
+static int s_sink_start(sink_t *k, const apex_config_t *cfg, const wire_buf_t *weights) {
     memset(k, 0, sizeof *k);
-    k->obs_dim = obs_dim, k->obs_dtype = obs_dtype, k->n_actions = n_actions;
+    k->obs_dim = (uint32_t)cfg->env.obs_dim, k->obs_dtype = (uint32_t)cfg->env.obs_dtype;
+    k->n_actions = (uint32_t)cfg->env.n_actions;
+    k->frame_stack = config_frame_mode(cfg) ? (uint32_t)cfg->env.frame_stack : 0;
+    k->frame_codec = config_frame_mode(cfg) ? (uint32_t)cfg->replay.compress : 0;
     k->weights = weights;
     pthread_mutex_init(&k->lock, NULL);
     pthread_cond_init(&k->cond, NULL);
@@ -302,13 +309,16 @@ typedef struct {
     const char *env, *conv, *hidden;
     uint32_t obs_dim, obs_dtype, n_actions; // obs_dim: the stacked observation's
     int frame_stack;                        // [env] frame_stack (0: 1)
+    const char *compress;                   // [replay] compress (NULL: none)
 } setup_t;
 
 // The config of the benchmarked actor, with the sink's endpoints (k NULL: the defaults, for
 // what does not depend on them). Returns 0, or -1 with a message.
 static int s_config(apex_config_t *cfg, const sink_t *k, const setup_t *su) {
     char h[64], env[96], conv[64], ins[96], weights[96], stats[96], fs[48], err[CONFIG_ERR_LEN];
+    char cz[48];
     snprintf(fs, sizeof fs, "env.frame_stack=%d", su->frame_stack > 1 ? su->frame_stack : 1);
+    snprintf(cz, sizeof cz, "replay.compress=%s", su->compress ? su->compress : "none");
     snprintf(h, sizeof h, "network.hidden=%s", su->hidden);
     snprintf(env, sizeof env, "env.id=%s", su->env);
     snprintf(conv, sizeof conv, "network.conv=%s", su->conv);
@@ -317,6 +327,7 @@ static int s_config(apex_config_t *cfg, const sink_t *k, const setup_t *su) {
     snprintf(stats, sizeof stats, "endpoints.learner_stats=%s", k ? k->stats_ep : "");
     const char *sets[] = {env,
                           fs,
+                          cz,
                           conv,
                           h,
                           "network.dueling=true",
@@ -366,7 +377,7 @@ static int s_bench_net(const setup_t *su, long vsteps, double window_s, int wind
     wire_buf_init(&weights, 0);
     s_initial_weights(&weights, &cfg);
     sink_t k;
-    if (s_sink_start(&k, su->obs_dim, su->obs_dtype, su->n_actions, &weights) != 0) {
+    if (s_sink_start(&k, &cfg, &weights) != 0) {
         wire_buf_fini(&weights);
         return -1;
     }
@@ -499,7 +510,8 @@ int main(int argc, char **argv) {
                                   4,
                                   WIRE_OBS_FLOAT32,
                                   2,
-                                  1};
+                                  1,
+                                  NULL};
     static const setup_t s_small = {"actor.cartpole64.net64x64.env_steps_per_s",
                                     "CartPole-v1",
                                     "",
@@ -507,7 +519,8 @@ int main(int argc, char **argv) {
                                     4,
                                     WIRE_OBS_FLOAT32,
                                     2,
-                                    1};
+                                    1,
+                                    NULL};
     static const setup_t s_minatar = {"actor.minatar_breakout64.env_steps_per_s",
                                       "MinAtar/Breakout-v0",
                                       "16x3s1",
@@ -515,7 +528,10 @@ int main(int argc, char **argv) {
                                       400,
                                       WIRE_OBS_UINT8,
                                       6,
-                                      1};
+                                      1,
+                                      NULL};
+    // Frame storage is on (the default with stacks): each new frame sent once, zstd-compressed
+    // for the issue's line, LZ4 and raw beside it.
     static const setup_t s_atari = {"actor.atari_render64.env_steps_per_s",
                                     "MinAtar/Breakout-render84-v0",
                                     "32x8s4,64x4s2,64x3s1",
@@ -523,7 +539,13 @@ int main(int argc, char **argv) {
                                     4 * 84 * 84,
                                     WIRE_OBS_UINT8,
                                     6,
-                                    4};
+                                    4,
+                                    "zstd"};
+    setup_t s_atari_lz4 = s_atari, s_atari_raw = s_atari;
+    s_atari_lz4.name = "actor.atari_render64.lz4.env_steps_per_s";
+    s_atari_lz4.compress = "lz4";
+    s_atari_raw.name = "actor.atari_render64.raw.env_steps_per_s";
+    s_atari_raw.compress = NULL;
     log_set_role("bench_actor");
     log_set_level(LOG_WARN);
     int rc = 0;
@@ -538,6 +560,8 @@ int main(int argc, char **argv) {
     }
     if (atari) {
         rc |= s_bench_net(&s_atari, vsteps, window_s, (int)windows);
+        rc |= s_bench_net(&s_atari_lz4, vsteps, window_s, (int)windows);
+        rc |= s_bench_net(&s_atari_raw, vsteps, window_s, (int)windows);
     }
     return rc == 0 ? 0 : 1;
 }
