@@ -775,6 +775,27 @@ static void s_fold(actor_t *a, int g, const envsrc_result_t *r) {
     }
 }
 
+// Uniformly random actions for envs off .. off + n - 1: discrete in [0, n_actions), or each
+// continuous component in [low, high] (the bounds the actors clip to).
+static void s_random_actions(actor_t *a, size_t off, int n) {
+    const int D = a->action_dim;
+    if (D == 0) {
+        for (int i = 0; i < n; i++) {
+            a->actions[off + (size_t)i] = (int32_t)(rng_next_u64(&a->rng) % (uint64_t)a->n_actions);
+        }
+        return;
+    }
+    const config_env_t *ev = &a->cfg.env;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < D; j++) {
+            float u = (float)rng_uniform(&a->rng);
+            float v = ev->action_low[j] + u * (ev->action_high[j] - ev->action_low[j]);
+            a->cont[(off + (size_t)i) * (size_t)D + (size_t)j] =
+                v < ev->action_high[j] ? v : ev->action_high[j]; // rounding never passes high
+        }
+    }
+}
+
 // One group step (see envsrc.h): act on group g's observations, send the actions, then
 // receive the next group's results (with G = 1, g's own: the lock step) and fold them.
 // With the Python bridge and G = 2, Python steps group g while the actor infers for g + 1.
@@ -804,6 +825,12 @@ static int s_idle_step(loop_t *loop, void *arg) {
         }
     } else {
         explore_select(a->actions + off, a->q, a->eps + off, GE, A, &a->rng);
+    }
+    if (a->st.steps < (uint64_t)a->cfg.actor.random_steps) {
+        // [actor] random_steps (TD3's start_steps): uniform actions over the whole space, drawn
+        // after the policy's (whose draws stay in the stream, so a run with and one without
+        // differ only in these actions).
+        s_random_actions(a, off, GE);
     }
     // nstep needs s_t, but the source moves on (auto-reset): keep a copy.
     memcpy(a->obs_t + off * a->obs_bytes, cur->obs, (size_t)GE * a->obs_bytes);

@@ -207,7 +207,8 @@ typedef struct {
     double eps_alpha;
     double noise_sigma; // continuous actions: Gaussian noise schedule (explore.h)
     double noise_alpha;
-    double noise_theta; // 1: Gaussian noise; < 1: Ornstein-Uhlenbeck with this mean reversion
+    double noise_theta;   // 1: Gaussian noise; < 1: Ornstein-Uhlenbeck with this mean reversion
+    int64_t random_steps; // each actor's first env steps with uniformly random actions
     int64_t send_batch;
     int64_t weight_sync_steps;
     int64_t max_pending_batches;

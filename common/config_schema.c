@@ -261,6 +261,10 @@ const config_row_t config_schema[] = {
      "continuous actions only: 1 draws the noise afresh every step (Gaussian); below 1 it is an "
      "Ornstein-Uhlenbeck process per env, x <- (1 - noise_theta) x + sigma_i N(0, 1), zeroed at "
      "each episode's start (DDPG: 0.15)"},
+    {"actor", "random_steps", T_INT, OFF(actor.random_steps), 0, 0, 1LL << 40, "0", NULL,
+     "each actor's first random_steps env steps (frames, over its envs) take uniformly random "
+     "actions, whatever the network says (TD3's start_steps: varied data in the replay before "
+     "the policy's own; 0 = none)"},
     {"actor", "send_batch", T_INT, OFF(actor.send_batch), 0, 1, 65536, "50", NULL,
      "transitions per message to the replay server"},
     {"actor", "weight_sync_steps", T_INT, OFF(actor.weight_sync_steps), 0, 1, BIG, "400", NULL,

@@ -55,22 +55,16 @@ static void s_config(apex_config_t *cfg, const char *env, const char *xml, int n
     char id[96], model[160];
     snprintf(id, sizeof id, "env.id=%s", env);
     snprintf(model, sizeof model, "env.model_xml=%s", xml ? xml : "");
-    const char *sets[] = {id,
-                          model,
-                          "network.hidden=16",
-                          num_actors == 1 ? "actor.num_actors=1" : "actor.num_actors=2",
-                          "actor.envs_per_actor=4",
-                          "actor.n_step=3",
-                          "actor.gamma=0.9",
-                          "actor.send_batch=4",
-                          "actor.weight_sync_steps=40",
-                          "actor.max_pending_batches=64",
-                          "actor.stats_interval_ms=50",
-                          "actor.max_steps_per_s=1000",
-                          "replay.max_batch=1024",
-                          "run.seed=7",
-                          extra1 ? extra1 : "actor.noise_alpha=7",
-                          extra2 ? extra2 : "actor.noise_alpha=7"};
+    const char *sets[] = {
+        id, model, "network.hidden=16",
+        num_actors == 1 ? "actor.num_actors=1" : "actor.num_actors=2", "actor.envs_per_actor=4",
+        "actor.n_step=3", "actor.gamma=0.9", "actor.send_batch=4", "actor.weight_sync_steps=40",
+        "actor.max_pending_batches=64", "actor.stats_interval_ms=50", "actor.max_steps_per_s=1000",
+        "replay.max_batch=1024",
+        // rows with whole stacks, which these tests read (frame storage's
+        // rows: check_actor_frames.c)
+        "replay.frame_storage=false", "run.seed=7", extra1 ? extra1 : "actor.noise_alpha=7",
+        extra2 ? extra2 : "actor.noise_alpha=7"};
     char err[CONFIG_ERR_LEN];
     int n = (int)(sizeof sets / sizeof sets[0]);
     ck_assert_msg(config_load(cfg, NULL, sets, n, err, sizeof err) == 0, "%s", err);
@@ -318,6 +312,46 @@ START_TEST(test_sigma0_acts_mu_and_folds_nstep) {
     s_rig_stop(&x, &as);
     ck_assert_uint_eq(as.bad_priorities, 0);
     ck_assert_uint_eq(as.void_steps, 0);
+    nn_state_fini(&st);
+    nn_params_fini(&p);
+    nn_params_fini(&q);
+}
+END_TEST
+
+// [actor] random_steps = 8 (TD3's start_steps) with noise_sigma = 0: the actor's first 8 env
+// steps (2 vector steps of its 4 envs) take uniformly random actions in the bounds, not mu(s);
+// from the third on, every action is mu(s_t) exactly (checked against the initial policy run
+// on the batch's own s_t). Rows of step k travel in batch k.
+START_TEST(test_random_steps_then_policy) {
+    s_rig x;
+    s_config(&x.cfg, "Pendulum-v1", NULL, 2, "actor.noise_sigma=0", "actor.random_steps=8");
+    nn_config_t nc, qc;
+    nn_params_t p, q;
+    s_initial_policy(&x.cfg, &nc, &p, &qc, &q);
+    nn_state_t st;
+    nn_state_init(&st, &nc, ENVS, 0);
+    blas_set_threads(1);
+    s_rig_start(&x, 1);
+    double lo = 2.0, hi = -2.0;
+    for (int k = 0; k < 6; k++) {
+        s_batch b;
+        s_next_batch(&x, NULL, &b);
+        float mu[ENVS];
+        nn_forward(&st, &p, b.obs, ENVS, mu);
+        for (int e = 0; e < ENVS; e++) {
+            ck_assert(b.act[e] >= -2.0f && b.act[e] <= 2.0f);
+            if (k < 2) {
+                ck_assert_msg(b.act[e] != mu[e], "batch %d env %d: mu(s) in a random step", k, e);
+                lo = fmin(lo, b.act[e]), hi = fmax(hi, b.act[e]);
+            } else {
+                ck_assert_msg(b.act[e] == mu[e], "batch %d env %d: action %.9g, mu(s) %.9g", k, e,
+                              (double)b.act[e], (double)mu[e]);
+            }
+        }
+    }
+    ck_assert_msg(hi - lo > 1.0, "8 uniform actions in [-2, 2] spread over %.3g only", hi - lo);
+    actor_stats_t as;
+    s_rig_stop(&x, &as);
     nn_state_fini(&st);
     nn_params_fini(&p);
     nn_params_fini(&q);
@@ -1098,6 +1132,7 @@ Suite *dpg_actor_suite(void) {
     TCase *tc = tcase_create("actor");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_sigma0_acts_mu_and_folds_nstep);
+    tcase_add_test(tc, test_random_steps_then_policy);
     tcase_add_test(tc, test_noise_follows_env_schedule);
     tcase_add_test(tc, test_ou_noise_follows_the_process);
     tcase_add_test(tc, test_frame_stack_rows);

@@ -1275,6 +1275,8 @@ static const s_row s_rows[] = {
      NULL},
     {"actor.noise_theta", "actor.noise_theta=0.15", "env.id=Pendulum-v1", s_abatch, AB_HASH, DIFF,
      NULL},
+    {"actor.random_steps", "actor.random_steps=100000", "env.id=Pendulum-v1;actor.noise_sigma=0.01",
+     s_abatch, AB_SPREAD, UP, NULL},
     {"actor.send_batch", "actor.send_batch=8", NULL, s_abatch, AB_COUNT, DOWN, NULL},
     {"actor.weight_sync_steps", "actor.weight_sync_steps=16", NULL, s_actor, AS_SYNCS, UP, NULL},
     {"actor.max_pending_batches", "actor.max_pending_batches=1", NULL, s_actor, AS_DROPPED, UP,

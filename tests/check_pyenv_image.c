@@ -269,28 +269,17 @@ START_TEST(test_actor_stacks_single_frames) {
     apex_config_t cfg;
     char groups[64];
     snprintf(groups, sizeof groups, "python.groups=%d", G);
-    const char *sets[] = {"env.id=python",
-                          "env.make=" FRAMES ":square",
-                          "env.kwargs={\"layout\": \"hwc1\"}",
-                          "env.obs_shape=84x84x1",
-                          "env.obs_dtype=uint8",
-                          "env.n_actions=3",
-                          "env.frame_stack=4",
-                          "python.workers=1",
-                          groups,
-                          "python.interpreter=" PYTHON,
-                          "network.conv=4x8s8",
-                          "network.hidden=8",
-                          "actor.num_actors=1",
-                          "actor.envs_per_actor=4",
-                          "actor.n_step=2",
-                          "actor.gamma=0.5",
-                          "actor.send_batch=4",
-                          "actor.weight_sync_steps=1000000",
-                          "actor.max_pending_batches=64",
-                          "actor.max_steps_per_s=1000",
-                          "replay.max_batch=1024",
-                          "run.seed=9"};
+    const char *sets[] = {
+        "env.id=python", "env.make=" FRAMES ":square", "env.kwargs={\"layout\": \"hwc1\"}",
+        "env.obs_shape=84x84x1", "env.obs_dtype=uint8", "env.n_actions=3", "env.frame_stack=4",
+        // whole stacks in the rows, which this test reads (frame storage
+        // from a Python env's frames is the same actor code:
+        // check_actor_frames.c)
+        "replay.frame_storage=false", "python.workers=1", groups, "python.interpreter=" PYTHON,
+        "network.conv=4x8s8", "network.hidden=8", "actor.num_actors=1", "actor.envs_per_actor=4",
+        "actor.n_step=2", "actor.gamma=0.5", "actor.send_batch=4",
+        "actor.weight_sync_steps=1000000", "actor.max_pending_batches=64",
+        "actor.max_steps_per_s=1000", "replay.max_batch=1024", "run.seed=9"};
     char err[CONFIG_ERR_LEN];
     ck_assert_msg(
         config_load(&cfg, NULL, sets, (int)(sizeof sets / sizeof sets[0]), err, sizeof err) == 0,
