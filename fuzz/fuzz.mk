@@ -25,13 +25,13 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fra
 FUZZ_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
   -Icommon -Ienvs -I$(FUZZ_BUILD)/proto $(PKG_CFLAGS) -O1 -g $(FUZZ_SAN) -MMD -MP
-FUZZ_LIBS = $(shell pkg-config --libs libprotobuf-c inih) -lm
+FUZZ_LIBS = $(shell pkg-config --libs libprotobuf-c inih liblz4 libzstd) -lm
 
 # Only what wire.c and config.c need, so a clang-only problem elsewhere in common/ cannot
 # break the fuzz build (check the rest with `make fuzz-clang-check`).
 FUZZ_COMMON_SRC := common/apex.c common/xalloc.c common/log.c common/clock.c \
   envs/envinfo.c common/parse.c common/config.c common/config_schema.c \
-  common/config_check.c common/config_shard.c common/wire.c
+  common/config_check.c common/config_shard.c common/wire.c common/fcodec.c
 FUZZ_COMMON_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(FUZZ_COMMON_SRC)) \
   $(FUZZ_BUILD)/proto/apex.pb-c.o
 # The Python bridge's wire and the local transport's frame table (what a worker sends).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# smoke: slow
 # Frame mode (issue #27: each frame sent and stored once) survives kill -9 of a replay shard,
 # with nothing acknowledged lost. configs/smoke.ini (CartPole) with [env] frame_stack = 4, so
 # stacks of float frames, [replay] frame_storage on (the default), shards = 2 and durability =
@@ -12,7 +13,9 @@
 #   that arrive after new ones are held back for order, not given up on);
 # - the dumped rows are stacks of CartPole frames (each row's next_obs stack is its obs stack
 #   moved on by n steps, unless the episode ended: the frames came back in their order).
-# FRAMES_COMPRESS=zstd|lz4 runs it with [replay] compress (frames_kill_zstd.sh does).
+# FRAMES_COMPRESS=zstd|lz4 runs it with [replay] compress (frames_kill_zstd.sh does). Marked
+# slow (not run under ASan) for CI's budget: frames_kill_zstd.sh runs the same paths and the
+# compressed ones under ASan.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
