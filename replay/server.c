@@ -324,6 +324,24 @@ static void s_send_ack(void *arg, const uint8_t *id, size_t id_len, uint32_t act
     s_send_routed(s, s->insert_sock, id, id_len);
 }
 
+// A frame-mode batch as the store takes it (replay/store.h store_framed_t).
+static store_framed_t s_framed(const wire_batch_t *b) {
+    return (store_framed_t){.actor = b->actor_id,
+                            .epoch = b->epoch,
+                            .first_frame = b->first_frame,
+                            .frame_count = b->frame_count,
+                            .frames = b->frames,
+                            .frame_prev = b->frame_prev,
+                            .count = b->count,
+                            .obs_frames = b->obs_frames,
+                            .next_frames = b->next_frames,
+                            .actions = b->action_dim ? (const void *)b->cont_actions : b->actions,
+                            .rewards = b->rewards,
+                            .discounts = b->discounts,
+                            .prio = b->priorities,
+                            .frame_sizes = b->frame_sizes};
+}
+
 // Applies a decoded batch: stores it unless (actor, epoch, seq) was stored before, and
 // appends its raw message to the log. Shared by live inserts and the start-up log replay
 // (raw == NULL: nothing is appended). Returns 1 when stored, 0 for a duplicate.
@@ -333,27 +351,14 @@ static int s_apply_batch(replay_server_t *s, const wire_batch_t *b, const void *
         s->counters.duplicate_batches++;
         return 0;
     }
-    const void *actions = b->action_dim ? (const void *)b->cont_actions : b->actions;
     uint32_t stored = b->count;
     if (b->frame_stack) { // frame mode (the decoder took it only if configured)
-        store_framed_t f = {.actor = b->actor_id,
-                            .epoch = b->epoch,
-                            .first_frame = b->first_frame,
-                            .frame_count = b->frame_count,
-                            .frames = b->frames,
-                            .frame_prev = b->frame_prev,
-                            .count = b->count,
-                            .obs_frames = b->obs_frames,
-                            .next_frames = b->next_frames,
-                            .actions = actions,
-                            .rewards = b->rewards,
-                            .discounts = b->discounts,
-                            .prio = b->priorities,
-                            .frame_sizes = b->frame_sizes};
+        store_framed_t f = s_framed(b);
         stored = store_add_framed(s->store, &f);
     } else {
-        store_add(s->store, b->count, b->obs, actions, b->rewards, b->discounts, b->next_obs,
-                  b->priorities);
+        store_add(s->store, b->count, b->obs,
+                  b->action_dim ? (const void *)b->cont_actions : b->actions, b->rewards,
+                  b->discounts, b->next_obs, b->priorities);
     }
     dedupe_mark(&s->dedupe, b->actor_id, b->epoch, b->seq);
     limiter_inserted(&s->limiter, stored);
@@ -397,8 +402,9 @@ static void s_restore_record(void *arg, int kind, const void *payload, size_t le
 // again after the old ones. Only if the gap outlives 4 ack timeouts (the batch in between
 // will not come: the actor dropped it from a full window, or a non-durable restart lost it)
 // is it stored anyway, its rows that name the lost frames refused (store_frames_missing).
-static int s_frames_held_back(replay_server_t *s, const wire_batch_t *b, int64_t now_ms) {
-    if (!b->frame_stack || dedupe_seen(&s->dedupe, b->actor_id, b->epoch, b->seq)) {
+// A duplicate (dup: stored before) is never held: it is acknowledged again.
+static int s_frames_held_back(replay_server_t *s, const wire_batch_t *b, int dup, int64_t now_ms) {
+    if (!b->frame_stack || dup) {
         return 0;
     }
     int64_t *since = &s->gap_since_ms[b->actor_id];
@@ -447,15 +453,12 @@ static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, 
         why = buf;
     }
     char fwhy[160];
-    if (rc == APEX_OK && m.u.batch.frame_codec &&
-        !dedupe_seen(&s->dedupe, m.u.batch.actor_id, m.u.batch.epoch, m.u.batch.seq)) {
+    const wire_batch_t *b = &m.u.batch;
+    int dup = rc == APEX_OK && dedupe_seen(&s->dedupe, b->actor_id, b->epoch, b->seq);
+    if (rc == APEX_OK && b->frame_codec && !dup) {
         // Compressed frames: each must decompress to a frame before anything is stored (the
         // decoder checked sizes only). A duplicate was checked when it was stored.
-        const wire_batch_t *b = &m.u.batch;
-        store_framed_t f = {.actor = b->actor_id,
-                            .frame_count = b->frame_count,
-                            .frames = b->frames,
-                            .frame_sizes = b->frame_sizes};
+        store_framed_t f = s_framed(b);
         if (store_check_framed(s->store, &f, fwhy, sizeof fwhy) != APEX_OK) {
             rc = APEX_EINVAL;
             why = fwhy;
@@ -465,7 +468,7 @@ static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, 
         s_count_bad(s, "insert", idb, idn, m.type, rc, why);
         return;
     }
-    if (s_frames_held_back(s, &m.u.batch, now_ms)) {
+    if (s_frames_held_back(s, b, dup, now_ms)) {
         return; // not acknowledged: the actor sends it again
     }
     s_apply_batch(s, &m.u.batch, raw, raw_len);

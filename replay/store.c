@@ -1021,15 +1021,22 @@ int store_restore(store_t *s, const store_state_t *st, const void *rows, size_t 
     return APEX_OK;
 }
 
+// The config a store was made with (its frame capacity resolved), for the sizes derived from it.
+static store_config_t s_config_of(const store_t *s) {
+    return (store_config_t){.capacity = s->capacity,
+                            .obs_dim = s->obs_dim,
+                            .obs_elem_bytes = s->obs_bytes / s->obs_dim,
+                            .action_dim = s->action_dim,
+                            .frame_stack = s->K,
+                            .frame_capacity = s->F,
+                            .max_actors = s->max_actors,
+                            .frame_window = s->W,
+                            .frame_codec = (uint32_t)s->codec};
+}
+
 size_t store_bytes_used(const store_t *s) {
-    store_config_t c = {.capacity = s->capacity,
-                        .obs_dim = s->obs_dim,
-                        .obs_elem_bytes = s->obs_bytes / s->obs_dim,
-                        .action_dim = s->action_dim,
-                        .frame_stack = s->K,
-                        .frame_capacity = s->F,
-                        .max_actors = s->max_actors,
-                        .frame_window = s->W};
+    store_config_t c = s_config_of(s);
+    c.frame_codec = 0;          // store_bytes counts the arena as raw frames: replaced below
     size_t b = store_bytes(&c); // raw frames: everything is in use once full
     if (s->codec) {
         size_t f[STORE_FRAME_SECTIONS];
@@ -1061,14 +1068,7 @@ void store_frame_sections(const store_t *s, const void **data, size_t *bytes) {
 }
 
 void store_frame_sections_mut(store_t *s, void **data, size_t *bytes) {
-    store_config_t c = {.capacity = s->capacity,
-                        .obs_dim = s->obs_dim,
-                        .obs_elem_bytes = s->obs_bytes / s->obs_dim,
-                        .frame_stack = s->K,
-                        .frame_capacity = s->F,
-                        .max_actors = s->max_actors,
-                        .frame_window = s->W,
-                        .frame_codec = (uint32_t)s->codec};
+    store_config_t c = s_config_of(s);
     if (!s->K) {
         for (int i = 0; i < STORE_FRAME_SECTIONS; i++) {
             data[i] = NULL;

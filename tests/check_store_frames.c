@@ -204,6 +204,26 @@ static void s_check_row(uint32_t r, const uint8_t *obs, const uint8_t *next, int
     ck_assert_float_eq(disc, M->discount[r]);
 }
 
+// Samples `rounds` batches of n (<= 256) rows and checks each against the model: the stacks
+// byte for byte, action, discount, and an importance weight in (0, 1].
+static void s_sample_check(store_t *s, uint64_t seed, int rounds, uint32_t n) {
+    enum { NMAX = 256 };
+    static uint64_t keys[NMAX];
+    static float w[NMAX], r[NMAX], d[NMAX];
+    static int32_t acts[NMAX];
+    static uint8_t so[NMAX][OB], sn[NMAX][OB];
+    ck_assert_uint_le(n, NMAX);
+    rng_t rng;
+    rng_init(&rng, seed);
+    for (int round = 0; round < rounds; round++) {
+        ck_assert_int_eq(store_sample(s, &rng, n, 0.4f, keys, w, so, acts, r, d, sn), APEX_OK);
+        for (uint32_t i = 0; i < n; i++) {
+            s_check_row((uint32_t)r[i], so[i], sn[i], acts[i], d[i]);
+            ck_assert(w[i] > 0.0f && w[i] <= 1.0f);
+        }
+    }
+}
+
 START_TEST(test_frames_lossless_round_trip) {
     // Rows outnumber capacity and frames outnumber frame capacity, so both rings wrap.
     s_model_init(5, 11);
@@ -230,20 +250,7 @@ START_TEST(test_frames_lossless_round_trip) {
     ck_assert_uint_eq(readable, store_live_size(s));
     ck_assert_uint_ge(readable, 400);
     // Sampling rebuilds the same stacks.
-    enum { N = 256 };
-    uint64_t keys[N];
-    float w[N], r[N], d[N];
-    int32_t acts[N];
-    static uint8_t so[N][OB], sn[N][OB];
-    rng_t rng;
-    rng_init(&rng, 5);
-    for (int round = 0; round < 10; round++) {
-        ck_assert_int_eq(store_sample(s, &rng, N, 0.4f, keys, w, so, acts, r, d, sn), APEX_OK);
-        for (int i = 0; i < N; i++) {
-            s_check_row((uint32_t)r[i], so[i], sn[i], acts[i], d[i]);
-            ck_assert(w[i] > 0.0f && w[i] <= 1.0f);
-        }
-    }
+    s_sample_check(s, 5, 10, 256);
     store_destroy(&s);
     s_model_free();
 }
@@ -260,19 +267,7 @@ START_TEST(test_frames_evicted_rows_never_sampled) {
     s_run(s, 2000, 1);
     ck_assert_uint_gt(store_frame_evicted(s), 0);
     ck_assert_uint_lt(store_live_size(s), store_size(s));
-    enum { N = 128 };
-    uint64_t keys[N];
-    float w[N], r[N], d[N];
-    int32_t acts[N];
-    static uint8_t so[N][OB], sn[N][OB];
-    rng_t rng;
-    rng_init(&rng, 6);
-    for (int round = 0; round < 20; round++) {
-        ck_assert_int_eq(store_sample(s, &rng, N, 0.4f, keys, w, so, acts, r, d, sn), APEX_OK);
-        for (int i = 0; i < N; i++) {
-            s_check_row((uint32_t)r[i], so[i], sn[i], acts[i], d[i]);
-        }
-    }
+    s_sample_check(s, 6, 20, 128);
     // A key of a row whose frames are gone: its update is stale, and it stays unsampled.
     uint32_t dead = UINT32_MAX;
     for (uint32_t slot = 0; slot < 400 && dead == UINT32_MAX; slot++) {
@@ -566,19 +561,7 @@ START_TEST(test_frames_arena_evicts_by_bytes) {
     // Gone by bytes: fewer frames held than frame_capacity.
     ck_assert_uint_gt(fs.low, fs.frames_total - 300);
     ck_assert_uint_gt(store_frame_evicted(s), 0);
-    enum { N = 64 };
-    uint64_t keys[N];
-    float w[N], r[N], d[N];
-    int32_t acts[N];
-    static uint8_t so[N][OB], sn[N][OB];
-    rng_t rng;
-    rng_init(&rng, 8);
-    for (int round = 0; round < 20; round++) {
-        ck_assert_int_eq(store_sample(s, &rng, N, 0.4f, keys, w, so, acts, r, d, sn), APEX_OK);
-        for (int i = 0; i < N; i++) {
-            s_check_row((uint32_t)r[i], so[i], sn[i], acts[i], d[i]);
-        }
-    }
+    s_sample_check(s, 8, 20, 64);
     // A blob that does not decompress to one frame, or one of a frame of another size.
     uint8_t junk[16] = {0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3};
     uint32_t size = sizeof junk, prev = 0;
