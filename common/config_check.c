@@ -319,18 +319,6 @@ static int s_cross_check_continuous(apex_config_t *cfg, char *err, size_t errlen
                          "MLPs over vector observations",
                          WHERE("network", "conv"));
     }
-    if (cfg->learner.ranks > 1 && cfg->learner.zero_stage == 2) {
-        // The DPG trainer's group runs ZeRO stages 0 and 1 (learner/train_dpg.h): stage 2's
-        // partitioned gradients are DQN's only. apex-learner refuses it at start-up too (a
-        // group may be started without [learner] ranks).
-        return apex_errf(err, errlen, -1,
-                         "%s: [learner] zero_stage = %lld with ranks = %lld: a learner group with "
-                         "continuous actions (the DPG learner) runs ZeRO stages 0 and 1 only so "
-                         "far (issue #28)"
-                         "\n---> HINT: set [learner] zero_stage = 1 (or 0), or ranks = 1",
-                         WHERE("learner", "zero_stage"), (long long)cfg->learner.zero_stage,
-                         (long long)cfg->learner.ranks);
-    }
     cfg->network.dueling = 0;
     return 0;
 }

@@ -61,15 +61,6 @@ const algo_ops_t algo_dqn_ops = {.name = "dqn",
 int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group) {
     memset(a, 0, sizeof *a);
     if (cfg->env.action_dim > 0) {
-        if (group && group_size(group) > 1 && cfg->learner.zero_stage == 2) {
-            log_error("[learner] zero_stage = %lld in a learner group of %d with [env] action_dim "
-                      "= %d: the DPG learner (continuous actions) runs as a group in ZeRO stages "
-                      "0 and 1 only so far (issue #28)"
-                      "\n---> HINT: set [learner] zero_stage = 1 (or 0), or start one apex-learner "
-                      "without mpirun or srun",
-                      (long long)cfg->learner.zero_stage, group_size(group), cfg->env.action_dim);
-            return -1;
-        }
         train_dpg_config_t dc;
         dpg_config_from_run(&dc, cfg);
         a->impl = train_dpg_new_group(&dc, group);

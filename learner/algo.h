@@ -51,8 +51,8 @@ extern const algo_ops_t algo_dqn_ops;
 extern const algo_ops_t algo_dpg_ops;
 
 // Builds the run's update into a (plain data, STYLE S2: the caller's, e.g. embedded in the
-// learner; it owns the trainer; group: a learner group's rank, borrowed, or NULL; DPG runs a
-// group in ZeRO stages 0 and 1 and refuses stage 2). Returns 0, or -1 after logging why; *a
+// learner; it owns the trainer; group: a learner group's rank, borrowed, or NULL; both kinds
+// run a group in ZeRO stages 0-2). Returns 0, or -1 after logging why; *a
 // is zeroed on failure.
 int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group);
 void algo_fini(algo_t *a); // frees the trainer; a no-op on a zeroed one

@@ -32,8 +32,8 @@ void dpg_config_from_run(train_dpg_config_t *t, const apex_config_t *c) {
     t->target_update = L->target_update;
     t->priority_eps = (float)L->priority_eps;
     t->seed = (uint64_t)c->run.seed;
-    // A group's stage (algo_init refuses 2 in a group); a single learner ignores it.
-    t->zero_stage = c->learner.zero_stage == 1 ? 1 : 0;
+    // A group's stage; a single learner ignores it.
+    t->zero_stage = (int)c->learner.zero_stage;
 }
 
 static void s_destroy(void *impl) {
@@ -76,14 +76,7 @@ static int s_load(void *impl, const char *path, ckpt_extra_t *x) {
     return train_dpg_load(impl, path, x);
 }
 
-// Computed from the sizes (train_dpg.h: online and target of the whole model, its gradient,
-// two optimizer moments of this rank's shards), not measured as train.c's.
-static void s_memory(const void *impl, train_memory_t *out) {
-    size_t bytes = train_dpg_num_params(impl) * sizeof(float);
-    *out = (train_memory_t){.param_bytes = 2 * bytes,
-                            .grad_bytes = bytes,
-                            .opt_bytes = 2 * train_dpg_moment_floats(impl) * sizeof(float)};
-}
+static void s_memory(const void *impl, train_memory_t *out) { train_dpg_memory(impl, out); }
 
 static void s_describe(const void *impl, const apex_config_t *cfg, char *buf, size_t n) {
     const train_dpg_config_t *c = train_dpg_config(impl);

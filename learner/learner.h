@@ -19,7 +19,7 @@
 //                     actions, Ape-X DPG / TD3 (train_dpg.h, dpg_glue.c) for continuous ones
 //                     ([env] action_dim > 0), which publishes its policy and first critic
 //                     (the actors' priorities) and writes a DPG checkpoint; round.h how the ranks of a learner group step together
-//                     (a continuous run's group: ZeRO stages 0 and 1).
+//                     (a continuous run's group too: ZeRO stages 0-2).
 // Learning starts when the replay server first answers OK (its limiter enforces
 // min_size_to_sample); "not ready" replies are simply re-requested.
 // Checkpoints (<run dir>/checkpoint.bin) every checkpoint_interval_s and at shutdown; with

@@ -9,6 +9,7 @@
 #include "group.h"
 #include "log.h"
 #include "loss.h"
+#include "train.h"
 #include "xalloc.h"
 
 #include <math.h>
@@ -17,12 +18,14 @@
 #define DPG_MAX_CRITICS 2
 
 // One network kind's range of the flat model ([0, P_mu) the policy's, [P_mu, n_total) the
-// critics'), and this rank's shard of it: its optimizer's moments and, in ZeRO stage 1, the
-// gradient it reduces and the parameters it steps. A single learner and stage 0 own it whole.
+// critics'), and this rank's shard of it: its optimizer's moments and, in ZeRO stages 1 and 2,
+// the gradient it reduces and the parameters it steps. A single learner and stage 0 own it
+// whole.
 typedef struct {
     size_t off, n;        // the range in the flat arrays
     size_t s_off, s_n;    // this rank's shard: [off + s_off, off + s_off + s_n)
-    int *counts, *displs; // (n_ranks) every rank's shard of the range (stage 1)
+    int *counts, *displs; // (n_ranks) every rank's shard of the range (stages 1, 2)
+    float *gshard;        // stage 2: this rank's gradient shard (s_n floats, into gshard_all)
 } s_range;
 
 // Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE S8).
@@ -37,7 +40,7 @@ struct train_dpg {
     size_t n_total; // P_mu + K P_q
     float *online;  // (n_total) [mu | Q_1 | Q_2]
     float *target;  // (n_total)
-    float *grads;   // (n_total)
+    float *grads;   // (n_total); NULL in stage 2, which has no full-size gradient
     float *m, *v;   // (n_total) both optimizers' moments, the same layout
     // Views into online, target and grads.
     nn_params_t actor, critic[DPG_MAX_CRITICS];
@@ -63,10 +66,17 @@ struct train_dpg {
     // A learner group (NULL: a single learner). ZeRO stage 0: every rank holds and steps the
     // whole model on the group's averaged gradients. Stage 1: m and v hold this rank's
     // shards only ([policy shard | critics' shard]), each rank reduces and steps its shards
-    // and the parameters are all-gathered after each optimizer step.
+    // and the parameters are all-gathered after each optimizer step. Stage 2: the gradients
+    // too; backward hands each piece to s_piece_done, which reduce-scatters it into gshard.
     group_t *group;
     int rank, n_ranks, zero;
-    s_range ra, rc; // the policy's range, the critics'
+    s_range ra, rc;         // the policy's range, the critics'
+    float *gshard_all;      // stage 2: [policy shard | critics' shard] of the gradient
+    int *piece_counts;      // stage 2: (n_ranks) one piece's share of each rank
+    nn_pieces_t pieces;     // stage 2: the piece buffer, its callback
+    const s_range *piece_r; // stage 2: the range of the network in backward
+    size_t piece_base;      // ... and where that network starts in the range (critic k)
+    train_memory_t mem;     // what the constructor allocated, by part (xalloc tallies)
 };
 
 void train_dpg_config_default(train_dpg_config_t *cfg) {
@@ -105,12 +115,12 @@ static int s_config_check(const train_dpg_config_t *c) {
         !(c->huber_delta >= 0.0f) || !(c->target_noise >= 0.0f) ||
         !(c->target_noise_clip >= 0.0f) || !(c->tau >= 0.0f && c->tau <= 1.0f) ||
         (c->tau == 0.0f && c->target_update < 1) || !(c->priority_eps >= 0.0f) ||
-        (c->zero_stage != 0 && c->zero_stage != 1) || !(c->actor_grad_value_clip >= 0.0f) ||
+        (c->zero_stage < 0 || c->zero_stage > 2) || !(c->actor_grad_value_clip >= 0.0f) ||
         isnan(c->grad_clip)) {
         log_error("DPG trainer config: need batch_size >= 1, twin 0|1, policy_delay >= 1, lr > "
                   "0, one optimizer kind (adam|rmsprop) for both networks, huber_delta >= 0, "
                   "target_noise and its clip >= 0, tau in [0, 1] (0: target_update >= 1), "
-                  "priority_eps >= 0, actor_grad_value_clip >= 0, zero_stage 0 or 1");
+                  "priority_eps >= 0, actor_grad_value_clip >= 0, zero_stage 0, 1 or 2");
         return APEX_EINVAL;
     }
     return APEX_OK;
@@ -127,20 +137,24 @@ static void s_views(train_dpg_t *self) {
     size_t n_q = nn_num_params(&self->critic_cfg);
     nn_params_view(&self->actor, &self->cfg.actor, self->online);
     nn_params_view(&self->actor_t, &self->cfg.actor, self->target);
-    nn_params_view(&self->g_actor, &self->cfg.actor, self->grads);
+    if (self->grads) { // stage 2 has no full-size gradient to view
+        nn_params_view(&self->g_actor, &self->cfg.actor, self->grads);
+    }
     for (int k = 0; k < self->n_critics; k++) {
         size_t off = self->n_actor + (size_t)k * n_q;
         nn_params_view(&self->critic[k], &self->critic_cfg, self->online + off);
         nn_params_view(&self->critic_t[k], &self->critic_cfg, self->target + off);
-        nn_params_view(&self->g_critic[k], &self->critic_cfg, self->grads + off);
+        if (self->grads) {
+            nn_params_view(&self->g_critic[k], &self->critic_cfg, self->grads + off);
+        }
     }
 }
 
-// Range [off, off + n) and this rank's shard of it (group_shard_range; stage 1 only: a single
-// learner and stage 0 own the range whole).
+// Range [off, off + n) and this rank's shard of it (group_shard_range; stages 1 and 2 only: a
+// single learner and stage 0 own the range whole).
 static void s_range_init(train_dpg_t *self, s_range *r, size_t off, size_t n) {
     *r = (s_range){.off = off, .n = n, .s_off = 0, .s_n = n};
-    if (self->zero != 1) {
+    if (self->zero < 1) {
         return;
     }
     r->counts = xcalloc((size_t)self->n_ranks, sizeof(int));
@@ -154,6 +168,61 @@ static void s_range_init(train_dpg_t *self, s_range *r, size_t off, size_t n) {
             r->s_off = o, r->s_n = c;
         }
     }
+}
+
+// Stage 2's piece callback (train.c's s_piece_done over one range): the piece is [offset,
+// offset + n) of the network in backward, piece_base + offset of its range; it is
+// reduce-scattered over the ranks whose shards of the range it overlaps (laid out rank by
+// rank already), this rank's share landing at its place in the range's gshard. Every element
+// of a shard is written by exactly one piece per backward.
+static void s_piece_done(void *arg, const float *piece, size_t offset, size_t n) {
+    train_dpg_t *self = arg;
+    const s_range *r = self->piece_r;
+    const size_t lo_p = self->piece_base + offset, hi_p = lo_p + n;
+    for (int k = 0; k < self->n_ranks; k++) {
+        size_t lo = APEX_MAX(lo_p, (size_t)r->displs[k]);
+        size_t hi = APEX_MIN(hi_p, (size_t)r->displs[k] + (size_t)r->counts[k]);
+        self->piece_counts[k] = hi > lo ? (int)(hi - lo) : 0;
+    }
+    float *recv = self->piece_counts[self->rank] > 0
+                      ? r->gshard + (APEX_MAX(lo_p, r->s_off) - r->s_off)
+                      : r->gshard;
+    group_reduce_scatter_f32(self->group, piece, recv, self->piece_counts);
+}
+
+// Backward of network p (of range r, starting at base in it) on state s for dL/d(output)
+// dout: into its zeroed view g (a single learner, stages 0 and 1), or piece by piece into
+// the range's gradient shard (stage 2).
+static void s_backward(train_dpg_t *self, nn_state_t *s, const nn_params_t *p, nn_params_t *g,
+                       const s_range *r, size_t base, const float *dout, int B) {
+    if (self->zero == 2) {
+        self->piece_r = r;
+        self->piece_base = base;
+        nn_backward_pieces(s, p, &self->pieces, dout, B);
+        return;
+    }
+    nn_params_zero(g);
+    nn_backward(s, p, g, dout, B);
+}
+
+// The gradient buffers: the whole model's (a single learner, stages 0 and 1), or (stage 2)
+// this rank's shards of the two ranges and a piece buffer of a quarter of the larger shard
+// (train.h's ZERO_PIECE_DIV, at least the widest piece either network has).
+static void s_alloc_grads(train_dpg_t *self) {
+    if (self->zero != 2) {
+        self->grads = s_floats(self->n_total);
+        return;
+    }
+    self->gshard_all = s_floats(self->ra.s_n + self->rc.s_n);
+    self->ra.gshard = self->gshard_all;
+    self->rc.gshard = self->gshard_all + self->ra.s_n;
+    self->piece_counts = xcalloc((size_t)self->n_ranks, sizeof(int));
+    size_t cap = APEX_MAX(group_shard_max(self->ra.n, self->n_ranks),
+                          group_shard_max(self->rc.n, self->n_ranks)) /
+                 ZERO_PIECE_DIV;
+    cap = APEX_MAX(cap, nn_piece_min(&self->cfg.actor));
+    cap = APEX_MAX(cap, nn_piece_min(&self->critic_cfg));
+    self->pieces = (nn_pieces_t){s_floats(cap), cap, s_piece_done, self};
 }
 
 train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg) { return train_dpg_new_group(cfg, NULL); }
@@ -171,15 +240,24 @@ train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *gr
     self->n_critics = cfg->twin ? 2 : 1;
     self->n_actor = nn_num_params(&cfg->actor);
     self->n_total = self->n_actor + (size_t)self->n_critics * nn_num_params(&self->critic_cfg);
+    // Measured, as train.c's train_memory_t: what each part asked the allocator for.
+    xalloc_tally_t params, grad, opt;
+    xalloc_tally_begin(&params);
     self->online = s_floats(self->n_total);
     self->target = s_floats(self->n_total);
-    self->grads = s_floats(self->n_total);
+    xalloc_tally_end(&params);
     self->zero = self->group ? cfg->zero_stage : 0;
     s_range_init(self, &self->ra, 0, self->n_actor);
     s_range_init(self, &self->rc, self->n_actor, self->n_total - self->n_actor);
+    xalloc_tally_begin(&grad);
+    s_alloc_grads(self);
+    xalloc_tally_end(&grad);
     const size_t nm = self->ra.s_n + self->rc.s_n; // stage 0: n_total
+    xalloc_tally_begin(&opt);
     self->m = s_floats(nm);
     self->v = s_floats(nm);
+    xalloc_tally_end(&opt);
+    self->mem = (train_memory_t){params.bytes, grad.bytes, opt.bytes};
     s_views(self);
     optim_view(&self->actor_opt, &cfg->actor_optim, self->ra.s_n, self->m, self->v);
     optim_view(&self->critic_opt, &cfg->critic_optim, self->rc.s_n, self->m + self->ra.s_n,
@@ -218,13 +296,15 @@ void train_dpg_destroy(train_dpg_t **self_p) {
     train_dpg_t *self = *self_p;
     nn_state_fini(&self->st_actor);
     nn_state_fini(&self->st_q);
-    float *bufs[] = {self->online, self->target, self->grads, self->m, self->v,
-                     self->a_next, self->a_pi,   self->da,    self->q, self->q_next,
-                     self->y,      self->td,     self->td1,   self->dq};
+    float *bufs[] = {self->online, self->target, self->grads,      self->m,
+                     self->v,      self->a_next, self->a_pi,       self->da,
+                     self->q,      self->q_next, self->y,          self->td,
+                     self->td1,    self->dq,     self->gshard_all, self->pieces.buf};
     for (size_t i = 0; i < APEX_ARRAY_LEN(bufs); i++) {
         xfree(bufs[i]);
     }
     xfree(self->zeros);
+    free(self->piece_counts);
     free(self->ra.counts), free(self->ra.displs), free(self->rc.counts), free(self->rc.displs);
     xfree(self);
     *self_p = NULL;
@@ -309,9 +389,17 @@ static void s_average(train_dpg_t *self, size_t off, size_t n) {
 }
 
 // Stage 1: the mean over the ranks of range r's gradient, this rank's shard of it landing at
-// the range's start (reduce-scatter in place). Otherwise s_average over the whole range.
-// Returns the shard: r->s_n floats, element i being the model's off + s_off + i.
+// the range's start (reduce-scatter in place); stage 2: the shard the pieces summed, made a
+// mean. Otherwise s_average over the whole range. Returns the shard: r->s_n floats, element
+// i being the model's off + s_off + i.
 static float *s_reduce(train_dpg_t *self, const s_range *r) {
+    if (self->zero == 2) {
+        const float inv = 1.0f / (float)self->n_ranks;
+        for (size_t i = 0; i < r->s_n; i++) {
+            r->gshard[i] *= inv;
+        }
+        return r->gshard;
+    }
     float *g = self->grads + r->off;
     if (self->zero != 1) {
         s_average(self, r->off, r->n);
@@ -325,22 +413,22 @@ static float *s_reduce(train_dpg_t *self, const s_range *r) {
     return g;
 }
 
-// Stage 1, after a shard of range r stepped: every rank's shard to every rank.
+// Stages 1 and 2, after a shard of range r stepped: every rank's shard to every rank.
 static void s_gather(train_dpg_t *self, const s_range *r) {
-    if (self->zero == 1) {
+    if (self->zero >= 1) {
         group_allgather_f32(self->group, self->online + r->off, r->counts, r->displs);
     }
 }
 
 // Sums of squares of the gradient shard g of the critics' range, critic by critic (critic k
-// is [k P_q, (k + 1) P_q) of the range), over the group in stage 1.
+// is [k P_q, (k + 1) P_q) of the range), over the group in stages 1 and 2.
 static void s_critic_ss(train_dpg_t *self, const float *g, double *ss) {
     const size_t nq = self->critic[0].num_params, lo = self->rc.s_off, hi = lo + self->rc.s_n;
     for (int k = 0; k < self->n_critics; k++) {
         size_t a = APEX_MAX(lo, (size_t)k * nq), b = APEX_MIN(hi, (size_t)(k + 1) * nq);
         ss[k] = a < b ? optim_sum_squares(g + (a - lo), b - a) : 0.0;
     }
-    if (self->zero == 1) {
+    if (self->zero >= 1) {
         group_allreduce_f64(self->group, ss, self->n_critics);
     }
 }
@@ -387,9 +475,8 @@ static float s_policy_update(train_dpg_t *self, const train_dpg_batch_t *b, int 
     // dL/da through the critic's action columns, then through mu (tanh and bounds included).
     memset(self->da, 0, (size_t)B * A * sizeof(float));
     nn_backward_input(&self->st_q, &self->critic[0], self->dq, B, O, A, self->da);
-    nn_params_zero(&self->g_actor);
-    nn_backward(&self->st_actor, &self->actor, &self->g_actor, self->da, B);
-    // A group's mean (stage 1: this rank's shard of it), before the clips, as one learner's
+    s_backward(self, &self->st_actor, &self->actor, &self->g_actor, &self->ra, 0, self->da, B);
+    // A group's mean (stages 1, 2: this rank's shard of it), before the clips, as one learner's
     // whole gradient.
     float *g = s_reduce(self, &self->ra);
     const size_t n = self->ra.s_n;
@@ -400,7 +487,7 @@ static float s_policy_update(train_dpg_t *self, const train_dpg_batch_t *b, int 
         }
     }
     double ss = optim_sum_squares(g, n);
-    if (self->zero == 1) {
+    if (self->zero >= 1) {
         group_allreduce_f64(self->group, &ss, 1);
     }
     double norm = sqrt(ss);
@@ -449,8 +536,8 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *b, float *prior
             memcpy(self->td1, self->td, (size_t)B * sizeof(float));
         }
         int64_t tb = clock_now_ns();
-        nn_params_zero(&self->g_critic[k]);
-        nn_backward(&self->st_q, &self->critic[k], &self->g_critic[k], self->dq, B);
+        s_backward(self, &self->st_q, &self->critic[k], &self->g_critic[k], &self->rc,
+                   (size_t)k * self->critic[k].num_params, self->dq, B);
         t_bwd += clock_now_ns() - tb;
     }
     loss_priorities(priorities_out, self->td1, self->cfg.priority_eps, B);
@@ -498,6 +585,7 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *b, float *prior
 
 size_t train_dpg_num_params(const train_dpg_t *self) { return self->n_total; }
 size_t train_dpg_moment_floats(const train_dpg_t *self) { return self->ra.s_n + self->rc.s_n; }
+void train_dpg_memory(const train_dpg_t *self, train_memory_t *out) { *out = self->mem; }
 const float *train_dpg_online(const train_dpg_t *self) { return self->online; }
 const float *train_dpg_target(const train_dpg_t *self) { return self->target; }
 const float *train_dpg_grads(const train_dpg_t *self) { return self->grads; }
@@ -534,7 +622,7 @@ void train_dpg_set_params(train_dpg_t *self, const float *online, const float *t
 
 enum { DPG_CKPT_ARRAYS = 4 };
 
-// Stage 1: the whole model's moments, every rank's shards put in place (collective); a
+// Stages 1 and 2: the whole model's moments, every rank's shards put in place (collective); a
 // fresh allocation the caller frees. Not a hot path: once per checkpoint.
 static float *s_full_moments(const train_dpg_t *self, const float *mine) {
     float *full = xaligned_alloc(self->n_total * sizeof(float));
@@ -550,7 +638,7 @@ static float *s_full_moments(const train_dpg_t *self, const float *mine) {
 
 int train_dpg_save(const train_dpg_t *self, const char *path, const ckpt_extra_t *extra) {
     float *m = self->m, *v = self->v;
-    if (self->zero == 1) {
+    if (self->zero >= 1) {
         m = s_full_moments(self, self->m);
         v = s_full_moments(self, self->v);
     }
@@ -570,7 +658,7 @@ int train_dpg_save(const train_dpg_t *self, const char *path, const ckpt_extra_t
         const float *arrays[DPG_CKPT_ARRAYS] = {self->online, self->target, m, v};
         rc = ckpt_write_as(path, CKPT_DPG_MAGIC, &hdr, arrays, DPG_CKPT_ARRAYS);
     }
-    if (self->zero == 1) {
+    if (self->zero >= 1) {
         xfree(m), xfree(v);
     }
     return rc;

@@ -57,6 +57,7 @@
 #include "nn.h"
 #include "optim.h"
 #include "rng.h"
+#include "train.h" // train_memory_t, ZERO_PIECE_DIV
 
 #include <stddef.h>
 #include <stdint.h>
@@ -81,7 +82,7 @@ typedef struct {
     int64_t target_update;       // with tau == 0: steps between copies (>= 1)
     float priority_eps;          // added to |d_1| in the new priorities
     uint64_t seed;               // [run] seed: the networks' init and the learner RNG
-    int zero_stage;              // a learner group's ZeRO stage, 0 or 1 (train_dpg_new_group)
+    int zero_stage;              // a learner group's ZeRO stage, 0, 1 or 2 (train_dpg_new_group)
 } train_dpg_config_t;
 
 // One batch as flat arrays, borrowed for the duration of train_dpg_step.
@@ -139,14 +140,17 @@ train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg);
 //      each split over the ranks (group_shard_range); a rank keeps Adam's (or RMSProp's)
 //      moments for its two shards only, reduce-scatters each gradient instead of
 //      all-reducing it, clips with the global norms (per critic: the shards' sums of squares
-//      all-reduced), steps its shards and all-gathers the parameters.
-// Either way the ranks stay identical and N ranks of B rows step as one learner on the N B
+//      all-reduced), steps its shards and all-gathers the parameters;
+//   2: ZeRO stage 2 (gradients partitioned too). No full-size gradient: each backward
+//      (each critic's, the policy's) hands its gradient piece by piece (nn_backward_pieces,
+//      a buffer of a quarter of the larger shard) to a reduce-scatter into this rank's
+//      shard of the range; the rest as stage 1.
+// In every stage the ranks stay identical and N ranks of B rows step as one learner on the N B
 // rows (tests/check_group.c). Each rank smooths its targets with its own stream
-// (RNG_ROLE_LEARNER, rank). Checkpoints are one file in either stage, the same as a single
-// learner's: train_dpg_save is collective (stage 1 gathers the moments first) and rank 0
+// (RNG_ROLE_LEARNER, rank). Checkpoints are one file in every stage, the same as a single
+// learner's: train_dpg_save is collective (stages 1 and 2 gather the moments first) and rank 0
 // writes; train_dpg_load reads the file on every rank, each keeping its shards, and the group
 // agrees on the outcome (collective). So a checkpoint restores across stages and rank counts.
-// Stage 2 (gradients partitioned too) is DQN's only so far: the caller refuses it.
 struct group;
 train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *group);
 // Frees everything; accepts NULL or *self_p == NULL and sets *self_p = NULL.
@@ -163,11 +167,16 @@ float train_dpg_step(train_dpg_t *self, const train_dpg_batch_t *batch, float *p
 // last step's gradients (the critics' of that step, the policy's of the last policy update;
 // after the clips).
 size_t train_dpg_num_params(const train_dpg_t *self);
-// Floats of each optimizer moment this rank holds: train_dpg_num_params, or in ZeRO stage 1
-// its two shards.
+// Floats of each optimizer moment this rank holds: train_dpg_num_params, or in ZeRO stages 1
+// and 2 its two shards.
 size_t train_dpg_moment_floats(const train_dpg_t *self);
+// What the constructor asked the allocator for (xalloc tallies), by part: online and target;
+// the gradient (the whole model's, or in stage 2 this rank's shards and the piece buffer);
+// the optimizers' moments.
+void train_dpg_memory(const train_dpg_t *self, train_memory_t *out);
 const float *train_dpg_online(const train_dpg_t *self);
 const float *train_dpg_target(const train_dpg_t *self);
+// NULL in ZeRO stage 2 (no full-size gradient).
 const float *train_dpg_grads(const train_dpg_t *self);
 // Each network as an nn_params_t view (k = 0, or 1 with twin).
 const nn_params_t *train_dpg_policy(const train_dpg_t *self);

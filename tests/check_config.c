@@ -202,12 +202,8 @@ START_TEST(test_error_classes) {
                    "action_low = -2\naction_high = 2\n[network]\nconv = 8x2s1\n",
                    ":9: [network] conv: continuous actions train DPG's actor and critic, MLPs "
                    "over vector observations");
-    // The DPG learner's group runs ZeRO stages 0 and 1 (issue #28): stage 2 is refused.
-    s_expect_error("[env]\nid = Pendulum-v1\n[learner]\nranks = 2\nzero_stage = 2\n",
-                   ":5: [learner] zero_stage = 2 with ranks = 2: a learner group with continuous "
-                   "actions (the DPG learner) runs ZeRO stages 0 and 1 only so far (issue #28)"
-                   "\n---> HINT: set [learner] zero_stage = 1 (or 0), or ranks = 1");
-    for (int stage = 0; stage <= 1; stage++) {
+    // The DPG learner's group runs every ZeRO stage (issue #28).
+    for (int stage = 0; stage <= 2; stage++) {
         apex_config_t cfg;
         char err[CONFIG_ERR_LEN], z[32];
         snprintf(z, sizeof z, "learner.zero_stage=%d", stage);

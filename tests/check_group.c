@@ -571,14 +571,15 @@ START_TEST(test_mpi_reshard) {
 }
 END_TEST
 
-// The DPG trainer's group (ZeRO stages 0 and 1, issue #28): 2 ranks of 6 rows against one
+// The DPG trainer's group (ZeRO stages 0, 1 and 2, issue #28): 2 ranks of 6 rows against one
 // learner on the 12, 50 steps of zero_fixture.h's DPG batches (the smoothing noise through
 // the batch hook, so each rank's rows get the reference's draws), Adam and RMSProp, the
 // critics' norm clip active in some steps: the same bounds as test_mpi_equivalence, the
 // critics' and the policy's norms of every step, identical ranks. Then the group's
-// checkpoint across stages and rank counts: 2 ranks in stage 1 run 25 steps and save (the
-// moments gathered, rank 0 writes), 3 ranks in stage 0 load it and run 25 more: the same end.
-// And the memory: in stage 1 each rank holds about half the moments of stage 0.
+// checkpoint across stages and rank counts: 2 ranks in stage 2 run 25 steps and save (the
+// moments gathered, rank 0 writes), 3 ranks in stage 1 load it and run 25 more: the same end.
+// And the memory, as allocated: in stages 1 and 2 each rank holds about half the moments of
+// stage 0; in stage 2 about half the gradient too, plus its piece buffer.
 START_TEST(test_mpi_dpg_equivalence) {
     const char *dir = check_tmpdir();
     const char *optims[] = {"adam", "rmsprop"};
@@ -612,10 +613,10 @@ START_TEST(test_mpi_dpg_equivalence) {
         snprintf(prefix, sizeof prefix, "%s/dpg_%s", dir, optims[c]);
         snprintf(a_opt, sizeof a_opt, "optim=%s", optims[c]);
         snprintf(a_out, sizeof a_out, "out=%s", prefix);
-        const char *args[] = {"net=dpg", a_opt, "stage=0,1", "rows=12", "steps=50", a_out, NULL};
+        const char *args[] = {"net=dpg", a_opt, "stage=0,1,2", "rows=12", "steps=50", a_out, NULL};
         ck_assert_int_eq(s_mpirun(2, NULL, args), 0);
         char run[1100], path[1200];
-        for (int stage = 0; stage <= 1; stage++) {
+        for (int stage = 0; stage <= 2; stage++) {
             snprintf(run, sizeof run, "%s_s%d", prefix, stage);
             s_check_group(run, 2, train_dpg_online(ref), init, n);
             snprintf(path, sizeof path, "%s.norms", run);
@@ -634,45 +635,63 @@ START_TEST(test_mpi_dpg_equivalence) {
         snprintf(a_save, sizeof a_save, "save=%s/dpg_%s.ckpt", dir, optims[c]);
         snprintf(a_load, sizeof a_load, "load=%s/dpg_%s.ckpt", dir, optims[c]);
         snprintf(a_out, sizeof a_out, "out=%s_resumed", prefix);
-        const char *first[] = {"net=dpg", a_opt, "stage=1", "rows=12", "steps=25", a_save, NULL};
-        const char *second[] = {"net=dpg",  a_opt,  "stage=0", "rows=12",
+        const char *first[] = {"net=dpg", a_opt, "stage=2", "rows=12", "steps=25", a_save, NULL};
+        const char *second[] = {"net=dpg",  a_opt,  "stage=1", "rows=12",
                                 "steps=25", a_load, a_out,     NULL};
         ck_assert_int_eq(s_mpirun(2, NULL, first), 0);
         ck_assert_int_eq(s_mpirun(3, NULL, second), 0);
-        snprintf(run, sizeof run, "%s_resumed_s0", prefix);
+        snprintf(run, sizeof run, "%s_resumed_s1", prefix);
         s_check_group(run, 3, train_dpg_online(ref), init, n);
         xfree(b);
         xfree(init);
         train_dpg_destroy(&ref);
     }
-    // Moments per rank: stage 0 the whole model's two, stage 1 the rank's shards' (each range
-    // split in two: at most one float more than half of each).
+    // Per rank, as the allocator was asked (each block rounded up to 64 bytes: at most 64
+    // more per allocation). Moments: stage 0 the whole model's two, stages 1 and 2 the
+    // rank's shards' (each range split in two: at most one float more than half of each).
+    // Gradient: stages 0 and 1 the whole model's; stage 2 the rank's shards and a piece
+    // buffer of a quarter of the larger shard (or the networks' widest piece), so under 3/4.
+    // Parameters (online and target, replicated): the same in every stage.
     char out[1100], line[256];
     snprintf(out, sizeof out, "%s/dpgmem.txt", dir);
-    const char *margs[] = {"net=dpg", "stage=0,1", "rows=12", "mem=1", NULL};
+    const char *margs[] = {"net=dpg", "stage=0,1,2", "rows=12", "mem=1", NULL};
     ck_assert_int_eq(s_mpirun(2, out, margs), 0);
     FILE *f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
-    size_t opt[2][2] = {{0}}, total = 0;
+    size_t opt[3][2] = {{0}}, grad[3][2] = {{0}}, par[3][2] = {{0}}, total = 0;
     int seen = 0;
     while (fgets(line, sizeof line, f)) {
         int rank, size, stage;
-        size_t bytes, np;
-        if (sscanf(line, "dpgmem %d %d %d %zu %zu", &rank, &size, &stage, &bytes, &np) == 5) {
-            ck_assert(rank >= 0 && rank < 2 && stage >= 0 && stage <= 1 && size == 2);
+        size_t bytes, np, gb, pb;
+        if (sscanf(line, "dpgmem %d %d %d %zu %zu %zu %zu", &rank, &size, &stage, &bytes, &np, &gb,
+                   &pb) == 7) {
+            ck_assert(rank >= 0 && rank < 2 && stage >= 0 && stage <= 2 && size == 2);
             opt[stage][rank] = bytes;
+            grad[stage][rank] = gb;
+            par[stage][rank] = pb;
             total = np;
             seen++;
         }
     }
     fclose(f);
-    ck_assert_int_eq(seen, 4);
+    ck_assert_int_eq(seen, 6);
+    const size_t F = sizeof(float), full = total * F;
     for (int r = 0; r < 2; r++) {
-        ck_assert_uint_eq(opt[0][r], 2 * total * sizeof(float));
-        ck_assert_uint_le(opt[1][r], 2 * (total / 2 + 2) * sizeof(float));
-        ck_assert_uint_ge(opt[1][r], 2 * (total / 2 - 2) * sizeof(float));
+        ck_assert(opt[0][r] >= 2 * full && opt[0][r] <= 2 * full + 2 * 64);
+        for (int stage = 1; stage <= 2; stage++) {
+            ck_assert_uint_le(opt[stage][r], 2 * (total / 2 + 2) * F + 2 * 64);
+            ck_assert_uint_ge(opt[stage][r], 2 * (total / 2 - 2) * F);
+        }
+        for (int stage = 0; stage <= 1; stage++) {
+            ck_assert(grad[stage][r] >= full && grad[stage][r] <= full + 64);
+        }
+        ck_assert_msg(grad[2][r] >= (total / 2 - 2) * F && grad[2][r] < full * 3 / 4,
+                      "rank %d: stage 2 gradient %zu bytes of a %zu-byte model", r, grad[2][r],
+                      full);
+        for (int stage = 0; stage <= 2; stage++) {
+            ck_assert(par[stage][r] >= 2 * full && par[stage][r] <= 2 * full + 2 * 64);
+        }
     }
-    ck_assert_uint_eq(opt[1][0] + opt[1][1], 2 * total * sizeof(float));
 }
 END_TEST
 

@@ -3,7 +3,7 @@
 // over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
 //
 //   net=mlp|conv|large|dpg  stage=S[,S...] (0, 1, 2; each stage in turn, from the same
-//   start; dpg: the DPG trainer of zero_fixture.h, stages 0 and 1, whose norms file holds
+//   start; dpg: the DPG trainer of zero_fixture.h, whose norms file holds
 //   the critics' norm and the policy's, two per step)
 //   optim=adam|rmsprop  rows=R (whole batch of a step, a
 //   multiple of N; rank r trains rows [r R/N, (r+1) R/N))  steps=K  clip=C
@@ -12,7 +12,8 @@
 //   rank 0 PATH_s<stage>.norms (one grad norm per step)
 //   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes" per rank
 //   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2; 0 under
-//   ASan, whose allocator glibc's counters do not see) and stop.
+//   ASan, whose allocator glibc's counters do not see) and stop; net=dpg: "dpgmem rank size
+//   stage opt_bytes num_params grad_bytes param_bytes" (train_dpg_memory).
 // Exit status 0, or 1 with a message on stderr.
 #include "apex.h"
 #include "group.h"
@@ -111,7 +112,7 @@ static int s_run_dpg(group_t *g, const s_args *a) {
     int N = group_size(g), rank = group_rank(g);
     optim_kind kind;
     if (optim_parse_kind(a->optim, &kind) != 0 || a->rows % N || a->rows > ZF_MAX_ROWS ||
-        a->stage > 1) {
+        a->stage > 2) {
         fprintf(stderr, "zero_ranks: bad arguments for net=dpg\n");
         return 1;
     }
@@ -121,8 +122,10 @@ static int s_run_dpg(group_t *g, const s_args *a) {
     tc.zero_stage = a->stage;
     train_dpg_t *t = train_dpg_new_group(&tc, g);
     if (t && a->mem) {
-        printf("dpgmem %d %d %d %zu %zu\n", rank, N, a->stage,
-               train_dpg_moment_floats(t) * 2 * sizeof(float), train_dpg_num_params(t));
+        train_memory_t m;
+        train_dpg_memory(t, &m);
+        printf("dpgmem %d %d %d %zu %zu %zu %zu\n", rank, N, a->stage, m.opt_bytes,
+               train_dpg_num_params(t), m.grad_bytes, m.param_bytes);
         train_dpg_destroy(&t);
         return 0;
     }
