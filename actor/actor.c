@@ -103,6 +103,7 @@ struct actor {
     wire_buf_t *pending;
     int64_t *pending_sent_ms; // 0 = not sent yet
     uint8_t *pending_acked;
+    uint32_t *pending_rows; // transitions in each batch (st.rows_acked)
     int pending_head, pending_len, pending_cap;
     uint64_t pending_seq0;
     uint64_t epoch;
@@ -217,6 +218,7 @@ static void s_alloc(actor_t *a) {
     a->pending = xcalloc((size_t)a->pending_cap, sizeof *a->pending);
     a->pending_sent_ms = xcalloc((size_t)a->pending_cap, sizeof *a->pending_sent_ms);
     a->pending_acked = xcalloc((size_t)a->pending_cap, 1);
+    a->pending_rows = xcalloc((size_t)a->pending_cap, sizeof *a->pending_rows);
     // A batch of B rows: whole observations, or in frame mode the frames of about B steps and
     // the episodes' first frames (a larger one, shipped early, grows its buffer once).
     size_t batch_bytes = a->fm
@@ -354,6 +356,7 @@ void actor_destroy(actor_t **self_p) {
     free(a->pending);
     free(a->pending_sent_ms);
     free(a->pending_acked);
+    free(a->pending_rows);
     wire_buf_fini(&a->scratch);
     envsrc_destroy(&a->src);
     free(a->res);
@@ -440,6 +443,7 @@ static void s_take_ack(actor_t *a, uint64_t seq) {
     if (!a->pending_acked[k]) {
         a->pending_acked[k] = 1;
         a->st.batches_acked++;
+        a->st.rows_acked += a->pending_rows[k];
     }
     s_pop_acked(a);
 }
@@ -469,6 +473,7 @@ static void s_enqueue(actor_t *a, const wire_msg_t *m) {
     wire_encode(m, &a->pending[k]); // the buffers were sized for a full batch: no allocation
     a->pending_sent_ms[k] = 0;
     a->pending_acked[k] = 0;
+    a->pending_rows[k] = m->u.batch.count;
     a->pending_len++;
 }
 
@@ -988,13 +993,15 @@ int actor_run(actor_t *self, uint64_t max_vector_steps) {
     s_flush_pending(self);
     s_publish_stats(self);
     // Every seq below `first unacked` was acknowledged (unless dropped): tests compare that
-    // with the replay's exactly-once marks (apex-replay --dump) to prove no acked batch lost.
+    // with the replay's exactly-once marks (apex-replay --dump) to prove no acked batch lost;
+    // bench/fanout.py sums the acknowledged transitions against the replay's inserted count.
     log_info("stopping after %llu steps, %llu episodes; %llu batches sent, %llu acked, %llu "
-             "dropped, %d unacked from seq %llu (epoch %llu)",
+             "dropped, %d unacked from seq %llu (epoch %llu); %llu transitions acknowledged",
              (unsigned long long)self->st.steps, (unsigned long long)self->st.episodes,
              (unsigned long long)self->st.batches_sent, (unsigned long long)self->st.batches_acked,
              (unsigned long long)self->st.batches_dropped, self->pending_len,
-             (unsigned long long)self->pending_seq0, (unsigned long long)self->epoch);
+             (unsigned long long)self->pending_seq0, (unsigned long long)self->epoch,
+             (unsigned long long)self->st.rows_acked);
     return 0;
 }
 

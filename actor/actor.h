@@ -48,6 +48,7 @@ typedef struct {
     uint64_t episodes;
     uint64_t batches_sent;
     uint64_t batches_acked;
+    uint64_t rows_acked;      // transitions in the acknowledged batches
     uint64_t batches_resent;  // sent again after ack_timeout_ms without an ack
     uint64_t batches_dropped; // dropped unacknowledged from the full window
     uint64_t weights_version; // version of the weights in use (0 = initial network)

@@ -95,6 +95,7 @@ static void s_answer(weights_server_t *w, const void *id, size_t id_len) {
         return;
     }
     w->st.answers++;
+    w->st.bytes += zmq_msg_size(&w->msg);
 }
 
 // Holds the request of peer id until the next version (one entry per peer: a repeated

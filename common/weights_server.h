@@ -45,6 +45,7 @@ typedef struct weights_server weights_server_t;
 typedef struct {
     uint64_t requests; // valid requests
     uint64_t answers;  // answers handed to the socket
+    uint64_t bytes;    // their Weights messages' bytes (the egress, framing aside)
     uint64_t refused;  // messages that were not valid requests
     uint64_t unheld;   // valid requests dropped with the hold table full
     int held;          // requests held right now

@@ -558,9 +558,9 @@ static int s_timer_status(loop_t *loop, void *arg) {
     metrics_format_status(&l->metrics, line, sizeof line);
     weights_server_stats_t w;
     weights_server_stats(l->weights, &w);
-    log_info("%s  weights requests %llu, answers %llu, held %d, refused %llu", line,
-             (unsigned long long)w.requests, (unsigned long long)w.answers, w.held,
-             (unsigned long long)w.refused);
+    log_info("%s  weights requests %llu, answers %llu (%llu bytes), held %d, refused %llu", line,
+             (unsigned long long)w.requests, (unsigned long long)w.answers,
+             (unsigned long long)w.bytes, w.held, (unsigned long long)w.refused);
     return 0;
 }
 

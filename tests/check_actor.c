@@ -256,6 +256,7 @@ START_TEST(test_feeds_replay_and_takes_weights) {
     s_upstream_fini(&u, &rs);
     // Every acknowledged batch was stored, whole; nothing was malformed.
     ck_assert_uint_ge(rs.inserted, st.batches_acked * BATCH);
+    ck_assert_uint_eq(st.rows_acked, st.batches_acked * BATCH); // whole batches of BATCH here
     ck_assert_uint_eq(rs.inserted % BATCH, 0);
     ck_assert_uint_le(rs.inserted, st.batches_sent * BATCH);
     ck_assert_uint_eq(rs.bad_messages, 0);

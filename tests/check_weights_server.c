@@ -147,6 +147,10 @@ START_TEST(test_answer_hold_publish_heartbeat) {
     ck_assert_uint_eq(s_answer(&f, a, 50), 0);
     weights_server_stats(f.w, &st);
     ck_assert_uint_eq(st.answers, 6);
+    // The egress: six messages of one size (versions 5 and 6 encode alike), each the NP
+    // floats and a few bytes of header.
+    ck_assert_uint_eq(st.bytes % 6, 0);
+    ck_assert(st.bytes / 6 >= NP * sizeof(float) && st.bytes / 6 <= NP * sizeof(float) + 64);
     ck_assert_uint_eq(st.refused, 0);
     ck_assert_uint_eq(st.unheld, 0);
     zmq_close(a);
