@@ -74,6 +74,7 @@
 #include <stdint.h>
 
 #define MJENV_MAX_OBS_DIM 256       // doubles of a task's observation (Ant's is 27)
+#define MJENV_MAX_ACTIONS 32        // a task's actuators (Ant's 8)
 #define MJENV_MAX_TASKS 16          // tasks with a model loaded at once, per process
 #define MJENV_LOG_INTERVAL_MS 10000 // at most one divergence line per task per interval
 #define MJENV_WHY_LEN 256           // bytes of a void step's reason, with its terminator
