@@ -73,10 +73,12 @@ LIBMODEL := $(BUILD)/libapexmodel.a
 LIBENV := $(BUILD)/libapexenv.a
 
 # A binary is built when its main file exists (so every commit builds, daemon by daemon).
-MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c actor/keygen_main.c replay/main.c learner/main.c)
+MAIN_SRC := $(wildcard actor/main.c actor/eval_main.c actor/keygen_main.c actor/relay_main.c \
+  replay/main.c learner/main.c)
 BINARIES := $(patsubst actor/main,$(BIN)/apex-actor,$(patsubst actor/eval_main,$(BIN)/apex-eval,\
   $(patsubst replay/main,$(BIN)/apex-replay,$(patsubst learner/main,$(BIN)/apex-learner,\
-  $(patsubst actor/keygen_main,$(BIN)/apex-keygen,$(MAIN_SRC:.c=))))))
+  $(patsubst actor/keygen_main,$(BIN)/apex-keygen,$(patsubst actor/relay_main,$(BIN)/apex-relay,\
+  $(MAIN_SRC:.c=)))))))
 CHECK_BIN := $(BUILD)/check_apex
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DEPS_STAMP := $(BUILD)/.deps-ok
@@ -129,6 +131,10 @@ $(BIN)/apex-actor: $(BUILD)/actor/main.o $(ACTOR_OBJ) $(LIBENV) $(LIBMODEL) $(LI
 $(BIN)/apex-eval: $(BUILD)/actor/eval_main.o $(ACTOR_OBJ) $(LIBENV) $(LIBMODEL) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(ENV_LIBS) $(LIBS) -o $@
+# The relay needs only the weights' size from the model library (nn_run_weights_params).
+$(BIN)/apex-relay: $(BUILD)/actor/relay_main.o $(BUILD)/actor/relay.o $(LIBMODEL) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@
 $(BIN)/apex-keygen: $(BUILD)/actor/keygen_main.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) -o $@

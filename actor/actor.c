@@ -235,6 +235,13 @@ static void s_alloc(actor_t *a) {
     a->ep_lengths = xmalloc(EPISODES_CAP * sizeof(uint32_t));
 }
 
+// Where the weights come from: this host's relay when the run has one (actor/relay.h: a
+// plain ipc:// socket, no CURVE), else the learner.
+static const char *s_weights_endpoint(const actor_t *a) {
+    const config_endpoints_t *e = &a->cfg.endpoints;
+    return e->relay[0] ? e->relay : e->learner_weights;
+}
+
 static int s_open_sockets(actor_t *a) {
     const config_endpoints_t *e = &a->cfg.endpoints;
     wire_limits_t lim = {.obs_dim = (uint32_t)a->obs_dim,
@@ -265,7 +272,8 @@ static int s_open_sockets(actor_t *a) {
     zmq_setsockopt(a->insert_sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(a->stats_sock, ZMQ_IMMEDIATE, &one, sizeof one);
     if (net_connect(a->insert_sock, e->replay_insert) != 0 ||
-        weights_client_open(&a->weights, a->ctx, a->security, e->learner_weights, max_bytes) != 0 ||
+        weights_client_open(&a->weights, a->ctx, e->relay[0] ? NULL : a->security,
+                            s_weights_endpoint(a), max_bytes) != 0 ||
         net_connect(a->stats_sock, e->learner_stats) != 0) {
         return -1;
     }
@@ -656,7 +664,8 @@ static void s_sync_weights(actor_t *a) {
     }
     int64_t now = clock_now_ms();
     if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
-        s_reconnect(a, a->weights.sock, a->cfg.endpoints.learner_weights, "learner");
+        s_reconnect(a, a->weights.sock, s_weights_endpoint(a),
+                    a->cfg.endpoints.relay[0] ? "weights relay" : "learner");
         a->last_weights_ms = now;
         // That request went with the old connection. The next one at the next sync: sent
         // now, it could still go into the connection being closed.

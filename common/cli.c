@@ -5,6 +5,10 @@
 #include "parse.h"
 #include "signals.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <sys/resource.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,5 +156,28 @@ int cli_startup(const char *role, unsigned flags, const char *usage, int argc, c
     log_set_role(role);
     log_set_level((log_level)cfg->run.log_level);
     signals_install();
+    cli_raise_fd_limit();
     return -1;
+}
+
+// Each peer costs a server one or two descriptors (a TCP connection per socket it talks to,
+// plus ZeroMQ's own): bench/fanout.py counted 528 in apex-learner with 256 actors and no
+// relay. The common soft limit of 1 024 would stop a run at ~500 actors, with the hard limit
+// (often 4 096 to 1 M) unused; a daemon may raise its own soft limit to the hard one.
+long cli_raise_fd_limit(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0) {
+        return -1;
+    }
+    if (r.rlim_cur < r.rlim_max) {
+        rlim_t before = r.rlim_cur;
+        r.rlim_cur = r.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0) {
+            log_warn("open files limit %llu (could not raise it to %llu: %s): a server with "
+                     "many peers may run out of descriptors",
+                     (unsigned long long)before, (unsigned long long)r.rlim_max, strerror(errno));
+            return (long)before;
+        }
+    }
+    return r.rlim_cur == RLIM_INFINITY ? LONG_MAX : (long)r.rlim_cur;
 }

@@ -50,5 +50,9 @@ typedef struct {
 // > 1 and must be below it.
 int cli_startup(const char *role, unsigned flags, const char *usage, int argc, char **argv,
                 cli_args_t *args, apex_config_t *cfg);
+// Raises the soft limit of open files to the hard one (cli_startup calls it: one descriptor
+// or two per peer add up with hundreds of actors). Returns the soft limit now in force
+// (LONG_MAX for unlimited), or -1 when it cannot be read.
+long cli_raise_fd_limit(void);
 
 #endif

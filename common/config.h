@@ -226,6 +226,7 @@ typedef struct {
     char learner_weights[CONFIG_STR_LEN];
     char learner_stats_bind[CONFIG_STR_LEN];
     char learner_stats[CONFIG_STR_LEN];
+    char relay[CONFIG_STR_LEN]; // "" or where apex-relay serves this host's actors weights
 } config_endpoints_t;
 
 typedef struct {

@@ -584,8 +584,32 @@ static int s_check_blas_kernel(const apex_config_t *cfg, char *err, size_t errle
                      WHERE("run", "blas_kernel"), v, CONFIG_BLAS_CORES);
 }
 
+// [endpoints] relay: an ipc:// or tcp:// endpoint, and not tcp:// under CURVE (the relay's
+// actor-facing side is plain: ipc:// sockets are guarded by file permissions, tcp:// would
+// carry the weights in the clear).
+static int s_check_relay(const apex_config_t *cfg, char *err, size_t errlen) {
+    const char *r = cfg->endpoints.relay;
+    if (!r[0]) {
+        return 0;
+    }
+    int ipc = strncmp(r, "ipc://", 6) == 0 && r[6], tcp = strncmp(r, "tcp://", 6) == 0 && r[6];
+    if (!ipc && !tcp) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [endpoints] relay = '%s': need ipc://PATH or tcp://HOST:PORT",
+                         WHERE("endpoints", "relay"), r);
+    }
+    if (tcp && cfg->security.mode == SECURITY_CURVE) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [endpoints] relay = '%s' with [security] mode = curve: the relay "
+                         "serves its host's actors without CURVE, so only over ipc://"
+                         "\n---> HINT: use ipc://PATH (a path on the actors' host)",
+                         WHERE("endpoints", "relay"), r);
+    }
+    return 0;
+}
+
 int config_check(apex_config_t *cfg, char *err, size_t errlen) {
-    if (s_check_blas_kernel(cfg, err, errlen) != 0) {
+    if (s_check_blas_kernel(cfg, err, errlen) != 0 || s_check_relay(cfg, err, errlen) != 0) {
         return -1;
     }
     if (s_cross_check(cfg, err, errlen) != 0) {

@@ -342,6 +342,11 @@ const config_row_t config_schema[] = {
      "tcp://127.0.0.1:5553", NULL, "learner binds this for actor stats (PULL)"},
     {"endpoints", "learner_stats", T_STR, STR(endpoints.learner_stats), 1, 0,
      "tcp://127.0.0.1:5553", NULL, "actors connect here to send episode stats"},
+    {"endpoints", "relay", T_STR, STR(endpoints.relay), 0, 0, "", NULL,
+     "empty: actors ask the learner for weights; else apex-relay (one per host) binds this "
+     "(ipc://PATH, or tcp:// with [security] mode = none), fetches each version once from "
+     "learner_weights, and the actors ask it instead (apex-local and apex-slurm start the "
+     "relays)"},
 
     {"security", "mode", T_ENUM, OFF(security.mode), 0, 0, 0, "none", "none|curve",
      "none (plain TCP) or curve (CurveZMQ: encrypted, servers accept only authorized keys)"},

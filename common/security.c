@@ -273,7 +273,7 @@ int security_server(security_t *self, void *sock) {
 }
 
 int security_client(security_t *self, void *sock, const char *server_name) {
-    if (!self->enabled) {
+    if (!self || !self->enabled) { // NULL: a plain socket (an actor's ipc:// relay)
         return 0;
     }
     char path[CONFIG_STR_LEN + 80], err[CONFIG_STR_LEN + 160];

@@ -37,7 +37,8 @@ void security_destroy(security_t **self_p);
 
 // Makes sock a CURVE server (before bind). Returns 0 or -1 (logged).
 int security_server(security_t *self, void *sock);
-// Makes sock a CURVE client of <server_name> (before connect). Returns 0 or -1 (logged).
+// Makes sock a CURVE client of <server_name> (before connect); self NULL or mode none: a
+// plain socket. Returns 0 or -1 (logged).
 int security_client(security_t *self, void *sock, const char *server_name);
 
 // Adds the ZAP handler's socket to loop (servers with mode curve; otherwise a no-op).

@@ -191,6 +191,10 @@ int weights_server_read(weights_server_t *self, int max, int64_t now_ms) {
 // answers still queued), then sent to every held request.
 void weights_server_publish(weights_server_t *self, const wire_weights_t *w) {
     APEX_ASSERT(w->version > self->version); // versions only increase (the caller's counter)
+    weights_server_replace(self, w);
+}
+
+void weights_server_replace(weights_server_t *self, const wire_weights_t *w) {
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
     m.u.weights = *w;
     wire_encode(&m, &self->out);

@@ -74,6 +74,11 @@ void weights_server_handle(weights_server_t *self, const void *id, size_t id_len
 // Makes w the current version (its version must be above the current one's: versions only
 // increase) and answers every held request with it.
 void weights_server_publish(weights_server_t *self, const wire_weights_t *w);
+// The same without the order: w's version may be below the current one. For a relay
+// (actor/relay.h) that follows a learner started afresh, whose versions count from the start
+// again; its peers take the lower version once the higher one has gone quiet
+// (wire_weights_judge).
+void weights_server_replace(weights_server_t *self, const wire_weights_t *w);
 // Answers the requests held since WEIGHTS_SERVER_HOLD_MS or longer with the current weights.
 void weights_server_heartbeat(weights_server_t *self, int64_t now_ms);
 

@@ -29,7 +29,11 @@
 #include <sys/stat.h>
 
 #define REQUEST_TICK_MS 20 // re-issue requests that could not be sent / timed out
-#define WAITERS_MAX 1024   // weights requests held until the next version
+// Weights requests held until the next version: one per peer (actors, evaluators, relays),
+// so twice the run's actors, and never fewer than 1 024 (peers the config does not count:
+// an evaluator per checkpoint sweep, a monitoring client). A peer beyond it is answered at
+// its next request, counted (weights_server.h).
+#define WAITERS_MIN 1024
 #define STATUS_LOG_MS 5000
 #define MAX_DRAIN 64
 #define LOG_INTERVAL_MS 5000
@@ -168,7 +172,7 @@ static int s_open_sockets(learner_t *l) {
         return 0;
     }
     l->weights = weights_server_new(l->ctx, l->security, c->endpoints.learner_weights_bind,
-                                    WAITERS_MAX);
+                                    (int)APEX_MAX(2 * c->actor.num_actors, WAITERS_MIN));
     net_opts_t o_stats = {.max_msg_bytes = (int64_t)max_bytes, .rcvhwm = 1000};
     l->stats_sock = net_socket(l->ctx, ZMQ_PULL, &o_stats);
     if (!l->weights || !l->stats_sock || security_server(l->security, l->stats_sock) ||

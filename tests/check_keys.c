@@ -1321,6 +1321,9 @@ static const s_row s_rows[] = {
      s_learner, LN_STATS_EP, DIFF, NULL},
     {"endpoints.learner_stats", PEER_B("learner_stats"), PEER_A("learner_stats"), s_connect,
      CN_LEARNER_STATS, UP, NULL},
+    // Set: the actor asks its host's relay (peer b) for weights instead of the learner (a).
+    {"endpoints.relay", PEER_B("relay"), PEER_A("learner_weights"), s_connect, CN_LEARNER_WEIGHTS,
+     UP, NULL},
 
     {"security.mode", "security.mode=none", CURVE, s_security, 0, DIFF, NULL},
     {"security.key_dir", "security.key_dir=@TMP@/keys2", CURVE, s_security, 0, DIFF, NULL},

@@ -4,8 +4,10 @@
 # cluster (scripts/slurm-test-cluster: slurmctld + slurmd, proctrack/linuxproc, task/none,
 # no cgroups, no accounting), whose node has this machine's 2 CPUs for 6 steps (srun
 # --overlap). Checks:
-#   - --dry-run prints the batch script and changes nothing (also with --shards/--learners);
-#   - job A (configs/cartpole.ini, --learners 2: a learner group) solves: apex-slurm picks
+#   - --dry-run prints the batch script and changes nothing (also with --shards/--learners,
+#     and --relays on 2 nodes: a relay step per node with actors, its actors asking it);
+#   - job A (configs/cartpole.ini, --learners 2: a learner group; --relays: the actors ask
+#     the node's apex-relay for weights, which logs the versions it took and served) solves: apex-slurm picks
 #     the launch srun --mpi=list says (srun --mpi=pmix where Slurm has PMIx, as Debian's
 #     does; mpirun otherwise); squeue -s and scontrol show its steps while it runs
 #     (--min-seconds 10 keeps it running that long), the learner step with its 2 tasks
@@ -129,6 +131,7 @@ group_stop() {
     echo "$u"
 }
 ALL_STEPS="actor0 actor1 batch eval learner replay "
+A_STEPS="actor0 actor1 batch eval learner relay0 replay " # job A runs with --relays
 NOEVAL_STEPS="actor0 actor1 batch learner replay "
 # eval_rows DIR: data rows in DIR/eval.csv (0 while it is missing); eval_rows_ge DIR N.
 eval_rows() { local n; n=$(wc -l <"$1/eval.csv" 2>/dev/null || echo 1); echo $((n > 0 ? n - 1 : 0)); }
@@ -143,6 +146,14 @@ if grep -q '^#SBATCH --nodes=2$' "$TMP/dry.sbatch" && grep -q '^step replay 0 .*
 else
   bad "--dry-run: $(head -3 "$TMP/dry.err") $(grep -c . "$TMP/dry.sbatch") lines"
 fi
+# --relays on 2 nodes: one relay step per node that runs actors, each node's actors given its socket.
+scripts/apex-slurm configs/cartpole.ini --bin "$APEX_BIN" $(run_sets dry) --nodes 2 --actors 3 --relays --dry-run >"$TMP/dry3.sbatch" 2>"$TMP/dry3.err" || true
+if grep -q '^step relay0 0 .*apex-relay.*relay0.sock' "$TMP/dry3.sbatch" && grep -q '^step relay1 1 .*apex-relay.*relay1.sock' "$TMP/dry3.sbatch" &&
+  grep -q '^step actor0 1 .*apex-actor.*relay1.sock.* --index 0' "$TMP/dry3.sbatch" && grep -q '^step actor1 0 .*apex-actor.*relay0.sock.* --index 1' "$TMP/dry3.sbatch" && bash -n "$TMP/dry3.sbatch"; then
+  ok "--relays --nodes 2: steps relay0 (node 0) and relay1 (node 1), each node's actors ask their node's relay"
+else
+  bad "--relays --dry-run: $(head -3 "$TMP/dry3.err")"
+fi
 # --shards and --learners: the lines are generated (a sharded job is not run here).
 scripts/apex-slurm configs/cartpole.ini --bin "$APEX_BIN" $(run_sets dry) --shards 2 --learners 2 --learner-launch pmix --dry-run >"$TMP/dry2.sbatch" 2>"$TMP/dry2.err" || true
 if grep -q '^step replay1 0 .*--shard 1' "$TMP/dry2.sbatch" && grep -q '^step learner 0 --ntasks=2 --mpi=pmix' "$TMP/dry2.sbatch" &&
@@ -156,14 +167,14 @@ fi
 # The launch apex-slurm picks: srun --mpi=pmix where Slurm lists PMIx (Debian's 22.05 does).
 if srun --mpi=list 2>&1 | grep -q '^[[:space:]]*pmix'; then WANT_LAUNCH="srun --mpi=pmix"; else WANT_LAUNCH=mpirun; fi
 T_A=$(date +%s)
-submit a --set run.target_return=195 --set run.max_seconds=300 --min-seconds 10 --eval-episodes 50 --learners 2 &&
+submit a --set run.target_return=195 --set run.max_seconds=300 --min-seconds 10 --eval-episodes 50 --learners 2 --relays &&
   ok "job A submitted: $JOB: $(grep -o 'learner ([^)]*)' "$TMP/submit-a.out")"
 A=$JOB
 RUN_A="$RUNS/a"
 grep -q "learner (2 ranks, $WANT_LAUNCH)" "$TMP/submit-a.out" &&
   ok "--learners 2 takes $WANT_LAUNCH, as srun --mpi=list says: $(srun --mpi=list 2>&1 | sed -n 's/^[[:space:]]*//p' | tr '\n' ' ')" ||
   bad "--learners 2: want $WANT_LAUNCH: $(cat "$TMP/submit-a.out")"
-wait_for 60 has_steps "$A" "$ALL_STEPS" && ok "squeue -s shows job A's steps: $(steps "$A")" ||
+wait_for 60 has_steps "$A" "$A_STEPS" && ok "squeue -s shows job A's steps: $(steps "$A")" ||
   bad "job A's steps: '$(steps "$A")' (state $(job_state "$A"))"
 scontrol show job "$A" | grep -q "JobState=RUNNING" && ok "scontrol show job: RUNNING on $(scontrol show job "$A" | sed -n 's/^ *NodeList=//p')" || bad "scontrol: $(job_state "$A")"
 LSTEP=$(step_id "$A" learner)
@@ -197,8 +208,14 @@ print(f"    eval.csv: {len(rows)} rows; the stop on v{m.group(3)}:{m.group(4)} (
       f"mean {m.group(1)} over {m.group(2)} episodes" if hit else f"    {line.strip()}")
 sys.exit(0 if hit else 1)
 PY
-grep -q "apex-slurm: all steps up after" "$RUN_A/slurm-$A.out" && grep -q "stopping the steps: actors and the evaluator, then the learner" "$RUN_A/slurm-$A.out" &&
-  ok "$(grep -o 'all steps up after [0-9.]* s' "$RUN_A/slurm-$A.out"); the evaluator stopped with the actors" || bad "no 'all steps up' / stop line in slurm-$A.out"
+grep -q "apex-slurm: all steps up after" "$RUN_A/slurm-$A.out" && grep -q "stopping the steps: actors and the evaluator, then the relays, then the learner" "$RUN_A/slurm-$A.out" &&
+  ok "$(grep -o 'all steps up after [0-9.]* s' "$RUN_A/slurm-$A.out"); the evaluator stopped with the actors, the relay after them" || bad "no 'all steps up' / stop line in slurm-$A.out"
+# --relays: the node's relay took the learner's versions and served both actors, which
+# asked it (a Unix socket under /tmp named by the job) and not the learner.
+grep -q "relaying the weights of tcp://.* to ipc:///tmp/apex-$A-relay0.sock" "$RUN_A/relay0.log" &&
+  grep -q "relay: stopping: weights v[0-9]*:[1-9][0-9]*, [1-9][0-9]* versions taken, [1-9][0-9]* answers to the actors" "$RUN_A/relay0.log" &&
+  grep -qF 'endpoints.relay=ipc:///tmp/apex-$SLURM_JOB_ID-relay0.sock' "$RUN_A/apex.sbatch" &&
+  ok "--relays: $(grep -o 'stopping: .*' "$RUN_A/relay0.log")" || bad "relay0: $(tail -2 "$RUN_A/relay0.log" 2>&1)"
 grep -q "apex-slurm: evaluation of the best checkpoint .*episodes 50 .*mean" "$RUN_A/slurm-$A.out" &&
   ok "best.bin evaluated at the end: $(grep -o 'episodes 50 .*mean [0-9.]*' "$RUN_A/slurm-$A.out")" || bad "no final evaluation of best.bin: $(tail -3 "$RUN_A/slurm-$A.out")"
 [ "$(job_state "$A")" = COMPLETED ] && [ "$(job_exit "$A")" = 0:0 ] && ok "job A COMPLETED, exit 0:0" || bad "job A: $(job_state "$A") exit $(job_exit "$A")"
