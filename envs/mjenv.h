@@ -38,16 +38,20 @@
 //   before its next step. It is counted (mjenv_void_steps, and per env) and logged with the
 //   env id and MuJoCo's own words, at most once per MJENV_LOG_INTERVAL_MS per task.
 //
+// Against Gymnasium: on the same MuJoCo library, apex's tasks are Gymnasium's v4 tasks bit
+// for bit. Gymnasium's own task files (hopper, walker2d, half_cheetah, ant,
+// inverted_(double_)pendulum _v4.py), run on Debian's libmujoco 2.2.2 through our ctypes
+// stand-in for the `mujoco` package, with np_random replaced by apex's env stream (the one
+// thing that differs: no seed gives Gymnasium's start states from numpy's PCG64), give the
+// same float32 observations, rewards, episode ends and reset states as apex:
+// tests/smoke/mujoco_gymnasium.sh replays the fixtures tests/fixtures/mujoco/gymref/ wrote
+// from Gymnasium alone (the ctrl_cost is summed in numpy's float32 order for that; 14 300
+// more steps on Gymnasium's own hopper.xml matched too). What does differ is the library:
+// Gymnasium users run the pip mujoco (3.x today), whose solver and integrators differ in
+// detail, so their trajectories drift from the first contact on. tests/check_mujoco.c
+// checks the task logic against hand computation.
+//
 // What it does not do:
-// - Reproduce Gymnasium's numbers. Gymnasium runs the pip mujoco (3.x today) through its
-//   Python bindings; apex runs the C library it is built with (Debian's 2.2.2), whose
-//   contact solver and integrators differ in detail, so trajectories drift apart from the
-//   first contact on; rewards are computed in double from float32 observations of float64
-//   quantities (Gymnasium returns float64 observations, and its ctrl_cost is in the action's
-//   dtype); with the reset streams above, no test can compare trajectories. What is exact is
-//   the task logic given the simulation's state: which quantities are observed, the reward
-//   terms and weights, the healthy ranges (strict or inclusive as Gymnasium's comparisons
-//   are), the order of draws. tests/check_mujoco.c checks those against hand computation.
 // - Call mj_rnePostConstraint after a step (Gymnasium does): it only fills cacc, cfrc_int
 //   and cfrc_ext, which no default v4 observation or reward reads and no later step uses.
 // - Rendering, v5, options other than the v4 defaults, or anything allocated per step.
