@@ -128,7 +128,7 @@ struct actor {
     pthread_mutex_t st_lock;
     actor_stats_t st_shared;
     log_limiter_t drop_log, bad_log, ack_log, prio_log, reconnect_log, void_log;
-    int64_t last_ack_ms, last_weights_ms; // monotonic times of the last good ack / weights
+    int64_t last_ack_ms; // monotonic time of the last good ack
     // The newest valid Weights received (the weights DEALER's answers are read as they
     // arrive), taken into params at the next weight sync.
     float *staged;
@@ -323,7 +323,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
         actor_destroy(&a);
         return NULL;
     }
-    a->last_ack_ms = a->last_weights_ms = clock_now_ms();
+    a->last_ack_ms = clock_now_ms();
     a->loop = loop_new();
     loop_add_reader(a->loop, a->insert_sock, s_reader_acks, a);
     loop_add_reader(a->loop, a->weights.sock, s_reader_weights, a);
@@ -578,15 +578,11 @@ static void s_ship(actor_t *a, int count) {
 // ---------------------------------------------------------------------------------------
 // Weights
 
-// libzmq stops reconnecting a connecting socket whose peer sent a message above
-// ZMQ_MAXMSGSIZE (it treats it as a protocol error), which a hostile or broken peer can use
-// to cut an actor off for good. A socket whose peer has been silent this long while the
-// actor was listening is therefore reconnected by hand.
-#define SILENT_RECONNECT_MS 5000
+// The replay server's insert socket, silent this long with batches unacknowledged, is
+// reconnected by hand, for the reasons weights_client_revive gives for the weights link.
+#define SILENT_RECONNECT_MS WEIGHTS_SILENT_MS
 
-static void s_reconnect(actor_t *a, void *sock, const char *ep, const char *who) {
-    zmq_disconnect(sock, ep);
-    net_connect(sock, ep);
+static void s_log_reconnect(actor_t *a, const char *who, const char *ep) {
     log_every(&a->reconnect_log, LOG_INTERVAL_MS, LOG_WARN, "%s at %s silent for %d s: reconnected",
               who, ep, SILENT_RECONNECT_MS / 1000);
 }
@@ -613,7 +609,7 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
             uint64_t v = m.u.weights.version;
-            a->last_weights_ms = now;
+            weights_client_heard(&a->weights, now);
             wire_weights_verdict w = wire_weights_judge(v, a->has_staged, a->staged_version,
                                                         now - a->staged_seen_ms);
             if (w == WIRE_WEIGHTS_SAME) {
@@ -663,14 +659,10 @@ static void s_sync_weights(actor_t *a) {
         a->st.weight_updates++;
     }
     int64_t now = clock_now_ms();
-    if (now - a->last_weights_ms > SILENT_RECONNECT_MS) {
-        s_reconnect(a, a->weights.sock, s_weights_endpoint(a),
-                    a->cfg.endpoints.relay[0] ? "weights relay" : "learner");
-        a->last_weights_ms = now;
-        // That request went with the old connection. The next one at the next sync: sent
-        // now, it could still go into the connection being closed.
-        weights_client_answered(&a->weights);
-        return;
+    if (weights_client_revive(&a->weights, now)) {
+        s_log_reconnect(a, a->cfg.endpoints.relay[0] ? "weights relay" : "learner",
+                        a->weights.endpoint);
+        return; // the next request at the next sync (weights_client_revive)
     }
     weights_client_ask(&a->weights, a->has_staged ? a->staged_version : 0, now);
 }
@@ -940,7 +932,9 @@ static int s_timer_flush(loop_t *loop, void *arg) {
     int64_t now = clock_now_ms();
     if (a->pending_len > 0 &&
         now - a->last_ack_ms > APEX_MAX(SILENT_RECONNECT_MS, 2 * a->cfg.actor.ack_timeout_ms)) {
-        s_reconnect(a, a->insert_sock, a->cfg.endpoints.replay_insert, "replay server");
+        zmq_disconnect(a->insert_sock, a->cfg.endpoints.replay_insert);
+        net_connect(a->insert_sock, a->cfg.endpoints.replay_insert);
+        s_log_reconnect(a, "replay server", a->cfg.endpoints.replay_insert);
         a->last_ack_ms = now;
     }
     s_flush_pending(a);

@@ -638,7 +638,7 @@ typedef struct {
     FILE *csv;
     tbevents_t *tb;
     int64_t t0_ms, last_eval_ms;
-    uint64_t bad;
+    uint64_t bad, reconnects;
     log_limiter_t bad_log;
 } s_follow;
 
@@ -653,6 +653,7 @@ static void s_drain(s_follow *f) {
         }
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
+            weights_client_heard(&f->weights, now);
             wire_weights_verdict w = wire_weights_judge(m.u.weights.version, f->has_staged,
                                                         f->staged_version, now - f->staged_seen_ms);
             if (w != WIRE_WEIGHTS_STALE) {
@@ -675,8 +676,18 @@ static void s_drain(s_follow *f) {
                   rc == APEX_OK ? "wrong message kind" : wire_decoder_last_error(f->dec),
                   (unsigned long long)f->bad);
     }
+    // A learner silent while we listened (checked after the queue is read, so a long
+    // evaluation is not silence) is reconnected, as the actors do: one that sent an
+    // oversized message would otherwise have stopped the following for good.
+    int64_t now = clock_now_ms();
+    if (weights_client_revive(&f->weights, now)) {
+        f->reconnects++;
+        log_warn("learner at %s silent for %d s: reconnected (%llu times)", f->weights.endpoint,
+                 WEIGHTS_SILENT_MS / 1000, (unsigned long long)f->reconnects);
+        return;
+    }
     // The next request: at once after an answer, again after WEIGHTS_RESEND_MS without one.
-    weights_client_ask(&f->weights, f->has_staged ? f->staged_version : 0, clock_now_ms());
+    weights_client_ask(&f->weights, f->has_staged ? f->staged_version : 0, now);
 }
 
 #define EVAL_CSV_HEADER                                                                            \

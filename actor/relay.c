@@ -33,7 +33,7 @@ struct relay {
     wire_decoder_t *dec;
     loop_t *loop;
     uint64_t version; // served (and held: the version we ask the learner to beat)
-    int64_t version_seen_ms, last_heard_ms;
+    int64_t version_seen_ms;
     relay_stats_t st;
     pthread_mutex_t st_lock; // st_shared for other threads
     relay_stats_t st_shared;
@@ -58,7 +58,7 @@ static int s_reader_up(loop_t *loop, void *sock, void *arg) {
         int64_t now = clock_now_ms();
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             uint64_t v = m.u.weights.version;
-            r->last_heard_ms = now;
+            weights_client_heard(&r->up, now);
             wire_weights_verdict w = wire_weights_judge(v, r->version != 0, r->version,
                                                         now - r->version_seen_ms);
             if (w == WIRE_WEIGHTS_SAME) {
@@ -108,7 +108,9 @@ static int s_reader_down(loop_t *loop, void *sock, void *arg) {
     return 0;
 }
 
-static void s_publish_stats(relay_t *r) {
+// The weights endpoint's counters into st, and st where other threads read it; w (if not
+// NULL) gets the endpoint's counters as read.
+static void s_publish_stats(relay_t *r, weights_server_stats_t *w_out) {
     weights_server_stats_t w;
     weights_server_stats(r->down, &w);
     r->st.version = r->version;
@@ -116,6 +118,9 @@ static void s_publish_stats(relay_t *r) {
     r->st.answers = w.answers;
     r->st.bytes = w.bytes;
     r->st.refused = w.refused;
+    if (w_out) {
+        *w_out = w;
+    }
     pthread_mutex_lock(&r->st_lock);
     r->st_shared = r->st;
     pthread_mutex_unlock(&r->st_lock);
@@ -127,29 +132,23 @@ static int s_timer_tick(loop_t *loop, void *arg) {
     relay_t *r = arg;
     int64_t now = clock_now_ms();
     weights_server_heartbeat(r->down, now);
-    if (now - r->last_heard_ms > RELAY_SILENT_MS) {
-        // ZeroMQ reconnects by itself, but a learner that vanished without closing its end
-        // (a host down, a firewall dropping the flow) leaves a connection that looks up.
-        const char *ep = r->cfg.endpoints.learner_weights;
-        zmq_disconnect(r->up.sock, ep);
-        net_connect(r->up.sock, ep);
+    if (weights_client_revive(&r->up, now)) {
         r->st.reconnects++;
         log_every(&r->silent_log, LOG_INTERVAL_MS, LOG_WARN,
-                  "learner at %s silent for %d s: reconnected", ep, RELAY_SILENT_MS / 1000);
-        r->last_heard_ms = now;
-        weights_client_answered(&r->up); // that request went with the old connection
+                  "learner at %s silent for %d s: reconnected", r->up.endpoint,
+                  WEIGHTS_SILENT_MS / 1000);
+    } else {
+        weights_client_ask(&r->up, r->version, now);
     }
-    weights_client_ask(&r->up, r->version, now);
-    s_publish_stats(r);
+    s_publish_stats(r, NULL);
     return atomic_load(&r->stop_requested) ? -1 : 0;
 }
 
 static int s_timer_status(loop_t *loop, void *arg) {
     (void)loop;
     relay_t *r = arg;
-    s_publish_stats(r);
     weights_server_stats_t w;
-    weights_server_stats(r->down, &w);
+    s_publish_stats(r, &w);
     log_info("weights " WIRE_VERSION_FMT "  taken %llu  bad %llu  stale %llu  reconnects %llu  "
              "actors' requests %llu, answers %llu (%llu bytes), held %d, refused %llu",
              WIRE_VERSION_ARGS(r->version), (unsigned long long)r->st.taken,
@@ -190,7 +189,6 @@ relay_t *relay_new(const apex_config_t *cfg) {
         relay_destroy(&r);
         return NULL;
     }
-    r->last_heard_ms = clock_now_ms();
     r->loop = loop_new();
     loop_add_reader(r->loop, r->up.sock, s_reader_up, r);
     loop_add_reader(r->loop, weights_server_socket(r->down), s_reader_down, r);
@@ -222,7 +220,7 @@ void relay_destroy(relay_t **self_p) {
 int relay_run(relay_t *self) {
     weights_client_ask(&self->up, self->version, clock_now_ms());
     loop_run(self->loop);
-    s_publish_stats(self);
+    s_publish_stats(self, NULL);
     log_info("stopping: weights " WIRE_VERSION_FMT ", %llu versions taken, %llu answers to the "
              "actors (%llu bytes), %llu bad messages from the learner",
              WIRE_VERSION_ARGS(self->version), (unsigned long long)self->st.taken,

@@ -14,7 +14,7 @@
 // restarted learner's stragglers ignored, a learner started afresh followed after it has
 // been quiet), and a Weights message of another size than the run's network
 // (nn_run_weights_params) or any other message is dropped and counted, never served. A
-// learner silent for RELAY_SILENT_MS is reconnected by hand (as the actors do). Nothing a
+// learner silent for WEIGHTS_SILENT_MS (weights_client.h) is reconnected by hand (as the actors do). Nothing a
 // peer sends on either side can stop the relay; SIGTERM does.
 #ifndef APEX_RELAY_H
 #define APEX_RELAY_H
@@ -23,8 +23,6 @@
 
 #include "config.h"
 
-#define RELAY_SILENT_MS 5000 // the learner's held requests are answered within 1.5 s
-
 typedef struct relay relay_t;
 
 typedef struct {
@@ -32,7 +30,7 @@ typedef struct {
     uint64_t taken;      // versions taken from the learner
     uint64_t bad;        // messages from the learner dropped (not Weights of the run's size)
     uint64_t stale;      // older versions ignored (a restarted learner's stragglers)
-    uint64_t reconnects; // to a learner silent for RELAY_SILENT_MS
+    uint64_t reconnects; // to a learner silent for WEIGHTS_SILENT_MS
     uint64_t requests;   // valid requests of the host's actors
     uint64_t answers;    // answers to them
     uint64_t bytes;      // Weights bytes in those answers

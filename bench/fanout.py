@@ -12,7 +12,9 @@ what is measured) with the same total env rate whatever N: each actor is paced a
 total-rate / N frames/s ([actor] max_steps_per_s over --envs envs), refreshes its weights
 every --sync-s seconds of its own frames (weight_sync_steps) and sends batches of
 --send-batch transitions (so the replay takes the same messages per second whatever N: at
-256 actors each sends one every 5 s). With --relays 1 an apex-relay serves the actors' weights over ipc:// ([endpoints]
+256 actors each sends one every 5 s); --send-batch 0 sends one batch a second per actor
+instead (a second of its frames: the replay then takes N messages a second, each smaller
+as N grows, which prices a message rather than a transition). With --relays 1 an apex-relay serves the actors' weights over ipc:// ([endpoints]
 relay), fetching each version once from the learner (issue #29's relays), one per host.
 
 --hosts H > 1 (root, network namespaces: as tests/smoke/multihost.sh) puts the replay and
@@ -204,7 +206,7 @@ def run_one(args, n, tmp, hosts):
         "actor.num_actors": n, "actor.envs_per_actor": args.envs,
         "actor.max_steps_per_s": per_actor,
         "actor.weight_sync_steps": max(1, round(frames_per_actor * args.sync_s)),
-        "actor.send_batch": args.send_batch, "actor.stats_interval_ms": 100,
+        "actor.send_batch": args.send_batch or frames_per_actor, "actor.stats_interval_ms": 100,
     }
     bind = "127.0.0.1" if hosts.h == 1 else "0.0.0.0"
     for name, port in zip(names, p):
@@ -346,7 +348,8 @@ def main():
     ap.add_argument("--window", type=float, default=30.0)
     ap.add_argument("--config", default=os.path.join(ROOT, "configs/cartpole.ini"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "bin"))
-    ap.add_argument("--send-batch", type=int, default=50)
+    ap.add_argument("--send-batch", type=int, default=50,
+                    help="transitions per batch; 0: one batch a second per actor")
     ap.add_argument("--relays", type=int, default=0, choices=(0, 1))
     ap.add_argument("--hosts", type=int, default=1)
     ap.add_argument("--keep", default=None, help="copy the run directories here")

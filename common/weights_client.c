@@ -1,14 +1,24 @@
 // weights_client.c: see weights_client.h.
 #include "weights_client.h"
 
+#include <string.h>
 #include <zmq.h>
 
+#include "clock.h"
+#include "log.h"
 #include "net.h"
 
 int weights_client_open(weights_client_t *w, void *ctx, security_t *sec, const char *endpoint,
                         int64_t max_bytes) {
     *w = (weights_client_t){0};
     wire_buf_init(&w->buf, 64);
+    w->heard_ms = clock_now_ms();
+    if (strlen(endpoint) >= sizeof w->endpoint) {
+        log_error("weights endpoint %.64s... longer than %zu bytes", endpoint,
+                  sizeof w->endpoint - 1);
+        return -1;
+    }
+    memcpy(w->endpoint, endpoint, strlen(endpoint) + 1);
     // Answers queue at most 4 deep (one per request, plus ones a restarted learner's old
     // connection still delivers); a request is never queued behind another.
     net_opts_t o = {.max_msg_bytes = max_bytes, .rcvhwm = 4, .sndhwm = 1};
@@ -21,6 +31,17 @@ int weights_client_open(weights_client_t *w, void *ctx, security_t *sec, const c
     int one = 1;
     zmq_setsockopt(w->sock, ZMQ_IMMEDIATE, &one, sizeof one);
     return net_connect(w->sock, endpoint);
+}
+
+int weights_client_revive(weights_client_t *w, int64_t now_ms) {
+    if (now_ms - w->heard_ms <= WEIGHTS_SILENT_MS) {
+        return 0;
+    }
+    zmq_disconnect(w->sock, w->endpoint);
+    net_connect(w->sock, w->endpoint);
+    w->heard_ms = now_ms;
+    w->in_flight = 0;
+    return 1;
 }
 
 void weights_client_close(weights_client_t *w) {

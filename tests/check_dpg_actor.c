@@ -31,6 +31,7 @@
 #include "nn.h"
 #include "rng.h"
 #include "train_dpg.h"
+#include "weights_client.h"
 #include "wire.h"
 
 #define ENVS 4 // [actor] envs_per_actor, and send_batch: batch k holds step k's windows
@@ -1055,75 +1056,134 @@ static void *s_follow_main(void *arg) {
     return NULL;
 }
 
-START_TEST(test_follow_continuous) {
-    static s_follow_arg f;
-    s_config(&f.cfg, "Pendulum-v1", NULL, 1, "eval.episodes=2", "eval.interval_s=0");
-    const char *dir = check_tmpdir();
-    s_set(&f.cfg, "run.out_dir=%s", dir);
-    s_set(&f.cfg, "run.name=follow");
-    void *ctx = zmq_ctx_new();
-    char ep[256];
-    void *router = check_weights_router(ctx, ep, sizeof ep);
-    s_set(&f.cfg, "endpoints.learner_weights=%s", ep);
-    nn_config_t nc, qc;
+// The follow tests' setup: f's config (Pendulum-v1, episodes evaluations a version, no
+// pause) with a stub learner's ROUTER as the weights endpoint, and weights v1 (random
+// policy p and critic) encoded into v1; f's thread started on evaluator_follow(1).
+typedef struct {
+    s_follow_arg *f;
+    const char *dir;
+    void *ctx, *router;
+    nn_config_t nc;
     nn_params_t p, q;
-    nn_config_from_run(&nc, &f.cfg);
-    nn_params_init(&p, &nc);
-    nn_critic_config(&qc, &nc);
-    nn_params_init(&q, &qc);
+    float *w1;
+    wire_buf_t v1;
+    pthread_t t;
+} s_follow_rig;
+
+static void s_follow_start(s_follow_rig *g, s_follow_arg *f, const char *episodes) {
+    g->f = f;
+    s_config(&f->cfg, "Pendulum-v1", NULL, 1, episodes, "eval.interval_s=0");
+    g->dir = check_tmpdir();
+    s_set(&f->cfg, "run.out_dir=%s", g->dir);
+    s_set(&f->cfg, "run.name=follow");
+    g->ctx = zmq_ctx_new();
+    char ep[256];
+    g->router = check_weights_router(g->ctx, ep, sizeof ep);
+    s_set(&f->cfg, "endpoints.learner_weights=%s", ep);
+    nn_config_t qc;
+    nn_config_from_run(&g->nc, &f->cfg);
+    nn_params_init(&g->p, &g->nc);
+    nn_critic_config(&qc, &g->nc);
+    nn_params_init(&g->q, &qc);
     rng_t rng;
     rng_init_stream(&rng, 99, RNG_ROLE_TEST, 0);
-    nn_params_init_random(&p, &rng);
-    nn_params_init_random(&q, &rng);
+    nn_params_init_random(&g->p, &rng);
+    nn_params_init_random(&g->q, &rng);
     size_t nw;
-    float *w1 = s_weights_of(&p, &q, &nw); // the evaluator runs the policy, its prefix
-    wire_buf_t v1;
-    wire_buf_init(&v1, 0);
-    check_encode_weights(&v1, 1, w1, (uint32_t)nw);
-    f.rc = -1;
-    atomic_store(&f.done, 0);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, s_follow_main, &f), 0);
+    g->w1 = s_weights_of(&g->p, &g->q, &nw); // the evaluator runs the policy, its prefix
+    wire_buf_init(&g->v1, 0);
+    check_encode_weights(&g->v1, 1, g->w1, (uint32_t)nw);
+    f->rc = -1;
+    atomic_store(&f->done, 0);
+    ck_assert_int_eq(pthread_create(&g->t, NULL, s_follow_main, f), 0);
+}
+
+// Joins the evaluator (which must have returned 0) and returns eval.csv's first row in line.
+static void s_follow_join(s_follow_rig *g, char *line, size_t len) {
+    ck_assert_int_eq(pthread_join(g->t, NULL), 0);
+    ck_assert_int_eq(g->f->rc, 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/follow/eval.csv", g->dir);
+    FILE *csv = fopen(path, "r");
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_ptr_nonnull(fgets(line, (int)len, csv)); // header
+    ck_assert_ptr_nonnull(fgets(line, (int)len, csv));
+    fclose(csv);
+}
+
+static void s_follow_fini(s_follow_rig *g) {
+    nn_params_fini(&g->p);
+    nn_params_fini(&g->q);
+    free(g->w1);
+    wire_buf_fini(&g->v1);
+    zmq_close(g->router);
+    zmq_ctx_term(g->ctx);
+    check_rmtree(g->dir);
+}
+
+START_TEST(test_follow_continuous) {
+    static s_follow_arg f;
+    s_follow_rig g;
+    s_follow_start(&g, &f, "eval.episodes=2");
     int64_t deadline = clock_now_ms() + WAIT_MS;
     while (!atomic_load(&f.done)) {
         ck_assert_msg(clock_now_ms() < deadline, "no evaluation");
-        check_weights_answer(router, &v1, NULL);
+        check_weights_answer(g.router, &g.v1, NULL);
         s_sleep_ms(10);
     }
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
-    ck_assert_int_eq(f.rc, 0);
+    char line[1024], want[64], path[700];
+    s_follow_join(&g, line, sizeof line);
     // The mean of the same evaluation, run here.
     eval_opts_t o;
     evaluator_opts_from_run(&o, &f.cfg);
     ck_assert_double_eq(o.epsilon, 0.0);
     nn_state_t st;
-    nn_state_init(&st, &nc, o.parallel, 0);
+    nn_state_init(&st, &g.nc, o.parallel, 0);
     eval_result_t r;
-    evaluator_run(env_find("Pendulum-v1"), &p, &st, &o, &r);
-    char path[700], line[1024], want[64];
-    snprintf(path, sizeof path, "%s/follow/eval.csv", dir);
-    FILE *csv = fopen(path, "r");
-    ck_assert_ptr_nonnull(csv);
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, csv)); // header
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, csv));
-    fclose(csv);
+    evaluator_run(env_find("Pendulum-v1"), &g.p, &st, &o, &r);
     snprintf(want, sizeof want, ",2,%.4f,", r.mean); // episodes, eval_mean
     ck_assert_msg(strstr(line, want) != NULL, "eval.csv row %s lacks %s", line, want);
-    snprintf(path, sizeof path, "%s/follow/best.bin", dir);
+    snprintf(path, sizeof path, "%s/follow/best.bin", g.dir);
     nn_params_t b;
-    nn_params_init(&b, &nc);
+    nn_params_init(&b, &g.nc);
     ckpt_header_t h;
-    ck_assert_int_eq(ckpt_read_policy(path, &nc, &h, b.data), APEX_OK);
-    ck_assert(memcmp(b.data, p.data, p.num_params * sizeof(float)) == 0);
+    ck_assert_int_eq(ckpt_read_policy(path, &g.nc, &h, b.data), APEX_OK);
+    ck_assert(memcmp(b.data, g.p.data, g.p.num_params * sizeof(float)) == 0);
     nn_params_fini(&b);
     nn_state_fini(&st);
-    nn_params_fini(&p);
-    nn_params_fini(&q);
-    free(w1);
-    wire_buf_fini(&v1);
-    zmq_close(router);
-    zmq_ctx_term(ctx);
-    check_rmtree(dir);
+    s_follow_fini(&g);
+}
+END_TEST
+
+// A learner that takes the evaluator's requests and never answers (hung, or cut off by an
+// oversized message libzmq took for a protocol error): once the link has been silent for
+// WEIGHTS_SILENT_MS the evaluator reconnects, so a request comes over a new connection,
+// which the ROUTER names with a new routing id; answered there, the evaluation runs. Takes
+// those 5 s.
+START_TEST(test_follow_silent_learner_reconnected) {
+    static s_follow_arg f;
+    s_follow_rig g;
+    s_follow_start(&g, &f, "eval.episodes=1");
+    int64_t t0 = clock_now_ms(), deadline = t0 + WAIT_MS;
+    check_weights_request_t first, q;
+    ck_assert_msg(check_weights_wait_request(g.router, deadline, &first), "no weights request");
+    int requests = 1;
+    do {
+        ck_assert_msg(check_weights_wait_request(g.router, deadline, &q),
+                      "%d requests, all over the first connection: no reconnect", requests);
+        ck_assert_uint_eq(q.have_version, 0);
+        requests++;
+    } while (q.id_len == first.id_len && memcmp(q.id, first.id, q.id_len) == 0);
+    ck_assert_int_ge(clock_now_ms() - t0, WEIGHTS_SILENT_MS);
+    check_weights_send(g.router, &q, g.v1.data, g.v1.len, 0);
+    while (!atomic_load(&f.done)) {
+        ck_assert_msg(clock_now_ms() < deadline, "no evaluation after the reconnect");
+        s_sleep_ms(10);
+    }
+    char line[1024];
+    s_follow_join(&g, line, sizeof line);
+    ck_assert_msg(strstr(line, ",1,") != NULL, "eval.csv row %s: not one episode", line);
+    s_follow_fini(&g);
 }
 END_TEST
 
@@ -1149,6 +1209,7 @@ Suite *dpg_actor_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_eval_dpg_checkpoint);
     tcase_add_test(tc, test_follow_continuous);
+    tcase_add_test(tc, test_follow_silent_learner_reconnected);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,5 @@
 // check_weights_server.c: common/weights_server.h with real DEALER clients on loopback, the
-// way actors and apex-eval --follow ask: an older version is answered at once, the current
+// way actors and apex-eval --follow ask (and common/weights_client.h against a ROUTER): an older version is answered at once, the current
 // one held until the next version or the heartbeat, one entry per peer, a full hold table
 // drops (counted), everything that is not a WeightsRequest is refused and counted, and
 // versions only increase. Every wait is for a condition, with a generous deadline.
@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "clock.h"
+#include "weights_client.h"
 #include "weights_server.h"
 #include "wire.h"
 
@@ -244,6 +245,74 @@ START_TEST(test_bind_error) {
 }
 END_TEST
 
+// Reads requests on router until one comes from a connection other than `other` (its
+// routing id), calling weights_client_ask with a clock advanced by WEIGHTS_RESEND_MS each
+// round so that a request lost with a closing connection is sent again. Fails the test at
+// the deadline.
+static void s_request_from_new_connection(void *router, weights_client_t *c, uint64_t have,
+                                          int64_t *clock, const check_weights_request_t *other,
+                                          check_weights_request_t *q) {
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    for (;;) {
+        ck_assert_msg(clock_now_ms() < deadline, "no request over a new connection");
+        weights_client_ask(c, have, *clock);
+        *clock += WEIGHTS_RESEND_MS;
+        if (check_weights_wait_request(router, clock_now_ms() + 20, q) &&
+            (!other || q->id_len != other->id_len || memcmp(q->id, other->id, q->id_len) != 0)) {
+            ck_assert_uint_eq(q->have_version, have);
+            return;
+        }
+    }
+}
+
+// weights_client (the actors', the relay's and apex-eval's side of the endpoint): one request
+// in flight, none more until WEIGHTS_RESEND_MS; a link heard from within WEIGHTS_SILENT_MS is
+// left alone, one silent longer is reconnected, its request dropped, and the next request
+// goes over a new connection (a new routing id at the ROUTER). The clock is the test's:
+// nothing waits for 5 s.
+START_TEST(test_client_resend_and_revive) {
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *router = check_weights_router(ctx, ep, sizeof ep);
+    weights_client_t c;
+    ck_assert_int_eq(weights_client_open(&c, ctx, NULL, ep, 1 << 20), 0);
+    ck_assert_str_eq(c.endpoint, ep);
+    int64_t t = c.heard_ms, clock = t;
+    check_weights_request_t first, q;
+    s_request_from_new_connection(router, &c, 3, &clock, NULL, &first);
+    ck_assert(c.in_flight);
+    int64_t sent = c.sent_ms;
+    weights_client_ask(&c, 3, sent + WEIGHTS_RESEND_MS - 1); // in flight: nothing sent
+    ck_assert_int_eq(check_weights_wait_request(router, clock_now_ms() + 50, &q), 0);
+    ck_assert_int_eq(c.sent_ms, sent);
+    weights_client_heard(&c, t + 1000);
+    ck_assert_int_eq(weights_client_revive(&c, t + 1000 + WEIGHTS_SILENT_MS), 0);
+    ck_assert(c.in_flight);
+    ck_assert_int_eq(weights_client_revive(&c, t + 1001 + WEIGHTS_SILENT_MS), 1);
+    ck_assert(!c.in_flight);
+    ck_assert_int_eq(c.heard_ms, t + 1001 + WEIGHTS_SILENT_MS);
+    ck_assert_int_eq(weights_client_revive(&c, t + 1002 + WEIGHTS_SILENT_MS), 0);
+    s_request_from_new_connection(router, &c, 4, &clock, &first, &q);
+    weights_client_close(&c);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+// An endpoint longer than the client keeps is refused, not cut.
+START_TEST(test_client_endpoint_too_long) {
+    void *ctx = zmq_ctx_new();
+    char ep[WEIGHTS_ENDPOINT_LEN + 8];
+    memset(ep, 'x', sizeof ep - 1);
+    memcpy(ep, "tcp://", 6);
+    ep[sizeof ep - 1] = 0;
+    weights_client_t c;
+    ck_assert_int_eq(weights_client_open(&c, ctx, NULL, ep, 1 << 20), -1);
+    weights_client_close(&c);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *weights_server_suite(void) {
     Suite *s = suite_create("weights_server");
     TCase *tc = tcase_create("core");
@@ -253,6 +322,8 @@ Suite *weights_server_suite(void) {
     tcase_add_test(tc, test_refuses_what_is_not_a_request);
     tcase_add_test_raise_signal(tc, test_older_version_asserts, SIGABRT);
     tcase_add_test(tc, test_bind_error);
+    tcase_add_test(tc, test_client_resend_and_revive);
+    tcase_add_test(tc, test_client_endpoint_too_long);
     suite_add_tcase(s, tc);
     return s;
 }
