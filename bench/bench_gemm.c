@@ -15,9 +15,15 @@
 //   BENCH sgemm.<N>.blis <GFLOP/s>      (when libblis.so.4 loads)
 //   BENCH sgemm.<N>.onednn <GFLOP/s>    (when libdnnl.so.2 loads)
 //   BENCH sgemm.<N>.vs_best <ratio>     apex's / the best of all (goal >= 0.9)
+// and, on a CPU with AVX512_BF16 and with --threads 1 (the kernel has one), apex's bfloat16
+// GEMM (model/bf16.h: inputs rounded to bf16, fp32 sums) in the same windows, not in vs_best
+// (it computes something else):
+//   BENCH bf16gemm.<N> <GFLOP/s>
+//   BENCH bf16gemm.<N>.vs_sgemm <ratio>  against apex's sgemm above (at --threads)
 #define LOG_MODULE "bench"
 #include "apex.h"
 #include "bench_common.h"
+#include "bf16.h"
 #include "blas.h"
 #include "log.h"
 #include "parse.h"
@@ -50,6 +56,11 @@ typedef struct {
 static void s_apex(void *fn, int n, const float *a, const float *b, float *c) {
     (void)fn;
     blas_sgemm(c, a, b, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n, n, n);
+}
+
+static void s_bf16(void *fn, int n, const float *a, const float *b, float *c) {
+    (void)fn;
+    bf16_gemm_ld(c, n, a, n, b, n, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n, n, n);
 }
 
 static void s_blis(void *fn, int n, const float *a, const float *b, float *c) {
@@ -120,13 +131,24 @@ int main(int argc, char **argv) {
     snprintf(t, sizeof t, "%d", threads);
     setenv("BLIS_NUM_THREADS", t, 1);
     setenv("OMP_NUM_THREADS", t, 1);
-    s_lib libs[3] = {{.name = "apex", .call = s_apex}};
+    s_lib libs[4] = {{.name = "apex", .call = s_apex}};
     int n_libs = 1;
+    cpu_features_t f;
+    cpu_detect(&f);
+    int bf16 = bf16_gemm_supported(&f) && threads == 1;
+    printf("# apex bf16 GEMM: %s\n", bf16                      ? "AVX512_BF16"
+                                     : bf16_gemm_supported(&f) ? "one thread only: not run"
+                                                               : "no AVX512_BF16 on this CPU");
     if ((libs[n_libs].fn = s_sym("libblis.so.4", "bli_sgemm"))) {
         libs[n_libs].name = "blis", libs[n_libs++].call = s_blis;
     }
     if ((libs[n_libs].fn = s_sym("libdnnl.so.2", "dnnl_sgemm"))) {
         libs[n_libs].name = "onednn", libs[n_libs++].call = s_onednn;
+    }
+    int bf16_at = -1; // after the sgemm libraries: vs_best is theirs
+    if (bf16) {
+        bf16_at = n_libs;
+        libs[n_libs].name = "bf16", libs[n_libs++].call = s_bf16;
     }
     size_t nn = (size_t)n * n;
     float *a = xaligned_alloc(nn * sizeof(float)), *b = xaligned_alloc(nn * sizeof(float)),
@@ -147,6 +169,11 @@ int main(int argc, char **argv) {
                "%d thread(s)\n",
                libs[l].name, r, libs[l].rates[0], libs[l].rates[windows - 1], windows, window,
                threads);
+        if (l == bf16_at) {
+            printf("BENCH bf16gemm.%d %.1f GFLOP/s\n", n, r);
+            printf("BENCH bf16gemm.%d.vs_sgemm %.3f ratio\n", n, apex > 0 ? r / apex : 0.0);
+            continue;
+        }
         if (l == 0) {
             printf("BENCH sgemm.%d %.1f GFLOP/s\n", n, r);
             apex = r;
