@@ -164,13 +164,14 @@ $(ZERO_RANKS): $(BUILD)/tests/zero_ranks.o $(LEARNER_OBJ) $(LIBMODEL) $(LIBCOMMO
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LIBS) $(MPI_LIBS) -o $@
 
 # The suites run in UNIT_JOBS shards side by side (APEX_CHECK_SHARD, tests/check_main.c),
-# one per core by default; each shard's output is printed whole once all have finished.
+# one per core by default, each taking the next suite as it finishes one (APEX_CHECK_QUEUE);
+# each shard's output is printed whole once all have finished.
 UNIT_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 unit: $(CHECK_BIN) $(BINARIES) $(ZERO_RANKS)
-	@set -e; n=$(UNIT_JOBS); rc=0; pids=""; \
+	@set -e; n=$(UNIT_JOBS); rc=0; pids=""; q=$(abspath $(BUILD))/unit.queue; rm -f $$q; \
 	for i in $$(seq 0 $$((n - 1))); do \
 	  CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-60} APEX_BIN=$(abspath $(BIN)) \
-	    APEX_ZERO_RANKS=$(abspath $(ZERO_RANKS)) APEX_CHECK_SHARD=$$i/$$n \
+	    APEX_ZERO_RANKS=$(abspath $(ZERO_RANKS)) APEX_CHECK_SHARD=$$i/$$n APEX_CHECK_QUEUE=$$q \
 	    $(CHECK_BIN) >$(BUILD)/unit.$$i.log 2>&1 & pids="$$pids $$!"; \
 	done; \
 	for p in $$pids; do wait $$p || rc=1; done; \
