@@ -18,8 +18,9 @@
 // and, on a CPU with AVX512_BF16 and with --threads 1 (the kernel has one), apex's bfloat16
 // GEMM (model/bf16.h: inputs rounded to bf16, fp32 sums) in the same windows, not in vs_best
 // (it computes something else):
-//   BENCH bf16gemm.<N> <GFLOP/s>
+//   BENCH bf16gemm.<N> <GFLOP/s>            the kernel bf16_gemm_ld picks (AMX where there is)
 //   BENCH bf16gemm.<N>.vs_sgemm <ratio>  against apex's sgemm above (at --threads)
+//   BENCH bf16gemm.<N>.avx512 <GFLOP/s>     on an AMX CPU, the AVX512_BF16 kernel too
 #define LOG_MODULE "bench"
 #include "apex.h"
 #include "bench_common.h"
@@ -61,6 +62,12 @@ static void s_apex(void *fn, int n, const float *a, const float *b, float *c) {
 static void s_bf16(void *fn, int n, const float *a, const float *b, float *c) {
     (void)fn;
     bf16_gemm_ld(c, n, a, n, b, n, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n, n, n);
+}
+
+static void s_bf16_avx512(void *fn, int n, const float *a, const float *b, float *c) {
+    (void)fn;
+    bf16_gemm_ld_on(BF16_KERNEL_AVX512, c, n, a, n, b, n, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS,
+                    n, n, n);
 }
 
 static void s_blis(void *fn, int n, const float *a, const float *b, float *c) {
@@ -131,12 +138,12 @@ int main(int argc, char **argv) {
     snprintf(t, sizeof t, "%d", threads);
     setenv("BLIS_NUM_THREADS", t, 1);
     setenv("OMP_NUM_THREADS", t, 1);
-    s_lib libs[4] = {{.name = "apex", .call = s_apex}};
+    s_lib libs[5] = {{.name = "apex", .call = s_apex}};
     int n_libs = 1;
     cpu_features_t f;
     cpu_detect(&f);
     int bf16 = bf16_gemm_supported(&f) && threads == 1;
-    printf("# apex bf16 GEMM: %s\n", bf16                      ? "AVX512_BF16"
+    printf("# apex bf16 GEMM: %s\n", bf16 ? bf16_kernel_name(bf16_gemm_kernel())
                                      : bf16_gemm_supported(&f) ? "one thread only: not run"
                                                                : "no AVX512_BF16 on this CPU");
     if ((libs[n_libs].fn = s_sym("libblis.so.4", "bli_sgemm"))) {
@@ -149,6 +156,9 @@ int main(int argc, char **argv) {
     if (bf16) {
         bf16_at = n_libs;
         libs[n_libs].name = "bf16", libs[n_libs++].call = s_bf16;
+        if (bf16_gemm_kernel() == BF16_KERNEL_AMX) {
+            libs[n_libs].name = "bf16.avx512", libs[n_libs++].call = s_bf16_avx512;
+        }
     }
     size_t nn = (size_t)n * n;
     float *a = xaligned_alloc(nn * sizeof(float)), *b = xaligned_alloc(nn * sizeof(float)),
@@ -172,6 +182,10 @@ int main(int argc, char **argv) {
         if (l == bf16_at) {
             printf("BENCH bf16gemm.%d %.1f GFLOP/s\n", n, r);
             printf("BENCH bf16gemm.%d.vs_sgemm %.3f ratio\n", n, apex > 0 ? r / apex : 0.0);
+            continue;
+        }
+        if (bf16_at >= 0 && l > bf16_at) {
+            printf("BENCH bf16gemm.%d.avx512 %.1f GFLOP/s\n", n, r);
             continue;
         }
         if (l == 0) {

@@ -84,6 +84,31 @@ START_TEST(test_supported_by_features) {
 }
 END_TEST
 
+// AMX only with its tiles, AMX-BF16, AVX512_BF16 for the packing, and the OS's grant.
+START_TEST(test_kernel_by_features) {
+    cpu_features_t f = {0};
+    ck_assert_int_eq(bf16_kernel_for(&f, 1), BF16_KERNEL_NONE);
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = 1;
+    ck_assert_int_eq(bf16_kernel_for(&f, 1), BF16_KERNEL_AVX512); // Zen 4/5, Cooper Lake
+    f.amx_tile = f.amx_bf16 = 1;
+    ck_assert_int_eq(bf16_kernel_for(&f, 1), BF16_KERNEL_AMX);    // Sapphire/Emerald Rapids
+    ck_assert_int_eq(bf16_kernel_for(&f, 0), BF16_KERNEL_AVX512); // Linux said no
+    f.amx_bf16 = 0;
+    ck_assert_int_eq(bf16_kernel_for(&f, 1), BF16_KERNEL_AVX512); // tiles for int8 only
+    f.amx_bf16 = 1;
+    f.avx512_bf16 = 0;
+    ck_assert_int_eq(bf16_kernel_for(&f, 1), BF16_KERNEL_NONE);
+    ck_assert_str_eq(bf16_kernel_name(BF16_KERNEL_AMX), "AMX");
+    ck_assert_str_eq(bf16_kernel_name(BF16_KERNEL_AVX512), "AVX512_BF16");
+    ck_assert_str_eq(bf16_kernel_name(BF16_KERNEL_NONE), "none");
+    // This process: the kernel it chose is one its CPU allows.
+    cpu_detect(&f);
+    bf16_kernel k = bf16_gemm_kernel();
+    ck_assert(k == bf16_kernel_for(&f, 0) || k == bf16_kernel_for(&f, 1));
+    fprintf(stderr, "check_bf16: this process's kernel: %s\n", bf16_kernel_name(k));
+}
+END_TEST
+
 static int s_have_bf16(void) {
     cpu_features_t f;
     cpu_detect(&f);
@@ -103,8 +128,8 @@ static void s_fill(float *x, size_t n, rng_t *r) {
 }
 
 // One product against the reference; returns 0 and fails the test on a mismatch.
-static void s_compare(int M, int N, int K, blas_trans ta, blas_trans tb, float alpha, float beta,
-                      int pad, uint64_t seed) {
+static void s_compare_on(bf16_kernel kern, int M, int N, int K, blas_trans ta, blas_trans tb,
+                         float alpha, float beta, int pad, uint64_t seed) {
     rng_t r;
     rng_init_stream(&r, seed, RNG_ROLE_TEST, 0);
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
@@ -124,7 +149,7 @@ static void s_compare(int M, int N, int K, blas_trans ta, blas_trans tb, float a
             }
         }
     }
-    bf16_gemm_ld(c, ldc, a, lda, b, ldb, alpha, beta, ta, tb, M, N, K);
+    bf16_gemm_ld_on(kern, c, ldc, a, lda, b, ldb, alpha, beta, ta, tb, M, N, K);
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) {
             double s = 0.0, mag = 0.0;
@@ -140,9 +165,10 @@ static void s_compare(int M, int N, int K, blas_trans ta, blas_trans tb, float a
             double tol = (K + 4) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * cij)) + 1e-30;
             double got = c[(size_t)i * ldc + j];
             ck_assert_msg(fabs(got - want) <= tol,
-                          "M %d N %d K %d ta %d tb %d alpha %g beta %g pad %d: C[%d][%d] = %.9g, "
-                          "want %.9g (tol %.3g)",
-                          M, N, K, ta, tb, alpha, beta, pad, i, j, got, want, tol);
+                          "%s: M %d N %d K %d ta %d tb %d alpha %g beta %g pad %d: C[%d][%d] = "
+                          "%.9g, want %.9g (tol %.3g)",
+                          bf16_kernel_name(kern), M, N, K, ta, tb, alpha, beta, pad, i, j, got,
+                          want, tol);
         }
         for (int j = N; j < ldc; j++) { // the padding is not C's: untouched
             ck_assert(c[(size_t)i * ldc + j] == c0[(size_t)i * ldc + j]);
@@ -152,6 +178,16 @@ static void s_compare(int M, int N, int K, blas_trans ta, blas_trans tb, float a
     xfree(b);
     xfree(c);
     xfree(c0);
+}
+
+// Every kernel this process can run (AVX512_BF16's, and AMX's where the CPU and Linux give
+// it), the one bf16_gemm_ld picks by itself included.
+static void s_compare(int M, int N, int K, blas_trans ta, blas_trans tb, float alpha, float beta,
+                      int pad, uint64_t seed) {
+    s_compare_on(BF16_KERNEL_AVX512, M, N, K, ta, tb, alpha, beta, pad, seed);
+    if (bf16_gemm_kernel() == BF16_KERNEL_AMX) {
+        s_compare_on(BF16_KERNEL_AMX, M, N, K, ta, tb, alpha, beta, pad, seed);
+    }
 }
 
 START_TEST(test_gemm_edges) {
@@ -219,6 +255,7 @@ Suite *bf16_suite(void) {
     tcase_add_test(tc, test_round_cases);
     tcase_add_test(tc, test_round_definition);
     tcase_add_test(tc, test_supported_by_features);
+    tcase_add_test(tc, test_kernel_by_features);
     tcase_add_test(tc, test_gemm_edges);
     tcase_add_test(tc, test_gemm_blocks);
     tcase_add_test(tc, test_gemm_threads);
