@@ -9,6 +9,9 @@
 # here (model/blas.h: OpenBLAS's own, or the one apex chooses for the CPU), as users do.
 bench_machine() {
   local bin=${BIN:-bin} cpu n kernel ver vars
+  # A fresh clone has no binaries yet: without them (and set -e -o pipefail in the callers)
+  # the kernel line below would end the script before it printed anything.
+  make --no-print-directory "$bin/apex-learner" "$bin/apex-eval" >/dev/null
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   n=$(nproc 2>/dev/null || echo '?')
   # OpenBLAS (a DYNAMIC_ARCH build) names the kernel it chose at load when asked.
