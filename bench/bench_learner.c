@@ -1,6 +1,12 @@
 // bench_learner.c: learner update throughput and GEMM efficiency (not a test: timing).
 //
-//   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--batch B] [--net NAME]...
+//   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--batch B]
+//                             [--precision fp32|bf16] [--net NAME]...
+//
+// --precision bf16 is [learner] precision = bf16 (the products' inputs rounded to bfloat16,
+// model/bf16.h's GEMM, one thread): the update lines are named learner.<net>.bf16.*, their
+// gemm_efficiency still against the fp32 sgemm (so it can pass 100 %); refused, exit 2, on a
+// CPU without AVX512_BF16.
 //
 // --batch B replaces every net's batch below (the MinAtar configs train on 256: what
 // updates/s a learner of that batch can reach on this machine, with 1 or 2 threads).
@@ -181,6 +187,8 @@ typedef struct {
 
 // Runs one network; prints its BENCH lines. Each window times an sgemm reference and then
 // `iters` updates; efficiency is the median over windows of (update GEMM rate / reference).
+static int s_precision = TRAIN_FP32; // --precision
+
 static void s_bench_net(const bench_net_t *bn, int runs, int iters, sgemm_ref_t *ref,
                         const char *tsuffix) {
     const nn_config_t *net = &bn->net;
@@ -190,7 +198,11 @@ static void s_bench_net(const bench_net_t *bn, int runs, int iters, sgemm_ref_t 
     train_config_default(&tc);
     tc.net = *net;
     tc.batch_size = B;
+    tc.precision = s_precision;
     trainer_t *tr = trainer_new(&tc);
+    if (!tr) { // logged: a precision this CPU cannot run
+        exit(2);
+    }
     rng_t r;
     rng_init_stream(&r, 0, RNG_ROLE_TEST, 0);
     bench_batch_t pool[POOL];
@@ -353,6 +365,11 @@ int main(int argc, char **argv) {
     int threads = 1, runs = 7, iters = 0, batch = 0, want[N_NETS] = {0}, any = 0;
     s_nets_init();
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
+            (strcmp(argv[i + 1], "fp32") == 0 || strcmp(argv[i + 1], "bf16") == 0)) {
+            s_precision = strcmp(argv[i + 1], "bf16") == 0 ? TRAIN_BF16 : TRAIN_FP32;
+            continue;
+        }
         if (strcmp(argv[i], "--net") == 0 && i + 1 < argc && s_find_net(argv[i + 1]) >= 0) {
             want[s_find_net(argv[i + 1])] = any = 1;
             continue;
@@ -366,7 +383,7 @@ int main(int argc, char **argv) {
         if (!dst || i + 1 >= argc || parse_int64(argv[i + 1], INT_MIN, INT_MAX, &v) != 0) {
             fprintf(stderr,
                     "usage: %s [--threads N] [--runs R] [--iters K] [--batch B] "
-                    "[--net small|large|minatar|nature]...\n",
+                    "[--precision fp32|bf16] [--net small|large|minatar|nature]...\n",
                     argv[0]);
             return 2;
         }
@@ -390,7 +407,7 @@ int main(int argc, char **argv) {
     if (threads != 1) {
         snprintf(tsuffix, sizeof tsuffix, ".t%d", threads);
     }
-    snprintf(usuffix, sizeof usuffix, "%s", tsuffix);
+    snprintf(usuffix, sizeof usuffix, "%s%s", s_precision == TRAIN_BF16 ? ".bf16" : "", tsuffix);
     if (batch > 0) {
         snprintf(usuffix + strlen(usuffix), sizeof usuffix - strlen(usuffix), ".b%d", batch);
     }

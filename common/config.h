@@ -37,6 +37,8 @@
 #define CONFIG_MAX_SHARDS 64   // [replay] shards: the learner's per-shard table (shards.h)
 
 typedef enum { CONFIG_OPTIM_ADAM = 0, CONFIG_OPTIM_RMSPROP = 1 } config_optimizer;
+// [learner] precision: the learner's products in fp32, or on bfloat16 inputs (learner/train.h).
+typedef enum { CONFIG_PRECISION_FP32 = 0, CONFIG_PRECISION_BF16 = 1 } config_precision;
 typedef enum { DURABILITY_NONE = 0, DURABILITY_SNAPSHOT = 1, DURABILITY_WAL = 2 } config_durability;
 typedef enum { SECURITY_NONE = 0, SECURITY_CURVE = 1 } config_security_mode;
 
@@ -184,6 +186,7 @@ typedef struct {
     double checkpoint_interval_s;
     int64_t max_steps;
     int64_t threads;
+    int precision; // config_precision
     int64_t request_timeout_ms;
     int64_t metrics_interval_ms;
     int64_t zero_stage; // a learner group's ZeRO stage (learner/train.h)

@@ -206,6 +206,11 @@ const config_row_t config_schema[] = {
      "stop after this many updates (0 = no limit)"},
     {"learner", "threads", T_INT, OFF(learner.threads), 0, 1, 256, "1", NULL,
      "OpenBLAS threads for the learner"},
+    {"learner", "precision", T_ENUM, OFF(learner.precision), 0, 0, 0, "fp32", "fp32|bf16",
+     "the learner's matrix products (online and target networks, forward and backward): fp32, "
+     "or bf16 = their inputs rounded to bfloat16 with fp32 sums, the weights, gradients and "
+     "optimizer state staying fp32; bf16 needs a CPU with AVX512_BF16 (the learner refuses to "
+     "start without). The actors and the evaluator run fp32 either way"},
     {"learner", "request_timeout_ms", T_INT, OFF(learner.request_timeout_ms), 0, 10, 3600000,
      "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
     {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,

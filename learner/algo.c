@@ -1,6 +1,9 @@
 // algo.c: see algo.h. The dispatch, and the DQN kind: train.h's trainer as it always ran.
 #define LOG_MODULE "learner"
 #include "algo.h"
+#include "bf16.h"
+#include "blas.h"
+#include "cpu.h"
 #include "group.h"
 #include "log.h"
 
@@ -73,8 +76,16 @@ int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group) {
     }
     if (!a->impl) {
         memset(a, 0, sizeof *a);
-        return -1;
+        return -1; // logged; a precision this CPU cannot run among the reasons
     }
+    // What the products run on, once at start-up: the trainer has taken the same decision.
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    blas_gemm_fn gemm;
+    char msg[512];
+    train_precision_check(cfg->learner.precision, &cpu, &gemm, msg, sizeof msg);
+    log_info("%s; kernel: %s %s", msg, gemm ? "apex's bf16 GEMM on" : "OpenBLAS",
+             gemm ? bf16_kernel_name(bf16_gemm_kernel()) : blas_core());
     return 0;
 }
 

@@ -34,6 +34,7 @@ void dpg_config_from_run(train_dpg_config_t *t, const apex_config_t *c) {
     t->seed = (uint64_t)c->run.seed;
     // A group's stage; a single learner ignores it.
     t->zero_stage = (int)c->learner.zero_stage;
+    t->precision = c->learner.precision;
 }
 
 static void s_destroy(void *impl) {

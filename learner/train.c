@@ -3,6 +3,7 @@
 #include "train.h"
 
 #include "apex.h"
+#include "bf16.h"
 #include "clock.h"
 #include "config.h"
 #include "group.h"
@@ -85,6 +86,53 @@ void train_config_from_run(train_config_t *t, const apex_config_t *c) {
     t->priority_eps = (float)c->learner.priority_eps;
     t->seed = (uint64_t)c->run.seed;
     t->zero_stage = (int)c->learner.zero_stage;
+    t->precision = c->learner.precision; // train_precision's values are config_precision's
+}
+
+int train_precision_check(int precision, const cpu_features_t *f, blas_gemm_fn *gemm, char *msg,
+                          size_t n) {
+    *gemm = NULL;
+    if (precision == TRAIN_FP32) {
+        snprintf(msg, n, "[learner] precision = fp32: the learner's products in fp32");
+        return 0;
+    }
+    if (precision != TRAIN_BF16) {
+        snprintf(msg, n,
+                 "[learner] precision = %d is neither fp32 (0) nor bf16 (1); set "
+                 "[learner] precision = fp32 or bf16",
+                 precision);
+        return -1;
+    }
+    if (bf16_gemm_supported(f)) {
+        *gemm = bf16_gemm_ld;
+        snprintf(msg, n,
+                 "[learner] precision = bf16: the learner's products on bfloat16-rounded "
+                 "inputs with fp32 sums; weights, gradients and optimizer state fp32");
+        return 0;
+    }
+    // Start-up error (STYLE S6.3): named, with the remedy, never the kernel's assert.
+    const struct {
+        int have;
+        const char *name;
+    } need[] = {{f->avx512f, "AVX512F"},
+                {f->avx512bw, "AVX512BW"},
+                {f->avx512vl, "AVX512VL"},
+                {f->avx512_bf16, "AVX512_BF16"}};
+    char missing[64] = "", cpu[256];
+    for (size_t i = 0; i < APEX_ARRAY_LEN(need); i++) {
+        if (!need[i].have) {
+            size_t o = strlen(missing);
+            snprintf(missing + o, sizeof missing - o, "%s%s", o ? ", " : "", need[i].name);
+        }
+    }
+    cpu_describe(f, cpu, sizeof cpu);
+    snprintf(msg, n,
+             "[learner] precision = bf16 needs a CPU with AVX512_BF16, and this one (%s) "
+             "lacks %s; set [learner] precision = fp32 (the default), or run the learner on a "
+             "CPU with AVX512_BF16 (Intel Cooper Lake, Sapphire Rapids or later; AMD Zen 4 or "
+             "later)",
+             cpu, missing);
+    return -1;
 }
 
 // Startup-class validation (STYLE S6.3): the learner's config loader should already have
@@ -180,6 +228,14 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
         log_error("trainer config: zero_stage must be 0, 1 or 2");
         return NULL;
     }
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    blas_gemm_fn gemm;
+    char msg[512];
+    if (train_precision_check(cfg->precision, &cpu, &gemm, msg, sizeof msg) != 0) {
+        log_error("%s", msg);
+        return NULL;
+    }
     trainer_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
     const nn_config_t *net = &cfg->net;
@@ -193,6 +249,9 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     nn_state_init(&self->st_obs, net, cfg->batch_size, 1);
     nn_state_init(&self->st_next_online, net, cfg->batch_size, 0);
     nn_state_init(&self->st_next_target, net, cfg->batch_size, 0);
+    nn_state_set_gemm(&self->st_obs, gemm);
+    nn_state_set_gemm(&self->st_next_online, gemm);
+    nn_state_set_gemm(&self->st_next_target, gemm);
     size_t ba = (size_t)cfg->batch_size * net->n_actions * sizeof(float);
     self->q = xaligned_alloc(ba);
     self->q_next_online = xaligned_alloc(ba);

@@ -60,7 +60,25 @@ typedef struct {
     float priority_eps;    // added to |delta| in the new priorities
     uint64_t seed;         // [run] seed: network init and the learner RNG derive from it
     int zero_stage;        // 0, 1, 2: a learner group's sharding (above); unused without one
+    int precision;         // train_precision of every pass's products (below); 0 = fp32
 } train_config_t;
+
+// [learner] precision (values as config_precision's): the learner's GEMMs, every forward and
+// backward pass of the online and target networks, in fp32, or with their inputs rounded to
+// bfloat16 and their sums in fp32 (model/bf16.h; what PyTorch's CPU autocast does). Either
+// way the parameters, gradients, optimizer moments, losses and activations are fp32, so
+// checkpoints and published weights are the same kind of file. The actors and the evaluator
+// build their own fp32 networks.
+typedef enum { TRAIN_FP32 = 0, TRAIN_BF16 = 1 } train_precision;
+
+// Whether a learner can run precision on a CPU with features f, as a pure function (tests
+// hand it any feature set; the trainers pass cpu_detect's). Returns 0 with *gemm the GEMM for
+// nn_state_set_gemm (NULL for fp32, bf16_gemm_ld for bf16) and what runs written to msg (for
+// the start-up log), or -1 with msg the refusal: the key, the value, the CPU features missing
+// and the remedy (bf16 without AVX512_BF16 or the AVX-512 it builds on, or a precision that is
+// not a train_precision). msg: at least 256 bytes to be whole.
+int train_precision_check(int precision, const cpu_features_t *f, blas_gemm_fn *gemm, char *msg,
+                          size_t n);
 
 // A trainer's own allocations, in bytes (what the memory test and bench/run_zero.sh read):
 // measured, as what its constructor asked the x* allocators for while building each part
@@ -103,7 +121,8 @@ void train_config_default(train_config_t *cfg);
 
 // Builds a trainer with randomly initialised online params (nn_params_init_random from
 // the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
-// cfg is invalid. Caller destroys with trainer_destroy.
+// cfg is invalid or its precision is one this CPU cannot run (train_precision_check).
+// Caller destroys with trainer_destroy.
 trainer_t *trainer_new(const train_config_t *cfg);
 struct apex_config_s;
 // The trainer a run's config describes ([network], [learner], [run] seed; the network's

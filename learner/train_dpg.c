@@ -231,6 +231,14 @@ train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *gr
     if (s_config_check(cfg) != APEX_OK) {
         return NULL;
     }
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    blas_gemm_fn gemm;
+    char msg[512];
+    if (train_precision_check(cfg->precision, &cpu, &gemm, msg, sizeof msg) != 0) {
+        log_error("%s", msg);
+        return NULL;
+    }
     train_dpg_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
     self->group = group && group_size(group) > 1 ? group : NULL;
@@ -265,6 +273,8 @@ train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *gr
     const int B = cfg->batch_size, A = cfg->actor.n_actions;
     nn_state_init(&self->st_actor, &cfg->actor, B, 1);
     nn_state_init(&self->st_q, &self->critic_cfg, B, 1);
+    nn_state_set_gemm(&self->st_actor, gemm); // mu and mu': their passes share the state
+    nn_state_set_gemm(&self->st_q, gemm);     // every critic, online and target
     self->zeros = xcalloc((size_t)B, sizeof(int32_t));
     self->a_next = s_floats((size_t)B * A);
     self->a_pi = s_floats((size_t)B * A);

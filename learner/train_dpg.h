@@ -83,6 +83,7 @@ typedef struct {
     float priority_eps;          // added to |d_1| in the new priorities
     uint64_t seed;               // [run] seed: the networks' init and the learner RNG
     int zero_stage;              // a learner group's ZeRO stage, 0, 1 or 2 (train_dpg_new_group)
+    int precision;               // train_precision (train.h) of every pass, policy and critics
 } train_dpg_config_t;
 
 // One batch as flat arrays, borrowed for the duration of train_dpg_step.
@@ -129,7 +130,8 @@ void train_dpg_config_default(train_dpg_config_t *cfg);
 
 // Builds a trainer with PyTorch-style random init of every network (from the (seed,
 // NET_INIT) stream: mu, then Q_1, Q_2) and targets = online. Returns NULL after logging why
-// when cfg is invalid. Caller destroys with train_dpg_destroy.
+// when cfg is invalid or its precision is one this CPU cannot run (train_precision_check).
+// Caller destroys with train_dpg_destroy.
 train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg);
 // The same for one rank of a learner group (group.h; borrowed, it must outlive the trainer;
 // NULL or of size 1: a single learner), in cfg->zero_stage:

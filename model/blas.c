@@ -68,6 +68,18 @@ void blas_sgemm_ld(float *c, int ldc, const float *a, int lda, const float *b, i
                 c, ldc);
 }
 
+void blas_gemm_with(blas_gemm_fn gemm, float *c, const float *a, const float *b, float alpha,
+                    float beta, blas_trans ta, blas_trans tb, int M, int N, int K) {
+    // fp32 stays on blas_sgemm rather than blas_sgemm_ld: their results differ where
+    // blas_sgemm takes sgemv (N == 1, beta 0), and fp32 must not change (blas.h).
+    if (!gemm || gemm == blas_sgemm_ld) {
+        blas_sgemm(c, a, b, alpha, beta, ta, tb, M, N, K);
+        return;
+    }
+    gemm(c, N, a, ta == BLAS_TRANS ? M : K, b, tb == BLAS_TRANS ? K : N, alpha, beta, ta, tb, M, N,
+         K);
+}
+
 void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, float beta,
                       blas_trans ta, blas_trans tb, int M, int N, int K) {
     for (int i = 0; i < M; i++) {

@@ -4,7 +4,9 @@
 // cblas_sgemm over dense row-major matrices (leading dimensions are implied by the
 // shapes), and blas_sgemm_ld for row-major views with explicit leading dimensions (conv.c's
 // chunks of columns of a wider matrix). N == 1 is routed to cblas_sgemv, which avoids the GEMM
-// packing overhead for single-column products (an actor with one environment).
+// packing overhead for single-column products (an actor with one environment). A network's
+// products go through blas_gemm_with, which is blas_sgemm in fp32 and another GEMM of the same
+// contract when the learner runs in bfloat16 ([learner] precision, model/bf16.h).
 // blas_sgemm_naive is a triple loop accumulating in double: the algorithmic reference the
 // tests compare against (llm.c matmul_forward_naive). It is never used on a hot path.
 // What it does not do: threading policy beyond blas_set_threads, or any other BLAS routine. Not thread-safe to change the thread count while GEMMs run.
@@ -29,6 +31,19 @@ void blas_sgemm(float *c, const float *a, const float *b, float alpha, float bet
 // (M when ta), B's ldb >= N (K when tb), C's ldc >= N.
 void blas_sgemm_ld(float *c, int ldc, const float *a, int lda, const float *b, int ldb, float alpha,
                    float beta, blas_trans ta, blas_trans tb, int M, int N, int K);
+
+// A GEMM with blas_sgemm_ld's contract: blas_sgemm_ld itself, or model/bf16.h's bf16_gemm_ld.
+typedef void (*blas_gemm_fn)(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
+                             float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
+                             int K);
+
+// The products of a network whose precision is a choice (model/nn.h's nn_state_set_gemm,
+// [learner] precision): blas_sgemm's dense contract computed by gemm with the implied leading
+// dimensions. gemm NULL or blas_sgemm_ld is fp32 and calls blas_sgemm itself, its N == 1
+// route to sgemv included, so the results are bit for bit those of a direct blas_sgemm call.
+// Thread-safe as gemm is.
+void blas_gemm_with(blas_gemm_fn gemm, float *c, const float *a, const float *b, float alpha,
+                    float beta, blas_trans ta, blas_trans tb, int M, int N, int K);
 
 // Same contract as blas_sgemm; triple loop with double accumulation. Test reference only.
 void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, float beta,
@@ -100,9 +115,6 @@ const char *blas_core(void);
 // Checks gemm against blas_sgemm_naive on shapes that exercise every kernel edge (1..67 rows
 // and columns, both transposes, alpha and beta, leading dimensions), catching SIGILL. Returns
 // 0, or -1 with what failed in why. gemm has blas_sgemm_ld's contract.
-typedef void (*blas_gemm_fn)(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
-                             float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
-                             int K);
 int blas_verify(blas_gemm_fn gemm, char *why, size_t n);
 
 #endif

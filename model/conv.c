@@ -41,8 +41,14 @@ int conv_shape_init(conv_shape_t *s, int c_in, int h, int w, int c_out, int k, i
         }
         return APEX_EINVAL;
     }
-    *s = (conv_shape_t){c_in, h, w, c_out, k, stride, (h - k) / stride + 1, (w - k) / stride + 1,
-                        0,    0};
+    *s = (conv_shape_t){.c_in = c_in,
+                        .h = h,
+                        .w = w,
+                        .c_out = c_out,
+                        .k = k,
+                        .stride = stride,
+                        .oh = (h - k) / stride + 1,
+                        .ow = (w - k) / stride + 1};
     return APEX_OK;
 }
 
@@ -448,7 +454,8 @@ static void s_forward(float *const *outs, const float *const *biases, int n_w, c
     for (int p0 = 0; p0 < P; p0 += pc) {
         int p1 = APEX_MIN(p0 + pc, P), n = (p1 - p0) * B;
         conv_im2col(sc->col, in, s, B, p0, p1);
-        blas_sgemm(sc->out, w, sc->col, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, n_w * OC, n, K);
+        blas_gemm_with(s->gemm, sc->out, w, sc->col, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS,
+                       n_w * OC, n, K);
         for (int net = 0; net < n_w; net++) {
             for (int oc = 0; oc < OC; oc++) {
                 s_bias_relu(outs[net] + (size_t)oc * N + (size_t)p0 * B,
@@ -488,6 +495,7 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const co
     s_scratch_t sc;
     s_scratch_layout(s, B, scratch, &sc);
     const int P = s->oh * s->ow, pc = conv_chunk_positions(s, B), OC = s->c_out;
+    const blas_gemm_fn gemm = s->gemm ? s->gemm : blas_sgemm_ld;
     for (int oc = 0; oc < OC; oc++) {
         db[oc] += s_sum(dout + (size_t)oc * N, (size_t)N);
     }
@@ -499,13 +507,12 @@ void conv_backward(float *din, float *dw, float *db, const float *dout, const co
         const float *dchunk = dout + (size_t)p0 * B; // (OC x n) with row stride N
         conv_im2col(sc.col, in, s, B, p0, p1);
         // dW^T (K x OC) += col (K x n) dout_chunk^T: sgemm NT, the first chunk overwrites.
-        blas_sgemm_ld(sc.dwt, OC, sc.col, n, dchunk, N, 1.0f, p0 == 0 ? 0.0f : 1.0f, BLAS_NO_TRANS,
-                      BLAS_TRANS, K, OC, n);
+        gemm(sc.dwt, OC, sc.col, n, dchunk, N, 1.0f, p0 == 0 ? 0.0f : 1.0f, BLAS_NO_TRANS,
+             BLAS_TRANS, K, OC, n);
         if (din) {
             // dCol (K x n) = W^T (K x OC) dout_chunk (OC x n): sgemm TN into the col chunk,
             // whose last reader was the dW product; then scatter it back to pixels.
-            blas_sgemm_ld(sc.col, n, w, K, dchunk, N, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, n,
-                          OC);
+            gemm(sc.col, n, w, K, dchunk, N, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, K, n, OC);
             conv_col2im_add(din, sc.col, s, B, p0, p1);
         }
     }

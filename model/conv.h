@@ -57,6 +57,10 @@
 // Backward of the first layer: pass din = NULL. The observations are not trained, so the
 // dcol GEMM and the col2im scatter are skipped.
 //
+// Precision: the three GEMMs run in fp32 (blas_sgemm, blas_sgemm_ld) unless the shape names
+// another GEMM of the same contract (conv_shape_t.gemm: a learner in bfloat16, [learner]
+// precision); everything else (im2col, bias, ReLU, sums) stays fp32 either way.
+//
 // Memory: the input (kept by the caller between forward and backward), the output, and
 // conv_scratch_bytes of scratch per call, which every layer of a network may share (one
 // thread). Nothing here allocates.
@@ -68,6 +72,7 @@
 #ifndef APEX_CONV_H
 #define APEX_CONV_H
 
+#include "blas.h"
 #include "rng.h"
 
 #include <stddef.h>
@@ -88,6 +93,9 @@ typedef struct {
     int frames;           // a first layer's rows: 0 or 1 channels last (H W C); F > 1: F
                           // frames of H W (C / F) back to back (conv_transpose_*); 0 from
                           // conv_shape_init
+    blas_gemm_fn gemm;    // the layer's three products: NULL (conv_shape_init's) is fp32,
+                          // blas_sgemm and blas_sgemm_ld as ever; bf16_gemm_ld for a learner in
+                          // bfloat16 (nn_state_set_gemm sets a network's layers)
 } conv_shape_t;
 
 // A layer's input, (C x H x W x B): floats, or bytes that enter col multiplied by scale.

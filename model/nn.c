@@ -447,6 +447,14 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
     s_state_layout(s, s->block);
 }
 
+void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm) {
+    s->gemm = gemm;
+    // The conv layers take theirs from their shapes (conv.h has no state of its own).
+    for (int l = 0; l < s->cfg.n_conv; l++) {
+        s->conv[l].gemm = gemm;
+    }
+}
+
 void nn_state_fini(nn_state_t *s) {
     xfree(s->block);
     memset(s, 0, sizeof *s);
@@ -526,30 +534,34 @@ static void s_relu_backward(float *dx, const float *act, size_t n) {
 // ----------------------------------------------------------------------------
 // layer kernels (STYLE S10: outputs, inputs, parameters, dimensions)
 
+// Every product below runs on a state's gemm (nn_state_set_gemm): NULL is blas_sgemm.
+
 // out (out_dim x B) = w (out_dim x in_dim) . in + b. in is (in_dim x B) feature-major, or
 // (B x in_dim) batch-major when in_batch_major (the raw observations).
-static void s_linear_forward(float *out, const float *in, const float *w, const float *b, int B,
-                             int in_dim, int out_dim, int in_batch_major) {
+static void s_linear_forward(blas_gemm_fn gemm, float *out, const float *in, const float *w,
+                             const float *b, int B, int in_dim, int out_dim, int in_batch_major) {
     for (int i = 0; i < out_dim; i++) {
         s_fill(out + (size_t)i * B, b[i], (size_t)B);
     }
-    blas_sgemm(out, w, in, 1.0f, 1.0f, BLAS_NO_TRANS, in_batch_major ? BLAS_TRANS : BLAS_NO_TRANS,
-               out_dim, B, in_dim);
+    blas_gemm_with(gemm, out, w, in, 1.0f, 1.0f, BLAS_NO_TRANS,
+                   in_batch_major ? BLAS_TRANS : BLAS_NO_TRANS, out_dim, B, in_dim);
 }
 
 // dw += dout . in^T, db += row sums of dout, and (unless din is NULL) din = w^T . dout.
 // dout is (out_dim x B); in as for s_linear_forward.
-static void s_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in,
-                              const float *w, int B, int in_dim, int out_dim, int in_batch_major) {
+static void s_linear_backward(blas_gemm_fn gemm, float *din, float *dw, float *db,
+                              const float *dout, const float *in, const float *w, int B, int in_dim,
+                              int out_dim, int in_batch_major) {
     // dW (out x in): feature-major input is (in x B), so it enters transposed; the raw
     // batch-major observations (B x in) enter as they are.
-    blas_sgemm(dw, dout, in, 1.0f, 1.0f, BLAS_NO_TRANS, in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS,
-               out_dim, in_dim, B);
+    blas_gemm_with(gemm, dw, dout, in, 1.0f, 1.0f, BLAS_NO_TRANS,
+                   in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS, out_dim, in_dim, B);
     for (int i = 0; i < out_dim; i++) {
         db[i] += s_sum(dout + (size_t)i * B, (size_t)B);
     }
     if (din) {
-        blas_sgemm(din, w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, in_dim, B, out_dim);
+        blas_gemm_with(gemm, din, w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, in_dim, B,
+                       out_dim);
     }
 }
 
@@ -647,9 +659,9 @@ static nn_linear_t s_conv_piece(const nn_pieces_t *pc, const nn_linear_t *L) {
 // r0..r1 of the (out x in) matrix are contiguous in the flat array), each an sgemm with
 // beta = 0 into the piece buffer; the bias rides with the last block when it fits (b
 // follows w in the layout), else it is a piece of its own. Then din as there.
-static void s_linear_backward_pieces(float *din, const float *dout, const float *in,
-                                     const nn_linear_t *L, const float *base, const nn_pieces_t *pc,
-                                     int B, int in_batch_major) {
+static void s_linear_backward_pieces(blas_gemm_fn gemm, float *din, const float *dout,
+                                     const float *in, const nn_linear_t *L, const float *base,
+                                     const nn_pieces_t *pc, int B, int in_batch_major) {
     const int in_dim = L->in_dim, out_dim = L->out_dim;
     const size_t off_w = (size_t)(L->w - base), nw = (size_t)out_dim * in_dim;
     const int rows = (int)APEX_MIN(pc->capacity / (size_t)in_dim, (size_t)out_dim);
@@ -657,8 +669,8 @@ static void s_linear_backward_pieces(float *din, const float *dout, const float 
     for (int r0 = 0; r0 < out_dim; r0 += rows) {
         int m = APEX_MIN(rows, out_dim - r0);
         size_t n = (size_t)m * in_dim;
-        blas_sgemm(pc->buf, dout + (size_t)r0 * B, in, 1.0f, 0.0f, BLAS_NO_TRANS,
-                   in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS, m, in_dim, B);
+        blas_gemm_with(gemm, pc->buf, dout + (size_t)r0 * B, in, 1.0f, 0.0f, BLAS_NO_TRANS,
+                       in_batch_major ? BLAS_NO_TRANS : BLAS_TRANS, m, in_dim, B);
         if (r0 + m == out_dim && n + (size_t)out_dim <= pc->capacity) {
             for (int i = 0; i < out_dim; i++) {
                 pc->buf[n + i] = s_sum(dout + (size_t)i * B, (size_t)B);
@@ -675,7 +687,8 @@ static void s_linear_backward_pieces(float *din, const float *dout, const float 
         pc->done(pc->arg, pc->buf, off_w + nw, (size_t)out_dim);
     }
     if (din) {
-        blas_sgemm(din, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, in_dim, B, out_dim);
+        blas_gemm_with(gemm, din, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, in_dim, B,
+                       out_dim);
     }
 }
 
@@ -792,7 +805,7 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     // [linear -> ReLU] x n_hidden, then the head.
     for (int l = first_linear; l < p->n_layers; l++) {
         const nn_linear_t *L = &p->layer[l];
-        s_linear_forward(s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, batch_major);
+        s_linear_forward(s->gemm, s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, batch_major);
         if (l < p->n_layers - 1) {
             s_relu_forward(s->act[l], (size_t)L->out_dim * B);
         }
@@ -834,7 +847,7 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
                      const void *obs, int B, float *qa, float *qb) {
     const nn_config_t *cfg = &sa->cfg;
     APEX_ASSERT(nn_config_equal(cfg, &sb->cfg) && cfg->in_dtype == sb->cfg.in_dtype &&
-                s_scale(cfg) == s_scale(&sb->cfg));
+                s_scale(cfg) == s_scale(&sb->cfg) && sa->gemm == sb->gemm);
     if (cfg->n_conv == 0) {
         nn_forward(sa, pa, obs, B, qa);
         nn_forward(sb, pb, obs, B, qb);
@@ -878,10 +891,11 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
         const float *in = first ? s_mlp_rows(s) : s->act[l - 1];
         float *din = first ? NULL : s->grad[l & 1];
         if (pc) {
-            s_linear_backward_pieces(din, dout, in, L, p->data, pc, B, first);
+            s_linear_backward_pieces(s->gemm, din, dout, in, L, p->data, pc, B, first);
         } else {
             nn_linear_t *G = &grads->layer[l];
-            s_linear_backward(din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim, first);
+            s_linear_backward(s->gemm, din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim,
+                              first);
         }
         if (din) {
             s_relu_backward(din, s->act[l - 1], (size_t)L->in_dim * B);
@@ -933,15 +947,16 @@ void nn_backward_input(nn_state_t *s, const nn_params_t *p, const float *dq, int
     for (int l = p->n_layers - 1; l >= 1; l--) {
         const nn_linear_t *L = &p->layer[l];
         float *dprev = s->grad[l & 1];
-        blas_sgemm(dprev, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, L->in_dim, B,
-                   L->out_dim);
+        blas_gemm_with(s->gemm, dprev, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, L->in_dim,
+                       B, L->out_dim);
         s_relu_backward(dprev, s->act[l - 1], (size_t)L->in_dim * B);
         dout = dprev;
     }
     // din (B x n) += dout^T W0[:, col0 : col0 + n]: dout is (H1 x B), the columns of W0 (H1 x
     // in) a view with leading dimension in; the product comes out batch-major.
-    blas_sgemm_ld(din, n, dout, B, L0->w + col0, L0->in_dim, 1.0f, 1.0f, BLAS_TRANS, BLAS_NO_TRANS,
-                  B, n, L0->out_dim);
+    blas_gemm_fn gemm = s->gemm ? s->gemm : blas_sgemm_ld;
+    gemm(din, n, dout, B, L0->w + col0, L0->in_dim, 1.0f, 1.0f, BLAS_TRANS, BLAS_NO_TRANS, B, n,
+         L0->out_dim);
 }
 
 // ----------------------------------------------------------------------------

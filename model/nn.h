@@ -14,8 +14,10 @@
 // policy's update backpropagates through the critic (dQ/da).
 //
 // forward and backward over flat float arrays, on OpenBLAS through blas.h (conv2d as
-// im2col + sgemm, model/conv.h). With n_conv = 0 it is the MLP apex always had, with the
-// same parameter layout, so MLP checkpoints and fixtures of earlier builds still apply.
+// im2col + sgemm, model/conv.h), or with the products' inputs rounded to bfloat16 for a
+// learner that asks for it (nn_state_set_gemm). With n_conv = 0 it is the MLP apex always
+// had, with the same parameter layout, so MLP checkpoints and fixtures of earlier builds
+// still apply.
 //
 // Shapes (defined once): B = batch, O = obs_dim = in_h in_w in_c, H = a hidden width,
 // A = n_actions, P = head width (1 + A with dueling, else A), F = the flattened features.
@@ -64,6 +66,7 @@
 #ifndef APEX_NN_H
 #define APEX_NN_H
 
+#include "blas.h"
 #include "conv.h"
 #include "rng.h"
 
@@ -160,6 +163,8 @@ typedef struct {
     float *q;                       // scratch q (max_batch x A) for helpers
     float *block;                   // the single allocation behind all of the above
     size_t block_bytes;
+    blas_gemm_fn gemm; // every product of the passes on this state; NULL: fp32
+                       // (nn_state_set_gemm)
 } nn_state_t;
 
 // The network a run's config describes ([env] shape, dtype and scale, [network]): the one
@@ -234,6 +239,12 @@ void nn_params_zero(nn_params_t *p);
 // zeroed.
 void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train);
 void nn_state_fini(nn_state_t *s);
+// The GEMM every forward and backward pass on s runs its products on, conv layers' included
+// ([learner] precision, learner/train.h). NULL (nn_state_init's) or blas_sgemm_ld: fp32,
+// blas_sgemm and blas_sgemm_ld as always, bit for bit; bf16_gemm_ld (model/bf16.h): inputs
+// rounded to bfloat16, fp32 sums. Only the products change: the parameters, gradients,
+// activations and every other operation stay fp32. Set it between passes, not during one.
+void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm);
 
 // q_out (B x A, row-major) = Q(obs) for obs (B rows of O elements of cfg.in_dtype),
 // 1 <= B <= max_batch; a bounded network's q_out is its outputs, mid + half tanh(z), each
@@ -249,7 +260,8 @@ void nn_forward_sa(nn_state_t *s, const nn_params_t *p, const void *obs, const f
 // same observations: qa = Q_a(obs) on sa, qb = Q_b(obs) on sb, the values two nn_forward
 // calls give. For a conv net the first layer reads the observations once: one transpose, one
 // im2col per chunk and one GEMM with both weight matrices stacked (conv_forward2); an MLP
-// runs the two passes. Keeps in each state what nn_forward keeps.
+// runs the two passes. Keeps in each state what nn_forward keeps. Both states must have the
+// same GEMM (nn_state_set_gemm; asserted): the stacked product is one call.
 void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, const nn_params_t *pb,
                      const void *obs, int B, float *qa, float *qb);
 // Accumulates (+=) into grads the gradient of a loss L given dq = dL/dq (B x A) for the

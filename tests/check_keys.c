@@ -20,6 +20,8 @@
 //   s_mujoco    env_mujoco_load: the MuJoCo model loaded               [env] model_xml
 //   s_train     learner_new's trainer: 3 updates on a fixed batch   [learner] optimisation
 //   s_dpg       the same with continuous actions (the DPG trainer)  [learner] TD3's options
+//   s_precision s_train where the CPU runs bf16, else learner_new's  [learner] precision
+//               refusal and its message
 //   s_learner   learner_new: BLAS threads, loop timers, bound endpoints, run directories
 //   s_lrun      learner_run against a fake replay server that records the SampleRequests
 //   s_ltimeout  learner_run with requests left unanswered: request_timeout_ms
@@ -56,11 +58,13 @@
 #include <zmq.h>
 
 #include "actor.h"
+#include "bf16.h"
 #include "ckpt.h"
 #include "cli.h"
 #include "clock.h"
 #include "config.h"
 #include "config_shard.h"
+#include "cpu.h"
 #include "env.h"
 #include "env_mujoco.h"
 #include "envsrc.h"
@@ -366,6 +370,34 @@ static void s_train(const char *root, const apex_config_t *cfg, int what, s_obs 
     free(on0);
     free(tg0);
     learner_destroy(&l);
+}
+
+// [learner] precision: bf16 where this CPU runs it, refused where it does not (CI's CPUs may
+// lack AVX512_BF16). Runs: s_train's first loss, which bf16 moves off fp32's (the products'
+// inputs rounded, the weights the same). Refused: learner_new fails, and its error line names
+// the key, the missing feature and the remedy.
+static void s_precision(const char *root, const apex_config_t *cfg, int what, s_obs *o) {
+    cpu_features_t f;
+    cpu_detect(&f);
+    if (cfg->learner.precision == CONFIG_PRECISION_FP32 || bf16_gemm_supported(&f)) {
+        s_train(root, cfg, what, o);
+        return;
+    }
+    char path[1024], text[4096] = "";
+    snprintf(path, sizeof path, "%s/learner.log", root);
+    ck_assert_int_eq(log_open_file(path), 0);
+    learner_t *l = learner_new(cfg, 0);
+    log_close_file();
+    ck_assert_ptr_null(l);
+    FILE *in = fopen(path, "r");
+    ck_assert_ptr_nonnull(in);
+    size_t n = fread(text, 1, sizeof text - 1, in);
+    text[n] = '\0';
+    fclose(in);
+    ck_assert_msg(strstr(text, "[learner] precision = bf16") && strstr(text, "AVX512_BF16") &&
+                      strstr(text, "set [learner] precision = fp32"),
+                  "the refusal: %s", text);
+    s_sig(o, "refused");
 }
 
 // The DPG learner (continuous actions) as learner_new builds it: 3 updates on a fixed batch
@@ -1244,6 +1276,7 @@ static const s_row s_rows[] = {
      LN_TIMERS, DIFF, NULL},
     {"learner.max_steps", "learner.max_steps=6", LRUN, s_lrun, LR_STEPS, UP, NULL},
     {"learner.threads", "learner.threads=2", NULL, s_learner, LN_THREADS, UP, NULL},
+    {"learner.precision", "learner.precision=bf16", NULL, s_precision, TR_LOSS, DIFF, NULL},
     {"learner.request_timeout_ms", "learner.request_timeout_ms=10",
      "learner.request_timeout_ms=3600000;learner.prefetch=1", s_ltimeout, 0, UP, NULL},
     // Only in a learner group (mpirun); check_group tests each stage's sharding.
