@@ -15,6 +15,9 @@
 # each BENCH value is the median over the rounds, a ratio the median of the rounds' own
 # ratios, and "#" lines keep every round (min..max is the spread). bench_learner's
 # gemm_efficiency line is the update's GEMM rate against the same run's 1024^3 sgemm.
+# On a CPU with AVX512_BF16 each conv round also runs [learner] precision = bf16 (one
+# thread): BENCH learner.<net>.bf16.updates_per_s and learner.<net>.bf16.vs_fp32 (the
+# median of the rounds' bf16 / fp32).
 # Medians over timed windows; the machine is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +54,15 @@ peer() {
 
 has_net() { [[ " $NETS " == *" $1 "* ]]; }
 
+# [learner] precision = bf16 where this CPU has it (bench_learner refuses, exit 2, elsewhere):
+# the conv nets' rounds run it too, between fp32 and the peer, one thread (the kernel's).
+HAVE_BF16=0
+if "$BENCH" --precision bf16 --net small --runs 1 --iters 1 >/dev/null 2>&1; then
+  HAVE_BF16=1
+else
+  echo "# run_learner: no bf16 on this CPU ([learner] precision = bf16 refused): fp32 only"
+fi
+
 for t in ${LEARNER_BENCH_THREADS:-1}; do
   sfx=""; [ "$t" = 1 ] || sfx=".t$t"
   if has_net mlp; then
@@ -71,11 +83,12 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
   fi
 
   # The conv nets: name, bench_learner flags, peer flags, goal (ratio).
-  for spec in "minatar|--net minatar|--net minatar --actions 6 --iters 50 --windows 3|1.5" \
-    "nature|--net nature|--net nature --actions 6 --batch 128 --iters 8 --windows 3 --warmup 5|0.9"; do
+  # Goals: issue #32's, fp32 against fp32.
+  for spec in "minatar|--net minatar|--net minatar --actions 6 --iters 50 --windows 3|2" \
+    "nature|--net nature|--net nature --actions 6 --batch 128 --iters 8 --windows 3 --warmup 5|1.5"; do
     IFS='|' read -r name ours_flags peer_flags goal <<<"$spec"
     has_net "$name" || continue
-    apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=()
+    apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=()
     for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # the flags are words
       out=$("$BENCH" --threads "$t" $ours_flags --runs 5)
@@ -84,6 +97,14 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
       apex_v+=("$a")
       eff_v+=("$(bench_field "$out" BENCH "learner.$name$sfx.gemm_efficiency")")
       cpu_v+=("$(awk '/updates per CPU second/ {for (i = 1; i <= NF; i++) if ($i == "updates" && $(i+1) == "per") {print $(i-1); exit}}' <<<"$out")")
+      if [ "$HAVE_BF16" = 1 ] && [ "$t" = 1 ]; then
+        # shellcheck disable=SC2086
+        out=$("$BENCH" --threads 1 --precision bf16 $ours_flags --runs 5)
+        sed "s/^/# round $r: /" <<<"$out"
+        b=$(bench_field "$out" BENCH "learner.$name.bf16.updates_per_s")
+        b16_v+=("$b")
+        b16_ratio_v+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
+      fi
       if [ "$HAVE_PEER" = 1 ]; then
         # shellcheck disable=SC2086
         p=$(peer --threads "$t" $peer_flags)
@@ -95,6 +116,11 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
     echo "# $name: apex updates/s per round: ${apex_v[*]}; per CPU second of the updating thread: ${cpu_v[*]}"
     echo "BENCH learner.$name$sfx.updates_per_s $(bench_median "${apex_v[@]}") updates/s"
     echo "BENCH learner.$name$sfx.gemm_efficiency $(bench_median "${eff_v[@]}") %"
+    if [ ${#b16_v[@]} -gt 0 ]; then
+      echo "# $name: bf16 updates/s per round: ${b16_v[*]}; bf16 / fp32: ${b16_ratio_v[*]}"
+      echo "BENCH learner.$name.bf16.updates_per_s $(bench_median "${b16_v[@]}") updates/s"
+      printf "BENCH learner.%s.bf16.vs_fp32 %.2f x\n" "$name" "$(bench_median "${b16_ratio_v[@]}")"
+    fi
     if [ ${#peer_v[@]} -gt 0 ]; then
       echo "# $name: torch updates/s per round: ${peer_v[*]}; ratios: ${ratio_v[*]} (goal >= $goal)"
       echo "BENCH torch.learner.$name$sfx.updates_per_s $(bench_median "${peer_v[@]}") updates/s"

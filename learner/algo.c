@@ -86,6 +86,12 @@ int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group) {
     train_precision_check(cfg->learner.precision, &cpu, &gemm, msg, sizeof msg);
     log_info("%s; kernel: %s %s", msg, gemm ? "apex's bf16 GEMM on" : "OpenBLAS",
              gemm ? bf16_kernel_name(bf16_gemm_kernel()) : blas_core());
+    if (gemm && bf16_kernel_slow(&cpu, bf16_gemm_kernel())) {
+        log_warn("[learner] precision = bf16: this CPU has AMX but Linux did not grant this "
+                 "process its tile state (arch_prctl, Linux 5.16 and later), so bf16 runs on "
+                 "AVX512_BF16, which on Intel CPUs is slower than fp32; set [learner] "
+                 "precision = fp32, or run a newer kernel");
+    }
     return 0;
 }
 

@@ -408,6 +408,10 @@ bf16_kernel bf16_kernel_for(const cpu_features_t *f, int amx_granted) {
     return f->amx_tile && f->amx_bf16 && amx_granted ? BF16_KERNEL_AMX : BF16_KERNEL_AVX512;
 }
 
+int bf16_kernel_slow(const cpu_features_t *f, bf16_kernel k) {
+    return k == BF16_KERNEL_AVX512 && f->amx_tile && f->amx_bf16;
+}
+
 const char *bf16_kernel_name(bf16_kernel k) {
     switch (k) {
     case BF16_KERNEL_AMX:

@@ -35,6 +35,11 @@ typedef enum {
 // system granted this process the tile state (amx_granted), else AVX512_BF16, else none.
 bf16_kernel bf16_kernel_for(const cpu_features_t *f, int amx_granted);
 
+// 1 when k is slower than the fp32 sgemm it would replace on a CPU with features f, as far as
+// measured: AVX512_BF16's kernel on an Intel CPU with AMX (Sapphire Rapids: 0.64x; the tiles
+// were not granted). The learner warns then.
+int bf16_kernel_slow(const cpu_features_t *f, bf16_kernel k);
+
 // "AMX", "AVX512_BF16" or "none", for logs.
 const char *bf16_kernel_name(bf16_kernel k);
 

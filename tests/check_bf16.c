@@ -98,6 +98,12 @@ START_TEST(test_kernel_by_features) {
     f.amx_bf16 = 1;
     f.avx512_bf16 = 0;
     ck_assert_int_eq(bf16_kernel_for(&f, 1), BF16_KERNEL_NONE);
+    // Slower than fp32: only AVX512_BF16's kernel on an AMX CPU (tiles not granted).
+    f.avx512_bf16 = 1;
+    ck_assert_int_eq(bf16_kernel_slow(&f, BF16_KERNEL_AVX512), 1);
+    ck_assert_int_eq(bf16_kernel_slow(&f, BF16_KERNEL_AMX), 0);
+    f.amx_tile = f.amx_bf16 = 0;
+    ck_assert_int_eq(bf16_kernel_slow(&f, BF16_KERNEL_AVX512), 0); // Zen 4/5: 1.6x
     ck_assert_str_eq(bf16_kernel_name(BF16_KERNEL_AMX), "AMX");
     ck_assert_str_eq(bf16_kernel_name(BF16_KERNEL_AVX512), "AVX512_BF16");
     ck_assert_str_eq(bf16_kernel_name(BF16_KERNEL_NONE), "none");
