@@ -113,6 +113,13 @@ typedef struct {
 // frame] fails the test.
 int check_weights_wait_request(void *router, int64_t deadline_ms, check_weights_request_t *req);
 
+// A client that reconnects (its silent link revived, weights_client_revive): waits until
+// deadline_ms for a first request, then for one over another connection (a routing id other
+// than the first's), every request saying it holds have; *q is the one over the new
+// connection. Fails the test, saying how many requests came, when the deadline passes first.
+void check_weights_wait_reconnect(void *router, int64_t deadline_ms, uint64_t have,
+                                  check_weights_request_t *q);
+
 // Sends [to's routing id][data, len bytes] on router. flags 0 ends the message; ZMQ_SNDMORE
 // leaves it open for frames the caller adds with zmq_send (a malformed answer). A ROUTER does
 // not block: a message to a peer that is gone or whose queue is full is dropped.

@@ -208,6 +208,20 @@ int check_weights_wait_request(void *router, int64_t deadline_ms, check_weights_
     }
 }
 
+void check_weights_wait_reconnect(void *router, int64_t deadline_ms, uint64_t have,
+                                  check_weights_request_t *q) {
+    check_weights_request_t first;
+    ck_assert_msg(check_weights_wait_request(router, deadline_ms, &first), "no weights request");
+    ck_assert_uint_eq(first.have_version, have);
+    int requests = 1;
+    do {
+        ck_assert_msg(check_weights_wait_request(router, deadline_ms, q),
+                      "%d requests, all over the first connection: no reconnect", requests);
+        ck_assert_uint_eq(q->have_version, have);
+        requests++;
+    } while (q->id_len == first.id_len && memcmp(q->id, first.id, q->id_len) == 0);
+}
+
 void check_weights_send(void *router, const check_weights_request_t *to, const void *data,
                         size_t len, int flags) {
     ck_assert_int_eq(zmq_send(router, to->id, to->id_len, ZMQ_SNDMORE), (int)to->id_len);
