@@ -135,6 +135,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
+    char err[512];
+    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), 1, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return 2;
+    }
     if (args.follow) {
         return evaluator_follow(&cfg, args.max_evals);
     }

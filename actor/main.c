@@ -1,7 +1,9 @@
 // apex-actor: steps environments and feeds the replay server (see actor/actor.h).
+#define LOG_MODULE "actor"
 #include "actor.h"
 #include "blas.h"
 #include "cli.h"
+#include "log.h"
 
 int main(int argc, char **argv) {
     cli_args_t args;
@@ -14,6 +16,11 @@ int main(int argc, char **argv) {
         return rc;
     }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
+    char err[512];
+    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), 1, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return 2;
+    }
     actor_t *actor = actor_new(&cfg, args.index);
     if (!actor) {
         return 2; // start-up error, already logged

@@ -1,7 +1,11 @@
 // bench_learner.c: learner update throughput and GEMM efficiency (not a test: timing).
 //
 //   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--batch B]
-//                             [--precision fp32|bf16] [--net NAME]...
+//                             [--precision fp32|bf16] [--library openblas|onednn] [--net NAME]...
+//
+// --library is [run] blas_library (model/blas.h): the products on oneDNN's sgemm instead of
+// OpenBLAS's (the sgemm reference windows too); the BENCH names do not change, so compare
+// two invocations.
 //
 // --precision bf16 is [learner] precision = bf16 (the products' inputs rounded to bfloat16,
 // model/bf16.h's GEMM, one thread): the update lines are named learner.<net>.bf16.*, their
@@ -363,11 +367,16 @@ int main(int argc, char **argv) {
     // the benchmark again with another one.
     blas_startup(argv, "auto");
     int threads = 1, runs = 7, iters = 0, batch = 0, want[N_NETS] = {0}, any = 0;
+    const char *library = "openblas";
     s_nets_init();
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
             (strcmp(argv[i + 1], "fp32") == 0 || strcmp(argv[i + 1], "bf16") == 0)) {
             s_precision = strcmp(argv[i + 1], "bf16") == 0 ? TRAIN_BF16 : TRAIN_FP32;
+            continue;
+        }
+        if (strcmp(argv[i], "--library") == 0 && i + 1 < argc) {
+            library = argv[i + 1];
             continue;
         }
         if (strcmp(argv[i], "--net") == 0 && i + 1 < argc && s_find_net(argv[i + 1]) >= 0) {
@@ -383,7 +392,8 @@ int main(int argc, char **argv) {
         if (!dst || i + 1 >= argc || parse_int64(argv[i + 1], INT_MIN, INT_MAX, &v) != 0) {
             fprintf(stderr,
                     "usage: %s [--threads N] [--runs R] [--iters K] [--batch B] "
-                    "[--precision fp32|bf16] [--net small|large|minatar|nature]...\n",
+                    "[--precision fp32|bf16] [--library openblas|onednn] "
+                    "[--net small|large|minatar|nature]...\n",
                     argv[0]);
             return 2;
         }
@@ -400,6 +410,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_NETS && !any; i++) {
         want[i] = 1;
     }
+    char err[512];
+    if (blas_use_library(library, threads, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_learner: %s\n", err);
+        return 2;
+    }
     blas_set_threads(threads);
     // Names say what they measure: ".t2" for 2 threads; the update lines add ".b256" for
     // --batch 256 (the actor forward is always B = 64, the sgemm always 1024^3).
@@ -412,8 +427,8 @@ int main(int argc, char **argv) {
         snprintf(usuffix + strlen(usuffix), sizeof usuffix - strlen(usuffix), ".b%d", batch);
     }
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("# bench_learner: threads %d, %d windows, OPENBLAS_CORETYPE=%s\n", threads, runs,
-           ct ? ct : "(unset)");
+    printf("# bench_learner: threads %d, %d windows, OPENBLAS_CORETYPE=%s, products on %s\n",
+           threads, runs, ct ? ct : "(unset)", blas_library());
     sgemm_ref_t ref;
     s_sgemm_init(&ref);
     s_sgemm_window(&ref); // warm-up, discarded

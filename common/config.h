@@ -50,7 +50,15 @@ typedef struct {
     double target_return;
     int log_level;        // log_level from log.h
     char blas_kernel[32]; // "auto", "openblas" or one of CONFIG_BLAS_CORES (model/blas.h)
+    int blas_library;     // config_blas_library
 } config_run_t;
+
+// [run] blas_library: the library behind the products (model/blas.h's blas_use_library).
+typedef enum { CONFIG_BLAS_OPENBLAS = 0, CONFIG_BLAS_ONEDNN = 1 } config_blas_library;
+// The name blas_use_library takes.
+static inline const char *config_blas_library_name(int v) {
+    return v == CONFIG_BLAS_ONEDNN ? "onednn" : "openblas";
+}
 
 // The OpenBLAS cores [run] blas_kernel may name (any case), besides auto and openblas: one per
 // instruction set and the tuned AMD one (model/blas.h knows every core OpenBLAS may report).

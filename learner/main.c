@@ -1,6 +1,8 @@
 // apex-learner: trains the Q-network on replayed experience (see learner/learner.h).
+#define LOG_MODULE "learner"
 #include "blas.h"
 #include "cli.h"
+#include "log.h"
 #include "learner.h"
 
 int main(int argc, char **argv) {
@@ -14,6 +16,12 @@ int main(int argc, char **argv) {
         return rc;
     }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
+    char err[512];
+    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), (int)cfg.learner.threads,
+                         err, sizeof err) != 0) {
+        log_error("%s", err);
+        return 2;
+    }
     learner_t *learner = learner_new(&cfg, args.resume);
     if (!learner) {
         return 2; // start-up error, already logged

@@ -7,15 +7,34 @@
 #include "log.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+
+// [run] blas_library = onednn: oneDNN's sgemm, row-major like apex's products (dnnl.h's
+// dnnl_sgemm; dnnl_dim_t is int64_t, dnnl_success 0). NULL: OpenBLAS's cblas_sgemm.
+typedef int (*s_dnnl_sgemm_fn)(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha,
+                               const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                               float *c, int64_t ldc);
+static s_dnnl_sgemm_fn s_dnnl;
+static void (*s_omp_set_num_threads)(int); // oneDNN's threads are OpenMP's (libgomp)
+
+static void s_dnnl_gemm(float *c, int ldc, const float *a, int lda, const float *b, int ldb,
+                        float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
+                        int K) {
+    // The arguments are valid by the callers' asserts: a failure is a broken library.
+    int st = s_dnnl(ta == BLAS_TRANS ? 'T' : 'N', tb == BLAS_TRANS ? 'T' : 'N', M, N, K, alpha, a,
+                    lda, b, ldb, beta, c, ldc);
+    APEX_ASSERT(st == 0);
+}
 
 void blas_sgemm(float *c, const float *a, const float *b, float alpha, float beta, blas_trans ta,
                 blas_trans tb, int M, int N, int K) {
@@ -42,6 +61,10 @@ void blas_sgemm(float *c, const float *a, const float *b, float alpha, float bet
         }
         return;
     }
+    if (s_dnnl) {
+        s_dnnl_gemm(c, N, a, lda, b, ldb, alpha, beta, ta, tb, M, N, K);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, ta == BLAS_TRANS ? CblasTrans : CblasNoTrans,
                 tb == BLAS_TRANS ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, lda, b, ldb, beta,
                 c, N);
@@ -61,6 +84,10 @@ void blas_sgemm_ld(float *c, int ldc, const float *a, int lda, const float *b, i
                 *x = beta == 0.0f ? 0.0f : beta * *x;
             }
         }
+        return;
+    }
+    if (s_dnnl) {
+        s_dnnl_gemm(c, ldc, a, lda, b, ldb, alpha, beta, ta, tb, M, N, K);
         return;
     }
     cblas_sgemm(CblasRowMajor, ta == BLAS_TRANS ? CblasTrans : CblasNoTrans,
@@ -102,6 +129,69 @@ void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, flo
 void blas_set_threads(int n) {
     APEX_ASSERT(n >= 1);
     openblas_set_num_threads(n);
+    if (s_omp_set_num_threads) {
+        s_omp_set_num_threads(n);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The library
+
+const char *blas_library(void) { return s_dnnl ? "oneDNN" : "OpenBLAS"; }
+
+int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
+    APEX_ASSERT(threads >= 1);
+    if (s_dnnl) {
+        return 0;
+    }
+    // libgomp reads OMP_NUM_THREADS when it loads, and it loads with oneDNN: each thread that
+    // runs a product starts from this count, not from every core ([learner] threads rules).
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    setenv("OMP_NUM_THREADS", t, 1);
+    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(err, n,
+                 "[run] blas_library = onednn: cannot load %s (%s). ---> HINT: install Debian's "
+                 "libdnnl2 (apt-get install libdnnl2), or set [run] blas_library = openblas",
+                 soname, dlerror());
+        return -1;
+    }
+    s_dnnl_sgemm_fn f = (s_dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
+    void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
+    if (!f) {
+        snprintf(err, n, "[run] blas_library = onednn: %s has no dnnl_sgemm", soname);
+        dlclose(h);
+        return -1;
+    }
+    s_dnnl = f; // every product from here on, the check's included
+    char bad[256];
+    if (blas_verify(blas_sgemm_ld, bad, sizeof bad) != 0) {
+        s_dnnl = NULL;
+        snprintf(err, n,
+                 "[run] blas_library = onednn: %s failed the start-up check (%s). ---> HINT: set "
+                 "[run] blas_library = openblas",
+                 soname, bad);
+        return -1; // h stays open: a library that ran may have left threads behind
+    }
+    s_omp_set_num_threads = set;
+    if (set) {
+        set(threads);
+    }
+    log_info("oneDNN's sgemm (%s) computes the products, checked at start-up; %d thread(s)", soname,
+             threads);
+    return 0;
+}
+
+int blas_use_library(const char *name, int threads, char *err, size_t n) {
+    if (strcasecmp(name, "openblas") == 0) {
+        return 0;
+    }
+    if (strcasecmp(name, "onednn") == 0) {
+        return blas_use_onednn_at("libdnnl.so.2", threads, err, n);
+    }
+    snprintf(err, n, "[run] blas_library: '%s' is not openblas or onednn", name);
+    return -1;
 }
 
 int blas_get_threads(void) { return openblas_get_num_threads(); }

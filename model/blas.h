@@ -51,6 +51,21 @@ void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, flo
 
 // Number of threads OpenBLAS uses for every later call in this process (>= 1).
 void blas_set_threads(int n);
+
+// [run] blas_library: which library computes blas_sgemm's and blas_sgemm_ld's products (the
+// N == 1 sgemv route stays OpenBLAS's). "openblas" (the default: nothing to do) or "onednn":
+// oneDNN's dnnl_sgemm, from Debian's libdnnl2 loaded with dlopen (not a build dependency),
+// checked against the naive reference (blas_verify) before it is used; its OpenMP threads
+// start at threads (OMP_NUM_THREADS is set for it) and follow blas_set_threads. On the CPUs
+// measured it was ahead of OpenBLAS's best kernel at every learner shape (bench/RESULTS.md);
+// not the default until that holds on more of them. Call once at start-up, before any
+// product. Returns 0, or -1 with why in err (n bytes: an unknown name, a library that does
+// not load or fails its check) and OpenBLAS still in use.
+int blas_use_library(const char *name, int threads, char *err, size_t n);
+// The same for oneDNN from soname (tests name one that does not exist).
+int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n);
+// "OpenBLAS" or "oneDNN": the library computing the products.
+const char *blas_library(void);
 int blas_get_threads(void);
 
 // ---------------------------------------------------------------------------------------

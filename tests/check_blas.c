@@ -269,6 +269,51 @@ START_TEST(test_verify_survives_sigill) {
 }
 END_TEST
 
+// [run] blas_library: an unknown name and a library that does not load are refused with the
+// remedy, OpenBLAS still computing; oneDNN, where Debian's libdnnl2 is installed (the test
+// set-up installs it; CI=true fails without it), computes products that pass the reference
+// check (blas_verify through blas_sgemm_ld) and blas_sgemm's dense form, and says so.
+START_TEST(test_library) {
+    char err[512];
+    ck_assert_int_eq(blas_use_library("openblas", 1, err, sizeof err), 0);
+    ck_assert_str_eq(blas_library(), "OpenBLAS");
+    ck_assert_int_eq(blas_use_library("mkl", 1, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'mkl' is not openblas or onednn"));
+    ck_assert_int_eq(blas_use_onednn_at("/nonexistent/libdnnl.so.2", 1, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cannot load /nonexistent/libdnnl.so.2") &&
+                      strstr(err, "apt-get install libdnnl2"),
+                  "%s", err);
+    ck_assert_str_eq(blas_library(), "OpenBLAS");
+    if (blas_use_library("onednn", 1, err, sizeof err) != 0) {
+        const char *ci = getenv("CI");
+        ck_assert_msg(!ci || strcmp(ci, "true") != 0, "CI without oneDNN: %s", err);
+        fprintf(stderr, "check_blas: %s: oneDNN not tested\n", err);
+        return;
+    }
+    ck_assert_str_eq(blas_library(), "oneDNN");
+    char bad[256];
+    ck_assert_msg(blas_verify(blas_sgemm_ld, bad, sizeof bad) == 0, "%s", bad);
+    float a[6 * 5], b[5 * 4], c[6 * 4], want[6 * 4];
+    for (int i = 0; i < 30; i++) {
+        a[i] = (float)(i % 7) - 3.0f;
+    }
+    for (int i = 0; i < 20; i++) {
+        b[i] = (float)(i % 5) * 0.5f;
+    }
+    blas_sgemm(c, a, b, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, 6, 4, 5);
+    blas_sgemm_naive(want, a, b, 1.0f, 0.0f, BLAS_NO_TRANS, BLAS_NO_TRANS, 6, 4, 5);
+    for (int i = 0; i < 24; i++) {
+        ck_assert_float_eq(c[i], want[i]); // small integers and halves: exact either way
+    }
+#ifndef __SANITIZE_ADDRESS__
+    // Not under ASan: LeakSanitizer's exit check cannot stop libgomp's idle worker threads
+    // (a fatal error of the tool, not a leak), and two threads start them.
+    blas_set_threads(2); // OpenMP's count follows, and products still check
+    ck_assert_msg(blas_verify(blas_sgemm_ld, bad, sizeof bad) == 0, "%s", bad);
+#endif
+}
+END_TEST
+
 Suite *blas_suite(void) {
     Suite *s = suite_create("blas");
     TCase *tc = tcase_create("core");
@@ -280,6 +325,7 @@ Suite *blas_suite(void) {
     tcase_add_test(tc, test_plan);
     tcase_add_test(tc, test_verify);
     tcase_add_test(tc, test_verify_survives_sigill);
+    tcase_add_test(tc, test_library);
     suite_add_tcase(s, tc);
     return s;
 }

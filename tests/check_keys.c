@@ -1174,6 +1174,7 @@ static const s_row s_rows[] = {
     {"run.max_seconds", NULL, NULL, NULL, 0, DIFF, "launcher.sh"},
     // The kernel is chosen at a daemon's start, by restarting the process: a smoke script.
     {"run.blas_kernel", NULL, NULL, NULL, 0, DIFF, "blas_kernel.sh"},
+    {"run.blas_library", NULL, NULL, NULL, 0, DIFF, "blas_kernel.sh"},
     {"run.target_return", NULL, NULL, NULL, 0, DIFF, "launcher.sh"},
     {"run.log_level", "run.log_level=debug", NULL, s_cli, 0, UP, NULL},
 

@@ -75,7 +75,24 @@ if has avx; then
   [[ "$line" == *"($best)"* ]] && ok "auto runs a core of the CPU's best instruction set ($best)" \
     || bad "auto on a CPU with $best: '$line'"
   [[ "$line" != *" W blas:"* ]] && ok "auto: no warning" || bad "auto warned: '$line'"
+
+  # [run] blas_library = onednn: the same evaluation with oneDNN's sgemm computing the products
+  # (Debian's libdnnl2, which the test set-up installs), loaded and checked at start-up.
+  # key: run.blas_library
+  "$APEX_BIN/apex-eval" -c configs/cartpole.ini "${SETS[@]}" --set run.blas_library=onednn \
+    --checkpoint "$ckpt" --episodes 2 >"$TMP/eval_dnnl.out" 2>"$TMP/eval_dnnl.log" \
+    && ok "eval evaluates the checkpoint with oneDNN" \
+    || bad "eval with oneDNN failed: $(tail -2 "$TMP/eval_dnnl.log")"
+  grep -q "oneDNN's sgemm (libdnnl.so.2) computes the products, checked at start-up" \
+    "$TMP/eval_dnnl.log" && key_ok run.blas_library "eval: oneDNN computes, checked at start-up" \
+    || bad "no oneDNN line: $(grep -m2 'blas\|oneDNN' "$TMP/eval_dnnl.log")"
 fi
+
+# A library that is not one: a config error naming the choices.
+expect_rc 2 "blas_library = bogus is a config error" "$APEX_BIN/apex-eval" -c configs/cartpole.ini \
+  --set run.blas_library=bogus --checkpoint /nonexistent
+grep -q "openblas|onednn" "$TMP/err" && ok "the error names the choices" \
+  || bad "error: $(cat "$TMP/err")"
 
 # The user's variable: respected; far below the CPU (SSE on an AVX2 CPU) it is a warning.
 OPENBLAS_CORETYPE=Prescott "$APEX_BIN/apex-eval" -c configs/cartpole.ini "${SETS[@]}" \
