@@ -264,10 +264,9 @@ static int s_u8_width(void) {
 }
 #endif
 
-// dst = scale * (float)src for n bytes, 16 at a time.
-static void s_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n) {
+// dst = scale * (float)src for n bytes, 16 at a time; width as conv_u8_to_f32's.
+static void s_u8_to_f32_w(float *dst, const uint8_t *src, float scale, size_t n, int w) {
 #if defined(__x86_64__)
-    int w = s_u8_width();
     if (w == 2) {
         s_u8_to_f32_avx512(dst, src, scale, n);
         return;
@@ -276,6 +275,8 @@ static void s_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n) {
         s_u8_to_f32_avx2(dst, src, scale, n);
         return;
     }
+#else
+    (void)w;
 #endif
     const v4f sc = {scale, scale, scale, scale};
     size_t i = 0;
@@ -286,6 +287,22 @@ static void s_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n) {
     }
     for (; i < n; i++) {
         dst[i] = scale * (float)src[i];
+    }
+}
+
+static void s_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n) {
+#if defined(__x86_64__)
+    s_u8_to_f32_w(dst, src, scale, n, s_u8_width());
+#else
+    s_u8_to_f32_w(dst, src, scale, n, 0);
+#endif
+}
+
+void conv_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n, int width) {
+    if (width < 0) {
+        s_u8_to_f32(dst, src, scale, n);
+    } else {
+        s_u8_to_f32_w(dst, src, scale, n, width);
     }
 }
 

@@ -135,6 +135,11 @@ void conv_init_random(float *w, float *b, const conv_shape_t *s, rng_t *rng);
 // (obs_u8 = 1) or float rows, times scale as floats ({t, 0, 1}). t holds
 // conv_in_features(s) B elements and must not overlap obs.
 void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, int B);
+
+// dst = scale * (float)src for n bytes: the conversion im2col runs for a byte input, on the
+// widest vector unit of this CPU (width -1), or on a given one (tests: 0 SSE2, 1 AVX2, 2
+// AVX-512; the caller checks the CPU has it). The same bits on every width.
+void conv_u8_to_f32(float *dst, const uint8_t *src, float scale, size_t n, int width);
 void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
                         int B);
 

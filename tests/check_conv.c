@@ -10,6 +10,7 @@
 #include "apex.h"
 #include "blas.h"
 #include "conv.h"
+#include "cpu.h"
 #include "rng.h"
 #include "xalloc.h"
 
@@ -478,6 +479,43 @@ END_TEST
 // float32 rows holding the same values give the same bits, and so does the inner-layer entry
 // on the same pixels moved to (C x HW x B) by hand; all agree with the direct convolution;
 // backward with din = NULL gives dW, db (FD), for every chunking.
+// The byte-to-float conversion on every vector width this CPU has (im2col uses the widest):
+// each n from 0 to 70 (the 16- and 8-wide loops and their tails) at offsets 0-3, against the
+// scalar expression bit for bit, and nothing written past n.
+START_TEST(test_u8_to_f32_widths) {
+    cpu_features_t f;
+    cpu_detect(&f);
+    int widths = f.avx512f ? 3 : f.avx2 ? 2 : 1;
+    uint8_t src[80];
+    float dst[80];
+    for (int i = 0; i < 80; i++) {
+        src[i] = (uint8_t)(i * 37 + 11);
+    }
+    const float scales[] = {1.0f, 1.0f / 255.0f, 0.37f};
+    for (int w = 0; w < widths; w++) {
+        for (size_t k = 0; k < APEX_ARRAY_LEN(scales); k++) {
+            for (size_t n = 0; n <= 70; n++) {
+                for (size_t off = 0; off < 4; off++) {
+                    for (int i = 0; i < 80; i++) {
+                        dst[i] = -1.0f;
+                    }
+                    conv_u8_to_f32(dst + off, src + off, scales[k], n, w);
+                    for (size_t i = 0; i < 80; i++) {
+                        float want = i >= off && i < off + n ? scales[k] * (float)src[i] : -1.0f;
+                        ck_assert_msg(dst[i] == want, "width %d scale %g n %zu off %zu: [%zu] %g",
+                                      w, (double)scales[k], n, off, i, (double)dst[i]);
+                    }
+                }
+            }
+        }
+    }
+    if (widths < 3) {
+        fprintf(stderr, "check_conv: no AVX-512%s here: those widths not run\n",
+                widths < 2 ? " or AVX2" : "");
+    }
+}
+END_TEST
+
 START_TEST(test_first_layer) {
     rng_t r;
     rng_init_stream(&r, 13, RNG_ROLE_TEST, 0);
@@ -1026,6 +1064,7 @@ Suite *conv_suite(void) {
     tcase_add_test(tc, test_init_random);
     tcase_add_test(tc, test_forward_inner);
     tcase_add_test(tc, test_backward_inner_fd);
+    tcase_add_test(tc, test_u8_to_f32_widths);
     tcase_add_test(tc, test_first_layer);
     tcase_add_test(tc, test_transpose_u8_blocks);
     tcase_add_test(tc, test_transpose_frames);
