@@ -135,6 +135,17 @@ int train_precision_check(int precision, const cpu_features_t *f, blas_gemm_fn *
     return -1;
 }
 
+int train_precision_here(int precision, blas_gemm_fn *gemm) {
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    char msg[512];
+    if (train_precision_check(precision, &cpu, gemm, msg, sizeof msg) != 0) {
+        log_error("%s", msg);
+        return -1;
+    }
+    return 0;
+}
+
 // Startup-class validation (STYLE S6.3): the learner's config loader should already have
 // range-checked these; this catches a programmatic caller and logs what is wrong.
 static int s_config_check(const train_config_t *cfg) {
@@ -228,12 +239,8 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
         log_error("trainer config: zero_stage must be 0, 1 or 2");
         return NULL;
     }
-    cpu_features_t cpu;
-    cpu_detect(&cpu);
     blas_gemm_fn gemm;
-    char msg[512];
-    if (train_precision_check(cfg->precision, &cpu, &gemm, msg, sizeof msg) != 0) {
-        log_error("%s", msg);
+    if (train_precision_here(cfg->precision, &gemm) != 0) {
         return NULL;
     }
     trainer_t *self = xcalloc(1, sizeof *self);

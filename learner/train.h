@@ -79,6 +79,9 @@ typedef enum { TRAIN_FP32 = 0, TRAIN_BF16 = 1 } train_precision;
 // not a train_precision). msg: at least 256 bytes to be whole.
 int train_precision_check(int precision, const cpu_features_t *f, blas_gemm_fn *gemm, char *msg,
                           size_t n);
+// train_precision_check on this CPU (cpu_detect), for the trainers' constructors: 0 with
+// *gemm, or -1 after logging the refusal.
+int train_precision_here(int precision, blas_gemm_fn *gemm);
 
 // A trainer's own allocations, in bytes (what the memory test and bench/run_zero.sh read):
 // measured, as what its constructor asked the x* allocators for while building each part
@@ -121,7 +124,7 @@ void train_config_default(train_config_t *cfg);
 
 // Builds a trainer with randomly initialised online params (nn_params_init_random from
 // the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
-// cfg is invalid or its precision is one this CPU cannot run (train_precision_check).
+// cfg is invalid or its precision is one this CPU cannot run (train_precision_here).
 // Caller destroys with trainer_destroy.
 trainer_t *trainer_new(const train_config_t *cfg);
 struct apex_config_s;

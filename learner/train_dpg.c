@@ -231,12 +231,8 @@ train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *gr
     if (s_config_check(cfg) != APEX_OK) {
         return NULL;
     }
-    cpu_features_t cpu;
-    cpu_detect(&cpu);
     blas_gemm_fn gemm;
-    char msg[512];
-    if (train_precision_check(cfg->precision, &cpu, &gemm, msg, sizeof msg) != 0) {
-        log_error("%s", msg);
+    if (train_precision_here(cfg->precision, &gemm) != 0) {
         return NULL;
     }
     train_dpg_t *self = xcalloc(1, sizeof *self);

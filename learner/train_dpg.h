@@ -130,7 +130,7 @@ void train_dpg_config_default(train_dpg_config_t *cfg);
 
 // Builds a trainer with PyTorch-style random init of every network (from the (seed,
 // NET_INIT) stream: mu, then Q_1, Q_2) and targets = online. Returns NULL after logging why
-// when cfg is invalid or its precision is one this CPU cannot run (train_precision_check).
+// when cfg is invalid or its precision is one this CPU cannot run (train_precision_here).
 // Caller destroys with train_dpg_destroy.
 train_dpg_t *train_dpg_new(const train_dpg_config_t *cfg);
 // The same for one rank of a learner group (group.h; borrowed, it must outlive the trainer;

@@ -450,8 +450,10 @@ void bf16_gemm_ld_on(bf16_kernel k, float *c, int ldc, const float *a, int lda, 
                      int ldb, float alpha, float beta, blas_trans ta, blas_trans tb, int M, int N,
                      int K) {
     bf16_kernel have = bf16_gemm_kernel();
-    // callers check bf16_gemm_supported; AMX only where this process has it
-    APEX_ASSERT(k != BF16_KERNEL_NONE && (k == BF16_KERNEL_AVX512 || have == BF16_KERNEL_AMX));
+    // Callers check bf16_gemm_supported: no kernel runs on a CPU without AVX512_BF16, and
+    // AMX only where this process has it.
+    APEX_ASSERT(have != BF16_KERNEL_NONE &&
+                (k == BF16_KERNEL_AVX512 || (k == BF16_KERNEL_AMX && have == BF16_KERNEL_AMX)));
     if (M <= 0 || N <= 0) {
         return;
     }

@@ -1,7 +1,7 @@
 // blas.h: the one matrix-product wrapper (STYLE S10) and its naive reference.
 //
 // Every GEMM in apex goes through blas_sgemm, a thin wrapper around OpenBLAS's
-// cblas_sgemm over dense row-major matrices (leading dimensions are implied by the
+// cblas_sgemm (or oneDNN's dnnl_sgemm, [run] blas_library) over dense row-major matrices (leading dimensions are implied by the
 // shapes), and blas_sgemm_ld for row-major views with explicit leading dimensions (conv.c's
 // chunks of columns of a wider matrix). N == 1 is routed to cblas_sgemv, which avoids the GEMM
 // packing overhead for single-column products (an actor with one environment). A network's
