@@ -319,6 +319,14 @@ static int s_cross_check_continuous(apex_config_t *cfg, char *err, size_t errlen
                          "MLPs over vector observations",
                          WHERE("network", "conv"));
     }
+    if (cfg->learner.zero_stage == 3) {
+        return apex_errf(
+            err, errlen, -1,
+            "%s: [learner] zero_stage = 3 (parameters sharded) is the DQN learner's; the "
+            "DPG learner of continuous actions shards optimizer state and "
+            "gradients: set [learner] zero_stage = 0, 1 or 2",
+            WHERE("learner", "zero_stage"));
+    }
     cfg->network.dueling = 0;
     return 0;
 }

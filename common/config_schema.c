@@ -225,10 +225,11 @@ const config_row_t config_schema[] = {
      "data-parallel group: N > 1 runs apex-learner under mpirun or srun as N ranks, each "
      "training on its own batch_size; their --learners N overrides it. A learner started by "
      "hand is the group mpirun/srun make it"},
-    {"learner", "zero_stage", T_INT, OFF(learner.zero_stage), 0, 0, 2, "1", NULL,
+    {"learner", "zero_stage", T_INT, OFF(learner.zero_stage), 0, 0, 3, "1", NULL,
      "learner group (mpirun -np N apex-learner) only: 0 = all-reduce, optimizer state "
      "replicated; 1 = optimizer state sharded over the ranks (ZeRO-1); 2 = gradients sharded "
-     "too (ZeRO-2)"},
+     "too (ZeRO-2); 3 = parameters sharded too, each layer all-gathered when a pass needs it "
+     "(ZeRO-3; discrete actions only)"},
     {"learner", "policy_delay", T_INT, OFF(learner.policy_delay), 0, 1, 1000, "2", NULL,
      "continuous actions only: critic updates per policy update (TD3: 2; DDPG: 1)"},
     {"learner", "target_noise", T_FLOAT, OFF(learner.target_noise), 0, 0, 10, "0.2", NULL,

@@ -24,12 +24,11 @@ static float s_dqn_step(void *impl, const train_batch_t *b, float *prio, metrics
 }
 
 static int64_t s_dqn_steps(const void *impl) { return trainer_steps(impl); }
-static const float *s_dqn_published(const void *impl, size_t *n) {
-    const nn_params_t *p = trainer_online(impl);
-    *n = p->num_params;
-    return p->data;
+static const float *s_dqn_published(void *impl, size_t *n) {
+    *n = trainer_num_params(impl);
+    return trainer_gather(impl, 0);
 }
-static int s_dqn_save(const void *impl, const char *path, const ckpt_extra_t *x) {
+static int s_dqn_save(void *impl, const char *path, const ckpt_extra_t *x) {
     return trainer_save(impl, path, x);
 }
 static int s_dqn_load(void *impl, const char *path, ckpt_extra_t *x) {

@@ -33,9 +33,11 @@ typedef struct {
     // loss column (DPG: the critics').
     float (*step)(void *impl, const train_batch_t *b, float *priorities, metrics_t *mt);
     int64_t (*steps)(const void *impl);
-    // The weights message's floats (*n of them), borrowed; read only between steps.
-    const float *(*published)(const void *impl, size_t *n);
-    int (*save)(const void *impl, const char *path, const ckpt_extra_t *extra);
+    // The weights message's floats (*n of them), borrowed; read only between steps. Every rank
+    // of a group calls it at the same update (ZeRO stage 3 gathers them to rank 0 then); the
+    // other ranks may get NULL.
+    const float *(*published)(void *impl, size_t *n);
+    int (*save)(void *impl, const char *path, const ckpt_extra_t *extra);
     int (*load)(void *impl, const char *path, ckpt_extra_t *extra_out);
     void (*memory)(const void *impl, train_memory_t *out);
     // The start-up log line's description: parameters, batch, optimizer, rates.
@@ -52,7 +54,7 @@ extern const algo_ops_t algo_dpg_ops;
 
 // Builds the run's update into a (plain data, STYLE S2: the caller's, e.g. embedded in the
 // learner; it owns the trainer; group: a learner group's rank, borrowed, or NULL; both kinds
-// run a group in ZeRO stages 0-2). Returns 0, or -1 after logging why; *a
+// run a group in ZeRO stages 0-2, DQN in stage 3 too). Returns 0, or -1 after logging why; *a
 // is zeroed on failure.
 int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group);
 void algo_fini(algo_t *a); // frees the trainer; a no-op on a zeroed one
@@ -61,10 +63,10 @@ static inline float algo_step(algo_t *a, const train_batch_t *b, float *prio, me
     return a->ops->step(a->impl, b, prio, mt);
 }
 static inline int64_t algo_steps(const algo_t *a) { return a->ops->steps(a->impl); }
-static inline const float *algo_published(const algo_t *a, size_t *n) {
+static inline const float *algo_published(algo_t *a, size_t *n) {
     return a->ops->published(a->impl, n);
 }
-static inline int algo_save(const algo_t *a, const char *path, const ckpt_extra_t *x) {
+static inline int algo_save(algo_t *a, const char *path, const ckpt_extra_t *x) {
     return a->ops->save(a->impl, path, x);
 }
 static inline int algo_load(algo_t *a, const char *path, ckpt_extra_t *x) {

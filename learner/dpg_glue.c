@@ -66,11 +66,11 @@ static float s_step(void *impl, const train_batch_t *b, float *prio, metrics_t *
 }
 
 static int64_t s_steps(const void *impl) { return train_dpg_steps(impl); }
-static const float *s_published(const void *impl, size_t *n) {
+static const float *s_published(void *impl, size_t *n) {
     *n = train_dpg_published_params(impl);
     return train_dpg_online(impl); // [ mu | Q_1 ] is the prefix of the online model
 }
-static int s_save(const void *impl, const char *path, const ckpt_extra_t *x) {
+static int s_save(void *impl, const char *path, const ckpt_extra_t *x) {
     return train_dpg_save(impl, path, x);
 }
 static int s_load(void *impl, const char *path, ckpt_extra_t *x) {

@@ -20,6 +20,7 @@ struct group {
     int mpi; // MPI_Init was called (and MPI_Finalize is due)
     MPI_Comm comm;
     int64_t comm_ns;
+    MPI_Request pending[GROUP_MAX_PENDING]; // group_iallgather_f32's; MPI_REQUEST_NULL: free
     char yield[16];      // GROUP_YIELD_ENV as MPI_Init found it ("" = no MPI, or too long)
     int yield_defaulted; // group_new set GROUP_YIELD_ENV itself
 };
@@ -82,6 +83,9 @@ group_t *group_new(void) {
     // A communicator of our own, so that nothing else using COMM_WORLD can match our
     // collectives; errors stay fatal (a broken group cannot go on).
     MPI_Comm_dup(MPI_COMM_WORLD, &g->comm);
+    for (int i = 0; i < GROUP_MAX_PENDING; i++) {
+        g->pending[i] = MPI_REQUEST_NULL;
+    }
     MPI_Comm_rank(g->comm, &g->rank);
     MPI_Comm_size(g->comm, &g->size);
     if (g->size > GROUP_MAX_RANKS) {
@@ -167,6 +171,47 @@ void group_allgather_f32(group_t *self, float *buf, const int *counts, const int
     }
     int64_t t0 = clock_now_ns();
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, self->comm);
+    self->comm_ns += clock_now_ns() - t0;
+}
+
+int group_iallgather_f32(group_t *self, float *buf, const int *counts, const int *displs) {
+    if (!self->mpi) {
+        return -1; // complete: a group of one holds every block already
+    }
+    int h = 0;
+    while (h < GROUP_MAX_PENDING && self->pending[h] != MPI_REQUEST_NULL) {
+        h++;
+    }
+    APEX_ASSERT(h < GROUP_MAX_PENDING); // the caller waits for its requests
+    int64_t t0 = clock_now_ns();
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, self->comm,
+                    &self->pending[h]);
+    self->comm_ns += clock_now_ns() - t0;
+    return h;
+}
+
+void group_wait(group_t *self, int handle) {
+    if (handle < 0) {
+        return;
+    }
+    APEX_ASSERT(self->mpi && handle < GROUP_MAX_PENDING &&
+                self->pending[handle] != MPI_REQUEST_NULL);
+    int64_t t0 = clock_now_ns();
+    MPI_Wait(&self->pending[handle], MPI_STATUS_IGNORE); // sets it to MPI_REQUEST_NULL
+    self->comm_ns += clock_now_ns() - t0;
+}
+
+void group_gather_f32(group_t *self, const float *send, float *recv, const int *counts,
+                      const int *displs) {
+    if (!self->mpi) {
+        if (recv != send) {
+            memmove(recv + displs[0], send, (size_t)counts[0] * sizeof(float));
+        }
+        return;
+    }
+    int64_t t0 = clock_now_ns();
+    MPI_Gatherv(send, counts[self->rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, 0,
+                self->comm);
     self->comm_ns += clock_now_ns() - t0;
 }
 

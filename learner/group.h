@@ -9,7 +9,9 @@
 // Collectives over float arrays, all SUM, all on MPI_COMM_WORLD's duplicate:
 //   group_allreduce_f32         in place (ZeRO stage 0: plain data-parallel gradients)
 //   group_reduce_scatter_f32    recvcounts per rank (the shards of group_shard_range)
-//   group_allgather_f32         in place, rank r's block at displs[r]
+//   group_allgather_f32         in place, rank r's block at displs[r]; group_iallgather_f32
+//                               the same, non-blocking (group_wait)
+//   group_gather_f32            rank r's block to rank 0 only
 //   group_allreduce_f64         a few doubles (the global gradient norm)
 //   group_round                 a few doubles, waiting by sleeping (see below)
 // The blocking calls rely on OpenMPI's progress loop, which with mpi_yield_when_idle = 1
@@ -45,6 +47,7 @@
 #define GROUP_ROUND_SLEEP_MAX_US 500
 #define GROUP_STOP_ABORT_MS 10000 // a stopping rank's round waits this long, then MPI_Abort
 #define GROUP_MAX_RANKS 4096
+#define GROUP_MAX_PENDING 4 // non-blocking collectives outstanding at once
 #define GROUP_YIELD_ENV "OMPI_MCA_mpi_yield_when_idle" // set to 1 by group_new when unset
 
 typedef struct group group_t;
@@ -91,6 +94,17 @@ void group_reduce_scatter_f32(group_t *self, const float *send, float *recv, con
 // buf (sum(counts) floats): every rank's block [displs[r], displs[r] + counts[r]) is sent
 // from its own place to all others.
 void group_allgather_f32(group_t *self, float *buf, const int *counts, const int *displs);
+// group_allgather_f32 started and left to run (ZeRO stage 3 brings the next layer while the
+// current one computes): returns a handle for group_wait, which must be called before buf is
+// read or counts and displs change. Without MPI the call is complete at once (handle -1).
+// At most GROUP_MAX_PENDING at a time; every rank starts them in the same order (MPI's rule
+// for collectives, blocking or not).
+int group_iallgather_f32(group_t *self, float *buf, const int *counts, const int *displs);
+void group_wait(group_t *self, int handle);
+// Rank 0 receives every rank's send (counts[r] floats) at recv + displs[r]; recv is not read
+// on the other ranks (NULL is fine). Without MPI: send moves to recv + displs[0].
+void group_gather_f32(group_t *self, const float *send, float *recv, const int *counts,
+                      const int *displs);
 // One synchronisation round: x[0..n) = the sum over ranks, waiting by sleeping (see top).
 // n <= 32.
 void group_round(group_t *self, double *x, int n);

@@ -394,9 +394,14 @@ static uint64_t s_bad_messages(const learner_t *l) {
 // ---------------------------------------------------------------------------------------
 // Training, publishing, checkpoints
 
+// Every rank of a group at the same update (ZeRO stage 3 gathers the weights to rank 0);
+// rank 0 publishes.
 static void s_publish(learner_t *l) {
     size_t n;
     const float *p = algo_published(&l->algo, &n);
+    if (l->round.rank != 0) {
+        return;
+    }
     wire_weights_t w = {.version = ++l->weights_version,
                         .learner_step = (uint64_t)algo_steps(&l->algo),
                         .env_frames = metrics_frames(&l->metrics),
@@ -417,7 +422,7 @@ static void s_train_one(learner_t *l, const prefetch_batch_t *b) {
     atomic_store_explicit(&l->updates, algo_steps(&l->algo), memory_order_relaxed);
     mt->sampled_rows += (uint64_t)b->batch.size;
     mt->last_loss = loss;
-    if (l->round.rank == 0 && mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
+    if (mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
         s_publish(l);
     }
     mt->net_ns += clock_now_ns() - t0;
@@ -575,13 +580,13 @@ int learner_run(learner_t *self) {
     if (self->group) {
         train_memory_t m;
         algo_memory(&self->algo, &m);
-        log_info("rank %d memory: params %zu, gradients %zu, optimizer state %zu bytes",
-                 self->round.rank, m.param_bytes, m.grad_bytes, m.opt_bytes);
+        log_info("rank %d memory: params %zu, gradients %zu, optimizer state %zu, gathered "
+                 "layers %zu, publish buffer %zu bytes",
+                 self->round.rank, m.param_bytes, m.grad_bytes, m.opt_bytes, m.gather_bytes,
+                 m.publish_bytes);
     }
     s_checkpoint(self);
-    if (self->round.rank == 0) {
-        s_publish(self); // requests from now on are answered with these (or newer) weights
-    }
+    s_publish(self); // requests from now on are answered with these (or newer) weights
     prefetch_issue(self->prefetch, s_beta(self), clock_now_ms());
     loop_run(self->loop);
     // A rank that stopped on its own (signal, max_steps, learner_stop) tells the others in one

@@ -22,6 +22,20 @@
 // Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE
 // S8). Three nn states rather than one: online(s') and target(s') run before online(s),
 // and backward needs online(s)'s activations intact, so each pass keeps its own.
+// Stage 3: one network's layers brought to this rank (see train.h). Two slots, each the
+// largest layer's size: the layer a pass works on and the one it will ask for next, which
+// travels (a non-blocking all-gather) while the current one computes.
+typedef struct {
+    struct trainer *tr;
+    const float *shard; // this rank's shard of the network's flat array
+    float *slot[2];
+    int layer[2];  // the layer a slot holds or is receiving, -1: none
+    int handle[2]; // its all-gather while in flight (group_iallgather_f32), else -2
+    int cur;       // the slot fetch returned last
+    nn_linear_t view[2];
+    uint64_t gathers; // layers all-gathered since trainer_new (tests, benchmarks)
+} s_gather_t;
+
 struct trainer {
     train_config_t cfg;
     nn_params_t online;
@@ -49,6 +63,11 @@ struct trainer {
     int *piece_counts;    // (n_ranks) stage 2: one piece's share of each rank
     float *gshard;        // stage 2: this rank's averaged gradient (shard_n floats)
     nn_pieces_t pieces;   // stage 2: the piece buffer and its reduce-scatter
+    // Stage 3: online and target are fetched networks (nn_params_fetched) over these shards.
+    float *online_shard, *target_shard; // shard_n floats each
+    s_gather_t gather[2];               // online, target
+    int *lcounts, *ldispls;             // (n_layers x n_ranks) each layer's blocks by rank
+    float *full;                        // rank 0: the whole online or target array, gathered
     train_memory_t mem;
     uint64_t skipped;       // steps whose gradient was not finite (s_step_ok)
     log_limiter_t skip_log; // one line per SKIP_LOG_INTERVAL_MS about them
@@ -64,6 +83,7 @@ void train_config_default(train_config_t *cfg) {
     cfg->huber_delta = 1.0f;
     cfg->target_update = 2500;
     cfg->priority_eps = 1e-6f;
+    cfg->zero_prefetch = 1;
 }
 
 void train_config_from_run(train_config_t *t, const apex_config_t *c) {
@@ -183,10 +203,157 @@ static void s_piece_done(void *arg, const float *piece, size_t offset, size_t n)
     group_reduce_scatter_f32(self->group, piece, recv, self->piece_counts);
 }
 
+// ----------------------------------------------------------------------------
+// stage 3: layers gathered on demand
+
+// Starts bringing layer l into slot i: this rank's part of it from its shard, the other
+// ranks' parts by a non-blocking all-gather (complete at once without MPI).
+static void s_gather_start(s_gather_t *g, int i, int l) {
+    trainer_t *t = g->tr;
+    const nn_params_t *p = &t->online; // the layout (online and target share it)
+    size_t lo = p->off[l], len = nn_layer_floats(p, l);
+    size_t a = APEX_MAX(lo, t->shard_off), b = APEX_MIN(lo + len, t->shard_off + t->shard_n);
+    if (b > a) {
+        memcpy(g->slot[i] + (a - lo), g->shard + (a - t->shard_off), (b - a) * sizeof(float));
+    }
+    const int *counts = t->lcounts + (size_t)l * t->n_ranks;
+    const int *displs = t->ldispls + (size_t)l * t->n_ranks;
+    g->handle[i] = t->group ? group_iallgather_f32(t->group, g->slot[i], counts, displs) : -1;
+    g->layer[i] = l;
+    const nn_linear_t *L = &p->layer[l];
+    g->view[i] = (nn_linear_t){g->slot[i], g->slot[i] + (size_t)L->out_dim * L->in_dim, L->in_dim,
+                               L->out_dim};
+    g->gathers++;
+}
+
+static void s_gather_wait(s_gather_t *g, int i) {
+    if (g->handle[i] != -2) {
+        if (g->tr->group) {
+            group_wait(g->tr->group, g->handle[i]);
+        }
+        g->handle[i] = -2;
+    }
+}
+
+// The parameters changed (an optimizer step, a target sync): nothing held is current.
+static void s_gather_invalidate(s_gather_t *g) {
+    for (int i = 0; i < 2; i++) {
+        s_gather_wait(g, i);
+        g->layer[i] = -1;
+    }
+}
+
+// nn_fetch_fn: layer l, from a slot when it holds it (brought ahead, or still there from an
+// earlier pass since the last step), else gathered now; then layer next set off into the
+// other slot unless a slot holds it.
+static const nn_linear_t *s_fetch(void *arg, int l, int next) {
+    s_gather_t *g = arg;
+    int i = g->layer[0] == l ? 0 : g->layer[1] == l ? 1 : -1;
+    if (i < 0) {
+        i = 1 - g->cur; // the slot the pass is not reading
+        s_gather_wait(g, i);
+        s_gather_start(g, i, l);
+    }
+    s_gather_wait(g, i);
+    g->cur = i;
+    if (next >= 0 && g->layer[0] != next && g->layer[1] != next) {
+        int j = 1 - i;
+        s_gather_wait(g, j);
+        s_gather_start(g, j, next);
+        if (!g->tr->cfg.zero_prefetch) {
+            s_gather_wait(g, j); // measured against: the same gathers, no overlap
+        }
+    }
+    return &g->view[i];
+}
+
+// Each layer's blocks by rank: the part of [off, off + len) in rank r's shard, placed at its
+// offset in the layer.
+static void s_layer_blocks(trainer_t *self) {
+    const nn_params_t *p = &self->online;
+    size_t nr = (size_t)self->n_ranks;
+    self->lcounts = xmalloc((size_t)p->n_layers * nr * sizeof(int));
+    self->ldispls = xmalloc((size_t)p->n_layers * nr * sizeof(int));
+    for (int l = 0; l < p->n_layers; l++) {
+        size_t lo = p->off[l], hi = lo + nn_layer_floats(p, l);
+        for (int r = 0; r < self->n_ranks; r++) {
+            size_t so = (size_t)self->displs[r], se = so + (size_t)self->counts[r];
+            size_t a = APEX_MAX(lo, so), b = APEX_MIN(hi, se);
+            self->lcounts[(size_t)l * nr + r] = b > a ? (int)(b - a) : 0;
+            self->ldispls[(size_t)l * nr + r] = b > a ? (int)(a - lo) : 0;
+        }
+    }
+}
+
+// Stage 3's networks: the shards, the fetched views, two slots per network.
+static void s_alloc_stage3(trainer_t *self) {
+    const nn_config_t *net = &self->cfg.net;
+    nn_params_view(&self->online, net, NULL); // the layout; the views come below
+    size_t n = self->online.num_params, largest = 0;
+    for (int l = 0; l < self->online.n_layers; l++) {
+        largest = APEX_MAX(largest, nn_layer_floats(&self->online, l));
+    }
+    xalloc_tally_t params, target, gather, full;
+    xalloc_tally_begin(&params);
+    size_t sn = APEX_MAX(self->shard_n, (size_t)1);
+    self->online_shard = xaligned_alloc(sn * sizeof(float));
+    xalloc_tally_begin(&target);
+    self->target_shard = xaligned_alloc(sn * sizeof(float));
+    xalloc_tally_end(&target);
+    xalloc_tally_end(&params);
+    self->mem.target_bytes = target.bytes;
+    xalloc_tally_begin(&gather);
+    float *shards[2] = {self->online_shard, self->target_shard};
+    nn_params_t *nets[2] = {&self->online, &self->target};
+    for (int k = 0; k < 2; k++) {
+        s_gather_t *g = &self->gather[k];
+        *g = (s_gather_t){.tr = self, .shard = shards[k], .layer = {-1, -1}, .handle = {-2, -2}};
+        for (int i = 0; i < 2; i++) {
+            g->slot[i] = xaligned_alloc(largest * sizeof(float));
+        }
+        nn_params_fetched(nets[k], net, s_fetch, g);
+    }
+    s_layer_blocks(self);
+    xalloc_tally_end(&gather);
+    xalloc_tally_begin(&full);
+    if (self->rank == 0) {
+        self->full = xaligned_alloc(n * sizeof(float));
+    }
+    xalloc_tally_end(&full);
+    self->mem.param_bytes = params.bytes;
+    self->mem.gather_bytes = gather.bytes;
+    self->mem.publish_bytes = full.bytes;
+}
+
+// Stage 3's initial parameters: the single learner's draws (nn_params_init_random's order),
+// one layer at a time in a slot, each rank keeping its part.
+static void s_init_stage3(trainer_t *self, rng_t *init) {
+    s_gather_t *g = &self->gather[0];
+    for (int l = 0; l < self->online.n_layers; l++) {
+        const nn_linear_t *L = &self->online.layer[l];
+        nn_linear_t v = {g->slot[0], g->slot[0] + (size_t)L->out_dim * L->in_dim, L->in_dim,
+                         L->out_dim};
+        nn_layer_init_random(&v, init);
+        size_t lo = self->online.off[l], len = nn_layer_floats(&self->online, l);
+        size_t a = APEX_MAX(lo, self->shard_off);
+        size_t b = APEX_MIN(lo + len, self->shard_off + self->shard_n);
+        if (b > a) {
+            memcpy(self->online_shard + (a - self->shard_off), g->slot[0] + (a - lo),
+                   (b - a) * sizeof(float));
+        }
+    }
+    memcpy(self->target_shard, self->online_shard, self->shard_n * sizeof(float));
+}
+
+// This rank's shard of the online parameters, which its optimizer steps.
+static float *s_owned(trainer_t *self) {
+    return self->zero == 3 ? self->online_shard : self->online.data + self->shard_off;
+}
+
 // The group's shards and buffers (see train.h); the classic buffers otherwise.
 static void s_alloc_training(trainer_t *self, group_t *group) {
     const nn_config_t *net = &self->cfg.net;
-    size_t n = self->online.num_params;
+    size_t n = nn_num_params(net);
     self->zero = group && (group_size(group) > 1 || self->cfg.zero_stage > 0) ? self->cfg.zero_stage
                                                                               : -1;
     self->group = self->zero >= 0 ? group : NULL;
@@ -209,12 +376,25 @@ static void s_alloc_training(trainer_t *self, group_t *group) {
     }
     // train_memory_t is what the allocator was asked for (xalloc tallies), not a formula:
     // the memory test checks it against ZeRO's sizes, which a formula here would restate.
+    if (self->zero == 3) {
+        s_alloc_stage3(self);
+    } else {
+        xalloc_tally_t params, target;
+        xalloc_tally_begin(&params);
+        nn_params_init(&self->online, net);
+        xalloc_tally_begin(&target);
+        nn_params_init(&self->target, net);
+        xalloc_tally_end(&target);
+        xalloc_tally_end(&params);
+        self->mem.param_bytes = params.bytes;
+        self->mem.target_bytes = target.bytes;
+    }
     xalloc_tally_t opt, grad;
     xalloc_tally_begin(&opt);
     optim_init(&self->optim, &self->cfg.optim, self->shard_n);
     xalloc_tally_end(&opt);
     xalloc_tally_begin(&grad);
-    if (self->zero == 2) {
+    if (self->zero >= 2) {
         // No full-size gradient: the piece buffer plus this rank's shard of the gradient.
         size_t cap = group_shard_max(n, self->n_ranks) / ZERO_PIECE_DIV;
         cap = APEX_MAX(cap, nn_piece_min(net));
@@ -235,8 +415,8 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     if (s_config_check(cfg) != APEX_OK) {
         return NULL;
     }
-    if (cfg->zero_stage < 0 || cfg->zero_stage > 2) {
-        log_error("trainer config: zero_stage must be 0, 1 or 2");
+    if (cfg->zero_stage < 0 || cfg->zero_stage > 3) {
+        log_error("trainer config: zero_stage must be 0, 1, 2 or 3");
         return NULL;
     }
     blas_gemm_fn gemm;
@@ -246,13 +426,9 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     trainer_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
     const nn_config_t *net = &cfg->net;
-    xalloc_tally_t params;
-    xalloc_tally_begin(&params);
-    nn_params_init(&self->online, net);
-    nn_params_init(&self->target, net);
-    xalloc_tally_end(&params);
-    self->mem.param_bytes = params.bytes;
     s_alloc_training(self, group);
+    xalloc_tally_t work;
+    xalloc_tally_begin(&work);
     nn_state_init(&self->st_obs, net, cfg->batch_size, 1);
     nn_state_init(&self->st_next_online, net, cfg->batch_size, 0);
     nn_state_init(&self->st_next_target, net, cfg->batch_size, 0);
@@ -266,12 +442,18 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     self->dq = xaligned_alloc(ba);
     self->y = xaligned_alloc((size_t)cfg->batch_size * sizeof(float));
     self->td = xaligned_alloc((size_t)cfg->batch_size * sizeof(float));
+    xalloc_tally_end(&work);
+    self->mem.work_bytes = work.bytes;
     // Network init draws from its own stream, so the learner RNG's sequence (checkpointed)
     // does not depend on the network's size.
     rng_t init;
     rng_init_stream(&init, cfg->seed, RNG_ROLE_NET_INIT, 0);
-    nn_params_init_random(&self->online, &init);
-    nn_params_copy(&self->target, &self->online);
+    if (self->zero == 3) {
+        s_init_stage3(self, &init);
+    } else {
+        nn_params_init_random(&self->online, &init);
+        nn_params_copy(&self->target, &self->online);
+    }
     rng_init_stream(&self->rng, cfg->seed, RNG_ROLE_LEARNER, 0);
     return self;
 }
@@ -297,6 +479,16 @@ void trainer_destroy(trainer_t **self_p) {
     xfree(self->counts);
     xfree(self->displs);
     xfree(self->piece_counts);
+    for (int k = 0; k < 2 && self->zero == 3; k++) {
+        s_gather_invalidate(&self->gather[k]);
+        xfree(self->gather[k].slot[0]);
+        xfree(self->gather[k].slot[1]);
+    }
+    xfree(self->online_shard);
+    xfree(self->target_shard);
+    xfree(self->full);
+    xfree(self->lcounts);
+    xfree(self->ldispls);
     nn_params_fini(&self->target);
     nn_params_fini(&self->online);
     xfree(self);
@@ -351,10 +543,14 @@ static float s_sharded_update(trainer_t *self) {
     double norm = sqrt(ss);
     if (s_step_ok(self, norm)) {
         optim_clip_scale(g, self->shard_n, norm, self->cfg.grad_clip);
-        optim_step(&self->optim, self->online.data + self->shard_off, g);
+        optim_step(&self->optim, s_owned(self), g);
     }
-    // Collective: every rank calls it, stepped or not.
-    group_allgather_f32(self->group, self->online.data, self->counts, self->displs);
+    if (self->zero == 3) {
+        s_gather_invalidate(&self->gather[0]); // the next pass gathers the new values
+    } else {
+        // Collective: every rank calls it, stepped or not.
+        group_allgather_f32(self->group, self->online.data, self->counts, self->displs);
+    }
     return (float)norm;
 }
 
@@ -384,7 +580,7 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
         }
     }
     // (3) backward; nn_backward accumulates, so start from zero.
-    if (self->zero == 2) {
+    if (self->zero >= 2) {
         nn_backward_pieces(&self->st_obs, &self->online, &self->pieces, self->dq, B);
     } else {
         nn_params_zero(&self->grads);
@@ -399,7 +595,12 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
     // Hard target update (DQN): every target_update steps, counted after this step, so
     // the first sync happens after exactly target_update updates.
     if (self->step % self->cfg.target_update == 0) {
-        nn_params_copy(&self->target, &self->online);
+        if (self->zero == 3) {
+            memcpy(self->target_shard, self->online_shard, self->shard_n * sizeof(float));
+            s_gather_invalidate(&self->gather[1]);
+        } else {
+            nn_params_copy(&self->target, &self->online);
+        }
     }
     int64_t t3 = clock_now_ns();
     if (stats) {
@@ -411,6 +612,17 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
         *stats = (train_stats_t){loss, norm, (float)(qsum / B), t1 - t0, t2 - t1, t3 - t2, comm};
     }
     return loss;
+}
+
+const float *trainer_gather(trainer_t *self, int which) {
+    APEX_ASSERT(which == 0 || which == 1);
+    if (self->zero != 3) {
+        return which ? self->target.data : self->online.data;
+    }
+    const float *shard = which ? self->target_shard : self->online_shard;
+    // Straight into rank 0's buffer: no rank ever holds a second whole copy.
+    group_gather_f32(self->group, shard, self->full, self->counts, self->displs);
+    return self->rank == 0 ? self->full : NULL;
 }
 
 const nn_params_t *trainer_online(const trainer_t *self) { return &self->online; }
@@ -505,7 +717,7 @@ static void s_header(const trainer_t *self, ckpt_header_t *hdr, const ckpt_extra
 // Everything that trainer_step reads and that is not derived from the config goes into the
 // file: params, target, both moments, both step counters (optimizer's t drives Adam's bias
 // correction) and the RNG, which is what makes a resumed run bit-identical.
-int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *extra) {
+int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra) {
     ckpt_header_t hdr;
     s_header(self, &hdr, extra);
     if (self->zero < 1) {
@@ -536,13 +748,29 @@ int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *ex
     if (rc != APEX_OK) {
         return rc; // the committed set is untouched; the partial new one is deleted next time
     }
-    if (self->rank == 0) {
-        hdr.extra.user[CKPT_USER_OPT_SHARDS] = (uint64_t)self->n_ranks;
+    hdr.extra.user[CKPT_USER_OPT_SHARDS] = (uint64_t)self->n_ranks;
+    if (self->zero == 3) {
+        // Online, then target, each gathered whole to rank 0 and written before the next:
+        // every rank takes part in both gathers whatever rank 0's file does.
+        ckpt_writer_t *w = NULL;
+        if (self->rank == 0) {
+            rc = ckpt_writer_open(&w, path, &hdr, 2);
+        }
+        for (int k = 0; k < 2; k++) {
+            const float *x = trainer_gather(self, k);
+            if (w) {
+                rc = ckpt_writer_append(w, x, self->online.num_params);
+            }
+        }
+        if (w) {
+            rc = ckpt_writer_commit(&w);
+        }
+    } else if (self->rank == 0) {
         const float *arrays[2] = {self->online.data, self->target.data};
         rc = ckpt_write(path, &hdr, arrays, 2);
-        if (rc == APEX_OK) {
-            s_remove_stale_shards(path, hdr.learner_step, self->n_ranks);
-        }
+    }
+    if (self->rank == 0 && rc == APEX_OK) {
+        s_remove_stale_shards(path, hdr.learner_step, self->n_ranks);
     }
     return s_agree(self, rc, 1);
 }
@@ -603,9 +831,16 @@ int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out) {
         rc = APEX_EINVAL;
     }
     rc = s_agree(self, rc, 0);
-    if (rc == APEX_OK) {
+    if (rc == APEX_OK && self->zero == 3) {
+        memcpy(self->online_shard, arrays[0] + self->shard_off, self->shard_n * sizeof(float));
+        memcpy(self->target_shard, arrays[1] + self->shard_off, self->shard_n * sizeof(float));
+        s_gather_invalidate(&self->gather[0]);
+        s_gather_invalidate(&self->gather[1]);
+    } else if (rc == APEX_OK) {
         memcpy(self->online.data, arrays[0], n * sizeof(float));
         memcpy(self->target.data, arrays[1], n * sizeof(float));
+    }
+    if (rc == APEX_OK) {
         memcpy(self->optim.m, arrays[2] + self->shard_off, self->shard_n * sizeof(float));
         memcpy(self->optim.v, arrays[3] + self->shard_off, self->shard_n * sizeof(float));
         self->optim.step = (int64_t)hdr.optim_step;

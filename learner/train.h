@@ -33,10 +33,24 @@
 //   stages 1, 2: global norm = sqrt(all-reduce of the shards' sums of squares), the
 //            single-learner clip applied to the shard, the optimizer stepping the shard
 //            with its shard of the moments, then all-gather of the parameters.
+//   stage 3: the parameters are sharded too (Rajbhandari et al.'s P_os+g+p): each rank keeps
+//            its shard of online and of target and nothing whole. A pass asks for each layer
+//            just before it runs it (nn_params_fetched): the layer is all-gathered into one
+//            of two slots per network, and the next layer's all-gather is started (non-
+//            blocking) so that it travels while the current one computes; backward gathers
+//            again from the head down (the head and the layer below it are still in the
+//            slots), its gradient pieces reduce-scattered as in stage 2; the optimizer steps
+//            the shard and nothing is all-gathered after the step. Per rank: 8/N bytes of
+//            parameters per parameter plus two slots of the largest layer per network. What
+//            the learner publishes and checkpoints is gathered to rank 0 (trainer_gather).
 // The effective batch is N x batch and the result equals one learner's on the concatenated
 // batches up to the order of float additions. Every rank syncs its target on the same step.
 // Communication per step: 2 x 4 bytes x num_params x (N-1)/N per rank (a ring all-reduce's
-// volume; stages 1 and 2 move the same as stage 0), plus a few doubles.
+// volume; stages 1 and 2 move the same as stage 0), plus a few doubles. Stage 3 gathers each
+// layer once per pass that needs it, not once per step: about 3 all-gathers of the online
+// network (online(s'), online(s), backward less the two layers still held) and one of the
+// target, ~2.5x stage 2's volume, which is ZeRO's 1.5x with a target network and double DQN's
+// extra pass.
 #ifndef APEX_TRAIN_H
 #define APEX_TRAIN_H
 
@@ -59,7 +73,9 @@ typedef struct {
     int64_t target_update; // steps between target syncs (>= 1)
     float priority_eps;    // added to |delta| in the new priorities
     uint64_t seed;         // [run] seed: network init and the learner RNG derive from it
-    int zero_stage;        // 0, 1, 2: a learner group's sharding (above); unused without one
+    int zero_stage;        // 0-3: a learner group's sharding (above); unused without one
+    int zero_prefetch;     // stage 3: 1 (default) brings the next layer during the current
+                           // one's compute; 0 gathers each when asked (to measure the overlap)
     int precision;         // train_precision of every pass's products (below); 0 = fp32
 } train_config_t;
 
@@ -87,9 +103,16 @@ int train_precision_here(int precision, blas_gemm_fn *gemm);
 // measured, as what its constructor asked the x* allocators for while building each part
 // (xalloc tallies; 64-byte rounding included), not computed from the sizes.
 typedef struct {
-    size_t param_bytes; // online + target
-    size_t grad_bytes;  // full gradient, or (stage 2) this rank's shard and the piece buffer
-    size_t opt_bytes;   // optimizer moments (m and v) of this rank's shard
+    size_t param_bytes;   // online + target (stage 3: this rank's shard of each)
+    size_t target_bytes;  // of which the target's
+    size_t grad_bytes;    // full gradient, or (stages 2, 3) this rank's shard and the piece buffer
+    size_t opt_bytes;     // optimizer moments (m and v) of this rank's shard
+    size_t gather_bytes;  // stage 3: the layers gathered for a pass (two slots per network of
+                          // the largest layer) and the layer tables
+    size_t publish_bytes; // stage 3, rank 0: the whole array gathered for publishing and
+                          // checkpoints (trainer_gather)
+    size_t work_bytes;    // the passes' activations and scratch (three nn states) and the
+                          // per-batch buffers, for batch_size
 } train_memory_t;
 
 #define ZERO_PIECE_DIV 4 // stage 2's piece buffer: the shard / this
@@ -146,7 +169,15 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
 
 // Borrowed views, valid until trainer_destroy. num_params floats in online->data are what
 // the learner publishes; trainer_load overwrites them in place.
+// The online network. In stage 3 a fetched network (nn_params_fetched): the layout, no data;
+// its values only through trainer_gather.
 const nn_params_t *trainer_online(const trainer_t *self);
+// The whole online (which 0) or target (1) parameter array, what the learner publishes and
+// checkpoints. Stages 0-2 and a single learner: the trainer's own array, on every rank, no
+// communication. Stage 3: collective (every rank calls it at the same point), gathered to
+// rank 0 into its publish buffer, which it returns (valid until the next trainer_gather or
+// trainer_step); NULL on the other ranks.
+const float *trainer_gather(trainer_t *self, int which);
 const nn_params_t *trainer_target(const trainer_t *self);
 size_t trainer_num_params(const trainer_t *self);
 int64_t trainer_steps(const trainer_t *self); // updates done (restored by load)
@@ -166,7 +197,9 @@ uint64_t trainer_skipped_steps(const trainer_t *self);
 // manifest, and its atomic rename commits the set. Stage 0 and a single learner write the
 // moments into path itself (4 arrays). After a commit, rank 0 deletes shard files of other
 // sets. Every rank returns the same code.
-int trainer_save(const trainer_t *self, const char *path, const ckpt_extra_t *extra);
+// Stage 3 gathers online and target whole to rank 0 one after the other (trainer_gather)
+// and writes them through ckpt_writer: the same files as stages 1 and 2.
+int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra);
 // Restores everything trainer_save wrote, so training continues exactly. Validates the
 // file against this trainer's network and optimizer kind; on error (apex_err from
 // ckpt_read, or APEX_EINVAL for an optimizer mismatch) the trainer is unchanged.

@@ -261,7 +261,8 @@ train_dpg_t *train_dpg_new_group(const train_dpg_config_t *cfg, struct group *gr
     self->m = s_floats(nm);
     self->v = s_floats(nm);
     xalloc_tally_end(&opt);
-    self->mem = (train_memory_t){params.bytes, grad.bytes, opt.bytes};
+    self->mem = (train_memory_t){
+        .param_bytes = params.bytes, .grad_bytes = grad.bytes, .opt_bytes = opt.bytes};
     s_views(self);
     optim_view(&self->actor_opt, &cfg->actor_optim, self->ra.s_n, self->m, self->v);
     optim_view(&self->critic_opt, &cfg->critic_optim, self->rc.s_n, self->m + self->ra.s_n,

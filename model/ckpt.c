@@ -149,6 +149,100 @@ int ckpt_write_as(const char *path, const char *magic, ckpt_header_t *hdr,
     return s_write(path, hdr, arrays, n_arrays, (size_t)hdr->num_params);
 }
 
+// The writer in steps (ckpt_writer_*): path.tmp holds a header of zeros until commit, when
+// the payload's checksum is known; then fileio_atomic_write's fsync, rename, fsync of the
+// directory.
+struct ckpt_writer {
+    char path[4096], tmp[4096 + 8];
+    int fd;
+    int rc; // the first error, APEX_OK until one
+    ckpt_header_t hdr;
+    uint64_t want, got; // payload bytes expected, written
+    uint32_t crc;
+};
+
+static int s_writer_fail(ckpt_writer_t *w, const char *what, int e) {
+    if (w->rc == APEX_OK) {
+        log_error("%s: %s failed: %s (the previous %s is intact)", w->tmp, what, strerror(e),
+                  w->path);
+        w->rc = fileio_errno_to_apex(e);
+    }
+    return w->rc;
+}
+
+int ckpt_writer_open(ckpt_writer_t **out, const char *path, ckpt_header_t *hdr, int n_arrays) {
+    APEX_ASSERT(n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);
+    ckpt_writer_t *w = xcalloc(1, sizeof *w);
+    *out = w;
+    w->fd = -1;
+    memcpy(hdr->magic, CKPT_MAGIC, 8);
+    hdr->n_arrays = (uint32_t)n_arrays;
+    hdr->payload_bytes = hdr->num_params * sizeof(float) * (uint64_t)n_arrays;
+    w->hdr = *hdr;
+    w->want = hdr->payload_bytes;
+    if ((size_t)snprintf(w->path, sizeof w->path, "%s", path) >= sizeof w->path) {
+        log_error("%s: path too long", path);
+        return w->rc = APEX_EINVAL;
+    }
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        return s_writer_fail(w, "create", errno);
+    }
+    ckpt_header_t zero;
+    memset(&zero, 0, sizeof zero);
+    int e = fileio_write_all(w->fd, &zero, sizeof zero);
+    return e ? s_writer_fail(w, "write", e) : APEX_OK;
+}
+
+int ckpt_writer_append(ckpt_writer_t *w, const float *x, size_t n) {
+    size_t bytes = n * sizeof(float);
+    if (w->rc != APEX_OK) {
+        return w->rc;
+    }
+    APEX_ASSERT(w->got + bytes <= w->want); // the caller's count
+    w->crc = fileio_crc32c(w->crc, x, bytes);
+    w->got += bytes;
+    int e = fileio_write_all(w->fd, x, bytes);
+    return e ? s_writer_fail(w, "write", e) : APEX_OK;
+}
+
+int ckpt_writer_commit(ckpt_writer_t **wp) {
+    ckpt_writer_t *w = *wp;
+    *wp = NULL;
+    int rc = w->rc;
+    if (rc == APEX_OK) {
+        APEX_ASSERT(w->got == w->want);
+        w->hdr.payload_crc32c = w->crc;
+        w->hdr.header_crc32c = s_header_crc(&w->hdr);
+        ssize_t n = pwrite(w->fd, &w->hdr, sizeof w->hdr, 0);
+        if (n != (ssize_t)sizeof w->hdr) {
+            rc = s_writer_fail(w, "write", n < 0 ? errno : EIO);
+        } else if (fsync(w->fd) < 0) {
+            rc = s_writer_fail(w, "fsync", errno);
+        }
+    }
+    if (w->fd >= 0 && close(w->fd) < 0 && rc == APEX_OK) {
+        rc = s_writer_fail(w, "close", errno);
+    }
+    if (rc == APEX_OK && rename(w->tmp, w->path) < 0) {
+        rc = s_writer_fail(w, "rename", errno);
+    }
+    if (rc != APEX_OK) {
+        if (w->fd >= 0) {
+            unlink(w->tmp);
+        }
+    } else {
+        int e = fileio_fsync_dir(w->path);
+        if (e != 0) {
+            log_error("%s: fsync of directory failed: %s", w->path, strerror(e));
+            rc = APEX_EIO;
+        }
+    }
+    xfree(w);
+    return rc;
+}
+
 // ----------------------------------------------------------------------------
 // reading
 

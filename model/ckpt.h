@@ -105,6 +105,19 @@ void ckpt_header_config(const ckpt_header_t *hdr, nn_config_t *cfg);
 // apex_err as above; on error the previous file at path is intact and no .tmp remains.
 int ckpt_write(const char *path, ckpt_header_t *hdr, const float *const arrays[], int n_arrays);
 
+// ckpt_write in steps, for a writer that never holds every array at once (rank 0 of a ZeRO
+// stage 3 learner group gathers them one at a time): open with the header (n_arrays arrays of
+// hdr->num_params floats, magic CKPT_MAGIC), append the floats in order in pieces of any
+// size, commit (asserts the count; writes the header with both checksums, fsync, rename,
+// fsync of the directory: ckpt_write's guarantees). Each returns APEX_OK or the first error
+// (as ckpt_write's, logged once); after one, append does nothing and commit removes the temp
+// file, the previous file at path intact. commit frees the writer, also after an error, and
+// must be called once for every open.
+typedef struct ckpt_writer ckpt_writer_t;
+int ckpt_writer_open(ckpt_writer_t **out, const char *path, ckpt_header_t *hdr, int n_arrays);
+int ckpt_writer_append(ckpt_writer_t *w, const float *x, size_t n);
+int ckpt_writer_commit(ckpt_writer_t **w);
+
 // Reads and validates path against the configured network cfg and n_arrays; on success
 // fills *hdr and copies the payload into arrays[i] (num_params floats each). On any error
 // the arrays and *hdr are left untouched. Allocates one payload-sized buffer (not a hot path).

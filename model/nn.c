@@ -346,9 +346,33 @@ void nn_params_view(nn_params_t *p, const nn_config_t *cfg, float *data) {
     p->n_layers = n / 2;
     // Rows come in (w, b) pairs, one pair per layer with parameters.
     for (int l = 0; l < p->n_layers; l++) {
-        p->layer[l] = (nn_linear_t){p->data + t[2 * l].offset, p->data + t[2 * l + 1].offset,
-                                    t[2 * l].cols, t[2 * l].rows};
+        p->off[l] = t[2 * l].offset;
+        p->layer[l] = (nn_linear_t){data ? data + t[2 * l].offset : NULL,
+                                    data ? data + t[2 * l + 1].offset : NULL, t[2 * l].cols,
+                                    t[2 * l].rows};
     }
+}
+
+void nn_params_fetched(nn_params_t *p, const nn_config_t *cfg, nn_fetch_fn fetch, void *arg) {
+    APEX_ASSERT(fetch);
+    nn_params_view(p, cfg, NULL);
+    p->fetch = fetch;
+    p->fetch_arg = arg;
+}
+
+size_t nn_layer_floats(const nn_params_t *p, int l) {
+    APEX_ASSERT(l >= 0 && l < p->n_layers);
+    return (size_t)p->layer[l].out_dim * ((size_t)p->layer[l].in_dim + 1);
+}
+
+// Layer l's views for a pass that will ask for layer next after it (-1: none).
+static const nn_linear_t *s_layer(const nn_params_t *p, int l, int next) {
+    if (!p->fetch) {
+        return &p->layer[l];
+    }
+    const nn_linear_t *L = p->fetch(p->fetch_arg, l, next);
+    APEX_ASSERT(L->in_dim == p->layer[l].in_dim && L->out_dim == p->layer[l].out_dim);
+    return L;
 }
 
 void nn_params_init(nn_params_t *p, const nn_config_t *cfg) {
@@ -363,28 +387,35 @@ void nn_params_fini(nn_params_t *p) {
     memset(p, 0, sizeof *p);
 }
 
+void nn_layer_init_random(const nn_linear_t *L, rng_t *rng) {
+    // PyTorch: kaiming_uniform(a=sqrt(5)) on W gives bound 1/sqrt(fan_in), as for b;
+    // fan_in = in for nn.Linear and C k k for nn.Conv2d, which is in_dim either way.
+    float bound = 1.0f / sqrtf((float)L->in_dim);
+    size_t nw = (size_t)L->out_dim * L->in_dim;
+    for (size_t i = 0; i < nw; i++) {
+        L->w[i] = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
+    }
+    for (int i = 0; i < L->out_dim; i++) {
+        L->b[i] = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
+    }
+}
+
 void nn_params_init_random(nn_params_t *p, rng_t *rng) {
+    APEX_ASSERT(p->data);
     for (int l = 0; l < p->n_layers; l++) {
-        const nn_linear_t *L = &p->layer[l];
-        // PyTorch: kaiming_uniform(a=sqrt(5)) on W gives bound 1/sqrt(fan_in), as for b;
-        // fan_in = in for nn.Linear and C k k for nn.Conv2d, which is in_dim either way.
-        float bound = 1.0f / sqrtf((float)L->in_dim);
-        size_t nw = (size_t)L->out_dim * L->in_dim;
-        for (size_t i = 0; i < nw; i++) {
-            L->w[i] = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
-        }
-        for (int i = 0; i < L->out_dim; i++) {
-            L->b[i] = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
-        }
+        nn_layer_init_random(&p->layer[l], rng);
     }
 }
 
 void nn_params_copy(nn_params_t *dst, const nn_params_t *src) {
-    APEX_ASSERT(dst->num_params == src->num_params);
+    APEX_ASSERT(dst->num_params == src->num_params && dst->data && src->data);
     memcpy(dst->data, src->data, src->num_params * sizeof(float));
 }
 
-void nn_params_zero(nn_params_t *p) { memset(p->data, 0, p->num_params * sizeof(float)); }
+void nn_params_zero(nn_params_t *p) {
+    APEX_ASSERT(p->data);
+    memset(p->data, 0, p->num_params * sizeof(float));
+}
 
 // ----------------------------------------------------------------------------
 // state
@@ -660,10 +691,10 @@ static nn_linear_t s_conv_piece(const nn_pieces_t *pc, const nn_linear_t *L) {
 // beta = 0 into the piece buffer; the bias rides with the last block when it fits (b
 // follows w in the layout), else it is a piece of its own. Then din as there.
 static void s_linear_backward_pieces(blas_gemm_fn gemm, float *din, const float *dout,
-                                     const float *in, const nn_linear_t *L, const float *base,
+                                     const float *in, const nn_linear_t *L, size_t off_w,
                                      const nn_pieces_t *pc, int B, int in_batch_major) {
     const int in_dim = L->in_dim, out_dim = L->out_dim;
-    const size_t off_w = (size_t)(L->w - base), nw = (size_t)out_dim * in_dim;
+    const size_t nw = (size_t)out_dim * in_dim;
     const int rows = (int)APEX_MIN(pc->capacity / (size_t)in_dim, (size_t)out_dim);
     int bias_done = 0;
     for (int r0 = 0; r0 < out_dim; r0 += rows) {
@@ -792,7 +823,7 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     const nn_config_t *cfg = &s->cfg;
     // [conv2d -> ReLU] x n_conv, the ReLU applied by conv.c while each chunk is in the cache.
     for (int l = from; l < cfg->n_conv; l++) {
-        const nn_linear_t *L = &p->layer[l];
+        const nn_linear_t *L = s_layer(p, l, l + 1);
         conv_input_t in = s_conv_input(s, l);
         conv_forward(s->act[l], &in, L->w, L->b, 1, &s->conv[l], B, s->scratch);
     }
@@ -804,7 +835,7 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     int batch_major = first_linear == 0;
     // [linear -> ReLU] x n_hidden, then the head.
     for (int l = first_linear; l < p->n_layers; l++) {
-        const nn_linear_t *L = &p->layer[l];
+        const nn_linear_t *L = s_layer(p, l, l + 1 < p->n_layers ? l + 1 : -1);
         s_linear_forward(s->gemm, s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, batch_major);
         if (l < p->n_layers - 1) {
             s_relu_forward(s->act[l], (size_t)L->out_dim * B);
@@ -864,8 +895,9 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
                conv_in_features(&sa->conv[0]) * (size_t)B * (sa->in_t_u8 ? 1 : sizeof(float)));
     }
     conv_input_t in = s_conv_input(sa, 0);
-    conv_forward2(sa->act[0], sb->act[0], &in, pa->layer[0].w, pa->layer[0].b, pb->layer[0].w,
-                  pb->layer[0].b, 1, &sa->conv[0], B, sa->scratch);
+    const nn_linear_t *La = s_layer(pa, 0, 1), *Lb = s_layer(pb, 0, 1);
+    conv_forward2(sa->act[0], sb->act[0], &in, La->w, La->b, Lb->w, Lb->b, 1, &sa->conv[0], B,
+                  sa->scratch);
     s_forward_from(sa, pa, obs, 1, B, qa);
     s_forward_from(sb, pb, obs, 1, B, qb);
 }
@@ -874,7 +906,8 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
 static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
                        const nn_pieces_t *pc, const float *dq, int B) {
     const nn_config_t *cfg = &s->cfg;
-    APEX_ASSERT(s->train && B == s->batch && (pc || grads->num_params == p->num_params));
+    APEX_ASSERT(s->train && B == s->batch && (pc || grads->num_params == p->num_params) &&
+                (pc || !p->fetch));
     if (cfg->out_bounded) {
         s_bounded_backward(s->dhead, dq, s->act[p->n_layers - 1], cfg, B);
     } else {
@@ -886,12 +919,12 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
     const float *dout = s->dhead;
     int top = p->n_layers - 1;
     for (int l = top; l >= cfg->n_conv; l--) {
-        const nn_linear_t *L = &p->layer[l];
+        const nn_linear_t *L = s_layer(p, l, l - 1);
         int first = l == 0;
         const float *in = first ? s_mlp_rows(s) : s->act[l - 1];
         float *din = first ? NULL : s->grad[l & 1];
         if (pc) {
-            s_linear_backward_pieces(s->gemm, din, dout, in, L, p->data, pc, B, first);
+            s_linear_backward_pieces(s->gemm, din, dout, in, L, p->off[l], pc, B, first);
         } else {
             nn_linear_t *G = &grads->layer[l];
             s_linear_backward(s->gemm, din, G->w, G->b, dout, in, L->w, B, L->in_dim, L->out_dim,
@@ -904,14 +937,14 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
     }
     for (int l = cfg->n_conv - 1; l >= 0; l--) {
         const conv_shape_t *cs = &s->conv[l];
-        nn_linear_t G = pc ? s_conv_piece(pc, &p->layer[l]) : grads->layer[l];
+        const nn_linear_t *L = s_layer(p, l, l - 1);
+        nn_linear_t G = pc ? s_conv_piece(pc, L) : grads->layer[l];
         float *din = l == 0 ? NULL : s->grad[l & 1];
         // conv.c recomputes each chunk's im2col from the layer's input, kept since forward.
         conv_input_t in = s_conv_input(s, l);
-        conv_backward(din, G.w, G.b, dout, &in, p->layer[l].w, cs, B, s->scratch);
+        conv_backward(din, G.w, G.b, dout, &in, L->w, cs, B, s->scratch);
         if (pc) {
-            pc->done(pc->arg, pc->buf, (size_t)(p->layer[l].w - p->data),
-                     (size_t)G.out_dim * (G.in_dim + 1));
+            pc->done(pc->arg, pc->buf, p->off[l], (size_t)G.out_dim * (G.in_dim + 1));
         }
         if (din) {
             s_relu_backward(din, s->act[l - 1], conv_in_features(cs) * B);
@@ -934,7 +967,8 @@ void nn_backward_input(nn_state_t *s, const nn_params_t *p, const float *dq, int
                        float *din) {
     const nn_config_t *cfg = &s->cfg;
     const nn_linear_t *L0 = &p->layer[0];
-    APEX_ASSERT(s->train && B == s->batch && cfg->n_conv == 0 && p->n_layers == cfg->n_hidden + 1);
+    APEX_ASSERT(s->train && B == s->batch && cfg->n_conv == 0 && p->n_layers == cfg->n_hidden + 1 &&
+                !p->fetch);
     APEX_ASSERT(col0 >= 0 && n >= 1 && col0 + n <= L0->in_dim);
     if (cfg->out_bounded) {
         s_bounded_backward(s->dhead, dq, s->act[p->n_layers - 1], cfg, B);

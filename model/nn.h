@@ -121,11 +121,22 @@ typedef struct {
     int out_dim;
 } nn_linear_t;
 
+// A network whose parameters are not in one array (ZeRO stage 3, learner/train.c: each rank
+// holds a shard, and a layer is all-gathered when a pass needs it): the passes ask for each
+// layer just before they use it, fetch(arg, layer, next), which returns the layer's views
+// (valid until the next fetch on the same network: a pass never uses two layers of one
+// network at once) and may start bringing layer next (-1: none), which the pass will ask for
+// after it.
+typedef const nn_linear_t *(*nn_fetch_fn)(void *arg, int layer, int next);
+
 typedef struct {
-    float *data; // num_params floats, 64-byte aligned, owned
+    float *data; // num_params floats, 64-byte aligned, owned; NULL for a fetched network
     size_t num_params;
-    int n_layers; // n_conv + n_hidden + 1; layer[n_layers - 1] is the head
-    nn_linear_t layer[NN_MAX_LAYERS];
+    int n_layers;                     // n_conv + n_hidden + 1; layer[n_layers - 1] is the head
+    nn_linear_t layer[NN_MAX_LAYERS]; // w, b NULL for a fetched network (dims only)
+    size_t off[NN_MAX_LAYERS];        // each layer's w in the flat layout (b follows w)
+    nn_fetch_fn fetch;                // NULL: layer[] holds the parameters (nn_params_fetched)
+    void *fetch_arg;
 } nn_params_t;
 
 // One row of the layout table: where a named tensor lives in the flat array.
@@ -224,9 +235,17 @@ void nn_params_fini(nn_params_t *p);
 // networks in one flat array: the DPG trainer's policy and critics). Never nn_params_fini
 // a view: data is not its to free.
 void nn_params_view(nn_params_t *p, const nn_config_t *cfg, float *data);
+// The layout of cfg without parameters: the passes fetch each layer through fetch(arg, ...)
+// (nn_fetch_fn). Only nn_forward, nn_forward_pair and nn_backward_pieces take such a network
+// (asserted elsewhere); nothing to free.
+void nn_params_fetched(nn_params_t *p, const nn_config_t *cfg, nn_fetch_fn fetch, void *arg);
+// Floats of layer l's w and b together (out_dim (in_dim + 1)), from p->off[l].
+size_t nn_layer_floats(const nn_params_t *p, int l);
 // PyTorch's default inits: nn.Linear and nn.Conv2d weights and biases uniform in
-// +-1/sqrt(fan_in) (fan_in = in, or C k k).
+// +-1/sqrt(fan_in) (fan_in = in, or C k k). nn_params_init_random is nn_layer_init_random on
+// each layer in order, so a caller initialising one layer at a time draws the same values.
 void nn_params_init_random(nn_params_t *p, rng_t *rng);
+void nn_layer_init_random(const nn_linear_t *L, rng_t *rng);
 // dst = src (one memcpy); both must have the same layout.
 void nn_params_copy(nn_params_t *dst, const nn_params_t *src);
 // Sets every float to 0 (gradients before a backward pass).

@@ -436,6 +436,83 @@ START_TEST(test_disk_full_keeps_previous) {
 }
 END_TEST
 
+// ckpt_writer (a stage 3 rank 0 writes the arrays as it gathers them): the same bytes as
+// ckpt_write for the same header and arrays, whatever the pieces; readable by ckpt_read.
+// Then the failures: a missing directory fails at open, the appends and commit return the
+// error and the writer is freed; a file-size limit part way (as a full disk) returns
+// APEX_ENOSPC at the append that hit it and at commit, no .tmp remains; the previous file
+// survives both.
+START_TEST(test_writer_in_pieces) {
+    const char *dir = check_tmpdir();
+    char whole[600], pieces[600], bad[640], tmp[620];
+    snprintf(whole, sizeof whole, "%s/whole.ckpt", dir);
+    snprintf(pieces, sizeof pieces, "%s/pieces.ckpt", dir);
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.ckpt", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", pieces);
+    nn_config_t net = {.obs_dim = 3, .n_actions = 2, .n_hidden = 1, .hidden = {40}};
+    size_t n = nn_num_params(&net);
+    float *a = xmalloc(n * sizeof(float)), *b = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)i * 0.25f - 3.0f;
+        b[i] = 1.0f / (float)(i + 1);
+    }
+    ckpt_header_t h1, h2;
+    ckpt_header_init(&h1, &net);
+    h1.learner_step = 77;
+    h1.extra.user[CKPT_USER_OPT_SHARDS] = 2;
+    h2 = h1;
+    const float *arrays[2] = {a, b};
+    ck_assert_int_eq(ckpt_write(whole, &h1, arrays, 2), APEX_OK);
+    ckpt_writer_t *w = NULL;
+    ck_assert_int_eq(ckpt_writer_open(&w, pieces, &h2, 2), APEX_OK);
+    size_t cuts[] = {1, 7, n - 8}; // a: three pieces; b: one, then the rest
+    const float *x = a;
+    for (size_t c = 0; c < 3; c++) {
+        ck_assert_int_eq(ckpt_writer_append(w, x, cuts[c]), APEX_OK);
+        x += cuts[c];
+    }
+    ck_assert_int_eq(ckpt_writer_append(w, b, 5), APEX_OK);
+    ck_assert_int_eq(ckpt_writer_append(w, b + 5, n - 5), APEX_OK);
+    ck_assert_int_eq(ckpt_writer_commit(&w), APEX_OK);
+    ck_assert_ptr_null(w);
+    size_t n0, n1;
+    unsigned char *f0 = s_slurp(whole, &n0), *f1 = s_slurp(pieces, &n1);
+    ck_assert_uint_eq(n0, n1);
+    ck_assert_int_eq(memcmp(f0, f1, n0), 0);
+    xfree(f0);
+    ckpt_header_t got;
+    float *ra = xmalloc(n * sizeof(float)), *rb = xmalloc(n * sizeof(float));
+    float *rarr[2] = {ra, rb};
+    ck_assert_int_eq(ckpt_read(pieces, &net, &got, rarr, 2), APEX_OK);
+    ck_assert_int_eq(memcmp(ra, a, n * sizeof(float)), 0);
+    ck_assert_int_eq(memcmp(rb, b, n * sizeof(float)), 0);
+    ck_assert_uint_eq(got.learner_step, 77);
+    // A missing directory: the error at open, and from every call after it.
+    ck_assert_int_eq(ckpt_writer_open(&w, bad, &h2, 2), APEX_EIO);
+    ck_assert_int_eq(ckpt_writer_append(w, a, n), APEX_EIO);
+    ck_assert_int_eq(ckpt_writer_commit(&w), APEX_EIO);
+    ck_assert_ptr_null(w);
+    // A file-size limit part way through b (in a forked test, CK_FORK: the limit dies with it).
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {(rlim_t)(sizeof(ckpt_header_t) + n * sizeof(float) + 64), RLIM_INFINITY};
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    ck_assert_int_eq(ckpt_writer_open(&w, pieces, &h2, 2), APEX_OK);
+    ck_assert_int_eq(ckpt_writer_append(w, a, n), APEX_OK);
+    ck_assert_int_eq(ckpt_writer_append(w, b, n), APEX_ENOSPC);
+    ck_assert_int_eq(ckpt_writer_commit(&w), APEX_ENOSPC);
+    ck_assert_int_ne(access(tmp, F_OK), 0);
+    unsigned char *f2 = s_slurp(pieces, &n0);
+    ck_assert(n0 == n1 && memcmp(f1, f2, n0) == 0);
+    xfree(f1);
+    xfree(f2);
+    xfree(ra);
+    xfree(rb);
+    xfree(a);
+    xfree(b);
+    check_rmtree(dir);
+}
+END_TEST
+
 Suite *ckpt_suite(void) {
     Suite *s = suite_create("ckpt");
     TCase *tc = tcase_create("core");
@@ -453,6 +530,7 @@ Suite *ckpt_suite(void) {
     tcase_add_test(tc, test_format1_mlp_checkpoint_loads);
     tcase_add_test(tc, test_unknown_format_names_version_and_hint);
     tcase_add_test(tc, test_disk_full_keeps_previous);
+    tcase_add_test(tc, test_writer_in_pieces);
     suite_add_tcase(s, tc);
     return s;
 }

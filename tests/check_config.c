@@ -210,6 +210,18 @@ START_TEST(test_error_classes) {
         const char *sets[] = {"env.id=Pendulum-v1", "learner.ranks=2", z};
         ck_assert_msg(config_load(&cfg, NULL, sets, 3, err, sizeof err) == 0, "%s", err);
     }
+    // but stage 3 (parameters sharded) is the DQN learner's: refused at load, with the remedy.
+    s_expect_error("[env]\nid = Pendulum-v1\n[learner]\nzero_stage = 3\n",
+                   ":4: [learner] zero_stage = 3 (parameters sharded) is the DQN "
+                   "learner's; the DPG learner of continuous actions shards optimizer state and "
+                   "gradients: set [learner] zero_stage = 0, 1 or 2");
+    {
+        apex_config_t cfg;
+        char err[CONFIG_ERR_LEN];
+        const char *sets[] = {"env.id=CartPole-v1", "learner.ranks=2", "learner.zero_stage=3"};
+        ck_assert_msg(config_load(&cfg, NULL, sets, 3, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(cfg.learner.zero_stage, 3);
+    }
     s_expect_error("[env]\nid = CartPole-v1\nobs_dtype = uint8\n",
                    ": [env] obs_dtype: CartPole-v1's observations are float32");
     s_expect_error("[replay]\ncapacity = 10\nmin_size_to_sample = 11\n",

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // ----------------------------------------------------------------------------
@@ -189,6 +190,125 @@ START_TEST(test_pieces_equal_backward) {
 }
 END_TEST
 
+// A fetcher over a whole array (what stage 3's all-gather amounts to in one process): copies
+// the layer into one of two slots, the other slot poisoned with NaN so that a pass reading a
+// layer after the next fetch shows, and records the calls.
+typedef struct {
+    const nn_params_t *src;
+    float *slot[2];
+    size_t slot_n;
+    int turn;
+    nn_linear_t view[2];
+    int calls[64][2];
+    int n_calls;
+} s_fetcher_t;
+
+static const nn_linear_t *s_fetcher(void *arg, int l, int next) {
+    s_fetcher_t *f = arg;
+    ck_assert_int_lt(f->n_calls, 64);
+    f->calls[f->n_calls][0] = l, f->calls[f->n_calls][1] = next;
+    f->n_calls++;
+    int i = f->turn;
+    f->turn ^= 1;
+    for (size_t k = 0; k < f->slot_n; k++) {
+        f->slot[1 - i][k] = NAN; // the previous layer is released
+    }
+    const nn_linear_t *L = &f->src->layer[l];
+    size_t nw = (size_t)L->out_dim * L->in_dim;
+    memcpy(f->slot[i], L->w, nw * sizeof(float));
+    memcpy(f->slot[i] + nw, L->b, (size_t)L->out_dim * sizeof(float));
+    f->view[i] = (nn_linear_t){f->slot[i], f->slot[i] + nw, L->in_dim, L->out_dim};
+    return &f->view[i];
+}
+
+// A fetched network (nn_params_fetched): nn_forward, nn_forward_pair and nn_backward_pieces
+// give the plain network's bits, asking for each layer once per pass, in the pass's order,
+// with the next layer named (forward: up, backward: down, -1 at the end); a layer is used
+// only until the next fetch on its network.
+START_TEST(test_fetched_network) {
+    const char *nets[] = {"mlp", "conv"};
+    for (int k = 0; k < 2; k++) {
+        nn_config_t net;
+        ck_assert_int_eq(zf_net(&net, nets[k]), 0);
+        const int B = 5, A = net.n_actions;
+        nn_params_t p, p2, fp, fp2, g;
+        nn_params_init(&p, &net);
+        nn_params_init(&p2, &net);
+        nn_params_init(&g, &net);
+        rng_t r;
+        rng_init_stream(&r, 5, RNG_ROLE_NET_INIT, 0);
+        nn_params_init_random(&p, &r);
+        nn_params_init_random(&p2, &r);
+        size_t largest = 0;
+        for (int l = 0; l < p.n_layers; l++) {
+            largest = APEX_MAX(largest, nn_layer_floats(&p, l));
+        }
+        s_fetcher_t f1 = {.src = &p, .slot_n = largest}, f2 = {.src = &p2, .slot_n = largest};
+        for (int i = 0; i < 2; i++) {
+            f1.slot[i] = xmalloc(largest * sizeof(float));
+            f2.slot[i] = xmalloc(largest * sizeof(float));
+        }
+        nn_params_fetched(&fp, &net, s_fetcher, &f1);
+        nn_params_fetched(&fp2, &net, s_fetcher, &f2);
+        ck_assert_ptr_null(fp.data);
+        ck_assert_uint_eq(fp.num_params, p.num_params);
+        nn_state_t s, sa, sb;
+        nn_state_init(&s, &net, B, 1);
+        nn_state_init(&sa, &net, B, 0);
+        nn_state_init(&sb, &net, B, 0);
+        zf_batch_t *b = xmalloc(sizeof *b);
+        zf_batch(b, &net, 2, B);
+        float q[ZF_MAX_ROWS * 18], qf[ZF_MAX_ROWS * 18], qa[ZF_MAX_ROWS * 18], qb[ZF_MAX_ROWS * 18],
+            dq[ZF_MAX_ROWS * 18];
+        for (int i = 0; i < B * A; i++) {
+            dq[i] = 2.0f * rng_uniform_f(&r) - 1.0f;
+        }
+        // the pair: online and target of the learner
+        nn_forward(&s, &p2, b->obs, B, q);
+        nn_forward_pair(&sa, &fp, &sb, &fp2, b->obs, B, qa, qb);
+        ck_assert_int_eq(memcmp(qb, q, (size_t)B * A * sizeof(float)), 0);
+        nn_forward(&s, &p, b->obs, B, q);
+        ck_assert_int_eq(memcmp(qa, q, (size_t)B * A * sizeof(float)), 0);
+        int L = p.n_layers;
+        ck_assert_int_eq(f1.n_calls, L);
+        for (int l = 0; l < L; l++) {
+            ck_assert_int_eq(f1.calls[l][0], l);
+            ck_assert_int_eq(f1.calls[l][1], l + 1 < L ? l + 1 : -1);
+        }
+        // forward then pieces: the plain gradient, layers asked for from the head down
+        nn_backward(&s, &p, &g, dq, B);
+        f1.n_calls = 0;
+        nn_forward(&s, &fp, b->obs, B, qf);
+        ck_assert_int_eq(memcmp(qf, q, (size_t)B * A * sizeof(float)), 0);
+        size_t n = p.num_params, cap = nn_piece_min(&net) + 7;
+        s_collect_t col = {xcalloc(n, sizeof(float)), xcalloc(n, sizeof(int)), cap, 0};
+        float *buf = xmalloc(cap * sizeof(float));
+        nn_pieces_t pc = {buf, cap, s_collect, &col};
+        nn_backward_pieces(&s, &fp, &pc, dq, B);
+        ck_assert_int_eq(memcmp(col.got, g.data, n * sizeof(float)), 0);
+        ck_assert_int_eq(f1.n_calls, 2 * L);
+        for (int l = L - 1, c = L; l >= 0; l--, c++) {
+            ck_assert_int_eq(f1.calls[c][0], l);
+            ck_assert_int_eq(f1.calls[c][1], l - 1);
+        }
+        xfree(buf);
+        xfree(col.got);
+        xfree(col.seen);
+        xfree(b);
+        for (int i = 0; i < 2; i++) {
+            xfree(f1.slot[i]);
+            xfree(f2.slot[i]);
+        }
+        nn_state_fini(&s);
+        nn_state_fini(&sa);
+        nn_state_fini(&sb);
+        nn_params_fini(&g);
+        nn_params_fini(&p2);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
 // Steps `steps` global steps of rows rows from trainer t's current step (one learner).
 static void s_steps(trainer_t *t, const nn_config_t *net, int steps, int rows) {
     zf_batch_t *b = xmalloc(sizeof *b);
@@ -210,8 +330,17 @@ static double s_rel(const float *a, const float *b, size_t n) {
     return sqrt(d / s);
 }
 
-// A group of one with stages 1 and 2 (the sharded code paths, no MPI) trains as the single
-// learner does.
+// A single learner (this process) of optimizer kind after `steps` steps from its start.
+static trainer_t *s_ref_optim(const nn_config_t *net, int steps, optim_kind kind) {
+    train_config_t tc;
+    zf_train_config(&tc, net, kind, 12, 0, 0.3f);
+    trainer_t *t = trainer_new(&tc);
+    s_steps(t, net, steps, 12);
+    return t;
+}
+
+// A group of one with stages 1, 2 and 3 (the sharded code paths, no MPI) trains as the
+// single learner does, online and target.
 START_TEST(test_size1_stages) {
     s_clear_launch_env();
     group_t *g = group_new();
@@ -221,12 +350,14 @@ START_TEST(test_size1_stages) {
     zf_train_config(&tc, &net, OPTIM_RMSPROP, 12, 0, 0.3f);
     trainer_t *ref = trainer_new(&tc);
     s_steps(ref, &net, 20, 12);
-    for (int stage = 1; stage <= 2; stage++) {
+    for (int stage = 1; stage <= 3; stage++) {
         tc.zero_stage = stage;
         trainer_t *t = trainer_new_group(&tc, g);
         s_steps(t, &net, 20, 12);
         const nn_params_t *a = trainer_online(t), *b = trainer_online(ref);
-        ck_assert_double_le(s_rel(a->data, b->data, a->num_params), 1e-6);
+        ck_assert_double_le(s_rel(trainer_gather(t, 0), b->data, a->num_params), 1e-6);
+        ck_assert_double_le(s_rel(trainer_gather(t, 1), trainer_gather(ref, 1), a->num_params),
+                            1e-6);
         // The allocator's count (train.h): m and v of every parameter (the one rank's shard
         // is the whole array), each rounded up to at most 63 bytes more by xaligned_alloc.
         train_memory_t m;
@@ -362,7 +493,8 @@ START_TEST(test_mpi_equivalence) {
     const char *dir = check_tmpdir();
     struct {
         const char *net, *optim, *stages;
-    } cases[] = {{"mlp", "adam", "0,1,2"}, {"mlp", "rmsprop", "0,1,2"}, {"conv", "adam", "2"}};
+    } cases[] = {
+        {"mlp", "adam", "0,1,2,3"}, {"mlp", "rmsprop", "0,1,2,3"}, {"conv", "adam", "2,3"}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         nn_config_t net;
         optim_kind kind;
@@ -403,7 +535,8 @@ START_TEST(test_mpi_equivalence) {
             }
             char run[1100], path[1200];
             snprintf(run, sizeof run, "%s_s%c", prefix, *st);
-            s_check_group(run, 2, trainer_online(ref)->data, init, n);
+            // Stage 3: rank 0 alone holds (gathers) the whole array.
+            s_check_group(run, *st == '3' ? 1 : 2, trainer_online(ref)->data, init, n);
             snprintf(path, sizeof path, "%s.norms", run);
             double norms[64];
             ck_assert_int_eq(s_read_norms(path, norms, 64), 50);
@@ -417,6 +550,49 @@ START_TEST(test_mpi_equivalence) {
         xfree(init);
         trainer_destroy(&ref);
     }
+}
+END_TEST
+
+// Stage 3 on 3 ranks, whose shards cut layers at other places than 2 ranks' do, on the conv
+// body (a conv layer, a linear layer, the head): the single learner's result within the
+// bounds above, and the layer prefetch (the next layer's all-gather left running during the
+// current one's compute) changes nothing: the same bits as gathering each layer when asked.
+START_TEST(test_mpi_stage3) {
+    const char *dir = check_tmpdir();
+    nn_config_t net;
+    zf_net(&net, "conv");
+    trainer_t *ref = s_ref_optim(&net, 50, OPTIM_ADAM), *init = s_ref_optim(&net, 0, OPTIM_ADAM);
+    size_t n = trainer_num_params(ref);
+    char out[2][1100], a_out[2][2400], path[2400];
+    const char *pre[2] = {"prefetch=1", "prefetch=0"};
+    float *got[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out[k], sizeof out[k], "%s/s3_%d", dir, k);
+        snprintf(a_out[k], sizeof a_out[k], "out=%s", out[k]);
+        const char *args[] = {"net=conv", "stage=3", "rows=12", "steps=50",
+                              "clip=0.3", a_out[k],  pre[k],    NULL};
+        ck_assert_int_eq(s_mpirun(3, NULL, args), 0);
+        snprintf(path, sizeof path, "%s_s3", out[k]);
+        s_check_group(path, 1, trainer_online(ref)->data, trainer_online(init)->data, n);
+        snprintf(path, sizeof path, "%s_s3.r0", out[k]);
+        got[k] = s_load_params(path, n);
+        snprintf(path, sizeof path, "%s_s3.r1", out[k]);
+        ck_assert_msg(access(path, F_OK) != 0, "rank 1 of stage 3 wrote a whole array");
+    }
+    ck_assert_msg(memcmp(got[0], got[1], n * sizeof(float)) == 0,
+                  "stage 3 with the layer prefetch differs from without it");
+    // A manifest rank 0 cannot write (its path is a directory: the rename fails after both
+    // gathers): every rank reports the failure (zero_ranks exits 1), none hangs.
+    char ck[1200], a_save[2400];
+    snprintf(ck, sizeof ck, "%s/isdir.bin", dir);
+    ck_assert_int_eq(mkdir(ck, 0755), 0);
+    snprintf(a_save, sizeof a_save, "save=%s", ck);
+    const char *save_args[] = {"net=conv", "stage=3", "rows=12", "steps=2", a_save, NULL};
+    ck_assert_int_eq(s_mpirun(3, NULL, save_args), 1);
+    xfree(got[0]);
+    xfree(got[1]);
+    trainer_destroy(&init);
+    trainer_destroy(&ref);
 }
 END_TEST
 
@@ -434,25 +610,57 @@ START_TEST(test_mpi_memory) {
     const size_t pad = 2 * (XALLOC_ALIGN - 1); // m and v, each rounded up
     int heap_checked = 0;
     int nps[] = {1, 2, 4};
+    const size_t P = nn_num_params(&net);
+    size_t largest = 0; // the largest layer's w and b: a stage 3 slot
+    {
+        nn_params_t lay;
+        nn_params_view(&lay, &net, NULL);
+        for (int l = 0; l < lay.n_layers; l++) {
+            largest = APEX_MAX(largest, nn_layer_floats(&lay, l));
+        }
+    }
     for (int k = 0; k < 3; k++) {
         int N = nps[k];
-        size_t opt[2][4], grad[2][4], heap[2][4];
+        size_t opt[3][4], grad[3][4], heap[3][4], par[3][4], gat[3][4], pub[3][4];
         char out[1100];
         snprintf(out, sizeof out, "%s/mem_%d.txt", dir, N);
-        const char *args[] = {"net=large", "stage=1,2", "mem=1", "rows=4", NULL};
-        ck_assert_int_eq(s_mpirun(N, out, args), 0); // both stages in one run
+        const char *args[] = {"net=large", "stage=1,2,3", "mem=1", "rows=4", NULL};
+        ck_assert_int_eq(s_mpirun(N, out, args), 0); // the three stages in one run
         FILE *f = fopen(out, "r");
         ck_assert_ptr_nonnull(f);
         int rank, size, st, lines = 0;
-        size_t o, g, p, h;
-        while (fscanf(f, "mem %d %d %d %zu %zu %zu %zu\n", &rank, &size, &st, &o, &g, &p, &h) ==
-               7) {
-            ck_assert(size == N && (st == 1 || st == 2) && rank >= 0 && rank < N);
+        size_t o, g, p, h, ga, pu;
+        size_t tg, wk;
+        while (fscanf(f, "mem %d %d %d %zu %zu %zu %zu %zu %zu %zu %zu\n", &rank, &size, &st, &o,
+                      &g, &p, &h, &ga, &pu, &tg, &wk) == 11) {
+            ck_assert(2 * tg >= p && 2 * tg <= p + XALLOC_ALIGN && wk > 0);
+            ck_assert(size == N && st >= 1 && st <= 3 && rank >= 0 && rank < N);
             opt[st - 1][rank] = o, grad[st - 1][rank] = g, heap[st - 1][rank] = h;
+            par[st - 1][rank] = p, gat[st - 1][rank] = ga, pub[st - 1][rank] = pu;
             lines++;
         }
         fclose(f);
-        ck_assert_int_eq(lines, 2 * N);
+        ck_assert_int_eq(lines, 3 * N);
+        // Stage 3: each rank holds its shard of online and target, two slots per network of
+        // the largest layer (and the layer tables), and rank 0 the publish buffer.
+        size_t sum3 = 0;
+        for (int r = 0; r < N; r++) {
+            sum3 += par[2][r];
+            ck_assert_msg(par[2][r] <= 2 * sizeof(float) * group_shard_max(P, N) + pad,
+                          "N %d rank %d: %zu parameter bytes in stage 3", N, r, par[2][r]);
+            ck_assert_uint_eq(par[1][r] >= 2 * P * sizeof(float), 1); // stage 2: whole copies
+            size_t slots = 4 * largest * sizeof(float);
+            size_t tables = 2 * (size_t)(net.n_hidden + 1) * (size_t)N * sizeof(int);
+            ck_assert_msg(gat[2][r] >= slots && gat[2][r] <= slots + tables + 6 * XALLOC_ALIGN,
+                          "N %d rank %d: %zu bytes of gathered layers, slots %zu", N, r, gat[2][r],
+                          slots);
+            size_t want_pub = r == 0 ? P * sizeof(float) : 0;
+            ck_assert_msg(pub[2][r] >= want_pub && pub[2][r] <= want_pub + (r == 0) * XALLOC_ALIGN,
+                          "N %d rank %d: publish buffer %zu bytes", N, r, pub[2][r]);
+            ck_assert_uint_eq(gat[1][r] + pub[1][r], 0);
+        }
+        ck_assert_msg(sum3 >= 2 * P * sizeof(float) && sum3 <= 2 * P * sizeof(float) + N * pad,
+                      "N %d: stage 3's parameter shards sum to %zu bytes", N, sum3);
         (void)heap; // read only by the heap cross-check, which ASan builds leave out
         for (int stage = 1; stage <= 2; stage++) {
             size_t sum = 0;
@@ -478,6 +686,14 @@ START_TEST(test_mpi_memory) {
                 ck_assert_msg(fabs(saved - want) <= 0.02 * want + 16384,
                               "N %d rank %d: glibc's heap shrank by %g bytes, the tallies %g", N, r,
                               saved, want);
+                // And stage 2 minus stage 3: the parameters' saving less the slots and the
+                // publish buffer.
+                saved = (double)heap[1][r] - (double)heap[2][r];
+                want = (double)par[1][r] - (double)(par[2][r] + gat[2][r] + pub[2][r]);
+                ck_assert_msg(fabs(saved - want) <= 0.02 * fabs(want) + 16384,
+                              "N %d rank %d: stage 3's heap is %g bytes below stage 2's, the "
+                              "tallies say %g",
+                              N, r, saved, want);
                 heap_checked++;
 #endif
             } else {
@@ -497,11 +713,7 @@ END_TEST
 
 // A single learner's (this process) parameters after `steps` steps from its start.
 static trainer_t *s_ref(const nn_config_t *net, int steps) {
-    train_config_t tc;
-    zf_train_config(&tc, net, OPTIM_ADAM, 12, 0, 0.3f);
-    trainer_t *t = trainer_new(&tc);
-    s_steps(t, net, steps, 12);
-    return t;
+    return s_ref_optim(net, steps, OPTIM_ADAM);
 }
 
 START_TEST(test_mpi_reshard) {
@@ -563,6 +775,34 @@ START_TEST(test_mpi_reshard) {
     ck_assert_int_eq(trainer_save(half, ck, NULL), APEX_OK);
     snprintf(path, sizeof path, "%s.s10.opt0of2", ck);
     ck_assert_int_ne(access(path, F_OK), 0);
+    // (d) stage 3 -> 1: 2 ranks of stage 3 save (online and target gathered to rank 0 one
+    // after the other, written in steps); apex-eval's reader takes the manifest; 3 ranks of
+    // stage 1 load it and go on.
+    snprintf(ck, sizeof ck, "%s/d.bin", dir);
+    snprintf(a_save, sizeof a_save, "save=%s", ck);
+    save_args[0] = "stage=3";
+    ck_assert_int_eq(s_mpirun(2, NULL, save_args), 0);
+    ck_assert_int_eq(ckpt_read_online(ck, &net, &hdr, online), APEX_OK);
+    ck_assert_uint_eq(hdr.n_arrays, 2);
+    ck_assert_uint_eq(hdr.extra.user[CKPT_USER_OPT_SHARDS], 2);
+    ck_assert_uint_eq(hdr.learner_step, 10);
+    ck_assert_double_le(s_rel(online, trainer_online(half)->data, n), 1e-5);
+    snprintf(prefix, sizeof prefix, "%s/d1", dir);
+    snprintf(a_load, sizeof a_load, "load=%s", ck);
+    snprintf(a_out, sizeof a_out, "out=%s", prefix);
+    load_args[0] = "stage=1";
+    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
+    snprintf(path, sizeof path, "%s_s1", prefix);
+    s_check_group(path, 3, want, theta0, n);
+    // (e) stage 1 -> 3: (b)'s 2-rank stage 1 set, loaded by 3 ranks of stage 3.
+    snprintf(ck, sizeof ck, "%s/b.bin", dir);
+    snprintf(prefix, sizeof prefix, "%s/e3", dir);
+    snprintf(a_load, sizeof a_load, "load=%s", ck);
+    snprintf(a_out, sizeof a_out, "out=%s", prefix);
+    load_args[0] = "stage=3";
+    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
+    snprintf(path, sizeof path, "%s_s3", prefix);
+    s_check_group(path, 1, want, theta0, n);
     xfree(online);
     trainer_destroy(&half);
     trainer_destroy(&single);
@@ -702,11 +942,13 @@ Suite *group_suite(void) {
     tcase_add_test(tc, test_launch_size);
     tcase_add_test(tc, test_single_without_mpi);
     tcase_add_test(tc, test_pieces_equal_backward);
+    tcase_add_test(tc, test_fetched_network);
     tcase_add_test(tc, test_size1_stages);
     suite_add_tcase(s, tc);
     TCase *mpi = tcase_create("mpi");
     tcase_set_timeout(mpi, 240);
     tcase_add_test(mpi, test_mpi_equivalence);
+    tcase_add_test(mpi, test_mpi_stage3);
     tcase_add_test(mpi, test_mpi_memory);
     tcase_add_test(mpi, test_mpi_reshard);
     tcase_add_test(mpi, test_mpi_dpg_equivalence);

@@ -2,15 +2,17 @@
 // runs it as `mpirun -np N build/tests/zero_ranks key=value ...`. Not a daemon: a trainer
 // over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
 //
-//   net=mlp|conv|large|dpg  stage=S[,S...] (0, 1, 2; each stage in turn, from the same
+//   net=mlp|conv|large|dpg  stage=S[,S...] (0-3; each stage in turn, from the same
 //   start; dpg: the DPG trainer of zero_fixture.h, whose norms file holds
 //   the critics' norm and the policy's, two per step)
 //   optim=adam|rmsprop  rows=R (whole batch of a step, a
 //   multiple of N; rank r trains rows [r R/N, (r+1) R/N))  steps=K  clip=C
 //   load=PATH (trainer_load first)  save=PATH (trainer_save after the steps)
-//   out=PATH: every rank writes PATH_s<stage>.r<rank> (its online parameters, raw floats) and
-//   rank 0 PATH_s<stage>.norms (one grad norm per step)
-//   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes" per rank
+//   out=PATH: every rank writes PATH_s<stage>.r<rank> (its online parameters, raw floats; in
+//   stage 3 rank 0 alone, gathered) and rank 0 PATH_s<stage>.norms (one grad norm per step)
+//   prefetch=0: stage 3 gathers each layer when asked, without the overlap (default 1)
+//   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes gather_bytes
+//   publish_bytes target_bytes work_bytes" per rank (train_memory_t)
 //   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2; 0 under
 //   ASan, whose allocator glibc's counters do not see) and stop; net=dpg: "dpgmem rank size
 //   stage opt_bytes num_params grad_bytes param_bytes" (train_dpg_memory).
@@ -30,13 +32,18 @@
 
 typedef struct {
     const char *net, *optim, *load, *save, *out, *stages;
-    int stage, rows, steps, mem;
+    int stage, rows, steps, mem, prefetch;
     float clip;
 } s_args;
 
 static int s_parse(int argc, char **argv, s_args *a) {
-    *a = (s_args){
-        .net = "mlp", .optim = "adam", .stages = "0", .rows = 12, .steps = 50, .clip = 0.3f};
+    *a = (s_args){.net = "mlp",
+                  .optim = "adam",
+                  .stages = "0",
+                  .rows = 12,
+                  .steps = 50,
+                  .clip = 0.3f,
+                  .prefetch = 1};
     for (int i = 1; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) {
@@ -44,10 +51,11 @@ static int s_parse(int argc, char **argv, s_args *a) {
         }
         *eq = '\0';
         const char *k = argv[i], *v = eq + 1;
-        int *di = strcmp(k, "rows") == 0    ? &a->rows
-                  : strcmp(k, "steps") == 0 ? &a->steps
-                  : strcmp(k, "mem") == 0   ? &a->mem
-                                            : NULL;
+        int *di = strcmp(k, "rows") == 0       ? &a->rows
+                  : strcmp(k, "steps") == 0    ? &a->steps
+                  : strcmp(k, "mem") == 0      ? &a->mem
+                  : strcmp(k, "prefetch") == 0 ? &a->prefetch
+                                               : NULL;
         if (strcmp(k, "net") == 0) {
             a->net = v;
         } else if (strcmp(k, "optim") == 0) {
@@ -175,6 +183,7 @@ static int s_run(group_t *g, const s_args *a) {
     int per = a->rows / N;
     train_config_t tc;
     zf_train_config(&tc, &net, kind, per, a->stage, a->clip);
+    tc.zero_prefetch = a->prefetch;
     size_t heap0 = s_heap();
     trainer_t *t = trainer_new_group(&tc, g);
     size_t heap1 = s_heap();
@@ -184,8 +193,9 @@ static int s_run(group_t *g, const s_args *a) {
     if (a->mem) {
         train_memory_t m;
         trainer_memory(t, &m);
-        printf("mem %d %d %d %zu %zu %zu %zu\n", rank, N, a->stage, m.opt_bytes, m.grad_bytes,
-               m.param_bytes, heap1 - heap0);
+        printf("mem %d %d %d %zu %zu %zu %zu %zu %zu %zu %zu\n", rank, N, a->stage, m.opt_bytes,
+               m.grad_bytes, m.param_bytes, heap1 - heap0, m.gather_bytes, m.publish_bytes,
+               m.target_bytes, m.work_bytes);
         trainer_destroy(&t);
         return 0;
     }
@@ -214,8 +224,11 @@ static int s_run(group_t *g, const s_args *a) {
         rc = 1;
     }
     if (a->out) {
-        const nn_params_t *p = trainer_online(t);
-        rc |= s_write_params(a, rank, p->data, p->num_params);
+        // Stage 3: gathered to rank 0 (a collective: every rank calls it), which alone writes.
+        const float *x = trainer_gather(t, 0);
+        if (x) {
+            rc |= s_write_params(a, rank, x, trainer_num_params(t));
+        }
     }
     trainer_destroy(&t);
     return rc;
@@ -234,7 +247,7 @@ int main(int argc, char **argv) {
     }
     int rc = 0;
     for (const char *p = a.stages; *p && rc == 0; p++) {
-        if (*p >= '0' && *p <= '2') {
+        if (*p >= '0' && *p <= '3') {
             a.stage = *p - '0';
             rc = s_run(g, &a);
         }

@@ -6,7 +6,8 @@
 # rank of that update, and nothing stale; rank 0's metrics sum both ranks' samples (about
 # 2 x batch_size per update); apex-eval reads checkpoint.bin; a single apex-learner (no
 # mpirun) resumes from the sharded set and trains on; then 3 ranks of stage 1 resume from
-# the single learner's checkpoint. ~25 s.
+# the single learner's checkpoint; then the same lifecycle in ZeRO stage 3 (parameters
+# sharded: published and checkpointed weights gathered to rank 0). ~35 s.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 # LeakSanitizer under make asan: OpenMPI's allocations (tests/lsan-mpi.supp, check_group.c).
@@ -30,7 +31,7 @@ n_stops=$(grep -c "stopped at update .* (final checkpoint written)" "$RUN/learne
 # counts online + target, two full copies); stage 1 holds a full one plus its shard.
 "$PY" - "$RUN/learner.log" <<'PY' && key_ok learner.zero_stage "stage 2: each rank holds less than a full gradient" || bad "stage 2 memory"
 import re, sys
-m = re.findall(r"rank (\d) memory: params (\d+), gradients (\d+), optimizer state (\d+) bytes", open(sys.argv[1]).read())
+m = re.findall(r"rank (\d) memory: params (\d+), gradients (\d+), optimizer state (\d+),", open(sys.argv[1]).read())
 print("    " + "; ".join("rank %s: params %s, gradients %s, optimizer %s" % r for r in m))
 sys.exit(0 if len(m) >= 2 and all(int(g) < int(p) // 2 and int(o) < int(p) for _, p, g, o in m) else 1)
 PY
@@ -65,4 +66,40 @@ expect_rc 0 "3 ranks of stage 1 resume from it" \
   && ok "all 3 ranks resumed at update $stops" || { bad "3 ranks did not resume"; tail -5 "$TMP/err" "$TMP/out"; }
 [ "$(cd "$RUN" && ls checkpoint.bin.s"$stops".opt*of3 2>/dev/null | wc -l)" = 3 ] \
   && ok "3 shards written" || bad "no 3 shards"
+# ZeRO stage 3 (parameters sharded): the same lifecycle through the launcher. Each rank holds
+# half of online and target; rank 0 gathers what it publishes (the actors train on it: the
+# weights version climbs) and what it checkpoints (apex-eval reads it); 2 ranks of stage 3
+# resume from the set.
+RUN3="$RUNS/stage3"
+rc=0
+scripts/apex-local "$CFG" --bin "$APEX_BIN" --quiet --no-eval --learners 2 $EPS --set learner.zero_stage=3 \
+  --set run.out_dir="$RUNS" --set run.name=stage3 --set run.max_seconds=6 \
+  >"$TMP/launcher3.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] && ok "stage 3: launcher exit 0" || { bad "stage 3: launcher exit $rc"; tail -20 "$RUN3/learner.log"; }
+stops3=$(sed -n 's/.*stopped at update \([0-9]*\) (final checkpoint written).*/\1/p' "$RUN3/learner.log" | sort -u)
+[ "$(grep -c "stopped at update .* (final checkpoint written)" "$RUN3/learner.log" || true)" = 2 ] \
+  && [ "$(echo "$stops3" | wc -l)" = 1 ] && ok "stage 3: both ranks stopped at update $stops3" \
+  || bad "stage 3: stops $stops3"
+"$PY" - "$RUN3/learner.log" "$RUN3/metrics.csv" <<'PY' && ok "stage 3: half the parameters per rank, weights published and taken" || bad "stage 3 memory or publishing"
+import csv, re, sys
+m = re.findall(r"rank (\d) memory: params (\d+), gradients (\d+), optimizer state (\d+), gathered layers (\d+), publish buffer (\d+)", open(sys.argv[1]).read())
+print("    " + "; ".join("rank %s: params %s, gathered layers %s, publish buffer %s" % (r[0], r[1], r[4], r[5]) for r in m))
+P = int(re.search(r"(\d+) parameters, batch", open(sys.argv[1]).read()).group(1))
+rows = list(csv.DictReader(open(sys.argv[2])))
+v = max(int(float(r["weights_version"])) for r in rows)
+a = max(int(float(r["actor_version_min"])) for r in rows)
+print(f"    {P} parameters; weights version {v} published, every actor at {a} or later")
+p = {r[0]: (int(r[1]), int(r[5])) for r in m}
+# A rank's half of online and of target (+ 64-byte rounding), against 2 x 4 x P whole.
+ok = len(p) == 2 and all(b <= 4 * P + 128 for b, _ in p.values())
+ok = ok and p["0"][1] >= 4 * P and p["1"][1] == 0 and v >= 3 and a >= 2
+sys.exit(0 if ok else 1)
+PY
+expect_rc 0 "stage 3: apex-eval reads the group's checkpoint.bin" \
+  "$APEX_BIN/apex-eval" -c "$CFG" $EPS --checkpoint "$RUN3/checkpoint.bin" --episodes 1
+mpi[${#mpi[@]}-1]=2
+expect_rc 0 "stage 3: 2 ranks of stage 3 resume from it" \
+  "${mpi[@]}" "$APEX_BIN/apex-learner" -c "$RUN3/config.ini" --set learner.max_steps="$stops3"
+[ "$(grep -c "resumed from .* at update $stops3" "$TMP/out" "$TMP/err" | awk -F: '{s += $2} END {print s}')" = 2 ] \
+  && ok "stage 3: both ranks resumed at update $stops3" || { bad "stage 3 did not resume"; tail -5 "$TMP/err" "$TMP/out"; }
 finish
