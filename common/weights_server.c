@@ -208,6 +208,22 @@ void weights_server_replace(weights_server_t *self, const wire_weights_t *w) {
     s_answer_held(self, INT64_MAX);
 }
 
+void weights_server_publish_fill(weights_server_t *self, const wire_weights_t *w,
+                                 weights_fill_fn fill, void *arg) {
+    APEX_ASSERT(w->version > self->version);
+    size_t n = wire_weights_size(w);
+    if (self->has_msg) {
+        zmq_msg_close(&self->msg);
+    }
+    zmq_msg_init_size(&self->msg, n);
+    uint8_t *data = zmq_msg_data(&self->msg);
+    size_t at = wire_weights_encode_hole(w, data, n);
+    fill(arg, data + at);
+    self->has_msg = 1;
+    self->version = w->version;
+    s_answer_held(self, INT64_MAX);
+}
+
 void weights_server_heartbeat(weights_server_t *self, int64_t now_ms) {
     s_answer_held(self, now_ms - WEIGHTS_SERVER_HOLD_MS);
 }

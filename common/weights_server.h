@@ -74,6 +74,13 @@ void weights_server_handle(weights_server_t *self, const void *id, size_t id_len
 // Makes w the current version (its version must be above the current one's: versions only
 // increase) and answers every held request with it.
 void weights_server_publish(weights_server_t *self, const wire_weights_t *w);
+// The same, with the parameters written by fill(arg, dst) straight into the outgoing message
+// (dst: w->num_params x 4 bytes, little-endian floats, possibly unaligned; w->params is not
+// read): the learner's one copy of what it publishes is the message itself (wire.h,
+// wire_weights_encode_hole). The message is the one weights_server_publish sends.
+typedef void (*weights_fill_fn)(void *arg, void *dst);
+void weights_server_publish_fill(weights_server_t *self, const wire_weights_t *w,
+                                 weights_fill_fn fill, void *arg);
 // The same without the order: w's version may be below the current one. For a relay
 // (actor/relay.h) that follows a learner started afresh, whose versions count from the start
 // again; its peers take the lower version once the higher one has gone quiet

@@ -1006,6 +1006,63 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
     s_pack(&env, out);
 }
 
+// wire_weights_encode_hole: protobuf-c hands a bytes field's data to the buffer's append in
+// one call with the caller's pointer, so a sentinel pointer marks where the params go; the
+// other appends (tags, lengths, the scalar fields) are copied. The sentinel is never read.
+static const uint8_t s_params_hole;
+
+typedef struct {
+    ProtobufCBuffer base;
+    uint8_t *out;
+    size_t len, cap, hole_at, hole_len;
+    int holes;
+} s_hole_buffer_t;
+
+static void s_hole_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data) {
+    s_hole_buffer_t *b = (s_hole_buffer_t *)buffer;
+    APEX_ASSERT(b->len + len <= b->cap);
+    if (data == &s_params_hole && len == b->hole_len) {
+        b->hole_at = b->len;
+        b->holes++;
+    } else {
+        memcpy(b->out + b->len, data, len);
+    }
+    b->len += len;
+}
+
+static void s_weights_envelope(const wire_weights_t *w, Apex__Envelope *env, Apex__Weights *m) {
+    m->version = w->version;
+    m->learner_step = w->learner_step;
+    m->env_frames = w->env_frames;
+    m->num_params = w->num_params;
+    m->params = (ProtobufCBinaryData){.len = (size_t)w->num_params * 4,
+                                      .data = (uint8_t *)(uintptr_t)&s_params_hole};
+    env->version = APEX_PROTOCOL_VERSION;
+    env->body_case = APEX__ENVELOPE__BODY_WEIGHTS;
+    env->weights = m;
+}
+
+size_t wire_weights_size(const wire_weights_t *w) {
+    Apex__Envelope env = APEX__ENVELOPE__INIT;
+    Apex__Weights m = APEX__WEIGHTS__INIT;
+    s_weights_envelope(w, &env, &m);
+    return apex__envelope__get_packed_size(&env);
+}
+
+size_t wire_weights_encode_hole(const wire_weights_t *w, uint8_t *out, size_t out_len) {
+    APEX_ASSERT(w->num_params > 0);
+    Apex__Envelope env = APEX__ENVELOPE__INIT;
+    Apex__Weights m = APEX__WEIGHTS__INIT;
+    s_weights_envelope(w, &env, &m);
+    s_hole_buffer_t b = {.base = {.append = s_hole_append},
+                         .out = out,
+                         .cap = out_len,
+                         .hole_len = (size_t)w->num_params * 4};
+    size_t n = apex__envelope__pack_to_buffer(&env, &b.base);
+    APEX_ASSERT(n == out_len && b.len == n && b.holes == 1);
+    return b.hole_at;
+}
+
 void wire_encode(const wire_msg_t *msg, wire_buf_t *out) {
     wire_encode_version(msg, APEX_PROTOCOL_VERSION, out);
 }

@@ -343,4 +343,14 @@ void wire_encode(const wire_msg_t *msg, wire_buf_t *out);
 // Same, with an explicit protocol version (tests use it to forge other versions).
 void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *out);
 
+// A Weights message encoded around its parameters, for a sender that writes them straight
+// into the outgoing message (a ZeRO stage 3 learner gathers them there: no whole copy of its
+// own). wire_weights_size: the encoded bytes of w (w->params is not read);
+// wire_weights_encode_hole writes them into out (out_len = that size, asserted) except the
+// num_params x 4 bytes of the params, and returns their offset in out: once the caller has
+// written the floats there (little-endian, possibly unaligned), out is byte for byte what
+// wire_encode gives for w with those params. num_params >= 1.
+size_t wire_weights_size(const wire_weights_t *w);
+size_t wire_weights_encode_hole(const wire_weights_t *w, uint8_t *out, size_t out_len);
+
 #endif

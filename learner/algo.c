@@ -24,10 +24,8 @@ static float s_dqn_step(void *impl, const train_batch_t *b, float *prio, metrics
 }
 
 static int64_t s_dqn_steps(const void *impl) { return trainer_steps(impl); }
-static const float *s_dqn_published(void *impl, size_t *n) {
-    *n = trainer_num_params(impl);
-    return trainer_gather(impl, 0);
-}
+static size_t s_dqn_published_n(const void *impl) { return trainer_num_params(impl); }
+static void s_dqn_publish(void *impl, void *dst) { trainer_gather_into(impl, 0, dst); }
 static int s_dqn_save(void *impl, const char *path, const ckpt_extra_t *x) {
     return trainer_save(impl, path, x);
 }
@@ -54,7 +52,8 @@ const algo_ops_t algo_dqn_ops = {.name = "dqn",
                                  .destroy = s_dqn_destroy,
                                  .step = s_dqn_step,
                                  .steps = s_dqn_steps,
-                                 .published = s_dqn_published,
+                                 .published_n = s_dqn_published_n,
+                                 .publish = s_dqn_publish,
                                  .save = s_dqn_save,
                                  .load = s_dqn_load,
                                  .memory = s_dqn_memory,

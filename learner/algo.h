@@ -4,7 +4,7 @@
 // asks which it is: each kind is a table of the operations below.
 //
 // What the learner publishes (the weights message, nn_run_weights_params floats) is
-// algo_published: DQN's online Q-network; DPG's policy then its first critic, [ mu | Q_1 ]
+// algo_publish's: DQN's online Q-network; DPG's policy then its first critic, [ mu | Q_1 ]
 // (train_dpg_published): the actors act with mu and compute initial priorities with Q_1,
 // apex-eval runs mu. Checkpoints are each kind's own file
 // (model/ckpt.h: CKPT_MAGIC or CKPT_DPG_MAGIC), so a DQN checkpoint is refused by a DPG
@@ -33,10 +33,11 @@ typedef struct {
     // loss column (DPG: the critics').
     float (*step)(void *impl, const train_batch_t *b, float *priorities, metrics_t *mt);
     int64_t (*steps)(const void *impl);
-    // The weights message's floats (*n of them), borrowed; read only between steps. Every rank
-    // of a group calls it at the same update (ZeRO stage 3 gathers them to rank 0 then); the
-    // other ranks may get NULL.
-    const float *(*published)(void *impl, size_t *n);
+    // The weights message's floats: how many, and written to dst (possibly unaligned: the
+    // message's own bytes, weights_server_publish_fill). Every rank of a group calls publish at
+    // the same update (ZeRO stage 3 gathers to rank 0 then), the others with dst NULL.
+    size_t (*published_n)(const void *impl);
+    void (*publish)(void *impl, void *dst);
     int (*save)(void *impl, const char *path, const ckpt_extra_t *extra);
     int (*load)(void *impl, const char *path, ckpt_extra_t *extra_out);
     void (*memory)(const void *impl, train_memory_t *out);
@@ -63,9 +64,8 @@ static inline float algo_step(algo_t *a, const train_batch_t *b, float *prio, me
     return a->ops->step(a->impl, b, prio, mt);
 }
 static inline int64_t algo_steps(const algo_t *a) { return a->ops->steps(a->impl); }
-static inline const float *algo_published(algo_t *a, size_t *n) {
-    return a->ops->published(a->impl, n);
-}
+static inline size_t algo_published_n(const algo_t *a) { return a->ops->published_n(a->impl); }
+static inline void algo_publish(algo_t *a, void *dst) { a->ops->publish(a->impl, dst); }
 static inline int algo_save(algo_t *a, const char *path, const ckpt_extra_t *x) {
     return a->ops->save(a->impl, path, x);
 }

@@ -5,6 +5,7 @@
 #include "algo.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void dpg_config_from_run(train_dpg_config_t *t, const apex_config_t *c) {
     const config_learner_t *L = &c->learner;
@@ -66,9 +67,11 @@ static float s_step(void *impl, const train_batch_t *b, float *prio, metrics_t *
 }
 
 static int64_t s_steps(const void *impl) { return train_dpg_steps(impl); }
-static const float *s_published(void *impl, size_t *n) {
-    *n = train_dpg_published_params(impl);
-    return train_dpg_online(impl); // [ mu | Q_1 ] is the prefix of the online model
+static size_t s_published_n(const void *impl) { return train_dpg_published_params(impl); }
+static void s_publish(void *impl, void *dst) {
+    if (dst) { // [ mu | Q_1 ] is the prefix of the online model
+        memcpy(dst, train_dpg_online(impl), train_dpg_published_params(impl) * sizeof(float));
+    }
 }
 static int s_save(void *impl, const char *path, const ckpt_extra_t *x) {
     return train_dpg_save(impl, path, x);
@@ -107,7 +110,8 @@ const algo_ops_t algo_dpg_ops = {.name = "dpg",
                                  .destroy = s_destroy,
                                  .step = s_step,
                                  .steps = s_steps,
-                                 .published = s_published,
+                                 .published_n = s_published_n,
+                                 .publish = s_publish,
                                  .save = s_save,
                                  .load = s_load,
                                  .memory = s_memory,

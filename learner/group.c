@@ -201,11 +201,12 @@ void group_wait(group_t *self, int handle) {
     self->comm_ns += clock_now_ns() - t0;
 }
 
-void group_gather_f32(group_t *self, const float *send, float *recv, const int *counts,
+void group_gather_f32(group_t *self, const float *send, void *recv, const int *counts,
                       const int *displs) {
     if (!self->mpi) {
-        if (recv != send) {
-            memmove(recv + displs[0], send, (size_t)counts[0] * sizeof(float));
+        if (recv) {
+            memmove((char *)recv + (size_t)displs[0] * sizeof(float), send,
+                    (size_t)counts[0] * sizeof(float));
         }
         return;
     }

@@ -101,9 +101,10 @@ void group_allgather_f32(group_t *self, float *buf, const int *counts, const int
 // for collectives, blocking or not).
 int group_iallgather_f32(group_t *self, float *buf, const int *counts, const int *displs);
 void group_wait(group_t *self, int handle);
-// Rank 0 receives every rank's send (counts[r] floats) at recv + displs[r]; recv is not read
-// on the other ranks (NULL is fine). Without MPI: send moves to recv + displs[0].
-void group_gather_f32(group_t *self, const float *send, float *recv, const int *counts,
+// Rank 0 receives every rank's send (counts[r] floats) at float offset displs[r] of recv,
+// which may be unaligned (bytes of a message); recv is not read on the other ranks (NULL is
+// fine). Without MPI: send is copied to recv's displs[0] (recv NULL: nothing).
+void group_gather_f32(group_t *self, const float *send, void *recv, const int *counts,
                       const int *displs);
 // One synchronisation round: x[0..n) = the sum over ranks, waiting by sleeping (see top).
 // n <= 32.

@@ -394,20 +394,21 @@ static uint64_t s_bad_messages(const learner_t *l) {
 // ---------------------------------------------------------------------------------------
 // Training, publishing, checkpoints
 
+// The weights written straight into the outgoing message (weights_server_publish_fill).
+static void s_fill_weights(void *arg, void *dst) { algo_publish(&((learner_t *)arg)->algo, dst); }
+
 // Every rank of a group at the same update (ZeRO stage 3 gathers the weights to rank 0);
 // rank 0 publishes.
 static void s_publish(learner_t *l) {
-    size_t n;
-    const float *p = algo_published(&l->algo, &n);
     if (l->round.rank != 0) {
+        algo_publish(&l->algo, NULL); // the other ranks' part of the gather
         return;
     }
     wire_weights_t w = {.version = ++l->weights_version,
                         .learner_step = (uint64_t)algo_steps(&l->algo),
                         .env_frames = metrics_frames(&l->metrics),
-                        .num_params = (uint32_t)n,
-                        .params = p};
-    weights_server_publish(l->weights, &w);
+                        .num_params = (uint32_t)algo_published_n(&l->algo)};
+    weights_server_publish_fill(l->weights, &w, s_fill_weights, l);
     l->metrics.weights_version = l->weights_version;
 }
 
@@ -581,9 +582,9 @@ int learner_run(learner_t *self) {
         train_memory_t m;
         algo_memory(&self->algo, &m);
         log_info("rank %d memory: params %zu, gradients %zu, optimizer state %zu, gathered "
-                 "layers %zu, publish buffer %zu bytes",
+                 "layers %zu, work %zu bytes",
                  self->round.rank, m.param_bytes, m.grad_bytes, m.opt_bytes, m.gather_bytes,
-                 m.publish_bytes);
+                 m.work_bytes);
     }
     s_checkpoint(self);
     s_publish(self); // requests from now on are answered with these (or newer) weights

@@ -67,7 +67,6 @@ struct trainer {
     float *online_shard, *target_shard; // shard_n floats each
     s_gather_t gather[2];               // online, target
     int *lcounts, *ldispls;             // (n_layers x n_ranks) each layer's blocks by rank
-    float *full;                        // rank 0: the whole online or target array, gathered
     train_memory_t mem;
     uint64_t skipped;       // steps whose gradient was not finite (s_step_ok)
     log_limiter_t skip_log; // one line per SKIP_LOG_INTERVAL_MS about them
@@ -289,11 +288,11 @@ static void s_layer_blocks(trainer_t *self) {
 static void s_alloc_stage3(trainer_t *self) {
     const nn_config_t *net = &self->cfg.net;
     nn_params_view(&self->online, net, NULL); // the layout; the views come below
-    size_t n = self->online.num_params, largest = 0;
+    size_t largest = 0;
     for (int l = 0; l < self->online.n_layers; l++) {
         largest = APEX_MAX(largest, nn_layer_floats(&self->online, l));
     }
-    xalloc_tally_t params, target, gather, full;
+    xalloc_tally_t params, target, gather;
     xalloc_tally_begin(&params);
     size_t sn = APEX_MAX(self->shard_n, (size_t)1);
     self->online_shard = xaligned_alloc(sn * sizeof(float));
@@ -315,14 +314,8 @@ static void s_alloc_stage3(trainer_t *self) {
     }
     s_layer_blocks(self);
     xalloc_tally_end(&gather);
-    xalloc_tally_begin(&full);
-    if (self->rank == 0) {
-        self->full = xaligned_alloc(n * sizeof(float));
-    }
-    xalloc_tally_end(&full);
     self->mem.param_bytes = params.bytes;
     self->mem.gather_bytes = gather.bytes;
-    self->mem.publish_bytes = full.bytes;
 }
 
 // Stage 3's initial parameters: the single learner's draws (nn_params_init_random's order),
@@ -486,7 +479,6 @@ void trainer_destroy(trainer_t **self_p) {
     }
     xfree(self->online_shard);
     xfree(self->target_shard);
-    xfree(self->full);
     xfree(self->lcounts);
     xfree(self->ldispls);
     nn_params_fini(&self->target);
@@ -614,15 +606,40 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
     return loss;
 }
 
-const float *trainer_gather(trainer_t *self, int which) {
+void trainer_gather_into(trainer_t *self, int which, void *dst) {
     APEX_ASSERT(which == 0 || which == 1);
+    size_t n = self->online.num_params;
     if (self->zero != 3) {
-        return which ? self->target.data : self->online.data;
+        if (dst) {
+            memcpy(dst, which ? self->target.data : self->online.data, n * sizeof(float));
+        }
+        return;
     }
-    const float *shard = which ? self->target_shard : self->online_shard;
-    // Straight into rank 0's buffer: no rank ever holds a second whole copy.
-    group_gather_f32(self->group, shard, self->full, self->counts, self->displs);
-    return self->rank == 0 ? self->full : NULL;
+    // Every rank's shard straight into rank 0's dst: no rank holds a second whole copy.
+    group_gather_f32(self->group, which ? self->target_shard : self->online_shard, dst,
+                     self->counts, self->displs);
+}
+
+// Stage 3's checkpoint arrays: online then target, one layer at a time gathered to rank 0 in
+// a slot and appended to w (rank 0's writer; NULL elsewhere). Every rank takes part in every
+// gather, whatever rank 0's file does.
+static void s_gather_to_writer(trainer_t *self, ckpt_writer_t *w) {
+    s_gather_t *g = &self->gather[0];
+    s_gather_invalidate(g); // slot 0 is borrowed
+    size_t nr = (size_t)self->n_ranks;
+    for (int k = 0; k < 2; k++) {
+        const float *shard = k ? self->target_shard : self->online_shard;
+        for (int l = 0; l < self->online.n_layers; l++) {
+            size_t lo = self->online.off[l], len = nn_layer_floats(&self->online, l);
+            size_t a = APEX_MAX(lo, self->shard_off);
+            const float *mine = shard + (a > self->shard_off ? a - self->shard_off : 0);
+            group_gather_f32(self->group, mine, g->slot[0], self->lcounts + (size_t)l * nr,
+                             self->ldispls + (size_t)l * nr);
+            if (w) {
+                ckpt_writer_append(w, g->slot[0], len);
+            }
+        }
+    }
 }
 
 const nn_params_t *trainer_online(const trainer_t *self) { return &self->online; }
@@ -754,14 +771,9 @@ int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra) {
         // every rank takes part in both gathers whatever rank 0's file does.
         ckpt_writer_t *w = NULL;
         if (self->rank == 0) {
-            rc = ckpt_writer_open(&w, path, &hdr, 2);
+            ckpt_writer_open(&w, path, &hdr, 2); // an error comes back from commit
         }
-        for (int k = 0; k < 2; k++) {
-            const float *x = trainer_gather(self, k);
-            if (w) {
-                rc = ckpt_writer_append(w, x, self->online.num_params);
-            }
-        }
+        s_gather_to_writer(self, w);
         if (w) {
             rc = ckpt_writer_commit(&w);
         }

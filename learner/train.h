@@ -42,7 +42,8 @@
 //            slots), its gradient pieces reduce-scattered as in stage 2; the optimizer steps
 //            the shard and nothing is all-gathered after the step. Per rank: 8/N bytes of
 //            parameters per parameter plus two slots of the largest layer per network. What
-//            the learner publishes and checkpoints is gathered to rank 0 (trainer_gather).
+//            the learner publishes is gathered straight into rank 0's weights message
+//            (trainer_gather_into), checkpoints a layer at a time: no rank holds a whole copy.
 // The effective batch is N x batch and the result equals one learner's on the concatenated
 // batches up to the order of float additions. Every rank syncs its target on the same step.
 // Communication per step: 2 x 4 bytes x num_params x (N-1)/N per rank (a ring all-reduce's
@@ -103,16 +104,14 @@ int train_precision_here(int precision, blas_gemm_fn *gemm);
 // measured, as what its constructor asked the x* allocators for while building each part
 // (xalloc tallies; 64-byte rounding included), not computed from the sizes.
 typedef struct {
-    size_t param_bytes;   // online + target (stage 3: this rank's shard of each)
-    size_t target_bytes;  // of which the target's
-    size_t grad_bytes;    // full gradient, or (stages 2, 3) this rank's shard and the piece buffer
-    size_t opt_bytes;     // optimizer moments (m and v) of this rank's shard
-    size_t gather_bytes;  // stage 3: the layers gathered for a pass (two slots per network of
-                          // the largest layer) and the layer tables
-    size_t publish_bytes; // stage 3, rank 0: the whole array gathered for publishing and
-                          // checkpoints (trainer_gather)
-    size_t work_bytes;    // the passes' activations and scratch (three nn states) and the
-                          // per-batch buffers, for batch_size
+    size_t param_bytes;  // online + target (stage 3: this rank's shard of each)
+    size_t target_bytes; // of which the target's
+    size_t grad_bytes;   // full gradient, or (stages 2, 3) this rank's shard and the piece buffer
+    size_t opt_bytes;    // optimizer moments (m and v) of this rank's shard
+    size_t gather_bytes; // stage 3: the layers gathered for a pass (two slots per network of
+                         // the largest layer) and the layer tables
+    size_t work_bytes;   // the passes' activations and scratch (three nn states) and the
+                         // per-batch buffers, for batch_size
 } train_memory_t;
 
 #define ZERO_PIECE_DIV 4 // stage 2's piece buffer: the shard / this
@@ -172,12 +171,12 @@ float trainer_step(trainer_t *self, const train_batch_t *batch, float *prioritie
 // The online network. In stage 3 a fetched network (nn_params_fetched): the layout, no data;
 // its values only through trainer_gather.
 const nn_params_t *trainer_online(const trainer_t *self);
-// The whole online (which 0) or target (1) parameter array, what the learner publishes and
-// checkpoints. Stages 0-2 and a single learner: the trainer's own array, on every rank, no
-// communication. Stage 3: collective (every rank calls it at the same point), gathered to
-// rank 0 into its publish buffer, which it returns (valid until the next trainer_gather or
-// trainer_step); NULL on the other ranks.
-const float *trainer_gather(trainer_t *self, int which);
+// The whole online (which 0) or target (1) parameter array (what the learner publishes),
+// num_params floats written to dst, which may be unaligned (the weights message's bytes).
+// Stages 0-2 and a single learner: a copy of the trainer's own array, on any rank (dst NULL:
+// nothing). Stage 3: collective (every rank calls it at the same point), the shards gathered
+// straight into rank 0's dst (MPI_Gatherv); dst is not read on the other ranks (NULL).
+void trainer_gather_into(trainer_t *self, int which, void *dst);
 const nn_params_t *trainer_target(const trainer_t *self);
 size_t trainer_num_params(const trainer_t *self);
 int64_t trainer_steps(const trainer_t *self); // updates done (restored by load)
@@ -197,8 +196,8 @@ uint64_t trainer_skipped_steps(const trainer_t *self);
 // manifest, and its atomic rename commits the set. Stage 0 and a single learner write the
 // moments into path itself (4 arrays). After a commit, rank 0 deletes shard files of other
 // sets. Every rank returns the same code.
-// Stage 3 gathers online and target whole to rank 0 one after the other (trainer_gather)
-// and writes them through ckpt_writer: the same files as stages 1 and 2.
+// Stage 3 gathers online then target to rank 0 a layer at a time, each appended to the file
+// through ckpt_writer: the same files as stages 1 and 2, and no whole array on any rank.
 int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra);
 // Restores everything trainer_save wrote, so training continues exactly. Validates the
 // file against this trainer's network and optimizer kind; on error (apex_err from

@@ -355,9 +355,14 @@ START_TEST(test_size1_stages) {
         trainer_t *t = trainer_new_group(&tc, g);
         s_steps(t, &net, 20, 12);
         const nn_params_t *a = trainer_online(t), *b = trainer_online(ref);
-        ck_assert_double_le(s_rel(trainer_gather(t, 0), b->data, a->num_params), 1e-6);
-        ck_assert_double_le(s_rel(trainer_gather(t, 1), trainer_gather(ref, 1), a->num_params),
-                            1e-6);
+        float *x = xmalloc(2 * a->num_params * sizeof(float)), *y = x + a->num_params;
+        trainer_gather_into(t, 0, x);
+        ck_assert_double_le(s_rel(x, b->data, a->num_params), 1e-6);
+        trainer_gather_into(t, 1, x);
+        trainer_gather_into(ref, 1, y);
+        ck_assert_int_eq(memcmp(y, trainer_target(ref)->data, a->num_params * sizeof(float)), 0);
+        ck_assert_double_le(s_rel(x, y, a->num_params), 1e-6);
+        xfree(x);
         // The allocator's count (train.h): m and v of every parameter (the one rank's shard
         // is the whole array), each rounded up to at most 63 bytes more by xaligned_alloc.
         train_memory_t m;
@@ -621,7 +626,7 @@ START_TEST(test_mpi_memory) {
     }
     for (int k = 0; k < 3; k++) {
         int N = nps[k];
-        size_t opt[3][4], grad[3][4], heap[3][4], par[3][4], gat[3][4], pub[3][4];
+        size_t opt[3][4], grad[3][4], heap[3][4], par[3][4], gat[3][4];
         char out[1100];
         snprintf(out, sizeof out, "%s/mem_%d.txt", dir, N);
         const char *args[] = {"net=large", "stage=1,2,3", "mem=1", "rows=4", NULL};
@@ -629,20 +634,20 @@ START_TEST(test_mpi_memory) {
         FILE *f = fopen(out, "r");
         ck_assert_ptr_nonnull(f);
         int rank, size, st, lines = 0;
-        size_t o, g, p, h, ga, pu;
-        size_t tg, wk;
-        while (fscanf(f, "mem %d %d %d %zu %zu %zu %zu %zu %zu %zu %zu\n", &rank, &size, &st, &o,
-                      &g, &p, &h, &ga, &pu, &tg, &wk) == 11) {
+        size_t o, g, p, h, ga, tg, wk;
+        while (fscanf(f, "mem %d %d %d %zu %zu %zu %zu %zu %zu %zu\n", &rank, &size, &st, &o, &g,
+                      &p, &h, &ga, &tg, &wk) == 10) {
             ck_assert(2 * tg >= p && 2 * tg <= p + XALLOC_ALIGN && wk > 0);
             ck_assert(size == N && st >= 1 && st <= 3 && rank >= 0 && rank < N);
             opt[st - 1][rank] = o, grad[st - 1][rank] = g, heap[st - 1][rank] = h;
-            par[st - 1][rank] = p, gat[st - 1][rank] = ga, pub[st - 1][rank] = pu;
+            par[st - 1][rank] = p, gat[st - 1][rank] = ga;
             lines++;
         }
         fclose(f);
         ck_assert_int_eq(lines, 3 * N);
         // Stage 3: each rank holds its shard of online and target, two slots per network of
-        // the largest layer (and the layer tables), and rank 0 the publish buffer.
+        // the largest layer (and the layer tables), and no whole copy (rank 0 neither: what
+        // it publishes is gathered into the weights message, checkpoints a layer at a time).
         size_t sum3 = 0;
         for (int r = 0; r < N; r++) {
             sum3 += par[2][r];
@@ -654,10 +659,7 @@ START_TEST(test_mpi_memory) {
             ck_assert_msg(gat[2][r] >= slots && gat[2][r] <= slots + tables + 6 * XALLOC_ALIGN,
                           "N %d rank %d: %zu bytes of gathered layers, slots %zu", N, r, gat[2][r],
                           slots);
-            size_t want_pub = r == 0 ? P * sizeof(float) : 0;
-            ck_assert_msg(pub[2][r] >= want_pub && pub[2][r] <= want_pub + (r == 0) * XALLOC_ALIGN,
-                          "N %d rank %d: publish buffer %zu bytes", N, r, pub[2][r]);
-            ck_assert_uint_eq(gat[1][r] + pub[1][r], 0);
+            ck_assert_uint_eq(gat[1][r], 0);
         }
         ck_assert_msg(sum3 >= 2 * P * sizeof(float) && sum3 <= 2 * P * sizeof(float) + N * pad,
                       "N %d: stage 3's parameter shards sum to %zu bytes", N, sum3);
@@ -686,10 +688,9 @@ START_TEST(test_mpi_memory) {
                 ck_assert_msg(fabs(saved - want) <= 0.02 * want + 16384,
                               "N %d rank %d: glibc's heap shrank by %g bytes, the tallies %g", N, r,
                               saved, want);
-                // And stage 2 minus stage 3: the parameters' saving less the slots and the
-                // publish buffer.
+                // And stage 2 minus stage 3: the parameters' saving less the slots.
                 saved = (double)heap[1][r] - (double)heap[2][r];
-                want = (double)par[1][r] - (double)(par[2][r] + gat[2][r] + pub[2][r]);
+                want = (double)par[1][r] - (double)(par[2][r] + gat[2][r]);
                 ck_assert_msg(fabs(saved - want) <= 0.02 * fabs(want) + 16384,
                               "N %d rank %d: stage 3's heap is %g bytes below stage 2's, the "
                               "tallies say %g",

@@ -160,6 +160,31 @@ START_TEST(test_answer_hold_publish_heartbeat) {
 }
 END_TEST
 
+static void s_fill(void *arg, void *dst) {
+    memcpy(dst, ((s_fix *)arg)->params, sizeof((s_fix *)arg)->params);
+}
+
+// weights_server_publish_fill (the learner writes the floats into the message itself): the
+// held request is answered with that version and those floats, decoded as any Weights.
+START_TEST(test_publish_fill) {
+    s_fix f;
+    s_setup(&f, 4);
+    void *a = s_client(&f, "actor-0");
+    s_ask(a, 0);
+    s_serve_until(&f, 1, 0);
+    wire_weights_t w = {.version = 3, .learner_step = 9, .num_params = NP};
+    weights_server_publish_fill(f.w, &w, s_fill, &f);
+    ck_assert_uint_eq(weights_server_version(f.w), 3);
+    ck_assert_uint_eq(s_answer(&f, a, WAIT_MS), 3); // s_answer compares the floats
+    s_publish(&f, 4);                               // and the two ways mix: versions only increase
+    s_ask(a, 3);
+    s_serve_until(&f, 2, 0);
+    ck_assert_uint_eq(s_answer(&f, a, WAIT_MS), 4);
+    zmq_close(a);
+    s_teardown(&f);
+}
+END_TEST
+
 START_TEST(test_full_hold_table_drops) {
     s_fix f;
     s_setup(&f, 2);
@@ -318,6 +343,7 @@ Suite *weights_server_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_answer_hold_publish_heartbeat);
+    tcase_add_test(tc, test_publish_fill);
     tcase_add_test(tc, test_full_hold_table_drops);
     tcase_add_test(tc, test_refuses_what_is_not_a_request);
     tcase_add_test_raise_signal(tc, test_older_version_asserts, SIGABRT);

@@ -11,6 +11,7 @@
 
 #include "rng.h"
 #include "wire.h"
+#include "xalloc.h"
 #include "fcodec.h"
 
 #define OBS 4
@@ -1778,10 +1779,54 @@ START_TEST(test_frame_max_message_bytes) {
 }
 END_TEST
 
+// A Weights message encoded around its params (wire_weights_encode_hole), the floats then
+// written at the offset it returns, is byte for byte wire_encode's message: for counts whose
+// length prefixes take 1, 2 and 3 varint bytes and header fields of every varint size (0
+// fields are left out by protobuf), at an unaligned offset or not.
+START_TEST(test_weights_hole_equals_encode) {
+    const uint32_t counts[] = {1, 31, 32, 4095, 70000};
+    const uint64_t big[] = {0, 1, 300, (uint64_t)1 << 40, UINT64_MAX};
+    wire_buf_t ref;
+    wire_buf_init(&ref, 16);
+    float *params = xmalloc(70000 * sizeof(float));
+    for (uint32_t i = 0; i < 70000; i++) {
+        params[i] = (float)i * 0.5f - 17.25f;
+    }
+    int unaligned = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        for (size_t k = 0; k < sizeof big / sizeof big[0]; k++) {
+            wire_weights_t w = {.version = big[k] ? big[k] : 1,
+                                .learner_step = big[(k + 1) % 5],
+                                .env_frames = big[(k + 2) % 5],
+                                .num_params = counts[c],
+                                .params = params};
+            wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
+            m.u.weights = w;
+            wire_encode(&m, &ref);
+            w.params = NULL; // not read
+            size_t n = wire_weights_size(&w);
+            ck_assert_uint_eq(n, ref.len);
+            uint8_t *out = xmalloc(n);
+            memset(out, 0xAB, n);
+            size_t at = wire_weights_encode_hole(&w, out, n);
+            ck_assert_uint_le(at + (size_t)counts[c] * 4, n);
+            unaligned += at % 4 != 0;
+            memcpy(out + at, params, (size_t)counts[c] * 4);
+            ck_assert_int_eq(memcmp(out, ref.data, n), 0);
+            xfree(out);
+        }
+    }
+    ck_assert_int_gt(unaligned, 0); // the floats may land anywhere: the callers must not care
+    xfree(params);
+    wire_buf_fini(&ref);
+}
+END_TEST
+
 Suite *wire_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_batch_round_trip);
+    tcase_add_test(tc, test_weights_hole_equals_encode);
     tcase_add_test(tc, test_small_messages_round_trip);
     tcase_add_test(tc, test_batched_ack);
     tcase_add_test(tc, test_sample_reply_round_trip);

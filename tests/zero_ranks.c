@@ -12,7 +12,7 @@
 //   stage 3 rank 0 alone, gathered) and rank 0 PATH_s<stage>.norms (one grad norm per step)
 //   prefetch=0: stage 3 gathers each layer when asked, without the overlap (default 1)
 //   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes gather_bytes
-//   publish_bytes target_bytes work_bytes" per rank (train_memory_t)
+//   target_bytes work_bytes" per rank (train_memory_t)
 //   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2; 0 under
 //   ASan, whose allocator glibc's counters do not see) and stop; net=dpg: "dpgmem rank size
 //   stage opt_bytes num_params grad_bytes param_bytes" (train_dpg_memory).
@@ -193,9 +193,9 @@ static int s_run(group_t *g, const s_args *a) {
     if (a->mem) {
         train_memory_t m;
         trainer_memory(t, &m);
-        printf("mem %d %d %d %zu %zu %zu %zu %zu %zu %zu %zu\n", rank, N, a->stage, m.opt_bytes,
-               m.grad_bytes, m.param_bytes, heap1 - heap0, m.gather_bytes, m.publish_bytes,
-               m.target_bytes, m.work_bytes);
+        printf("mem %d %d %d %zu %zu %zu %zu %zu %zu %zu\n", rank, N, a->stage, m.opt_bytes,
+               m.grad_bytes, m.param_bytes, heap1 - heap0, m.gather_bytes, m.target_bytes,
+               m.work_bytes);
         trainer_destroy(&t);
         return 0;
     }
@@ -225,10 +225,13 @@ static int s_run(group_t *g, const s_args *a) {
     }
     if (a->out) {
         // Stage 3: gathered to rank 0 (a collective: every rank calls it), which alone writes.
-        const float *x = trainer_gather(t, 0);
+        size_t n = trainer_num_params(t);
+        float *x = a->stage == 3 && rank != 0 ? NULL : xmalloc(n * sizeof(float));
+        trainer_gather_into(t, 0, x);
         if (x) {
-            rc |= s_write_params(a, rank, x, trainer_num_params(t));
+            rc |= s_write_params(a, rank, x, n);
         }
+        xfree(x);
     }
     trainer_destroy(&t);
     return rc;
