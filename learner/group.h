@@ -47,7 +47,7 @@
 #define GROUP_ROUND_SLEEP_MAX_US 500
 #define GROUP_STOP_ABORT_MS 10000 // a stopping rank's round waits this long, then MPI_Abort
 #define GROUP_MAX_RANKS 4096
-#define GROUP_MAX_PENDING 4 // non-blocking collectives outstanding at once
+#define GROUP_MAX_PENDING 8 // non-blocking collectives outstanding at once
 #define GROUP_YIELD_ENV "OMPI_MCA_mpi_yield_when_idle" // set to 1 by group_new when unset
 
 typedef struct group group_t;

@@ -17,23 +17,26 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 // Everything an update touches is allocated here, once, sized for cfg.batch_size (STYLE
 // S8). Three nn states rather than one: online(s') and target(s') run before online(s),
 // and backward needs online(s)'s activations intact, so each pass keeps its own.
-// Stage 3: one network's layers brought to this rank (see train.h). Two slots, each the
-// largest layer's size: the layer a pass works on and the one it will ask for next, which
-// travels (a non-blocking all-gather) while the current one computes.
+// Stage 3: one network's parameters brought to this rank in blocks of rows (see train.h).
+// Two slots, each one block (rows of w, then the same rows of b): the block a pass works on
+// and the one it will ask for next, in flight (non-blocking all-gathers) while the current
+// one computes.
 typedef struct {
     struct trainer *tr;
     const float *shard; // this rank's shard of the network's flat array
     float *slot[2];
-    int layer[2];  // the layer a slot holds or is receiving, -1: none
-    int handle[2]; // its all-gather while in flight (group_iallgather_f32), else -2
-    int cur;       // the slot fetch returned last
+    int layer[2], block[2];           // what a slot holds or is receiving; layer -1: nothing
+    int handle[2][2];                 // its all-gathers (w rows, b rows) while in flight, else -2
+    int *counts[2][2], *displs[2][2]; // their blocks by rank, n_ranks each
+    int cur;                          // the slot fetch returned last
+    int row0[2];
     nn_linear_t view[2];
-    uint64_t gathers; // layers all-gathered since trainer_new (tests, benchmarks)
 } s_gather_t;
 
 struct trainer {
@@ -66,7 +69,7 @@ struct trainer {
     // Stage 3: online and target are fetched networks (nn_params_fetched) over these shards.
     float *online_shard, *target_shard; // shard_n floats each
     s_gather_t gather[2];               // online, target
-    int *lcounts, *ldispls;             // (n_layers x n_ranks) each layer's blocks by rank
+    size_t slot_n;                      // floats of a slot: the largest block
     train_memory_t mem;
     uint64_t skipped;       // steps whose gradient was not finite (s_step_ok)
     log_limiter_t skip_log; // one line per SKIP_LOG_INTERVAL_MS about them
@@ -203,34 +206,160 @@ static void s_piece_done(void *arg, const float *piece, size_t offset, size_t n)
 }
 
 // ----------------------------------------------------------------------------
+// can the trainer be allocated?
+
+// Stage 2 and 3's piece buffer: the largest shard / ZERO_PIECE_DIV, at least nn_piece_min.
+static size_t s_piece_cap(const nn_config_t *net, size_t n, int n_ranks) {
+    return APEX_MAX(group_shard_max(n, n_ranks) / ZERO_PIECE_DIV, nn_piece_min(net));
+}
+
+// Stage 3's blocks: a conv layer whole; a linear layer in blocks of rows_per_block rows
+// (w and b rows together within cap floats, at least one row). A slot holds the largest.
+static int s_rows_per_block(const nn_params_t *lay, int l, size_t cap) {
+    const nn_linear_t *L = &lay->layer[l];
+    size_t row = (size_t)L->in_dim + 1;
+    return (int)APEX_MIN((size_t)L->out_dim, APEX_MAX(cap / row, (size_t)1));
+}
+
+static size_t s_slot_floats(const nn_config_t *net, size_t n, int n_ranks) {
+    nn_params_t lay;
+    nn_params_view(&lay, net, NULL);
+    size_t cap = s_piece_cap(net, n, n_ranks), slot = 0;
+    for (int l = 0; l < lay.n_layers; l++) {
+        size_t rows = l < net->n_conv ? (size_t)lay.layer[l].out_dim
+                                      : (size_t)s_rows_per_block(&lay, l, cap);
+        slot = APEX_MAX(slot, rows * ((size_t)lay.layer[l].in_dim + 1));
+    }
+    return slot;
+}
+
+int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
+    const nn_config_t *net = &cfg->net;
+    int zero = group && (group_size(group) > 1 || cfg->zero_stage > 0) ? cfg->zero_stage : -1;
+    int N = zero >= 0 ? group_size(group) : 1, rank = zero >= 0 ? group_rank(group) : 0;
+    size_t n = nn_num_params(net), off, shard;
+    group_shard_range(n, N, rank, &off, &shard);
+    if (zero < 1) {
+        shard = n;
+    }
+    size_t f = sizeof(float), blocks[16];
+    int k = 0;
+    blocks[k++] = shard * f; // m
+    blocks[k++] = shard * f; // v
+    for (int i = 0; i < 3; i++) {
+        blocks[k++] = nn_state_bytes(net, cfg->batch_size);
+    }
+    if (zero == 3) {
+        size_t slot = s_slot_floats(net, n, N) * f;
+        blocks[k++] = shard * f, blocks[k++] = shard * f; // online, target shards
+        blocks[k++] = slot, blocks[k++] = slot, blocks[k++] = slot, blocks[k++] = slot;
+    } else {
+        blocks[k++] = n * f, blocks[k++] = n * f; // online, target
+    }
+    if (zero >= 2) {
+        blocks[k++] = shard * f; // the gradient shard
+        blocks[k++] = s_piece_cap(net, n, N) * f;
+    } else {
+        blocks[k++] = n * f; // the whole gradient
+    }
+    // Tried together with plain malloc, the pages never touched, then freed: what the
+    // process's limits (RLIMIT_DATA, RLIMIT_AS, overcommit) let it have.
+    void *got[16];
+    size_t need = 0;
+    int ok = 1;
+    for (int i = 0; i < k; i++) {
+        need += blocks[i];
+        got[i] = ok ? malloc(blocks[i] ? blocks[i] : 1) : NULL;
+        ok = ok && got[i] != NULL;
+    }
+    for (int i = 0; i < k; i++) {
+        free(got[i]);
+    }
+    if (need_out) {
+        *need_out = need;
+    }
+    if (!ok) {
+        struct rlimit rl;
+        char lim[64] = "unlimited";
+        if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+            snprintf(lim, sizeof lim, "%llu bytes", (unsigned long long)rl.rlim_cur);
+        }
+        log_error("rank %d of %d cannot allocate the %zu bytes its trainer needs (ZeRO stage "
+                  "%d, %zu parameters; data limit %s): add ranks, raise [learner] zero_stage, "
+                  "or make [network] smaller",
+                  rank, N, need, zero < 0 ? 0 : zero, n, lim);
+    }
+    if (zero >= 0 && N > 1) {
+        double x[1] = {ok ? 0.0 : 1.0}; // a collective: every rank learns of any failure
+        group_allreduce_f64(group, x, 1);
+        if (ok && x[0] > 0.0) {
+            log_error("rank %d: %.0f other rank(s) cannot allocate their trainer; the group stops",
+                      rank, x[0]);
+        }
+        ok = x[0] == 0.0;
+    }
+    return ok ? APEX_OK : APEX_ENOSPC;
+}
+
+// ----------------------------------------------------------------------------
 // stage 3: layers gathered on demand
 
-// Starts bringing layer l into slot i: this rank's part of it from its shard, the other
-// ranks' parts by a non-blocking all-gather (complete at once without MPI).
-static void s_gather_start(s_gather_t *g, int i, int l) {
-    trainer_t *t = g->tr;
-    const nn_params_t *p = &t->online; // the layout (online and target share it)
-    size_t lo = p->off[l], len = nn_layer_floats(p, l);
-    size_t a = APEX_MAX(lo, t->shard_off), b = APEX_MIN(lo + len, t->shard_off + t->shard_n);
-    if (b > a) {
-        memcpy(g->slot[i] + (a - lo), g->shard + (a - t->shard_off), (b - a) * sizeof(float));
+// Rank r's part of the flat range [lo, lo + len): counts[r] floats at displs[r] of the
+// range; returns this rank's part's offset in its shard (0 when it has none).
+static size_t s_range_blocks(const trainer_t *t, size_t lo, size_t len, int *counts, int *displs) {
+    for (int r = 0; r < t->n_ranks; r++) {
+        size_t so = (size_t)t->displs[r], se = so + (size_t)t->counts[r];
+        size_t a = APEX_MAX(lo, so), b = APEX_MIN(lo + len, se);
+        counts[r] = b > a ? (int)(b - a) : 0;
+        displs[r] = b > a ? (int)(a - lo) : 0;
     }
-    const int *counts = t->lcounts + (size_t)l * t->n_ranks;
-    const int *displs = t->ldispls + (size_t)l * t->n_ranks;
-    g->handle[i] = t->group ? group_iallgather_f32(t->group, g->slot[i], counts, displs) : -1;
-    g->layer[i] = l;
-    const nn_linear_t *L = &p->layer[l];
-    g->view[i] = (nn_linear_t){g->slot[i], g->slot[i] + (size_t)L->out_dim * L->in_dim, L->in_dim,
-                               L->out_dim};
-    g->gathers++;
+    size_t a = APEX_MAX(lo, t->shard_off);
+    return counts[t->rank] > 0 ? a - t->shard_off : 0;
+}
+
+// Block k of layer l: its first row and row count.
+static void s_block_rows(const trainer_t *t, int l, int k, int *r0, int *rows) {
+    const nn_linear_t *L = &t->online.layer[l];
+    int per = l < t->cfg.net.n_conv ? L->out_dim : s_rows_per_block(&t->online, l, t->slot_n);
+    APEX_ASSERT(k >= 0 && (size_t)k * per < (size_t)L->out_dim);
+    *r0 = k * per;
+    *rows = APEX_MIN(per, L->out_dim - *r0);
+}
+
+// Starts bringing block k of layer l into slot i: rows r0.. of w, then of b, each range this
+// rank's part copied from its shard and the others' by a non-blocking all-gather (complete
+// at once without MPI).
+static void s_gather_start(s_gather_t *g, int i, int l, int k) {
+    trainer_t *t = g->tr;
+    const nn_linear_t *L = &t->online.layer[l]; // the layout (online and target share it)
+    int r0, rows;
+    s_block_rows(t, l, k, &r0, &rows);
+    size_t in = (size_t)L->in_dim, w0 = t->online.off[l];
+    size_t lo[2] = {w0 + (size_t)r0 * in, w0 + (size_t)L->out_dim * in + (size_t)r0};
+    size_t len[2] = {(size_t)rows * in, (size_t)rows};
+    float *dst[2] = {g->slot[i], g->slot[i] + (size_t)rows * in};
+    for (int j = 0; j < 2; j++) {
+        size_t mine = s_range_blocks(t, lo[j], len[j], g->counts[i][j], g->displs[i][j]);
+        int c = g->counts[i][j][t->rank];
+        if (c > 0) {
+            memcpy(dst[j] + g->displs[i][j][t->rank], g->shard + mine, (size_t)c * sizeof(float));
+        }
+        g->handle[i][j] = t->group ? group_iallgather_f32(t->group, dst[j], g->counts[i][j],
+                                                          g->displs[i][j])
+                                   : -1;
+    }
+    g->layer[i] = l, g->block[i] = k, g->row0[i] = r0;
+    g->view[i] = (nn_linear_t){dst[0], dst[1], L->in_dim, rows};
 }
 
 static void s_gather_wait(s_gather_t *g, int i) {
-    if (g->handle[i] != -2) {
-        if (g->tr->group) {
-            group_wait(g->tr->group, g->handle[i]);
+    for (int j = 0; j < 2; j++) {
+        if (g->handle[i][j] != -2) {
+            if (g->tr->group) {
+                group_wait(g->tr->group, g->handle[i][j]);
+            }
+            g->handle[i][j] = -2;
         }
-        g->handle[i] = -2;
     }
 }
 
@@ -242,56 +371,46 @@ static void s_gather_invalidate(s_gather_t *g) {
     }
 }
 
-// nn_fetch_fn: layer l, from a slot when it holds it (brought ahead, or still there from an
-// earlier pass since the last step), else gathered now; then layer next set off into the
-// other slot unless a slot holds it.
-static const nn_linear_t *s_fetch(void *arg, int l, int next) {
+static int s_held(const s_gather_t *g, int l, int k) {
+    return g->layer[0] == l && g->block[0] == k ? 0 : g->layer[1] == l && g->block[1] == k ? 1 : -1;
+}
+
+// nn_fetch_fn: block k of layer l, from a slot when it holds it (brought ahead, or still
+// there from an earlier pass since the last step), else gathered now; then what the pass
+// asks for next (the next block, or block 0 of layer l + dir) set off into the other slot.
+static const nn_linear_t *s_fetch(void *arg, int l, int k, int dir, int *row0) {
     s_gather_t *g = arg;
-    int i = g->layer[0] == l ? 0 : g->layer[1] == l ? 1 : -1;
+    trainer_t *t = g->tr;
+    int i = s_held(g, l, k);
     if (i < 0) {
         i = 1 - g->cur; // the slot the pass is not reading
         s_gather_wait(g, i);
-        s_gather_start(g, i, l);
+        s_gather_start(g, i, l, k);
     }
     s_gather_wait(g, i);
     g->cur = i;
-    if (next >= 0 && g->layer[0] != next && g->layer[1] != next) {
+    int r0, rows, nl = l, nk = k + 1;
+    s_block_rows(t, l, k, &r0, &rows);
+    if (r0 + rows == t->online.layer[l].out_dim) {
+        nl = l + dir, nk = 0;
+    }
+    if (nl >= 0 && nl < t->online.n_layers && s_held(g, nl, nk) < 0) {
         int j = 1 - i;
         s_gather_wait(g, j);
-        s_gather_start(g, j, next);
-        if (!g->tr->cfg.zero_prefetch) {
+        s_gather_start(g, j, nl, nk);
+        if (!t->cfg.zero_prefetch) {
             s_gather_wait(g, j); // measured against: the same gathers, no overlap
         }
     }
+    *row0 = g->row0[i];
     return &g->view[i];
-}
-
-// Each layer's blocks by rank: the part of [off, off + len) in rank r's shard, placed at its
-// offset in the layer.
-static void s_layer_blocks(trainer_t *self) {
-    const nn_params_t *p = &self->online;
-    size_t nr = (size_t)self->n_ranks;
-    self->lcounts = xmalloc((size_t)p->n_layers * nr * sizeof(int));
-    self->ldispls = xmalloc((size_t)p->n_layers * nr * sizeof(int));
-    for (int l = 0; l < p->n_layers; l++) {
-        size_t lo = p->off[l], hi = lo + nn_layer_floats(p, l);
-        for (int r = 0; r < self->n_ranks; r++) {
-            size_t so = (size_t)self->displs[r], se = so + (size_t)self->counts[r];
-            size_t a = APEX_MAX(lo, so), b = APEX_MIN(hi, se);
-            self->lcounts[(size_t)l * nr + r] = b > a ? (int)(b - a) : 0;
-            self->ldispls[(size_t)l * nr + r] = b > a ? (int)(a - lo) : 0;
-        }
-    }
 }
 
 // Stage 3's networks: the shards, the fetched views, two slots per network.
 static void s_alloc_stage3(trainer_t *self) {
     const nn_config_t *net = &self->cfg.net;
     nn_params_view(&self->online, net, NULL); // the layout; the views come below
-    size_t largest = 0;
-    for (int l = 0; l < self->online.n_layers; l++) {
-        largest = APEX_MAX(largest, nn_layer_floats(&self->online, l));
-    }
+    self->slot_n = s_slot_floats(net, self->online.num_params, self->n_ranks);
     xalloc_tally_t params, target, gather;
     xalloc_tally_begin(&params);
     size_t sn = APEX_MAX(self->shard_n, (size_t)1);
@@ -306,34 +425,28 @@ static void s_alloc_stage3(trainer_t *self) {
     nn_params_t *nets[2] = {&self->online, &self->target};
     for (int k = 0; k < 2; k++) {
         s_gather_t *g = &self->gather[k];
-        *g = (s_gather_t){.tr = self, .shard = shards[k], .layer = {-1, -1}, .handle = {-2, -2}};
+        *g = (s_gather_t){.tr = self, .shard = shards[k], .layer = {-1, -1}};
         for (int i = 0; i < 2; i++) {
-            g->slot[i] = xaligned_alloc(largest * sizeof(float));
+            g->slot[i] = xaligned_alloc(self->slot_n * sizeof(float));
+            for (int j = 0; j < 2; j++) {
+                g->handle[i][j] = -2;
+                g->counts[i][j] = xmalloc((size_t)self->n_ranks * sizeof(int));
+                g->displs[i][j] = xmalloc((size_t)self->n_ranks * sizeof(int));
+            }
         }
         nn_params_fetched(nets[k], net, s_fetch, g);
     }
-    s_layer_blocks(self);
     xalloc_tally_end(&gather);
     self->mem.param_bytes = params.bytes;
     self->mem.gather_bytes = gather.bytes;
 }
 
-// Stage 3's initial parameters: the single learner's draws (nn_params_init_random's order),
-// one layer at a time in a slot, each rank keeping its part.
+// Stage 3's initial parameters: the single learner's draws, every rank drawing all of them
+// in order and keeping its shard's.
 static void s_init_stage3(trainer_t *self, rng_t *init) {
-    s_gather_t *g = &self->gather[0];
     for (int l = 0; l < self->online.n_layers; l++) {
-        const nn_linear_t *L = &self->online.layer[l];
-        nn_linear_t v = {g->slot[0], g->slot[0] + (size_t)L->out_dim * L->in_dim, L->in_dim,
-                         L->out_dim};
-        nn_layer_init_random(&v, init);
-        size_t lo = self->online.off[l], len = nn_layer_floats(&self->online, l);
-        size_t a = APEX_MAX(lo, self->shard_off);
-        size_t b = APEX_MIN(lo + len, self->shard_off + self->shard_n);
-        if (b > a) {
-            memcpy(self->online_shard + (a - self->shard_off), g->slot[0] + (a - lo),
-                   (b - a) * sizeof(float));
-        }
+        nn_layer_init_random_part(&self->online, l, init, self->online_shard, self->shard_off,
+                                  self->shard_off + self->shard_n);
     }
     memcpy(self->target_shard, self->online_shard, self->shard_n * sizeof(float));
 }
@@ -389,8 +502,7 @@ static void s_alloc_training(trainer_t *self, group_t *group) {
     xalloc_tally_begin(&grad);
     if (self->zero >= 2) {
         // No full-size gradient: the piece buffer plus this rank's shard of the gradient.
-        size_t cap = group_shard_max(n, self->n_ranks) / ZERO_PIECE_DIV;
-        cap = APEX_MAX(cap, nn_piece_min(net));
+        size_t cap = s_piece_cap(net, n, self->n_ranks);
         self->gshard = xaligned_alloc(APEX_MAX(self->shard_n, (size_t)1) * sizeof(float));
         memset(self->gshard, 0, self->shard_n * sizeof(float));
         self->pieces = (nn_pieces_t){xaligned_alloc(cap * sizeof(float)), cap, s_piece_done, self};
@@ -415,6 +527,9 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
     blas_gemm_fn gemm;
     if (train_precision_here(cfg->precision, &gemm) != 0) {
         return NULL;
+    }
+    if (trainer_fits(cfg, group, NULL) != APEX_OK) {
+        return NULL; // logged, and every rank of the group returns here
     }
     trainer_t *self = xcalloc(1, sizeof *self);
     self->cfg = *cfg;
@@ -473,14 +588,18 @@ void trainer_destroy(trainer_t **self_p) {
     xfree(self->displs);
     xfree(self->piece_counts);
     for (int k = 0; k < 2 && self->zero == 3; k++) {
-        s_gather_invalidate(&self->gather[k]);
-        xfree(self->gather[k].slot[0]);
-        xfree(self->gather[k].slot[1]);
+        s_gather_t *g = &self->gather[k];
+        s_gather_invalidate(g);
+        for (int i = 0; i < 2; i++) {
+            xfree(g->slot[i]);
+            for (int j = 0; j < 2; j++) {
+                xfree(g->counts[i][j]);
+                xfree(g->displs[i][j]);
+            }
+        }
     }
     xfree(self->online_shard);
     xfree(self->target_shard);
-    xfree(self->lcounts);
-    xfree(self->ldispls);
     nn_params_fini(&self->target);
     nn_params_fini(&self->online);
     xfree(self);
@@ -620,21 +739,20 @@ void trainer_gather_into(trainer_t *self, int which, void *dst) {
                      self->counts, self->displs);
 }
 
-// Stage 3's checkpoint arrays: online then target, one layer at a time gathered to rank 0 in
-// a slot and appended to w (rank 0's writer; NULL elsewhere). Every rank takes part in every
-// gather, whatever rank 0's file does.
+// Stage 3's checkpoint arrays: online then target, gathered to rank 0 a slot's worth of the
+// flat array at a time and appended to w (rank 0's writer; NULL elsewhere). Every rank takes
+// part in every gather, whatever rank 0's file does.
 static void s_gather_to_writer(trainer_t *self, ckpt_writer_t *w) {
     s_gather_t *g = &self->gather[0];
-    s_gather_invalidate(g); // slot 0 is borrowed
-    size_t nr = (size_t)self->n_ranks;
+    s_gather_invalidate(g); // slot 0 and its block tables are borrowed
+    size_t n = self->online.num_params;
     for (int k = 0; k < 2; k++) {
         const float *shard = k ? self->target_shard : self->online_shard;
-        for (int l = 0; l < self->online.n_layers; l++) {
-            size_t lo = self->online.off[l], len = nn_layer_floats(&self->online, l);
-            size_t a = APEX_MAX(lo, self->shard_off);
-            const float *mine = shard + (a > self->shard_off ? a - self->shard_off : 0);
-            group_gather_f32(self->group, mine, g->slot[0], self->lcounts + (size_t)l * nr,
-                             self->ldispls + (size_t)l * nr);
+        for (size_t lo = 0; lo < n; lo += self->slot_n) {
+            size_t len = APEX_MIN(self->slot_n, n - lo);
+            size_t mine = s_range_blocks(self, lo, len, g->counts[0][0], g->displs[0][0]);
+            group_gather_f32(self->group, shard + mine, g->slot[0], g->counts[0][0],
+                             g->displs[0][0]);
             if (w) {
                 ckpt_writer_append(w, g->slot[0], len);
             }

@@ -34,16 +34,16 @@
 //            single-learner clip applied to the shard, the optimizer stepping the shard
 //            with its shard of the moments, then all-gather of the parameters.
 //   stage 3: the parameters are sharded too (Rajbhandari et al.'s P_os+g+p): each rank keeps
-//            its shard of online and of target and nothing whole. A pass asks for each layer
-//            just before it runs it (nn_params_fetched): the layer is all-gathered into one
-//            of two slots per network, and the next layer's all-gather is started (non-
+//            its shard of online and of target and nothing whole. A pass asks for the
+//            parameters in blocks of rows just before it uses them (nn_params_fetched): each
+//            block is all-gathered into one of two slots per network (about shard /
+//            ZERO_PIECE_DIV floats each), and the next block's all-gather is started (non-
 //            blocking) so that it travels while the current one computes; backward gathers
-//            again from the head down (the head and the layer below it are still in the
-//            slots), its gradient pieces reduce-scattered as in stage 2; the optimizer steps
-//            the shard and nothing is all-gathered after the step. Per rank: 8/N bytes of
-//            parameters per parameter plus two slots of the largest layer per network. What
-//            the learner publishes is gathered straight into rank 0's weights message
-//            (trainer_gather_into), checkpoints a layer at a time: no rank holds a whole copy.
+//            W again for dh_prev, its gradient pieces reduce-scattered as in stage 2; the
+//            optimizer steps the shard and nothing is all-gathered after the step. Per
+//            rank: 8/N bytes of parameters per parameter plus the slots. What the learner
+//            publishes is gathered straight into rank 0's weights message
+//            (trainer_gather_into), checkpoints a slot at a time: no rank holds a whole copy.
 // The effective batch is N x batch and the result equals one learner's on the concatenated
 // batches up to the order of float additions. Every rank syncs its target on the same step.
 // Communication per step: 2 x 4 bytes x num_params x (N-1)/N per rank (a ring all-reduce's
@@ -148,6 +148,17 @@ void train_config_default(train_config_t *cfg);
 // the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
 // cfg is invalid or its precision is one this CPU cannot run (train_precision_here).
 // Caller destroys with trainer_destroy.
+// Whether this process can allocate the trainer cfg describes (on group's rank, as
+// trainer_new_group would build it): its large blocks (parameters or their shards,
+// gradients, moments, slots, activations) tried together with malloc, untouched and freed,
+// under whatever limits the process runs with (RLIMIT_DATA, overcommit). In a group it is a
+// collective (every rank calls it) and every rank gets the same answer. APEX_OK, or
+// APEX_ENOSPC (no room) after a rank that cannot logged the bytes it needed and its data limit (the
+// others log that the group stops). *need_out (may be NULL): those bytes. trainer_new_group
+// calls it first, so a group too large for its ranks stops on every rank with that message
+// instead of one rank aborting in the allocator.
+struct group;
+int trainer_fits(const train_config_t *cfg, struct group *group, size_t *need_out);
 trainer_t *trainer_new(const train_config_t *cfg);
 struct apex_config_s;
 // The trainer a run's config describes ([network], [learner], [run] seed; the network's

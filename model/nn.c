@@ -365,13 +365,25 @@ size_t nn_layer_floats(const nn_params_t *p, int l) {
     return (size_t)p->layer[l].out_dim * ((size_t)p->layer[l].in_dim + 1);
 }
 
-// Layer l's views for a pass that will ask for layer next after it (-1: none).
-static const nn_linear_t *s_layer(const nn_params_t *p, int l, int next) {
+// Layer l whole: its own views, or a fetched network's one block (a conv layer, whose fetcher
+// returns every row at once).
+static const nn_linear_t *s_layer(const nn_params_t *p, int l, int dir) {
     if (!p->fetch) {
         return &p->layer[l];
     }
-    const nn_linear_t *L = p->fetch(p->fetch_arg, l, next);
-    APEX_ASSERT(L->in_dim == p->layer[l].in_dim && L->out_dim == p->layer[l].out_dim);
+    int r0 = -1;
+    const nn_linear_t *L = p->fetch(p->fetch_arg, l, 0, dir, &r0);
+    APEX_ASSERT(r0 == 0 && L->in_dim == p->layer[l].in_dim && L->out_dim == p->layer[l].out_dim);
+    return L;
+}
+
+// Block k of layer l of a fetched network, which must start at row r (the rows before it
+// are done).
+static const nn_linear_t *s_block(const nn_params_t *p, int l, int k, int dir, int r) {
+    int r0 = -1;
+    const nn_linear_t *L = p->fetch(p->fetch_arg, l, k, dir, &r0);
+    APEX_ASSERT(r0 == r && L->in_dim == p->layer[l].in_dim && L->out_dim >= 1 &&
+                r0 + L->out_dim <= p->layer[l].out_dim);
     return L;
 }
 
@@ -387,23 +399,25 @@ void nn_params_fini(nn_params_t *p) {
     memset(p, 0, sizeof *p);
 }
 
-void nn_layer_init_random(const nn_linear_t *L, rng_t *rng) {
+void nn_layer_init_random_part(const nn_params_t *p, int l, rng_t *rng, float *dst, size_t lo,
+                               size_t hi) {
+    const nn_linear_t *L = &p->layer[l];
     // PyTorch: kaiming_uniform(a=sqrt(5)) on W gives bound 1/sqrt(fan_in), as for b;
     // fan_in = in for nn.Linear and C k k for nn.Conv2d, which is in_dim either way.
     float bound = 1.0f / sqrtf((float)L->in_dim);
-    size_t nw = (size_t)L->out_dim * L->in_dim;
-    for (size_t i = 0; i < nw; i++) {
-        L->w[i] = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
-    }
-    for (int i = 0; i < L->out_dim; i++) {
-        L->b[i] = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
+    size_t off = p->off[l], n = nn_layer_floats(p, l); // w then b, contiguous
+    for (size_t i = 0; i < n; i++) {
+        float v = bound * (2.0f * rng_uniform_f(rng) - 1.0f);
+        if (off + i >= lo && off + i < hi) {
+            dst[off + i - lo] = v;
+        }
     }
 }
 
 void nn_params_init_random(nn_params_t *p, rng_t *rng) {
     APEX_ASSERT(p->data);
     for (int l = 0; l < p->n_layers; l++) {
-        nn_layer_init_random(&p->layer[l], rng);
+        nn_layer_init_random_part(p, l, rng, p->data, 0, p->num_params);
     }
 }
 
@@ -463,6 +477,15 @@ static size_t s_state_layout(nn_state_t *s, float *base) {
     s->grad[1] = s_take(&cur, g_max * B, &total);
     s->q = s_take(&cur, B * (size_t)cfg->n_actions, &total);
     return total;
+}
+
+size_t nn_state_bytes(const nn_config_t *cfg, int max_batch) {
+    nn_state_t s;
+    memset(&s, 0, sizeof s);
+    s.cfg = *cfg;
+    s.max_batch = max_batch;
+    s_conv_shapes(cfg, s.conv, NULL, 0);
+    return s_state_layout(&s, NULL) * sizeof(float);
 }
 
 void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train) {
@@ -823,7 +846,7 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     const nn_config_t *cfg = &s->cfg;
     // [conv2d -> ReLU] x n_conv, the ReLU applied by conv.c while each chunk is in the cache.
     for (int l = from; l < cfg->n_conv; l++) {
-        const nn_linear_t *L = s_layer(p, l, l + 1);
+        const nn_linear_t *L = s_layer(p, l, 1);
         conv_input_t in = s_conv_input(s, l);
         conv_forward(s->act[l], &in, L->w, L->b, 1, &s->conv[l], B, s->scratch);
     }
@@ -835,8 +858,18 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     int batch_major = first_linear == 0;
     // [linear -> ReLU] x n_hidden, then the head.
     for (int l = first_linear; l < p->n_layers; l++) {
-        const nn_linear_t *L = s_layer(p, l, l + 1 < p->n_layers ? l + 1 : -1);
-        s_linear_forward(s->gemm, s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim, batch_major);
+        const nn_linear_t *L = &p->layer[l];
+        if (!p->fetch) {
+            s_linear_forward(s->gemm, s->act[l], in, L->w, L->b, B, L->in_dim, L->out_dim,
+                             batch_major);
+        }
+        // A fetched layer by blocks of output rows: rows r0.. of the (out x B) activation.
+        for (int k = 0, r = 0; p->fetch && r < L->out_dim; k++) {
+            const nn_linear_t *Lk = s_block(p, l, k, 1, r);
+            s_linear_forward(s->gemm, s->act[l] + (size_t)r * B, in, Lk->w, Lk->b, B, L->in_dim,
+                             Lk->out_dim, batch_major);
+            r += Lk->out_dim;
+        }
         if (l < p->n_layers - 1) {
             s_relu_forward(s->act[l], (size_t)L->out_dim * B);
         }
@@ -919,11 +952,20 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
     const float *dout = s->dhead;
     int top = p->n_layers - 1;
     for (int l = top; l >= cfg->n_conv; l--) {
-        const nn_linear_t *L = s_layer(p, l, l - 1);
+        const nn_linear_t *L = &p->layer[l];
         int first = l == 0;
         const float *in = first ? s_mlp_rows(s) : s->act[l - 1];
         float *din = first ? NULL : s->grad[l & 1];
-        if (pc) {
+        if (p->fetch) {
+            // dW needs no parameters; dh_prev = W^T dout summed over the blocks of W's rows.
+            s_linear_backward_pieces(s->gemm, NULL, dout, in, L, p->off[l], pc, B, first);
+            for (int k = 0, r = 0; din && r < L->out_dim; k++) {
+                const nn_linear_t *Lk = s_block(p, l, k, -1, r);
+                blas_gemm_with(s->gemm, din, Lk->w, dout + (size_t)r * B, 1.0f, k ? 1.0f : 0.0f,
+                               BLAS_TRANS, BLAS_NO_TRANS, L->in_dim, B, Lk->out_dim);
+                r += Lk->out_dim;
+            }
+        } else if (pc) {
             s_linear_backward_pieces(s->gemm, din, dout, in, L, p->off[l], pc, B, first);
         } else {
             nn_linear_t *G = &grads->layer[l];
@@ -937,7 +979,7 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
     }
     for (int l = cfg->n_conv - 1; l >= 0; l--) {
         const conv_shape_t *cs = &s->conv[l];
-        const nn_linear_t *L = s_layer(p, l, l - 1);
+        const nn_linear_t *L = s_layer(p, l, -1);
         nn_linear_t G = pc ? s_conv_piece(pc, L) : grads->layer[l];
         float *din = l == 0 ? NULL : s->grad[l & 1];
         // conv.c recomputes each chunk's im2col from the layer's input, kept since forward.

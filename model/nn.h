@@ -122,12 +122,18 @@ typedef struct {
 } nn_linear_t;
 
 // A network whose parameters are not in one array (ZeRO stage 3, learner/train.c: each rank
-// holds a shard, and a layer is all-gathered when a pass needs it): the passes ask for each
-// layer just before they use it, fetch(arg, layer, next), which returns the layer's views
-// (valid until the next fetch on the same network: a pass never uses two layers of one
-// network at once) and may start bringing layer next (-1: none), which the pass will ask for
-// after it.
-typedef const nn_linear_t *(*nn_fetch_fn)(void *arg, int layer, int next);
+// holds a shard, and the parameters a pass needs are all-gathered just before it uses them):
+// the passes ask for them in blocks of rows, fetch(arg, layer, block, dir, &row0), which
+// returns rows [row0, row0 + out_dim) of the layer's w (out_dim x in_dim, contiguous) and of
+// its b as an nn_linear_t of out_dim rows. The fetcher chooses the blocks (how many rows;
+// a conv layer is always one block of every row): a pass asks for block 0, 1, ... until the
+// rows are covered. dir says what comes next: +1 a forward pass (then the next block, or
+// block 0 of layer + 1), -1 a backward pass (the next block, or block 0 of layer - 1), so a
+// fetcher may bring that ahead. A block is valid until the next fetch on the same network:
+// a pass never uses two of one network at once. Blocks of rows keep a fetcher's buffers
+// independent of the largest layer: a linear layer's output rows are independent in
+// forward, dW's rows too, and backward's dh_prev is summed over the blocks.
+typedef const nn_linear_t *(*nn_fetch_fn)(void *arg, int layer, int block, int dir, int *row0);
 
 typedef struct {
     float *data; // num_params floats, 64-byte aligned, owned; NULL for a fetched network
@@ -242,10 +248,14 @@ void nn_params_fetched(nn_params_t *p, const nn_config_t *cfg, nn_fetch_fn fetch
 // Floats of layer l's w and b together (out_dim (in_dim + 1)), from p->off[l].
 size_t nn_layer_floats(const nn_params_t *p, int l);
 // PyTorch's default inits: nn.Linear and nn.Conv2d weights and biases uniform in
-// +-1/sqrt(fan_in) (fan_in = in, or C k k). nn_params_init_random is nn_layer_init_random on
-// each layer in order, so a caller initialising one layer at a time draws the same values.
+// +-1/sqrt(fan_in) (fan_in = in, or C k k). nn_params_init_random is
+// nn_layer_init_random_part on each layer in order over the whole array; a caller holding a
+// part of it (a ZeRO stage 3 shard) draws every value of layer l of p's layout (data not
+// read) and keeps those at flat offsets [lo, hi) in dst[offset - lo]: the same values, and
+// the rng left where a whole init leaves it.
 void nn_params_init_random(nn_params_t *p, rng_t *rng);
-void nn_layer_init_random(const nn_linear_t *L, rng_t *rng);
+void nn_layer_init_random_part(const nn_params_t *p, int l, rng_t *rng, float *dst, size_t lo,
+                               size_t hi);
 // dst = src (one memcpy); both must have the same layout.
 void nn_params_copy(nn_params_t *dst, const nn_params_t *src);
 // Sets every float to 0 (gradients before a backward pass).
@@ -257,6 +267,8 @@ void nn_params_zero(nn_params_t *p);
 // state, and conv.c recomputes each chunk's im2col in backward. nn_state_fini: no-op when
 // zeroed.
 void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train);
+// The bytes nn_state_init allocates for cfg and max_batch (before xalloc's rounding).
+size_t nn_state_bytes(const nn_config_t *cfg, int max_batch);
 void nn_state_fini(nn_state_t *s);
 // The GEMM every forward and backward pass on s runs its products on, conv layers' included
 // ([learner] precision, learner/train.h). NULL (nn_state_init's) or blas_sgemm_ld: fp32,

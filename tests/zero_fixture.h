@@ -12,12 +12,14 @@
 #include "xalloc.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ZF_MAX_ROWS 64
 
 // "mlp": 8-32-32-dueling(4); "conv": 6x6x2 -c4k3s1-16-dueling(3) (conv layer pieces);
-// "large": bench_learner's 84-512-512-dueling(18), 315 923 parameters (the memory test).
+// "large": bench_learner's 84-512-512-dueling(18), 315 923 parameters (the memory test);
+// "wide:H": 84-H-H-dueling(18) (bench/run_zero_memory.sh).
 static inline int zf_net(nn_config_t *n, const char *name) {
     memset(n, 0, sizeof *n);
     n->dueling = 1;
@@ -30,6 +32,10 @@ static inline int zf_net(nn_config_t *n, const char *name) {
         n->n_hidden = 1, n->hidden[0] = 16;
     } else if (strcmp(name, "large") == 0) {
         n->obs_dim = 84, n->n_actions = 18, n->hidden[0] = 512, n->hidden[1] = 512;
+    } else if (strncmp(name, "wide:", 5) == 0 && atoi(name + 5) >= 1) {
+        // The ZeRO memory benchmarks' width search: 84-H-H-dueling(18), H^2 + 105 H + 19.
+        n->obs_dim = 84, n->n_actions = 18;
+        n->hidden[0] = n->hidden[1] = atoi(name + 5);
     } else {
         return -1;
     }

@@ -2,7 +2,7 @@
 // runs it as `mpirun -np N build/tests/zero_ranks key=value ...`. Not a daemon: a trainer
 // over learner/group.h and the batches of tests/zero_fixture.h, nothing else.
 //
-//   net=mlp|conv|large|dpg  stage=S[,S...] (0-3; each stage in turn, from the same
+//   net=mlp|conv|large|wide:H|dpg  stage=S[,S...] (0-3; each stage in turn, from the same
 //   start; dpg: the DPG trainer of zero_fixture.h, whose norms file holds
 //   the critics' norm and the policy's, two per step)
 //   optim=adam|rmsprop  rows=R (whole batch of a step, a
@@ -11,6 +11,11 @@
 //   out=PATH: every rank writes PATH_s<stage>.r<rank> (its online parameters, raw floats; in
 //   stage 3 rank 0 alone, gathered) and rank 0 PATH_s<stage>.norms (one grad norm per step)
 //   prefetch=0: stage 3 gathers each layer when asked, without the overlap (default 1)
+//   fits=1: only trainer_fits: print "fits rank size stage ok need_bytes num_params", exit 0
+//   when the group can allocate the trainer, else 1
+//   fixed=1: every step trains on step 0's batch; print=1: rank 0 prints "loss step value"
+//   data_limit=BYTES: RLIMIT_DATA of each rank after MPI_Init (a rank's memory budget)
+//   time=1: rank 0 prints "time size stage ms_per_step comm_fraction" after the steps
 //   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes gather_bytes
 //   target_bytes work_bytes" per rank (train_memory_t)
 //   for a new trainer (heap_bytes: what trainer_new_group allocated, from mallinfo2; 0 under
@@ -18,6 +23,7 @@
 //   stage opt_bytes num_params grad_bytes param_bytes" (train_dpg_memory).
 // Exit status 0, or 1 with a message on stderr.
 #include "apex.h"
+#include "clock.h"
 #include "group.h"
 #include "log.h"
 #include "parse.h"
@@ -29,10 +35,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 typedef struct {
     const char *net, *optim, *load, *save, *out, *stages;
-    int stage, rows, steps, mem, prefetch;
+    int stage, rows, steps, mem, prefetch, fits, fixed, print, time;
+    int64_t data_limit;
     float clip;
 } s_args;
 
@@ -55,6 +63,10 @@ static int s_parse(int argc, char **argv, s_args *a) {
                   : strcmp(k, "steps") == 0    ? &a->steps
                   : strcmp(k, "mem") == 0      ? &a->mem
                   : strcmp(k, "prefetch") == 0 ? &a->prefetch
+                  : strcmp(k, "fits") == 0     ? &a->fits
+                  : strcmp(k, "fixed") == 0    ? &a->fixed
+                  : strcmp(k, "print") == 0    ? &a->print
+                  : strcmp(k, "time") == 0     ? &a->time
                                                : NULL;
         if (strcmp(k, "net") == 0) {
             a->net = v;
@@ -74,6 +86,10 @@ static int s_parse(int argc, char **argv, s_args *a) {
                 return -1;
             }
             *di = (int)x;
+        } else if (strcmp(k, "data_limit") == 0) {
+            if (parse_int64(v, 1, INT64_MAX, &a->data_limit) != 0) {
+                return -1;
+            }
         } else if (strcmp(k, "clip") == 0) {
             a->clip = (float)atof(v);
         } else {
@@ -184,6 +200,12 @@ static int s_run(group_t *g, const s_args *a) {
     train_config_t tc;
     zf_train_config(&tc, &net, kind, per, a->stage, a->clip);
     tc.zero_prefetch = a->prefetch;
+    if (a->fits) {
+        size_t need;
+        int ok = trainer_fits(&tc, g, &need) == APEX_OK;
+        printf("fits %d %d %d %d %zu %zu\n", rank, N, a->stage, ok, need, nn_num_params(&net));
+        return ok ? 0 : 1;
+    }
     size_t heap0 = s_heap();
     trainer_t *t = trainer_new_group(&tc, g);
     size_t heap1 = s_heap();
@@ -206,14 +228,24 @@ static int s_run(group_t *g, const s_args *a) {
     zf_batch_t *b = xmalloc(sizeof *b);
     float prio[ZF_MAX_ROWS];
     FILE *norms = s_norms_file(a, rank);
+    int64_t t0 = clock_now_ns(), c0 = group_comm_ns(g);
     for (int i = 0; i < a->steps; i++) {
-        zf_batch(b, &net, trainer_steps(t), a->rows);
+        zf_batch(b, &net, a->fixed ? 0 : trainer_steps(t), a->rows);
         train_batch_t tb = zf_slice(b, &net, rank * per, per);
         train_stats_t st;
-        trainer_step(t, &tb, prio, &st);
+        float loss = trainer_step(t, &tb, prio, &st);
         if (norms) {
             fprintf(norms, "%.9g\n", st.grad_norm);
         }
+        if (a->print && rank == 0) {
+            printf("loss %d %.9g\n", i, (double)loss);
+            fflush(stdout);
+        }
+    }
+    if (a->time && rank == 0 && a->steps > 0) {
+        int64_t ns = clock_now_ns() - t0;
+        printf("time %d %d %.3f %.4f\n", N, a->stage, ns * 1e-6 / a->steps,
+               (double)(group_comm_ns(g) - c0) / (double)ns);
     }
     if (norms) {
         fclose(norms);
@@ -247,6 +279,13 @@ int main(int argc, char **argv) {
     group_t *g = group_new();
     if (!g) {
         return 1;
+    }
+    if (a.data_limit > 0) { // after MPI_Init: the limit is the trainer's to meet
+        struct rlimit rl = {(rlim_t)a.data_limit, (rlim_t)a.data_limit};
+        if (setrlimit(RLIMIT_DATA, &rl) != 0) {
+            perror("zero_ranks: setrlimit");
+            return 1;
+        }
     }
     int rc = 0;
     for (const char *p = a.stages; *p && rc == 0; p++) {
