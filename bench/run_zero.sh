@@ -16,7 +16,10 @@
 #   zero.*.cpu_us_per_sample          CPU time of the learner (all ranks, all threads) per
 #       row trained: what the samples/s ratio would approach on otherwise idle cores, where
 #       the ratio is 2 x n1's over the group's (a load-independent view of the overhead).
-# ZERO_SECONDS (default 30) per learner run; ~3 min in all.
+#   zero.stage3.n2.samples_per_s_vs_stage1   stage 3 (parameters sharded) over stage 1
+#   zero.fixture.*.ms_per_step        stage 3 with and without its prefetch, and stage 1,
+#       on zero_ranks' fixed batches of a 17 M parameter MLP (see the end)
+# ZERO_SECONDS (default 30) per learner run; ~4 min in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -113,7 +116,7 @@ full_grad=$((params * 4))
 echo "BENCH zero.params $params"
 echo "BENCH zero.bytes_per_step $((2 * 4 * params / 2)) bytes per rank and step (N = 2: 2 x 4 x params x (N-1)/N, stated, not measured)"
 declare -A sps
-for stage in 0 1 2; do
+for stage in 0 1 2 3; do
   sps[$stage]=$(run_learner "s$stage" 2 "$stage")
   log="$TMP/s$stage.log"
   echo "BENCH zero.stage$stage.n2.samples_per_s ${sps[$stage]}"
@@ -126,9 +129,25 @@ for stage in 0 1 2; do
   awk -v f="$frac" -v s="$stage" 'BEGIN {printf "BENCH zero.stage%s.comm_frac %.3f\n", s, f / 100}'
 done
 awk -v a="$grad2" -v b="$grad1" 'BEGIN {printf "BENCH zero.stage2.grad_bytes_per_rank_ratio %.3f (vs stage 1)\n", a / b}'
+p3=$(mem "$TMP/s3.log" "params")
+p1=$(mem "$TMP/s1.log" "params")
+awk -v a="$p3" -v b="$p1" 'BEGIN {printf "BENCH zero.stage3.param_bytes_per_rank_ratio_daemon %.3f (rank 0 online + target, vs stage 1)\n", a / b}'
+awk -v a="${sps[3]}" -v b="${sps[1]}" 'BEGIN {printf "BENCH zero.stage3.n2.samples_per_s_vs_stage1 %.2f x\n", a / b}'
 awk -v a="$grad1" -v b="$full_grad" 'BEGIN {printf "BENCH zero.stage1.grad_bytes_per_rank_ratio %.3f (vs a single learner)\n", a / b}'
 awk -v a="${sps[1]}" -v b="$n1" 'BEGIN {printf "BENCH zero.n2.samples_per_s_ratio %.2f x (stage 1 over one learner; goal >= 1.7)\n", a / b}'
-for stage in 0 2; do
+for stage in 0 2 3; do
   awk -v a="${sps[$stage]}" -v b="$n1" -v s="$stage" 'BEGIN {printf "BENCH zero.stage%s.n2.samples_per_s_ratio %.2f x\n", s, a / b}'
+done
+# Stage 3's layer prefetch (the next block's all-gather during the current block's GEMM)
+# against gathering each block when asked, and stage 1 on the same fixture: 2 ranks of
+# build/tests/zero_ranks on 84-4096-4096-dueling(18) (17.2 M parameters), 32 rows per rank,
+# 20 steps, alternated twice; ms per step and the share inside collectives (rank 0's).
+make -s build/tests/zero_ranks
+zr() { "${MPI[@]}" -np 2 build/tests/zero_ranks net=wide:4096 rows=64 steps=20 time=1 "$@" | sed -n 's/^time [0-9]* [0-9]* //p'; }
+for rep in 1 2; do
+  for v in "stage=3 prefetch=1" "stage=3 prefetch=0" "stage=1"; do
+    read -r ms frac <<<"$(zr $v)"
+    echo "BENCH zero.fixture.$(echo "$v" | tr ' =' '._').ms_per_step $ms (comm $frac, round $rep)"
+  done
 done
 echo "BENCH zero.load_after $(cut -d' ' -f1 /proc/loadavg)"

@@ -221,10 +221,19 @@ static int s_rows_per_block(const nn_params_t *lay, int l, size_t cap) {
     return (int)APEX_MIN((size_t)L->out_dim, APEX_MAX(cap / row, (size_t)1));
 }
 
-static size_t s_slot_floats(const nn_config_t *net, size_t n, int n_ranks) {
+static size_t s_slot_floats(const nn_config_t *net, size_t n, int n_ranks, size_t slot_min) {
     nn_params_t lay;
     nn_params_view(&lay, net, NULL);
-    size_t cap = s_piece_cap(net, n, n_ranks), slot = 0;
+    // At least ZERO_SLOT_MIN floats, or the largest layer when that is smaller: a small
+    // network's layers come whole (blocks of a few rows are slow GEMMs, and its slots cost
+    // little), a large one's in blocks of about a quarter of the shard.
+    size_t largest = 0;
+    for (int l = 0; l < lay.n_layers; l++) {
+        largest = APEX_MAX(largest, nn_layer_floats(&lay, l));
+    }
+    slot_min = slot_min ? slot_min : (size_t)ZERO_SLOT_MIN;
+    size_t cap = APEX_MAX(s_piece_cap(net, n, n_ranks), APEX_MIN(largest, slot_min));
+    size_t slot = 0;
     for (int l = 0; l < lay.n_layers; l++) {
         size_t rows = l < net->n_conv ? (size_t)lay.layer[l].out_dim
                                       : (size_t)s_rows_per_block(&lay, l, cap);
@@ -238,6 +247,12 @@ int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
     int zero = group && (group_size(group) > 1 || cfg->zero_stage > 0) ? cfg->zero_stage : -1;
     int N = zero >= 0 ? group_size(group) : 1, rank = zero >= 0 ? group_rank(group) : 0;
     size_t n = nn_num_params(net), off, shard;
+    if (n > INT32_MAX) { // the same verdict on every rank: no collective needed
+        log_error("a network of %zu parameters: a learner holds at most 2^31 - 1 (MPI's counts "
+                  "and the weights message's are 32-bit); make [network] smaller",
+                  n);
+        return APEX_EINVAL;
+    }
     group_shard_range(n, N, rank, &off, &shard);
     if (zero < 1) {
         shard = n;
@@ -250,7 +265,7 @@ int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
         blocks[k++] = nn_state_bytes(net, cfg->batch_size);
     }
     if (zero == 3) {
-        size_t slot = s_slot_floats(net, n, N) * f;
+        size_t slot = s_slot_floats(net, n, N, (size_t)cfg->zero_slot_min) * f;
         blocks[k++] = shard * f, blocks[k++] = shard * f; // online, target shards
         blocks[k++] = slot, blocks[k++] = slot, blocks[k++] = slot, blocks[k++] = slot;
     } else {
@@ -410,7 +425,8 @@ static const nn_linear_t *s_fetch(void *arg, int l, int k, int dir, int *row0) {
 static void s_alloc_stage3(trainer_t *self) {
     const nn_config_t *net = &self->cfg.net;
     nn_params_view(&self->online, net, NULL); // the layout; the views come below
-    self->slot_n = s_slot_floats(net, self->online.num_params, self->n_ranks);
+    self->slot_n = s_slot_floats(net, self->online.num_params, self->n_ranks,
+                                 (size_t)self->cfg.zero_slot_min);
     xalloc_tally_t params, target, gather;
     xalloc_tally_begin(&params);
     size_t sn = APEX_MAX(self->shard_n, (size_t)1);

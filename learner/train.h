@@ -37,7 +37,7 @@
 //            its shard of online and of target and nothing whole. A pass asks for the
 //            parameters in blocks of rows just before it uses them (nn_params_fetched): each
 //            block is all-gathered into one of two slots per network (about shard /
-//            ZERO_PIECE_DIV floats each), and the next block's all-gather is started (non-
+//            ZERO_PIECE_DIV floats each, at least ZERO_SLOT_MIN or the largest layer), and the next block's all-gather is started (non-
 //            blocking) so that it travels while the current one computes; backward gathers
 //            W again for dh_prev, its gradient pieces reduce-scattered as in stage 2; the
 //            optimizer steps the shard and nothing is all-gathered after the step. Per
@@ -77,6 +77,8 @@ typedef struct {
     int zero_stage;        // 0-3: a learner group's sharding (above); unused without one
     int zero_prefetch;     // stage 3: 1 (default) brings the next layer during the current
                            // one's compute; 0 gathers each when asked (to measure the overlap)
+    int64_t zero_slot_min; // stage 3: a slot's least floats (0: ZERO_SLOT_MIN); tests set 1
+                           // so that small networks come in blocks of rows too
     int precision;         // train_precision of every pass's products (below); 0 = fp32
 } train_config_t;
 
@@ -115,6 +117,9 @@ typedef struct {
 } train_memory_t;
 
 #define ZERO_PIECE_DIV 4 // stage 2's piece buffer: the shard / this
+// Stage 3's slots: shard / ZERO_PIECE_DIV floats each, but at least this many (or the
+// largest layer, when smaller)
+#define ZERO_SLOT_MIN (1u << 20)
 
 // One batch as flat arrays, borrowed for the duration of trainer_step.
 typedef struct {
@@ -154,7 +159,8 @@ void train_config_default(train_config_t *cfg);
 // under whatever limits the process runs with (RLIMIT_DATA, overcommit). In a group it is a
 // collective (every rank calls it) and every rank gets the same answer. APEX_OK, or
 // APEX_ENOSPC (no room) after a rank that cannot logged the bytes it needed and its data limit (the
-// others log that the group stops). *need_out (may be NULL): those bytes. trainer_new_group
+// others log that the group stops), or APEX_EINVAL for more than 2^31 - 1 parameters.
+// *need_out (may be NULL): those bytes. trainer_new_group
 // calls it first, so a group too large for its ranks stops on every rank with that message
 // instead of one rank aborting in the allocator.
 struct group;

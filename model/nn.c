@@ -188,8 +188,8 @@ int nn_config_check(const nn_config_t *cfg, char *why, size_t why_len) {
         msg = "output bounds must be finite with low < high";
     } else {
         for (int l = 0; l < cfg->n_hidden; l++) {
-            if (cfg->hidden[l] < 1 || cfg->hidden[l] > 16384) {
-                msg = "hidden sizes must be in [1, 16384]";
+            if (cfg->hidden[l] < 1 || cfg->hidden[l] > 65536) {
+                msg = "hidden sizes must be in [1, 65536]";
             }
         }
     }

@@ -583,8 +583,9 @@ START_TEST(test_mpi_equivalence) {
 END_TEST
 
 // Stage 3 on 3 ranks, whose shards cut layers at other places than 2 ranks' do, on the conv
-// body (a conv layer, a linear layer, the head): the single learner's result within the
-// bounds above, and the layer prefetch (the next layer's all-gather left running during the
+// body (a conv layer, a linear layer, the head) in blocks of rows (slot_min=1: slots of a
+// quarter shard, here a row or two): the single learner's result within the bounds above,
+// and the prefetch (the next layer's all-gather left running during the
 // current one's compute) changes nothing: the same bits as gathering each layer when asked.
 START_TEST(test_mpi_stage3) {
     const char *dir = check_tmpdir();
@@ -598,8 +599,8 @@ START_TEST(test_mpi_stage3) {
     for (int k = 0; k < 2; k++) {
         snprintf(out[k], sizeof out[k], "%s/s3_%d", dir, k);
         snprintf(a_out[k], sizeof a_out[k], "out=%s", out[k]);
-        const char *args[] = {"net=conv", "stage=3", "rows=12", "steps=50",
-                              "clip=0.3", a_out[k],  pre[k],    NULL};
+        const char *args[] = {"net=conv", "stage=3", "rows=12",    "steps=50", "clip=0.3",
+                              a_out[k],   pre[k],    "slot_min=1", NULL};
         ck_assert_int_eq(s_mpirun(3, NULL, args), 0);
         snprintf(path, sizeof path, "%s_s3", out[k]);
         s_check_group(path, 1, trainer_online(ref)->data, trainer_online(init)->data, n);
@@ -694,9 +695,11 @@ START_TEST(test_mpi_memory) {
             ck_assert_msg(par[2][r] <= 2 * sizeof(float) * group_shard_max(P, N) + pad,
                           "N %d rank %d: %zu parameter bytes in stage 3", N, r, par[2][r]);
             ck_assert_uint_eq(par[1][r] >= 2 * P * sizeof(float), 1); // stage 2: whole copies
-            // Four slots of whole rows within the piece capacity (a row of 513 floats at most
-            // past it, a row short of it at least), and the slots' block tables.
-            size_t cap = APEX_MAX(group_shard_max(P, N) / ZERO_PIECE_DIV, nn_piece_min(&net));
+            // Four slots of whole rows within the capacity (a row of 513 floats at most past
+            // it, a row short of it at least), and the slots' block tables.
+            size_t largest = 512 * 513; // fc2's w and b: under ZERO_SLOT_MIN, a whole layer
+            size_t cap = APEX_MAX(APEX_MAX(group_shard_max(P, N) / ZERO_PIECE_DIV, largest),
+                                  nn_piece_min(&net));
             size_t lo = 4 * (cap - 513) * sizeof(float), hi = 4 * (cap + 513) * sizeof(float);
             size_t tables = 16 * (size_t)N * sizeof(int) + 24 * XALLOC_ALIGN;
             ck_assert_msg(gat[2][r] >= lo && gat[2][r] <= hi + tables,

@@ -14,6 +14,9 @@
 //   fits=1: only trainer_fits: print "fits rank size stage ok need_bytes num_params", exit 0
 //   when the group can allocate the trainer, else 1
 //   fixed=1: every step trains on step 0's batch; print=1: rank 0 prints "loss step value"
+//   slot_min=K: stage 3's least slot floats (train.h zero_slot_min; 1: blocks of rows even
+//   for the test networks)
+//   lr=X, target=K: the learning rate and target_update instead of the fixture's (3e-3, 7)
 //   data_limit=BYTES: RLIMIT_DATA of each rank after MPI_Init (a rank's memory budget)
 //   time=1: rank 0 prints "time size stage ms_per_step comm_fraction" after the steps
 //   mem=1: print "mem rank size stage opt_bytes grad_bytes param_bytes heap_bytes gather_bytes
@@ -41,6 +44,8 @@ typedef struct {
     const char *net, *optim, *load, *save, *out, *stages;
     int stage, rows, steps, mem, prefetch, fits, fixed, print, time;
     int64_t data_limit;
+    double lr; // 0: the fixture's
+    int target, slot_min;
     float clip;
 } s_args;
 
@@ -90,6 +95,12 @@ static int s_parse(int argc, char **argv, s_args *a) {
             if (parse_int64(v, 1, INT64_MAX, &a->data_limit) != 0) {
                 return -1;
             }
+        } else if (strcmp(k, "lr") == 0) {
+            a->lr = atof(v);
+        } else if (strcmp(k, "target") == 0) {
+            a->target = atoi(v);
+        } else if (strcmp(k, "slot_min") == 0) {
+            a->slot_min = atoi(v);
         } else if (strcmp(k, "clip") == 0) {
             a->clip = (float)atof(v);
         } else {
@@ -200,6 +211,13 @@ static int s_run(group_t *g, const s_args *a) {
     train_config_t tc;
     zf_train_config(&tc, &net, kind, per, a->stage, a->clip);
     tc.zero_prefetch = a->prefetch;
+    if (a->lr > 0) {
+        tc.optim.lr = (float)a->lr;
+    }
+    if (a->target > 0) {
+        tc.target_update = a->target;
+    }
+    tc.zero_slot_min = a->slot_min;
     if (a->fits) {
         size_t need;
         int ok = trainer_fits(&tc, g, &need) == APEX_OK;
