@@ -927,7 +927,9 @@ static int s_read_shards(const trainer_t *self, const char *path, const ckpt_hea
                          float *m, float *v, size_t off, size_t n) {
     size_t total = self->online.num_params;
     int M = (int)hdr->extra.user[CKPT_USER_OPT_SHARDS];
-    for (int k = 0; k < M; k++) {
+    float *tmp = NULL; // one old shard's m and v at a time
+    int rc = APEX_OK;
+    for (int k = 0; k < M && rc == APEX_OK; k++) {
         size_t ko, kn;
         group_shard_range(total, M, k, &ko, &kn);
         if (kn == 0 || ko >= off + n || ko + kn <= off) {
@@ -936,31 +938,43 @@ static int s_read_shards(const trainer_t *self, const char *path, const ckpt_hea
         char spath[4096 + 64];
         s_shard_path(spath, sizeof spath, path, hdr->learner_step, k, M);
         ckpt_header_t sh;
-        float *dst[2] = {m + ko, v + ko};
-        int rc = ckpt_read_shard(spath, &self->cfg.net, kn, &sh, dst, 2);
-        if (rc != APEX_OK) {
-            return rc;
-        }
-        if (sh.learner_step != hdr->learner_step || sh.optim_step != hdr->optim_step ||
-            sh.optim_kind != hdr->optim_kind || sh.extra.user[CKPT_SHARD_OFFSET] != ko ||
-            sh.extra.user[CKPT_SHARD_RANK] != (uint64_t)k ||
-            sh.extra.user[CKPT_SHARD_RANKS] != (uint64_t)M) {
+        tmp = xrealloc(tmp, 2 * kn * sizeof(float));
+        float *dst[2] = {tmp, tmp + kn};
+        rc = ckpt_read_shard(spath, &self->cfg.net, kn, &sh, dst, 2);
+        if (rc == APEX_OK &&
+            (sh.learner_step != hdr->learner_step || sh.optim_step != hdr->optim_step ||
+             sh.optim_kind != hdr->optim_kind || sh.extra.user[CKPT_SHARD_OFFSET] != ko ||
+             sh.extra.user[CKPT_SHARD_RANK] != (uint64_t)k ||
+             sh.extra.user[CKPT_SHARD_RANKS] != (uint64_t)M)) {
             log_error("%s: optimizer shard does not belong to %s (step %llu, shard %d of %d)",
                       spath, path, (unsigned long long)hdr->learner_step, k, M);
-            return APEX_EINVAL;
+            rc = APEX_EINVAL;
+        }
+        if (rc == APEX_OK) { // the overlap of [ko, ko + kn) with [off, off + n)
+            size_t a = APEX_MAX(ko, off), b = APEX_MIN(ko + kn, off + n);
+            memcpy(m + (a - off), tmp + (a - ko), (b - a) * sizeof(float));
+            memcpy(v + (a - off), tmp + kn + (a - ko), (b - a) * sizeof(float));
         }
     }
-    return APEX_OK;
+    xfree(tmp);
+    return rc;
 }
 
 int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out) {
     // Stage into scratch: the optimizer kind can only be checked once the file is read, a
     // mismatch (or another rank's failure) must leave the trainer unchanged. Not a hot path.
+    // Stage 3 stages only its shard of each array (ckpt_read_range): it may not fit one whole.
     ckpt_header_t hdr;
     size_t n = self->online.num_params;
-    float *staged = xaligned_alloc(TRAINER_CKPT_ARRAYS * n * sizeof(float));
-    float *arrays[TRAINER_CKPT_ARRAYS] = {staged, staged + n, staged + 2 * n, staged + 3 * n};
-    int rc = ckpt_read_any(path, &self->cfg.net, &hdr, arrays, TRAINER_CKPT_ARRAYS);
+    size_t len = self->zero == 3 ? APEX_MAX(self->shard_n, (size_t)1) : n;
+    float *staged = xaligned_alloc(TRAINER_CKPT_ARRAYS * len * sizeof(float));
+    float *arrays[TRAINER_CKPT_ARRAYS] = {staged, staged + len, staged + 2 * len, staged + 3 * len};
+    int rc = self->zero == 3
+                 ? ckpt_read_range(path, &self->cfg.net, &hdr, self->shard_off, self->shard_n,
+                                   arrays, TRAINER_CKPT_ARRAYS)
+                 : ckpt_read_any(path, &self->cfg.net, &hdr, arrays, TRAINER_CKPT_ARRAYS);
+    // Where this rank's shard of each array starts in the scratch.
+    size_t at = self->zero == 3 ? 0 : self->shard_off;
     if (rc == APEX_OK && hdr.optim_kind != (uint32_t)self->optim.cfg.kind) {
         log_error("%s: checkpoint optimizer is %s, configured optimizer is %s", path,
                   optim_kind_name((optim_kind)hdr.optim_kind),
@@ -969,7 +983,8 @@ int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out) {
     }
     uint64_t shards = rc == APEX_OK ? hdr.extra.user[CKPT_USER_OPT_SHARDS] : 0;
     if (rc == APEX_OK && hdr.n_arrays == 2 && shards >= 1 && shards <= GROUP_MAX_RANKS) {
-        rc = s_read_shards(self, path, &hdr, arrays[2], arrays[3], self->shard_off, self->shard_n);
+        rc = s_read_shards(self, path, &hdr, arrays[2] + at, arrays[3] + at, self->shard_off,
+                           self->shard_n);
     } else if (rc == APEX_OK && !(hdr.n_arrays == TRAINER_CKPT_ARRAYS && shards == 0)) {
         log_error("%s: checkpoint holds %u arrays and names %llu optimizer shards; expected 4 "
                   "arrays, or 2 and shard files",
@@ -978,8 +993,8 @@ int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out) {
     }
     rc = s_agree(self, rc, 0);
     if (rc == APEX_OK && self->zero == 3) {
-        memcpy(self->online_shard, arrays[0] + self->shard_off, self->shard_n * sizeof(float));
-        memcpy(self->target_shard, arrays[1] + self->shard_off, self->shard_n * sizeof(float));
+        memcpy(self->online_shard, arrays[0], self->shard_n * sizeof(float));
+        memcpy(self->target_shard, arrays[1], self->shard_n * sizeof(float));
         s_gather_invalidate(&self->gather[0]);
         s_gather_invalidate(&self->gather[1]);
     } else if (rc == APEX_OK) {
@@ -987,8 +1002,8 @@ int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out) {
         memcpy(self->target.data, arrays[1], n * sizeof(float));
     }
     if (rc == APEX_OK) {
-        memcpy(self->optim.m, arrays[2] + self->shard_off, self->shard_n * sizeof(float));
-        memcpy(self->optim.v, arrays[3] + self->shard_off, self->shard_n * sizeof(float));
+        memcpy(self->optim.m, arrays[2] + at, self->shard_n * sizeof(float));
+        memcpy(self->optim.v, arrays[3] + at, self->shard_n * sizeof(float));
         self->optim.step = (int64_t)hdr.optim_step;
         self->step = (int64_t)hdr.learner_step;
         memcpy(self->rng.s, hdr.rng_state, sizeof self->rng.s);

@@ -221,7 +221,9 @@ int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra);
 // ckpt_read, or APEX_EINVAL for an optimizer mismatch) the trainer is unchanged.
 // extra_out may be NULL. Either kind of checkpoint loads onto any group size and stage
 // (re-sharded: each rank reads its range from whichever shard files hold it) and onto a
-// single learner. Collective in a group; every rank returns the same code.
+// single learner. Collective in a group; every rank returns the same code. Stage 3 reads
+// only its shard of each array (ckpt_read_range, the whole file still checksummed), so a
+// network no rank could hold whole resumes.
 int trainer_load(trainer_t *self, const char *path, ckpt_extra_t *extra_out);
 
 #endif

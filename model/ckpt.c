@@ -456,6 +456,67 @@ int ckpt_read_any(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
     return APEX_OK;
 }
 
+int ckpt_read_range(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, size_t lo,
+                    size_t count, float *const arrays[], int max_arrays) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("%s: cannot open checkpoint: %s", path, strerror(errno));
+        return APEX_EIO;
+    }
+    struct stat st;
+    ckpt_header_t h;
+    int rc = fstat(fd, &st) < 0 ? APEX_EIO : APEX_OK;
+    if (rc != APEX_OK) {
+        log_error("%s: fstat failed: %s", path, strerror(errno));
+    }
+    if (rc == APEX_OK) {
+        rc = s_read_header(path, fd, st.st_size, CKPT_MAGIC, &h);
+    }
+    if (rc == APEX_OK) {
+        rc = s_check_header(path, &h, cfg, nn_num_params(cfg), 0, h.num_params, st.st_size);
+    }
+    if (rc == APEX_OK && h.n_arrays > (uint32_t)max_arrays) {
+        log_error("%s: checkpoint holds %u arrays, expected at most %d", path, h.n_arrays,
+                  max_arrays);
+        rc = APEX_EINVAL;
+    }
+    APEX_ASSERT(rc != APEX_OK || lo + count <= h.num_params);
+    // The payload in pieces: every byte through the checksum, the range of each array kept.
+    enum { CHUNK = 1 << 18 }; // floats
+    float *buf = rc == APEX_OK ? xmalloc(CHUNK * sizeof(float)) : NULL;
+    uint32_t crc = 0;
+    size_t n = rc == APEX_OK ? (size_t)h.num_params : 0,
+           total = n * (rc == APEX_OK ? h.n_arrays : 0);
+    for (size_t at = 0; rc == APEX_OK && at < total; at += CHUNK) {
+        size_t len = APEX_MIN((size_t)CHUNK, total - at);
+        int e = fileio_read_all(fd, buf, len * sizeof(float));
+        if (e != 0) {
+            log_error("%s: read failed: %s", path, e < 0 ? "truncated" : strerror(e));
+            rc = e < 0 ? APEX_EPROTO : APEX_EIO;
+            break;
+        }
+        crc = fileio_crc32c(crc, buf, len * sizeof(float));
+        for (uint32_t i = 0; i < h.n_arrays; i++) { // array i's range in the payload
+            size_t a = APEX_MAX(at, (size_t)i * n + lo);
+            size_t b = APEX_MIN(at + len, (size_t)i * n + lo + count);
+            if (b > a) {
+                memcpy(arrays[i] + (a - (size_t)i * n - lo), buf + (a - at),
+                       (b - a) * sizeof(float));
+            }
+        }
+    }
+    if (rc == APEX_OK && crc != h.payload_crc32c) {
+        log_error("%s: corrupt checkpoint (payload checksum mismatch)", path);
+        rc = APEX_EPROTO;
+    }
+    xfree(buf);
+    close(fd);
+    if (rc == APEX_OK) {
+        *hdr = h;
+    }
+    return rc;
+}
+
 int ckpt_read_shard(const char *path, const nn_config_t *cfg, size_t count, ckpt_header_t *hdr,
                     float *const arrays[], int n_arrays) {
     APEX_ASSERT(count > 0 && n_arrays >= 1 && n_arrays <= CKPT_MAX_ARRAYS);

@@ -132,6 +132,15 @@ int ckpt_read_online(const char *path, const nn_config_t *cfg, ckpt_header_t *hd
 int ckpt_read_any(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr,
                   float *const arrays[], int max_arrays);
 
+// The floats [lo, lo + count) of every array of a checkpoint holding 1..max_arrays of them
+// (hdr->n_arrays says how many were filled) into arrays[i][0..count), validated as
+// ckpt_read_any validates (the whole payload's checksum, read in 1 MB pieces): what a ZeRO
+// stage 3 rank reads of a checkpoint it cannot hold whole. lo + count <= num_params
+// (asserted once the header is read). On error the arrays' contents are unspecified (stage
+// into scratch) and *hdr is untouched.
+int ckpt_read_range(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr, size_t lo,
+                    size_t count, float *const arrays[], int max_arrays);
+
 // An optimizer shard (see CKPT_SHARD_MAGIC): writes hdr (magic set here; the caller fills the
 // shape, steps and extra.user[CKPT_SHARD_*]) and arrays of extra.user[CKPT_SHARD_COUNT]
 // floats, atomically as ckpt_write. Reading validates as ckpt_read does, plus the shard's

@@ -850,6 +850,15 @@ START_TEST(test_mpi_reshard) {
     ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
     snprintf(path, sizeof path, "%s_s3", prefix);
     s_check_group(path, 1, want, theta0, n);
+    // (f) the single learner's file (moments inside, 4 arrays), read in ranges by 3 ranks of
+    // stage 3.
+    snprintf(ck, sizeof ck, "%s/c.bin", dir);
+    snprintf(prefix, sizeof prefix, "%s/f3", dir);
+    snprintf(a_load, sizeof a_load, "load=%s", ck);
+    snprintf(a_out, sizeof a_out, "out=%s", prefix);
+    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
+    snprintf(path, sizeof path, "%s_s3", prefix);
+    s_check_group(path, 1, want, theta0, n);
     xfree(online);
     trainer_destroy(&half);
     trainer_destroy(&single);
