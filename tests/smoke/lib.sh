@@ -30,9 +30,29 @@ expect_rc() {
   "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
   if [ "$rc" = "$want" ]; then ok "$what"; else bad "$what (exit $rc, want $want)"; sed 's/^/       /' "$TMP/err" | tail -5; fi
 }
-# free_port: an unused TCP port on loopback.
+# free_port: an unused TCP port on loopback, below the kernel's ephemeral range. A port from
+# bind(0) is an ephemeral one, which any connect() on the machine may be given between this
+# check and the daemon's bind (hostile.sh's fake upstream lost its port that way to one of
+# the cluster's own connections: "Address already in use"); a port below the range is never
+# handed out to a connection. Random within the 12 000 ports below it, checked free.
 free_port() {
-  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  "$PY" - <<'PY'
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(500):
+    p = random.randint(max(1024, lo - 12000), lo - 1) if lo > 2048 else 0
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        print(s.getsockname()[1])
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()
+else:
+    raise SystemExit("free_port: no free port below the ephemeral range")
+PY
 }
 # endpoint_sets: --set options pointing every endpoint at fresh loopback ports.
 endpoint_sets() {
