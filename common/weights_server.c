@@ -201,7 +201,10 @@ void weights_server_replace(weights_server_t *self, const wire_weights_t *w) {
     if (self->has_msg) {
         zmq_msg_close(&self->msg);
     }
-    zmq_msg_init_size(&self->msg, self->out.len);
+    if (zmq_msg_init_size(&self->msg, self->out.len) != 0) {
+        // Memory, sized at start-up (the learner's trainer_fits counts two messages).
+        APEX_PANIC("cannot allocate the %zu-byte weights message", self->out.len);
+    }
     memcpy(zmq_msg_data(&self->msg), self->out.data, self->out.len);
     self->has_msg = 1;
     self->version = w->version;
@@ -215,7 +218,9 @@ void weights_server_publish_fill(weights_server_t *self, const wire_weights_t *w
     if (self->has_msg) {
         zmq_msg_close(&self->msg);
     }
-    zmq_msg_init_size(&self->msg, n);
+    if (zmq_msg_init_size(&self->msg, n) != 0) {
+        APEX_PANIC("cannot allocate the %zu-byte weights message", n);
+    }
     uint8_t *data = zmq_msg_data(&self->msg);
     size_t at = wire_weights_encode_hole(w, data, n);
     fill(arg, data + at);

@@ -69,6 +69,9 @@ int algo_init(algo_t *a, const apex_config_t *cfg, struct group *group) {
     } else {
         train_config_t tc;
         train_config_from_run(&tc, cfg);
+        // Rank 0 also holds the weights message it serves, and the previous one until its
+        // queued answers are sent: part of what its memory must fit (trainer_fits).
+        tc.rank0_extra_bytes = (int64_t)(2 * sizeof(float) * nn_run_weights_params(cfg));
         a->impl = trainer_new_group(&tc, group);
         a->ops = &algo_dqn_ops;
     }

@@ -6,7 +6,7 @@
 // `apex-learner` must behave exactly as it always did. Without a launcher the group is one
 // rank and every collective is a local no-op (or a copy), so the trainer has one code path.
 //
-// Collectives over float arrays, all SUM, all on MPI_COMM_WORLD's duplicate:
+// Collectives over float arrays, on MPI_COMM_WORLD's duplicate (the reductions SUM):
 //   group_allreduce_f32         in place (ZeRO stage 0: plain data-parallel gradients)
 //   group_reduce_scatter_f32    recvcounts per rank (the shards of group_shard_range)
 //   group_allgather_f32         in place, rank r's block at displs[r]; group_iallgather_f32

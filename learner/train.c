@@ -242,12 +242,21 @@ static size_t s_slot_floats(const nn_config_t *net, size_t n, int n_ranks, size_
     return slot;
 }
 
+// trainer_fits with this rank's own verdict on the rest of the trainer folded into the
+// group's (local_ok 0: a precision this CPU cannot run, already logged), so that no rank
+// leaves before the collective the others are in.
+static int s_fits(const train_config_t *cfg, group_t *group, size_t *need_out, int local_ok);
+
 int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
+    return s_fits(cfg, group, need_out, 1);
+}
+
+static int s_fits(const train_config_t *cfg, group_t *group, size_t *need_out, int local_ok) {
     const nn_config_t *net = &cfg->net;
     int zero = group && (group_size(group) > 1 || cfg->zero_stage > 0) ? cfg->zero_stage : -1;
     int N = zero >= 0 ? group_size(group) : 1, rank = zero >= 0 ? group_rank(group) : 0;
     size_t n = nn_num_params(net), off, shard;
-    if (n > INT32_MAX) { // the same verdict on every rank: no collective needed
+    if (n > INT32_MAX) { // the same verdict on every rank (the config's): no collective
         log_error("a network of %zu parameters: a learner holds at most 2^31 - 1 (MPI's counts "
                   "and the weights message's are 32-bit); make [network] smaller",
                   n);
@@ -277,6 +286,9 @@ int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
     } else {
         blocks[k++] = n * f; // the whole gradient
     }
+    if (rank == 0 && cfg->rank0_extra_bytes > 0) {
+        blocks[k++] = (size_t)cfg->rank0_extra_bytes;
+    }
     // Tried together with plain malloc, the pages never touched, then freed: what the
     // process's limits (RLIMIT_DATA, RLIMIT_AS, overcommit) let it have.
     void *got[16];
@@ -287,13 +299,15 @@ int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
         got[i] = ok ? malloc(blocks[i] ? blocks[i] : 1) : NULL;
         ok = ok && got[i] != NULL;
     }
+    int fits = ok;
+    ok = ok && local_ok;
     for (int i = 0; i < k; i++) {
         free(got[i]);
     }
     if (need_out) {
         *need_out = need;
     }
-    if (!ok) {
+    if (!fits) {
         struct rlimit rl;
         char lim[64] = "unlimited";
         if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
@@ -308,12 +322,13 @@ int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
         double x[1] = {ok ? 0.0 : 1.0}; // a collective: every rank learns of any failure
         group_allreduce_f64(group, x, 1);
         if (ok && x[0] > 0.0) {
-            log_error("rank %d: %.0f other rank(s) cannot allocate their trainer; the group stops",
+            log_error("rank %d: %.0f other rank(s) cannot build their trainer (memory, or a "
+                      "precision their CPU cannot run); the group stops",
                       rank, x[0]);
         }
         ok = x[0] == 0.0;
     }
-    return ok ? APEX_OK : APEX_ENOSPC;
+    return ok ? APEX_OK : !fits ? APEX_ENOSPC : APEX_EINVAL;
 }
 
 // ----------------------------------------------------------------------------
@@ -392,7 +407,8 @@ static int s_held(const s_gather_t *g, int l, int k) {
 
 // nn_fetch_fn: block k of layer l, from a slot when it holds it (brought ahead, or still
 // there from an earlier pass since the last step), else gathered now; then what the pass
-// asks for next (the next block, or block 0 of layer l + dir) set off into the other slot.
+// asks for next (the next block, or block 0 of layer l + dir, never layer 0 going down) set
+// off into the other slot.
 static const nn_linear_t *s_fetch(void *arg, int l, int k, int dir, int *row0) {
     s_gather_t *g = arg;
     trainer_t *t = g->tr;
@@ -409,7 +425,8 @@ static const nn_linear_t *s_fetch(void *arg, int l, int k, int dir, int *row0) {
     if (r0 + rows == t->online.layer[l].out_dim) {
         nl = l + dir, nk = 0;
     }
-    if (nl >= 0 && nl < t->online.n_layers && s_held(g, nl, nk) < 0) {
+    // Backward never asks for layer 0 (nn.h): no gather for nothing.
+    if (nl >= (dir < 0 ? 1 : 0) && nl < t->online.n_layers && s_held(g, nl, nk) < 0) {
         int j = 1 - i;
         s_gather_wait(g, j);
         s_gather_start(g, j, nl, nk);
@@ -541,10 +558,8 @@ trainer_t *trainer_new_group(const train_config_t *cfg, group_t *group) {
         return NULL;
     }
     blas_gemm_fn gemm;
-    if (train_precision_here(cfg->precision, &gemm) != 0) {
-        return NULL;
-    }
-    if (trainer_fits(cfg, group, NULL) != APEX_OK) {
+    int precision_ok = train_precision_here(cfg->precision, &gemm) == 0; // logged if not
+    if (s_fits(cfg, group, NULL, precision_ok) != APEX_OK) {
         return NULL; // logged, and every rank of the group returns here
     }
     trainer_t *self = xcalloc(1, sizeof *self);
@@ -901,8 +916,8 @@ int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra) {
     }
     hdr.extra.user[CKPT_USER_OPT_SHARDS] = (uint64_t)self->n_ranks;
     if (self->zero == 3) {
-        // Online, then target, each gathered whole to rank 0 and written before the next:
-        // every rank takes part in both gathers whatever rank 0's file does.
+        // Online, then target, gathered to rank 0 a slot at a time and written as they come:
+        // every rank takes part in every gather whatever rank 0's file does.
         ckpt_writer_t *w = NULL;
         if (self->rank == 0) {
             ckpt_writer_open(&w, path, &hdr, 2); // an error comes back from commit

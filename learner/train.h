@@ -41,9 +41,11 @@
 //            blocking) so that it travels while the current one computes; backward gathers
 //            W again for dh_prev, its gradient pieces reduce-scattered as in stage 2; the
 //            optimizer steps the shard and nothing is all-gathered after the step. Per
-//            rank: 8/N bytes of parameters per parameter plus the slots. What the learner
-//            publishes is gathered straight into rank 0's weights message
-//            (trainer_gather_into), checkpoints a slot at a time: no rank holds a whole copy.
+//            rank: 8/N bytes of parameters per parameter plus the slots. The trainer holds
+//            no whole copy on any rank: what the learner publishes is gathered straight
+//            into rank 0's weights message (trainer_gather_into; that message, 4 bytes per
+//            parameter, is rank 0's one whole copy, as in every stage), checkpoints a slot
+//            at a time.
 // The effective batch is N x batch and the result equals one learner's on the concatenated
 // batches up to the order of float additions. Every rank syncs its target on the same step.
 // Communication per step: 2 x 4 bytes x num_params x (N-1)/N per rank (a ring all-reduce's
@@ -79,7 +81,10 @@ typedef struct {
                            // one's compute; 0 gathers each when asked (to measure the overlap)
     int64_t zero_slot_min; // stage 3: a slot's least floats (0: ZERO_SLOT_MIN); tests set 1
                            // so that small networks come in blocks of rows too
-    int precision;         // train_precision of every pass's products (below); 0 = fp32
+    int64_t rank0_extra_bytes; // what rank 0 holds besides the trainer, for trainer_fits: the
+                               // learner's weights message, twice (the previous one lives
+                               // until its queued answers are sent)
+    int precision;             // train_precision of every pass's products (below); 0 = fp32
 } train_config_t;
 
 // [learner] precision (values as config_precision's): the learner's GEMMs, every forward and
@@ -110,8 +115,8 @@ typedef struct {
     size_t target_bytes; // of which the target's
     size_t grad_bytes;   // full gradient, or (stages 2, 3) this rank's shard and the piece buffer
     size_t opt_bytes;    // optimizer moments (m and v) of this rank's shard
-    size_t gather_bytes; // stage 3: the layers gathered for a pass (two slots per network of
-                         // the largest layer) and the layer tables
+    size_t gather_bytes; // stage 3: the blocks gathered for a pass (two slots per network,
+                         // each the largest block) and their block tables
     size_t work_bytes;   // the passes' activations and scratch (three nn states) and the
                          // per-batch buffers, for batch_size
 } train_memory_t;
@@ -149,22 +154,23 @@ typedef struct trainer trainer_t;
 // priority_eps 1e-6, seed 0. cfg->net is zeroed: the caller sets the network.
 void train_config_default(train_config_t *cfg);
 
+// Whether this process can allocate the trainer cfg describes (on group's rank, as
+// trainer_new_group would build it): its large blocks (parameters or their shards,
+// gradients, moments, slots, activations, and on rank 0 cfg->rank0_extra_bytes) tried
+// together with malloc, untouched and freed, under whatever limits the process runs with
+// (RLIMIT_DATA, overcommit). In a group it is a collective (every rank calls it) and every
+// rank gets the same answer. APEX_OK, or APEX_ENOSPC (no room) after a rank that cannot
+// logged the bytes it needed and its data limit (the others log that the group stops), or
+// APEX_EINVAL for more than 2^31 - 1 parameters. *need_out (may be NULL): those bytes.
+// trainer_new_group calls it first, so a group too large for its ranks stops on every rank
+// with that message instead of one rank aborting in the allocator.
+struct group;
+int trainer_fits(const train_config_t *cfg, struct group *group, size_t *need_out);
+
 // Builds a trainer with randomly initialised online params (nn_params_init_random from
 // the (seed, NET_INIT) stream) and target = online. Returns NULL after logging why when
 // cfg is invalid or its precision is one this CPU cannot run (train_precision_here).
 // Caller destroys with trainer_destroy.
-// Whether this process can allocate the trainer cfg describes (on group's rank, as
-// trainer_new_group would build it): its large blocks (parameters or their shards,
-// gradients, moments, slots, activations) tried together with malloc, untouched and freed,
-// under whatever limits the process runs with (RLIMIT_DATA, overcommit). In a group it is a
-// collective (every rank calls it) and every rank gets the same answer. APEX_OK, or
-// APEX_ENOSPC (no room) after a rank that cannot logged the bytes it needed and its data limit (the
-// others log that the group stops), or APEX_EINVAL for more than 2^31 - 1 parameters.
-// *need_out (may be NULL): those bytes. trainer_new_group
-// calls it first, so a group too large for its ranks stops on every rank with that message
-// instead of one rank aborting in the allocator.
-struct group;
-int trainer_fits(const train_config_t *cfg, struct group *group, size_t *need_out);
 trainer_t *trainer_new(const train_config_t *cfg);
 struct apex_config_s;
 // The trainer a run's config describes ([network], [learner], [run] seed; the network's
@@ -183,10 +189,9 @@ void trainer_destroy(trainer_t **self_p);
 float trainer_step(trainer_t *self, const train_batch_t *batch, float *priorities_out,
                    train_stats_t *stats);
 
-// Borrowed views, valid until trainer_destroy. num_params floats in online->data are what
-// the learner publishes; trainer_load overwrites them in place.
-// The online network. In stage 3 a fetched network (nn_params_fetched): the layout, no data;
-// its values only through trainer_gather.
+// Borrowed views, valid until trainer_destroy; trainer_load overwrites their data in place.
+// In stage 3 both are fetched networks (nn_params_fetched): the layout, no data; their
+// values only through trainer_gather_into, which is also what the learner publishes.
 const nn_params_t *trainer_online(const trainer_t *self);
 // The whole online (which 0) or target (1) parameter array (what the learner publishes),
 // num_params floats written to dst, which may be unaligned (the weights message's bytes).
@@ -213,8 +218,9 @@ uint64_t trainer_skipped_steps(const trainer_t *self);
 // manifest, and its atomic rename commits the set. Stage 0 and a single learner write the
 // moments into path itself (4 arrays). After a commit, rank 0 deletes shard files of other
 // sets. Every rank returns the same code.
-// Stage 3 gathers online then target to rank 0 a layer at a time, each appended to the file
-// through ckpt_writer: the same files as stages 1 and 2, and no whole array on any rank.
+// Stage 3 gathers online then target to rank 0 a slot's worth of the flat array at a time
+// (across layers), each appended to the file through ckpt_writer: the same files as stages
+// 1 and 2, and no whole array in any rank's memory.
 int trainer_save(trainer_t *self, const char *path, const ckpt_extra_t *extra);
 // Restores everything trainer_save wrote, so training continues exactly. Validates the
 // file against this trainer's network and optimizer kind; on error (apex_err from

@@ -979,9 +979,10 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
     }
     for (int l = cfg->n_conv - 1; l >= 0; l--) {
         const conv_shape_t *cs = &s->conv[l];
-        const nn_linear_t *L = s_layer(p, l, -1);
-        nn_linear_t G = pc ? s_conv_piece(pc, L) : grads->layer[l];
         float *din = l == 0 ? NULL : s->grad[l & 1];
+        // W only for dh_prev: the first layer's (no din) is not fetched, only its shape used.
+        const nn_linear_t *L = din ? s_layer(p, l, -1) : &p->layer[l];
+        nn_linear_t G = pc ? s_conv_piece(pc, L) : grads->layer[l];
         // conv.c recomputes each chunk's im2col from the layer's input, kept since forward.
         conv_input_t in = s_conv_input(s, l);
         conv_backward(din, G.w, G.b, dout, &in, L->w, cs, B, s->scratch);

@@ -128,8 +128,9 @@ typedef struct {
 // its b as an nn_linear_t of out_dim rows. The fetcher chooses the blocks (how many rows;
 // a conv layer is always one block of every row): a pass asks for block 0, 1, ... until the
 // rows are covered. dir says what comes next: +1 a forward pass (then the next block, or
-// block 0 of layer + 1), -1 a backward pass (the next block, or block 0 of layer - 1), so a
-// fetcher may bring that ahead. A block is valid until the next fetch on the same network:
+// block 0 of layer + 1), -1 a backward pass (the next block, or block 0 of layer - 1, but
+// never layer 0: backward needs no dh_prev of the first layer, so it never asks for it), so
+// a fetcher may bring that ahead. A block is valid until the next fetch on the same network:
 // a pass never uses two of one network at once. Blocks of rows keep a fetcher's buffers
 // independent of the largest layer: a linear layer's output rows are independent in
 // forward, dW's rows too, and backward's dh_prev is summed over the blocks.

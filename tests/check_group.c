@@ -27,6 +27,7 @@
 // rank starts slowly, LSan's slow unwinder walking OpenMPI's allocations).
 #include "check_apex.h"
 
+#include "algo.h"
 #include "apex.h"
 #include "ckpt.h"
 #include "group.h"
@@ -300,7 +301,7 @@ START_TEST(test_fetched_network) {
             int L = p.n_layers;
             ck_assert_int_eq(s_expect_calls(&f1, 0, 0, L - 1, 1), f1.n_calls);
             // forward then pieces: the plain gradient; blocks asked for from the head down
-            // (not the first linear layer of an MLP, whose dh_prev nobody needs)
+            // to layer 1 (layer 0's W is needed only for a dh_prev nobody needs)
             nn_backward(&s, &p, &g, dq, B);
             f1.n_calls = 0;
             nn_forward(&s, &fp, b->obs, B, qf);
@@ -312,7 +313,7 @@ START_TEST(test_fetched_network) {
             nn_backward_pieces(&s, &fp, &pc, dq, B);
             ck_assert(check_close_f(col.got, g.data, n, 1e-5, 1e-7, "gradient"));
             int c = s_expect_calls(&f1, 0, 0, L - 1, 1);
-            c = s_expect_calls(&f1, c, L - 1, net.n_conv ? 0 : 1, -1);
+            c = s_expect_calls(&f1, c, L - 1, 1, -1); // never layer 0: no dh_prev for it
             ck_assert_int_eq(c, f1.n_calls);
             xfree(buf);
             xfree(col.got);
@@ -386,6 +387,42 @@ START_TEST(test_size1_stages) {
         trainer_gather_into(ref, 1, y);
         ck_assert_int_eq(memcmp(y, trainer_target(ref)->data, a->num_params * sizeof(float)), 0);
         ck_assert_double_le(s_rel(x, y, a->num_params), 1e-6);
+        // What the learner publishes is the online network (target differs at step 20: its
+        // last sync was at 14), written into the message's bytes.
+        unsigned char *msg = xmalloc(a->num_params * sizeof(float) + 1);
+        algo_dqn_ops.publish(t, msg + 1); // unaligned, as in a weights message
+        trainer_gather_into(t, 0, y);
+        ck_assert_int_eq(memcmp(msg + 1, y, a->num_params * sizeof(float)), 0);
+        ck_assert_int_ne(memcmp(msg + 1, x, a->num_params * sizeof(float)), 0);
+        ck_assert_uint_eq(algo_dqn_ops.published_n(t), a->num_params);
+        xfree(msg);
+        if (stage == 3) {
+            // A load drops the blocks held from before it. Two layers, so that both stay in
+            // the slots from one step to the next (with three or more, each pass's first
+            // fetches evict them): save at 20, train to 25 (the target's blocks now held are
+            // of the sync at 21), load, train to 25 again: the same bits as a trainer that
+            // went 20 -> 25 once.
+            nn_config_t two = {.obs_dim = 8, .n_actions = 4, .n_hidden = 1, .hidden = {32}};
+            train_config_t tc2;
+            zf_train_config(&tc2, &two, OPTIM_RMSPROP, 12, 3, 0.3f);
+            char path[1100];
+            snprintf(path, sizeof path, "%s/size1.bin", check_tmpdir());
+            trainer_t *v = trainer_new_group(&tc2, g), *u = trainer_new_group(&tc2, g);
+            s_steps(v, &two, 20, 12);
+            ck_assert_int_eq(trainer_save(v, path, NULL), APEX_OK);
+            s_steps(u, &two, 25, 12);
+            s_steps(v, &two, 5, 12);
+            ck_assert_int_eq(trainer_load(v, path, NULL), APEX_OK);
+            s_steps(v, &two, 5, 12);
+            size_t n2 = trainer_num_params(v);
+            float *p = xmalloc(2 * n2 * sizeof(float));
+            trainer_gather_into(v, 0, p);
+            trainer_gather_into(u, 0, p + n2);
+            ck_assert_int_eq(memcmp(p, p + n2, n2 * sizeof(float)), 0);
+            xfree(p);
+            trainer_destroy(&u);
+            trainer_destroy(&v);
+        }
         xfree(x);
         // The allocator's count (train.h): m and v of every parameter (the one rank's shard
         // is the whole array), each rounded up to at most 63 bytes more by xaligned_alloc.
@@ -555,8 +592,9 @@ START_TEST(test_mpi_equivalence) {
         snprintf(a_opt, sizeof a_opt, "optim=%s", cases[c].optim);
         snprintf(a_stage, sizeof a_stage, "stage=%s", cases[c].stages);
         snprintf(a_out, sizeof a_out, "out=%s", prefix);
-        const char *args[] = {a_net,      a_opt,      a_stage, "rows=12",
-                              "steps=50", "clip=0.3", a_out,   NULL};
+        // slot_min=1: stage 3 in blocks of rows (a quarter shard), not whole layers.
+        const char *args[] = {a_net,      a_opt,        a_stage, "rows=12", "steps=50",
+                              "clip=0.3", "slot_min=1", a_out,   NULL};
         ck_assert_int_eq(s_mpirun(2, NULL, args), 0); // every stage of the case in one run
         for (const char *st = cases[c].stages; *st; st++) {
             if (*st == ',') {
@@ -619,6 +657,17 @@ START_TEST(test_mpi_stage3) {
     snprintf(a_save, sizeof a_save, "save=%s", ck);
     const char *save_args[] = {"net=conv", "stage=3", "rows=12", "steps=2", a_save, NULL};
     ck_assert_int_eq(s_mpirun(3, NULL, save_args), 1);
+    // Only rank 0's file fails, at open (its .tmp is a directory): the shard files are
+    // written, rank 0 still takes part in every gather, and every rank reports the failure.
+    char tmpdir[1300];
+    snprintf(ck, sizeof ck, "%s/opentmp.bin", dir);
+    snprintf(tmpdir, sizeof tmpdir, "%s.tmp", ck);
+    ck_assert_int_eq(mkdir(tmpdir, 0755), 0);
+    snprintf(a_save, sizeof a_save, "save=%s", ck);
+    ck_assert_int_eq(s_mpirun(3, NULL, save_args), 1);
+    snprintf(tmpdir, sizeof tmpdir, "%s.s2.opt2of3", ck);
+    ck_assert_msg(access(tmpdir, F_OK) == 0, "the shard files were not written: %s", tmpdir);
+    ck_assert_int_ne(access(ck, F_OK), 0);
 #if !CHECK_ASAN // ASan's shadow memory does not live within a data limit
     // Ranks of 1 GiB each (RLIMIT_DATA): a 68 M parameter network (84-8192-8192-dueling(18))
     // needs ~1.36 GB per rank in stage 0 and ~0.43 GB in stage 3 on 4 ranks. Stage 0 stops on
