@@ -194,39 +194,41 @@ void weights_server_publish(weights_server_t *self, const wire_weights_t *w) {
     weights_server_replace(self, w);
 }
 
+// A new message of n bytes in place of the current one; its bytes, to be filled.
+static uint8_t *s_new_msg(weights_server_t *self, size_t n) {
+    if (self->has_msg) {
+        zmq_msg_close(&self->msg);
+        self->has_msg = 0;
+    }
+    if (zmq_msg_init_size(&self->msg, n) != 0) {
+        // Memory, sized at start-up (the learner's trainer_fits counts two messages).
+        APEX_PANIC("cannot allocate the %zu-byte weights message", n);
+    }
+    return zmq_msg_data(&self->msg);
+}
+
+// The filled message is version's: answer every request held for it.
+static void s_installed(weights_server_t *self, uint64_t version) {
+    self->has_msg = 1;
+    self->version = version;
+    s_answer_held(self, INT64_MAX);
+}
+
 void weights_server_replace(weights_server_t *self, const wire_weights_t *w) {
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS};
     m.u.weights = *w;
     wire_encode(&m, &self->out);
-    if (self->has_msg) {
-        zmq_msg_close(&self->msg);
-    }
-    if (zmq_msg_init_size(&self->msg, self->out.len) != 0) {
-        // Memory, sized at start-up (the learner's trainer_fits counts two messages).
-        APEX_PANIC("cannot allocate the %zu-byte weights message", self->out.len);
-    }
-    memcpy(zmq_msg_data(&self->msg), self->out.data, self->out.len);
-    self->has_msg = 1;
-    self->version = w->version;
-    s_answer_held(self, INT64_MAX);
+    memcpy(s_new_msg(self, self->out.len), self->out.data, self->out.len);
+    s_installed(self, w->version);
 }
 
 void weights_server_publish_fill(weights_server_t *self, const wire_weights_t *w,
                                  weights_fill_fn fill, void *arg) {
     APEX_ASSERT(w->version > self->version);
     size_t n = wire_weights_size(w);
-    if (self->has_msg) {
-        zmq_msg_close(&self->msg);
-    }
-    if (zmq_msg_init_size(&self->msg, n) != 0) {
-        APEX_PANIC("cannot allocate the %zu-byte weights message", n);
-    }
-    uint8_t *data = zmq_msg_data(&self->msg);
-    size_t at = wire_weights_encode_hole(w, data, n);
-    fill(arg, data + at);
-    self->has_msg = 1;
-    self->version = w->version;
-    s_answer_held(self, INT64_MAX);
+    uint8_t *data = s_new_msg(self, n);
+    fill(arg, data + wire_weights_encode_hole(w, data, n));
+    s_installed(self, w->version);
 }
 
 void weights_server_heartbeat(weights_server_t *self, int64_t now_ms) {

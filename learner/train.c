@@ -63,7 +63,8 @@ struct trainer {
     int n_ranks, rank;
     size_t shard_off, shard_n;
     int *counts, *displs; // (n_ranks) every rank's shard, for the collectives
-    int *piece_counts;    // (n_ranks) stage 2: one piece's share of each rank
+    int *piece_counts;    // (n_ranks) stages 2, 3: one piece's share of each rank
+    int *piece_displs;    // (n_ranks) and where it starts in the piece (s_range_blocks)
     float *gshard;        // stage 2: this rank's averaged gradient (shard_n floats)
     nn_pieces_t pieces;   // stage 2: the piece buffer and its reduce-scatter
     // Stage 3: online and target are fetched networks (nn_params_fetched) over these shards.
@@ -188,25 +189,37 @@ static int s_config_check(const train_config_t *cfg) {
     return APEX_OK;
 }
 
+// Rank r's part of the flat range [lo, lo + len): counts[r] floats at displs[r] of the
+// range; returns this rank's part's offset in its shard (0 when it has none).
+static size_t s_range_blocks(const trainer_t *t, size_t lo, size_t len, int *counts, int *displs) {
+    for (int r = 0; r < t->n_ranks; r++) {
+        size_t so = (size_t)t->displs[r], se = so + (size_t)t->counts[r];
+        size_t a = APEX_MAX(lo, so), b = APEX_MIN(lo + len, se);
+        counts[r] = b > a ? (int)(b - a) : 0;
+        displs[r] = b > a ? (int)(a - lo) : 0;
+    }
+    size_t a = APEX_MAX(lo, t->shard_off);
+    return counts[t->rank] > 0 ? a - t->shard_off : 0;
+}
+
 // Stage 2's piece callback: the piece [offset, offset + n) is reduce-scattered over the
 // ranks whose shards it overlaps (shards are in rank order, so the piece is already laid
 // out rank by rank); this rank's share lands at its place in gshard. Every element of a
 // shard is written by exactly one piece per step.
 static void s_piece_done(void *arg, const float *piece, size_t offset, size_t n) {
     trainer_t *self = arg;
-    for (int r = 0; r < self->n_ranks; r++) {
-        size_t lo = APEX_MAX(offset, (size_t)self->displs[r]);
-        size_t hi = APEX_MIN(offset + n, (size_t)self->displs[r] + (size_t)self->counts[r]);
-        self->piece_counts[r] = hi > lo ? (int)(hi - lo) : 0;
-    }
-    size_t mine = APEX_MAX(offset, self->shard_off);
-    float *recv = self->piece_counts[self->rank] > 0 ? self->gshard + (mine - self->shard_off)
-                                                     : self->gshard;
-    group_reduce_scatter_f32(self->group, piece, recv, self->piece_counts);
+    size_t mine = s_range_blocks(self, offset, n, self->piece_counts, self->piece_displs);
+    group_reduce_scatter_f32(self->group, piece, self->gshard + mine, self->piece_counts);
 }
 
 // ----------------------------------------------------------------------------
 // can the trainer be allocated?
+
+// The ZeRO stage a trainer runs: a group's (of any size when a stage above 0 is asked for, so
+// that a group of one runs the sharded code paths), else -1: a single learner.
+static int s_zero_of(const train_config_t *cfg, const group_t *group) {
+    return group && (group_size(group) > 1 || cfg->zero_stage > 0) ? cfg->zero_stage : -1;
+}
 
 // Stage 2 and 3's piece buffer: the largest shard / ZERO_PIECE_DIV, at least nn_piece_min.
 static size_t s_piece_cap(const nn_config_t *net, size_t n, int n_ranks) {
@@ -253,7 +266,7 @@ int trainer_fits(const train_config_t *cfg, group_t *group, size_t *need_out) {
 
 static int s_fits(const train_config_t *cfg, group_t *group, size_t *need_out, int local_ok) {
     const nn_config_t *net = &cfg->net;
-    int zero = group && (group_size(group) > 1 || cfg->zero_stage > 0) ? cfg->zero_stage : -1;
+    int zero = s_zero_of(cfg, group);
     int N = zero >= 0 ? group_size(group) : 1, rank = zero >= 0 ? group_rank(group) : 0;
     size_t n = nn_num_params(net), off, shard;
     if (n > INT32_MAX) { // the same verdict on every rank (the config's): no collective
@@ -333,19 +346,6 @@ static int s_fits(const train_config_t *cfg, group_t *group, size_t *need_out, i
 
 // ----------------------------------------------------------------------------
 // stage 3: layers gathered on demand
-
-// Rank r's part of the flat range [lo, lo + len): counts[r] floats at displs[r] of the
-// range; returns this rank's part's offset in its shard (0 when it has none).
-static size_t s_range_blocks(const trainer_t *t, size_t lo, size_t len, int *counts, int *displs) {
-    for (int r = 0; r < t->n_ranks; r++) {
-        size_t so = (size_t)t->displs[r], se = so + (size_t)t->counts[r];
-        size_t a = APEX_MAX(lo, so), b = APEX_MIN(lo + len, se);
-        counts[r] = b > a ? (int)(b - a) : 0;
-        displs[r] = b > a ? (int)(a - lo) : 0;
-    }
-    size_t a = APEX_MAX(lo, t->shard_off);
-    return counts[t->rank] > 0 ? a - t->shard_off : 0;
-}
 
 // Block k of layer l: its first row and row count.
 static void s_block_rows(const trainer_t *t, int l, int k, int *r0, int *rows) {
@@ -493,8 +493,7 @@ static float *s_owned(trainer_t *self) {
 static void s_alloc_training(trainer_t *self, group_t *group) {
     const nn_config_t *net = &self->cfg.net;
     size_t n = nn_num_params(net);
-    self->zero = group && (group_size(group) > 1 || self->cfg.zero_stage > 0) ? self->cfg.zero_stage
-                                                                              : -1;
+    self->zero = s_zero_of(&self->cfg, group);
     self->group = self->zero >= 0 ? group : NULL;
     self->n_ranks = self->group ? group_size(group) : 1;
     self->rank = self->group ? group_rank(group) : 0;
@@ -502,6 +501,7 @@ static void s_alloc_training(trainer_t *self, group_t *group) {
     self->counts = xmalloc((size_t)self->n_ranks * sizeof(int));
     self->displs = xmalloc((size_t)self->n_ranks * sizeof(int));
     self->piece_counts = xmalloc((size_t)self->n_ranks * sizeof(int));
+    self->piece_displs = xmalloc((size_t)self->n_ranks * sizeof(int));
     for (int r = 0; r < self->n_ranks; r++) {
         size_t off, cnt;
         group_shard_range(n, self->n_ranks, r, &off, &cnt);
@@ -618,6 +618,7 @@ void trainer_destroy(trainer_t **self_p) {
     xfree(self->counts);
     xfree(self->displs);
     xfree(self->piece_counts);
+    xfree(self->piece_displs);
     for (int k = 0; k < 2 && self->zero == 3; k++) {
         s_gather_t *g = &self->gather[k];
         s_gather_invalidate(g);

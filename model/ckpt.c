@@ -359,13 +359,10 @@ static int s_check_header(const char *path, const ckpt_header_t *h, const nn_con
     return APEX_OK;
 }
 
-// Reads header and payload of an open file; *payload is owned by the caller on success.
-// magic: the file's kind (CKPT_MAGIC, CKPT_DPG_MAGIC, CKPT_SHARD_MAGIC); num_params: the
-// header's count to expect; shard_count: 0 for a checkpoint, else the floats per array of an
-// optimizer shard.
-static int s_read_file(const char *path, int fd, const char *magic, const nn_config_t *cfg,
-                       uint64_t num_params, int n_arrays, uint64_t shard_count, ckpt_header_t *h,
-                       float **payload) {
+// Reads and checks the header of an open file (see s_read_file's arguments).
+static int s_read_checked_header(const char *path, int fd, const char *magic,
+                                 const nn_config_t *cfg, uint64_t num_params, int n_arrays,
+                                 uint64_t shard_count, ckpt_header_t *h) {
     struct stat st;
     if (fstat(fd, &st) < 0) {
         log_error("%s: fstat failed: %s", path, strerror(errno));
@@ -382,6 +379,17 @@ static int s_read_file(const char *path, int fd, const char *magic, const nn_con
         rc = s_check_header(path, h, cfg, num_params, n_arrays,
                             shard_count ? shard_count : h->num_params, st.st_size);
     }
+    return rc;
+}
+
+// Reads header and payload of an open file; *payload is owned by the caller on success.
+// magic: the file's kind (CKPT_MAGIC, CKPT_DPG_MAGIC, CKPT_SHARD_MAGIC); num_params: the
+// header's count to expect; shard_count: 0 for a checkpoint, else the floats per array of an
+// optimizer shard.
+static int s_read_file(const char *path, int fd, const char *magic, const nn_config_t *cfg,
+                       uint64_t num_params, int n_arrays, uint64_t shard_count, ckpt_header_t *h,
+                       float **payload) {
+    int rc = s_read_checked_header(path, fd, magic, cfg, num_params, n_arrays, shard_count, h);
     if (rc != APEX_OK) {
         return rc;
     }
@@ -463,18 +471,9 @@ int ckpt_read_range(const char *path, const nn_config_t *cfg, ckpt_header_t *hdr
         log_error("%s: cannot open checkpoint: %s", path, strerror(errno));
         return APEX_EIO;
     }
-    struct stat st;
     ckpt_header_t h;
-    int rc = fstat(fd, &st) < 0 ? APEX_EIO : APEX_OK;
-    if (rc != APEX_OK) {
-        log_error("%s: fstat failed: %s", path, strerror(errno));
-    }
-    if (rc == APEX_OK) {
-        rc = s_read_header(path, fd, st.st_size, CKPT_MAGIC, &h);
-    }
-    if (rc == APEX_OK) {
-        rc = s_check_header(path, &h, cfg, nn_num_params(cfg), 0, h.num_params, st.st_size);
-    }
+    // 0 arrays: as many as stored.
+    int rc = s_read_checked_header(path, fd, CKPT_MAGIC, cfg, nn_num_params(cfg), 0, 0, &h);
     if (rc == APEX_OK && h.n_arrays > (uint32_t)max_arrays) {
         log_error("%s: checkpoint holds %u arrays, expected at most %d", path, h.n_arrays,
                   max_arrays);

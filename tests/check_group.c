@@ -812,6 +812,21 @@ static trainer_t *s_ref(const nn_config_t *net, int steps) {
     return s_ref_optim(net, steps, OPTIM_ADAM);
 }
 
+// np ranks of stage `stage` load the checkpoint dir/file, train 10 more steps and write
+// their parameters under dir/out: they must end where the single learner (want) ends.
+static void s_load_and_check(const char *dir, const char *file, const char *out, int stage, int np,
+                             const float *want, const float *theta0, size_t n) {
+    char a_stage[32], a_load[1200], a_out[1200], prefix[1100], path[1300];
+    snprintf(a_stage, sizeof a_stage, "stage=%d", stage);
+    snprintf(a_load, sizeof a_load, "load=%s/%s", dir, file);
+    snprintf(prefix, sizeof prefix, "%s/%s", dir, out);
+    snprintf(a_out, sizeof a_out, "out=%s", prefix);
+    const char *args[] = {a_stage, "steps=10", "rows=12", "clip=0.3", a_load, a_out, NULL};
+    ck_assert_int_eq(s_mpirun(np, NULL, args), 0);
+    snprintf(path, sizeof path, "%s_s%d", prefix, stage);
+    s_check_group(path, stage == 3 ? 1 : np, want, theta0, n); // stage 3: rank 0's gather
+}
+
 START_TEST(test_mpi_reshard) {
     const char *dir = check_tmpdir();
     nn_config_t net;
@@ -819,7 +834,7 @@ START_TEST(test_mpi_reshard) {
     trainer_t *ref = s_ref(&net, 20), *init = s_ref(&net, 0);
     size_t n = trainer_num_params(ref);
     const float *want = trainer_online(ref)->data, *theta0 = trainer_online(init)->data;
-    char ck[1100], a_save[1200], a_load[1200], a_out[1200], prefix[1100], path[1300];
+    char ck[1100], a_save[1200], path[1300];
     // (a) 2 ranks of stage 2 save; 3 ranks of stage 1 load and go on.
     snprintf(ck, sizeof ck, "%s/a.bin", dir);
     snprintf(a_save, sizeof a_save, "save=%s", ck);
@@ -836,13 +851,7 @@ START_TEST(test_mpi_reshard) {
     ck_assert_uint_eq(hdr.n_arrays, 2);
     ck_assert_uint_eq(hdr.extra.user[CKPT_USER_OPT_SHARDS], 2);
     ck_assert_int_ne(ckpt_read_online(path, &net, &hdr, online), APEX_OK);
-    snprintf(prefix, sizeof prefix, "%s/a3", dir);
-    snprintf(a_load, sizeof a_load, "load=%s", ck);
-    snprintf(a_out, sizeof a_out, "out=%s", prefix);
-    const char *load_args[] = {"stage=1", "steps=10", "rows=12", "clip=0.3", a_load, a_out, NULL};
-    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
-    snprintf(path, sizeof path, "%s_s1", prefix);
-    s_check_group(path, 3, want, theta0, n);
+    s_load_and_check(dir, "a.bin", "a3", 1, 3, want, theta0, n);
     // (b) 2 ranks of stage 1 save; a single learner loads.
     snprintf(ck, sizeof ck, "%s/b.bin", dir);
     snprintf(a_save, sizeof a_save, "save=%s", ck);
@@ -859,13 +868,7 @@ START_TEST(test_mpi_reshard) {
     snprintf(ck, sizeof ck, "%s/c.bin", dir);
     trainer_t *half = s_ref(&net, 10);
     ck_assert_int_eq(trainer_save(half, ck, NULL), APEX_OK);
-    snprintf(prefix, sizeof prefix, "%s/c2", dir);
-    snprintf(a_load, sizeof a_load, "load=%s", ck);
-    snprintf(a_out, sizeof a_out, "out=%s", prefix);
-    load_args[0] = "stage=2";
-    ck_assert_int_eq(s_mpirun(2, NULL, load_args), 0);
-    snprintf(path, sizeof path, "%s_s2", prefix);
-    s_check_group(path, 2, want, theta0, n);
+    s_load_and_check(dir, "c.bin", "c2", 2, 2, want, theta0, n);
     // A later single-learner checkpoint over a sharded one removes the stale shards.
     snprintf(ck, sizeof ck, "%s/a.bin", dir);
     ck_assert_int_eq(trainer_save(half, ck, NULL), APEX_OK);
@@ -883,31 +886,12 @@ START_TEST(test_mpi_reshard) {
     ck_assert_uint_eq(hdr.extra.user[CKPT_USER_OPT_SHARDS], 2);
     ck_assert_uint_eq(hdr.learner_step, 10);
     ck_assert_double_le(s_rel(online, trainer_online(half)->data, n), 1e-5);
-    snprintf(prefix, sizeof prefix, "%s/d1", dir);
-    snprintf(a_load, sizeof a_load, "load=%s", ck);
-    snprintf(a_out, sizeof a_out, "out=%s", prefix);
-    load_args[0] = "stage=1";
-    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
-    snprintf(path, sizeof path, "%s_s1", prefix);
-    s_check_group(path, 3, want, theta0, n);
+    s_load_and_check(dir, "d.bin", "d1", 1, 3, want, theta0, n);
     // (e) stage 1 -> 3: (b)'s 2-rank stage 1 set, loaded by 3 ranks of stage 3.
-    snprintf(ck, sizeof ck, "%s/b.bin", dir);
-    snprintf(prefix, sizeof prefix, "%s/e3", dir);
-    snprintf(a_load, sizeof a_load, "load=%s", ck);
-    snprintf(a_out, sizeof a_out, "out=%s", prefix);
-    load_args[0] = "stage=3";
-    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
-    snprintf(path, sizeof path, "%s_s3", prefix);
-    s_check_group(path, 1, want, theta0, n);
+    s_load_and_check(dir, "b.bin", "e3", 3, 3, want, theta0, n);
     // (f) the single learner's file (moments inside, 4 arrays), read in ranges by 3 ranks of
     // stage 3.
-    snprintf(ck, sizeof ck, "%s/c.bin", dir);
-    snprintf(prefix, sizeof prefix, "%s/f3", dir);
-    snprintf(a_load, sizeof a_load, "load=%s", ck);
-    snprintf(a_out, sizeof a_out, "out=%s", prefix);
-    ck_assert_int_eq(s_mpirun(3, NULL, load_args), 0);
-    snprintf(path, sizeof path, "%s_s3", prefix);
-    s_check_group(path, 1, want, theta0, n);
+    s_load_and_check(dir, "c.bin", "f3", 3, 3, want, theta0, n);
     xfree(online);
     trainer_destroy(&half);
     trainer_destroy(&single);
