@@ -137,6 +137,12 @@ struct actor {
     int64_t staged_seen_ms; // monotonic time the staged version was last received
     log_limiter_t old_log;
     atomic_int stop_requested;
+    // [run] deterministic (docs/architecture.md "Deterministic runs"): the weight-sync period
+    // being stepped (from 0), the weights target waited for before stepping on (0: none),
+    // whether its weights have come (staged), and whether the next batch ends the period.
+    int det;
+    uint64_t det_period, det_want;
+    int det_got, det_end;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -314,6 +320,7 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->frame_bytes = envsrc_obs_bytes(src);
     a->obs_bytes = a->frame_bytes * (size_t)cfg->env.frame_stack;
     a->fm = config_frame_mode(cfg);
+    a->det = cfg->run.deterministic;
     nn_config_from_run(&a->net_cfg, cfg);
     // Inference on small batches: one BLAS thread per actor process is fastest and leaves
     // the other cores to the other daemons.
@@ -327,7 +334,9 @@ actor_t *actor_new(const apex_config_t *cfg, int index) {
     a->loop = loop_new();
     loop_add_reader(a->loop, a->insert_sock, s_reader_acks, a);
     loop_add_reader(a->loop, a->weights.sock, s_reader_weights, a);
-    weights_client_ask(&a->weights, 0, clock_now_ms());
+    if (!a->det) { // (a deterministic actor's first period acts with its initial weights)
+        weights_client_ask(&a->weights, 0, clock_now_ms());
+    }
     loop_set_idle(a->loop, s_idle_step, a);
     loop_add_timer(a->loop, FLUSH_TICK_MS, s_timer_flush, a);
     loop_add_timer(a->loop, cfg->actor.stats_interval_ms, s_timer_stats, a);
@@ -492,7 +501,9 @@ static void s_send_rows(actor_t *a, int rows) {
     nstep_out_t *o = &a->out;
     const int cont = a->action_dim > 0;
     const float eps = (float)a->cfg.learner.priority_eps;
-    if (cont) {
+    if (rows == 0) {
+        // (a deterministic period's end with no rows left: nothing to prioritise)
+    } else if (cont) {
         nn_dpg_td_priorities(a->prio, &a->state, &a->params, &a->cstate, &a->critic, o->obs,
                              (const float *)(const void *)o->actions, o->rewards, o->discounts,
                              o->next_obs, eps, rows);
@@ -532,7 +543,10 @@ static void s_send_rows(actor_t *a, int rows) {
                                .rewards = o->rewards,
                                .discounts = o->discounts,
                                .next_obs = o->next_obs,
-                               .priorities = prio_ok ? a->prio : NULL};
+                               .priorities = prio_ok ? a->prio : NULL,
+                               .det_period = a->det ? a->det_period + 1 : 0,
+                               .det_period_end = a->det_end};
+    a->det_end = 0;
     if (a->fm) {
         wire_batch_t *b = &m.u.batch;
         b->obs = b->next_obs = NULL;
@@ -606,6 +620,18 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
         if (rc == APEX_EAGAIN) {
             break;
         }
+        if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS && a->det) {
+            // Only the answer for the target waited for is taken; any other (the learner's
+            // heartbeat while the target is not known yet) says the link is alive.
+            weights_client_heard(&a->weights, clock_now_ms());
+            if (a->det_want && m.u.weights.det_target == a->det_want) {
+                memcpy(a->staged, m.u.weights.params, a->n_weights * sizeof(float));
+                a->staged_version = m.u.weights.version;
+                a->det_got = 1;
+            }
+            answered = 1;
+            continue;
+        }
         if (rc == APEX_OK && m.type == WIRE_MSG_WEIGHTS) {
             int64_t now = clock_now_ms();
             uint64_t v = m.u.weights.version;
@@ -637,9 +663,57 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
     }
     if (answered) {
         weights_client_answered(&a->weights);
-        weights_client_ask(&a->weights, a->has_staged ? a->staged_version : 0, clock_now_ms());
+        if (!a->det) {
+            weights_client_ask(&a->weights, a->has_staged ? a->staged_version : 0, clock_now_ms());
+        } else if (a->det_want && !a->det_got) {
+            weights_client_ask(&a->weights, 0, clock_now_ms()); // still waiting: ask again
+        }
     }
     return 0;
+}
+
+// [run] deterministic. A period ends after weight_sync_steps frames, as a sync does: its
+// rows go out at once, the last batch marked (rows or not), so that the replay can store
+// every actor's period p before any actor's p + 1. The next period p + 1 acts with the
+// weights of target p + 1: those the learner had after training every request the replay had
+// served when all actors' periods up to p - 1 were stored (learner.c s_det_version); the
+// actor waits for them.
+static void s_det_end_period(actor_t *a) {
+    int B = (int)a->cfg.actor.send_batch;
+    while (a->out.count > B) {
+        s_ship(a, B);
+    }
+    a->det_end = 1;
+    s_ship(a, a->out.count);
+    a->det_period++;
+    a->st.weight_syncs++;
+    a->det_want = a->det_period;
+    a->det_got = 0;
+    a->weights.det_target = a->det_want;
+    weights_client_ask(&a->weights, 0, clock_now_ms());
+}
+
+// Whether a deterministic actor may step: its period's weights are in, and its window has
+// room for what a step can send (it waits for acks rather than drop a batch as a normal
+// actor does with a full window: a dropped batch would be a hole in the schedule).
+static int s_det_ready(actor_t *a) {
+    if (a->det_want) {
+        s_reader_weights(a->loop, a->weights.sock, a);
+        if (!a->det_got) {
+            if (weights_client_revive(&a->weights, clock_now_ms())) {
+                s_log_reconnect(a, "learner", a->weights.endpoint);
+            }
+            weights_client_ask(&a->weights, 0, clock_now_ms());
+            return 0;
+        }
+        memcpy(a->wdata, a->staged, a->n_weights * sizeof(float));
+        a->st.weights_version = a->staged_version;
+        a->st.weight_updates++;
+        a->det_want = 0;
+    }
+    int B = (int)a->cfg.actor.send_batch;
+    int room = ((int)a->cfg.actor.envs_per_actor + B - 1) / B + 3;
+    return a->pending_len == 0 || a->pending_cap - a->pending_len >= room;
 }
 
 // Every weight_sync_steps: the staged weights, if newer, become the acting network. The
@@ -811,7 +885,7 @@ static int s_idle_step(loop_t *loop, void *arg) {
     if (a->max_vector_steps && a->vector_steps >= a->max_vector_steps) {
         return -1;
     }
-    if (s_rate_limited(a)) {
+    if (s_rate_limited(a) || (a->det && !s_det_ready(a))) {
         return 0;
     }
     const int g = a->group, GE = a->GE, A = a->n_actions;
@@ -884,7 +958,11 @@ static int s_idle_step(loop_t *loop, void *arg) {
     // weight_sync_steps counts env steps (frames), as in the Ape-X paper (400).
     if (a->steps_since_sync >= (uint64_t)a->cfg.actor.weight_sync_steps) {
         a->steps_since_sync = 0;
-        s_sync_weights(a);
+        if (a->det) {
+            s_det_end_period(a);
+        } else {
+            s_sync_weights(a);
+        }
     }
     return 1;
 }
@@ -991,7 +1069,9 @@ static int s_timer_status(loop_t *loop, void *arg) {
 
 int actor_run(actor_t *self, uint64_t max_vector_steps) {
     self->max_vector_steps = max_vector_steps;
-    s_sync_weights(self);
+    if (!self->det) {
+        s_sync_weights(self);
+    }
     loop_run(self->loop);
     s_flush_pending(self);
     s_publish_stats(self);
@@ -999,12 +1079,13 @@ int actor_run(actor_t *self, uint64_t max_vector_steps) {
     // with the replay's exactly-once marks (apex-replay --dump) to prove no acked batch lost;
     // bench/fanout.py sums the acknowledged transitions against the replay's inserted count.
     log_info("stopping after %llu steps, %llu episodes; %llu batches sent, %llu acked, %llu "
-             "dropped, %d unacked from seq %llu (epoch %llu); %llu transitions acknowledged",
+             "dropped, %d unacked from seq %llu (epoch %llu); %llu transitions acknowledged; "
+             "acting with weights " WIRE_VERSION_FMT,
              (unsigned long long)self->st.steps, (unsigned long long)self->st.episodes,
              (unsigned long long)self->st.batches_sent, (unsigned long long)self->st.batches_acked,
              (unsigned long long)self->st.batches_dropped, self->pending_len,
              (unsigned long long)self->pending_seq0, (unsigned long long)self->epoch,
-             (unsigned long long)self->st.rows_acked);
+             (unsigned long long)self->st.rows_acked, WIRE_VERSION_ARGS(self->st.weights_version));
     return 0;
 }
 

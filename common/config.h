@@ -51,6 +51,7 @@ typedef struct {
     int log_level;        // log_level from log.h
     char blas_kernel[32]; // "auto", "openblas" or one of CONFIG_BLAS_CORES (model/blas.h)
     int blas_library;     // config_blas_library
+    int deterministic; // [run] deterministic: a schedule fixed by counters (docs/architecture.md)
 } config_run_t;
 
 // [run] blas_library: the library behind the products (model/blas.h's blas_use_library).
@@ -197,8 +198,9 @@ typedef struct {
     int precision; // config_precision
     int64_t request_timeout_ms;
     int64_t metrics_interval_ms;
-    int64_t zero_stage; // a learner group's ZeRO stage (learner/train.h)
-    int64_t ranks;      // learner processes the launchers start as one group (1: a single one)
+    int64_t metrics_every_updates; // 0: by metrics_interval_ms (or 1000 when deterministic)
+    int64_t zero_stage;            // a learner group's ZeRO stage (learner/train.h)
+    int64_t ranks; // learner processes the launchers start as one group (1: a single one)
     // Continuous actions only (the DPG learner, learner/train_dpg.h; issue #28).
     int64_t policy_delay;     // critic updates per policy update (TD3: 2)
     double target_noise;      // target policy smoothing sigma, in half-ranges (0: off)

@@ -616,8 +616,40 @@ static int s_check_relay(const apex_config_t *cfg, char *err, size_t errlen) {
     return 0;
 }
 
+// [run] deterministic: what the fixed schedule needs (docs/architecture.md "Deterministic
+// runs"). The ratio is what orders inserts against samples, so it must hold one; the
+// schedule is one replay server's and the learner's own weights endpoint's.
+static int s_check_deterministic(const apex_config_t *cfg, char *err, size_t errlen) {
+    if (!cfg->run.deterministic) {
+        return 0;
+    }
+    if (!(cfg->replay.samples_per_insert > 0)) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [run] deterministic needs [replay] samples_per_insert > 0 (%s is "
+                         "0): the replay ratio is what fixes where each sample falls among the "
+                         "inserts",
+                         WHERE("run", "deterministic"), WHERE("replay", "samples_per_insert"));
+    }
+    if (cfg->replay.shards > 1) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [run] deterministic with [replay] shards = %lld: a deterministic "
+                         "schedule over several replay shards is not built yet"
+                         "\n---> HINT: set [replay] shards = 1 for a deterministic run",
+                         WHERE("run", "deterministic"), (long long)cfg->replay.shards);
+    }
+    if (cfg->endpoints.relay[0]) {
+        return apex_errf(err, errlen, -1,
+                         "%s: [run] deterministic with [endpoints] relay: actors take fixed "
+                         "weights versions from the learner itself, which a relay does not keep"
+                         "\n---> HINT: leave [endpoints] relay empty",
+                         WHERE("run", "deterministic"));
+    }
+    return 0;
+}
+
 int config_check(apex_config_t *cfg, char *err, size_t errlen) {
-    if (s_check_blas_kernel(cfg, err, errlen) != 0 || s_check_relay(cfg, err, errlen) != 0) {
+    if (s_check_blas_kernel(cfg, err, errlen) != 0 || s_check_relay(cfg, err, errlen) != 0 ||
+        s_check_deterministic(cfg, err, errlen) != 0) {
         return -1;
     }
     if (s_cross_check(cfg, err, errlen) != 0) {

@@ -40,6 +40,12 @@ const config_row_t config_schema[] = {
      "reference; a daemon that cannot load it refuses to start); measured ahead of OpenBLAS on "
      "the learners (+24 % Nature on an Intel Xeon), so far on two CPUs"},
 
+    {"run", "deterministic", T_BOOL, OFF(run.deterministic), 0, 0, 1, "false", NULL,
+     "bit-identical reruns for a fixed config, seed and topology: the replay applies inserts, "
+     "samples and priority updates in an order fixed by counters, actors take fixed weights "
+     "versions at fixed steps (see docs/architecture.md \"Deterministic runs\"); needs "
+     "samples_per_insert > 0 and one replay server"},
+
     {"env", "id", T_STR, STR(env.id), 1, 0, "CartPole-v1", NULL,
      "environment: a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, "
      "MountainCarContinuous-v0, MinAtar/<Game>-v0 "
@@ -220,6 +226,10 @@ const config_row_t config_schema[] = {
      "3000", NULL, "a sample request unanswered this long is re-issued (ms)"},
     {"learner", "metrics_interval_ms", T_INT, OFF(learner.metrics_interval_ms), 0, 100, 3600000,
      "1000", NULL, "period of metrics.csv rows (ms)"},
+    {"learner", "metrics_every_updates", T_INT, OFF(learner.metrics_every_updates), 0, 0, BIG, "0",
+     NULL,
+     "a row of metrics.csv every this many updates instead of every metrics_interval_ms (0 = "
+     "by time; a deterministic run writes one every 1000 updates then)"},
     {"learner", "ranks", T_INT, OFF(learner.ranks), 0, 1, 1024, "1", NULL,
      "learner processes the launchers (scripts/apex-local, scripts/apex-slurm) start as one "
      "data-parallel group: N > 1 runs apex-learner under mpirun or srun as N ranks, each "

@@ -50,7 +50,7 @@ void weights_client_close(weights_client_t *w) {
 }
 
 void weights_client_ask(weights_client_t *w, uint64_t have, int64_t now_ms) {
-    if (w->in_flight) {
+    if (w->in_flight && w->det_target == w->sent_target) {
         // With ZMQ_IMMEDIATE a DEALER without a connection cannot send: the one the request
         // went out on is gone (a learner killed and restarting), and so is the request. Ask
         // the new learner as soon as it is there rather than after WEIGHTS_RESEND_MS.
@@ -66,9 +66,11 @@ void weights_client_ask(weights_client_t *w, uint64_t have, int64_t now_ms) {
     }
     wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST};
     m.u.weights_request.have_version = have;
+    m.u.weights_request.det_target = w->det_target;
     wire_encode(&m, &w->buf);
     if (net_send(w->sock, w->buf.data, w->buf.len, ZMQ_DONTWAIT) == APEX_OK) {
         w->in_flight = 1;
         w->sent_ms = now_ms;
+        w->sent_target = w->det_target;
     }
 }

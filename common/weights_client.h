@@ -25,6 +25,9 @@ typedef struct {
     int64_t heard_ms; // the last Weights message of any version: the link was alive then
     char endpoint[WEIGHTS_ENDPOINT_LEN];
     wire_buf_t buf;
+    // [run] deterministic: the target asked for (WeightsRequest.det_target; 0 = the next
+    // version), and the one the request in flight asked for: a new target goes out at once.
+    uint64_t det_target, sent_target;
 } weights_client_t;
 
 // Connects a DEALER to endpoint (with the security of sec, as a client of "learner") that

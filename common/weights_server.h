@@ -89,6 +89,21 @@ void weights_server_replace(weights_server_t *self, const wire_weights_t *w);
 // Answers the requests held since WEIGHTS_SERVER_HOLD_MS or longer with the current weights.
 void weights_server_heartbeat(weights_server_t *self, int64_t now_ms);
 
+// Deterministic runs ([run] deterministic, docs/architecture.md "Deterministic runs"): a
+// WeightsRequest with det_target t is answered with the weights the learner named for t
+// (weights_server_det_set), whose message carries det_target = t; it is held until they are
+// known (the heartbeat answers it meanwhile with the current weights, which the client
+// ignores but which tell it the link is alive). The versions published through
+// weights_server_publish_fill are kept, the last WEIGHTS_SERVER_DET_KEEP of them, for the
+// targets that name them later; a target names the current version or a later one in a
+// run that keeps to the schedule. Targets are kept WEIGHTS_SERVER_DET_TARGETS at a time
+// (by number: an actor asks for its own within a few of the newest).
+#define WEIGHTS_SERVER_DET_KEEP 16
+#define WEIGHTS_SERVER_DET_TARGETS 16
+void weights_server_det_enable(weights_server_t *self);
+// Target (>= 1) is answered with version: at once if kept, or once it is published.
+void weights_server_det_set(weights_server_t *self, uint64_t target, uint64_t version);
+
 // The current version (0 before the first publish).
 uint64_t weights_server_version(const weights_server_t *self);
 void weights_server_stats(const weights_server_t *self, weights_server_stats_t *out);

@@ -434,7 +434,15 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
     }
     // A frame-mode batch may carry frames and no rows (frames whose n-step transitions are
     // not complete yet).
-    uint32_t min_count = frame_mode && m->frame_count >= 1 ? 0 : 1;
+    // So may a deterministic period's last batch: the period ends when it ends, rows or not.
+    if (m->det_period_end && m->det_period == 0) {
+        return s_err(d, APEX_EPROTO, "TransitionBatch: det_period_end without det_period");
+    }
+    if (m->det_period > WIRE_SEQ_MAX) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: det_period %llu above %llu",
+                     (unsigned long long)m->det_period, (unsigned long long)WIRE_SEQ_MAX);
+    }
+    uint32_t min_count = (frame_mode && m->frame_count >= 1) || m->det_period_end ? 0 : 1;
     rc = s_rows_ok(d, "TransitionBatch", m->count, min_count, frame_mode ? 0 : m->count, m->obs_dim,
                    (uint32_t)m->obs_dtype, &m->obs, m->action_dim, &m->actions, &m->rewards,
                    &m->discounts, &m->next_obs);
@@ -485,6 +493,8 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         .next_frames = U64(m->next_frames),
         .frame_codec = m->frame_codec,
         .frame_sizes = m->frame_codec ? U32(m->frame_sizes) : NULL,
+        .det_period = m->det_period,
+        .det_period_end = m->det_period_end,
     };
     return APEX_OK;
 }
@@ -505,15 +515,23 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
             return s_err(d, APEX_EINVAL, "SampleRequest: stats_only with %u batches of %u rows",
                          m->batches, m->batch_size);
         }
+        if (m->det_index != 0 || (m->det_horizon != 0 && m->stats_after != 0)) {
+            return s_err(d, APEX_EINVAL,
+                         "SampleRequest: stats_only with det_index %llu, or with both "
+                         "stats_after and det_horizon",
+                         (unsigned long long)m->det_index);
+        }
         *o = (wire_sample_request_t){.id = m->id,
                                      .batches = 1,
                                      .min_priority = m->min_priority,
                                      .stats_only = 1,
-                                     .stats_after = m->stats_after};
+                                     .stats_after = m->stats_after,
+                                     .det_horizon = m->det_horizon};
         return APEX_OK;
     }
-    if (m->stats_after != 0) {
-        return s_err(d, APEX_EINVAL, "SampleRequest: stats_after without stats_only");
+    if (m->stats_after != 0 || m->det_horizon != 0) {
+        return s_err(d, APEX_EINVAL,
+                     "SampleRequest: stats_after or det_horizon without stats_only");
     }
     int rc = s_count_ok(d, m->batch_size, 1, "SampleRequest");
     if (rc) {
@@ -535,7 +553,8 @@ static int s_decode_sample_request(wire_decoder_t *d, const Apex__SampleRequest 
                                  .batch_size = m->batch_size,
                                  .beta = m->beta,
                                  .batches = k,
-                                 .min_priority = m->min_priority};
+                                 .min_priority = m->min_priority,
+                                 .det_index = m->det_index};
     return APEX_OK;
 }
 
@@ -571,6 +590,8 @@ static int s_stats_from(wire_decoder_t *d, const Apex__ReplayStats *s, wire_repl
         .min_priority = s->min_priority,
         .shard = s->shard,
         .shards = shards,
+        .det_horizon = s->det_horizon,
+        .det_served = s->det_served,
     };
     return APEX_OK;
 }
@@ -623,7 +644,9 @@ static int s_decode_sample_reply(wire_decoder_t *d, const Apex__SampleReply *m,
 
 static int s_decode_priority_update(wire_decoder_t *d, const Apex__PriorityUpdate *m,
                                     wire_priority_update_t *o) {
-    int rc = s_count_ok(d, m->count, 1, "PriorityUpdate");
+    // A deterministic learner sends an update for every batch, an empty one when every
+    // priority was unusable (NaN): the replay counts them to know when a request's are in.
+    int rc = s_count_ok(d, m->count, m->det_index ? 0 : 1, "PriorityUpdate");
     if (rc) {
         return rc;
     }
@@ -636,7 +659,8 @@ static int s_decode_priority_update(wire_decoder_t *d, const Apex__PriorityUpdat
     }
     *o = (wire_priority_update_t){.count = m->count,
                                   .keys = (const uint64_t *)(const void *)m->keys.data,
-                                  .priorities = F32(m->priorities)};
+                                  .priorities = F32(m->priorities),
+                                  .det_index = m->det_index};
     return APEX_OK;
 }
 
@@ -656,7 +680,8 @@ static int s_decode_weights(wire_decoder_t *d, const Apex__Weights *m, wire_weig
                           .learner_step = m->learner_step,
                           .env_frames = m->env_frames,
                           .num_params = m->num_params,
-                          .params = F32(m->params)};
+                          .params = F32(m->params),
+                          .det_target = m->det_target};
     return APEX_OK;
 }
 
@@ -732,6 +757,7 @@ static int s_decode_body(wire_decoder_t *d, const Apex__Envelope *env, wire_msg_
     case APEX__ENVELOPE__BODY_WEIGHTS_REQUEST:
         out->type = WIRE_MSG_WEIGHTS_REQUEST;
         out->u.weights_request.have_version = env->weights_request->have_version;
+        out->u.weights_request.det_target = env->weights_request->det_target;
         return APEX_OK;
     default:
         return s_err(d, APEX_EPROTO, "envelope without a known body (case %d)",
@@ -900,6 +926,9 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
             APEX_ASSERT(!b->first_frame && !b->frame_count && !b->frames && !b->frame_prev &&
                         !b->obs_frames && !b->next_frames && !b->frame_codec && !b->frame_sizes);
         }
+        APEX_ASSERT(!b->det_period_end || b->det_period);
+        tb.det_period = b->det_period;
+        tb.det_period_end = b->det_period_end != 0;
         env.body_case = APEX__ENVELOPE__BODY_TRANSITION_BATCH;
         env.transition_batch = &tb;
         break;
@@ -912,6 +941,8 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         sq.min_priority = msg->u.sample_request.min_priority;
         sq.stats_only = msg->u.sample_request.stats_only != 0;
         sq.stats_after = msg->u.sample_request.stats_after;
+        sq.det_index = msg->u.sample_request.det_index;
+        sq.det_horizon = msg->u.sample_request.det_horizon;
         APEX_ASSERT(!sq.stats_only || (sq.batch_size == 0 && sq.batches == 0));
         env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REQUEST;
         env.sample_request = &sq;
@@ -948,6 +979,8 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         rs.min_priority = st->min_priority;
         rs.shard = st->shard;
         rs.shards = st->shards > 1 ? st->shards : 0; // one server: as older builds send it
+        rs.det_horizon = st->det_horizon;
+        rs.det_served = st->det_served;
         sr.stats = &rs;
         env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REPLY;
         env.sample_reply = &sr;
@@ -957,6 +990,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         pu.count = msg->u.priority_update.count;
         pu.keys = s_bin(msg->u.priority_update.keys, (size_t)pu.count * 8);
         pu.priorities = s_bin(msg->u.priority_update.priorities, (size_t)pu.count * 4);
+        pu.det_index = msg->u.priority_update.det_index;
         env.body_case = APEX__ENVELOPE__BODY_PRIORITY_UPDATE;
         env.priority_update = &pu;
         break;
@@ -966,6 +1000,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         w.env_frames = msg->u.weights.env_frames;
         w.num_params = msg->u.weights.num_params;
         w.params = s_bin(msg->u.weights.params, (size_t)w.num_params * 4);
+        w.det_target = msg->u.weights.det_target;
         env.body_case = APEX__ENVELOPE__BODY_WEIGHTS;
         env.weights = &w;
         break;
@@ -997,6 +1032,7 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         break;
     case WIRE_MSG_WEIGHTS_REQUEST:
         wr.have_version = msg->u.weights_request.have_version;
+        wr.det_target = msg->u.weights_request.det_target;
         env.body_case = APEX__ENVELOPE__BODY_WEIGHTS_REQUEST;
         env.weights_request = &wr;
         break;
@@ -1035,6 +1071,7 @@ static void s_weights_envelope(const wire_weights_t *w, Apex__Envelope *env, Ape
     m->learner_step = w->learner_step;
     m->env_frames = w->env_frames;
     m->num_params = w->num_params;
+    m->det_target = w->det_target;
     m->params = (ProtobufCBinaryData){.len = (size_t)w->num_params * 4,
                                       .data = (uint8_t *)(uintptr_t)&s_params_hole};
     env->version = APEX_PROTOCOL_VERSION;

@@ -154,6 +154,10 @@ typedef struct {
     const uint64_t *next_frames; // (count) number of next_obs's newest frame; NULL if no rows
     uint32_t frame_codec;        // fcodec_kind: 0, frames are raw
     const uint32_t *frame_sizes; // (frame_count) blob sizes when compressed, else NULL
+    // Deterministic mode ([run] deterministic): 1 + the actor's weight-sync period (0 = off),
+    // and whether this is the period's last batch (count may then be 0, frames or not).
+    uint64_t det_period;
+    int det_period_end;
 } wire_batch_t;
 
 // Most batches one SampleRequest may ask for (batch_size * batches is also <= max_count).
@@ -171,6 +175,10 @@ typedef struct {
     // batch_size is 0 and batches 1 (decoded) or 0 (to encode).
     int stats_only;
     uint64_t stats_after;
+    // Deterministic mode (0 = off): 1 + the request's group-wide number, served in that
+    // order; and for a stats request, the horizon to wait for (then stats_after is 0).
+    uint64_t det_index;
+    uint64_t det_horizon;
 } wire_sample_request_t;
 
 typedef struct {
@@ -180,6 +188,9 @@ typedef struct {
     double min_priority;   // min of p^alpha (0 when empty); finite and >= 0 once decoded
     uint32_t shard;        // < shards once decoded
     uint32_t shards;       // >= 1 once decoded (older servers send 0: one server)
+    // Deterministic mode: every actor's periods below det_horizon are stored; det_served
+    // requests had been served when the horizon got there (0 and 0 otherwise).
+    uint64_t det_horizon, det_served;
 } wire_replay_stats_t;
 
 typedef struct {
@@ -230,6 +241,7 @@ typedef struct {
     uint32_t count;
     const uint64_t *keys;
     const float *priorities; // raw |TD| + eps, before the alpha exponent
+    uint64_t det_index;      // deterministic mode: the request's det_index (0 = off)
 } wire_priority_update_t;
 
 typedef struct {
@@ -238,6 +250,7 @@ typedef struct {
     uint64_t env_frames; // the run's frames when published (0 from older learners)
     uint32_t num_params;
     const float *params;
+    uint64_t det_target; // deterministic mode: the horizon these answer (0 = off)
 } wire_weights_t;
 
 typedef struct {
@@ -266,6 +279,7 @@ typedef struct {
 
 typedef struct {
     uint64_t have_version; // the newest weights version the asking peer holds (0: none)
+    uint64_t det_target;   // deterministic mode: the weights for this horizon (0 = newest)
 } wire_weights_request_t;
 
 typedef struct {

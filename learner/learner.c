@@ -65,6 +65,13 @@ struct learner {
     atomic_int stop_requested;
     group_t *group; // a learner group (group.h); NULL: a single learner
     round_t round;  // how the group's ranks step together
+    // [run] deterministic (rank 0): the next horizon to ask the replay about, the version
+    // published at start-up and the update it was published at (what s_det_version counts
+    // from), and the metrics row cadence in updates.
+    uint64_t det_h;
+    uint64_t det_v0;
+    int64_t det_u0;
+    int64_t det_metrics_every;
 };
 
 void learner_checkpoint_path(const apex_config_t *cfg, char *buf, size_t n) {
@@ -94,6 +101,10 @@ static int s_load_or_init(learner_t *l, int resume) {
     l->weights_version = ((extra.weights_version >> 32) + 1) << 32;
     l->resumed = 1;
     l->resumed_extra = extra;
+    if (l->cfg.run.deterministic) {
+        log_warn("deterministic run resumed from a checkpoint: the replay and the actors did "
+                 "not stop with it, so the run diverges from one that was never interrupted");
+    }
     log_info("resumed from %s at update %lld, %llu frames, %llu episodes, %.0f s; weights "
              "" WIRE_VERSION_FMT,
              l->ckpt_path, (long long)algo_steps(&l->algo),
@@ -242,6 +253,12 @@ static int s_group_init(learner_t *l) {
 }
 
 static int s_reader_sample(loop_t *loop, void *sock, void *arg);
+static void s_write_metrics(learner_t *l);
+
+// Updates between two rows of metrics.csv (0: a row every [learner] metrics_interval_ms).
+static int64_t s_metrics_every(const learner_t *l) {
+    return l->cfg.run.deterministic ? l->det_metrics_every : l->cfg.learner.metrics_every_updates;
+}
 static int s_reader_stats(loop_t *loop, void *sock, void *arg);
 static int s_reader_weights(loop_t *loop, void *sock, void *arg);
 static int s_idle_train(loop_t *loop, void *arg);
@@ -250,6 +267,31 @@ static int s_timer_metrics(loop_t *loop, void *arg);
 static int s_timer_checkpoint(loop_t *loop, void *arg);
 static int s_timer_status(loop_t *loop, void *arg);
 static int s_timer_heartbeat(loop_t *loop, void *arg);
+
+// [run] deterministic: the schedule the replay holds counts on [learner] ranks x prefetch
+// requests in flight, so the group must have the ranks the config says.
+static int s_det_init(learner_t *l) {
+    if (l->round.n_ranks != l->cfg.learner.ranks) {
+        log_error("a deterministic run with a learner group of %d ranks, but [learner] ranks = "
+                  "%lld: the replay's schedule counts on the config's\n---> HINT: start %lld "
+                  "rank(s), or set [learner] ranks = %d",
+                  l->round.n_ranks, (long long)l->cfg.learner.ranks,
+                  (long long)l->cfg.learner.ranks, l->round.n_ranks);
+        return -1;
+    }
+    prefetch_det_group(l->prefetch, l->round.rank, l->round.n_ranks);
+    if (l->weights) {
+        weights_server_det_enable(l->weights);
+    }
+    l->det_h = 1;
+    l->det_metrics_every = l->cfg.learner.metrics_every_updates > 0
+                               ? l->cfg.learner.metrics_every_updates
+                               : LEARNER_DET_METRICS_EVERY;
+    log_info("deterministic run: samples, priority updates and actors' weights follow a "
+             "schedule fixed by counters (rank %d of %d); metrics.csv every %lld updates",
+             l->round.rank, l->round.n_ranks, (long long)l->det_metrics_every);
+    return 0;
+}
 
 static void s_add_loop(learner_t *l) {
     l->loop = loop_new();
@@ -265,7 +307,9 @@ static void s_add_loop(learner_t *l) {
     const config_learner_t *c = &l->cfg.learner;
     loop_add_reader(l->loop, l->stats_sock, s_reader_stats, l);
     loop_add_reader(l->loop, weights_server_socket(l->weights), s_reader_weights, l);
-    loop_add_timer(l->loop, c->metrics_interval_ms, s_timer_metrics, l);
+    if (!l->cfg.run.deterministic && c->metrics_every_updates == 0) {
+        loop_add_timer(l->loop, c->metrics_interval_ms, s_timer_metrics, l);
+    }
     loop_add_timer(l->loop, (int64_t)(c->checkpoint_interval_s * 1000), s_timer_checkpoint, l);
     loop_add_timer(l->loop, STATUS_LOG_MS, s_timer_status, l);
     // Held requests are answered 1-1.5 s after they arrived when no version comes.
@@ -290,6 +334,10 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
     blas_set_threads((int)cfg->learner.threads);
     if (algo_init(&l->algo, cfg, l->group) != 0 || s_load_or_init(l, resume) != 0 ||
         s_open_metrics(l) != 0 || s_open_sockets(l) != 0) {
+        learner_destroy(&l);
+        return NULL;
+    }
+    if (cfg->run.deterministic && s_det_init(l) != 0) {
         learner_destroy(&l);
         return NULL;
     }
@@ -334,12 +382,43 @@ static float s_beta(const learner_t *l) {
     return (float)(c->beta_start + (c->beta_end - c->beta_start) * (f < 1.0 ? f : 1.0));
 }
 
+// [run] deterministic, rank 0: the weights an actor acts with in its period p are those the
+// learner had published after training every request the replay had served when its horizon
+// reached p - 1 (every actor's periods before it stored): a number the replay counted, so
+// the same in every run, and one the learner always gets to (those requests were served).
+// Requests 1 .. S of a group of R ranks, batches_per_request k each, complete floor(S / R) k
+// updates (after the u0 it started at); the version current after U updates is the one
+// published at floor(U / P) P.
+static uint64_t s_det_version(const learner_t *l, uint64_t served) {
+    const config_learner_t *c = &l->cfg.learner;
+    int64_t U = l->det_u0 + (int64_t)(served / (uint64_t)l->round.n_ranks) * c->batches_per_request;
+    int64_t P = c->publish_every;
+    return l->det_v0 + (uint64_t)(U / P - l->det_u0 / P);
+}
+
+// Takes the replay's answers about its horizons (each names its target's weights) and keeps
+// the next question in flight.
+static void s_det_targets(learner_t *l, int64_t now_ms) {
+    if (!l->cfg.run.deterministic || !l->weights) {
+        return;
+    }
+    uint64_t h, served;
+    while (prefetch_det_take(l->prefetch, &h, &served)) {
+        weights_server_det_set(l->weights, h + 1, s_det_version(l, served)); // targets from 1
+        l->det_h = h + 1;
+    }
+    prefetch_det_watch(l->prefetch, l->det_h, now_ms);
+}
+
 static int s_reader_sample(loop_t *loop, void *sock, void *arg) {
     (void)loop;
     learner_t *l = arg;
     int64_t t0 = clock_now_ns();
     prefetch_read(l->prefetch, shards_index(l->shards, sock), MAX_DRAIN, clock_now_ms());
-    l->metrics.replay = *shards_stats(l->shards); // the run's: summed over the shards
+    if (!l->cfg.run.deterministic) {
+        l->metrics.replay = *shards_stats(l->shards); // the run's: summed over the shards
+    } // (a deterministic run's are the trained batch's, s_train_one)
+    s_det_targets(l, clock_now_ms());
     prefetch_issue(l->prefetch, s_beta(l), clock_now_ms());
     l->metrics.net_ns += clock_now_ns() - t0;
     return 0;
@@ -423,8 +502,15 @@ static void s_train_one(learner_t *l, const prefetch_batch_t *b) {
     atomic_store_explicit(&l->updates, algo_steps(&l->algo), memory_order_relaxed);
     mt->sampled_rows += (uint64_t)b->batch.size;
     mt->last_loss = loss;
+    if (l->cfg.run.deterministic) {
+        mt->replay = *b->stats; // the counters as of this batch's turn, not of its arrival
+    }
     if (mt->updates % (uint64_t)l->cfg.learner.publish_every == 0) {
         s_publish(l);
+    }
+    if (l->round.rank == 0 && s_metrics_every(l) > 0 &&
+        mt->updates % (uint64_t)s_metrics_every(l) == 0) {
+        s_write_metrics(l);
     }
     mt->net_ns += clock_now_ns() - t0;
 }
@@ -509,6 +595,7 @@ static int s_timer_requests(loop_t *loop, void *arg) {
     (void)loop;
     learner_t *l = arg;
     prefetch_tick(l->prefetch, s_beta(l), clock_now_ms());
+    s_det_targets(l, clock_now_ms());
     return atomic_load(&l->stop_requested) ? -1 : 0;
 }
 
@@ -523,7 +610,11 @@ static int s_timer_heartbeat(loop_t *loop, void *arg) {
 
 static int s_timer_metrics(loop_t *loop, void *arg) {
     (void)loop;
-    learner_t *l = arg;
+    s_write_metrics(arg);
+    return 0;
+}
+
+static void s_write_metrics(learner_t *l) {
     metrics_t *mt = &l->metrics;
     weights_server_stats_t w;
     weights_server_stats(l->weights, &w);
@@ -547,7 +638,6 @@ static int s_timer_metrics(loop_t *loop, void *arg) {
                   tbevents_path(mt->tb), apex_strerror(mt->tb_err),
                   (unsigned long long)tbevents_dropped(mt->tb));
     }
-    return 0;
 }
 
 static int s_timer_checkpoint(loop_t *loop, void *arg) {
@@ -588,6 +678,12 @@ int learner_run(learner_t *self) {
     }
     s_checkpoint(self);
     s_publish(self); // requests from now on are answered with these (or newer) weights
+    if (self->cfg.run.deterministic && self->weights) {
+        // Target 1 (horizon 0: nothing stored yet) is these weights.
+        self->det_v0 = self->weights_version;
+        self->det_u0 = algo_steps(&self->algo);
+        weights_server_det_set(self->weights, 1, self->det_v0);
+    }
     prefetch_issue(self->prefetch, s_beta(self), clock_now_ms());
     loop_run(self->loop);
     // A rank that stopped on its own (signal, max_steps, learner_stop) tells the others in one
@@ -601,8 +697,10 @@ int learner_run(learner_t *self) {
         round_report(&self->round);
     }
     shards_report(self->shards);
-    if (self->round.rank == 0) {
-        s_timer_metrics(self->loop, self);
+    // The last row (a counted cadence's row at this update is written already).
+    if (self->round.rank == 0 &&
+        (s_metrics_every(self) == 0 || algo_steps(&self->algo) % s_metrics_every(self) != 0)) {
+        s_write_metrics(self);
     }
     int rc = s_checkpoint(self);
     log_info("stopped at update %lld (final checkpoint %s)", (long long)algo_steps(&self->algo),

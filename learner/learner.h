@@ -38,6 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// A deterministic run's metrics.csv row cadence when [learner] metrics_every_updates is 0.
+#define LEARNER_DET_METRICS_EVERY 1000
+
 typedef struct learner learner_t;
 
 // Creates the trainer (loading <run dir>/checkpoint.bin when resume and it exists), opens

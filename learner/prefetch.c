@@ -18,10 +18,12 @@ typedef struct {
     s_slot_state state;
     uint64_t id;
     int64_t sent_ms;
-    uint64_t arrival; // order in which batches became ready
-    int shard;        // the replay shard asked (its reply's keys go back there)
-    uint32_t next;    // the next batch to train, of batches_per_request
-    wire_rows_t rows; // batch_size x batches_per_request rows, as the replay stores them
+    uint64_t arrival;          // order in which batches became ready
+    int shard;                 // the replay shard asked (its reply's keys go back there)
+    uint32_t next;             // the next batch to train, of batches_per_request
+    wire_rows_t rows;          // batch_size x batches_per_request rows, as the replay stores them
+    uint64_t det_index;        // deterministic runs: the request's place in the schedule
+    wire_replay_stats_t stats; // the replay's counters when it served the reply
 } s_slot;
 
 struct prefetch {
@@ -39,7 +41,20 @@ struct prefetch {
     uint64_t *keys_out;
     prefetch_stats_t st;
     log_limiter_t bad_log, live_log, prio_log, refused_log;
+    // [run] deterministic: the group's ranks and this one's (request i of this rank is the
+    // group's i x ranks + rank + 1), the beta schedule (a request's beta is the one of the
+    // update at which a steady learner issues it, not of whenever it went out), and the
+    // horizon watch (prefetch.h).
+    int det, ranks, rank;
+    uint64_t det_local;
+    double beta_start, beta_end, beta_steps;
+    uint64_t watch_h, watch_id; // the horizon asked (0: none in flight), and its request id
+    int64_t watch_ms;
+    uint64_t answer_h, answer_served; // the answer, until prefetch_det_take
+    int has_answer;
 };
+
+#define DET_WATCH_ID_BIT (1ull << 62) // (SHARDS_OWN_ID_BIT is bit 63)
 
 prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now_ms) {
     prefetch_t *p = xcalloc(1, sizeof *p);
@@ -66,7 +81,26 @@ prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now
     p->prio_out = xmalloc(p->batch * sizeof(float));
     p->keys_out = xmalloc(p->batch * sizeof(uint64_t));
     p->st.last_reply_ms = now_ms;
+    p->det = cfg->run.deterministic;
+    p->ranks = 1;
+    p->beta_start = cfg->learner.beta_start;
+    p->beta_end = cfg->learner.beta_end;
+    p->beta_steps = (double)cfg->learner.beta_steps;
     return p;
+}
+
+void prefetch_det_group(prefetch_t *self, int rank, int ranks) {
+    self->rank = rank;
+    self->ranks = ranks;
+}
+
+// The beta of the update at which a learner that is never short of data issues request l of
+// this rank: after training request l - prefetch (every request's batches), or at the start.
+static float s_det_beta(const prefetch_t *p, uint64_t l) {
+    uint64_t n = (uint64_t)p->n_slots;
+    double steps = l >= n ? (double)((l - n + 1) * p->batches) : 0.0;
+    double f = steps / p->beta_steps;
+    return (float)(p->beta_start + (p->beta_end - p->beta_start) * (f < 1.0 ? f : 1.0));
 }
 
 void prefetch_destroy(prefetch_t **self_p) {
@@ -112,6 +146,16 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
                                      .batch_size = self->batch,
                                      .beta = beta,
                                      .batches = self->batches};
+        if (self->det) {
+            // A slot that timed out or was not served asks again for its place in the
+            // schedule; a slot that trained its batches takes the next place.
+            if (!s->det_index) {
+                s->det_index = self->det_local * (uint64_t)self->ranks + (uint64_t)self->rank + 1;
+                self->det_local++;
+            }
+            req.det_index = s->det_index;
+            req.beta = s_det_beta(self, (s->det_index - 1) / (uint64_t)self->ranks);
+        }
         int k, rc = APEX_EAGAIN;
         // A failed send takes its shard down (shards_send_request), so this ends within K tries.
         while ((k = shards_pick(self->shards, rows, now_ms)) >= 0 &&
@@ -182,6 +226,15 @@ static prefetch_result s_take_reply(prefetch_t *p, int k, const wire_sample_repl
         return PREFETCH_STATS;
     }
     p->st.last_reply_ms = now;
+    if (r->id & DET_WATCH_ID_BIT) {
+        if (p->det && r->id == p->watch_id && r->stats.det_horizon == p->watch_h) {
+            p->answer_h = r->stats.det_horizon;
+            p->answer_served = r->stats.det_served;
+            p->has_answer = 1;
+            p->watch_h = 0;
+        }
+        return PREFETCH_STATS; // (an older watch's answer, or one that timed out: asked again)
+    }
     s_slot *s = s_slot_for_id(p, k, r->id);
     if (!s) {
         p->st.late_replies++; // answered after its timeout; its slot was already re-issued
@@ -213,6 +266,7 @@ static prefetch_result s_take_reply(prefetch_t *p, int k, const wire_sample_repl
     // The decoder checked the reply's dtype and dims against the run's; the network reads the
     // observations as they are (uint8 or float32, with the run's scale: model/nn.h).
     wire_rows_copy(&s->rows, 0, r, r->count, p->obs_bytes);
+    s->stats = r->stats;
     s->next = 0;
     s->arrival = ++p->next_arrival;
     s->state = SLOT_READY;
@@ -266,7 +320,11 @@ int prefetch_next(prefetch_t *self, prefetch_batch_t *out) {
     s_slot *best = NULL;
     for (int i = 0; i < self->n_slots; i++) {
         s_slot *s = &self->slots[i];
-        if (s->state == SLOT_READY && (!best || s->arrival < best->arrival)) {
+        // A deterministic run trains in the schedule's order (which is the arrival order
+        // too, as long as no request had to be asked again).
+        uint64_t key = self->det ? s->det_index : s->arrival;
+        if (s->state == SLOT_READY &&
+            (!best || key < (self->det ? best->det_index : best->arrival))) {
             best = s;
         }
     }
@@ -287,6 +345,7 @@ int prefetch_next(prefetch_t *self, prefetch_batch_t *out) {
         .size = (int)self->batch};
     out->keys = w->keys + r0;
     out->shard = best->shard;
+    out->stats = &best->stats;
     return 1;
 }
 
@@ -318,14 +377,43 @@ void prefetch_trained(prefetch_t *self, const float *priorities, float beta, int
                   "diverged?): %llu left out of the updates so far",
                   (double)WIRE_PRIORITY_MAX, (unsigned long long)self->st.bad_priorities);
     }
-    wire_priority_update_t up = {.count = n, .keys = keys, .priorities = prio};
-    if (n > 0 && shards_send_update(self->shards, s->shard, &up) != APEX_OK) {
+    wire_priority_update_t up = {
+        .count = n, .keys = keys, .priorities = prio, .det_index = s->det_index};
+    // A deterministic replay counts every batch's update, an empty one too.
+    if ((n > 0 || self->det) && shards_send_update(self->shards, s->shard, &up) != APEX_OK) {
         self->st.dropped_updates++;
     }
     if (++s->next == self->batches) {
         s->state = SLOT_FREE;
+        s->det_index = 0; // the next request takes the next place
         prefetch_issue(self, beta, now_ms);
     }
 }
 
 const prefetch_stats_t *prefetch_stats(const prefetch_t *self) { return &self->st; }
+
+// ---------------------------------------------------------------------------------------
+// The horizon watch (deterministic runs)
+
+void prefetch_det_watch(prefetch_t *self, uint64_t h, int64_t now_ms) {
+    if (self->has_answer || (self->watch_h == h && now_ms - self->watch_ms <= self->timeout_ms)) {
+        return; // an answer not taken yet, or the question in flight
+    }
+    wire_sample_request_t req = {
+        .id = DET_WATCH_ID_BIT | ++self->watch_id, .stats_only = 1, .det_horizon = h};
+    if (shards_send_request(self->shards, 0, &req, now_ms) == APEX_OK) {
+        self->watch_h = h;
+        self->watch_id = req.id;
+        self->watch_ms = now_ms;
+    }
+}
+
+int prefetch_det_take(prefetch_t *self, uint64_t *h, uint64_t *served) {
+    if (!self->has_answer) {
+        return 0;
+    }
+    *h = self->answer_h;
+    *served = self->answer_served;
+    self->has_answer = 0;
+    return 1;
+}

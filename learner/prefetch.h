@@ -38,6 +38,7 @@ typedef struct {
     train_batch_t batch;  // obs, actions, rewards, discounts, next_obs, is_weights; size
     const uint64_t *keys; // (batch.size) the rows' replay keys
     int shard;            // the shard the keys name
+    const wire_replay_stats_t *stats; // the replay's counters when it served the batch
 } prefetch_batch_t;
 
 // What became of one message (prefetch_handle).
@@ -89,5 +90,17 @@ void prefetch_trained(prefetch_t *self, const float *priorities, float beta, int
 void prefetch_tick(prefetch_t *self, float beta, int64_t now_ms);
 
 const prefetch_stats_t *prefetch_stats(const prefetch_t *self);
+
+// [run] deterministic (docs/architecture.md "Deterministic runs"). Each request carries its
+// place in the group's schedule (det_index: request i of rank r of R is i R + r + 1; a request
+// asked again keeps its place) and a beta fixed by that place; each batch's priority update
+// carries it too, and goes out even when empty. prefetch_det_group sets the rank and the
+// group's size (before the first prefetch_issue; default rank 0 of 1).
+void prefetch_det_group(prefetch_t *self, int rank, int ranks);
+// The horizon watch: asks the replay (one stats request in flight, asked again after
+// request_timeout_ms) for the requests it had served when its horizon reached h (>= 1).
+// prefetch_det_take gives the answer once: 1 with h and served, or 0 while there is none.
+void prefetch_det_watch(prefetch_t *self, uint64_t h, int64_t now_ms);
+int prefetch_det_take(prefetch_t *self, uint64_t *h, uint64_t *served);
 
 #endif

@@ -175,6 +175,20 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         replay_server_destroy(&s);
         return NULL;
     }
+    if (cfg->run.deterministic) {
+        // The learner group's requests in flight: [learner] ranks x prefetch (the learner
+        // refuses to run deterministic on another number of ranks than the config's).
+        int lag = (int)(cfg->learner.ranks * cfg->learner.prefetch);
+        s->det = detsched_new((int)cfg->actor.num_actors, (int)cfg->actor.max_pending_batches, lag,
+                              (int)cfg->learner.batches_per_request);
+        s->det_rows = (uint32_t)(cfg->learner.batch_size * cfg->learner.batches_per_request);
+        if (store_inserted(s->store) > 0) {
+            log_warn("deterministic run: this replay restored %llu transitions of an earlier "
+                     "process; the schedule starts again, so the run diverges from one that was "
+                     "never interrupted",
+                     (unsigned long long)store_inserted(s->store));
+        }
+    }
     if (!listen) {
         return s;
     }
@@ -237,6 +251,7 @@ void replay_server_destroy(replay_server_t **self_p) {
     store_destroy(&s->store);
     wire_rows_fini(&s->rows);
     free(s->pending);
+    detsched_destroy(&s->det);
     free(s);
     *self_p = NULL;
 }
@@ -433,6 +448,94 @@ static int s_frames_held_back(replay_server_t *s, const wire_batch_t *b, int dup
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------
+// Deterministic runs (replay/detsched.h: the order; here what is done in it)
+
+static int s_can_sample(const replay_server_t *s, uint32_t n);
+static int s_watch_due(const replay_server_t *s, const wire_sample_request_t *req);
+
+static void s_det_diverges(replay_server_t *s, const char *what) {
+    log_every(&s->det_log, BAD_LOG_INTERVAL_MS, LOG_WARN,
+              "deterministic run: %s; the run diverges from here (a peer restarted?)", what);
+}
+
+static void s_det_hold_insert(replay_server_t *s, const wire_batch_t *b, const uint8_t *idb,
+                              size_t idn, const void *raw, size_t raw_len) {
+    if (b->det_period == 0) {
+        s_det_diverges(s, "a batch of an actor not in deterministic mode");
+    }
+    if (detsched_hold_insert(s->det, b, idb, idn, raw, raw_len) == DETSCHED_FULL) {
+        // The actor waits for acks before it sends more than its window, so this is a peer
+        // that does not: it sends the batch again after its ack timeout.
+        s_det_diverges(s, "an actor sent more batches than its window");
+    }
+}
+
+// Applies held batches in their turn while the next request could not be served yet: a
+// sample never lands between two inserts a timing decided.
+static int s_det_apply_inserts(replay_server_t *s) {
+    const void *raw;
+    size_t len, idn;
+    const uint8_t *idb;
+    int applied = 0;
+    while (!s_can_sample(s, s->det_rows) && detsched_peek_insert(s->det, &raw, &len, &idb, &idn)) {
+        wire_msg_t m;
+        int rc = wire_decode(s->dec, raw, len, &m);
+        // It decoded when it came; if it no longer does, it is skipped (out of turn), said.
+        wire_batch_t none = {0};
+        const wire_batch_t *b = rc == APEX_OK ? &m.u.batch : &none;
+        if (detsched_skip_stale_turn(s->det, b)) {
+            s_det_diverges(s,
+                           "an actor's batch of a later period before the end of its current one");
+            continue;
+        }
+        if (rc == APEX_OK) {
+            s_apply_batch(s, b, raw, len);
+            persist_ack(s->persist, idb, idn, b->actor_id, b->seq);
+            applied++;
+        }
+        if (detsched_pop_insert(s->det, b)) {
+            s_det_diverges(s, rc == APEX_OK ? "a batch out of its period's turn"
+                                            : "a held batch that no longer decodes");
+        }
+    }
+    return applied;
+}
+
+static void s_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
+                           size_t raw_len);
+static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
+                    const wire_sample_request_t *req, wire_sample_status status);
+
+// Serves requests in their order while the inserts, the limiter and the updates due allow,
+// applying inserts up to the point each is served; then answers the horizon watches.
+static void s_det_progress(replay_server_t *s) {
+    int applied = 0;
+    for (;;) {
+        applied += s_det_apply_inserts(s);
+        const uint8_t *id;
+        size_t id_len;
+        const wire_sample_request_t *req;
+        if (!detsched_next_request(s->det, &id, &id_len, &req) ||
+            !s_can_sample(s, req->batch_size * req->batches) || !detsched_updates_ready(s->det)) {
+            break;
+        }
+        const void *raw;
+        size_t len;
+        while (detsched_take_update(s->det, &raw, &len)) {
+            wire_msg_t m;
+            if (wire_decode(s->dec, raw, len, &m) == APEX_OK) {
+                s_apply_update(s, &m.u.priority_update, raw, len);
+            }
+        }
+        s_reply(s, id, id_len, req, WIRE_SAMPLE_OK);
+        detsched_served(s->det);
+    }
+    if (applied) {
+        acks_send_ready(s->acks);
+    }
+}
+
 static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, const void *raw,
                             size_t raw_len, int64_t now_ms) {
     wire_msg_t m;
@@ -467,6 +570,10 @@ static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, 
     if (rc != APEX_OK) {
         s_count_bad(s, "insert", idb, idn, m.type, rc, why);
         return;
+    }
+    if (s->det && !dup) {
+        s_det_hold_insert(s, b, idb, idn, raw, raw_len);
+        return; // applied in its turn (s_det_progress), acknowledged then
     }
     if (s_frames_held_back(s, b, dup, now_ms)) {
         return; // not acknowledged: the actor sends it again
@@ -583,6 +690,10 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
         .shard = (uint32_t)s->cfg.replay.shard,
         .shards = (uint32_t)s->cfg.replay.shards,
     };
+    if (s->det) {
+        o->det_horizon = detsched_horizon(s->det);
+        o->det_served = (uint64_t)detsched_served_at(s->det, o->det_horizon);
+    }
 }
 
 // libzmq's free callback for a lent reply buffer (runs on its I/O thread, or on ours when
@@ -605,6 +716,9 @@ static void s_send_reply(replay_server_t *s, const wire_msg_t *m, const uint8_t 
             rb = c;
             s->reply_next = (s->reply_next + k + 1) % REPLY_RING;
         }
+    }
+    if (s->reply_hook) {
+        s->reply_hook(s->reply_hook_arg, m);
     }
     zmq_msg_t msg;
     if (rb) {
@@ -687,12 +801,23 @@ static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
         s->refused++;
     }
     replay_server_stats(s, &r->stats);
+    if (s->det && req->det_horizon && s_watch_due(s, req)) {
+        // A horizon watch: the pair for the horizon asked (it may have moved on since).
+        int64_t served = detsched_served_at(s->det, req->det_horizon);
+        if (served >= 0) {
+            r->stats.det_horizon = req->det_horizon;
+            r->stats.det_served = (uint64_t)served;
+        }
+    }
     s_send_reply(s, &m, id, id_len);
 }
 
 // Answers held requests in arrival order while the limiter allows, and expires those past
 // their deadline with NOT_READY, so that no request is ever left unanswered.
 static void s_serve_pending(replay_server_t *s, int64_t now) {
+    if (s->det) {
+        s_det_progress(s); // (held requests wait in detsched, never expire)
+    }
     while (s->pending_len > 0) {
         s_pending *p = &s->pending[s->pending_head];
         if (s_can_sample(s, s_request_rows(&p->req))) {
@@ -709,10 +834,19 @@ static void s_serve_pending(replay_server_t *s, int64_t now) {
 
 // Answers the held stats requests whose insert count has come, or whose deadline has passed
 // (now < 0: only the former). Order does not matter: each is one learner's watch on this shard.
+// Whether a stats request's condition holds: the inserts, or in a deterministic run the
+// horizon, it waits for.
+static int s_watch_due(const replay_server_t *s, const wire_sample_request_t *req) {
+    if (req->det_horizon) {
+        return s->det && detsched_horizon(s->det) >= req->det_horizon;
+    }
+    return store_inserted(s->store) >= req->stats_after;
+}
+
 static void s_serve_watches(replay_server_t *s, int64_t now) {
     for (int i = 0; i < s->n_watches;) {
         s_watch *w = &s->watches[i];
-        if (store_inserted(s->store) < w->req.stats_after && (now < 0 || now < w->deadline_ms)) {
+        if (!s_watch_due(s, &w->req) && (now < 0 || now < w->deadline_ms)) {
             i++;
             continue;
         }
@@ -726,8 +860,12 @@ static void s_serve_watches(replay_server_t *s, int64_t now) {
 // then asks again after its request tick, which bounds the traffic.
 static void s_handle_stats_request(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    const wire_sample_request_t *req) {
-    if (store_inserted(s->store) >= req->stats_after || s->n_watches == WATCH_MAX ||
-        id_len > ROUTING_ID_MAX) {
+    if (s->det && req->det_horizon > detsched_horizon(s->det) + 1) {
+        s_det_diverges(s, "a horizon asked past the next one (this replay restarted): the turn "
+                          "jumps there");
+        detsched_fast_forward(s->det, req->det_horizon);
+    }
+    if (s_watch_due(s, req) || s->n_watches == WATCH_MAX || id_len > ROUTING_ID_MAX) {
         s_reply(s, id, id_len, req, WIRE_SAMPLE_NOT_READY);
         return;
     }
@@ -738,6 +876,34 @@ static void s_handle_stats_request(replay_server_t *s, const uint8_t *id, size_t
     w->deadline_ms = clock_now_ms() + s->cfg.replay.sample_timeout_ms;
 }
 
+// A deterministic run's request waits for its turn. One of a learner that is not deterministic
+// is refused (its samples would land anywhere); one before the schedule's next is a restarted
+// learner's, whose schedule then starts again (divergence, said).
+static void s_det_hold_request(replay_server_t *s, const uint8_t *id, size_t id_len,
+                               const wire_sample_request_t *req) {
+    if (req->det_index == 0) {
+        s_det_diverges(s, "a sample request without det_index (a learner not in deterministic "
+                          "mode) refused");
+        s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
+        return;
+    }
+    if (detsched_hold_request(s->det, id, id_len, req) != 0) {
+        // Before the schedule's next (a restarted learner) or far past it (a restarted
+        // replay): the schedule follows the learner's from here.
+        s_det_diverges(s, req->det_index < detsched_next_index(s->det)
+                              ? "a sample request of an earlier turn: the learner's schedule "
+                                "starts again"
+                              : "a sample request far ahead of the schedule (this replay "
+                                "restarted): it follows the learner's from here");
+        detsched_restart(s->det, req->det_index);
+        if (detsched_hold_request(s->det, id, id_len, req) != 0) {
+            s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED); // (a routing id too long)
+            return;
+        }
+    }
+    s_det_progress(s);
+}
+
 static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_t id_len,
                                     const wire_sample_request_t *req) {
     if (req->stats_only) {
@@ -746,6 +912,10 @@ static void s_handle_sample_request(replay_server_t *s, const uint8_t *id, size_
     }
     if (req->batch_size > (uint32_t)s->cfg.replay.capacity) {
         s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
+        return;
+    }
+    if (s->det) {
+        s_det_hold_request(s, id, id_len, req);
         return;
     }
     if (s->pending_len == 0 && s_can_sample(s, s_request_rows(req))) {
@@ -771,6 +941,14 @@ static void s_handle_sample_sock(replay_server_t *s, const uint8_t *idb, size_t 
     int rc = wire_decode(s->dec, payload, len, &m);
     if (rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REQUEST) {
         s_handle_sample_request(s, idb, idn, &m.u.sample_request);
+    } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE && s->det &&
+               m.u.priority_update.det_index) {
+        // Applied in its turn, before the request lag after its own is served.
+        if (detsched_hold_update(s->det, m.u.priority_update.det_index, payload, len) != 0) {
+            s_det_diverges(s, "a priority update of no request in the schedule applied at once");
+            s_apply_update(s, &m.u.priority_update, payload, len);
+        }
+        s_det_progress(s);
     } else if (rc == APEX_OK && m.type == WIRE_MSG_PRIORITY_UPDATE) {
         s_apply_update(s, &m.u.priority_update, payload, len);
     } else {

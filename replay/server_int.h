@@ -9,6 +9,7 @@
 #include "acks.h"
 #include "config.h"
 #include "dedupe.h"
+#include "detsched.h"
 #include "limiter.h"
 #include "log.h"
 #include "loop.h"
@@ -111,6 +112,14 @@ struct replay_server {
     acks_t *acks;              // InsertAcks waiting to go out (replay/acks.h)
     persist_t *persist;        // durability (replay/persist.h)
     struct security *security; // CURVE (common/security.h)
+    // [run] deterministic (replay/detsched.h): the fixed schedule, the rows of one request,
+    // and the log of its divergences (a restarted peer).
+    detsched_t *det;
+    uint32_t det_rows;
+    log_limiter_t det_log;
+    // Tests: every reply the server sends, as sent (NULL: none).
+    void (*reply_hook)(void *arg, const wire_msg_t *m);
+    void *reply_hook_arg;
 };
 
 // What the loop does with one message that arrived from the peer id on the insert or the

@@ -1177,6 +1177,7 @@ static const s_row s_rows[] = {
     {"run.blas_library", NULL, NULL, NULL, 0, DIFF, "blas_kernel.sh"},
     {"run.target_return", NULL, NULL, NULL, 0, DIFF, "launcher.sh"},
     {"run.log_level", "run.log_level=debug", NULL, s_cli, 0, UP, NULL},
+    {"run.deterministic", NULL, NULL, NULL, 0, DIFF, "deterministic.sh"},
 
     {"env.id", "env.id=Acrobot-v1", NULL, s_net, 0, UP, NULL},
     {"env.obs_dim", "env.obs_dim=9", EXT, s_net, 0, UP, NULL},
@@ -1294,6 +1295,7 @@ static const s_row s_rows[] = {
     {"learner.ranks", NULL, NULL, NULL, 0, DIFF, "learner_group.sh"},
     {"learner.metrics_interval_ms", "learner.metrics_interval_ms=2000", NULL, s_learner, LN_TIMERS,
      DIFF, NULL},
+    {"learner.metrics_every_updates", NULL, NULL, NULL, 0, DIFF, "deterministic.sh"},
 
     // Also the launcher's number of actor processes: tests/smoke/launcher.sh.
     {"actor.num_actors", "actor.num_actors=64", NULL, s_abatch, AB_HASH, DIFF, "launcher.sh"},
