@@ -1,7 +1,8 @@
 // check_replay_server.c: apex-replay's server over real ZeroMQ sockets on ephemeral loopback
 // ports, run in a thread: inserts from two actors, sampling, priority updates, the limiter's
 // "not ready" after its timeout, and hostile input on both endpoints (the server keeps
-// serving and counts each bad message).
+// serving and counts each bad message). The deterministic schedule's cases at the end drive
+// servers made with listen = 0 through replay_server_handle instead (no sockets, no timing).
 #include "check_apex.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "rng.h"
 #include "server.h"
 #include "server_int.h" // INSERT_SLICE, SAMPLE_BURST and the sockets, for the scheduling tests
 #include "wire.h"
@@ -1130,6 +1132,574 @@ START_TEST(test_shard_stats_requests) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// Deterministic runs ([run] deterministic, replay/detsched.h) through replay_server_handle:
+// one fixed set of messages (two actors' batches with their periods, a learner's requests
+// with det_index 1..N, the priority updates it sends for each reply and its horizon watches)
+// fed to fresh servers made with listen = 0 in different arrival orders. Every reply is
+// captured through reply_hook. A deterministic server must send the same replies in the
+// same order whatever the order, and the ones an independent model of the schedule says
+// (inserts period-major, a request served at the first insert that lets the limiter allow
+// it, request i's updates applied just before request i + lag); a server that is not
+// deterministic, fed the same messages in those orders, sends different ones.
+
+#define DET_ACTORS 2
+#define DET_PERIODS 8
+#define DET_B 8   // [learner] batch_size
+#define DET_K 2   // [learner] batches_per_request
+#define DET_LAG 2 // [learner] prefetch x ranks
+#define DET_ROWS (DET_B * DET_K)
+#define DET_SPI 2.0      // [replay] samples_per_insert
+#define DET_MIN_SIZE 20  // [replay] min_size_to_sample
+#define DET_MAX_BATCH 64 // [replay] max_batch: the limiter's credit stops at it (tolerance 0)
+#define DET_BATCHES 40   // most batches of one actor (DET_PERIODS x 4)
+#define DET_BATCH_ROWS 8 // most rows of one batch
+#define DET_MAX_REQ 64
+#define DET_MAX_REPLIES 128
+#define DET_WATCH_ID (1ull << 40) // a horizon watch's SampleRequest id: this | h
+
+// The fixed messages, and what a deterministic replay must make of them.
+typedef struct {
+    wire_buf_t batch[DET_ACTORS][DET_BATCHES]; // actor a's batches in seq order, encoded
+    int n_batches[DET_ACTORS];
+    // The batches in period-major order (actor, seq), and rows of each.
+    int order_actor[DET_ACTORS * DET_BATCHES], order_seq[DET_ACTORS * DET_BATCHES];
+    int rows[DET_ACTORS][DET_BATCHES], period[DET_ACTORS][DET_BATCHES];
+    int end[DET_ACTORS][DET_BATCHES];
+    int n_order;
+    float slot_reward[DET_ACTORS * DET_BATCHES * DET_BATCH_ROWS]; // row k of the order's
+    uint64_t total_rows;
+    // The model's schedule: requests 1..n_requests, request i served with inserted_at[i]
+    // rows in and the horizon at horizon_at[i]; served_at[h]: requests served when every
+    // actor's periods below h were in.
+    int n_requests;
+    uint64_t inserted_at[DET_MAX_REQ + 1], horizon_at[DET_MAX_REQ + 1];
+    uint64_t served_at[DET_PERIODS + 1];
+} s_det_msgs;
+
+// One reply as the hook saw it.
+typedef struct {
+    uint64_t id;
+    int status;
+    uint32_t count;
+    uint64_t keys[DET_ROWS];
+    uint32_t weight_bits[DET_ROWS]; // is_weights, bit for bit
+    float rewards[DET_ROWS];
+    wire_replay_stats_t stats;
+    uint64_t horizon; // the server's horizon when it sent the reply (deterministic runs)
+} s_det_reply;
+
+typedef struct {
+    replay_server_t *srv;
+    s_det_reply replies[DET_MAX_REPLIES];
+    int n_replies;
+} s_det_run;
+
+// reply_hook: copies what the test compares (the message's pointers live only for the call).
+static void s_det_hook(void *arg, const wire_msg_t *m) {
+    s_det_run *run = arg;
+    ck_assert_int_eq(m->type, WIRE_MSG_SAMPLE_REPLY);
+    ck_assert_int_lt(run->n_replies, DET_MAX_REPLIES);
+    const wire_sample_reply_t *r = &m->u.sample_reply;
+    s_det_reply *o = &run->replies[run->n_replies++];
+    *o = (s_det_reply){.id = r->id, .status = (int)r->status, .count = r->count, .stats = r->stats};
+    ck_assert_uint_le(r->count, DET_ROWS);
+    if (r->count) {
+        memcpy(o->keys, r->keys, r->count * sizeof *r->keys);
+        memcpy(o->weight_bits, r->is_weights, r->count * sizeof *r->is_weights);
+        memcpy(o->rewards, r->rewards, r->count * sizeof *r->rewards);
+    }
+    o->horizon = run->srv->det ? detsched_horizon(run->srv->det) : 0;
+}
+
+// The server of these tests: CartPole's dimensions, 2 actors, a learner of one rank with 2
+// requests in flight, each of DET_K batches of DET_B; deterministic or not, all else equal.
+static replay_server_t *s_det_server(int deterministic) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {deterministic ? "run.deterministic=true" : "run.deterministic=false",
+                          "run.seed=11",
+                          "run.out_dir=/nonexistent-check-det", // durability none: no files
+                          "actor.num_actors=2",
+                          "actor.max_pending_batches=64",
+                          "learner.ranks=1",
+                          "learner.prefetch=2",
+                          "learner.batch_size=8",
+                          "learner.batches_per_request=2",
+                          "replay.capacity=1024",
+                          "replay.max_batch=64",
+                          "replay.samples_per_insert=2",
+                          "replay.spi_tolerance=0",
+                          "replay.min_size_to_sample=20"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_int_eq(cfg.env.obs_dim, OBS);
+    replay_server_t *s = replay_server_new(&cfg, 0);
+    ck_assert_ptr_nonnull(s);
+    ck_assert(deterministic ? s->det != NULL : s->det == NULL);
+    return s;
+}
+
+// The model of a deterministic replay's schedule over the batches in period-major order,
+// with every request there when its turn comes and every update in time: inserts are
+// applied while the next request could not be served (the limiter: credit + spi per row,
+// capped at the tolerance 0 + max_batch; min_size_to_sample), then it is served.
+static void s_det_model(s_det_msgs *g) {
+    double credit = 0.0;
+    uint64_t size = 0, horizon = 0;
+    int next = 0, served = 0;
+    g->served_at[0] = 0;
+    for (;;) {
+        while (!(size >= DET_MIN_SIZE && credit - DET_ROWS >= 0.0) && next < g->n_order) {
+            int a = g->order_actor[next], q = g->order_seq[next++];
+            size += (uint64_t)g->rows[a][q];
+            credit = fmin(credit + DET_SPI * g->rows[a][q], (double)DET_MAX_BATCH);
+            if (g->end[a][q] && a == DET_ACTORS - 1) {
+                horizon = (uint64_t)g->period[a][q] + 1;
+                g->served_at[horizon] = (uint64_t)served;
+            }
+        }
+        if (!(size >= DET_MIN_SIZE && credit - DET_ROWS >= 0.0)) {
+            break;
+        }
+        ck_assert_int_lt(served, DET_MAX_REQ);
+        served++;
+        credit -= DET_ROWS;
+        g->inserted_at[served] = size;
+        g->horizon_at[served] = horizon;
+    }
+    ck_assert_int_eq(next, g->n_order); // the last request lets every insert in
+    ck_assert_uint_eq(horizon, DET_PERIODS);
+    g->n_requests = served;
+}
+
+// Generates the actors' batches (random but seeded rows and priorities; 1-4 batches per
+// actor and period, 1-8 rows each, the period's last 0-8 rows) and the model's schedule.
+static void s_det_make(s_det_msgs *g, uint64_t seed) {
+    memset(g, 0, sizeof *g);
+    rng_t r;
+    rng_init(&r, seed);
+    for (int p = 0; p < DET_PERIODS; p++) {
+        for (int a = 0; a < DET_ACTORS; a++) {
+            int nb = 1 + (int)rng_below(&r, 4);
+            for (int k = 0; k < nb; k++) {
+                int q = g->n_batches[a]++, end = k == nb - 1;
+                uint32_t n = end ? rng_below(&r, DET_BATCH_ROWS + 1)
+                                 : 1 + rng_below(&r, DET_BATCH_ROWS);
+                float obs[DET_BATCH_ROWS * OBS], next_obs[DET_BATCH_ROWS * OBS];
+                float rewards[DET_BATCH_ROWS], discounts[DET_BATCH_ROWS], prio[DET_BATCH_ROWS];
+                int32_t actions[DET_BATCH_ROWS];
+                for (uint32_t i = 0; i < n * OBS; i++) {
+                    obs[i] = 2.0f * rng_uniform_f(&r) - 1.0f;
+                    next_obs[i] = 2.0f * rng_uniform_f(&r) - 1.0f;
+                }
+                for (uint32_t i = 0; i < n; i++) {
+                    rewards[i] = rng_uniform_f(&r);
+                    discounts[i] = rng_below(&r, 8) ? 0.99f : 0.0f;
+                    prio[i] = 0.05f + 2.0f * rng_uniform_f(&r);
+                    actions[i] = (int32_t)rng_below(&r, 2);
+                    g->slot_reward[g->total_rows++] = rewards[i];
+                }
+                wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+                m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a,
+                                           .epoch = 100 + (uint64_t)a,
+                                           .seq = (uint64_t)q,
+                                           .count = n,
+                                           .obs_dim = OBS,
+                                           .obs = n ? obs : NULL,
+                                           .actions = n ? actions : NULL,
+                                           .rewards = n ? rewards : NULL,
+                                           .discounts = n ? discounts : NULL,
+                                           .next_obs = n ? next_obs : NULL,
+                                           .priorities = n ? prio : NULL,
+                                           .det_period = (uint64_t)p + 1,
+                                           .det_period_end = end};
+                wire_buf_init(&g->batch[a][q], 0);
+                wire_encode(&m, &g->batch[a][q]);
+                g->rows[a][q] = (int)n;
+                g->period[a][q] = p;
+                g->end[a][q] = end;
+                g->order_actor[g->n_order] = a;
+                g->order_seq[g->n_order++] = q;
+            }
+        }
+    }
+    s_det_model(g);
+}
+
+static void s_det_free(s_det_msgs *g) {
+    for (int a = 0; a < DET_ACTORS; a++) {
+        for (int q = 0; q < g->n_batches[a]; q++) {
+            wire_buf_fini(&g->batch[a][q]);
+        }
+    }
+}
+
+// The arrival orders.
+typedef enum {
+    DET_EAGER,        // actor 1's batches before actor 0's; the learner's messages at once
+    DET_LATE,         // the actors' batches alternating; the learner only once they are all sent,
+                      // each update as late as its next request allows
+    DET_RANDOM,       // a seeded random mix, with re-sends of batches and timer ticks
+    DET_UPDATES_LAST, // request i + lag as soon as request i's reply is in, before its
+                      // updates (no learner does that; the server waits for them all the same),
+                      // the updates only when nothing else can go
+} s_det_order;
+
+// A learner of DET_LAG slots (learner/prefetch.c in a deterministic run): request i + lag
+// goes out after the updates of request i, which go out after its reply (one per batch, in
+// training order), and it asks about horizons 1, 2, ... one at a time.
+typedef struct {
+    int sent[DET_ACTORS]; // batches sent per actor
+    int requests;         // requests 1..requests sent
+    int updates;          // updates sent: update u is request u / DET_K + 1's batch u % DET_K
+    int reply_of[DET_MAX_REQ + 1]; // request i's reply in run->replies, -1 until it came
+    int seen;                      // replies looked at
+    uint64_t watch;                // the horizon of the watch in flight, 0: none
+    uint64_t watch_next;           // the next horizon to ask about
+    int step, watch_sent_step;     // messages sent so far; when the watch went out
+    int watches_held;              // watches answered after more messages, not at once
+    int timer_ticks;               // ticks when nothing else could happen
+} s_det_learner;
+
+enum { SRC_ACTOR0, SRC_ACTOR1, SRC_REQUEST, SRC_UPDATE, SRC_WATCH, SRC_RESEND, SRC_TICK, SRC_N };
+
+static void s_det_send(replay_server_t *s, replay_sock which, const char *id, const wire_msg_t *m) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(m, &b);
+    replay_server_handle(s, which, id, strlen(id), b.data, b.len, 0);
+    wire_buf_fini(&b);
+}
+
+// A priority the learner computes for a key: a fixed function of it, in [0.05, 2.5).
+static float s_det_prio(uint64_t key) {
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    return 0.05f + (float)(h >> 40) / (float)(1u << 24) * 2.45f;
+}
+
+// Looks at the replies that came since the last call: request i's reply, a watch's answer.
+static void s_det_see(s_det_learner *l, s_det_run *run, const s_det_msgs *g) {
+    for (; l->seen < run->n_replies; l->seen++) {
+        const s_det_reply *r = &run->replies[l->seen];
+        if (r->id & DET_WATCH_ID) {
+            uint64_t h = r->id & ~DET_WATCH_ID;
+            ck_assert_uint_eq(h, l->watch);
+            ck_assert_int_eq(r->status, WIRE_SAMPLE_NOT_READY);
+            ck_assert_uint_eq(r->count, 0);
+            // Answered only once the horizon got there, with the pair for h.
+            ck_assert_uint_ge(r->horizon, h);
+            ck_assert_uint_eq(r->stats.det_horizon, h);
+            ck_assert_uint_eq(r->stats.det_served, g->served_at[h]);
+            l->watches_held += l->step > l->watch_sent_step;
+            l->watch = 0;
+            continue;
+        }
+        ck_assert_uint_ge(r->id, 1);
+        ck_assert_uint_le(r->id, (uint64_t)l->requests);
+        ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
+        ck_assert_uint_eq(r->count, DET_ROWS);
+        ck_assert_int_eq(l->reply_of[r->id], -1);
+        l->reply_of[r->id] = l->seen;
+    }
+}
+
+// Which messages the actors and the learner could send now.
+static void s_det_enabled(const s_det_learner *l, const s_det_msgs *g, s_det_order order, int det,
+                          int on[SRC_N]) {
+    int next = l->requests + 1;
+    on[SRC_ACTOR0] = l->sent[0] < g->n_batches[0];
+    on[SRC_ACTOR1] = l->sent[1] < g->n_batches[1];
+    int after = order == DET_UPDATES_LAST
+                    ? next <= DET_LAG || l->reply_of[next - DET_LAG] >= 0
+                    : next <= DET_LAG || l->updates >= (next - DET_LAG) * DET_K;
+    on[SRC_REQUEST] = next <= g->n_requests && after;
+    on[SRC_UPDATE] = l->updates < l->requests * DET_K && l->reply_of[l->updates / DET_K + 1] >= 0;
+    on[SRC_WATCH] = det && !l->watch && l->watch_next <= DET_PERIODS;
+    on[SRC_RESEND] = order == DET_RANDOM && (l->sent[0] > 0 || l->sent[1] > 0);
+    on[SRC_TICK] = order == DET_RANDOM;
+}
+
+// Chooses the next message in the given order; -1 when nothing can be sent.
+static int s_det_pick(const int on[SRC_N], s_det_order order, const s_det_learner *l, rng_t *r) {
+    if (order == DET_EAGER) {
+        static const int pref[] = {SRC_WATCH, SRC_UPDATE, SRC_REQUEST, SRC_ACTOR1, SRC_ACTOR0};
+        for (size_t k = 0; k < APEX_ARRAY_LEN(pref); k++) {
+            if (on[pref[k]]) {
+                return pref[k];
+            }
+        }
+        return -1;
+    }
+    if (order == DET_UPDATES_LAST) {
+        static const int pref[] = {SRC_REQUEST, SRC_WATCH, SRC_ACTOR0, SRC_ACTOR1, SRC_UPDATE};
+        for (size_t k = 0; k < APEX_ARRAY_LEN(pref); k++) {
+            if (on[pref[k]]) {
+                return pref[k];
+            }
+        }
+        return -1;
+    }
+    if (order == DET_LATE) {
+        int a = l->step % 2 ? SRC_ACTOR1 : SRC_ACTOR0;
+        if (on[a] || on[SRC_ACTOR0 + SRC_ACTOR1 - a]) {
+            return on[a] ? a : SRC_ACTOR0 + SRC_ACTOR1 - a;
+        }
+        static const int pref[] = {SRC_WATCH, SRC_REQUEST, SRC_UPDATE};
+        for (size_t k = 0; k < APEX_ARRAY_LEN(pref); k++) {
+            if (on[pref[k]]) {
+                return pref[k];
+            }
+        }
+        return -1;
+    }
+    // Random: weights per source (actors more often than the rest); only the actors and the
+    // learner's messages count as progress, so that ticks and re-sends cannot go on forever.
+    static const uint32_t weight[SRC_N] = {4, 4, 2, 2, 1, 1, 1};
+    int progress = 0;
+    uint32_t total = 0;
+    for (int k = 0; k < SRC_N; k++) {
+        progress |= on[k] && k < SRC_RESEND;
+        total += on[k] ? weight[k] : 0;
+    }
+    if (!progress) {
+        return -1;
+    }
+    uint32_t x = rng_below(r, total);
+    for (int k = 0; k < SRC_N; k++) {
+        if (on[k] && x < weight[k]) {
+            return k;
+        }
+        x -= on[k] ? weight[k] : 0;
+    }
+    APEX_PANIC("unreachable");
+}
+
+// Feeds the fixed messages to a fresh server (deterministic or not) in the given order,
+// as the learner above and the actors would send them; the replies go to *run.
+static void s_det_feed(s_det_run *run, const s_det_msgs *g, int det, s_det_order order,
+                       uint64_t seed) {
+    memset(run, 0, sizeof *run);
+    run->srv = s_det_server(det);
+    run->srv->reply_hook = s_det_hook;
+    run->srv->reply_hook_arg = run;
+    s_det_learner l = {.watch_next = 1};
+    for (int i = 0; i <= DET_MAX_REQ; i++) {
+        l.reply_of[i] = -1;
+    }
+    rng_t r;
+    rng_init(&r, seed);
+    int ticked = 0;
+    for (;;) {
+        int on[SRC_N];
+        s_det_enabled(&l, g, order, det, on);
+        int src = s_det_pick(on, order, &l, &r);
+        if (src < 0 && l.watch && !ticked) {
+            // Everyone waits: the loop's limiter timer runs (LIMITER_TICK_MS). A watch whose
+            // horizon a request or an update brought is answered only there: the sample
+            // socket's handler does not look at the watches.
+            ticked = 1;
+            l.timer_ticks++;
+            replay_server_tick(run->srv, 0);
+            s_det_see(&l, run, g);
+            continue;
+        }
+        if (src < 0) {
+            break;
+        }
+        ticked = 0;
+        l.step++;
+        wire_msg_t m = {0};
+        char id[16];
+        if (src == SRC_ACTOR0 || src == SRC_ACTOR1 || src == SRC_RESEND) {
+            int a = src == SRC_RESEND
+                        ? (l.sent[0] > 0 && (l.sent[1] == 0 || rng_below(&r, 2)) ? 0 : 1)
+                        : src - SRC_ACTOR0;
+            int q = src == SRC_RESEND ? (int)rng_below(&r, (uint32_t)l.sent[a]) : l.sent[a]++;
+            snprintf(id, sizeof id, "actor-%d", a);
+            const wire_buf_t *b = &g->batch[a][q];
+            replay_server_handle(run->srv, REPLAY_SOCK_INSERT, id, strlen(id), b->data, b->len, 0);
+        } else if (src == SRC_REQUEST) {
+            uint64_t i = (uint64_t)++l.requests;
+            m.type = WIRE_MSG_SAMPLE_REQUEST;
+            m.u.sample_request = (wire_sample_request_t){.id = i,
+                                                         .batch_size = DET_B,
+                                                         .beta = 0.4f + 0.01f * (float)i,
+                                                         .batches = DET_K,
+                                                         .det_index = i};
+            s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+        } else if (src == SRC_UPDATE) {
+            int i = l.updates / DET_K + 1, k = l.updates % DET_K;
+            const s_det_reply *rep = &run->replies[l.reply_of[i]];
+            float prio[DET_B];
+            for (int j = 0; j < DET_B; j++) {
+                prio[j] = s_det_prio(rep->keys[k * DET_B + j]);
+            }
+            m.type = WIRE_MSG_PRIORITY_UPDATE;
+            m.u.priority_update = (wire_priority_update_t){.count = DET_B,
+                                                           .keys = rep->keys + k * DET_B,
+                                                           .priorities = prio,
+                                                           .det_index = (uint64_t)i};
+            l.updates++;
+            s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+        } else if (src == SRC_WATCH) {
+            l.watch = l.watch_next++;
+            l.watch_sent_step = l.step;
+            m.type = WIRE_MSG_SAMPLE_REQUEST;
+            m.u.sample_request = (wire_sample_request_t){
+                .id = DET_WATCH_ID | l.watch, .stats_only = 1, .det_horizon = l.watch};
+            s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+        } else {
+            replay_server_tick(run->srv, 0); // (now 0: nothing held ever times out)
+        }
+        s_det_see(&l, run, g);
+    }
+    if (det) {
+        ck_assert_int_eq(l.requests, g->n_requests);
+        ck_assert_int_eq(l.updates, g->n_requests * DET_K);
+        ck_assert_uint_eq(l.watch_next, DET_PERIODS + 1);
+        ck_assert_uint_eq(l.watch, 0);
+        ck_assert_uint_eq(detsched_horizon(run->srv->det), DET_PERIODS);
+        if (order == DET_EAGER) {
+            ck_assert_int_gt(l.watches_held, 0); // the hold was exercised
+        }
+    }
+}
+
+// The OK replies of a run, in order (the watches' answers are left out: they are asked at
+// different times in different orders).
+static int s_det_ok(const s_det_run *run, const s_det_reply **out) {
+    int n = 0;
+    for (int k = 0; k < run->n_replies; k++) {
+        if (!(run->replies[k].id & DET_WATCH_ID)) {
+            out[n++] = &run->replies[k];
+        }
+    }
+    return n;
+}
+
+// Whether two runs sent the same OK replies in the same order: ids, keys, importance
+// weights bit for bit, rewards, the stats that follow the schedule. On the first difference
+// says what it is (when say is set) and returns 0.
+static int s_det_same(const s_det_run *x, const s_det_run *y, int say) {
+    const s_det_reply *a[DET_MAX_REPLIES], *b[DET_MAX_REPLIES];
+    int na = s_det_ok(x, a), nb = s_det_ok(y, b);
+    if (na != nb) {
+        if (say) {
+            fprintf(stderr, "det: %d replies against %d\n", na, nb);
+        }
+        return 0;
+    }
+    for (int k = 0; k < na; k++) {
+        const s_det_reply *p = a[k], *q = b[k];
+        int same = p->id == q->id && p->status == q->status && p->count == q->count &&
+                   memcmp(p->keys, q->keys, sizeof p->keys) == 0 &&
+                   memcmp(p->weight_bits, q->weight_bits, sizeof p->weight_bits) == 0 &&
+                   memcmp(p->rewards, q->rewards, sizeof p->rewards) == 0 &&
+                   p->stats.inserted == q->stats.inserted && p->stats.size == q->stats.size &&
+                   p->stats.sampled == q->stats.sampled && p->stats.updated == q->stats.updated &&
+                   p->stats.det_horizon == q->stats.det_horizon &&
+                   p->stats.det_served == q->stats.det_served &&
+                   p->stats.total_priority == q->stats.total_priority;
+        if (!same) {
+            if (say) {
+                fprintf(stderr,
+                        "det: reply %d differs: id %llu/%llu inserted %llu/%llu updated "
+                        "%llu/%llu horizon %llu/%llu key[0] %llx/%llx\n",
+                        k, (unsigned long long)p->id, (unsigned long long)q->id,
+                        (unsigned long long)p->stats.inserted,
+                        (unsigned long long)q->stats.inserted, (unsigned long long)p->stats.updated,
+                        (unsigned long long)q->stats.updated,
+                        (unsigned long long)p->stats.det_horizon,
+                        (unsigned long long)q->stats.det_horizon, (unsigned long long)p->keys[0],
+                        (unsigned long long)q->keys[0]);
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// A deterministic run's replies against the model: request i served at the insert the
+// model says (period-major order, exact samples per insert), the updates of every request
+// up to i - lag applied before it and none later, the horizon and its served count of that
+// moment, and every sampled row the one period-major order put in its slot.
+static void s_det_check_model(const s_det_run *run, const s_det_msgs *g) {
+    const s_det_reply *ok[DET_MAX_REPLIES];
+    int n = s_det_ok(run, ok);
+    ck_assert_int_eq(n, g->n_requests);
+    for (int k = 0; k < n; k++) {
+        const s_det_reply *r = ok[k];
+        uint64_t i = (uint64_t)k + 1;
+        ck_assert_uint_eq(r->id, i);
+        ck_assert_uint_eq(r->stats.inserted, g->inserted_at[i]);
+        ck_assert_uint_eq(r->stats.size, g->inserted_at[i]);
+        ck_assert_uint_eq(r->stats.sampled, i * DET_ROWS);
+        ck_assert_uint_eq(r->stats.updated, i > DET_LAG ? (i - DET_LAG) * DET_ROWS : 0);
+        ck_assert_uint_eq(r->horizon, g->horizon_at[i]);
+        ck_assert_uint_eq(r->stats.det_horizon, g->horizon_at[i]);
+        ck_assert_uint_eq(r->stats.det_served, g->served_at[g->horizon_at[i]]);
+        for (int j = 0; j < DET_ROWS; j++) {
+            uint32_t slot = WIRE_KEY_SLOT(r->keys[j]);
+            ck_assert_msg(slot < g->inserted_at[i], "request %llu row %d: slot %u of %llu",
+                          (unsigned long long)i, j, slot, (unsigned long long)g->inserted_at[i]);
+            ck_assert_msg(r->rewards[j] == g->slot_reward[slot],
+                          "request %llu row %d: slot %u holds another row than period-major "
+                          "order puts there",
+                          (unsigned long long)i, j, slot);
+        }
+    }
+}
+
+START_TEST(test_det_same_replies_any_arrival_order) {
+    static s_det_msgs g;
+    s_det_make(&g, 2026);
+    ck_assert_int_ge(g.n_requests, 12);
+    static const s_det_order orders[] = {DET_EAGER, DET_LATE, DET_RANDOM, DET_UPDATES_LAST};
+    static s_det_run runs[APEX_ARRAY_LEN(orders)];
+    for (int k = 0; k < (int)APEX_ARRAY_LEN(orders); k++) {
+        s_det_feed(&runs[k], &g, 1, orders[k], 7 + (uint64_t)k);
+        s_det_check_model(&runs[k], &g);
+        wire_replay_stats_t st;
+        replay_server_stats(runs[k].srv, &st);
+        ck_assert_uint_eq(st.inserted, g.total_rows);
+        ck_assert_uint_eq(st.det_horizon, DET_PERIODS);
+        ck_assert_uint_eq(st.det_served, g.served_at[DET_PERIODS]);
+        ck_assert_uint_eq(st.bad_messages, 0);
+        if (k > 0) {
+            ck_assert_msg(s_det_same(&runs[0], &runs[k], 1), "arrival order %d: other replies", k);
+        }
+        replay_server_destroy(&runs[k].srv);
+    }
+    s_det_free(&g);
+}
+END_TEST
+
+// The negative control: the same messages in the same orders to a server that is not
+// deterministic give other replies (so the test above can fail).
+START_TEST(test_det_off_replies_follow_arrival_order) {
+    static s_det_msgs g;
+    s_det_make(&g, 2026);
+    static s_det_run runs[3];
+    static const s_det_order orders[] = {DET_EAGER, DET_LATE, DET_RANDOM};
+    for (int k = 0; k < 3; k++) {
+        s_det_feed(&runs[k], &g, 0, orders[k], 7 + (uint64_t)k);
+    }
+    ck_assert(!s_det_same(&runs[0], &runs[1], 0));
+    ck_assert(!s_det_same(&runs[0], &runs[2], 0));
+    ck_assert(!s_det_same(&runs[1], &runs[2], 0));
+    // Not only in how many: the first reply already holds other rows.
+    const s_det_reply *a[DET_MAX_REPLIES], *b[DET_MAX_REPLIES];
+    ck_assert_int_gt(s_det_ok(&runs[0], a), 0);
+    ck_assert_int_gt(s_det_ok(&runs[1], b), 0);
+    ck_assert(memcmp(a[0]->rewards, b[0]->rewards, sizeof a[0]->rewards) != 0);
+    for (int k = 0; k < 3; k++) {
+        replay_server_destroy(&runs[k].srv);
+    }
+    s_det_free(&g);
+}
+END_TEST
+
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
@@ -1150,6 +1720,8 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_queued_replies_intact_when_learner_stalls);
     tcase_add_test(tc, test_shard_serves_its_actors_without_holds);
     tcase_add_test(tc, test_shard_stats_requests);
+    tcase_add_test(tc, test_det_same_replies_any_arrival_order);
+    tcase_add_test(tc, test_det_off_replies_follow_arrival_order);
     suite_add_tcase(s, tc);
     return s;
 }
