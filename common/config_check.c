@@ -625,9 +625,10 @@ static int s_check_deterministic(const apex_config_t *cfg, char *err, size_t err
     }
     if (!(cfg->replay.samples_per_insert > 0)) {
         return apex_errf(err, errlen, -1,
-                         "%s: [run] deterministic needs [replay] samples_per_insert > 0 (%s is "
-                         "0): the replay ratio is what fixes where each sample falls among the "
-                         "inserts",
+                         "%s: [run] deterministic needs [replay] samples_per_insert > 0 (it is 0 "
+                         "at %s): the replay ratio is what fixes where each sample falls among "
+                         "the inserts\n---> HINT: set [replay] samples_per_insert (the configs "
+                         "use 8)",
                          WHERE("run", "deterministic"), WHERE("replay", "samples_per_insert"));
     }
     if (cfg->replay.shards > 1) {

@@ -160,6 +160,13 @@ typedef struct {
     int det_period_end;
 } wire_batch_t;
 
+// A deterministic learner's request id: the request's det_index in the low 48 bits, and how
+// many times it asked for that place before (0: the first ask) above, so that the replay
+// can tell a learner asking again (a timeout) from one that started over.
+#define WIRE_DET_ID(index, attempt) ((uint64_t)(index) | ((uint64_t)(attempt) << 48))
+#define WIRE_DET_INDEX(id) ((uint64_t)(id) & ((1ull << 48) - 1))
+#define WIRE_DET_ATTEMPT(id) ((uint64_t)(id) >> 48)
+
 // Most batches one SampleRequest may ask for (batch_size * batches is also <= max_count).
 #define WIRE_MAX_BATCHES_PER_REQUEST 64
 typedef struct {

@@ -22,7 +22,8 @@ typedef struct {
     int shard;                 // the replay shard asked (its reply's keys go back there)
     uint32_t next;             // the next batch to train, of batches_per_request
     wire_rows_t rows;          // batch_size x batches_per_request rows, as the replay stores them
-    uint64_t det_index;        // deterministic runs: the request's place in the schedule
+    uint64_t det_index;        // deterministic runs: the request's place in the schedule,
+    uint32_t det_attempt;      // and how many times it was asked for before (a timeout)
     wire_replay_stats_t stats; // the replay's counters when it served the reply
 } s_slot;
 
@@ -55,6 +56,7 @@ struct prefetch {
 };
 
 #define DET_WATCH_ID_BIT (1ull << 62) // (SHARDS_OWN_ID_BIT is bit 63)
+#define DET_ATTEMPT_MAX 4095          // (WIRE_DET_ID's attempts stay below the bits above)
 
 prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now_ms) {
     prefetch_t *p = xcalloc(1, sizeof *p);
@@ -151,9 +153,13 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
             // schedule; a slot that trained its batches takes the next place.
             if (!s->det_index) {
                 s->det_index = self->det_local * (uint64_t)self->ranks + (uint64_t)self->rank + 1;
+                s->det_attempt = 0;
                 self->det_local++;
+            } else if (s->det_attempt < DET_ATTEMPT_MAX) {
+                s->det_attempt++;
             }
             req.det_index = s->det_index;
+            req.id = WIRE_DET_ID(s->det_index, s->det_attempt);
             req.beta = s_det_beta(self, (s->det_index - 1) / (uint64_t)self->ranks);
         }
         int k, rc = APEX_EAGAIN;
@@ -166,7 +172,7 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
         if (rc != APEX_OK) {
             return;
         }
-        s->id = ++self->next_id;
+        s->id = self->det ? req.id : ++self->next_id;
         s->shard = k;
         s->sent_ms = now_ms;
         s->state = SLOT_IN_FLIGHT;
@@ -197,10 +203,14 @@ void prefetch_tick(prefetch_t *self, float beta, int64_t now_ms) {
 // ---------------------------------------------------------------------------------------
 // Replies
 
+// A deterministic run's reply fills the slot of its place, whichever ask it answers: the
+// replay serves a place once and drops a later ask of it (replay/server.c), so a reply that
+// comes after its request timed out is the one to take.
 static s_slot *s_slot_for_id(prefetch_t *p, int shard, uint64_t id) {
     for (int i = 0; i < p->n_slots; i++) {
-        if (p->slots[i].state == SLOT_IN_FLIGHT && p->slots[i].id == id &&
-            p->slots[i].shard == shard) {
+        const s_slot *s = &p->slots[i];
+        int same = p->det ? s->det_index == WIRE_DET_INDEX(id) : s->id == id;
+        if (s->state == SLOT_IN_FLIGHT && same && s->shard == shard) {
             return &p->slots[i];
         }
     }

@@ -305,9 +305,11 @@ void detsched_fast_forward(detsched_t *self, uint64_t h) {
     if (h <= self->horizon) {
         return;
     }
+    for (uint64_t k = self->horizon + 1; k <= h && h - k < DETSCHED_HORIZONS; k++) {
+        self->served_at[k % DETSCHED_HORIZONS] = self->next - 1; // (the skipped ones too)
+    }
     self->period = self->horizon = h;
     self->actor = 0;
-    self->served_at[h % DETSCHED_HORIZONS] = self->next - 1;
     self->st.out_of_turn++;
 }
 

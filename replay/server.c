@@ -504,6 +504,7 @@ static int s_det_apply_inserts(replay_server_t *s) {
 
 static void s_apply_update(replay_server_t *s, const wire_priority_update_t *u, const void *raw,
                            size_t raw_len);
+static void s_serve_watches(replay_server_t *s, int64_t now);
 static void s_reply(replay_server_t *s, const uint8_t *id, size_t id_len,
                     const wire_sample_request_t *req, wire_sample_status status);
 
@@ -534,6 +535,7 @@ static void s_det_progress(replay_server_t *s) {
     if (applied) {
         acks_send_ready(s->acks);
     }
+    s_serve_watches(s, -1); // a request served may have let the batches in that end a horizon
 }
 
 static void s_handle_insert(replay_server_t *s, const uint8_t *idb, size_t idn, const void *raw,
@@ -887,9 +889,15 @@ static void s_det_hold_request(replay_server_t *s, const uint8_t *id, size_t id_
         s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
         return;
     }
+    if (req->det_index < detsched_next_index(s->det) && WIRE_DET_ATTEMPT(req->id) > 0) {
+        // A learner asking again for a request it timed out on, which was served meanwhile:
+        // it takes that reply (learner/prefetch.c matches by place), so this one is dropped.
+        s->det_reasks++;
+        return;
+    }
     if (detsched_hold_request(s->det, id, id_len, req) != 0) {
-        // Before the schedule's next (a restarted learner) or far past it (a restarted
-        // replay): the schedule follows the learner's from here.
+        // Before the schedule's next (a restarted learner, whose first requests are first
+        // asks) or far past it (a restarted replay): the schedule follows the learner's.
         s_det_diverges(s, req->det_index < detsched_next_index(s->det)
                               ? "a sample request of an earlier turn: the learner's schedule "
                                 "starts again"

@@ -116,6 +116,7 @@ struct replay_server {
     // and the log of its divergences (a restarted peer).
     detsched_t *det;
     uint32_t det_rows;
+    uint64_t det_reasks; // requests asked again after they were served, dropped
     log_limiter_t det_log;
     // Tests: every reply the server sends, as sent (NULL: none).
     void (*reply_hook)(void *arg, const wire_msg_t *m);

@@ -600,6 +600,34 @@ START_TEST(test_model_xml) {
 }
 END_TEST
 
+// [run] deterministic: what the fixed schedule needs, each refused naming the key, and a
+// config that has it loads.
+static int s_err_has(const char *text, const char *want) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    int rc = s_load(text, &cfg, err);
+    ck_assert_msg(rc == -1 && strstr(err, want), "got rc %d '%s', want '%s'", rc, err, want);
+    return 1;
+}
+
+START_TEST(test_deterministic_needs) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN] = "";
+    ck_assert_msg(
+        s_load("[run]\ndeterministic = true\n[replay]\nsamples_per_insert = 8\n", &cfg, err) == 0,
+        "%s", err);
+    ck_assert_int_eq(cfg.run.deterministic, 1);
+    s_err_has("[run]\ndeterministic = true\n",
+              ":2: [run] deterministic needs [replay] samples_per_insert > 0");
+    s_err_has("[run]\ndeterministic = true\n[replay]\nsamples_per_insert = 8\nshards = 2\n",
+              "[run] deterministic with [replay] shards = 2: a deterministic schedule over several "
+              "replay shards is not built yet");
+    s_err_has("[run]\ndeterministic = true\n[replay]\nsamples_per_insert = 8\n[endpoints]\n"
+              "relay = ipc:///tmp/r.sock\n",
+              "[run] deterministic with [endpoints] relay");
+}
+END_TEST
+
 START_TEST(test_batches_per_request_auto) {
     // 0 (the default) resolves at load: up to 4, within max_batch and a 1 MiB reply; an
     // explicit value is kept, and one that overflows max_batch is an error.
@@ -884,6 +912,7 @@ Suite *config_suite(void) {
     tcase_add_test(tc, test_frame_storage_keys);
     tcase_add_test(tc, test_obs_layout);
     tcase_add_test(tc, test_batches_per_request_auto);
+    tcase_add_test(tc, test_deterministic_needs);
     tcase_add_test(tc, test_shipped_configs_load);
     tcase_add_test(tc, test_shard_endpoints);
     tcase_add_test(tc, test_shards_config);

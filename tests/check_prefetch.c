@@ -34,7 +34,7 @@ typedef struct {
     wire_buf_t out;
 } s_fix;
 
-static void s_setup(s_fix *f, const char *timeout_ms) {
+static void s_setup_det(s_fix *f, const char *timeout_ms, int det) {
     memset(f, 0, sizeof *f);
     f->ctx = zmq_ctx_new();
     char ep[256], set_ep[300], set_to[64];
@@ -53,7 +53,9 @@ static void s_setup(s_fix *f, const char *timeout_ms) {
                           k,
                           s,
                           set_ep,
-                          set_to};
+                          set_to,
+                          det ? "run.deterministic=true" : "run.deterministic=false",
+                          "replay.samples_per_insert=4"};
     char err[CONFIG_ERR_LEN];
     ck_assert_msg(config_load(&f->cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0,
                   "%s", err);
@@ -67,6 +69,8 @@ static void s_setup(s_fix *f, const char *timeout_ms) {
     f->dec = wire_decoder_new(&lim);
     wire_buf_init(&f->out, 0);
 }
+
+static void s_setup(s_fix *f, const char *timeout_ms) { s_setup_det(f, timeout_ms, 0); }
 
 static void s_teardown(s_fix *f) {
     prefetch_destroy(&f->p);
@@ -292,6 +296,58 @@ START_TEST(test_timeout_reissues) {
 }
 END_TEST
 
+// A deterministic run (learner/prefetch.h): each request carries its place (det_index 1, 2,
+// ... in order of issue) and the id WIRE_DET_ID(place, ask); a timed-out request asks for the
+// same place again (the next ask), and a reply to the first ask, coming late, fills the slot
+// all the same (the replay serves a place once); the updates carry the place; the slot's next
+// request takes the next place, as a first ask.
+START_TEST(test_det_places_and_late_reply) {
+    s_fix f;
+    s_setup_det(&f, "100", 1);
+    s_got g;
+    for (int i = 0; i < SLOTS; i++) {
+        int64_t deadline = clock_now_ms() + WAIT_MS;
+        while (!s_recv(&f, &g, 10)) {
+            ck_assert_int_lt(clock_now_ms(), deadline);
+            prefetch_issue(f.p, 0.5f, clock_now_ms());
+        }
+        ck_assert_int_eq(g.m.type, WIRE_MSG_SAMPLE_REQUEST);
+        ck_assert_uint_eq(g.m.u.sample_request.det_index, (uint64_t)i + 1);
+        ck_assert_uint_eq(g.m.u.sample_request.id, WIRE_DET_ID(i + 1, 0));
+        // The beta of the place (the schedule's start), not the caller's 0.5.
+        ck_assert_float_eq(g.m.u.sample_request.beta, (float)f.cfg.learner.beta_start);
+    }
+    prefetch_tick(f.p, 0.5f, clock_now_ms() + 1000);
+    for (int i = 0; i < SLOTS; i++) {
+        ck_assert_int_eq(s_recv(&f, &g, WAIT_MS), 1);
+        ck_assert_uint_eq(g.m.u.sample_request.det_index, (uint64_t)i + 1);
+        ck_assert_uint_eq(g.m.u.sample_request.id, WIRE_DET_ID(i + 1, 1));
+    }
+    s_reply_ok(&f, WIRE_DET_ID(1, 0), BATCH * BATCHES, 1.0f); // the first ask's, late
+    ck_assert_int_eq(s_deliver(&f), PREFETCH_TAKEN);
+    s_reply_ok(&f, WIRE_DET_ID(1, 1), BATCH * BATCHES, 2.0f); // no second reply is taken
+    ck_assert_int_eq(s_deliver(&f), PREFETCH_LATE);
+    float prio[BATCH];
+    for (int k = 0; k < BATCHES; k++) {
+        prefetch_batch_t b;
+        ck_assert_int_eq(prefetch_next(f.p, &b), 1);
+        ck_assert_float_eq(b.batch.rewards[0], 1.0f + (float)(k * BATCH));
+        for (int r = 0; r < BATCH; r++) {
+            prio[r] = 1.0f;
+        }
+        prefetch_trained(f.p, prio, 0.5f, clock_now_ms());
+        ck_assert_int_eq(s_recv(&f, &g, WAIT_MS), 1);
+        ck_assert_int_eq(g.m.type, WIRE_MSG_PRIORITY_UPDATE);
+        ck_assert_uint_eq(g.m.u.priority_update.det_index, 1);
+    }
+    ck_assert_int_eq(s_recv(&f, &g, WAIT_MS), 1);
+    ck_assert_int_eq(g.m.type, WIRE_MSG_SAMPLE_REQUEST);
+    ck_assert_uint_eq(g.m.u.sample_request.det_index, SLOTS + 1);
+    ck_assert_uint_eq(g.m.u.sample_request.id, WIRE_DET_ID(SLOTS + 1, 0));
+    s_teardown(&f);
+}
+END_TEST
+
 // Priorities the replay would refuse (a loss gone NaN, or past the wire's bound) are left out
 // of the update; a batch with none left sends none.
 START_TEST(test_bad_priorities_left_out) {
@@ -329,6 +385,7 @@ Suite *prefetch_suite(void) {
     tcase_add_test(tc, test_requests_batches_updates);
     tcase_add_test(tc, test_bad_replies_are_dropped);
     tcase_add_test(tc, test_timeout_reissues);
+    tcase_add_test(tc, test_det_places_and_late_reply);
     tcase_add_test(tc, test_bad_priorities_left_out);
     suite_add_tcase(s, tc);
     return s;

@@ -1677,6 +1677,62 @@ END_TEST
 
 // The negative control: the same messages in the same orders to a server that is not
 // deterministic give other replies (so the test above can fail).
+// A learner that timed out on a request asks for its place again (learner/prefetch.c: the
+// same det_index, the next attempt in the id's high bits). If the first ask was served
+// meanwhile, the second is dropped (the learner takes the first's reply): no second reply,
+// the schedule goes on. A first ask of an earlier place is a learner that started over: the
+// schedule starts again there, and the place is served again.
+START_TEST(test_det_reask_of_served_request_dropped) {
+    s_det_msgs *g = malloc(sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    s_det_make(g, 5);
+    s_det_run *run = calloc(1, sizeof *run);
+    ck_assert_ptr_nonnull(run);
+    run->srv = s_det_server(1);
+    run->srv->reply_hook = s_det_hook;
+    run->srv->reply_hook_arg = run;
+    for (int k = 0; k < g->n_order; k++) { // every batch, in turn order
+        int a = g->order_actor[k], q = g->order_seq[k];
+        char id[16];
+        snprintf(id, sizeof id, "actor-%d", a);
+        replay_server_handle(run->srv, REPLAY_SOCK_INSERT, id, strlen(id), g->batch[a][q].data,
+                             g->batch[a][q].len, 0);
+    }
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request = (wire_sample_request_t){
+        .batch_size = DET_B, .beta = 0.5f, .batches = DET_K, .det_index = 1};
+    m.u.sample_request.id = WIRE_DET_ID(1, 0);
+    s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+    ck_assert_int_eq(run->n_replies, 1);
+    ck_assert_uint_eq(run->replies[0].id, WIRE_DET_ID(1, 0));
+    // The ask again, after a timeout: dropped.
+    m.u.sample_request.id = WIRE_DET_ID(1, 1);
+    s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+    ck_assert_int_eq(run->n_replies, 1);
+    ck_assert_uint_eq(run->srv->det_reasks, 1);
+    ck_assert_uint_eq(detsched_next_index(run->srv->det), 2);
+    // The schedule goes on: place 2 is served.
+    m.u.sample_request.det_index = 2;
+    m.u.sample_request.id = WIRE_DET_ID(2, 0);
+    s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+    ck_assert_int_eq(run->n_replies, 2);
+    ck_assert_uint_eq(detsched_next_index(run->srv->det), 3);
+    // A first ask of place 1 again: a learner that started over. Served again, from the
+    // store as it is now.
+    m.u.sample_request.det_index = 1;
+    m.u.sample_request.id = WIRE_DET_ID(1, 0);
+    s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+    ck_assert_int_eq(run->n_replies, 3);
+    ck_assert_uint_eq(run->replies[2].id, WIRE_DET_ID(1, 0));
+    ck_assert_uint_eq(detsched_next_index(run->srv->det), 2);
+    ck_assert_uint_eq(run->srv->det_reasks, 1);
+    replay_server_destroy(&run->srv);
+    free(run);
+    s_det_free(g);
+    free(g);
+}
+END_TEST
+
 START_TEST(test_det_off_replies_follow_arrival_order) {
     static s_det_msgs g;
     s_det_make(&g, 2026);
@@ -1722,6 +1778,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_shard_stats_requests);
     tcase_add_test(tc, test_det_same_replies_any_arrival_order);
     tcase_add_test(tc, test_det_off_replies_follow_arrival_order);
+    tcase_add_test(tc, test_det_reask_of_served_request_dropped);
     suite_add_tcase(s, tc);
     return s;
 }

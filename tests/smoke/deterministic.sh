@@ -6,7 +6,8 @@
 #     240-byte header, whose run counters hold wall-clock time) and every optimizer shard;
 #   - metrics.csv's columns that are the learner's and the replay's (updates, loss, the
 #     replay's counters as of each trained batch, the weights version);
-# for CartPole with 2 actors, the same with a learner group of 2, and MinAtar Breakout. Then
+# for CartPole with 2 actors, the same with a learner group of 2, and MinAtar Breakout (and
+# with stacked frames in the replay's frame storage, compressed). Then
 # another seed must differ, and a learner killed and resumed, then a replay killed and
 # restarted, must say that the run diverges (a restore is not part of the schedule) and go on
 # training. ~25 s.
@@ -105,6 +106,12 @@ run b1 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.me
 run b2 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.metrics_every_updates=100 \
   --set replay.min_size_to_sample=2000
 same b1 b2 "MinAtar Breakout"
+# Stacked frames stored once each, compressed (frame mode: the replay rebuilds stacks).
+run f1 configs/minatar-breakout.ini --set learner.max_steps=300 --set env.frame_stack=2 \
+  --set replay.compress=lz4 --set replay.min_size_to_sample=2000
+run f2 configs/minatar-breakout.ini --set learner.max_steps=300 --set env.frame_stack=2 \
+  --set replay.compress=lz4 --set replay.min_size_to_sample=2000
+same f1 f2 "MinAtar Breakout, 2 stacked frames stored once, LZ4"
 
 # --- A learner killed and resumed: the run goes on, and says it diverges.
 rc=0
