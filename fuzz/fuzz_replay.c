@@ -6,8 +6,12 @@
 // made with listen = 0, so no sockets; replay_server_handle is what its loop does with one
 // message). The first byte chooses the run: capacity (1, 7 or 64), alpha, float32 or uint8
 // observations, one server or shard 0/1 of two, the replay ratio, min_size_to_sample; bytes
-// from 144 up choose a frame-mode run (issue #27; s_server says how). Then each operation is
-// an opcode byte and its operands:
+// from 144 up choose a frame-mode run (issue #27; s_server says how). A second byte from
+// DET_MARK (0xF0) up makes the run deterministic ([run] deterministic, replay/detsched.h; the
+// byte is consumed, any other is the first operation): one server whatever the first byte
+// says, a replay ratio from it (s_det_sets), and the byte's low bits choose [learner]
+// prefetch and ranks (the lag of updates behind requests), batches_per_request and [actor]
+// max_pending_batches (s_det_sets). Then each operation is an opcode byte and its operands:
 //   0  TransitionBatch on the insert socket: actor id (some beyond [actor] num_actors, some of
 //      the other shard), epoch, seq (UINT64_MAX among them), 1-20 rows (max_batch is 16),
 //      observations, actions, rewards, discounts and priorities from the edge tables; some in
@@ -24,6 +28,21 @@
 //   6  a valid message of a kind that does not belong there (both sockets)
 //   7  a valid message of another protocol version
 //   8  the peer's routing id changes (empty, long, printable or not)
+// In a deterministic run, operations 0-2 read one more byte, after all of the above (s_det_*):
+//   0  det_period: the actor's current period (mostly), the next, the one before, 0 (an
+//      actor not in deterministic mode) or any number (WIRE_SEQ_MAX and past it among them);
+//      whether it ends the period (the harness's actor then moves to the next); no rows (an
+//      end batch of count 0, frames or not; refused unless it ends a period); seq the actor's
+//      next (mostly) or the one read above (repeats, gaps)
+//   1  det_index: the next (mostly), one already sent or several back (a restarted learner),
+//      ahead (a hole), 0, or any number; asked again (the id's attempt above 0: a learner
+//      that timed out); det_horizon on a request for rows (refused). A stats
+//      request: no horizon (stats_after as before), the next horizon, the current one, one
+//      far ahead (the turn jumps there), any number; with det_index or stats_after too
+//      (refused). The request's id is WIRE_DET_ID(det_index, attempt), as a learner's.
+//   2  det_index: the oldest served request the harness owes updates for (mostly; its
+//      [learner] batches_per_request updates in turn), one not served, 0, one applied
+//      already, any number; no keys (count 0, refused without det_index)
 // Checked after every operation, beyond "no crash, no leak, no sanitizer report":
 //   - the store holds at most its capacity; its total and minimum p^alpha are finite and >= 0,
 //     the total > 0 whenever it holds anything;
@@ -42,6 +61,15 @@
 //     learner's request would be refused, the store's EAGAIN blamed on it);
 //   - every sampled row is one the model holds live, of the key's generation, its action,
 //     reward and discount, and both its stacks byte for byte the frames that were sent.
+// In a deterministic run, also (the frame model is off: batches are applied in their turn,
+// not when they arrive), for every reply the server builds (its reply hook), not only the last:
+//   - it decodes under the learner's limits, an OK one with its rows, weights in [0, 1] and
+//     keys of held slots;
+//   - an OK reply answers the request whose turn it is (its id's index, the det_index the
+//     harness gave it, is the schedule's next index), unless raw bytes on the sample socket
+//     may have held a request of their own;
+//   - its stats' det_horizon is at most the schedule's horizon, and det_served at most the
+//     requests served so far (what a learner names a weights target from).
 #include "fuzz.h"
 #include "fuzz_prog.h"
 
@@ -66,6 +94,14 @@
 #define MAX_FRAME 400  // elements of a frame (MinAtar's 10 x 10 x 4)
 #define MAX_STACK 1200 // elements of a frame-mode run's observation (3 MinAtar frames)
 #define FRAME_RUNS 144 // config bytes from here on choose a frame-mode run
+#define DET_MARK 0xF0  // a second byte from here on makes the run deterministic
+// Known bug, not yet fixed in replay/server.c: a deterministic replay walks its turn one actor
+// and period at a time past batches of a later period (s_det_apply_inserts with
+// detsched_skip_stale_turn, decoding the held batch at each step), so once every actor's next
+// batch is of a period far ahead it spins for (that period x actors) steps: with det_period
+// WIRE_SEQ_MAX, for ever. Until that is fixed only actor 0 sends periods more than this far
+// ahead of its own (s_det_batch), so that the fuzzer reports what else it finds.
+#define DET_AHEAD_MAX 64
 
 // What the inputs so far reached (tests/check_fuzz_replay.c checks that the seeds get past
 // the decoder into every handler). Test-only state.
@@ -76,6 +112,12 @@ typedef struct {
     // other layout refused.
     uint64_t frame_rows_stored, frame_replies_ok, frame_held_back, frame_gaps_given_up,
         frame_held_stored, layout_refused;
+    // Deterministic runs: batches held for their turn, OK replies in the schedule's order,
+    // horizon watches answered with their horizon, updates held for their turn; batches out
+    // of their turn, dropped with a full window, and re-sent while held (detsched_stats_t);
+    // requests asked again after they were served (dropped).
+    uint64_t det_inserts_held, det_replies_ok, det_watch_replies, det_updates_held, det_out_of_turn,
+        det_full, det_duplicates, det_reasks;
 } fuzz_replay_stats_t;
 static fuzz_replay_stats_t fuzz_replay_stats;
 
@@ -102,7 +144,7 @@ typedef struct {
     uint8_t *fr;    // (F, fbytes): frame g at g mod F
     uint32_t *link; // (F)
     s_mapent *map;  // (actors, W)
-    uint64_t *ep;   // (actors, 3): set, epoch, the number after the last batch's frames
+    uint64_t *ep;   // (actors, 3): set, epoch, the number after the newest frame added
     s_mrow *rows;   // (cap)
     uint32_t next;
     uint64_t inserted, size, missing;
@@ -123,9 +165,41 @@ typedef struct {
     s_model m;
     uint64_t last_sampled, last_bad, last_dropped;
     uint64_t last_frames, last_missing, last_evicted, last_deferred, last_skipped;
+    // Deterministic runs (det: the byte that made it one, 0 otherwise): per actor 1 + the
+    // period it is in and its next seq; the next det_index to ask; the request whose updates
+    // are owed next and how many of them were sent; whether raw bytes reached the sample
+    // socket (then a request the harness did not make may be served); the hook's buffer.
+    uint8_t det;
+    uint64_t det_period[ACTORS + 2], det_seq[ACTORS + 2];
+    uint64_t det_next, det_upd;
+    uint32_t det_upd_n, det_batches;
+    int foreign;
+    wire_buf_t hook_buf;
 } s_run;
 
 static replay_server_t *s_frame_server(uint8_t b, s_run *r);
+
+// A deterministic run's keys (r->det's low bits: 1 prefetch 2, 2 ranks 2, 4 one batch per
+// request instead of the automatic 4, 8 a window of 2 batches instead of 8); then the ratio,
+// which a deterministic run needs: 1 with no tolerance, 0.25 with the default (1e5: the
+// learner leads by that much), 8 with 2, 2 with 4 by mode (0-3).
+static int s_det_sets(const s_run *r, unsigned mode, const char **sets, int n) {
+    static const char *const ratios[][2] = {
+        {"replay.samples_per_insert=1", "replay.spi_tolerance=0"},
+        {"replay.samples_per_insert=0.25", NULL},
+        {"replay.samples_per_insert=8", "replay.spi_tolerance=2"},
+        {"replay.samples_per_insert=2", "replay.spi_tolerance=4"}};
+    sets[n++] = "run.deterministic=true";
+    sets[n++] = r->det & 1 ? "learner.prefetch=2" : "learner.prefetch=1";
+    sets[n++] = r->det & 2 ? "learner.ranks=2" : "learner.ranks=1";
+    sets[n++] = r->det & 4 ? "learner.batches_per_request=1" : "learner.batches_per_request=0";
+    sets[n++] = r->det & 8 ? "actor.max_pending_batches=2" : "actor.max_pending_batches=8";
+    sets[n++] = ratios[mode % 4][0];
+    if (ratios[mode % 4][1]) {
+        sets[n++] = ratios[mode % 4][1];
+    }
+    return n;
+}
 
 static replay_server_t *s_server(uint8_t b, s_run *r) {
     if (b >= FRAME_RUNS) {
@@ -136,7 +210,7 @@ static replay_server_t *s_server(uint8_t b, s_run *r) {
     static const char *const caps[] = {"replay.capacity=1", "replay.capacity=7",
                                        "replay.capacity=64"};
     static const char *const alphas[] = {"replay.alpha=0.6", "replay.alpha=1", "replay.alpha=0"};
-    const char *sets[16];
+    const char *sets[24];
     int n = 0;
     sets[n++] = "env.id=external";
     sets[n++] = "env.obs_dim=4";
@@ -154,7 +228,10 @@ static replay_server_t *s_server(uint8_t b, s_run *r) {
     if (*uint8_obs) {
         sets[n++] = "env.obs_dtype=uint8";
     }
-    switch ((b / 18) % 4) {
+    switch (r->det ? 4 : (b / 18) % 4) {
+    case 4: // deterministic: one server (the mode chooses the ratio)
+        n = s_det_sets(r, (b / 18) % 4, sets, n);
+        break;
     case 0:
         break;
     case 1:
@@ -176,7 +253,7 @@ static replay_server_t *s_server(uint8_t b, s_run *r) {
         fprintf(stderr, "fuzz_replay: config: %s\n", err);
         FUZZ_CHECK(!"the harness's config loads");
     }
-    config_select_shard(&cfg, (b / 18) % 4 == 2); // apex-replay --shard 1
+    config_select_shard(&cfg, !r->det && (b / 18) % 4 == 2); // apex-replay --shard 1
     replay_server_t *s = replay_server_new(&cfg, 0);
     FUZZ_CHECK(s != NULL);
     return s;
@@ -197,7 +274,7 @@ static replay_server_t *s_frame_server(uint8_t b, s_run *r) {
                                         "replay.frame_capacity=40"};
     static const char *const alphas[] = {"replay.alpha=0.6", "replay.alpha=1", "replay.alpha=0"};
     unsigned c = (unsigned)b - FRAME_RUNS, mode = (c / 18) % 3;
-    const char *sets[20];
+    const char *sets[28];
     int n = 0;
     r->uint8_obs = (c / 9) & 1;
     if (r->uint8_obs) {
@@ -218,7 +295,9 @@ static replay_server_t *s_frame_server(uint8_t b, s_run *r) {
     sets[n++] = caps[cap];
     sets[n++] = fcaps[(c / 3) % 3];
     sets[n++] = alphas[(c / 3) % 3];
-    if (mode > 0) {
+    if (r->det) { // one server, whose ratio the mode chooses
+        n = s_det_sets(r, mode, sets, n);
+    } else if (mode > 0) {
         sets[n++] = "replay.shards=2";
     }
     if (!((c / 54) & 1)) {
@@ -232,7 +311,7 @@ static replay_server_t *s_frame_server(uint8_t b, s_run *r) {
         FUZZ_CHECK(!"the harness's frame-mode config loads");
     }
     FUZZ_CHECK(config_frame_mode(&cfg));
-    config_select_shard(&cfg, mode == 2);
+    config_select_shard(&cfg, !r->det && mode == 2);
     r->obs = (uint32_t)cfg.env.obs_dim, r->actions = (uint32_t)cfg.env.n_actions;
     r->K = (uint32_t)cfg.env.frame_stack;
     FUZZ_CHECK(r->obs <= MAX_STACK && r->obs / r->K <= MAX_FRAME);
@@ -303,7 +382,7 @@ static void s_madd(s_model *m, const wire_batch_t *b) {
     s_mapent *map = m->map + (size_t)b->actor_id * m->W;
     if (!ep[0] || ep[1] != b->epoch) { // another run of the actor: its numbers start afresh
         memset(map, 0xff, (size_t)m->W * sizeof *map);
-        ep[0] = 1, ep[1] = b->epoch;
+        ep[0] = 1, ep[1] = b->epoch, ep[2] = 0;
     }
     for (uint32_t i = 0; i < b->frame_count; i++) {
         uint64_t fid = b->first_frame + i, g = m->total++;
@@ -317,7 +396,11 @@ static void s_madd(s_model *m, const wire_batch_t *b) {
                m->fbytes);
         map[fid & (m->W - 1)] = (s_mapent){fid, g};
     }
-    ep[2] = b->first_frame + b->frame_count;
+    // The next frame expected only moves on, as store.c's: older frames re-sent late do not
+    // make the next batch look like it follows a gap.
+    if (b->first_frame + b->frame_count > ep[2]) {
+        ep[2] = b->first_frame + b->frame_count;
+    }
     for (uint32_t i = 0; i < b->count; i++) {
         uint64_t og = s_mget(m, b->actor_id, b->obs_frames[i]);
         uint64_t ng = s_mget(m, b->actor_id, b->next_frames[i]);
@@ -352,6 +435,168 @@ static uint64_t s_mlive_rows(const s_model *m) {
 
 // ---------------------------------------------------------------------------------------
 // Operations
+
+// Deterministic runs: the det byte of a batch (operation 0), read after its other operands
+// and applied to x. Bits 0-2 choose det_period: 0-3 the actor's current one, 4 the next, 5
+// the one before (0 in the first), 6 none (0), 7 any (fuzz_u64; from actors other than 0,
+// one within DET_AHEAD_MAX of the actor's, or past WIRE_SEQ_MAX); 8: the batch ends it; 16:
+// no rows (the frames too in frame mode), unless keep_rows (a layout the run refuses, built
+// after); 32: seq as read, else the actor's next. Returns whether it ends the actor's
+// current period (the harness's actor then moves on once the server took it).
+static int s_det_batch(s_run *r, fuzz_prog_t *in, wire_batch_t *x, int keep_rows) {
+    uint8_t e = fuzz_u8(in);
+    uint32_t a = x->actor_id;
+    uint64_t cur = r->det_period[a], p;
+    switch (e & 7) {
+    case 4:
+        p = cur + 1;
+        break;
+    case 5:
+        p = cur - 1;
+        break;
+    case 6:
+        p = 0;
+        break;
+    case 7:
+        p = fuzz_u64(in);
+        if (a != 0 && p > cur + DET_AHEAD_MAX && p <= WIRE_SEQ_MAX) {
+            p = cur + p % DET_AHEAD_MAX; // (DET_AHEAD_MAX: the known bug)
+        }
+        break;
+    default:
+        p = cur;
+        break;
+    }
+    x->det_period = p;
+    x->det_period_end = p && (e & 8); // (wire_encode asserts an end has a period)
+    if ((e & 16) && !keep_rows) {
+        x->count = 0;
+        x->frame_count = 0;
+        x->obs = x->next_obs = x->frames = NULL;
+        x->actions = NULL;
+        x->rewards = x->discounts = x->priorities = NULL;
+        x->frame_prev = NULL;
+        x->obs_frames = x->next_frames = NULL;
+    }
+    if (!(e & 32)) {
+        x->seq = r->det_seq[a];
+    }
+    return x->det_period_end && p == cur;
+}
+
+// After a batch of the deterministic run went in: held for its turn (counted), the actor's
+// next seq and, if it ended its period, its period move on.
+static int s_det_batch_sent(s_run *r, const wire_batch_t *x, uint64_t held0, int ends) {
+    detsched_stats_t ds;
+    detsched_stats(r->s->det, &ds);
+    if (ds.held_inserts == held0) {
+        return 0;
+    }
+    fuzz_replay_stats.det_inserts_held++;
+    r->det_seq[x->actor_id] = x->seq + 1;
+    r->det_period[x->actor_id] += ends != 0;
+    return 1;
+}
+
+static uint64_t s_det_held_inserts(const s_run *r) {
+    detsched_stats_t ds;
+    detsched_stats(r->s->det, &ds);
+    return ds.held_inserts;
+}
+
+// The det byte of a request (operation 1), read after its other operands. For rows, bits
+// 0-2: 0-3 the next det_index, 4 (bits 5-7) + 1 back, 5 that far ahead, 6 none (0), 7 any;
+// 8: det_horizon 1 too (refused); 16: asked again (attempt 1 + bits 5-7). For stats: 0 none, 1-2 the next horizon, 3 the current
+// one, 4 (bits 5-7) + 2 ahead, 5 any; 6 the next with det_index 1 (refused); 7 the next
+// with stats_after as read (refused unless 0).
+static void s_det_request(s_run *r, fuzz_prog_t *in, wire_sample_request_t *q) {
+    uint8_t g = fuzz_u8(in);
+    uint64_t k = (uint64_t)(g >> 5), h = detsched_horizon(r->s->det);
+    if (q->stats_only) {
+        uint64_t after = q->stats_after;
+        q->stats_after = 0;
+        switch (g & 7) {
+        case 0:
+            q->stats_after = after;
+            break;
+        case 3:
+            q->det_horizon = h;
+            break;
+        case 4:
+            q->det_horizon = h + 2 + k;
+            break;
+        case 5:
+            q->det_horizon = fuzz_u64(in);
+            break;
+        case 6:
+            q->det_horizon = h + 1;
+            q->det_index = 1;
+            break;
+        case 7:
+            q->det_horizon = h + 1;
+            q->stats_after = after;
+            break;
+        default:
+            q->det_horizon = h + 1;
+            break;
+        }
+        return;
+    }
+    switch (g & 7) {
+    case 4:
+        q->det_index = r->det_next > k + 1 ? r->det_next - k - 1 : 1;
+        break;
+    case 5:
+        q->det_index = r->det_next + k + 1;
+        break;
+    case 6:
+        q->det_index = 0;
+        break;
+    case 7:
+        q->det_index = fuzz_u64(in);
+        break;
+    default:
+        q->det_index = r->det_next++;
+        break;
+    }
+    q->det_horizon = g & 8 ? 1 : 0;
+    // (the id's index: the order check's way to tell which request a reply answers)
+    q->id = WIRE_DET_ID(q->det_index, g & 16 ? k + 1 : 0);
+}
+
+// The det byte of a priority update (operation 2), read after its keys. Bits 0-2: 0-3 the
+// request the harness owes updates for, 4 (bits 5-7) past the schedule's next (not served),
+// 5 none (0: applied at once), 6 (bits 5-7) + 1 before the owed one, 7 any; 8: no keys.
+static void s_det_update(s_run *r, fuzz_prog_t *in, wire_priority_update_t *u) {
+    uint8_t g = fuzz_u8(in);
+    uint64_t k = (uint64_t)(g >> 5);
+    switch (g & 7) {
+    case 4:
+        u->det_index = detsched_next_index(r->s->det) + k;
+        break;
+    case 5:
+        u->det_index = 0;
+        break;
+    case 6:
+        u->det_index = r->det_upd > k + 1 ? r->det_upd - k - 1 : 0;
+        break;
+    case 7:
+        u->det_index = fuzz_u64(in);
+        break;
+    default:
+        u->det_index = r->det_upd;
+        if (++r->det_upd_n == r->det_batches) { // its updates are all sent: the next one's
+            r->det_upd++;
+            r->det_upd_n = 0;
+        }
+        break;
+    }
+    if (g & 8) {
+        u->count = 0;
+        u->keys = NULL;
+        u->priorities = NULL;
+    }
+}
 
 static void s_send(s_run *r, replay_sock which, const wire_msg_t *m) {
     wire_encode(m, &r->buf);
@@ -397,6 +642,12 @@ static void s_op_batch(s_run *r, fuzz_prog_t *in) {
     int u8 = m.u.batch.obs_dtype == WIRE_OBS_UINT8;
     m.u.batch.obs = u8 ? (const void *)obs8 : (const void *)obs;
     m.u.batch.next_obs = u8 ? (const void *)next8 : (const void *)next;
+    int ends = 0;
+    uint64_t held0 = 0;
+    if (r->det) {
+        ends = s_det_batch(r, in, &m.u.batch, b & 128);
+        held0 = s_det_held_inserts(r);
+    }
     if (b & 128) {
         // The frame layout, well formed but for the run (its stacks are one row's obs of
         // obs_dim frames of 1 element, each row's obs and next_obs two frames): a
@@ -419,6 +670,8 @@ static void s_op_batch(s_run *r, fuzz_prog_t *in) {
     if (b & 128) {
         FUZZ_CHECK(r->s->bad_total == bad + 1);
         fuzz_replay_stats.layout_refused++;
+    } else if (r->det) {
+        s_det_batch_sent(r, &m.u.batch, held0, ends);
     }
 }
 
@@ -508,6 +761,7 @@ static void s_op_frames(s_run *r, fuzz_prog_t *in) {
     }
     wire_msg_t msg = {.type = WIRE_MSG_TRANSITION_BATCH};
     wire_batch_t *x = &msg.u.batch;
+    int ends = 0;
     *x = (wire_batch_t){.actor_id = actor,
                         .epoch = epoch,
                         .seq = seq,
@@ -531,10 +785,26 @@ static void s_op_frames(s_run *r, fuzz_prog_t *in) {
         x->obs_frames = count ? of : NULL;
         x->next_frames = count ? nf : NULL;
     }
+    if (r->det) {
+        ends = s_det_batch(r, in, x, 0);
+        end = first + x->frame_count;
+    }
     replay_server_t *s = r->s;
     uint64_t f0 = store_frames_inserted(st), i0 = store_inserted(st),
              mi0 = store_frames_missing(st), d0 = s->frames_deferred, k0 = s->frame_gaps_skipped,
              bad0 = s->bad_total, dup0 = s->counters.duplicate_batches;
+    if (r->det) {
+        // Applied in its turn, maybe by a later operation: the model is off (m->ok is 0).
+        uint64_t held0 = s_det_held_inserts(r);
+        s_send(r, REPLAY_SOCK_INSERT, &msg);
+        if (b & 128) {
+            FUZZ_CHECK(s->bad_total == bad0 + 1);
+            fuzz_replay_stats.layout_refused++;
+        } else if (s_det_batch_sent(r, x, held0, ends)) {
+            r->next_fid[actor][epoch] = end;
+        }
+        return;
+    }
     int gap = m->ok && !(b & 128) && s_mgap(m, x);
     s_send(r, REPLAY_SOCK_INSERT, &msg);
     int applied = store_frames_inserted(st) != f0 || store_inserted(st) != i0 ||
@@ -588,6 +858,9 @@ static void s_op_sample(s_run *r, fuzz_prog_t *in) {
         q->batches = fuzz_u8(in) % 70;
         q->stats_after = b & 16 ? fuzz_u64(in) : 0;
     }
+    if (r->det) {
+        s_det_request(r, in, q);
+    }
     s_send(r, REPLAY_SOCK_SAMPLE, &m);
 }
 
@@ -603,6 +876,9 @@ static void s_op_update(s_run *r, fuzz_prog_t *in) {
     wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE};
     m.u.priority_update =
         (wire_priority_update_t){.count = count, .keys = keys, .priorities = prio};
+    if (r->det) {
+        s_det_update(r, in, &m.u.priority_update);
+    }
     s_send(r, REPLAY_SOCK_SAMPLE, &m);
 }
 
@@ -611,6 +887,7 @@ static void s_op_raw(s_run *r, fuzz_prog_t *in, replay_sock which) {
     size_t len = (size_t)fuzz_u8(in) * 16u;
     len = len < in->n ? len : in->n;
     fuzz_bytes(in, raw, len);
+    r->foreign |= which == REPLAY_SOCK_SAMPLE && len > 0; // (a request the harness did not make)
     replay_server_handle(r->s, which, r->id, r->id_len, raw, len, r->now);
 }
 
@@ -709,6 +986,49 @@ static void s_check_reply(s_run *r) {
     fuzz_replay_stats.frame_replies_ok++;
 }
 
+// Deterministic runs: every reply the server builds (replay_server_t.reply_hook, called
+// before it is encoded and sent), as its learner reads it.
+static void s_det_reply(void *arg, const wire_msg_t *msg) {
+    s_run *r = arg;
+    replay_server_t *s = r->s;
+    FUZZ_CHECK(msg->type == WIRE_MSG_SAMPLE_REPLY);
+    wire_encode(msg, &r->hook_buf);
+    wire_msg_t m;
+    int rc = wire_decode(r->learner, r->hook_buf.data, r->hook_buf.len, &m);
+    if (rc != APEX_OK) {
+        fprintf(stderr, "fuzz_replay: a deterministic reply the learner refuses: %s\n",
+                wire_decoder_last_error(r->learner));
+    }
+    FUZZ_CHECK(rc == APEX_OK && m.type == WIRE_MSG_SAMPLE_REPLY);
+    const wire_sample_reply_t *y = &m.u.sample_reply;
+    // (the hook runs before the request it answers counts as served)
+    uint64_t next = detsched_next_index(s->det);
+    FUZZ_CHECK(next >= 1);
+    FUZZ_CHECK(y->stats.det_horizon <= detsched_horizon(s->det));
+    FUZZ_CHECK(y->stats.det_served <= next - 1);
+    if (y->stats.det_horizon && y->status != WIRE_SAMPLE_OK) {
+        fuzz_replay_stats.det_watch_replies++;
+    }
+    if (y->status != WIRE_SAMPLE_OK) {
+        FUZZ_CHECK(y->count == 0);
+        return;
+    }
+    FUZZ_CHECK(y->count >= 1 && y->count <= MAX_BATCH && y->obs_dim == r->obs);
+    for (uint32_t i = 0; i < y->count; i++) {
+        FUZZ_CHECK(WIRE_KEY_SLOT(y->keys[i]) < store_size(s->store));
+        FUZZ_CHECK(y->is_weights[i] >= 0.0f && y->is_weights[i] <= WIRE_IS_WEIGHT_MAX);
+    }
+    uint64_t index = WIRE_DET_INDEX(y->id);
+    if (!r->foreign) {
+        FUZZ_CHECK(index == WIRE_DET_INDEX(next)); // served in the order of det_index
+    }
+    if (index < r->det_upd) { // a restarted schedule: its updates are owed from there
+        r->det_upd = index;
+        r->det_upd_n = 0;
+    }
+    fuzz_replay_stats.det_replies_ok++;
+}
+
 // Frame mode: the counters only grow, and the model follows the store (it stops, ok = 0,
 // when the store took a batch it did not see: raw bytes that decode as one).
 static void s_check_frames(s_run *r) {
@@ -763,9 +1083,25 @@ int fuzz_replay_one(const uint8_t *data, size_t size) {
     log_level_current = -1;
     fuzz_prog_t in = {data, size};
     s_run r = {.now = 1000000};
-    r.s = s_server(fuzz_u8(&in), &r);
+    uint8_t run = fuzz_u8(&in);
+    if (in.n > 0 && in.p[0] >= DET_MARK) {
+        r.det = fuzz_u8(&in);
+    }
+    r.s = s_server(run, &r);
     if (r.K) {
         s_model_init(&r.m, r.s->store);
+    }
+    wire_buf_init(&r.hook_buf, 0);
+    if (r.det) {
+        FUZZ_CHECK(r.s->det != NULL);
+        r.s->reply_hook = s_det_reply;
+        r.s->reply_hook_arg = &r;
+        r.m.ok = 0;
+        r.det_next = r.det_upd = 1;
+        r.det_batches = (uint32_t)r.s->cfg.learner.batches_per_request;
+        for (int a = 0; a < ACTORS + 2; a++) {
+            r.det_period[a] = 1;
+        }
     }
     wire_limits_t lim = {.obs_dim = r.obs,
                          .obs_dtype = r.uint8_obs ? WIRE_OBS_UINT8 : WIRE_OBS_FLOAT32,
@@ -818,6 +1154,16 @@ int fuzz_replay_one(const uint8_t *data, size_t size) {
         fuzz_replay_stats.frame_rows_stored += store_inserted(r.s->store);
         s_model_fini(&r.m);
     }
+    if (r.det) {
+        detsched_stats_t ds;
+        detsched_stats(r.s->det, &ds);
+        fuzz_replay_stats.det_updates_held += ds.held_updates;
+        fuzz_replay_stats.det_out_of_turn += ds.out_of_turn;
+        fuzz_replay_stats.det_full += ds.full;
+        fuzz_replay_stats.det_duplicates += ds.duplicates;
+        fuzz_replay_stats.det_reasks += r.s->det_reasks;
+    }
+    wire_buf_fini(&r.hook_buf);
     wire_buf_fini(&r.buf);
     wire_decoder_destroy(&r.learner);
     replay_server_destroy(&r.s);

@@ -220,8 +220,177 @@ def frame_programs():
     return p
 
 
+# Deterministic runs: after the config byte, a byte from 0xF0 (DET_MARK): 1 prefetch 2, 2 ranks
+# 2 (the lag of updates: prefetch x ranks), 4 one batch per request (else 4), 8 a window of 2
+# batches (else 8). The first byte's mode (r_cfg's, or f_cfg's) then chooses the ratio: 0
+# samples_per_insert 1 with tolerance 0, 1 0.25 with the default tolerance, 2 8 with 2, 3 2
+# with 4 (frame mode: modes 0-2 likewise). Operations 0-2 read one more byte (fuzz_replay.c
+# s_det_batch, s_det_request, s_det_update).
+def d_run(prefetch2=0, ranks2=0, one_batch=1, window2=0):
+    return [0xF0 | prefetch2 | ranks2 << 1 | one_batch << 2 | window2 << 3]
+
+
+D_PERIOD = {"cur": 0, "next": 4, "prev": 5, "none": 6, "any": 7}
+
+
+def d_tail(period="cur", end=False, empty=False, seq_as_read=False, wild=None):
+    """The det byte of a batch: det_period (the actor's current, next, previous, none or
+    any = wild), the period's end, no rows, seq as read (else the actor's next)."""
+    e = D_PERIOD[period] | (8 if end else 0) | (16 if empty else 0) | (32 if seq_as_read else 0)
+    return [e] + (u64(wild) if period == "any" else [])
+
+
+def d_batch(rows, actor=0, seq=None, **kw):
+    """Operation 0 of a deterministic whole-observation run (empty: rows is still read, 1)."""
+    flags = kw.pop("flags", 0)
+    return r_batch(rows, actor=actor, seq=seq or 0, flags=flags) + \
+        d_tail(seq_as_read=seq is not None, **kw)
+
+
+def d_frames(frames, rows=(), start=False, det=None, **kw):
+    """Operation 0 of a deterministic frame-mode run."""
+    b = f_start(frames, rows, **kw) if start else f_batch(frames, rows, **kw)
+    return b + d_tail(**(det or {}))
+
+
+D_INDEX = {"next": 0, "back": 4, "ahead": 5, "none": 6, "any": 7}
+
+
+def d_sample(rows, batches=1, index="next", k=0, horizon=False, wild=None, again=False):
+    """Operation 1 for rows: det_index the next (the harness counts), k + 1 back, k + 1 ahead,
+    none, any (wild); horizon: det_horizon 1 too (refused); again: the id's attempt is k + 1
+    (a learner asking again after a timeout)."""
+    g = D_INDEX[index] | (8 if horizon else 0) | (16 if again else 0) | k << 5
+    return r_sample(rows, batches=batches) + [g] + (u64(wild) if index == "any" else [])
+
+
+D_WATCH = {"plain": 0, "next": 1, "cur": 3, "ahead": 4, "any": 5, "with_index": 6,
+           "with_after": 7}
+
+
+def d_watch(h="next", k=0, after=0, wild=None):
+    """Operation 1, stats only: det_horizon the next horizon, the current one, k + 2 ahead,
+    any (wild); with det_index or stats_after too (refused); plain: stats_after as before."""
+    return (r_sample(0, stats_only=True, after=after) + [D_WATCH[h] | k << 5] +
+            (u64(wild) if h == "any" else []))
+
+
+D_UPDATE = {"owed": 0, "unserved": 4, "none": 5, "old": 6, "any": 7}
+
+
+def d_update(keys, which="owed", k=0, empty=False, wild=None, prio="2"):
+    """Operation 2: det_index the request owed updates (the harness counts), one not served
+    (k past the schedule's next), none, k + 1 before the owed one, any (wild); empty: no keys."""
+    g = D_UPDATE[which] | (8 if empty else 0) | k << 5
+    return r_update(keys, prio=prio) + [g] + (u64(wild) if which == "any" else [])
+
+
+def det_programs():
+    p = {}
+    # Four actors' periods stored period-major, requests served in order as the ratio (1, no
+    # tolerance) lets them, each request's updates before the next is served (lag 1), the
+    # horizon watched for the weights of the next period.
+    basic = r_cfg(mode=0) + d_run()
+    for a in range(4):
+        basic += d_batch(4, actor=a, end=True)
+    basic += d_watch("next") + d_watch("cur")
+    for q in range(1, 4):
+        basic += d_sample(4) + d_update([(0, 1), (1, 1)])
+    basic += r_tick(1)
+    for a in range(4):
+        basic += d_batch(2, actor=a) + d_batch(2, actor=a, end=True)
+    basic += d_watch("next")
+    for q in range(4, 9):
+        basic += d_sample(2) + d_update([(q % 5, 1)])
+    p["det_basic"] = basic + r_tick(1) + d_watch("cur") + d_sample(4)
+    # Lag 4 (prefetch 2 x ranks 2), four batches per request, uint8 observations: requests
+    # run ahead of their updates; updates come late, some in one message per batch, some
+    # empty (every priority NaN), and hold the schedule until they are all in.
+    lag = r_cfg(mode=3, uint8=1) + d_run(prefetch2=1, ranks2=1, one_batch=0)
+    for a in range(4):
+        lag += d_batch(6, actor=a) + d_batch(2, actor=a, end=True)
+    for q in range(6):
+        lag += d_sample(1, batches=4)
+    for q in range(6):
+        for b in range(4):
+            lag += d_update([(b, 1)], empty=(b == 3))
+    lag += d_watch("next") + r_tick(2)
+    for a in range(4):
+        lag += d_batch(3, actor=a, end=True)
+    p["det_lag"] = lag + d_sample(1, batches=4) + r_tick(1) + d_watch("cur")
+    # Periods out of order, an actor not in deterministic mode, periods at and past their
+    # bound, an end without rows and a batch without rows that ends nothing (refused), a
+    # window of 2 overrun, a re-sent batch.
+    per = r_cfg(mode=0) + d_run(window2=1)
+    per += d_batch(2, actor=1, end=True) + d_batch(2, actor=1, period="next")
+    per += d_batch(2, actor=1, period="next", end=True) + d_batch(2, actor=1, period="next")
+    per += d_batch(2, actor=0, period="none") + d_batch(2, actor=0, end=True)
+    per += d_batch(1, actor=2, end=True, empty=True) + d_batch(1, actor=3, empty=True)
+    # (Periods far ahead from actor 0 only: fuzz_replay.c DET_AHEAD_MAX, a known bug.)
+    per += d_batch(1, actor=0, empty=True, end=True, period="any", wild=(1 << 64) - 2)
+    per += d_batch(2, actor=3, period="any", wild=(1 << 64) - 1)
+    per += d_batch(2, actor=3, end=True, seq=5) + d_batch(2, actor=3, end=True, seq=5)
+    per += d_batch(2, actor=0, period="prev") + d_batch(2, actor=4, end=True)
+    for q in range(6):
+        per += d_sample(2) + d_update([(q, 1)])
+    p["det_periods"] = per + d_watch("next") + r_tick(3)
+    # The default tolerance (1e5) with samples_per_insert 0.25: once min_size_to_sample (3)
+    # rows are in, every request may be served, so no further batch is applied before them.
+    tol = r_cfg(mode=1, minsize=1, alpha=1) + d_run()
+    for a in range(4):
+        tol += d_batch(2, actor=a, end=True)
+    for q in range(4):
+        tol += d_sample(3) + d_update([(q, 1), (q + 1, 1)])
+    p["det_tolerance"] = tol + d_watch("cur") + r_tick(1)
+    # Requests and updates a learner of another schedule sends: det_index 0 (refused), one
+    # again, back (a restarted learner), ahead beyond the window (a restarted replay), the
+    # largest; det_horizon on a request for rows; updates of requests not served, applied
+    # already, of none and of any number, empty without det_index (refused); watches far ahead
+    # (the turn jumps there), at any number, with det_index or stats_after (refused).
+    req = r_cfg(mode=0, cap=2) + d_run(prefetch2=1)
+    for a in range(4):
+        req += d_batch(8, actor=a, end=True)
+    # Asked again: a served place (dropped), and the next place (held as a first ask is).
+    req += d_sample(2) + d_sample(2, index="back", again=True) + d_sample(2, again=True)
+    req += d_update([(0, 1)], which="old") + d_sample(2, index="none")
+    req += d_sample(2, index="back")
+    req += d_update([(0, 1)]) + d_sample(2) + d_sample(2, index="ahead", k=7)
+    req += d_sample(2, index="back", k=7) + d_sample(2, horizon=True)
+    req += d_sample(2, index="any", wild=(1 << 64) - 1) + d_sample(2, index="any", wild=1 << 40)
+    req += d_update([(1, 1)], which="unserved", k=3) + d_update([(1, 1)], which="old")
+    req += d_update([(1, 1)], which="none") + d_update([(2, 1)], which="any", wild=1 << 63)
+    req += d_update([(2, 1)], which="none", empty=True) + d_update([(2, 1)], empty=True)
+    req += d_watch("ahead", k=3) + d_watch("any", wild=(1 << 64) - 1) + d_watch("next")
+    req += d_watch("with_index") + d_watch("with_after", after=7) + d_watch("plain", after=3)
+    for a in range(4):
+        req += d_batch(2, actor=a, end=True)
+    p["det_requests"] = req + d_sample(2) + r_tick(1) + d_sample(2)
+    # Frame mode: frames-only batches, rows naming earlier batches' frames, a period that
+    # ends with no rows and no frames.
+    fr = f_cfg(cap=2, fcap=2, mode=0) + d_run()
+    for a in range(4):
+        fr += d_frames(4, steps(3), start=True, actor=a)
+        fr += d_frames(3, [], seq=1, actor=a, det={"end": True})
+    fr += d_sample(2) + d_update([(0, 1)]) + d_sample(4) + d_update([(1, 1)])
+    for a in range(4):
+        fr += d_frames(0, [], seq=2, actor=a, det={"end": True, "empty": True})
+    fr += d_watch("next") + d_sample(2) + d_update([(2, 1)])
+    fr += d_frames(2, [(0, 0), (2, 1)], seq=3, det={"end": True}) + d_sample(2) + r_tick(1)
+    p["det_frames"] = fr
+    # Frame mode, uint8 stacks, no tolerance: each period's batches in turn.
+    fu = f_cfg(cap=1, fcap=1, uint8=1, mode=0) + d_run(window2=1)
+    for a in range(4):
+        fu += d_frames(5, steps(4), start=True, actor=a, det={"end": True})
+    for q in range(4):
+        fu += d_sample(2) + d_update([(q, 1)])
+    fu += d_frames(3, steps(2), seq=1, det={"period": "next"})
+    p["det_frames_uint8"] = fu + d_watch("cur") + d_sample(2)
+    return p
+
+
 def replay_programs():
     p = frame_programs()
+    p.update(det_programs())
     p["basic"] = (r_cfg() + r_batch(8, prio="1") + r_sample(4) +
                   r_update([(0, 1), (1, 1), (2, 1), (3, 0)]) + r_sample(4, batches=2, rid=2) +
                   r_tick(1) + r_batch(8, seq=1) + r_sample(8, rid=3))

@@ -2,7 +2,10 @@
 // way actors and apex-eval --follow ask (and common/weights_client.h against a ROUTER): an older version is answered at once, the current
 // one held until the next version or the heartbeat, one entry per peer, a full hold table
 // drops (counted), everything that is not a WeightsRequest is refused and counted, and
-// versions only increase. Every wait is for a condition, with a generous deadline.
+// versions only increase; in a deterministic run, a request for a target held until the
+// target is set and its version published, answered with that version's floats (one of the
+// last WEIGHTS_SERVER_DET_KEEP) and det_target, the heartbeat's answer the current weights.
+// Every wait is for a condition, with a generous deadline.
 #include "check_apex.h"
 
 #include <signal.h>
@@ -338,6 +341,317 @@ START_TEST(test_client_endpoint_too_long) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// Deterministic runs (weights_server_det_enable): a request with det_target t is answered
+// with the version the learner named for t (weights_server_det_set), in a message whose
+// det_target is t. Each version published here has parameters of its own (s_det_param), so
+// an answer says which version's floats it carries. "Not answered" is read off the
+// server's answer counter (an answer is counted when it is handed to the socket), never
+// from a wait that times out; what was handed out is then read in order from the DEALER.
+
+static float s_det_param(uint64_t version, int i) { return (float)(version * 16 + (uint64_t)i); }
+
+typedef struct {
+    uint64_t version;
+} s_det_fill_arg;
+
+static void s_det_fill(void *arg, void *dst) {
+    uint64_t v = ((const s_det_fill_arg *)arg)->version;
+    for (int i = 0; i < NP; i++) {
+        float x = s_det_param(v, i);
+        memcpy((uint8_t *)dst + 4 * i, &x, 4); // dst may be unaligned
+    }
+}
+
+// Publishes version the way a deterministic learner does (kept for targets).
+static void s_det_publish(s_fix *f, uint64_t version) {
+    s_det_fill_arg a = {version};
+    wire_weights_t w = {.version = version, .learner_step = version * 10, .num_params = NP};
+    weights_server_publish_fill(f->w, &w, s_det_fill, &a);
+    ck_assert_uint_eq(weights_server_version(f->w), version);
+}
+
+static void s_ask_det(void *client, uint64_t have, uint64_t target) {
+    wire_msg_t m = {.type = WIRE_MSG_WEIGHTS_REQUEST};
+    m.u.weights_request = (wire_weights_request_t){.have_version = have, .det_target = target};
+    check_send_msg(client, &m);
+}
+
+static uint64_t s_answers(const s_fix *f) {
+    weights_server_stats_t st;
+    weights_server_stats(f->w, &st);
+    return st.answers;
+}
+
+static int s_held(const s_fix *f) {
+    weights_server_stats_t st;
+    weights_server_stats(f->w, &st);
+    return st.held;
+}
+
+// Receives the next answer the client has been sent (it was handed to the socket: it comes),
+// checks that its floats are those of the version it names, and returns that version and
+// its det_target.
+static void s_det_recv(s_fix *f, void *client, uint64_t *version, uint64_t *target) {
+    zmq_pollitem_t it = {.socket = client, .events = ZMQ_POLLIN};
+    ck_assert_msg(zmq_poll(&it, 1, WAIT_MS) == 1, "an answer handed to the socket never came");
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    ck_assert_int_ge(zmq_msg_recv(&msg, client, 0), 0);
+    ck_assert(!zmq_msg_more(&msg));
+    wire_msg_t m;
+    ck_assert_int_eq(wire_decode(f->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+    ck_assert_int_eq(m.type, WIRE_MSG_WEIGHTS);
+    ck_assert_uint_eq(m.u.weights.num_params, NP);
+    ck_assert_uint_eq(m.u.weights.learner_step, m.u.weights.version * 10);
+    for (int i = 0; i < NP; i++) {
+        ck_assert_msg(m.u.weights.params[i] == s_det_param(m.u.weights.version, i),
+                      "param %d of version %llu: %g", i, (unsigned long long)m.u.weights.version,
+                      (double)m.u.weights.params[i]);
+    }
+    *version = m.u.weights.version;
+    *target = m.u.weights.det_target;
+    zmq_msg_close(&msg);
+}
+
+// The next answer is version's, for target.
+static void s_det_expect(s_fix *f, void *client, uint64_t version, uint64_t target) {
+    uint64_t v, t;
+    s_det_recv(f, client, &v, &t);
+    ck_assert_msg(v == version && t == target,
+                  "version %llu for target %llu, expected %llu for %llu", (unsigned long long)v,
+                  (unsigned long long)t, (unsigned long long)version, (unsigned long long)target);
+}
+
+static void s_det_setup(s_fix *f) {
+    s_setup(f, 16);
+    weights_server_det_enable(f->w);
+}
+
+// A request for a target not set yet is held, whatever has been published; once set to a
+// version already published, it is answered at once with that version for that target; a
+// request for a target already set is answered at once, as often as it is asked.
+START_TEST(test_det_held_until_set) {
+    s_fix f;
+    s_det_setup(&f);
+    void *a = s_client(&f, "actor-0");
+    s_det_publish(&f, 1);
+    s_det_publish(&f, 2);
+    s_ask_det(a, 0, 1);
+    s_serve_until(&f, 1, 0);
+    ck_assert_uint_eq(s_answers(&f), 0);
+    ck_assert_int_eq(s_held(&f), 1);
+    // Another target being set does not answer it.
+    weights_server_det_set(f.w, 2, 2);
+    ck_assert_uint_eq(s_answers(&f), 0);
+    ck_assert_int_eq(s_held(&f), 1);
+    // Its own, naming the older of the two versions: version 1's floats, not the current ones.
+    weights_server_det_set(f.w, 1, 1);
+    ck_assert_uint_eq(s_answers(&f), 1);
+    ck_assert_int_eq(s_held(&f), 0);
+    s_det_expect(&f, a, 1, 1);
+    // Asked again (a client that lost it): at once, and with any have_version.
+    s_ask_det(a, 0, 1);
+    s_serve_until(&f, 2, 0);
+    ck_assert_uint_eq(s_answers(&f), 2);
+    s_det_expect(&f, a, 1, 1);
+    s_ask_det(a, 2, 1);
+    s_ask_det(a, 1, 2);
+    s_serve_until(&f, 4, 0);
+    ck_assert_uint_eq(s_answers(&f), 4);
+    s_det_expect(&f, a, 1, 1);
+    s_det_expect(&f, a, 2, 2);
+    ck_assert_int_eq(s_held(&f), 0);
+    zmq_close(a);
+    s_teardown(&f);
+}
+END_TEST
+
+// A target set to a version not yet published is answered when that version is published,
+// not when it is set, and not with a version published before it.
+START_TEST(test_det_set_before_publish) {
+    s_fix f;
+    s_det_setup(&f);
+    void *a = s_client(&f, "actor-0"), *b = s_client(&f, "actor-1");
+    s_det_publish(&f, 1);
+    s_ask_det(a, 0, 3);
+    s_serve_until(&f, 1, 0);
+    weights_server_det_set(f.w, 3, 2);
+    ck_assert_uint_eq(s_answers(&f), 0);
+    ck_assert_int_eq(s_held(&f), 1);
+    s_det_publish(&f, 2);
+    ck_assert_uint_eq(s_answers(&f), 1);
+    ck_assert_int_eq(s_held(&f), 0);
+    s_det_expect(&f, a, 2, 3);
+    // A target set two versions ahead: versions published before its own may answer its
+    // request with det_target 0 (the current weights; the client asks again), never with its
+    // target. Each answer handed out is read, and the request made again while none is held,
+    // as weights_client does.
+    s_ask_det(b, 0, 4);
+    s_serve_until(&f, 2, 0);
+    weights_server_det_set(f.w, 4, 4);
+    uint64_t sent = s_answers(&f), got = sent, requests = 2;
+    ck_assert_uint_eq(sent, 1);
+    s_det_publish(&f, 3);
+    while (got < s_answers(&f)) {
+        uint64_t v, t;
+        s_det_recv(&f, b, &v, &t);
+        ck_assert_msg(t == 0 && v == 3, "version %llu for target %llu before version 4",
+                      (unsigned long long)v, (unsigned long long)t);
+        got++;
+    }
+    if (s_held(&f) == 0) {
+        s_ask_det(b, 0, 4);
+        s_serve_until(&f, ++requests, 0);
+        ck_assert_uint_eq(s_answers(&f), got); // held again, not answered
+    }
+    ck_assert_int_eq(s_held(&f), 1);
+    s_det_publish(&f, 4);
+    ck_assert_uint_eq(s_answers(&f), got + 1);
+    s_det_expect(&f, b, 4, 4);
+    ck_assert_int_eq(s_held(&f), 0);
+    // And a request for it afterwards: at once.
+    s_ask_det(a, 0, 4);
+    s_serve_until(&f, requests + 1, 0);
+    s_det_expect(&f, a, 4, 4);
+    zmq_close(a);
+    zmq_close(b);
+    s_teardown(&f);
+}
+END_TEST
+
+// The last WEIGHTS_SERVER_DET_KEEP versions published are kept: a target set to the oldest
+// of them after all the others were published answers with its floats; a target's message
+// stays its version's while later versions are published; a target set to a version no
+// longer kept is still answered (with one version's floats, for that target: the .c falls
+// back to the newest kept one); a target pushed out of the table of targets by another is
+// not answered with the other's weights.
+START_TEST(test_det_kept_versions) {
+    s_fix f;
+    s_det_setup(&f);
+    void *a = s_client(&f, "actor-0");
+    uint64_t requests = 0;
+    const uint64_t base = (3ull << 32); // an incarnation above 0: versions are not counters alone
+    for (uint64_t v = 1; v <= WEIGHTS_SERVER_DET_KEEP; v++) {
+        s_det_publish(&f, base | v);
+    }
+    for (uint64_t t = 1; t <= WEIGHTS_SERVER_DET_KEEP; t++) {
+        weights_server_det_set(f.w, t, base | (WEIGHTS_SERVER_DET_KEEP + 1 - t)); // oldest first
+    }
+    for (uint64_t t = 1; t <= WEIGHTS_SERVER_DET_KEEP; t++) {
+        s_ask_det(a, 0, t);
+        s_serve_until(&f, ++requests, 0);
+        s_det_expect(&f, a, base | (WEIGHTS_SERVER_DET_KEEP + 1 - t), t);
+    }
+    // Later versions: the targets' messages stay.
+    for (uint64_t v = WEIGHTS_SERVER_DET_KEEP + 1; v <= WEIGHTS_SERVER_DET_KEEP + 3; v++) {
+        s_det_publish(&f, base | v);
+    }
+    s_ask_det(a, 0, WEIGHTS_SERVER_DET_KEEP);
+    s_serve_until(&f, ++requests, 0);
+    s_det_expect(&f, a, base | 1, WEIGHTS_SERVER_DET_KEEP);
+    // Version 1 is no longer kept (KEEP + 3 published since): a target naming it is answered
+    // at once all the same, for its target, with a version's own floats.
+    const uint64_t late = WEIGHTS_SERVER_DET_KEEP + 1;
+    weights_server_det_set(f.w, late, base | 1);
+    s_ask_det(a, 0, late);
+    s_serve_until(&f, ++requests, 0);
+    uint64_t v, t;
+    s_det_recv(&f, a, &v, &t);
+    ck_assert_uint_eq(t, late);
+    ck_assert_uint_ge(v, base | 1);
+    // Target late shares its slot with target 1 (WEIGHTS_SERVER_DET_TARGETS apart): target 1
+    // is gone, and its request is held rather than answered with late's weights.
+    ck_assert_uint_eq(late % WEIGHTS_SERVER_DET_TARGETS, 1 % WEIGHTS_SERVER_DET_TARGETS);
+    uint64_t sent = s_answers(&f);
+    s_ask_det(a, 0, 1);
+    s_serve_until(&f, ++requests, 0);
+    ck_assert_uint_eq(s_answers(&f), sent);
+    ck_assert_int_eq(s_held(&f), 1);
+    weights_server_det_set(f.w, 1, base | (WEIGHTS_SERVER_DET_KEEP + 2));
+    ck_assert_uint_eq(s_answers(&f), sent + 1);
+    s_det_expect(&f, a, base | (WEIGHTS_SERVER_DET_KEEP + 2), 1);
+    zmq_close(a);
+    s_teardown(&f);
+}
+END_TEST
+
+// The heartbeat answers a det request held WEIGHTS_SERVER_HOLD_MS with the current weights
+// and det_target 0 (the link is alive; the client asks again), and not before.
+START_TEST(test_det_heartbeat) {
+    s_fix f;
+    s_det_setup(&f);
+    void *a = s_client(&f, "actor-0");
+    s_det_publish(&f, 1);
+    s_det_publish(&f, 2);
+    int64_t t0 = clock_now_ms();
+    s_ask_det(a, 0, 7);
+    s_serve_until(&f, 1, 0); // held at a time >= t0
+    weights_server_heartbeat(f.w, t0 + WEIGHTS_SERVER_HOLD_MS - 1);
+    ck_assert_uint_eq(s_answers(&f), 0);
+    ck_assert_int_eq(s_held(&f), 1);
+    weights_server_heartbeat(f.w, clock_now_ms() + WEIGHTS_SERVER_HOLD_MS);
+    ck_assert_uint_eq(s_answers(&f), 1);
+    ck_assert_int_eq(s_held(&f), 0);
+    s_det_expect(&f, a, 2, 0);
+    // Asked again, then the target set: answered with its version, not the current one.
+    s_ask_det(a, 0, 7);
+    s_serve_until(&f, 2, 0);
+    ck_assert_uint_eq(s_answers(&f), 1);
+    weights_server_det_set(f.w, 7, 1);
+    ck_assert_uint_eq(s_answers(&f), 2);
+    s_det_expect(&f, a, 1, 7);
+    // A heartbeat with nothing held sends nothing.
+    weights_server_heartbeat(f.w, clock_now_ms() + 10 * WEIGHTS_SERVER_HOLD_MS);
+    ck_assert_uint_eq(s_answers(&f), 2);
+    zmq_close(a);
+    s_teardown(&f);
+}
+END_TEST
+
+// With det enabled, a request without det_target behaves as before (answered at once when
+// older, held until the next version otherwise, with det_target 0), and setting a target
+// answers only the requests held for it.
+START_TEST(test_det_plain_requests_unchanged) {
+    s_fix f;
+    s_det_setup(&f);
+    void *a = s_client(&f, "actor-0"), *e = s_client(&f, "eval");
+    s_det_publish(&f, 1);
+    s_ask_det(e, 0, 0);
+    s_serve_until(&f, 1, 0);
+    ck_assert_uint_eq(s_answers(&f), 1);
+    s_det_expect(&f, e, 1, 0);
+    s_ask_det(e, 1, 0); // the current one: held
+    s_ask_det(a, 0, 2);
+    s_serve_until(&f, 3, 0);
+    ck_assert_uint_eq(s_answers(&f), 1);
+    ck_assert_int_eq(s_held(&f), 2);
+    weights_server_det_set(f.w, 2, 1);
+    ck_assert_uint_eq(s_answers(&f), 2);
+    ck_assert_int_eq(s_held(&f), 1); // the plain request waits for the next version
+    s_det_expect(&f, a, 1, 2);
+    s_det_publish(&f, 2);
+    ck_assert_uint_eq(s_answers(&f), 3);
+    ck_assert_int_eq(s_held(&f), 0);
+    s_det_expect(&f, e, 2, 0);
+    // weights_server_publish (not kept for targets) still answers plain requests.
+    s_ask_det(e, 2, 0);
+    s_serve_until(&f, 4, 0);
+    wire_weights_t w = {.version = 3, .learner_step = 30, .num_params = NP};
+    float p[NP];
+    for (int i = 0; i < NP; i++) {
+        p[i] = s_det_param(3, i);
+    }
+    w.params = p;
+    weights_server_publish(f.w, &w);
+    ck_assert_uint_eq(s_answers(&f), 4);
+    s_det_expect(&f, e, 3, 0);
+    zmq_close(a);
+    zmq_close(e);
+    s_teardown(&f);
+}
+END_TEST
+
 Suite *weights_server_suite(void) {
     Suite *s = suite_create("weights_server");
     TCase *tc = tcase_create("core");
@@ -350,6 +664,11 @@ Suite *weights_server_suite(void) {
     tcase_add_test(tc, test_bind_error);
     tcase_add_test(tc, test_client_resend_and_revive);
     tcase_add_test(tc, test_client_endpoint_too_long);
+    tcase_add_test(tc, test_det_held_until_set);
+    tcase_add_test(tc, test_det_set_before_publish);
+    tcase_add_test(tc, test_det_kept_versions);
+    tcase_add_test(tc, test_det_heartbeat);
+    tcase_add_test(tc, test_det_plain_requests_unchanged);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1822,6 +1822,594 @@ START_TEST(test_weights_hole_equals_encode) {
 }
 END_TEST
 
+// ---- deterministic runs ([run] deterministic) ---------------------------------------------
+// The det fields of TransitionBatch, SampleRequest, ReplayStats, PriorityUpdate, Weights and
+// WeightsRequest: round trips at their edges, what the decoder refuses (each with a message
+// naming the field), and that a message with every det field 0 is byte for byte what a
+// build before them sent (checked against the independent writer above: proto3 leaves 0
+// fields out).
+
+static void pb_fixed32(pb_t *p, int field, float v) {
+    pb_varint(p, ((uint64_t)field << 3) | 5);
+    memcpy(p->b + p->n, &v, 4); // little-endian, as the wire
+    p->n += 4;
+}
+static void pb_fixed64(pb_t *p, int field, double v) {
+    pb_varint(p, ((uint64_t)field << 3) | 1);
+    memcpy(p->b + p->n, &v, 8);
+    p->n += 8;
+}
+// Envelope{version, body as field}.
+static void pb_envelope(pb_t *env, int field, const pb_t *body) {
+    env->n = 0;
+    pb_uint(env, 1, APEX_PROTOCOL_VERSION);
+    pb_bytes(env, field, body->b, body->n);
+}
+
+// Decodes len bytes with d, expects rc; on failure, a last error naming each of want[].
+static void s_expect_det(wire_decoder_t *d, const void *buf, size_t len, int rc, const char *want1,
+                         const char *want2) {
+    wire_msg_t o;
+    int got = wire_decode(d, buf, len, &o);
+    const char *e = wire_decoder_last_error(d);
+    ck_assert_msg(got == rc, "rc %d, expected %d (last error: %s)", got, rc, e);
+    ck_assert_msg(!want1 || strstr(e, want1), "last error: %s (expected \"%s\")", e, want1);
+    ck_assert_msg(!want2 || strstr(e, want2), "last error: %s (expected \"%s\")", e, want2);
+}
+
+// The fixture batch, ended or not, of period det_period; rows carries the rows (0: none).
+static wire_msg_t s_det_batch(uint64_t det_period, int end, uint32_t rows) {
+    wire_msg_t m = s_batch_msg();
+    m.u.batch.det_period = det_period;
+    m.u.batch.det_period_end = end;
+    if (rows == 0) {
+        wire_batch_t *b = &m.u.batch;
+        b->count = 0;
+        b->obs = b->next_obs = NULL;
+        b->actions = NULL;
+        b->rewards = b->discounts = b->priorities = NULL;
+    }
+    return m;
+}
+
+START_TEST(test_det_batch_round_trip) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    wire_msg_t o;
+    // A period's batches with rows, its last one marked; the period at its bounds.
+    const uint64_t periods[] = {1, 2, 300, 1ull << 40, WIRE_SEQ_MAX};
+    for (size_t k = 0; k < APEX_ARRAY_LEN(periods); k++) {
+        for (int end = 0; end < 2; end++) {
+            wire_msg_t m = s_det_batch(periods[k], end, ROWS);
+            wire_encode(&m, &b);
+            ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+            ck_assert_uint_eq(o.u.batch.det_period, periods[k]);
+            ck_assert_int_eq(o.u.batch.det_period_end, end);
+            ck_assert_uint_eq(o.u.batch.count, ROWS);
+            ck_assert_mem_eq(o.u.batch.obs, s_obs, sizeof s_obs);
+            ck_assert_mem_eq(o.u.batch.priorities, s_prio, sizeof s_prio);
+            ck_assert_uint_eq(o.u.batch.seq, 77);
+        }
+    }
+    // A period's last batch may carry no rows (the period ends when it ends).
+    wire_msg_t m = s_det_batch(5, 1, 0);
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    ck_assert_int_eq(o.type, WIRE_MSG_TRANSITION_BATCH);
+    ck_assert_uint_eq(o.u.batch.count, 0);
+    ck_assert_uint_eq(o.u.batch.det_period, 5);
+    ck_assert_int_eq(o.u.batch.det_period_end, 1);
+    ck_assert_uint_eq(o.u.batch.actor_id, 3);
+    ck_assert_uint_eq(o.u.batch.seq, 77);
+    ck_assert_uint_eq(o.u.batch.frame_count, 0);
+    ck_assert_ptr_null(o.u.batch.priorities);
+    // Any other batch without rows is refused as before: one of the period that does not end
+    // it, and one of a run that is not deterministic.
+    m = s_det_batch(5, 0, 0);
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "count 0", NULL);
+    m = s_det_batch(0, 0, 0);
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "count 0", NULL);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// Frame mode: a period's last batch may have neither rows nor frames; a batch of frames only
+// keeps its period; one with neither that does not end a period is refused.
+START_TEST(test_det_frame_batch_round_trip) {
+    wire_limits_t lim8 = s_limf;
+    lim8.obs_dtype = WIRE_OBS_UINT8;
+    wire_decoder_t *d[2] = {wire_decoder_new(&s_limf), wire_decoder_new(&lim8)};
+    const uint32_t dtypes[2] = {WIRE_OBS_FLOAT32, WIRE_OBS_UINT8};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    for (int k = 0; k < 2; k++) {
+        wire_msg_t m = s_frame_msg(dtypes[k]), o;
+        m.u.batch.det_period = 9;
+        m.u.batch.det_period_end = 1;
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d[k], b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.batch.det_period, 9);
+        ck_assert_int_eq(o.u.batch.det_period_end, 1);
+        ck_assert_uint_eq(o.u.batch.count, ROWS);
+        ck_assert_uint_eq(o.u.batch.frame_count, NF);
+        ck_assert_mem_eq(o.u.batch.next_frames, s_nfr, ROWS * sizeof *s_nfr);
+        // Frames and no rows, within the period.
+        m.u.batch.det_period_end = 0;
+        m.u.batch.count = 0;
+        m.u.batch.obs_frames = m.u.batch.next_frames = NULL;
+        m.u.batch.actions = NULL;
+        m.u.batch.rewards = m.u.batch.discounts = m.u.batch.priorities = NULL;
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d[k], b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.batch.count, 0);
+        ck_assert_uint_eq(o.u.batch.frame_count, NF);
+        ck_assert_uint_eq(o.u.batch.det_period, 9);
+        ck_assert_int_eq(o.u.batch.det_period_end, 0);
+        // Neither frames nor rows: the period's end only.
+        m.u.batch.frame_count = 0;
+        m.u.batch.frames = NULL;
+        m.u.batch.frame_prev = NULL;
+        m.u.batch.det_period_end = 1;
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d[k], b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.batch.count, 0);
+        ck_assert_uint_eq(o.u.batch.frame_count, 0);
+        ck_assert_uint_eq(o.u.batch.frame_stack, K);
+        ck_assert_uint_eq(o.u.batch.first_frame, FIRST);
+        ck_assert_uint_eq(o.u.batch.det_period, 9);
+        ck_assert_int_eq(o.u.batch.det_period_end, 1);
+        ck_assert_uint_eq(o.u.batch.obs_dtype, dtypes[k]);
+        m.u.batch.det_period_end = 0;
+        wire_encode(&m, &b);
+        s_expect_det(d[k], b.data, b.len, APEX_EINVAL, "count 0", NULL);
+    }
+    wire_decoder_destroy(&d[0]);
+    wire_decoder_destroy(&d[1]);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// TransitionBatch body of the fixture batch as the independent writer makes it, with rows
+// rows, then det_period (field 24) and det_period_end (25) when not 0.
+static void s_forge_det_batch(pb_t *env, uint32_t rows, uint64_t det_period, uint64_t end) {
+    s_fill();
+    pb_t body = {.n = 0};
+    pb_uint(&body, 1, 3);  // actor_id
+    pb_uint(&body, 2, 77); // seq
+    pb_uint(&body, 3, 9);  // weights_version
+    if (rows) {
+        pb_uint(&body, 4, rows);
+    }
+    pb_uint(&body, 5, OBS);
+    if (rows) {
+        pb_bytes(&body, 6, s_obs, (size_t)rows * OBS * 4);
+        pb_bytes(&body, 7, s_act, (size_t)rows * 4);
+        pb_bytes(&body, 8, s_rew, (size_t)rows * 4);
+        pb_bytes(&body, 9, s_disc, (size_t)rows * 4);
+        pb_bytes(&body, 10, s_next, (size_t)rows * OBS * 4);
+        pb_bytes(&body, 11, s_prio, (size_t)rows * 4);
+    }
+    pb_uint(&body, 12, 1ull << 60); // epoch
+    if (det_period) {
+        pb_uint(&body, 24, det_period);
+    }
+    if (end) {
+        pb_uint(&body, 25, end);
+    }
+    pb_envelope(env, 2, &body);
+}
+
+START_TEST(test_det_refusals) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    pb_t env;
+    // The forge is the fixture batch: with a period and its end it decodes (so a refusal
+    // below is for the field changed alone).
+    s_forge_det_batch(&env, ROWS, 4, 1);
+    s_expect_det(d, env.b, env.n, APEX_OK, NULL, NULL);
+    s_forge_det_batch(&env, 0, 4, 1);
+    s_expect_det(d, env.b, env.n, APEX_OK, NULL, NULL);
+    // det_period_end without det_period (wire_encode asserts it never makes one), with rows or
+    // not; a bool field sent as another varint than 1 is still true.
+    s_forge_det_batch(&env, ROWS, 0, 1);
+    s_expect_det(d, env.b, env.n, APEX_EPROTO, "det_period_end without det_period", NULL);
+    s_forge_det_batch(&env, 0, 0, 1);
+    s_expect_det(d, env.b, env.n, APEX_EPROTO, "det_period_end without det_period", NULL);
+    s_forge_det_batch(&env, 0, 0, 2);
+    s_expect_det(d, env.b, env.n, APEX_EPROTO, "det_period_end without det_period", NULL);
+    // det_period above WIRE_SEQ_MAX.
+    wire_msg_t m = s_det_batch(WIRE_SEQ_MAX + 1, 0, ROWS);
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "det_period", "above");
+    m = s_det_batch(WIRE_SEQ_MAX + 1, 1, 0);
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "det_period", "above");
+    s_forge_det_batch(&env, ROWS, UINT64_MAX, 0);
+    s_expect_det(d, env.b, env.n, APEX_EINVAL, "det_period", "above");
+    // SampleRequest: a stats request with det_index; with both stats_after and det_horizon;
+    // det_horizon or stats_after in a request for rows.
+    m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
+    m.u.sample_request = (wire_sample_request_t){.id = 1, .stats_only = 1, .det_index = 3};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "stats_only", "det_index");
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1, .stats_only = 1, .det_index = 3, .det_horizon = 2};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "stats_only", "det_index");
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1, .stats_only = 1, .stats_after = 5, .det_horizon = 2};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "stats_after", "det_horizon");
+    m.u.sample_request = (wire_sample_request_t){
+        .id = 1, .stats_only = 1, .stats_after = UINT64_MAX, .det_horizon = UINT64_MAX};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "stats_after", "det_horizon");
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1, .batch_size = 4, .beta = 0.5f, .det_horizon = 2};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "det_horizon", "without stats_only");
+    m.u.sample_request = (wire_sample_request_t){
+        .id = 1, .batch_size = 4, .beta = 0.5f, .det_index = 7, .det_horizon = 2};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "det_horizon", "without stats_only");
+    m.u.sample_request =
+        (wire_sample_request_t){.id = 1, .batch_size = 4, .beta = 0.5f, .stats_after = 9};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "stats_after", "without stats_only");
+    // PriorityUpdate: no keys without det_index, as before.
+    m = (wire_msg_t){.type = WIRE_MSG_PRIORITY_UPDATE};
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "PriorityUpdate", "count 0");
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// The det numbers at every varint size (no bound but 0 = off).
+static const uint64_t s_det_vals[] = {1, 127, 128, 1ull << 40, UINT64_MAX};
+
+// SampleRequest's det_index and det_horizon, ReplayStats' det_horizon and det_served.
+START_TEST(test_det_requests_round_trip) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    const uint64_t *vals = s_det_vals;
+    const size_t nv = APEX_ARRAY_LEN(s_det_vals);
+    wire_msg_t m, o;
+    for (size_t k = 0; k < nv; k++) {
+        uint64_t v = vals[k];
+        // A request for rows with its det_index.
+        m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REQUEST};
+        m.u.sample_request = (wire_sample_request_t){
+            .id = 11, .batch_size = 8, .beta = 0.5f, .batches = 2, .det_index = v};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.sample_request.det_index, v);
+        ck_assert_uint_eq(o.u.sample_request.det_horizon, 0);
+        ck_assert_uint_eq(o.u.sample_request.batches, 2);
+        ck_assert_uint_eq(o.u.sample_request.batch_size, 8);
+        ck_assert_uint_eq(o.u.sample_request.id, 11);
+        ck_assert_int_eq(o.u.sample_request.stats_only, 0);
+        // A horizon watch: a stats request with det_horizon (stats_after 0).
+        m.u.sample_request = (wire_sample_request_t){
+            .id = 12, .stats_only = 1, .min_priority = 0.5, .det_horizon = v};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.u.sample_request.stats_only, 1);
+        ck_assert_uint_eq(o.u.sample_request.det_horizon, v);
+        ck_assert_uint_eq(o.u.sample_request.det_index, 0);
+        ck_assert_uint_eq(o.u.sample_request.stats_after, 0);
+        ck_assert_double_eq(o.u.sample_request.min_priority, 0.5);
+        ck_assert_uint_eq(o.u.sample_request.id, 12);
+        // ReplayStats in a reply with rows and in one without.
+        m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REPLY};
+        m.u.sample_reply = s_reply_msg(WIRE_OBS_FLOAT32).u.sample_reply;
+        m.u.sample_reply.stats.det_horizon = v;
+        m.u.sample_reply.stats.det_served = vals[(k + 2) % nv];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.u.sample_reply.status, WIRE_SAMPLE_OK);
+        ck_assert_uint_eq(o.u.sample_reply.count, ROWS);
+        ck_assert_uint_eq(o.u.sample_reply.stats.det_horizon, v);
+        ck_assert_uint_eq(o.u.sample_reply.stats.det_served, vals[(k + 2) % nv]);
+        m.u.sample_reply = (wire_sample_reply_t){
+            .id = 13,
+            .status = WIRE_SAMPLE_NOT_READY,
+            .stats = {.size = 3, .total_priority = 1.5, .det_horizon = 0, .det_served = v}};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.u.sample_reply.status, WIRE_SAMPLE_NOT_READY);
+        ck_assert_uint_eq(o.u.sample_reply.stats.det_horizon, 0);
+        ck_assert_uint_eq(o.u.sample_reply.stats.det_served, v);
+        ck_assert_uint_eq(o.u.sample_reply.stats.size, 3);
+    }
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// PriorityUpdate's det_index (with keys, and with none), Weights' and WeightsRequest's
+// det_target.
+START_TEST(test_det_updates_weights_round_trip) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    wire_msg_t m, o;
+    for (size_t k = 0; k < APEX_ARRAY_LEN(s_det_vals); k++) {
+        uint64_t v = s_det_vals[k];
+        // PriorityUpdate with det_index, with keys and with none (every priority was NaN).
+        uint64_t keys[2] = {WIRE_KEY(4, 1), WIRE_KEY(9, 2)};
+        float pr[2] = {0.25f, 8.0f};
+        m = (wire_msg_t){.type = WIRE_MSG_PRIORITY_UPDATE};
+        m.u.priority_update =
+            (wire_priority_update_t){.count = 2, .keys = keys, .priorities = pr, .det_index = v};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.priority_update.det_index, v);
+        ck_assert_uint_eq(o.u.priority_update.count, 2);
+        ck_assert_mem_eq(o.u.priority_update.keys, keys, sizeof keys);
+        ck_assert_mem_eq(o.u.priority_update.priorities, pr, sizeof pr);
+        m.u.priority_update = (wire_priority_update_t){.det_index = v};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.type, WIRE_MSG_PRIORITY_UPDATE);
+        ck_assert_uint_eq(o.u.priority_update.count, 0);
+        ck_assert_uint_eq(o.u.priority_update.det_index, v);
+        // Weights answering a target, and the request naming it.
+        float params[10];
+        for (int i = 0; i < 10; i++) {
+            params[i] = (float)i - 4.5f;
+        }
+        m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
+        m.u.weights = (wire_weights_t){
+            .version = 6, .learner_step = 60, .num_params = 10, .params = params, .det_target = v};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.weights.det_target, v);
+        ck_assert_uint_eq(o.u.weights.version, 6);
+        ck_assert_uint_eq(o.u.weights.learner_step, 60);
+        ck_assert_mem_eq(o.u.weights.params, params, sizeof params);
+        m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS_REQUEST};
+        m.u.weights_request = (wire_weights_request_t){.have_version = 0, .det_target = v};
+        wire_encode(&m, &b);
+        o.u.weights_request.have_version = 99; // must be overwritten
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_int_eq(o.type, WIRE_MSG_WEIGHTS_REQUEST);
+        ck_assert_uint_eq(o.u.weights_request.det_target, v);
+        ck_assert_uint_eq(o.u.weights_request.have_version, 0);
+        m.u.weights_request = (wire_weights_request_t){.have_version = v, .det_target = 3};
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.weights_request.det_target, 3);
+        ck_assert_uint_eq(o.u.weights_request.have_version, v);
+    }
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
+// Encodes m (every det field 0) and expects exactly old's bytes, written by the independent
+// writer without the det fields; then that det (m with det fields set) encodes longer by at
+// least min_extra bytes. The callers then decode old's bytes: det fields 0.
+static void s_expect_old_bytes(const wire_msg_t *m, const pb_t *old, const wire_msg_t *det,
+                               size_t min_extra, const char *what) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(m, &b);
+    ck_assert_msg(b.len == old->n, "%s: %zu bytes, before the det fields %zu", what, b.len, old->n);
+    ck_assert_msg(memcmp(b.data, old->b, b.len) == 0, "%s: not the bytes sent before", what);
+    size_t len0 = b.len;
+    wire_encode(det, &b);
+    ck_assert_msg(b.len >= len0 + min_extra, "%s: %zu bytes with det fields, %zu without", what,
+                  b.len, len0);
+    wire_buf_fini(&b);
+}
+
+START_TEST(test_det_zero_fields_old_bytes_batch) {
+    pb_t env, body;
+    wire_msg_t o;
+    // TransitionBatch with rows (whole observations).
+    wire_msg_t m = s_det_batch(0, 0, ROWS), det = s_det_batch(3, 1, ROWS);
+    s_forge_det_batch(&env, ROWS, 0, 0);
+    s_expect_old_bytes(&m, &env, &det, 4, "TransitionBatch");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.batch.det_period, 0);
+    ck_assert_int_eq(o.u.batch.det_period_end, 0);
+    // TransitionBatch in frame mode.
+    m = s_frame_msg(WIRE_OBS_FLOAT32);
+    det = m;
+    det.u.batch.det_period = 1;
+    body.n = 0;
+    pb_uint(&body, 1, 3);
+    pb_uint(&body, 2, 77);
+    pb_uint(&body, 3, 9);
+    pb_uint(&body, 4, ROWS);
+    pb_uint(&body, 5, OBS);
+    pb_bytes(&body, 7, s_act, sizeof s_act);
+    pb_bytes(&body, 8, s_rew, sizeof s_rew);
+    pb_bytes(&body, 9, s_disc, sizeof s_disc);
+    pb_bytes(&body, 11, s_prio, sizeof s_prio);
+    pb_uint(&body, 12, 1ull << 60);
+    pb_uint(&body, 15, K);
+    pb_uint(&body, 16, FIRST);
+    pb_uint(&body, 17, NF);
+    pb_bytes(&body, 18, s_frames, (size_t)NF * FD * 4);
+    pb_bytes(&body, 19, s_fprev, NF * 4);
+    pb_bytes(&body, 20, s_ofr, ROWS * 8);
+    pb_bytes(&body, 21, s_nfr, ROWS * 8);
+    pb_envelope(&env, 2, &body);
+    s_expect_old_bytes(&m, &env, &det, 2, "TransitionBatch (frames)");
+    wire_decoder_t *df = wire_decoder_new(&s_limf);
+    ck_assert_int_eq(wire_decode(df, env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.batch.det_period, 0);
+    wire_decoder_destroy(&df);
+}
+END_TEST
+
+START_TEST(test_det_zero_fields_old_bytes_requests) {
+    pb_t env, body;
+    wire_msg_t o;
+    // SampleRequest for rows, and a stats request.
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST}, det;
+    m.u.sample_request = (wire_sample_request_t){
+        .id = 21, .batch_size = 32, .beta = 0.75f, .batches = 2, .min_priority = 0.5};
+    det = m;
+    det.u.sample_request.det_index = 1;
+    body.n = 0;
+    pb_uint(&body, 1, 21);
+    pb_uint(&body, 2, 32);
+    pb_fixed32(&body, 3, 0.75f);
+    pb_uint(&body, 4, 2);
+    pb_fixed64(&body, 5, 0.5);
+    pb_envelope(&env, 3, &body);
+    s_expect_old_bytes(&m, &env, &det, 2, "SampleRequest");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.sample_request.det_index, 0);
+    ck_assert_uint_eq(o.u.sample_request.det_horizon, 0);
+    m.u.sample_request = (wire_sample_request_t){.id = 22, .stats_only = 1, .stats_after = 300};
+    det = m;
+    det.u.sample_request.stats_after = 0;
+    det.u.sample_request.det_horizon = 300;
+    body.n = 0;
+    pb_uint(&body, 1, 22);
+    pb_uint(&body, 6, 1);
+    pb_uint(&body, 7, 300);
+    pb_envelope(&env, 3, &body);
+    s_expect_old_bytes(&m, &env, &det, 0, "SampleRequest (stats)");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.sample_request.stats_after, 300);
+    ck_assert_uint_eq(o.u.sample_request.det_horizon, 0);
+    // SampleReply's ReplayStats (a reply without rows).
+    m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REPLY};
+    m.u.sample_reply = (wire_sample_reply_t){
+        .id = 5,
+        .status = WIRE_SAMPLE_NOT_READY,
+        .stats = {.size = 9, .capacity = 16, .inserted = 40, .total_priority = 7.5}};
+    det = m;
+    det.u.sample_reply.stats.det_horizon = 2;
+    det.u.sample_reply.stats.det_served = 1;
+    pb_t stats = {.n = 0};
+    pb_uint(&stats, 1, 9);
+    pb_uint(&stats, 2, 16);
+    pb_uint(&stats, 3, 40);
+    pb_fixed64(&stats, 9, 7.5);
+    body.n = 0;
+    pb_uint(&body, 1, 5);
+    pb_uint(&body, 2, WIRE_SAMPLE_NOT_READY);
+    pb_bytes(&body, 12, stats.b, stats.n);
+    pb_envelope(&env, 4, &body);
+    s_expect_old_bytes(&m, &env, &det, 4, "SampleReply");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.sample_reply.stats.det_horizon, 0);
+    ck_assert_uint_eq(o.u.sample_reply.stats.det_served, 0);
+}
+END_TEST
+
+START_TEST(test_det_zero_fields_old_bytes_updates) {
+    pb_t env, body;
+    wire_msg_t o, m, det;
+    // PriorityUpdate.
+    uint64_t keys[2] = {WIRE_KEY(4, 1), WIRE_KEY(9, 2)};
+    float pr[2] = {0.25f, 8.0f};
+    m = (wire_msg_t){.type = WIRE_MSG_PRIORITY_UPDATE};
+    m.u.priority_update = (wire_priority_update_t){.count = 2, .keys = keys, .priorities = pr};
+    det = m;
+    det.u.priority_update.det_index = 9;
+    body.n = 0;
+    pb_uint(&body, 1, 2);
+    pb_bytes(&body, 2, keys, sizeof keys);
+    pb_bytes(&body, 3, pr, sizeof pr);
+    pb_envelope(&env, 5, &body);
+    s_expect_old_bytes(&m, &env, &det, 2, "PriorityUpdate");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.priority_update.det_index, 0);
+    // Weights.
+    float params[10];
+    for (int i = 0; i < 10; i++) {
+        params[i] = 0.5f * (float)i;
+    }
+    m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS};
+    m.u.weights = (wire_weights_t){
+        .version = 7, .learner_step = 70, .env_frames = 700, .num_params = 10, .params = params};
+    det = m;
+    det.u.weights.det_target = 4;
+    body.n = 0;
+    pb_uint(&body, 1, 7);
+    pb_uint(&body, 2, 70);
+    pb_uint(&body, 3, 10);
+    pb_bytes(&body, 4, params, sizeof params);
+    pb_uint(&body, 5, 700);
+    pb_envelope(&env, 6, &body);
+    s_expect_old_bytes(&m, &env, &det, 2, "Weights");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.weights.det_target, 0);
+    // WeightsRequest.
+    m = (wire_msg_t){.type = WIRE_MSG_WEIGHTS_REQUEST};
+    m.u.weights_request = (wire_weights_request_t){.have_version = 5};
+    det = m;
+    det.u.weights_request.det_target = 2;
+    body.n = 0;
+    pb_uint(&body, 1, 5);
+    pb_envelope(&env, 9, &body);
+    s_expect_old_bytes(&m, &env, &det, 2, "WeightsRequest");
+    ck_assert_int_eq(s_decode_raw(env.b, env.n, &o), APEX_OK);
+    ck_assert_uint_eq(o.u.weights_request.det_target, 0);
+}
+END_TEST
+
+// wire_weights_encode_hole with det_target set (the weights server builds a target's message
+// with it) is byte for byte wire_encode's message, at every varint size of det_target.
+START_TEST(test_det_weights_hole_equals_encode) {
+    const uint32_t counts[] = {1, 10, 4095};
+    const uint64_t targets[] = {0, 1, 127, 128, 300, (uint64_t)1 << 40, UINT64_MAX};
+    float *params = xmalloc(4095 * sizeof(float));
+    for (uint32_t i = 0; i < 4095; i++) {
+        params[i] = (float)i * 0.25f - 3.0f;
+    }
+    wire_buf_t ref;
+    wire_buf_init(&ref, 0);
+    wire_limits_t lim = s_lim;
+    lim.num_params = 4095;
+    for (size_t c = 0; c < APEX_ARRAY_LEN(counts); c++) {
+        lim.num_params = counts[c];
+        wire_decoder_t *d = wire_decoder_new(&lim);
+        for (size_t k = 0; k < APEX_ARRAY_LEN(targets); k++) {
+            wire_weights_t w = {.version = (2ull << 32) | 5,
+                                .learner_step = 1000,
+                                .env_frames = k * 1000,
+                                .num_params = counts[c],
+                                .params = params,
+                                .det_target = targets[k]};
+            wire_msg_t m = {.type = WIRE_MSG_WEIGHTS}, o;
+            m.u.weights = w;
+            wire_encode(&m, &ref);
+            w.params = NULL;
+            size_t n = wire_weights_size(&w);
+            ck_assert_uint_eq(n, ref.len);
+            uint8_t *out = xmalloc(n);
+            memset(out, 0xCD, n);
+            size_t at = wire_weights_encode_hole(&w, out, n);
+            ck_assert_uint_le(at + (size_t)counts[c] * 4, n);
+            memcpy(out + at, params, (size_t)counts[c] * 4);
+            ck_assert_msg(memcmp(out, ref.data, n) == 0, "det_target %llu, %u params",
+                          (unsigned long long)targets[k], counts[c]);
+            ck_assert_int_eq(wire_decode(d, out, n, &o), APEX_OK);
+            ck_assert_uint_eq(o.u.weights.det_target, targets[k]);
+            ck_assert_mem_eq(o.u.weights.params, params, (size_t)counts[c] * 4);
+            xfree(out);
+        }
+        wire_decoder_destroy(&d);
+    }
+    xfree(params);
+    wire_buf_fini(&ref);
+}
+END_TEST
+
 Suite *wire_suite(void) {
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("core");
@@ -1852,6 +2440,15 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_frame_values_refused);
     tcase_add_test(tc, test_frame_max_message_bytes);
     tcase_add_test(tc, test_frame_codec);
+    tcase_add_test(tc, test_det_batch_round_trip);
+    tcase_add_test(tc, test_det_frame_batch_round_trip);
+    tcase_add_test(tc, test_det_refusals);
+    tcase_add_test(tc, test_det_requests_round_trip);
+    tcase_add_test(tc, test_det_updates_weights_round_trip);
+    tcase_add_test(tc, test_det_zero_fields_old_bytes_batch);
+    tcase_add_test(tc, test_det_zero_fields_old_bytes_requests);
+    tcase_add_test(tc, test_det_zero_fields_old_bytes_updates);
+    tcase_add_test(tc, test_det_weights_hole_equals_encode);
     suite_add_tcase(s, tc);
     return s;
 }
