@@ -135,7 +135,8 @@ const config_row_t config_schema[] = {
     {"replay", "spi_tolerance", T_FLOAT, OFF(replay.spi_tolerance), 0, 0, 1e12, "1e5", NULL,
      "allowed deviation from samples_per_insert, in sampled transitions: sampling may lead "
      "samples_per_insert * inserted by this much, and a lag beyond it is forgiven (so a learner "
-     "that fell behind, or a restore, cannot release a burst)"},
+     "that fell behind, or a restore, cannot release a burst); a deterministic run's ratio is "
+     "exact and does not use it"},
     {"replay", "sample_timeout_ms", T_INT, OFF(replay.sample_timeout_ms), 0, 1, 3600000, "1000",
      NULL, "a held-back sample request is answered 'not ready' after this long (ms)"},
     {"replay", "max_batch", T_INT, OFF(replay.max_batch), 0, 1, 65536, "4096", NULL,

@@ -168,14 +168,16 @@ static void s_hold(weights_server_t *w, const uint8_t *id, size_t id_len, int64_
 // Answers the held requests that arrived at or before held_since_ms (INT64_MAX: all) with
 // the current weights (a deterministic request's answer then says it is not its target: the
 // client asks again), and those whose deterministic target has been built with it.
-static void s_answer_held(weights_server_t *w, int64_t held_since_ms) {
+static void s_answer_held(weights_server_t *w, int64_t held_since_ms, int heartbeat) {
     int kept = 0;
     for (int i = 0; i < w->n_waiters; i++) {
         s_waiter *h = &w->waiters[i];
         s_target *t = h->det_target ? s_target_of(w, h->det_target) : NULL;
         if (t) {
             s_send(w, &t->msg, h->id, h->id_len);
-        } else if (h->since_ms <= held_since_ms) {
+        } else if (h->since_ms <= held_since_ms && (heartbeat || !h->det_target)) {
+            // (a new version answers the clients waiting for it, not those waiting for a
+            // target: their link is checked by the heartbeat alone)
             s_answer(w, h->id, h->id_len);
         } else {
             w->waiters[kept++] = *h;
@@ -286,7 +288,7 @@ static void s_installed(weights_server_t *self, const wire_weights_t *w, size_t 
         k->params_at = params_at;
         s_build_targets(self);
     }
-    s_answer_held(self, INT64_MAX);
+    s_answer_held(self, INT64_MAX, 0);
 }
 
 void weights_server_replace(weights_server_t *self, const wire_weights_t *w) {
@@ -361,10 +363,10 @@ void weights_server_det_set(weights_server_t *self, uint64_t target, uint64_t ve
     *t = (s_target){.target = target, .version = version};
     s_build_targets(self);
     if (t->has) {
-        s_answer_held(self, INT64_MIN); // only the requests held for a target now built
+        s_answer_held(self, INT64_MIN, 0); // only the requests held for a target now built
     }
 }
 
 void weights_server_heartbeat(weights_server_t *self, int64_t now_ms) {
-    s_answer_held(self, now_ms - WEIGHTS_SERVER_HOLD_MS);
+    s_answer_held(self, now_ms - WEIGHTS_SERVER_HOLD_MS, 1);
 }

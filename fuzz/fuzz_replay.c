@@ -95,13 +95,6 @@
 #define MAX_STACK 1200 // elements of a frame-mode run's observation (3 MinAtar frames)
 #define FRAME_RUNS 144 // config bytes from here on choose a frame-mode run
 #define DET_MARK 0xF0  // a second byte from here on makes the run deterministic
-// Known bug, not yet fixed in replay/server.c: a deterministic replay walks its turn one actor
-// and period at a time past batches of a later period (s_det_apply_inserts with
-// detsched_skip_stale_turn, decoding the held batch at each step), so once every actor's next
-// batch is of a period far ahead it spins for (that period x actors) steps: with det_period
-// WIRE_SEQ_MAX, for ever. Until that is fixed only actor 0 sends periods more than this far
-// ahead of its own (s_det_batch), so that the fuzzer reports what else it finds.
-#define DET_AHEAD_MAX 64
 
 // What the inputs so far reached (tests/check_fuzz_replay.c checks that the seeds get past
 // the decoder into every handler). Test-only state.
@@ -438,8 +431,7 @@ static uint64_t s_mlive_rows(const s_model *m) {
 
 // Deterministic runs: the det byte of a batch (operation 0), read after its other operands
 // and applied to x. Bits 0-2 choose det_period: 0-3 the actor's current one, 4 the next, 5
-// the one before (0 in the first), 6 none (0), 7 any (fuzz_u64; from actors other than 0,
-// one within DET_AHEAD_MAX of the actor's, or past WIRE_SEQ_MAX); 8: the batch ends it; 16:
+// the one before (0 in the first), 6 none (0), 7 any (fuzz_u64); 8: the batch ends it; 16:
 // no rows (the frames too in frame mode), unless keep_rows (a layout the run refuses, built
 // after); 32: seq as read, else the actor's next. Returns whether it ends the actor's
 // current period (the harness's actor then moves on once the server took it).
@@ -459,9 +451,6 @@ static int s_det_batch(s_run *r, fuzz_prog_t *in, wire_batch_t *x, int keep_rows
         break;
     case 7:
         p = fuzz_u64(in);
-        if (a != 0 && p > cur + DET_AHEAD_MAX && p <= WIRE_SEQ_MAX) {
-            p = cur + p % DET_AHEAD_MAX; // (DET_AHEAD_MAX: the known bug)
-        }
         break;
     default:
         p = cur;

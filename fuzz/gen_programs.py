@@ -326,7 +326,7 @@ def det_programs():
     per += d_batch(2, actor=1, period="next", end=True) + d_batch(2, actor=1, period="next")
     per += d_batch(2, actor=0, period="none") + d_batch(2, actor=0, end=True)
     per += d_batch(1, actor=2, end=True, empty=True) + d_batch(1, actor=3, empty=True)
-    # (Periods far ahead from actor 0 only: fuzz_replay.c DET_AHEAD_MAX, a known bug.)
+    # Periods far ahead (the turn jumps there: fuzz/regressions/replay/det_period_far_ahead).
     per += d_batch(1, actor=0, empty=True, end=True, period="any", wild=(1 << 64) - 2)
     per += d_batch(2, actor=3, period="any", wild=(1 << 64) - 1)
     per += d_batch(2, actor=3, end=True, seq=5) + d_batch(2, actor=3, end=True, seq=5)

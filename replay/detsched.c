@@ -183,8 +183,15 @@ int detsched_pop_insert(detsched_t *self, const wire_batch_t *b) {
 }
 
 int detsched_skip_stale_turn(detsched_t *self, const wire_batch_t *b) {
-    if (b->det_period == 0 || b->det_period - 1 <= self->period) {
+    uint64_t q = b->det_period - 1; // the batch's period
+    if (b->det_period == 0 || q <= self->period) {
         return 0;
+    }
+    if (q - self->period > 1) {
+        // Periods far ahead (a peer's numbers, not an actor's next): the turn jumps to the
+        // one before, at once, rather than a step per actor and period (counted there).
+        detsched_fast_forward(self, q - 1);
+        return 1;
     }
     self->st.out_of_turn++;
     s_next_turn(self);
@@ -305,8 +312,10 @@ void detsched_fast_forward(detsched_t *self, uint64_t h) {
     if (h <= self->horizon) {
         return;
     }
-    for (uint64_t k = self->horizon + 1; k <= h && h - k < DETSCHED_HORIZONS; k++) {
-        self->served_at[k % DETSCHED_HORIZONS] = self->next - 1; // (the skipped ones too)
+    // The skipped horizons too, the newest DETSCHED_HORIZONS of them (h may be any number).
+    uint64_t n = h - self->horizon < DETSCHED_HORIZONS ? h - self->horizon : DETSCHED_HORIZONS;
+    for (uint64_t i = 0; i < n; i++) {
+        self->served_at[(h - i) % DETSCHED_HORIZONS] = self->next - 1;
     }
     self->period = self->horizon = h;
     self->actor = 0;

@@ -160,8 +160,12 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     // the learner (learner/shards.c). Any per-shard hold would also bend the learner's choice
     // of shard away from P_k / sum P. So a shard serves every request it can.
     s->sharded = cfg->replay.shards > 1;
+    // A deterministic run's ratio is exact: with a tolerance the learner would always run that
+    // far ahead of the inserts (it is served before any further insert is applied), where an
+    // asynchronous run only reaches it when its actors stall.
     limiter_init(&s->limiter, s->sharded ? 0.0 : cfg->replay.samples_per_insert,
-                 cfg->replay.spi_tolerance, (uint64_t)cfg->replay.max_batch);
+                 cfg->run.deterministic ? 0.0 : cfg->replay.spi_tolerance,
+                 (uint64_t)cfg->replay.max_batch);
     s->acks = acks_new(s_send_ack, s);
     // The ZeroMQ context exists before the sockets: persistence's wake-up pipe needs it.
     s->ctx = zmq_ctx_new();
@@ -182,6 +186,9 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         s->det = detsched_new((int)cfg->actor.num_actors, (int)cfg->actor.max_pending_batches, lag,
                               (int)cfg->learner.batches_per_request);
         s->det_rows = (uint32_t)(cfg->learner.batch_size * cfg->learner.batches_per_request);
+        log_info("deterministic run: inserts, samples and priority updates in a fixed order; "
+                 "samples per insert exact ([replay] spi_tolerance %g not used)",
+                 cfg->replay.spi_tolerance);
         if (store_inserted(s->store) > 0) {
             log_warn("deterministic run: this replay restored %llu transitions of an earlier "
                      "process; the schedule starts again, so the run diverges from one that was "

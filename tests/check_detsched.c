@@ -361,6 +361,37 @@ START_TEST(test_skip_stale_turn) {
 }
 END_TEST
 
+// A period far ahead of the turn (a hostile peer's number, up to WIRE_SEQ_MAX) moves the turn
+// there in one jump, not a step per actor and period (which took seconds at 10^7 and never
+// ended at WIRE_SEQ_MAX); and a jump past DETSCHED_HORIZONS horizons still records the
+// served count of the horizon it lands on.
+START_TEST(test_far_ahead_jumps) {
+    detsched_t *d = detsched_new(1, 8, 1, 1);
+    wire_batch_t far = s_b(0, 1, 0, 0, 1);
+    far.det_period = WIRE_SEQ_MAX;
+    ck_assert_int_eq(s_hold(d, &far), DETSCHED_HELD);
+    int steps = 0;
+    while (detsched_skip_stale_turn(d, &far)) {
+        ck_assert_int_lt(++steps, 3);
+    }
+    ck_assert_int_eq(s_pop(d, &far), 0); // in its turn now
+    ck_assert_uint_eq(detsched_horizon(d), WIRE_SEQ_MAX);
+    detsched_destroy(&d);
+
+    d = detsched_new(1, 8, 1, 1);
+    wire_sample_request_t q = {.det_index = 1};
+    for (int i = 0; i < 3; i++) {
+        q.det_index = (uint64_t)i + 1;
+        ck_assert_int_eq(detsched_hold_request(d, (const uint8_t *)"l", 1, &q), 0);
+        detsched_served(d);
+    }
+    detsched_fast_forward(d, 1 + DETSCHED_HORIZONS + 1);
+    ck_assert_int_eq(detsched_served_at(d, 1 + DETSCHED_HORIZONS + 1), 3);
+    ck_assert_int_eq(detsched_served_at(d, 3), 3);
+    detsched_destroy(&d);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------
 // Requests and updates
 
@@ -584,6 +615,7 @@ Suite *detsched_suite(void) {
     tcase_add_test(tc, test_full_window);
     tcase_add_test(tc, test_out_of_turn);
     tcase_add_test(tc, test_skip_stale_turn);
+    tcase_add_test(tc, test_far_ahead_jumps);
     tcase_add_test(tc, test_requests_in_order);
     tcase_add_test(tc, test_updates_due_at_lag);
     tcase_add_test(tc, test_restart);
