@@ -466,6 +466,12 @@ static void s_det_diverges(replay_server_t *s, const char *what) {
               "deterministic run: %s; the run diverges from here (a peer restarted?)", what);
 }
 
+// The schedule itself starts again or jumps (a learner or this replay restarted): once per
+// restart, so always said, never hidden behind a rate-limited line about a stray batch.
+static void s_det_restarts(const char *what) {
+    log_warn("deterministic run: %s; the run diverges from here", what);
+}
+
 static void s_det_hold_insert(replay_server_t *s, const wire_batch_t *b, const uint8_t *idb,
                               size_t idn, const void *raw, size_t raw_len) {
     if (b->det_period == 0) {
@@ -870,8 +876,8 @@ static void s_serve_watches(replay_server_t *s, int64_t now) {
 static void s_handle_stats_request(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    const wire_sample_request_t *req) {
     if (s->det && req->det_horizon > detsched_horizon(s->det) + 1) {
-        s_det_diverges(s, "a horizon asked past the next one (this replay restarted): the turn "
-                          "jumps there");
+        s_det_restarts("a horizon asked past the next one (this replay restarted): the turn "
+                       "jumps there");
         detsched_fast_forward(s->det, req->det_horizon);
     }
     if (s_watch_due(s, req) || s->n_watches == WATCH_MAX || id_len > ROUTING_ID_MAX) {
@@ -905,11 +911,11 @@ static void s_det_hold_request(replay_server_t *s, const uint8_t *id, size_t id_
     if (detsched_hold_request(s->det, id, id_len, req) != 0) {
         // Before the schedule's next (a restarted learner, whose first requests are first
         // asks) or far past it (a restarted replay): the schedule follows the learner's.
-        s_det_diverges(s, req->det_index < detsched_next_index(s->det)
-                              ? "a sample request of an earlier turn: the learner's schedule "
-                                "starts again"
-                              : "a sample request far ahead of the schedule (this replay "
-                                "restarted): it follows the learner's from here");
+        s_det_restarts(req->det_index < detsched_next_index(s->det)
+                           ? "a sample request of an earlier turn: the learner's schedule "
+                             "starts again"
+                           : "a sample request far ahead of the schedule (this replay "
+                             "restarted): it follows the learner's from here");
         detsched_restart(s->det, req->det_index);
         if (detsched_hold_request(s->det, id, id_len, req) != 0) {
             s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED); // (a routing id too long)
