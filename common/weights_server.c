@@ -50,6 +50,7 @@ struct weights_server {
     wire_weights_t cur_w;
     s_kept kept[WEIGHTS_SERVER_DET_KEEP]; // by version counter, when det is on
     s_target targets[WEIGHTS_SERVER_DET_TARGETS];
+    s_target stale; // the answer to a target no longer kept (below)
     int det;
     log_limiter_t det_log;
     weights_server_stats_t st;
@@ -96,6 +97,9 @@ void weights_server_destroy(weights_server_t **self_p) {
             zmq_msg_close(&w->targets[i].msg);
         }
     }
+    if (w->stale.has) {
+        zmq_msg_close(&w->stale.msg);
+    }
     wire_decoder_destroy(&w->dec);
     wire_buf_fini(&w->out);
     free(w->waiters);
@@ -134,10 +138,32 @@ static void s_answer(weights_server_t *w, const void *id, size_t id_len) {
     }
 }
 
-// The built message of a deterministic target, or NULL.
+static void s_build(s_target *t, const s_kept *k);
+
+// The built message of a deterministic target, or NULL. A target whose slot a later one took
+// (a client far behind the others: only after a restart) is answered with the current
+// weights under its own number, said once: the run diverges, but the client goes on.
 static s_target *s_target_of(weights_server_t *w, uint64_t target) {
     s_target *t = &w->targets[target % WEIGHTS_SERVER_DET_TARGETS];
-    return t->target == target && t->has ? t : NULL;
+    if (t->target == target && t->has) {
+        return t;
+    }
+    const s_kept *cur = &w->kept[(uint32_t)w->version % WEIGHTS_SERVER_DET_KEEP];
+    if (t->target <= target || !cur->has || cur->w.version != w->version) {
+        return NULL;
+    }
+    log_every(&w->det_log, LOG_INTERVAL_MS, LOG_WARN,
+              "deterministic run: weights target %llu asked after target %llu took its place "
+              "(a client far behind, after a restart): answered with the current "
+              "weights " WIRE_VERSION_FMT " (the run diverges)",
+              (unsigned long long)target, (unsigned long long)t->target,
+              WIRE_VERSION_ARGS(w->version));
+    if (w->stale.has) {
+        zmq_msg_close(&w->stale.msg);
+    }
+    w->stale = (s_target){.target = target, .version = w->version};
+    s_build(&w->stale, cur);
+    return &w->stale;
 }
 
 // Holds the request of peer id until the next version (one entry per peer: a repeated

@@ -64,7 +64,8 @@ struct detsched {
     s_upd *upds;
     int n_upds;
     uint64_t applied;
-    int take_k; // the due request's updates handed out so far (detsched_take_update)
+    int take_k;   // the due request's updates handed out so far (detsched_take_update)
+    int diverged; // a restart or a jump happened: the schedule is no longer the seed's
     detsched_stats_t st;
 };
 
@@ -142,8 +143,16 @@ detsched_hold_result detsched_hold_insert(detsched_t *self, const wire_batch_t *
     return DETSCHED_HELD;
 }
 
-int detsched_peek_insert(const detsched_t *self, const void **raw, size_t *len, const uint8_t **id,
+int detsched_peek_insert(detsched_t *self, const void **raw, size_t *len, const uint8_t **id,
                          size_t *id_len) {
+    if (self->diverged) {
+        // A schedule that restarted keeps liveness only: batches go in as they came, from
+        // whichever actor has one (the turn's actor may have sent its period's end to a
+        // process that died, and would never send it again).
+        for (int k = 0; k < self->n_actors && self->queues[self->actor].len == 0; k++) {
+            self->actor = (self->actor + 1) % self->n_actors;
+        }
+    }
     const s_queue *q = &self->queues[self->actor];
     if (q->len == 0) {
         return 0;
@@ -172,6 +181,14 @@ int detsched_pop_insert(detsched_t *self, const wire_batch_t *b) {
     APEX_ASSERT(q->len > 0);
     q->head = (q->head + 1) % self->window;
     q->len--;
+    if (self->diverged) {
+        // The horizon follows the furthest period an actor ended: actors wait for no more
+        // than their own progress.
+        if (b->det_period_end && b->det_period > self->horizon) {
+            detsched_fast_forward(self, b->det_period);
+        }
+        return 0;
+    }
     if (b->det_period == 0 || b->det_period - 1 < self->period) {
         self->st.out_of_turn++;
         return 1;
@@ -184,7 +201,7 @@ int detsched_pop_insert(detsched_t *self, const wire_batch_t *b) {
 
 int detsched_skip_stale_turn(detsched_t *self, const wire_batch_t *b) {
     uint64_t q = b->det_period - 1; // the batch's period
-    if (b->det_period == 0 || q <= self->period) {
+    if (self->diverged || b->det_period == 0 || q <= self->period) {
         return 0;
     }
     if (q - self->period > 1) {
@@ -239,6 +256,7 @@ void detsched_restart(detsched_t *self, uint64_t index) {
         self->upds[i].index = 0;
         self->upds[i].n = 0;
     }
+    self->diverged = 1;
     self->next = index;
     self->applied = index - 1; // (no update of the old schedule's requests is waited for)
     self->take_k = 0;
@@ -307,6 +325,8 @@ void detsched_served(detsched_t *self) {
 // The horizon
 
 uint64_t detsched_horizon(const detsched_t *self) { return self->horizon; }
+
+int detsched_diverged(const detsched_t *self) { return self->diverged; }
 
 void detsched_fast_forward(detsched_t *self, uint64_t h) {
     if (h <= self->horizon) {

@@ -57,7 +57,7 @@ detsched_hold_result detsched_hold_insert(detsched_t *self, const wire_batch_t *
 
 // The batch whose turn it is, if it has arrived: its raw bytes and its sender's routing id
 // (valid until the next pop). Returns 0 when the turn's actor has nothing queued.
-int detsched_peek_insert(const detsched_t *self, const void **raw, size_t *len, const uint8_t **id,
+int detsched_peek_insert(detsched_t *self, const void **raw, size_t *len, const uint8_t **id,
                          size_t *id_len);
 
 // What the server found the peeked batch to be once decoded (b), and did with it: applied
@@ -105,6 +105,11 @@ uint64_t detsched_horizon(const detsched_t *self);
 // one, which only a replay restarted under a running schedule sees (its actors, waiting for
 // the weights of that horizon, would otherwise never send the batches that get it there).
 void detsched_fast_forward(detsched_t *self, uint64_t h);
+// Whether the schedule restarted since it was made (detsched_restart: a learner or this
+// replay restarted): it is then no longer the one a seed fixes, and liveness is all that is
+// left to keep: batches are taken as they came, from any actor, and the horizon follows the
+// furthest period an actor ended.
+int detsched_diverged(const detsched_t *self);
 // The requests served when the horizon reached h (h <= the horizon); -1 when h is older
 // than DETSCHED_HORIZONS horizons ago.
 int64_t detsched_served_at(const detsched_t *self, uint64_t h);

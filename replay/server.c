@@ -865,6 +865,15 @@ static void s_serve_watches(replay_server_t *s, int64_t now) {
             i++;
             continue;
         }
+        if (!s_watch_due(s, &w->req) && w->req.det_horizon && detsched_diverged(s->det)) {
+            // A schedule that restarted keeps only liveness: the batches that would reach this
+            // horizon may have died with a previous process (acknowledged to actors that wait
+            // for its weights and will not send them again), so at the deadline it is jumped
+            // to. One horizon per [replay] sample_timeout_ms at most: actors that do send
+            // their batches get there first.
+            s_det_restarts("a horizon not reached in a restarted schedule: the turn jumps there");
+            detsched_fast_forward(s->det, w->req.det_horizon);
+        }
         s_reply(s, w->id, w->id_len, &w->req, WIRE_SAMPLE_NOT_READY);
         *w = s->watches[--s->n_watches];
     }
@@ -875,6 +884,8 @@ static void s_serve_watches(replay_server_t *s, int64_t now) {
 // then asks again after its request tick, which bounds the traffic.
 static void s_handle_stats_request(replay_server_t *s, const uint8_t *id, size_t id_len,
                                    const wire_sample_request_t *req) {
+    // A horizon past the next one is only asked of a replay restarted under a running
+    // schedule (its actors wait for that horizon's weights): the turn jumps there.
     if (s->det && req->det_horizon > detsched_horizon(s->det) + 1) {
         s_det_restarts("a horizon asked past the next one (this replay restarted): the turn "
                        "jumps there");

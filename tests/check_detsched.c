@@ -68,7 +68,7 @@ static int s_pop(detsched_t *d, const wire_batch_t *b) {
     return detsched_pop_insert(d, b);
 }
 
-static void s_peek_none(const detsched_t *d) {
+static void s_peek_none(detsched_t *d) {
     const void *raw;
     size_t len, id_len;
     const uint8_t *id;
