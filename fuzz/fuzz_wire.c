@@ -191,7 +191,8 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         if (b->frame_stack) {
             s_check_frames(lim, b);
         } else {
-            FUZZ_CHECK(lim->frame_stack == 0 && b->count >= 1);
+            // (a deterministic period's last batch may have no rows)
+            FUZZ_CHECK(lim->frame_stack == 0 && (b->count >= 1 || b->det_period_end));
             FUZZ_CHECK(!b->first_frame && !b->frame_count && !b->frames && !b->frame_prev &&
                        !b->obs_frames && !b->next_frames);
         }
@@ -200,6 +201,7 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
                      b->next_obs);
         FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, WIRE_PRIORITY_MAX));
         FUZZ_CHECK(b->seq <= WIRE_SEQ_MAX);
+        FUZZ_CHECK(b->det_period <= WIRE_SEQ_MAX && (!b->det_period_end || b->det_period));
         FUZZ_CHECK(!lim->max_actors || b->actor_id < lim->max_actors);
         break;
     }
@@ -238,8 +240,9 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
     }
     case WIRE_MSG_PRIORITY_UPDATE: {
         const wire_priority_update_t *u = &m->u.priority_update;
-        FUZZ_CHECK(u->count >= 1 && u->count <= lim->max_count);
-        FUZZ_CHECK(u->keys && u->priorities);
+        // (a deterministic learner's update of a batch with no usable priority is empty)
+        FUZZ_CHECK((u->count >= 1 || u->det_index) && u->count <= lim->max_count);
+        FUZZ_CHECK(u->count == 0 || (u->keys && u->priorities));
         (void)s_touch_u64(u->keys, u->count);
         FUZZ_CHECK(s_in(u->priorities, u->count, 0.0f, WIRE_PRIORITY_MAX));
         break;
