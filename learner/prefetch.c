@@ -50,6 +50,7 @@ struct prefetch {
     uint64_t det_local;
     double beta_start, beta_end, beta_steps;
     uint64_t watch_h, watch_id; // the horizon asked (0: none in flight), and its request id
+    uint64_t watch_asks;        // watches sent (the low bits of their ids)
     int64_t watch_ms;
     uint64_t answer_h, answer_served; // the answer, until prefetch_det_take
     int has_answer;
@@ -410,7 +411,7 @@ void prefetch_det_watch(prefetch_t *self, uint64_t h, int64_t now_ms) {
         return; // an answer not taken yet, or the question in flight
     }
     wire_sample_request_t req = {
-        .id = DET_WATCH_ID_BIT | ++self->watch_id, .stats_only = 1, .det_horizon = h};
+        .id = DET_WATCH_ID_BIT | ++self->watch_asks, .stats_only = 1, .det_horizon = h};
     if (shards_send_request(self->shards, 0, &req, now_ms) == APEX_OK) {
         self->watch_h = h;
         self->watch_id = req.id;

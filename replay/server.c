@@ -1185,6 +1185,18 @@ int replay_server_run(replay_server_t *self) {
                  (unsigned long long)store_frames_missing(self->store),
                  (unsigned long long)self->frame_gaps_skipped);
     }
+    if (self->det) {
+        // The schedule's counters: how much waited for its turn, and how often a peer left it.
+        detsched_stats_t d;
+        detsched_stats(self->det, &d);
+        log_info("deterministic schedule: horizon %llu, %llu batches held for their turn, %llu "
+                 "re-sends of held ones dropped, %llu out of turn, %llu updates held, %llu "
+                 "re-asks of served requests dropped",
+                 (unsigned long long)detsched_horizon(self->det),
+                 (unsigned long long)d.held_inserts, (unsigned long long)d.duplicates,
+                 (unsigned long long)d.out_of_turn, (unsigned long long)d.held_updates,
+                 (unsigned long long)self->det_reasks);
+    }
     log_info("stopping: %llu transitions held, %llu inserted, %llu sampled, %llu bad messages%s%s",
              (unsigned long long)st.size, (unsigned long long)st.inserted,
              (unsigned long long)st.sampled, (unsigned long long)st.bad_messages, frames,

@@ -76,6 +76,7 @@ updates=$("$PY" -c "import csv,sys; print(' '.join(r['updates'] for r in csv.Dic
   || bad "metrics.csv rows at updates '$updates', want 250 500 750 1000"
 grep -q "deterministic run: samples, priority updates and actors' weights follow a schedule" \
   "$RUNS/c1/learner.log" && ! grep -q "diverges" "$RUNS"/c1/*.log \
+  && grep -q "deterministic schedule: horizon [1-9][0-9]*, .* 0 out of turn" "$RUNS/c1/replay.log" \
   && key_ok run.deterministic "the learner follows the schedule, nothing diverged" \
   || bad "deterministic run not announced, or a divergence logged"
 # Actors act with the weights of fixed targets: trained ones, not only the initial version.
