@@ -24,10 +24,6 @@
 # HOSTILE_KEEP (a directory that receives the logs and results).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-# lib.sh's free_port runs the python3 first on PATH, which can be a slow shim: use $PY.
-free_port() {
-  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 # HOSTILE_KEEP=DIR keeps the logs, metrics and peer results there for a post-mortem.
 if [ -n "${HOSTILE_KEEP:-}" ]; then
   trap 'mkdir -p "$HOSTILE_KEEP" && cp -r "$TMP"/. "$HOSTILE_KEEP"/ 2>/dev/null; cleanup' EXIT

@@ -34,22 +34,33 @@ expect_rc() {
 # bind(0) is an ephemeral one, which any connect() on the machine may be given between this
 # check and the daemon's bind (hostile.sh's fake upstream lost its port that way to one of
 # the cluster's own connections: "Address already in use"); a port below the range is never
-# handed out to a connection. Random within the 12 000 ports below it, checked free.
+# handed out to a connection. Random within the 12 000 ports below it, checked free, and never
+# one this script was given before: a port handed out is not bound until its daemon starts,
+# so two calls could be given the same one (the likely cause of deterministic.sh's learner finding a port
+# of its own in use in CI: 4 draws of 12 000 collide 1 time in 2 000). $TMP/.ports keeps the ports given.
 free_port() {
-  "$PY" - <<'PY'
-import random, socket
+  "$PY" - "$TMP/.ports" <<'PY'
+import os, random, socket, sys
+given = set()
+if os.path.exists(sys.argv[1]):
+    given = {int(x) for x in open(sys.argv[1]).read().split()}
 lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 for _ in range(500):
     p = random.randint(max(1024, lo - 12000), lo - 1) if lo > 2048 else 0
+    if p in given:
+        continue
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", p))
-        print(s.getsockname()[1])
-        break
+        p = s.getsockname()[1]
     except OSError:
-        pass
+        continue
     finally:
         s.close()
+    with open(sys.argv[1], "a") as f:
+        f.write("%d\n" % p)
+    print(p)
+    break
 else:
     raise SystemExit("free_port: no free port below the ephemeral range")
 PY
@@ -119,6 +130,14 @@ TMP=$(mktemp -d /tmp/apex_smoke.XXXXXX)
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  # Anything still running from this script's scratch directory (a daemon a launcher left
+  # behind) would go on sending to the ports of the scripts after it: named, then killed.
+  local left
+  left=$(pgrep -f "$TMP/" | grep -vx "$$" || true)
+  if [ -n "$left" ]; then
+    echo "  ORPHAN processes left by $(basename "$0"): $(ps -o pid=,args= -p "$(echo $left | tr ' ' ,)" | cut -c1-160 | tr '\n' ';')" >&2
+    kill -9 $left 2>/dev/null || true
+  fi
   # APEX_SMOKE_KEEP=1 keeps the scratch directory (run dirs, logs) for a post-mortem.
   if [ "${APEX_SMOKE_KEEP:-0}" = 1 ]; then echo "  kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
