@@ -617,8 +617,8 @@ static int s_check_relay(const apex_config_t *cfg, char *err, size_t errlen) {
 }
 
 // [run] deterministic: what the fixed schedule needs (docs/architecture.md "Deterministic
-// runs"). The ratio is what orders inserts against samples, so it must hold one; the
-// schedule is one replay server's and the learner's own weights endpoint's.
+// runs"). The ratio is what orders inserts against samples, so it must hold one; actors
+// take their weights from the learner's own weights endpoint.
 static int s_check_deterministic(const apex_config_t *cfg, char *err, size_t errlen) {
     if (!cfg->run.deterministic) {
         return 0;
@@ -630,13 +630,6 @@ static int s_check_deterministic(const apex_config_t *cfg, char *err, size_t err
                          "the inserts\n---> HINT: set [replay] samples_per_insert (the configs "
                          "use 8)",
                          WHERE("run", "deterministic"), WHERE("replay", "samples_per_insert"));
-    }
-    if (cfg->replay.shards > 1) {
-        return apex_errf(err, errlen, -1,
-                         "%s: [run] deterministic with [replay] shards = %lld: a deterministic "
-                         "schedule over several replay shards is not built yet"
-                         "\n---> HINT: set [replay] shards = 1 for a deterministic run",
-                         WHERE("run", "deterministic"), (long long)cfg->replay.shards);
     }
     if (cfg->endpoints.relay[0]) {
         return apex_errf(err, errlen, -1,

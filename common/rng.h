@@ -22,6 +22,7 @@ typedef enum {
     RNG_ROLE_NET_INIT = 5,
     // The learner's choice of replay shard, index = its rank in its group (learner/shards.c).
     RNG_ROLE_SHARDS = 6,
+    RNG_ROLE_DET_ROWS = 7, // a deterministic sharded run's rows of each place (learner/prefetch.c)
     RNG_ROLE_TEST = 99,
 } rng_role;
 

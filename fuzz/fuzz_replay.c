@@ -8,8 +8,9 @@
 // observations, one server or shard 0/1 of two, the replay ratio, min_size_to_sample; bytes
 // from 144 up choose a frame-mode run (issue #27; s_server says how). A second byte from
 // DET_MARK (0xF0) up makes the run deterministic ([run] deterministic, replay/detsched.h; the
-// byte is consumed, any other is the first operation): one server whatever the first byte
-// says, a replay ratio from it (s_det_sets), and the byte's low bits choose [learner]
+// byte is consumed, any other is the first operation): one server, or with (b / 72) & 1 shard
+// (b / 36) & 1 of two, a replay ratio from the first byte (s_det_sets), and the byte's low
+// bits choose [learner]
 // prefetch and ranks (the lag of updates behind requests), batches_per_request and [actor]
 // max_pending_batches (s_det_sets). Then each operation is an opcode byte and its operands:
 //   0  TransitionBatch on the insert socket: actor id (some beyond [actor] num_actors, some of
@@ -213,7 +214,10 @@ static replay_server_t *s_server(uint8_t b, s_run *r) {
     sets[n++] = "learner.batch_size=4";
     sets[n++] = "actor.send_batch=16";
     sets[n++] = "run.out_dir=/nonexistent-fuzz"; // durability none: nothing is written
-    int sharded = (b / 18) % 4 == 1 || (b / 18) % 4 == 2;
+    // A deterministic run with (b / 72) & 1 is shard (b / 36) & 1 of two (its schedule is its
+    // own actors' turns, its ratio K x the run's: replay/server.c).
+    int det_sharded = r->det && ((b / 72) & 1);
+    int sharded = (b / 18) % 4 == 1 || (b / 18) % 4 == 2 || det_sharded;
     int cap = sharded && b % 3 == 0 ? 1 : b % 3; // a slot per shard at least
     sets[n++] = caps[cap];
     sets[n++] = alphas[(b / 3) % 3];
@@ -222,8 +226,11 @@ static replay_server_t *s_server(uint8_t b, s_run *r) {
         sets[n++] = "env.obs_dtype=uint8";
     }
     switch (r->det ? 4 : (b / 18) % 4) {
-    case 4: // deterministic: one server (the mode chooses the ratio)
+    case 4: // deterministic: one server or a shard (the mode chooses the ratio)
         n = s_det_sets(r, (b / 18) % 4, sets, n);
+        if (det_sharded) {
+            sets[n++] = "replay.shards=2";
+        }
         break;
     case 0:
         break;
@@ -246,7 +253,8 @@ static replay_server_t *s_server(uint8_t b, s_run *r) {
         fprintf(stderr, "fuzz_replay: config: %s\n", err);
         FUZZ_CHECK(!"the harness's config loads");
     }
-    config_select_shard(&cfg, !r->det && (b / 18) % 4 == 2); // apex-replay --shard 1
+    // apex-replay --shard 1
+    config_select_shard(&cfg, r->det ? det_sharded && ((b / 36) & 1) : (b / 18) % 4 == 2);
     replay_server_t *s = replay_server_new(&cfg, 0);
     FUZZ_CHECK(s != NULL);
     return s;

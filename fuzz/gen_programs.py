@@ -385,6 +385,16 @@ def det_programs():
         fu += d_sample(2) + d_update([(q, 1)])
     fu += d_frames(3, steps(2), seq=1, det={"period": "next"})
     p["det_frames_uint8"] = fu + d_watch("cur") + d_sample(2)
+    # Shard 1 of two (minsize=1 with a deterministic run: replay.shards=2; mode 2: ratio 8 x 2,
+    # min_size_to_sample 3 of the run, 2 of this shard): actors 1 and 3 are its turns, actors
+    # 0 and 2 are refused (they insert into shard 0); the horizon moves without them.
+    sh = r_cfg(cap=1, mode=2, minsize=1) + d_run()
+    for a in range(4):
+        sh += d_batch(2, actor=a, end=True)
+    sh += d_watch("next") + d_sample(4) + d_update([(0, 1)]) + r_tick(1)
+    for a in (3, 1):
+        sh += d_batch(3, actor=a, end=True)
+    p["det_shard"] = sh + d_watch("cur") + d_sample(4) + d_update([(1, 1)]) + r_tick(1)
     return p
 
 

@@ -7,11 +7,13 @@
 #include "net.h"
 #include "xalloc.h"
 
+#include <math.h>
 #include <string.h>
 
 #define LOG_INTERVAL_MS 5000
 
 typedef enum { SLOT_FREE = 0, SLOT_IN_FLIGHT, SLOT_READY } s_slot_state;
+typedef enum { SUB_ASK = 0, SUB_ASKED, SUB_IN } s_sub_state; // one shard's part of a place
 
 // One slot: a request in flight, then the batches its reply brought back.
 typedef struct {
@@ -25,6 +27,15 @@ typedef struct {
     uint64_t det_index;        // deterministic runs: the request's place in the schedule,
     uint32_t det_attempt;      // and how many times it was asked for before (a timeout)
     wire_replay_stats_t stats; // the replay's counters when it served the reply
+    // [run] deterministic with K > 1 replay shards ("fan-out", prefetch.h): the place is asked
+    // of every shard, and its rows are drawn from the K answers once all are in.
+    float beta;                     // the place's
+    wire_rows_t *sub;               // (K) shard k's answer
+    wire_replay_stats_t *sub_stats; // (K) its counters
+    uint8_t *sub_state;             // (K) s_sub_state
+    int64_t *sub_sent_ms;           // (K)
+    int subs_in;
+    uint8_t *row_shard; // (rows) the shard each row was drawn from
 } s_slot;
 
 struct prefetch {
@@ -54,6 +65,14 @@ struct prefetch {
     int64_t watch_ms;
     uint64_t answer_h, answer_served; // the answer, until prefetch_det_take
     int has_answer;
+    // Fan-out (deterministic, K > 1 shards): K, the run's seed (each place's draw of rows is
+    // its own stream), and the horizon watch's answers, one per shard (the smallest counts).
+    int fan;
+    uint64_t seed;
+    uint8_t *watch_in;      // (K)
+    uint64_t *watch_served; // (K)
+    uint64_t *upd_keys;     // (batch) one shard's part of a batch's update
+    float *upd_prio;
 };
 
 #define DET_WATCH_ID_BIT (1ull << 62) // (SHARDS_OWN_ID_BIT is bit 63)
@@ -86,6 +105,26 @@ prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now
     p->st.last_reply_ms = now_ms;
     p->det = cfg->run.deterministic;
     p->ranks = 1;
+    if (p->det && shards_count(shards) > 1) {
+        int K = shards_count(shards);
+        p->fan = K;
+        p->seed = (uint64_t)cfg->run.seed;
+        for (int i = 0; i < p->n_slots; i++) {
+            s_slot *s = &p->slots[i];
+            s->sub = xcalloc((size_t)K, sizeof *s->sub);
+            for (int k = 0; k < K; k++) {
+                wire_rows_init(&s->sub[k], B, p->obs_bytes, (uint32_t)cfg->env.action_dim);
+            }
+            s->sub_stats = xcalloc((size_t)K, sizeof *s->sub_stats);
+            s->sub_state = xcalloc((size_t)K, 1);
+            s->sub_sent_ms = xcalloc((size_t)K, sizeof *s->sub_sent_ms);
+            s->row_shard = xcalloc(B, 1);
+        }
+        p->watch_in = xcalloc((size_t)K, 1);
+        p->watch_served = xcalloc((size_t)K, sizeof *p->watch_served);
+        p->upd_keys = xmalloc(p->batch * sizeof(uint64_t));
+        p->upd_prio = xmalloc(p->batch * sizeof(float));
+    }
     p->beta_start = cfg->learner.beta_start;
     p->beta_end = cfg->learner.beta_end;
     p->beta_steps = (double)cfg->learner.beta_steps;
@@ -112,8 +151,21 @@ void prefetch_destroy(prefetch_t **self_p) {
     }
     prefetch_t *p = *self_p;
     for (int i = 0; i < p->n_slots; i++) {
-        wire_rows_fini(&p->slots[i].rows);
+        s_slot *s = &p->slots[i];
+        wire_rows_fini(&s->rows);
+        for (int k = 0; s->sub && k < p->fan; k++) {
+            wire_rows_fini(&s->sub[k]);
+        }
+        free(s->sub);
+        free(s->sub_stats);
+        free(s->sub_state);
+        free(s->sub_sent_ms);
+        free(s->row_shard);
     }
+    free(p->watch_in);
+    free(p->watch_served);
+    free(p->upd_keys);
+    free(p->upd_prio);
     free(p->slots);
     free(p->prio_out);
     free(p->keys_out);
@@ -138,7 +190,54 @@ static void s_forget_down_shards(prefetch_t *p) {
     }
 }
 
+// The next place of this rank in the group's schedule.
+static void s_det_place(prefetch_t *p, s_slot *s) {
+    s->det_index = p->det_local * (uint64_t)p->ranks + (uint64_t)p->rank + 1;
+    s->det_attempt = 0;
+    p->det_local++;
+}
+
+// Fan-out: a free slot takes the next place; every shard whose answer for a slot's place is
+// not in and not asked (a send that would block, a timeout, a refusal) is asked. A shard
+// that does not answer holds the run back until it does: skipping it would change the rows.
+static void s_fan_issue(prefetch_t *p, int64_t now_ms) {
+    for (int i = 0; i < p->n_slots; i++) {
+        s_slot *s = &p->slots[i];
+        if (s->state == SLOT_READY) {
+            continue;
+        }
+        if (s->state == SLOT_FREE) {
+            if (!s->det_index) {
+                s_det_place(p, s);
+            }
+            s->beta = s_det_beta(p, (s->det_index - 1) / (uint64_t)p->ranks);
+            memset(s->sub_state, SUB_ASK, (size_t)p->fan);
+            s->subs_in = 0;
+            s->shard = -1; // (no single shard: s_forget_down_shards leaves it alone)
+            s->state = SLOT_IN_FLIGHT;
+        }
+        for (int k = 0; k < p->fan; k++) {
+            if (s->sub_state[k] != SUB_ASK) {
+                continue;
+            }
+            wire_sample_request_t req = {.id = WIRE_DET_ID(s->det_index, s->det_attempt),
+                                         .batch_size = p->batch,
+                                         .beta = s->beta,
+                                         .batches = p->batches,
+                                         .det_index = s->det_index};
+            if (shards_send_to(p->shards, k, &req) == APEX_OK) {
+                s->sub_state[k] = SUB_ASKED;
+                s->sub_sent_ms[k] = now_ms;
+            }
+        }
+    }
+}
+
 void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
+    if (self->fan) {
+        s_fan_issue(self, now_ms);
+        return;
+    }
     uint32_t rows = self->batch * self->batches;
     for (int i = 0; i < self->n_slots; i++) {
         s_slot *s = &self->slots[i];
@@ -153,9 +252,7 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
             // A slot that timed out or was not served asks again for its place in the
             // schedule; a slot that trained its batches takes the next place.
             if (!s->det_index) {
-                s->det_index = self->det_local * (uint64_t)self->ranks + (uint64_t)self->rank + 1;
-                s->det_attempt = 0;
-                self->det_local++;
+                s_det_place(self, s);
             } else if (s->det_attempt < DET_ATTEMPT_MAX) {
                 s->det_attempt++;
             }
@@ -181,7 +278,21 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
 }
 
 void prefetch_tick(prefetch_t *self, float beta, int64_t now_ms) {
-    for (int i = 0; i < self->n_slots; i++) {
+    for (int i = 0; self->fan && i < self->n_slots; i++) {
+        s_slot *s = &self->slots[i];
+        int again = 0;
+        for (int k = 0; s->state == SLOT_IN_FLIGHT && k < self->fan; k++) {
+            if (s->sub_state[k] == SUB_ASKED && now_ms - s->sub_sent_ms[k] > self->timeout_ms) {
+                s->sub_state[k] = SUB_ASK;
+                self->st.timeouts++;
+                again = 1;
+            }
+        }
+        if (again && s->det_attempt < DET_ATTEMPT_MAX) {
+            s->det_attempt++; // (a shard that served the first ask drops this one)
+        }
+    }
+    for (int i = 0; !self->fan && i < self->n_slots; i++) {
         s_slot *s = &self->slots[i];
         if (s->state == SLOT_IN_FLIGHT && now_ms - s->sent_ms > self->timeout_ms) {
             s->state = SLOT_FREE;
@@ -226,6 +337,126 @@ static prefetch_result s_bad(prefetch_t *p, const char *why) {
     return PREFETCH_BAD;
 }
 
+// Shard k's share of the mass of a fan-out answer: its total priority (equal shares when no
+// shard reports any: a guard, a shard serves only with data).
+static double s_fan_mass(const prefetch_t *p, const s_slot *s, int k, double total) {
+    return total > 0.0 ? s->sub_stats[k].total_priority : 1.0 / (double)p->fan;
+}
+
+// The K answers of a place make its rows: row j is row j of shard k's answer with probability
+// P_k / sum P (each answer is the whole batch sampled from that shard's own priorities, so row
+// j is then transition i with probability p_i / sum P over every shard: global PER), drawn
+// from the place's own stream, so the rows depend on the seed and the place only. Each shard
+// normalised its weights by its own smallest priority; the run's is the smallest of the K:
+// w = (p_min / p_i)^beta = w_k (p_min / p_min,k)^beta. The counters are the K shards' sums.
+static void s_fan_merge(prefetch_t *p, s_slot *s) {
+    double total = 0.0, pmin = 0.0;
+    for (int k = 0; k < p->fan; k++) {
+        const wire_replay_stats_t *st = &s->sub_stats[k];
+        total += st->total_priority > 0.0 ? st->total_priority : 0.0;
+        if (st->min_priority > 0.0 && (pmin == 0.0 || st->min_priority < pmin)) {
+            pmin = st->min_priority;
+        }
+    }
+    float scale[CONFIG_MAX_SHARDS];
+    for (int k = 0; k < p->fan; k++) {
+        double mk = s->sub_stats[k].min_priority;
+        scale[k] = mk > 0.0 && pmin > 0.0 && s->beta > 0.0f ? powf((float)pmin / (float)mk, s->beta)
+                                                            : 1.0f;
+    }
+    double mass = total > 0.0 ? total : 1.0;
+    rng_t r;
+    rng_init_stream(&r, p->seed, RNG_ROLE_DET_ROWS, s->det_index);
+    wire_rows_t *o = &s->rows;
+    size_t ab = wire_action_bytes(o->action_dim), ob = p->obs_bytes;
+    uint32_t rows = p->batch * p->batches;
+    for (uint32_t j = 0; j < rows; j++) {
+        double u = rng_uniform(&r) * mass;
+        int k = 0;
+        while (k < p->fan - 1 && u >= s_fan_mass(p, s, k, total)) {
+            u -= s_fan_mass(p, s, k, total);
+            k++;
+        }
+        const wire_rows_t *in = &s->sub[k];
+        o->keys[j] = in->keys[j];
+        o->is_weights[j] = in->is_weights[j] * scale[k];
+        o->rewards[j] = in->rewards[j];
+        o->discounts[j] = in->discounts[j];
+        memcpy(wire_rows_actions(o, j), wire_rows_actions(in, j), ab);
+        memcpy(o->obs + j * ob, in->obs + j * ob, ob);
+        memcpy(o->next_obs + j * ob, in->next_obs + j * ob, ob);
+        s->row_shard[j] = (uint8_t)k;
+    }
+    wire_replay_stats_t *t = &s->stats;
+    *t = (wire_replay_stats_t){.shards = (uint32_t)p->fan, .min_priority = pmin};
+    for (int k = 0; k < p->fan; k++) {
+        const wire_replay_stats_t *st = &s->sub_stats[k];
+        t->size += st->size;
+        t->capacity += st->capacity;
+        t->inserted += st->inserted;
+        t->sampled += st->sampled;
+        t->updated += st->updated;
+        t->stale_updates += st->stale_updates;
+        t->bad_messages += st->bad_messages;
+        t->limiter_waits += st->limiter_waits;
+        t->duplicate_batches += st->duplicate_batches;
+        t->total_priority += st->total_priority;
+    }
+}
+
+static prefetch_result s_bad(prefetch_t *p, const char *why);
+
+// Fan-out: shard k's answer for a place in flight (the first one: a later ask of a place the
+// shard served is dropped by the shard, and an answer twice is late here).
+static prefetch_result s_fan_take(prefetch_t *p, int k, const wire_sample_reply_t *r) {
+    s_slot *s = NULL;
+    for (int i = 0; i < p->n_slots && !s; i++) {
+        s_slot *c = &p->slots[i];
+        if (c->state == SLOT_IN_FLIGHT && c->det_index == WIRE_DET_INDEX(r->id) &&
+            c->sub_state[k] != SUB_IN) {
+            s = c;
+        }
+    }
+    if (!s) {
+        p->st.late_replies++;
+        return PREFETCH_LATE;
+    }
+    uint32_t rows = p->batch * p->batches;
+    if (r->status != WIRE_SAMPLE_OK) {
+        p->st.refused += r->status == WIRE_SAMPLE_REFUSED;
+        p->st.not_ready += r->status != WIRE_SAMPLE_REFUSED;
+        if (r->status == WIRE_SAMPLE_REFUSED) {
+            log_every(&p->refused_log, LOG_INTERVAL_MS, LOG_ERROR,
+                      "replay shard %d refused a sample of %u x %u rows (check [replay] "
+                      "capacity and max_batch; %llu refused)",
+                      k, p->batches, p->batch, (unsigned long long)p->st.refused);
+        }
+        s->sub_state[k] = SUB_ASK; // asked again at the next issue
+        return PREFETCH_NOT_SERVED;
+    }
+    if (r->count != rows) {
+        s->sub_state[k] = SUB_ASK;
+        return s_bad(p, "not the rows asked for");
+    }
+    wire_rows_copy(&s->sub[k], 0, r, r->count, p->obs_bytes);
+    s->sub_stats[k] = r->stats;
+    s->sub_state[k] = SUB_IN;
+    if (++s->subs_in < p->fan) {
+        return PREFETCH_TAKEN;
+    }
+    s_fan_merge(p, s);
+    s->next = 0;
+    s->arrival = ++p->next_arrival;
+    s->state = SLOT_READY;
+    if (!p->st.started) {
+        p->st.started = 1;
+        log_info("first batch received (the %d replay shards hold %llu transitions): training "
+                 "starts",
+                 p->fan, (unsigned long long)s->stats.size);
+    }
+    return PREFETCH_TAKEN;
+}
+
 // A decoded reply on shard k's socket.
 static prefetch_result s_take_reply(prefetch_t *p, int k, const wire_sample_reply_t *r,
                                     int64_t now) {
@@ -238,13 +469,35 @@ static prefetch_result s_take_reply(prefetch_t *p, int k, const wire_sample_repl
     }
     p->st.last_reply_ms = now;
     if (r->id & DET_WATCH_ID_BIT) {
-        if (p->det && r->id == p->watch_id && r->stats.det_horizon == p->watch_h) {
+        if (p->fan && r->id == p->watch_id && r->stats.det_horizon == p->watch_h &&
+            !p->watch_in[k]) {
+            // Each shard's count; the horizon's is the smallest: the places every shard had
+            // served when its own actors' periods before h were in (prefetch.h).
+            p->watch_in[k] = 1;
+            p->watch_served[k] = r->stats.det_served;
+            int all = 1;
+            uint64_t m = UINT64_MAX;
+            for (int j = 0; j < p->fan; j++) {
+                all &= p->watch_in[j];
+                m = p->watch_served[j] < m ? p->watch_served[j] : m;
+            }
+            if (all) {
+                p->answer_h = p->watch_h;
+                p->answer_served = m;
+                p->has_answer = 1;
+                p->watch_h = 0;
+            }
+        } else if (p->det && !p->fan && r->id == p->watch_id &&
+                   r->stats.det_horizon == p->watch_h) {
             p->answer_h = r->stats.det_horizon;
             p->answer_served = r->stats.det_served;
             p->has_answer = 1;
             p->watch_h = 0;
         }
         return PREFETCH_STATS; // (an older watch's answer, or one that timed out: asked again)
+    }
+    if (p->fan) {
+        return s_fan_take(p, k, r);
     }
     s_slot *s = s_slot_for_id(p, k, r->id);
     if (!s) {
@@ -355,7 +608,7 @@ int prefetch_next(prefetch_t *self, prefetch_batch_t *out) {
         .is_weights = w->is_weights + r0,
         .size = (int)self->batch};
     out->keys = w->keys + r0;
-    out->shard = best->shard;
+    out->shard = best->shard; // (-1 in a fan-out: each row's own, prefetch_trained)
     out->stats = &best->stats;
     return 1;
 }
@@ -390,8 +643,28 @@ void prefetch_trained(prefetch_t *self, const float *priorities, float beta, int
     }
     wire_priority_update_t up = {
         .count = n, .keys = keys, .priorities = prio, .det_index = s->det_index};
-    // A deterministic replay counts every batch's update, an empty one too.
-    if ((n > 0 || self->det) && shards_send_update(self->shards, s->shard, &up) != APEX_OK) {
+    if (self->fan) {
+        // Each shard its own rows' priorities, every shard an update (maybe empty): its
+        // schedule counts one per batch of each place it served.
+        const uint8_t *from = s->row_shard + (size_t)s->next * self->batch;
+        for (int k = 0; k < self->fan; k++) {
+            uint32_t m = 0;
+            for (uint32_t i = 0; i < self->batch; i++) {
+                if (from[i] == k && priorities[i] >= 0.0f && priorities[i] <= WIRE_PRIORITY_MAX) {
+                    self->upd_keys[m] = s->rows.keys[(size_t)s->next * self->batch + i];
+                    self->upd_prio[m++] = priorities[i];
+                }
+            }
+            up = (wire_priority_update_t){.count = m,
+                                          .keys = self->upd_keys,
+                                          .priorities = self->upd_prio,
+                                          .det_index = s->det_index};
+            if (shards_send_update(self->shards, k, &up) != APEX_OK) {
+                self->st.dropped_updates++;
+            }
+        }
+    } else if ((n > 0 || self->det) && shards_send_update(self->shards, s->shard, &up) != APEX_OK) {
+        // (a deterministic replay counts every batch's update, an empty one too)
         self->st.dropped_updates++;
     }
     if (++s->next == self->batches) {
@@ -412,6 +685,20 @@ void prefetch_det_watch(prefetch_t *self, uint64_t h, int64_t now_ms) {
     }
     wire_sample_request_t req = {
         .id = DET_WATCH_ID_BIT | ++self->watch_asks, .stats_only = 1, .det_horizon = h};
+    if (self->fan) {
+        // Every shard, under one id (ids are per connection); asked again together.
+        int sent = 0;
+        for (int k = 0; k < self->fan; k++) {
+            self->watch_in[k] = 0;
+            sent += shards_send_to(self->shards, k, &req) == APEX_OK;
+        }
+        if (sent) {
+            self->watch_h = h;
+            self->watch_id = req.id;
+            self->watch_ms = now_ms;
+        }
+        return;
+    }
     if (shards_send_request(self->shards, 0, &req, now_ms) == APEX_OK) {
         self->watch_h = h;
         self->watch_id = req.id;

@@ -324,6 +324,14 @@ int shards_send_request(shards_t *self, int k, wire_sample_request_t *req, int64
     return APEX_OK;
 }
 
+int shards_send_to(shards_t *self, int k, const wire_sample_request_t *req) {
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST, .u.sample_request = *req};
+    wire_encode(&m, &self->out);
+    int rc = net_send(self->sh[k].sock, self->out.data, self->out.len, ZMQ_DONTWAIT);
+    self->sh[k].requests += rc == APEX_OK && !req->stats_only; // (shards_report)
+    return rc;
+}
+
 int shards_send_update(shards_t *self, int k, const wire_priority_update_t *u) {
     wire_msg_t m = {.type = WIRE_MSG_PRIORITY_UPDATE, .u.priority_update = *u};
     wire_encode(&m, &self->out);

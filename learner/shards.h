@@ -77,6 +77,10 @@ int shards_pick(shards_t *self, uint32_t rows, int64_t now_ms);
 // Sends req (its min_priority filled in when K > 1) to shard k. APEX_OK; APEX_EAGAIN when
 // it would block, which with K > 1 takes k down (see shards_take_down).
 int shards_send_request(shards_t *self, int k, wire_sample_request_t *req, int64_t now_ms);
+// Sends req to shard k as it is: no shard choice, ratio or liveness bookkeeping (a
+// deterministic run asks every shard for each place: learner/prefetch.c). APEX_OK or the
+// send's error (APEX_EAGAIN while shard k is not connected).
+int shards_send_to(shards_t *self, int k, const wire_sample_request_t *req);
 // Sends a priority update to shard k (best effort: APEX_OK or the send's error).
 int shards_send_update(shards_t *self, int k, const wire_priority_update_t *u);
 

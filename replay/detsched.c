@@ -49,6 +49,7 @@ typedef struct {
 
 struct detsched {
     int n_actors, window, lag, batches;
+    int first, stride; // the actors whose turns these are: first, first + stride, ...
     s_queue *queues;
     uint64_t period; // the turn: period, then actor
     int actor;
@@ -76,6 +77,7 @@ detsched_t *detsched_new(int n_actors, int window, int lag, int batches) {
     d->window = window;
     d->lag = lag;
     d->batches = batches;
+    d->stride = 1;
     d->queues = xcalloc((size_t)n_actors, sizeof *d->queues);
     for (int a = 0; a < n_actors; a++) {
         d->queues[a].ring = xcalloc((size_t)window, sizeof(s_msg));
@@ -90,6 +92,13 @@ detsched_t *detsched_new(int n_actors, int window, int lag, int batches) {
         d->upds[i].msgs = xcalloc((size_t)batches, sizeof(s_msg));
     }
     return d;
+}
+
+void detsched_members(detsched_t *self, int first, int stride) {
+    APEX_ASSERT(first >= 0 && first < self->n_actors && stride >= 1);
+    self->first = first;
+    self->stride = stride;
+    self->actor = first;
 }
 
 void detsched_destroy(detsched_t **self_p) {
@@ -167,10 +176,11 @@ int detsched_peek_insert(detsched_t *self, const void **raw, size_t *len, const 
 
 // The turn passes to the next actor, and after the last to the next period: the horizon.
 static void s_next_turn(detsched_t *self) {
-    if (++self->actor < self->n_actors) {
+    self->actor += self->stride;
+    if (self->actor < self->n_actors) {
         return;
     }
-    self->actor = 0;
+    self->actor = self->first;
     self->period++;
     self->horizon = self->period;
     self->served_at[self->horizon % DETSCHED_HORIZONS] = self->next - 1;
@@ -338,7 +348,7 @@ void detsched_fast_forward(detsched_t *self, uint64_t h) {
         self->served_at[(h - i) % DETSCHED_HORIZONS] = self->next - 1;
     }
     self->period = self->horizon = h;
-    self->actor = 0;
+    self->actor = self->first;
     self->st.out_of_turn++;
 }
 

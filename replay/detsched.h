@@ -39,6 +39,10 @@ typedef struct detsched detsched_t;
 // actor can have unacknowledged ([actor] max_pending_batches); lag: requests in flight of
 // the whole learner group; batches: batches per request (each brings that many updates).
 detsched_t *detsched_new(int n_actors, int window, int lag, int batches);
+// A replay shard's schedule ([replay] shards = K): only actors first, first + stride, ...
+// insert here (config_actor_shard: index mod K), so only theirs are turns. Called before any
+// insert; without it every actor's are.
+void detsched_members(detsched_t *self, int first, int stride);
 void detsched_destroy(detsched_t **self_p);
 
 // ---- inserts

@@ -162,9 +162,15 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     s->sharded = cfg->replay.shards > 1;
     // A deterministic run's ratio is exact: with a tolerance the learner would always run that
     // far ahead of the inserts (it is served before any further insert is applied), where an
-    // asynchronous run only reaches it when its actors stall.
-    limiter_init(&s->limiter, s->sharded ? 0.0 : cfg->replay.samples_per_insert,
-                 cfg->run.deterministic ? 0.0 : cfg->replay.spi_tolerance,
+    // asynchronous run only reaches it when its actors stall. Sharded, every place of the
+    // schedule is asked of every shard and the learner trains one batch of rows drawn from
+    // the K answers (learner/prefetch.c), so each shard holds the ratio for its 1/K share:
+    // K x samples_per_insert per request's rows.
+    double spi = cfg->replay.samples_per_insert;
+    if (s->sharded) {
+        spi = cfg->run.deterministic ? spi * (double)cfg->replay.shards : 0.0;
+    }
+    limiter_init(&s->limiter, spi, cfg->run.deterministic ? 0.0 : cfg->replay.spi_tolerance,
                  (uint64_t)cfg->replay.max_batch);
     s->acks = acks_new(s_send_ack, s);
     // The ZeroMQ context exists before the sockets: persistence's wake-up pipe needs it.
@@ -186,6 +192,9 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         s->det = detsched_new((int)cfg->actor.num_actors, (int)cfg->actor.max_pending_batches, lag,
                               (int)cfg->learner.batches_per_request);
         s->det_rows = (uint32_t)(cfg->learner.batch_size * cfg->learner.batches_per_request);
+        if (s->sharded) {
+            detsched_members(s->det, (int)cfg->replay.shard, (int)cfg->replay.shards);
+        }
         log_info("deterministic run: inserts, samples and priority updates in a fixed order; "
                  "samples per insert exact ([replay] spi_tolerance %g not used)",
                  cfg->replay.spi_tolerance);
@@ -682,8 +691,14 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
 static int s_can_sample(const replay_server_t *s, uint32_t n) {
     const config_replay_t *r = &s->cfg.replay;
     // A shard: min_size_to_sample is the run's, checked by the learner over every shard; the
-    // shard only needs something to sample.
-    if (store_live_size(s->store) < (s->sharded ? 1 : (uint64_t)r->min_size_to_sample)) {
+    // shard only needs something to sample. A deterministic run's shards are each asked every
+    // place (no learner-side check is tied to the schedule): each holds its 1/K share.
+    uint64_t min_size = (uint64_t)r->min_size_to_sample;
+    if (s->sharded) {
+        min_size = s->det ? (min_size + (uint64_t)r->shards - 1) / (uint64_t)r->shards : 1;
+        min_size = min_size ? min_size : 1;
+    }
+    if (store_live_size(s->store) < min_size) {
         return 0;
     }
     return limiter_can_sample(&s->limiter, n);

@@ -6,7 +6,7 @@
 // out of their turn and a restarted actor's later period; requests served strictly by
 // det_index within a window; the updates of request i due exactly before request i + lag,
 // handed out in order once all of its batches' are held; a restarted learner's schedule and
-// a replay's jump to a horizon a learner asks about.
+// a replay's jump to a horizon a learner asks about; a replay shard's own actors' turns.
 #include "check_apex.h"
 
 #include <stdio.h>
@@ -606,6 +606,41 @@ START_TEST(test_fast_forward) {
 }
 END_TEST
 
+// A replay shard's schedule (detsched_members: shard 1 of 2 holds actors 1 and 3 of 4): the
+// turns are actor 1's then actor 3's in each period, and the horizon moves when actor 3 ends
+// a period; actors 0 and 2, which insert elsewhere, are never waited for. A fast-forward
+// puts the turn back on the first member.
+START_TEST(test_shard_members) {
+    detsched_t *d = detsched_new(4, 8, 1, 1);
+    detsched_members(d, 1, 2);
+    wire_batch_t a3 = s_b(3, 1, 0, 0, 1), a1 = s_b(1, 1, 0, 0, 1), a1b = s_b(1, 1, 1, 1, 1),
+                 a3b = s_b(3, 1, 1, 1, 1);
+    ck_assert_int_eq(s_hold(d, &a3), DETSCHED_HELD);
+    s_peek_none(d); // actor 1's turn
+    ck_assert_int_eq(s_hold(d, &a1), DETSCHED_HELD);
+    ck_assert_int_eq(s_hold(d, &a1b), DETSCHED_HELD);
+    ck_assert_int_eq(s_pop(d, &a1), 0);
+    ck_assert_uint_eq(detsched_horizon(d), 0);
+    ck_assert_int_eq(s_pop(d, &a3), 0);
+    ck_assert_uint_eq(detsched_horizon(d), 1);
+    ck_assert_int_eq(s_pop(d, &a1b), 0);
+    s_peek_none(d); // actor 3's turn in period 1
+    ck_assert_int_eq(s_hold(d, &a3b), DETSCHED_HELD);
+    ck_assert_int_eq(s_pop(d, &a3b), 0);
+    ck_assert_uint_eq(detsched_horizon(d), 2);
+    detsched_fast_forward(d, 5);
+    wire_batch_t a3c = s_b(3, 1, 2, 5, 1), a1c = s_b(1, 1, 2, 5, 1);
+    ck_assert_int_eq(s_hold(d, &a3c), DETSCHED_HELD);
+    s_peek_none(d); // actor 1's turn again, not actor 0's
+    ck_assert_int_eq(s_hold(d, &a1c), DETSCHED_HELD);
+    ck_assert_int_eq(s_pop(d, &a1c), 0);
+    ck_assert_int_eq(s_pop(d, &a3c), 0);
+    ck_assert_uint_eq(detsched_horizon(d), 6);
+    ck_assert_uint_eq(s_stats(d).out_of_turn, 1); // the jump
+    detsched_destroy(&d);
+}
+END_TEST
+
 Suite *detsched_suite(void) {
     Suite *s = suite_create("detsched");
     TCase *tc = tcase_create("core");
@@ -620,6 +655,7 @@ Suite *detsched_suite(void) {
     tcase_add_test(tc, test_updates_due_at_lag);
     tcase_add_test(tc, test_restart);
     tcase_add_test(tc, test_fast_forward);
+    tcase_add_test(tc, test_shard_members);
     suite_add_tcase(s, tc);
     return s;
 }

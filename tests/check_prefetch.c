@@ -3,7 +3,8 @@
 // chooses: the requests in flight and their ids, batches trained oldest arrival first, the
 // priority update of each batch, slots re-asking after the last batch, NOT_READY, REFUSED,
 // timeouts, and every kind of reply that must be dropped without touching a slot (late, wrong
-// rows, wrong kind, garbage, several frames), and priorities a NaN loss makes.
+// rows, wrong kind, garbage, several frames), and priorities a NaN loss makes; a
+// deterministic run's places, and their fan-out over two replay shards.
 // Every wait is for a condition, with a generous deadline.
 #include "check_apex.h"
 
@@ -378,6 +379,296 @@ START_TEST(test_bad_priorities_left_out) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------
+// A deterministic run over 2 replay shards (learner/prefetch.c's fan-out): two stand-in
+// shards, each a ROUTER of the test's.
+
+typedef struct {
+    apex_config_t cfg;
+    void *ctx, *router[2];
+    security_t *sec;
+    shards_t *shards;
+    prefetch_t *p;
+    wire_decoder_t *dec;
+    wire_buf_t out;
+} s_fan;
+
+static void s_fan_setup(s_fan *f, const char *timeout_ms) {
+    memset(f, 0, sizeof *f);
+    f->ctx = zmq_ctx_new();
+    char ep[2][256], set_ep[600], set_to[64], b[64], k[64], s[64];
+    for (int i = 0; i < 2; i++) {
+        f->router[i] = check_weights_router(f->ctx, ep[i], sizeof ep[i]);
+    }
+    snprintf(set_ep, sizeof set_ep, "endpoints.replay_sample=%s,%s", ep[0], ep[1]);
+    snprintf(set_to, sizeof set_to, "learner.request_timeout_ms=%s", timeout_ms);
+    snprintf(b, sizeof b, "learner.batch_size=%d", BATCH);
+    snprintf(k, sizeof k, "learner.batches_per_request=%d", BATCHES);
+    snprintf(s, sizeof s, "learner.prefetch=%d", SLOTS);
+    const char *sets[] = {"env.id=external",
+                          "env.obs_dim=3",
+                          "env.n_actions=2",
+                          "replay.max_batch=64",
+                          b,
+                          k,
+                          s,
+                          set_ep,
+                          set_to,
+                          "replay.shards=2",
+                          "actor.num_actors=2",
+                          "run.deterministic=true",
+                          "replay.samples_per_insert=4"};
+    char err[CONFIG_ERR_LEN];
+    ck_assert_msg(config_load(&f->cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0,
+                  "%s", err);
+    f->sec = security_new(f->ctx, &f->cfg, "learner", -1, 0);
+    net_opts_t o = {.max_msg_bytes = 1 << 20};
+    f->shards = shards_new(&f->cfg, 0, f->ctx, f->sec, &o);
+    ck_assert_ptr_nonnull(f->shards);
+    f->p = prefetch_new(&f->cfg, f->shards, clock_now_ms());
+    wire_limits_t lim = {.obs_dim = OBS, .n_actions = 2, .max_count = 64};
+    f->dec = wire_decoder_new(&lim);
+    wire_buf_init(&f->out, 0);
+}
+
+static void s_fan_teardown(s_fan *f) {
+    prefetch_destroy(&f->p);
+    shards_destroy(&f->shards);
+    for (int i = 0; i < 2; i++) {
+        zmq_close(f->router[i]);
+    }
+    security_destroy(&f->sec);
+    zmq_ctx_term(f->ctx);
+    wire_decoder_destroy(&f->dec);
+    wire_buf_fini(&f->out);
+}
+
+// The next message stand-in shard k reads that is not one of shards.h's own stats probes
+// (they come every few seconds with several shards), issuing requests while it waits.
+static void s_fan_recv(s_fan *f, int k, s_got *g) {
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    for (;;) {
+        ck_assert_int_lt(clock_now_ms(), deadline);
+        prefetch_issue(f->p, 0.5f, clock_now_ms());
+        zmq_pollitem_t it = {.socket = f->router[k], .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 10) <= 0) {
+            continue;
+        }
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        ck_assert_int_ge(zmq_msg_recv(&id, f->router[k], 0), 0);
+        ck_assert_int_ge(zmq_msg_recv(&body, f->router[k], 0), 0);
+        ck_assert_int_eq(wire_decode(f->dec, zmq_msg_data(&body), zmq_msg_size(&body), &g->m),
+                         APEX_OK);
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+        int probe = g->m.type == WIRE_MSG_SAMPLE_REQUEST && g->m.u.sample_request.stats_only &&
+                    !g->m.u.sample_request.det_horizon;
+        if (!probe) {
+            return;
+        }
+    }
+}
+
+// Shard k's answer to the place `index`: its rows keyed 1000 (k + 1) + row, obs[0] = k, a
+// weight w_k, and the stats that matter: mass and smallest priority.
+static const double FAN_MASS[2] = {3.0, 1.0}, FAN_MIN[2] = {0.5, 0.125};
+static const float FAN_W[2] = {0.5f, 0.8f};
+
+static prefetch_result s_fan_answer(s_fan *f, int k, uint64_t index) {
+    static uint64_t keys[64];
+    static float w[64], obs[64 * OBS], rew[64], disc[64];
+    static int32_t act[64];
+    uint32_t rows = BATCH * BATCHES;
+    for (uint32_t r = 0; r < rows; r++) {
+        keys[r] = 1000 * (uint64_t)(k + 1) + r;
+        w[r] = FAN_W[k];
+        rew[r] = (float)r;
+        disc[r] = 0.9f;
+        act[r] = k;
+        for (int j = 0; j < OBS; j++) {
+            obs[r * OBS + j] = (float)k;
+        }
+    }
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
+    m.u.sample_reply = (wire_sample_reply_t){.id = WIRE_DET_ID(index, 0),
+                                             .status = WIRE_SAMPLE_OK,
+                                             .count = rows,
+                                             .obs_dim = OBS,
+                                             .keys = keys,
+                                             .is_weights = w,
+                                             .obs = obs,
+                                             .actions = act,
+                                             .rewards = rew,
+                                             .discounts = disc,
+                                             .next_obs = obs,
+                                             .stats = {.size = 10 + (uint64_t)k,
+                                                       .inserted = 100,
+                                                       .total_priority = FAN_MASS[k],
+                                                       .min_priority = FAN_MIN[k],
+                                                       .shard = (uint32_t)k,
+                                                       .shards = 2}};
+    wire_encode(&m, &f->out);
+    return prefetch_handle(f->p, k, f->out.data, f->out.len, clock_now_ms());
+}
+
+// Runs `places` places: both shards read each place's request (the same place and id), answer
+// it (shard `first` first, or alternating when first < 0), and the batches are trained with
+// priority 1 + row; each batch's update to shard k must hold exactly the batch's rows that
+// came from shard k (an empty one too). pattern[i]: bit r set when row r of place i + 1 came
+// from shard 0. Returns the rows from shard 0.
+static int s_fan_run(s_fan *f, int places, int first, uint32_t *pattern) {
+    int from0 = 0;
+    s_got g;
+    int n_asked[2] = {0, 0};
+    static float beta_of[1024]; // the beta each place was asked with (both shards alike)
+    ck_assert_int_lt(places + SLOTS, 1024);
+    for (int place = 1; place <= places; place++) {
+        // Requests come in place order on each shard (a free slot takes the next place).
+        for (int k = 0; k < 2; k++) {
+            while (n_asked[k] < place) {
+                s_fan_recv(f, k, &g);
+                ck_assert_int_eq(g.m.type, WIRE_MSG_SAMPLE_REQUEST);
+                const wire_sample_request_t *q = &g.m.u.sample_request;
+                ck_assert_uint_eq(q->det_index, (uint64_t)n_asked[k] + 1);
+                ck_assert_uint_eq(q->id, WIRE_DET_ID(q->det_index, 0));
+                ck_assert_uint_eq(q->batch_size, BATCH);
+                ck_assert_double_eq(q->min_priority, 0.0); // each shard normalises by its own
+                if (k == 1) {
+                    ck_assert_float_eq(q->beta, beta_of[q->det_index]);
+                }
+                beta_of[q->det_index] = q->beta;
+                n_asked[k]++;
+            }
+        }
+        int a = first >= 0 ? first : place % 2;
+        prefetch_batch_t b;
+        ck_assert_int_eq(s_fan_answer(f, a, (uint64_t)place), PREFETCH_TAKEN);
+        ck_assert_int_eq(prefetch_next(f->p, &b), 0); // one shard's answer is not a batch
+        ck_assert_int_eq(s_fan_answer(f, 1 - a, (uint64_t)place), PREFETCH_TAKEN);
+        pattern[place - 1] = 0;
+        for (int bt = 0; bt < BATCHES; bt++) {
+            ck_assert_int_eq(prefetch_next(f->p, &b), 1);
+            ck_assert_int_eq(b.stats->size, 21); // the two shards' sums
+            ck_assert_int_eq(b.stats->inserted, 200);
+            float prio[BATCH];
+            uint64_t want[2][BATCH];
+            int n_want[2] = {0, 0};
+            for (int r = 0; r < BATCH; r++) {
+                int k = (int)((const float *)b.batch.obs)[r * OBS];
+                ck_assert(k == 0 || k == 1);
+                ck_assert_uint_eq(b.keys[r], 1000 * (uint64_t)(k + 1) + (uint64_t)(bt * BATCH + r));
+                // Weights by the smaller of the two smallest priorities: (p_min / p_min,k)^beta.
+                float beta = beta_of[place];
+                double wk = (double)FAN_W[k] * pow(FAN_MIN[1] / FAN_MIN[k], (double)beta);
+                ck_assert_msg(fabs((double)b.batch.is_weights[r] - wk) < 1e-5,
+                              "row %d of shard %d: weight %g, want %g", r, k,
+                              (double)b.batch.is_weights[r], wk);
+                prio[r] = 1.0f + (float)r;
+                want[k][n_want[k]++] = b.keys[r];
+                if (k == 0) {
+                    from0++;
+                    pattern[place - 1] |= 1u << (bt * BATCH + r);
+                }
+            }
+            prefetch_trained(f->p, prio, 0.5f, clock_now_ms());
+            for (int k = 0; k < 2; k++) {
+                s_fan_recv(f, k, &g);
+                while (g.m.type == WIRE_MSG_SAMPLE_REQUEST) { // the slot's next place, first
+                    ck_assert_uint_eq(g.m.u.sample_request.det_index, (uint64_t)n_asked[k] + 1);
+                    if (k == 1) {
+                        ck_assert_float_eq(g.m.u.sample_request.beta, beta_of[n_asked[k] + 1]);
+                    }
+                    beta_of[n_asked[k] + 1] = g.m.u.sample_request.beta;
+                    n_asked[k]++;
+                    s_fan_recv(f, k, &g);
+                }
+                ck_assert_int_eq(g.m.type, WIRE_MSG_PRIORITY_UPDATE);
+                const wire_priority_update_t *u = &g.m.u.priority_update;
+                ck_assert_uint_eq(u->det_index, (uint64_t)place);
+                ck_assert_uint_eq(u->count, (uint32_t)n_want[k]);
+                for (int j = 0; j < n_want[k]; j++) {
+                    ck_assert_uint_eq(u->keys[j], want[k][j]);
+                    ck_assert_float_eq(u->priorities[j],
+                                       1.0f + (float)(want[k][j] % 1000 - (uint64_t)bt * BATCH));
+                }
+            }
+        }
+    }
+    return from0;
+}
+
+// Every place is asked of both shards; its rows are drawn from the two answers, each from
+// shard k with probability P_k / sum P (3/4 here: a binomial test at 5 standard deviations
+// over 2 400 rows), weighted by the run's smallest priority; the rows depend on the seed and
+// the place, not on which shard answered first (the same pattern either way); each shard's
+// update holds its own rows; the horizon watch is asked of both and answered with the smaller
+// count; a shard whose answer timed out is asked again alone (the next ask), the other's
+// answer kept.
+START_TEST(test_det_fanout_over_shards) {
+    enum { PLACES = 300 };
+    static uint32_t pat0[PLACES], pat1[PLACES];
+    s_fan f;
+    s_fan_setup(&f, "60000");
+    int from0 = s_fan_run(&f, PLACES, 0, pat0);
+    s_fan_teardown(&f);
+    double n = PLACES * BATCH * BATCHES, mean = 0.75 * n, sd = sqrt(n * 0.75 * 0.25);
+    printf("# prefetch: fan-out over 2 shards: %d of %.0f rows from the shard of 3/4 of the mass "
+           "(expected %.0f +- %.0f)\n",
+           from0, n, mean, sd);
+    ck_assert_msg(fabs((double)from0 - mean) < 5 * sd, "%d rows from shard 0 of %.0f", from0, n);
+    s_fan_setup(&f, "60000");
+    ck_assert_int_eq(s_fan_run(&f, PLACES, -1, pat1), from0);
+    ck_assert_mem_eq(pat0, pat1, sizeof pat0);
+
+    // The horizon watch: both shards asked; the answer once both replied, the smaller count.
+    s_got g;
+    prefetch_det_watch(f.p, 7, clock_now_ms());
+    uint64_t served[2] = {40, 25}, h, got;
+    for (int k = 0; k < 2; k++) {
+        s_fan_recv(&f, k, &g);
+        while (!g.m.u.sample_request.stats_only) { // (the requests of the places in flight)
+            s_fan_recv(&f, k, &g);
+        }
+        ck_assert_uint_eq(g.m.u.sample_request.det_horizon, 7);
+        wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REPLY};
+        m.u.sample_reply = (wire_sample_reply_t){
+            .id = g.m.u.sample_request.id,
+            .status = WIRE_SAMPLE_NOT_READY,
+            .stats = {
+                .shard = (uint32_t)k, .shards = 2, .det_horizon = 7, .det_served = served[k]}};
+        wire_encode(&m, &f.out);
+        prefetch_handle(f.p, k, f.out.data, f.out.len, clock_now_ms());
+        ck_assert_int_eq(prefetch_det_take(f.p, &h, &got), k == 1);
+    }
+    ck_assert_uint_eq(h, 7);
+    ck_assert_uint_eq(got, 25);
+
+    // A timeout: shard 0 answered place PLACES + 1, shard 1 did not; only shard 1 is asked
+    // again, with the next ask, and its answer to the first ask still completes the place.
+    ck_assert_int_eq(s_fan_answer(&f, 0, PLACES + 1), PREFETCH_TAKEN);
+    prefetch_tick(f.p, 0.5f, clock_now_ms() + 120000);
+    s_fan_recv(&f, 1, &g);
+    while (g.m.u.sample_request.det_index != PLACES + 1) { // (other places re-asked too)
+        s_fan_recv(&f, 1, &g);
+    }
+    ck_assert_uint_eq(g.m.u.sample_request.id, WIRE_DET_ID(PLACES + 1, 1));
+    zmq_pollitem_t it = {.socket = f.router[0], .events = ZMQ_POLLIN};
+    for (int i = 0; i < 8 && zmq_poll(&it, 1, 0) > 0; i++) {
+        s_fan_recv(&f, 0, &g); // places PLACES + 2 ... timed out on shard 0, never PLACES + 1
+        ck_assert_uint_ne(g.m.u.sample_request.det_index, PLACES + 1);
+    }
+    prefetch_batch_t b;
+    ck_assert_int_eq(prefetch_next(f.p, &b), 0);
+    ck_assert_int_eq(s_fan_answer(&f, 1, PLACES + 1), PREFETCH_TAKEN);
+    ck_assert_int_eq(prefetch_next(f.p, &b), 1);
+    // (shard 1's asks of the SLOTS places in flight timed out, and shard 0's but the first)
+    ck_assert_uint_eq(prefetch_stats(f.p)->timeouts, 2 * SLOTS - 1);
+    s_fan_teardown(&f);
+}
+END_TEST
+
 Suite *prefetch_suite(void) {
     Suite *s = suite_create("prefetch");
     TCase *tc = tcase_create("core");
@@ -387,6 +678,7 @@ Suite *prefetch_suite(void) {
     tcase_add_test(tc, test_timeout_reissues);
     tcase_add_test(tc, test_det_places_and_late_reply);
     tcase_add_test(tc, test_bad_priorities_left_out);
+    tcase_add_test(tc, test_det_fanout_over_shards);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1756,6 +1756,117 @@ START_TEST(test_det_off_replies_follow_arrival_order) {
 }
 END_TEST
 
+// A deterministic run's replay shard (shard 1 of 2, actors 1 and 3 of 4; [replay]
+// samples_per_insert 2, min_size_to_sample 20, requests of 16 rows): every place is asked of
+// every shard, which holds the ratio for its 1/K share (K x 2 = 4 per inserted row) and
+// serves once it holds ceil(20 / K) = 10 rows. Request 1 waits through 6 rows (the run's
+// ratio would allow it; the shard's share of the minimum does not), is served when the 10th
+// row is in, request 2 at once (credit 40 - 16), request 3 exactly when 2 more rows are in
+// (8 + 2 x 4 = 16; at the run's ratio it would take 4) and its lag's update is there. Actor
+// 0's batch is refused (it inserts into shard 0), and the horizon moves with actors 1 and 3.
+static wire_buf_t s_shard_batch(uint32_t actor, uint64_t seq, uint32_t n, uint64_t period,
+                                int end) {
+    float obs[16 * OBS], rewards[16], discounts[16], prio[16];
+    int32_t actions[16];
+    for (uint32_t i = 0; i < n * OBS; i++) {
+        obs[i] = 0.25f * (float)i;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        rewards[i] = (float)i, discounts[i] = 0.99f, prio[i] = 1.0f, actions[i] = 1;
+    }
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = actor,
+                               .epoch = 7,
+                               .seq = seq,
+                               .count = n,
+                               .obs_dim = OBS,
+                               .obs = obs,
+                               .actions = actions,
+                               .rewards = rewards,
+                               .discounts = discounts,
+                               .next_obs = obs,
+                               .priorities = prio,
+                               .det_period = period + 1,
+                               .det_period_end = end};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    return b;
+}
+
+static void s_shard_insert(replay_server_t *s, uint32_t actor, uint64_t seq, uint32_t n,
+                           uint64_t period, int end) {
+    wire_buf_t b = s_shard_batch(actor, seq, n, period, end);
+    char id[16];
+    snprintf(id, sizeof id, "actor-%u", actor);
+    replay_server_handle(s, REPLAY_SOCK_INSERT, id, strlen(id), b.data, b.len, 0);
+    wire_buf_fini(&b);
+}
+
+START_TEST(test_det_shard_share_of_ratio_and_minimum) {
+    apex_config_t cfg;
+    char err[CONFIG_ERR_LEN];
+    const char *sets[] = {"run.deterministic=true",
+                          "run.out_dir=/nonexistent-check-det",
+                          "actor.num_actors=4",
+                          "actor.max_pending_batches=8",
+                          "learner.prefetch=2",
+                          "learner.batch_size=8",
+                          "learner.batches_per_request=2",
+                          "replay.shards=2",
+                          "replay.capacity=1024",
+                          "replay.max_batch=64",
+                          "replay.samples_per_insert=2",
+                          "replay.min_size_to_sample=20"};
+    ck_assert_msg(config_load(&cfg, NULL, sets, APEX_ARRAY_LEN(sets), err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_int_eq(config_select_shard(&cfg, 1), 0);
+    s_det_run *run = calloc(1, sizeof *run);
+    ck_assert_ptr_nonnull(run);
+    run->srv = replay_server_new(&cfg, 0);
+    ck_assert_ptr_nonnull(run->srv);
+    run->srv->reply_hook = s_det_hook;
+    run->srv->reply_hook_arg = run;
+    replay_server_t *s = run->srv;
+    wire_msg_t m = {.type = WIRE_MSG_SAMPLE_REQUEST};
+    for (uint64_t i = 1; i <= 3; i++) {
+        m.u.sample_request = (wire_sample_request_t){
+            .id = WIRE_DET_ID(i, 0), .batch_size = 8, .beta = 0.5f, .batches = 2, .det_index = i};
+        s_det_send(s, REPLAY_SOCK_SAMPLE, "learner", &m);
+    }
+    ck_assert_int_eq(run->n_replies, 0);
+    uint64_t bad = s->bad_total;
+    s_shard_insert(s, 0, 0, 8, 0, 1); // actor 0 inserts into shard 0
+    ck_assert_uint_eq(s->bad_total, bad + 1);
+    s_shard_insert(s, 1, 0, 6, 0, 0);
+    ck_assert_uint_eq(store_inserted(s->store), 6);
+    ck_assert_int_eq(run->n_replies, 0); // 6 rows < 10
+    s_shard_insert(s, 1, 1, 4, 0, 1);
+    ck_assert_uint_eq(store_inserted(s->store), 10);
+    ck_assert_int_eq(run->n_replies, 2); // requests 1 and 2; 3 needs credit and 1's update
+    ck_assert_uint_eq(run->replies[0].id, WIRE_DET_ID(1, 0));
+    ck_assert_uint_eq(run->replies[0].stats.inserted, 10);
+    ck_assert_uint_eq(run->replies[1].stats.inserted, 10);
+    ck_assert_uint_eq(detsched_horizon(s->det), 0); // actor 3 has not ended period 0
+    for (int b = 0; b < 2; b++) { // request 1's updates (one per batch), empty: other rows
+        wire_msg_t u = {.type = WIRE_MSG_PRIORITY_UPDATE};
+        u.u.priority_update = (wire_priority_update_t){.count = 0, .det_index = 1};
+        s_det_send(s, REPLAY_SOCK_SAMPLE, "learner", &u);
+    }
+    s_shard_insert(s, 3, 0, 1, 0, 0);
+    ck_assert_int_eq(run->n_replies, 2); // 8 + 4 < 16
+    s_shard_insert(s, 3, 1, 1, 0, 0);
+    ck_assert_int_eq(run->n_replies, 3); // 8 + 8: served before any further insert
+    ck_assert_uint_eq(run->replies[2].stats.inserted, 12);
+    s_shard_insert(s, 3, 2, 0, 0, 1); // actor 3 ends period 0: the horizon, without 0 and 2
+    ck_assert_uint_eq(detsched_horizon(s->det), 1);
+    ck_assert_int_eq(detsched_served_at(s->det, 1), 3);
+    ck_assert_uint_eq(s->counters.sampled_rows, 48);
+    replay_server_destroy(&run->srv);
+    free(run);
+}
+END_TEST
+
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
@@ -1779,6 +1890,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_det_same_replies_any_arrival_order);
     tcase_add_test(tc, test_det_off_replies_follow_arrival_order);
     tcase_add_test(tc, test_det_reask_of_served_request_dropped);
+    tcase_add_test(tc, test_det_shard_share_of_ratio_and_minimum);
     suite_add_tcase(s, tc);
     return s;
 }

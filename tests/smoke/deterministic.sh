@@ -6,8 +6,9 @@
 #     240-byte header, whose run counters hold wall-clock time) and every optimizer shard;
 #   - metrics.csv's columns that are the learner's and the replay's (updates, loss, the
 #     replay's counters as of each trained batch, the weights version);
-# for CartPole with 2 actors, the same with a learner group of 2, and MinAtar Breakout (and
-# with stacked frames in the replay's frame storage, compressed). Then
+# for CartPole with 2 actors, the same with a learner group of 2, with 2 replay shards and a
+# group of 2, and MinAtar Breakout (and with stacked frames in the replay's frame storage,
+# compressed). Then
 # another seed must differ, and a learner killed and resumed, then a replay killed and
 # restarted, must say that the run diverges (a restore is not part of the schedule) and go on
 # training. ~25 s.
@@ -90,7 +91,8 @@ PY
 
 # --- Another seed: another run.
 run s2 configs/smoke.ini --set learner.max_steps=1000 --set learner.metrics_every_updates=250 --set run.seed=8
-if [ "$(fingerprint c1 | head -1)" != "$(fingerprint s2 | head -1)" ]; then
+fc1=$(fingerprint c1); fs2=$(fingerprint s2)
+if [ "${fc1%%$'\n'*}" != "${fs2%%$'\n'*}" ]; then
   ok "another seed gives another checkpoint"
 else
   bad "seed 8 gave seed 7's checkpoint"
@@ -100,6 +102,29 @@ fi
 run g1 configs/smoke.ini --learners 2 --set learner.max_steps=600
 run g2 configs/smoke.ini --learners 2 --set learner.max_steps=600
 same g1 g2 "CartPole, learner group of 2"
+
+# --- 2 replay shards (every place asked of both, rows drawn from the two answers by mass)
+# and a learner group of 2, twice. Each shard's endpoints on ports of their own.
+shard_eps() {
+  local i s p q
+  for i in insert sample; do
+    p=$(free_port); q=$(free_port)
+    for s in "${i}_bind" "$i"; do
+      echo "--set endpoints.replay_$s=tcp://127.0.0.1:$p,tcp://127.0.0.1:$q"
+    done
+  done
+}
+SHARD_EPS=$(shard_eps)
+# shellcheck disable=SC2086
+run r1 configs/smoke.ini --learners 2 --set replay.shards=2 $SHARD_EPS --set learner.max_steps=600
+# shellcheck disable=SC2086
+run r2 configs/smoke.ini --learners 2 --set replay.shards=2 $SHARD_EPS --set learner.max_steps=600
+same r1 r2 "CartPole, 2 replay shards, learner group of 2"
+n_ok=$(grep -l "deterministic schedule: horizon [1-9][0-9]*, .* 0 out of turn" "$RUNS"/r1/replay0.log \
+  "$RUNS"/r1/replay1.log 2>/dev/null | wc -l)
+[ "$n_ok" = 2 ] && grep -q "rank 0 sent [1-9][0-9]* sample requests: \([0-9]*\) to shard 0, \1 to shard 1" \
+  "$RUNS/r1/learner.log" && ok "both shards kept their schedule; every place asked of both" \
+  || bad "shards: $n_ok of 2 with nothing out of turn; $(grep 'sample requests' "$RUNS/r1/learner.log")"
 
 # --- MinAtar Breakout (conv network, uint8 frames), twice.
 run b1 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.metrics_every_updates=100 \
