@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define POLL_MS 200 // how often a quiet evaluator looks at the shutdown flag
@@ -634,6 +636,7 @@ typedef struct {
     int has_staged;
     int64_t staged_seen_ms;
     uint64_t last_version; // evaluated last (0: none)
+    uint64_t last_point;   // [eval] every_updates: the update evaluated last (eval.csv's too)
     double best;
     FILE *csv;
     tbevents_t *tb;
@@ -694,6 +697,7 @@ static void s_drain(s_follow *f) {
     "wall_time,elapsed_s,env_frames,updates,incarnation,version,episodes,eval_mean,eval_std,"      \
     "eval_min,eval_max,truncated,eval_s\n"
 #define EVAL_CSV_MEAN_COLUMN 7
+#define EVAL_CSV_UPDATES_COLUMN 3
 
 // An evaluator restarted on a run directory (apex-local --restart, a resumed run, a requeued
 // Slurm job) continues its eval.csv and must not replace best.bin with a worse network: the
@@ -723,7 +727,19 @@ static int s_resume_csv(s_follow *f, const char *path) {
         snprintf(best_path, sizeof best_path, "%s/best.bin", f->run_dir);
         struct stat st;
         int have_best = stat(best_path, &st) == 0;
-        while (have_best && fgets(line, sizeof line, in)) {
+        while (fgets(line, sizeof line, in)) {
+            // The evaluation points already in (an evaluator killed between a row and the
+            // removal of its file must not write that row twice).
+            const char *q = line;
+            for (int k = 0; k < EVAL_CSV_UPDATES_COLUMN && q; k++) {
+                q = strchr(q, ',');
+                q = q ? q + 1 : NULL;
+            }
+            unsigned long long u = q ? strtoull(q, NULL, 10) : 0;
+            f->last_point = u > f->last_point ? u : f->last_point;
+            if (!have_best) {
+                continue;
+            }
             const char *p = line;
             for (int c = 0; c < EVAL_CSV_MEAN_COLUMN && p; c++) {
                 p = strchr(p, ',');
@@ -811,14 +827,19 @@ static int s_follow_open(s_follow *f) {
                          .max_count = (uint32_t)c->replay.max_batch};
     f->dec = wire_decoder_new(&lim);
     f->ctx = zmq_ctx_new();
-    // The evaluator is an evaluation actor: it connects with the actors' key pair.
+    // The evaluator is an evaluation actor: it connects with the actors' key pair. With
+    // [eval] every_updates it reads the learner's files instead, and connects to nothing.
     f->security = security_new(f->ctx, c, "actor", -1, 0);
-    if (!f->security ||
-        weights_client_open(&f->weights, f->ctx, f->security, c->endpoints.learner_weights,
-                            (int64_t)wire_max_message_bytes(&lim)) != 0) {
+    if (!f->security) {
         return -1;
     }
-    weights_client_ask(&f->weights, 0, clock_now_ms());
+    if (c->eval.every_updates == 0) {
+        if (weights_client_open(&f->weights, f->ctx, f->security, c->endpoints.learner_weights,
+                                (int64_t)wire_max_message_bytes(&lim)) != 0) {
+            return -1;
+        }
+        weights_client_ask(&f->weights, 0, clock_now_ms());
+    }
     char path[CONFIG_STR_LEN + 96];
     snprintf(path, sizeof path, "%s/eval.csv", f->run_dir);
     f->best = -INFINITY;
@@ -853,6 +874,118 @@ static void s_follow_close(s_follow *f) {
     evaluator_py_destroy(&f->py);
 }
 
+// [eval] every_updates: the evaluation point with the smallest update in (after, upto] in
+// dir (learner.c writes u<12 digits>.bin; anything else there is not one); 1 and *u, or 0.
+// Points at or below `after` are in eval.csv already (an evaluator killed between its row
+// and the file's removal): removed.
+static int s_next_point(const char *dir, uint64_t after, uint64_t upto, uint64_t *u) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        return 0;
+    }
+    int found = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        unsigned long long v;
+        char tail[8];
+        if (strlen(e->d_name) != 17 || sscanf(e->d_name, "u%12llu%7s", &v, tail) != 2 ||
+            strcmp(tail, ".bin") != 0) {
+            continue;
+        }
+        if (v <= after) {
+            char path[CONFIG_STR_LEN + 160];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        } else if (v <= upto && (!found || v < *u)) {
+            *u = v;
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+// The largest evaluation point in dir (0: none): where a stopping evaluator stops.
+static uint64_t s_last_point(const char *dir) {
+    uint64_t u = 0, last = 0;
+    while (s_next_point(dir, last, UINT64_MAX, &u)) {
+        last = u; // (each call skips the ones before: a directory of a few files)
+    }
+    return last;
+}
+
+static void s_evaluate(s_follow *f, long *evals);
+
+// apex-eval --follow with [eval] every_updates: every point the learner wrote, in order of
+// update, each evaluated once and then removed. Stopping (a signal), it evaluates the points
+// already written (each is one the run promised: a deterministic rerun's eval.csv must have
+// them all) and exits; the launcher gives it STOP_GRACE_S for that.
+static void s_follow_points(s_follow *f, long max_evals) {
+    char dir[CONFIG_STR_LEN + 80];
+    snprintf(dir, sizeof dir, "%s/evals", f->run_dir);
+    log_info("evaluating the network at every %lld updates (the learner's files in %s/)",
+             (long long)f->cfg.eval.every_updates, dir);
+    uint64_t upto = UINT64_MAX;
+    long evals = 0;
+    while (max_evals <= 0 || evals < max_evals) {
+        if (signals_should_stop() && upto == UINT64_MAX) {
+            upto = s_last_point(dir);
+            log_info("stopping: evaluating the points up to update %llu first",
+                     (unsigned long long)upto);
+        }
+        uint64_t u;
+        if (!s_next_point(dir, f->last_point, upto, &u)) {
+            if (upto != UINT64_MAX) {
+                break;
+            }
+            zmq_poll(NULL, 0, POLL_MS);
+            continue;
+        }
+        char path[CONFIG_STR_LEN + 112];
+        snprintf(path, sizeof path, "%s/u%012llu.bin", dir, (unsigned long long)u);
+        ckpt_header_t h;
+        int rc = f->cfg.env.action_dim > 0 ? ckpt_read_policy(path, &f->net, &h, f->params.data)
+                                           : ckpt_read_online(path, &f->net, &h, f->params.data);
+        if (rc != APEX_OK) {
+            // (last_point stays: a stray file numbered past the learner must not make the
+            // points before it look evaluated)
+            char bad[CONFIG_STR_LEN + 120];
+            snprintf(bad, sizeof bad, "%s.bad", path);
+            log_error("cannot evaluate %s: %s; moved to %s, on to the next", path,
+                      apex_strerror(rc), bad);
+            rename(path, bad);
+            continue;
+        }
+        f->last_point = u;
+        f->staged_step = h.learner_step;
+        f->staged_frames = h.extra.user[CKPT_USER_FRAMES];
+        f->last_version = h.extra.weights_version;
+        s_evaluate(f, &evals);
+        unlink(path); // (after its row: a kill in between is what s_next_point's removal is for)
+    }
+}
+
+// Evaluates f->params (the version f->last_version), records it and keeps the best.
+static void s_evaluate(s_follow *f, long *evals) {
+    int64_t t0 = clock_now_ns();
+    eval_result_t r;
+    if (f->py) {
+        if (evaluator_py_run(f->py, &f->params, &f->state, &f->opts, &r) != 0) {
+            f->last_eval_ms = clock_now_ms(); // skipped (logged): the next version's turn
+            return;
+        }
+    } else {
+        evaluator_run(f->spec, &f->params, &f->state, &f->opts, &r);
+    }
+    double secs = (double)(clock_now_ns() - t0) / 1e9;
+    f->last_eval_ms = clock_now_ms();
+    s_record(f, &r, secs);
+    if (r.mean > f->best) {
+        f->best = r.mean;
+        s_write_best(f, &r);
+    }
+    (*evals)++;
+}
+
 int evaluator_follow(const apex_config_t *cfg, long max_evals) {
     s_follow f = {.cfg = *cfg};
     f.spec = env_find(cfg->env.id);
@@ -865,6 +998,11 @@ int evaluator_follow(const apex_config_t *cfg, long max_evals) {
     if (s_follow_open(&f) != 0) {
         s_follow_close(&f);
         return 2;
+    }
+    if (cfg->eval.every_updates > 0) {
+        s_follow_points(&f, max_evals);
+        s_follow_close(&f);
+        return 0;
     }
     log_info("following the weights on %s: %ld episodes per version, epsilon %g, at most every "
              "%g s; results in %s/eval.csv",
@@ -890,24 +1028,7 @@ int evaluator_follow(const apex_config_t *cfg, long max_evals) {
         // were overtaken are skipped.
         memcpy(f.params.data, f.staged, f.params.num_params * sizeof(float));
         f.last_version = f.staged_version;
-        int64_t t0 = clock_now_ns();
-        eval_result_t r;
-        if (f.py) {
-            if (evaluator_py_run(f.py, &f.params, &f.state, &f.opts, &r) != 0) {
-                f.last_eval_ms = clock_now_ms(); // skipped (logged): the next version's turn
-                continue;
-            }
-        } else {
-            evaluator_run(f.spec, &f.params, &f.state, &f.opts, &r);
-        }
-        double secs = (double)(clock_now_ns() - t0) / 1e9;
-        f.last_eval_ms = clock_now_ms();
-        s_record(&f, &r, secs);
-        if (r.mean > f.best) {
-            f.best = r.mean;
-            s_write_best(&f, &r);
-        }
-        evals++;
+        s_evaluate(&f, &evals);
     }
     s_follow_close(&f);
     return 0;

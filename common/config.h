@@ -247,6 +247,7 @@ typedef struct {
     double epsilon;            // exploration during evaluation (0: greedy)
     int64_t max_episode_steps; // episodes are cut there (0: never)
     double interval_s;         // at most one evaluation per interval (0: back to back)
+    int64_t every_updates;     // > 0: the network at each multiple, every one (learner.c)
 } config_eval_t;
 
 typedef struct {

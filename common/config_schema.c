@@ -312,6 +312,11 @@ const config_row_t config_schema[] = {
     {"eval", "interval_s", T_FLOAT, OFF(eval.interval_s), 0, 0, 1e6, "0", NULL,
      "apex-eval --follow evaluates the newest weights at most this often (0: as soon as an "
      "evaluation ends and newer weights exist)"},
+    {"eval", "every_updates", T_INT, OFF(eval.every_updates), 0, 0, BIG, "0", NULL,
+     "when > 0: evaluate the network at every multiple of this many updates, each one (the "
+     "learner writes it to <run>/evals/, apex-eval --follow evaluates and removes it), instead "
+     "of the newest weights when the evaluator is free; what makes eval.csv the same in reruns "
+     "of a deterministic run"},
     {"python", "workers", T_INT, OFF(python.workers), 0, 1, 256, "1", NULL,
      "id = python: env worker processes per actor; each steps envs_per_actor / workers envs"},
     {"python", "groups", T_INT, OFF(python.groups), 0, 1, 64, "2", NULL,

@@ -8,6 +8,7 @@
 #include "algo.h"
 #include "apex.h"
 #include "blas.h"
+#include "ckpt.h"
 #include "clock.h"
 #include "fileio.h"
 #include "group.h"
@@ -24,6 +25,7 @@
 #include "xalloc.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,7 +54,13 @@ struct learner {
     weights_server_t *weights; // rank 0: the weights endpoint
     wire_decoder_t *stats_dec; // ActorStats
     loop_t *loop;
-    float *priorities;        // (batch_size) of the step just trained
+    float *priorities; // (batch_size) of the step just trained
+    // [eval] every_updates > 0: the network every that many updates, for the evaluator
+    // (rank 0: the published weights, of which the evaluated network is the prefix).
+    float *eval_buf;
+    nn_config_t eval_net;
+    char eval_dir[CONFIG_STR_LEN + 80];
+    uint64_t eval_failed;
     uint64_t weights_version; // the last one published
     int64_t idle_since_ns;    // start of the current wait for data; 0 = not waiting
     uint64_t bad_stats;       // ActorStats refused
@@ -316,6 +324,28 @@ static void s_add_loop(learner_t *l) {
     loop_add_timer(l->loop, WEIGHTS_SERVER_HOLD_MS / 2, s_timer_heartbeat, l);
 }
 
+// [eval] every_updates > 0 (rank 0): the directory of evaluation points and a buffer of the
+// published weights.
+static int s_eval_init(learner_t *l) {
+    if (l->round.rank != 0) {
+        return 0;
+    }
+    snprintf(l->eval_dir, sizeof l->eval_dir, "%s/evals", l->run_dir);
+    int e = fileio_mkdir_p(l->eval_dir);
+    if (e != 0) {
+        log_error("cannot create %s: %s", l->eval_dir, strerror(e));
+        return -1;
+    }
+    nn_config_from_run(&l->eval_net, &l->cfg);
+    l->eval_buf = xmalloc(algo_published_n(&l->algo) * sizeof(float));
+    APEX_ASSERT(algo_published_n(&l->algo) >= nn_num_params(&l->eval_net)); // (its prefix)
+    log_info("[eval] every_updates = %lld: the network every %lld updates goes to %s/ for "
+             "apex-eval --follow",
+             (long long)l->cfg.eval.every_updates, (long long)l->cfg.eval.every_updates,
+             l->eval_dir);
+    return 0;
+}
+
 learner_t *learner_new(const apex_config_t *cfg, int resume) {
     learner_t *l = xcalloc(1, sizeof *l);
     l->cfg = *cfg;
@@ -342,6 +372,10 @@ learner_t *learner_new(const apex_config_t *cfg, int resume) {
         return NULL;
     }
     l->priorities = xmalloc((size_t)cfg->learner.batch_size * sizeof(float));
+    if (cfg->eval.every_updates > 0 && s_eval_init(l) != 0) {
+        learner_destroy(&l);
+        return NULL;
+    }
     s_add_loop(l);
     char what[512];
     l->algo.ops->describe(l->algo.impl, cfg, what, sizeof what);
@@ -367,6 +401,7 @@ void learner_destroy(learner_t **self_p) {
     wire_decoder_destroy(&l->stats_dec);
     metrics_fini(&l->metrics);
     free(l->priorities);
+    free(l->eval_buf);
     algo_fini(&l->algo);
     group_destroy(&l->group); // MPI_Finalize, last
     free(l);
@@ -491,6 +526,37 @@ static void s_publish(learner_t *l) {
     l->metrics.weights_version = l->weights_version;
 }
 
+// [eval] every_updates: each rank at the same update (ZeRO stage 3 gathers the weights to
+// rank 0), which writes the network it evaluates to evals/u<update>.bin (a checkpoint of one
+// array, written whole then renamed: the evaluator never sees half of one). apex-eval
+// --follow evaluates every file in order and removes it (actor/evaluator.c), so that the
+// evaluations are of fixed updates, whichever moment the evaluator gets to them: the same in
+// every rerun of a deterministic run. A write that fails (a full disk) loses that one point,
+// logged; training goes on.
+static void s_eval_snapshot(learner_t *l) {
+    if (l->round.rank != 0) {
+        algo_publish(&l->algo, NULL);
+        return;
+    }
+    algo_publish(&l->algo, l->eval_buf);
+    uint64_t u = (uint64_t)algo_steps(&l->algo);
+    char path[CONFIG_STR_LEN + 112];
+    snprintf(path, sizeof path, "%s/u%012llu.bin", l->eval_dir, (unsigned long long)u);
+    ckpt_header_t h;
+    ckpt_header_init(&h, &l->eval_net);
+    h.learner_step = u;
+    h.extra.weights_version = l->weights_version;
+    h.extra.user[CKPT_USER_FRAMES] = metrics_frames(&l->metrics);
+    const float *arrays[1] = {l->eval_buf};
+    int rc = ckpt_write(path, &h, arrays, 1);
+    if (rc != APEX_OK) {
+        l->eval_failed++;
+        log_every(&l->metrics_log, LOG_INTERVAL_MS, LOG_ERROR,
+                  "cannot write %s: %s (%llu evaluation points lost; training goes on)", path,
+                  apex_strerror(rc), (unsigned long long)l->eval_failed);
+    }
+}
+
 // Trains the batch prefetch_next gave and sends its priorities; publishes every
 // publish_every updates (rank 0).
 static void s_train_one(learner_t *l, const prefetch_batch_t *b) {
@@ -511,6 +577,9 @@ static void s_train_one(learner_t *l, const prefetch_batch_t *b) {
     if (l->round.rank == 0 && s_metrics_every(l) > 0 &&
         mt->updates % (uint64_t)s_metrics_every(l) == 0) {
         s_write_metrics(l);
+    }
+    if (l->cfg.eval.every_updates > 0 && mt->updates % (uint64_t)l->cfg.eval.every_updates == 0) {
+        s_eval_snapshot(l);
     }
     mt->net_ns += clock_now_ns() - t0;
 }

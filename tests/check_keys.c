@@ -1330,6 +1330,7 @@ static const s_row s_rows[] = {
     {"eval.max_episode_steps", "eval.max_episode_steps=3", "eval.episodes=5;eval.epsilon=1", s_eval,
      EV_TRUNCATED, UP, NULL},
     {"eval.interval_s", NULL, NULL, NULL, 0, DIFF, "eval_follow.sh"},
+    {"eval.every_updates", NULL, NULL, NULL, 0, DIFF, "eval_follow.sh"},
 
     {"python.workers", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},
     {"python.groups", NULL, NULL, NULL, 0, DIFF, "python_env.sh"},

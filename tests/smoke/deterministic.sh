@@ -4,6 +4,9 @@
 # scripts/apex-local --deterministic to a fixed [learner] max_steps and compares:
 #   - the checkpoint's payload (parameters, optimizer state, step: the file after its
 #     240-byte header, whose run counters hold wall-clock time) and every optimizer shard;
+#   - eval.csv, where the evaluator ran (CartPole with 2 actors, Breakout): apex-local makes a
+#     deterministic run evaluate the network at the metrics rows' updates ([eval]
+#     every_updates), each one, whenever the evaluator gets to it;
 #   - metrics.csv's columns that are the learner's and the replay's (updates, loss, the
 #     replay's counters as of each trained batch, the weights version);
 # for CartPole with 2 actors, the same with a learner group of 2, with 2 replay shards and a
@@ -17,12 +20,14 @@ cd "$ROOT"
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0}
 RUNS="$TMP/runs"
 
-# run NAME CONFIG ARGS...: one deterministic run to its max_steps.
+# run NAME CONFIG ARGS...: one deterministic run to its max_steps (EVAL=1: with the
+# evaluator, 10 episodes an evaluation, at the metrics rows' updates: apex-local's default).
 run() {
   local name=$1 cfg=$2; shift 2
-  local rc=0
+  local rc=0 ev=(--no-eval)
+  [ "${EVAL:-0}" = 1 ] && ev=(--set eval.episodes=10)
   # shellcheck disable=SC2046
-  scripts/apex-local "$cfg" --bin "$APEX_BIN" --quiet --no-eval --deterministic $(endpoint_sets) \
+  scripts/apex-local "$cfg" --bin "$APEX_BIN" --quiet "${ev[@]}" --deterministic $(endpoint_sets) \
     --set run.out_dir="$RUNS" --set run.name="$name" --set run.max_seconds=300 "$@" \
     >"$TMP/$name.out" 2>&1 || rc=$?
   if [ "$rc" != 0 ] || ! grep -q "trained its budget" "$TMP/$name.out"; then
@@ -49,6 +54,13 @@ h = hashlib.sha256()
 for r in rows:
     h.update((",".join(r[c] for c in cols) + "\n").encode())
 out.append("metrics %d rows %s (updates %s)" % (len(rows), h.hexdigest(), " ".join(r["updates"] for r in rows)))
+# The evaluations (their wall-clock columns, the actors' frame count and the learner's
+# random incarnation aside).
+p = os.path.join(d, "eval.csv")
+if os.path.exists(p):
+    ecols = ["updates", "version", "episodes", "eval_mean", "eval_std", "eval_min", "eval_max", "truncated"]
+    rows = list(csv.DictReader(open(p)))
+    out.append("eval %d rows: %s" % (len(rows), "; ".join(",".join(r[c] for c in ecols) for r in rows)))
 print("\n".join(out))
 PY
 }
@@ -68,9 +80,12 @@ same() {
 # --- CartPole, 2 actors (configs/smoke.ini), twice; rows every 250 updates.
 # key: run.deterministic
 # key: learner.metrics_every_updates
-run c1 configs/smoke.ini --set run.deterministic=true --set learner.max_steps=1000 --set learner.metrics_every_updates=250
-run c2 configs/smoke.ini --set learner.max_steps=1000 --set learner.metrics_every_updates=250
+EVAL=1 run c1 configs/smoke.ini --set run.deterministic=true --set learner.max_steps=1000 --set learner.metrics_every_updates=250
+EVAL=1 run c2 configs/smoke.ini --set learner.max_steps=1000 --set learner.metrics_every_updates=250
 same c1 c2 "CartPole, 2 actors"
+evals=$(fingerprint c1 | sed -n 's/^eval \([0-9]*\) rows: .*/\1/p')
+[ "$evals" = 4 ] && ok "the evaluations identical too: 4, at the rows' updates (their means: $("$PY" -c "import csv,sys; print(' '.join(r['eval_mean'] for r in csv.DictReader(open(sys.argv[1]))))" "$RUNS/c1/eval.csv"))" \
+  || bad "evaluations of c1: '$evals' rows, want 4: $(tail -3 "$RUNS/c1/eval.log")"
 updates=$("$PY" -c "import csv,sys; print(' '.join(r['updates'] for r in csv.DictReader(open(sys.argv[1]))))" "$RUNS/c1/metrics.csv")
 [ "$updates" = "250 500 750 1000" ] \
   && key_ok learner.metrics_every_updates "metrics.csv rows at updates $updates" \
@@ -127,9 +142,9 @@ n_ok=$(grep -l "deterministic schedule: horizon [1-9][0-9]*, .* 0 out of turn" "
   || bad "shards: $n_ok of 2 with nothing out of turn; $(grep 'sample requests' "$RUNS/r1/learner.log")"
 
 # --- MinAtar Breakout (conv network, uint8 frames), twice.
-run b1 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.metrics_every_updates=100 \
+EVAL=1 run b1 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.metrics_every_updates=100 \
   --set replay.min_size_to_sample=2000
-run b2 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.metrics_every_updates=100 \
+EVAL=1 run b2 configs/minatar-breakout.ini --set learner.max_steps=400 --set learner.metrics_every_updates=100 \
   --set replay.min_size_to_sample=2000
 same b1 b2 "MinAtar Breakout"
 # Stacked frames stored once each, compressed (frame mode: the replay rebuilds stacks).

@@ -9,6 +9,7 @@
 # minatar_trace_breakout.txt) line for line, and --actions replays it; a continuous env
 # (Pendulum-v1) traces with seeded actions in its bounds, and --actions replays those too;
 # --checkpoint on it reads a DPG policy (a missing file: a load error) and refuses --epsilon.
+# [eval] every_updates: every point of the learner's evaluated, in order, a stray file aside.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 RUNS="$TMP/runs"
@@ -69,6 +70,24 @@ else
   expect_rc 0 "apex-eval loads the new best.bin" "$APEX_BIN/apex-eval" -c "$RUN/config.ini" --checkpoint "$RUN/best.bin" --episodes 20
   grep -q " mean $after " "$TMP/out" && ok "a better version ($after > $best) replaced best.bin" || bad "best.bin: $(cat "$TMP/out"), best $after"
 fi
+
+# [eval] every_updates: the learner writes the network every 100 updates to evals/, the
+# evaluator takes every one in order (none skipped, however it is timed) and removes it; a
+# stray file numbered past the learner (garbage) is set aside as .bad with an error, and
+# does not make the points before it look evaluated. The run ends at its budget.
+mkdir -p "$RUNS/every/evals"
+echo "not a checkpoint" >"$RUNS/every/evals/u000000009999.bin"
+rc=0
+# key: eval.every_updates
+scripts/apex-local configs/smoke.ini --set eval.every_updates=100 --bin "$APEX_BIN" --quiet $(endpoint_sets) \
+  --set run.out_dir="$RUNS" --set run.name=every --set run.target_return=100000 --set run.max_seconds=120 \
+  --set eval.episodes=10 --set learner.max_steps=600 >"$TMP/every.out" 2>&1 || rc=$?
+ups=$("$PY" -c "import csv, sys; print(' '.join(r['updates'] for r in csv.DictReader(open(sys.argv[1]))))" "$RUNS/every/eval.csv" 2>/dev/null)
+[ "$rc" = 0 ] && [ "$ups" = "100 200 300 400 500 600" ] && [ -z "$(ls "$RUNS/every/evals" | grep -v '\.bad$')" ] \
+  && key_ok eval.every_updates "every_updates = 100: eval.csv rows at updates $ups, each file removed" \
+  || bad "every_updates: exit $rc, rows at '$ups', left: $(ls "$RUNS/every/evals") $(tail -2 "$TMP/every.out")"
+[ -f "$RUNS/every/evals/u000000009999.bin.bad" ] && grep -q "cannot evaluate .*u000000009999.bin: .*moved to" "$RUNS/every/eval.log" \
+  && ok "a file that is not a checkpoint: set aside, said, the others evaluated" || bad "stray file: $(grep -i u000000009999 "$RUNS/every/eval.log")"
 
 # --trace: the reference's own trace (gen_minatar.py --trace breakout 5 80), line for line.
 "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=MinAtar/Breakout-v0 --trace 5 80 >"$TMP/trace.txt" 2>"$TMP/err" \
