@@ -110,10 +110,11 @@ struct actor {
     wire_buf_t scratch;
     wire_decoder_t *dec;
     uint64_t frames_reported; // env steps covered by the ActorStats sent so far
-    // Episode stats since the last ActorStats.
+    // Episode stats since the last ActorStats (ep_n of them; s_take_episodes).
     vecenv_episode_t *episodes;
     float *ep_returns, *ep_eps;
     uint32_t *ep_lengths;
+    int ep_n;
     void *ctx, *insert_sock, *stats_sock;
     weights_client_t weights; // asks the learner for weights (weights_client.h)
     security_t *security;
@@ -143,6 +144,10 @@ struct actor {
     int det;
     uint64_t det_period, det_want;
     int det_got, det_end;
+    // ... and the period's episodes for its last batch (TransitionBatch.det_returns): the
+    // returns of its last WIRE_DET_RETURNS_MAX, a ring.
+    float det_ret[WIRE_DET_RETURNS_MAX];
+    int det_ret_next, det_ret_n;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -231,6 +236,7 @@ static void s_alloc(actor_t *a) {
                              ? 256 + (size_t)(B + 2 * N * (c->n_step + 2)) * (a->frame_bytes + 4) +
                                    (size_t)B * (32 + (size_t)AB)
                              : 256 + (size_t)B * (2 * (size_t)OB + 16 + (size_t)AB);
+    batch_bytes += WIRE_DET_RETURNS_MAX * 4 + 32; // (a deterministic period's last batch)
     for (int i = 0; i < a->pending_cap; i++) {
         wire_buf_init(&a->pending[i], batch_bytes);
     }
@@ -527,6 +533,14 @@ static void s_send_rows(actor_t *a, int rows) {
                   WIRE_VERSION_ARGS(a->st.weights_version),
                   (unsigned long long)a->st.bad_priorities);
     }
+    // A deterministic period's last batch: the actor's totals through the period and its
+    // episodes' returns, oldest first (the ring unrolled on the stack).
+    float det_returns[WIRE_DET_RETURNS_MAX];
+    int nr = a->det_end ? a->det_ret_n : 0;
+    int first = (a->det_ret_next - a->det_ret_n + WIRE_DET_RETURNS_MAX) % WIRE_DET_RETURNS_MAX;
+    for (int i = 0; i < nr; i++) {
+        det_returns[i] = a->det_ret[(first + i) % WIRE_DET_RETURNS_MAX];
+    }
     wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
     m.u.batch = (wire_batch_t){.actor_id = (uint32_t)a->index,
                                .epoch = a->epoch,
@@ -545,7 +559,14 @@ static void s_send_rows(actor_t *a, int rows) {
                                .next_obs = o->next_obs,
                                .priorities = prio_ok ? a->prio : NULL,
                                .det_period = a->det ? a->det_period + 1 : 0,
-                               .det_period_end = a->det_end};
+                               .det_period_end = a->det_end,
+                               .det_frames = a->det_end ? a->st.steps : 0,
+                               .det_episodes = a->det_end ? a->st.episodes : 0,
+                               .det_returns = nr ? det_returns : NULL,
+                               .det_n_returns = (uint32_t)nr};
+    if (a->det_end) {
+        a->det_ret_n = a->det_ret_next = 0;
+    }
     a->det_end = 0;
     if (a->fm) {
         wire_batch_t *b = &m.u.batch;
@@ -678,7 +699,10 @@ static int s_reader_weights(loop_t *loop, void *sock, void *arg) {
 // weights of target p + 1: those the learner had after training every request the replay had
 // served when all actors' periods up to p - 1 were stored (learner.c s_det_version); the
 // actor waits for them.
+static void s_take_episodes(actor_t *a);
+
 static void s_det_end_period(actor_t *a) {
+    s_take_episodes(a); // (every episode that ended by this step)
     int B = (int)a->cfg.actor.send_batch;
     while (a->out.count > B) {
         s_ship(a, B);
@@ -1020,19 +1044,47 @@ static int s_timer_flush(loop_t *loop, void *arg) {
     return atomic_load(&a->stop_requested) ? -1 : 0;
 }
 
+// Takes the episodes the envs finished: into the next ActorStats (up to EPISODES_CAP; the
+// returns of more are not reported, their count is) and, in a deterministic run, into the
+// period's ring of returns. Called by the stats timer and at a period's end, so that a
+// period's episodes are those its steps finished, whenever the timer fires.
+static void s_take_episodes(actor_t *a) {
+    vecenv_episode_t spill[64];
+    for (;;) {
+        int room = EPISODES_CAP - a->ep_n;
+        vecenv_episode_t *e = room > 0 ? a->episodes + a->ep_n : spill;
+        int n = envsrc_drain_episodes(a->src, e, room > 0 ? room : (int)APEX_ARRAY_LEN(spill));
+        if (n == 0) {
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            // Saturated at +-FLT_MAX: a return past float32 (env rewards near 3.4e38) would
+            // make the learner refuse the whole message, frames and all (the wire takes
+            // finite ones).
+            double r = e[i].ret;
+            float rf = r > FLT_MAX ? FLT_MAX : r < -FLT_MAX ? -FLT_MAX : (float)r;
+            if (room > 0) {
+                a->ep_returns[a->ep_n + i] = rf;
+                a->ep_lengths[a->ep_n + i] = (uint32_t)e[i].len;
+                a->ep_eps[a->ep_n + i] = a->eps[e[i].env];
+            }
+            if (a->det) {
+                a->det_ret[a->det_ret_next] = rf;
+                a->det_ret_next = (a->det_ret_next + 1) % WIRE_DET_RETURNS_MAX;
+                a->det_ret_n += a->det_ret_n < WIRE_DET_RETURNS_MAX;
+            }
+        }
+        a->ep_n += room > 0 ? n : 0;
+        a->st.episodes += (uint64_t)n;
+    }
+}
+
 static int s_timer_stats(loop_t *loop, void *arg) {
     (void)loop;
     actor_t *a = arg;
-    int n = envsrc_drain_episodes(a->src, a->episodes, EPISODES_CAP);
-    for (int i = 0; i < n; i++) {
-        // Saturated at +-FLT_MAX: a return past float32 (env rewards near 3.4e38) would make
-        // the learner refuse the whole message, frames and all (the wire takes finite ones).
-        double r = a->episodes[i].ret;
-        a->ep_returns[i] = r > FLT_MAX ? FLT_MAX : r < -FLT_MAX ? -FLT_MAX : (float)r;
-        a->ep_lengths[i] = (uint32_t)a->episodes[i].len;
-        a->ep_eps[i] = a->eps[a->episodes[i].env];
-    }
-    a->st.episodes += (uint64_t)n;
+    s_take_episodes(a);
+    int n = a->ep_n;
+    a->ep_n = 0; // (sent or not: best effort, below)
     wire_msg_t m = {.type = WIRE_MSG_ACTOR_STATS};
     m.u.actor_stats = (wire_actor_stats_t){.actor_id = (uint32_t)a->index,
                                            .frames = a->st.steps,

@@ -6,6 +6,7 @@
 #include "apex.pb-c.h"
 #include "xalloc.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,7 +129,9 @@ size_t wire_max_message_bytes(const wire_limits_t *lim) {
                            (16 + wire_action_bytes(lim->action_dim) + 4 + 4 + 4);
         m = m > batch ? m : batch;
     }
-    return (m > stats ? m : stats) + 1024;
+    // (a deterministic period's last batch adds up to WIRE_DET_RETURNS_MAX returns and two
+    // counters: a TransitionBatch near the largest must still fit)
+    return (m > stats ? m : stats) + 1024 + WIRE_DET_RETURNS_MAX * 4 + 32;
 }
 
 wire_decoder_t *wire_decoder_new(const wire_limits_t *lim) {
@@ -442,6 +445,25 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         return s_err(d, APEX_EINVAL, "TransitionBatch: det_period %llu above %llu",
                      (unsigned long long)m->det_period, (unsigned long long)WIRE_SEQ_MAX);
     }
+    if (!m->det_period_end && (m->det_frames || m->det_episodes || m->det_returns.len)) {
+        return s_err(d, APEX_EPROTO,
+                     "TransitionBatch: det_frames, det_episodes or det_returns without "
+                     "det_period_end");
+    }
+    if (m->det_returns.len % 4 || m->det_returns.len / 4 > WIRE_DET_RETURNS_MAX ||
+        m->det_returns.len / 4 > m->det_episodes) {
+        return s_err(d, APEX_EPROTO,
+                     "TransitionBatch: %zu det_returns bytes (at most %d float32s, and at most "
+                     "det_episodes = %llu)",
+                     m->det_returns.len, WIRE_DET_RETURNS_MAX, (unsigned long long)m->det_episodes);
+    }
+    if (!s_all_finite(F32(m->det_returns), m->det_returns.len / 4)) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: non-finite det_returns");
+    }
+    if (m->det_frames > WIRE_FRAMES_MAX || m->det_episodes > WIRE_FRAMES_MAX) {
+        return s_err(d, APEX_EINVAL, "TransitionBatch: det_frames or det_episodes above %llu",
+                     (unsigned long long)WIRE_FRAMES_MAX);
+    }
     uint32_t min_count = (frame_mode && m->frame_count >= 1) || m->det_period_end ? 0 : 1;
     rc = s_rows_ok(d, "TransitionBatch", m->count, min_count, frame_mode ? 0 : m->count, m->obs_dim,
                    (uint32_t)m->obs_dtype, &m->obs, m->action_dim, &m->actions, &m->rewards,
@@ -495,6 +517,10 @@ static int s_decode_batch(wire_decoder_t *d, const Apex__TransitionBatch *m, wir
         .frame_sizes = m->frame_codec ? U32(m->frame_sizes) : NULL,
         .det_period = m->det_period,
         .det_period_end = m->det_period_end,
+        .det_frames = m->det_frames,
+        .det_episodes = m->det_episodes,
+        .det_returns = m->det_returns.len ? F32(m->det_returns) : NULL,
+        .det_n_returns = (uint32_t)(m->det_returns.len / 4),
     };
     return APEX_OK;
 }
@@ -576,6 +602,14 @@ static int s_stats_from(wire_decoder_t *d, const Apex__ReplayStats *s, wire_repl
     if (s->shard >= shards) {
         return s_err(d, APEX_EINVAL, "ReplayStats: shard %u of %u", s->shard, shards);
     }
+    if (!isfinite(s->det_return_sum) || s->det_return_n > WIRE_DET_RETURNS_MAX * (uint64_t)shards ||
+        s->det_env_frames > WIRE_FRAMES_MAX || s->det_episodes > WIRE_FRAMES_MAX) {
+        return s_err(d, APEX_EINVAL,
+                     "ReplayStats: deterministic actor columns out of range (returns sum %g of "
+                     "%u, frames %llu, episodes %llu)",
+                     s->det_return_sum, s->det_return_n, (unsigned long long)s->det_env_frames,
+                     (unsigned long long)s->det_episodes);
+    }
     *o = (wire_replay_stats_t){
         .size = s->size,
         .capacity = s->capacity,
@@ -592,6 +626,11 @@ static int s_stats_from(wire_decoder_t *d, const Apex__ReplayStats *s, wire_repl
         .shards = shards,
         .det_horizon = s->det_horizon,
         .det_served = s->det_served,
+        .det_env_frames = s->det_env_frames,
+        .det_episodes = s->det_episodes,
+        .det_return_sum = s->det_return_sum,
+        .det_return_n = s->det_return_n,
+        .det_version_min = s->det_version_min,
     };
     return APEX_OK;
 }
@@ -927,8 +966,13 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
                         !b->obs_frames && !b->next_frames && !b->frame_codec && !b->frame_sizes);
         }
         APEX_ASSERT(!b->det_period_end || b->det_period);
+        APEX_ASSERT(b->det_period_end || (!b->det_frames && !b->det_episodes && !b->det_n_returns));
+        APEX_ASSERT(b->det_n_returns <= WIRE_DET_RETURNS_MAX);
         tb.det_period = b->det_period;
         tb.det_period_end = b->det_period_end != 0;
+        tb.det_frames = b->det_frames;
+        tb.det_episodes = b->det_episodes;
+        tb.det_returns = s_bin(b->det_returns, (size_t)b->det_n_returns * 4);
         env.body_case = APEX__ENVELOPE__BODY_TRANSITION_BATCH;
         env.transition_batch = &tb;
         break;
@@ -981,6 +1025,11 @@ void wire_encode_version(const wire_msg_t *msg, uint32_t version, wire_buf_t *ou
         rs.shards = st->shards > 1 ? st->shards : 0; // one server: as older builds send it
         rs.det_horizon = st->det_horizon;
         rs.det_served = st->det_served;
+        rs.det_env_frames = st->det_env_frames;
+        rs.det_episodes = st->det_episodes;
+        rs.det_return_sum = st->det_return_sum;
+        rs.det_return_n = st->det_return_n;
+        rs.det_version_min = st->det_version_min;
         sr.stats = &rs;
         env.body_case = APEX__ENVELOPE__BODY_SAMPLE_REPLY;
         env.sample_reply = &sr;

@@ -158,7 +158,17 @@ typedef struct {
     // and whether this is the period's last batch (count may then be 0, frames or not).
     uint64_t det_period;
     int det_period_end;
+    // With det_period_end (0 / NULL otherwise, checked): the actor's env steps and episodes
+    // since it started, through the period's end, and the returns of the period's last
+    // det_n_returns (<= WIRE_DET_RETURNS_MAX, <= det_episodes) episodes, finite, in order.
+    uint64_t det_frames, det_episodes;
+    const float *det_returns;
+    uint32_t det_n_returns;
 } wire_batch_t;
+
+// The episode returns a deterministic period's last batch carries: the window of
+// metrics.csv's mean_return_100 (one actor's period can only add its last 100 to it).
+#define WIRE_DET_RETURNS_MAX 100
 
 // A deterministic learner's request id: the request's det_index in the low 48 bits, and how
 // many times it asked for that place before (0: the first ask) above, so that the replay
@@ -198,6 +208,13 @@ typedef struct {
     // Deterministic mode: every actor's periods below det_horizon are stored; det_served
     // requests had been served when the horizon got there (0 and 0 otherwise).
     uint64_t det_horizon, det_served;
+    // ... and the actors' columns as of det_horizon (proto/apex.proto): frames and episodes
+    // (each <= WIRE_FRAMES_MAX), the last det_return_n returns' sum (finite), and the
+    // smallest version acted with in the horizon's last period.
+    uint64_t det_env_frames, det_episodes;
+    double det_return_sum;
+    uint32_t det_return_n; // <= WIRE_DET_RETURNS_MAX x shards of the run
+    uint64_t det_version_min;
 } wire_replay_stats_t;
 
 typedef struct {

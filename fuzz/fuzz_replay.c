@@ -441,8 +441,13 @@ static uint64_t s_mlive_rows(const s_model *m) {
 // and applied to x. Bits 0-2 choose det_period: 0-3 the actor's current one, 4 the next, 5
 // the one before (0 in the first), 6 none (0), 7 any (fuzz_u64); 8: the batch ends it; 16:
 // no rows (the frames too in frame mode), unless keep_rows (a layout the run refuses, built
-// after); 32: seq as read, else the actor's next. Returns whether it ends the actor's
-// current period (the harness's actor then moves on once the server took it).
+// after); 32: seq as read, else the actor's next; 64 with an end: the actor's columns
+// (TransitionBatch.det_frames, det_episodes, det_returns: a byte for the count of returns, %
+// 101), with 128 in range (frames and episodes from a byte each, returns whole numbers in
+// [-128, 127]), without it anything the wire carries (u64s, f32s: NaN, infinities, counts
+// past WIRE_FRAMES_MAX, more returns than episodes, all refused by the decoder). Returns
+// whether it ends the actor's current period (the harness's actor then moves on once the
+// server took it).
 static int s_det_batch(s_run *r, fuzz_prog_t *in, wire_batch_t *x, int keep_rows) {
     uint8_t e = fuzz_u8(in);
     uint32_t a = x->actor_id;
@@ -477,6 +482,25 @@ static int s_det_batch(s_run *r, fuzz_prog_t *in, wire_batch_t *x, int keep_rows
     }
     if (!(e & 32)) {
         x->seq = r->det_seq[a];
+    }
+    if (x->det_period_end && (e & 64)) {
+        static float ret[WIRE_DET_RETURNS_MAX];
+        uint32_t n = fuzz_u8(in) % (WIRE_DET_RETURNS_MAX + 1);
+        if (e & 128) {
+            x->det_frames = 1000ull * fuzz_u8(in);
+            x->det_episodes = n + (uint64_t)fuzz_u8(in);
+            for (uint32_t i = 0; i < n; i++) {
+                ret[i] = (float)(int8_t)fuzz_u8(in);
+            }
+        } else {
+            x->det_frames = fuzz_u64(in);
+            x->det_episodes = fuzz_u64(in);
+            for (uint32_t i = 0; i < n; i++) {
+                ret[i] = fuzz_f32(in);
+            }
+        }
+        x->det_returns = n ? ret : NULL;
+        x->det_n_returns = n;
     }
     return x->det_period_end && p == cur;
 }

@@ -202,6 +202,14 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         FUZZ_CHECK(!b->priorities || s_in(b->priorities, b->count, 0.0f, WIRE_PRIORITY_MAX));
         FUZZ_CHECK(b->seq <= WIRE_SEQ_MAX);
         FUZZ_CHECK(b->det_period <= WIRE_SEQ_MAX && (!b->det_period_end || b->det_period));
+        // The actor's columns: only on a period's end, within their bounds, finite returns.
+        FUZZ_CHECK(b->det_period_end || (!b->det_frames && !b->det_episodes && !b->det_n_returns));
+        FUZZ_CHECK(b->det_frames <= WIRE_FRAMES_MAX && b->det_episodes <= WIRE_FRAMES_MAX);
+        FUZZ_CHECK(b->det_n_returns <= WIRE_DET_RETURNS_MAX && b->det_n_returns <= b->det_episodes);
+        FUZZ_CHECK(!b->det_n_returns == !b->det_returns);
+        for (uint32_t i = 0; i < b->det_n_returns; i++) {
+            FUZZ_CHECK(isfinite(b->det_returns[i]));
+        }
         FUZZ_CHECK(!lim->max_actors || b->actor_id < lim->max_actors);
         break;
     }
@@ -224,6 +232,10 @@ static void s_check_ok(const wire_limits_t *lim, const wire_msg_t *m) {
         FUZZ_CHECK(r->stats.total_priority >= 0.0 && r->stats.total_priority <= WIRE_MASS_MAX);
         FUZZ_CHECK(r->stats.min_priority >= 0.0 && r->stats.min_priority <= WIRE_MASS_MAX);
         FUZZ_CHECK(r->stats.shards >= 1 && r->stats.shard < r->stats.shards);
+        FUZZ_CHECK(isfinite(r->stats.det_return_sum) &&
+                   r->stats.det_return_n <= WIRE_DET_RETURNS_MAX * (uint64_t)r->stats.shards &&
+                   r->stats.det_env_frames <= WIRE_FRAMES_MAX &&
+                   r->stats.det_episodes <= WIRE_FRAMES_MAX);
         if (r->status != WIRE_SAMPLE_OK) {
             FUZZ_CHECK(r->status == WIRE_SAMPLE_NOT_READY || r->status == WIRE_SAMPLE_REFUSED);
             FUZZ_CHECK(r->count == 0 && !r->keys && !r->is_weights && !r->obs && !r->actions &&
@@ -311,7 +323,11 @@ static int s_same_batch(const wire_batch_t *a, const wire_batch_t *b) {
            a->obs_dim == b->obs_dim && a->obs_dtype == b->obs_dtype && s_same(a->obs, b->obs, no) &&
            s_same(a->actions, b->actions, n * 4) && s_same(a->rewards, b->rewards, n * 4) &&
            s_same(a->discounts, b->discounts, n * 4) && s_same(a->next_obs, b->next_obs, no) &&
-           !a->priorities == !b->priorities && s_same(a->priorities, b->priorities, n * 4);
+           !a->priorities == !b->priorities && s_same(a->priorities, b->priorities, n * 4) &&
+           a->det_period == b->det_period && !a->det_period_end == !b->det_period_end &&
+           a->det_frames == b->det_frames && a->det_episodes == b->det_episodes &&
+           a->det_n_returns == b->det_n_returns &&
+           s_same(a->det_returns, b->det_returns, (size_t)a->det_n_returns * 4);
 }
 
 static int s_same_reply(const wire_sample_reply_t *a, const wire_sample_reply_t *b) {
@@ -325,7 +341,13 @@ static int s_same_reply(const wire_sample_reply_t *a, const wire_sample_reply_t 
            memcmp(&a->stats, &b->stats, offsetof(wire_replay_stats_t, total_priority)) == 0 &&
            a->stats.total_priority == b->stats.total_priority &&
            a->stats.min_priority == b->stats.min_priority && a->stats.shard == b->stats.shard &&
-           a->stats.shards == b->stats.shards;
+           a->stats.shards == b->stats.shards && a->stats.det_horizon == b->stats.det_horizon &&
+           a->stats.det_served == b->stats.det_served &&
+           a->stats.det_env_frames == b->stats.det_env_frames &&
+           a->stats.det_episodes == b->stats.det_episodes &&
+           a->stats.det_return_sum == b->stats.det_return_sum &&
+           a->stats.det_return_n == b->stats.det_return_n &&
+           a->stats.det_version_min == b->stats.det_version_min;
 }
 
 static int s_same_msg(const wire_msg_t *a, const wire_msg_t *b) {

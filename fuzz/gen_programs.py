@@ -233,11 +233,18 @@ def d_run(prefetch2=0, ranks2=0, one_batch=1, window2=0):
 D_PERIOD = {"cur": 0, "next": 4, "prev": 5, "none": 6, "any": 7}
 
 
-def d_tail(period="cur", end=False, empty=False, seq_as_read=False, wild=None):
+def d_tail(period="cur", end=False, empty=False, seq_as_read=False, wild=None, cols=None):
     """The det byte of a batch: det_period (the actor's current, next, previous, none or
-    any = wild), the period's end, no rows, seq as read (else the actor's next)."""
+    any = wild), the period's end, no rows, seq as read (else the actor's next); cols with
+    an end: the actor's columns in range, (frames // 1000, episodes beyond the returns,
+    [returns as whole numbers in -128..127])."""
     e = D_PERIOD[period] | (8 if end else 0) | (16 if empty else 0) | (32 if seq_as_read else 0)
-    return [e] + (u64(wild) if period == "any" else [])
+    tail = u64(wild) if period == "any" else []
+    if cols is not None:
+        frames_k, extra, rets = cols
+        e |= 64 | 128
+        tail += [len(rets), frames_k, extra] + [r & 0xFF for r in rets]
+    return [e] + tail
 
 
 def d_batch(rows, actor=0, seq=None, **kw):
@@ -395,6 +402,17 @@ def det_programs():
     for a in (3, 1):
         sh += d_batch(3, actor=a, end=True)
     p["det_shard"] = sh + d_watch("cur") + d_sample(4) + d_update([(1, 1)]) + r_tick(1)
+    # The actors' columns on their periods' ends (metrics.csv's env_frames, episodes,
+    # mean_return_100 as of the horizon): two periods of four actors, one with 100 returns.
+    co = r_cfg(mode=0) + d_run()
+    for p_ in range(2):
+        for a in range(4):
+            rets = list(range(-3, 97)) if (a, p_) == (2, 1) else [a + p_, -a]
+            co += d_batch(3, actor=a, end=True, cols=(p_ + 1, 1, rets))
+        co += d_watch("next")
+        for q in range(3):  # (inserts wait while the next request could be served)
+            co += d_sample(4) + d_update([(q, 1)])
+    p["det_columns"] = co + r_tick(1) + d_watch("cur")
     return p
 
 

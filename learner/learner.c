@@ -133,6 +133,7 @@ static int s_open_metrics(learner_t *l) {
         log_error("cannot open %s: %s", path, strerror(errno));
         return -1;
     }
+    l->metrics.det = l->cfg.run.deterministic;
     // TensorBoard: <run dir>/tb/, a new file per learner process (a resumed one too).
     snprintf(path, sizeof path, "%s/tb", l->run_dir);
     l->metrics.tb = l->round.rank == 0 ? tbevents_new(path) : NULL;

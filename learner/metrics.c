@@ -210,24 +210,37 @@ static uint64_t s_min_actor_version(const metrics_t *m) {
     return v == UINT64_MAX ? 0 : v;
 }
 
+// The frames a row counts: the run's, or in a deterministic run those the replay counted in
+// its schedule as of the trained batch.
+static uint64_t s_row_frames(const metrics_t *m) {
+    return m->det ? m->replay.det_env_frames : metrics_frames(m);
+}
+
+static double s_row_mean_return(const metrics_t *m) {
+    if (!m->det) {
+        return metrics_mean_return(m);
+    }
+    return m->replay.det_return_n ? m->replay.det_return_sum / m->replay.det_return_n : NAN;
+}
+
 // The row's values, in s_columns order.
 static void s_row_values(const metrics_t *m, int64_t now_ms, double dt, s_value *v) {
-    const uint64_t frames = metrics_frames(m);
+    const uint64_t frames = s_row_frames(m);
     const double total_ns = dt * 1e9;
     int i = 0;
     v[i++].f = (double)metrics_elapsed_ms(m, now_ms) / 1000.0;
     v[i++].u = frames;
-    v[i++].u = m->episodes;
+    v[i++].u = m->det ? m->replay.det_episodes : m->episodes;
     v[i++].u = m->updates;
     v[i++].f = (double)(m->updates - m->prev_updates) / dt;
     v[i++].f = (double)(m->sampled_rows - m->prev_rows) / dt;
-    v[i++].f = (double)(frames - m->prev_frames) / dt;
-    v[i++].f = metrics_mean_return(m);
+    v[i++].f = frames >= m->prev_frames ? (double)(frames - m->prev_frames) / dt : 0.0;
+    v[i++].f = s_row_mean_return(m);
     v[i++].f = m->last_loss;
     v[i++].u = m->replay.size;
     v[i++].u = m->replay.inserted;
     v[i++].u = m->weights_version;
-    v[i++].u = s_min_actor_version(m);
+    v[i++].u = m->det ? m->replay.det_version_min : s_min_actor_version(m);
     v[i++].u = m->replay.updated;
     v[i++].u = m->replay.stale_updates;
     v[i++].u = m->replay.bad_messages + m->own_bad_messages;
@@ -295,7 +308,7 @@ static void s_write_tb(metrics_t *m, const s_value *v) {
         x[i] = k == C_U64 ? (double)v[i].u
                           : (k == C_VERSION ? (double)(v[i].u & 0xFFFFFFFFu) : v[i].f);
     }
-    int rc = tbevents_scalars(m->tb, (int64_t)metrics_frames(m), clock_wall_s(), m->tags, x,
+    int rc = tbevents_scalars(m->tb, (int64_t)s_row_frames(m), clock_wall_s(), m->tags, x,
                               (int)s_n_columns(m));
     if (rc == APEX_OK) {
         rc = tbevents_flush(m->tb);
@@ -319,7 +332,7 @@ int metrics_write_row(metrics_t *m, int64_t now_ms) {
     m->prev_ms = now_ms;
     m->prev_updates = m->updates;
     m->prev_rows = m->sampled_rows;
-    m->prev_frames = metrics_frames(m);
+    m->prev_frames = s_row_frames(m);
     m->wait_ns = m->train_ns = m->optim_ns = m->net_ns = 0;
     return rc;
 }

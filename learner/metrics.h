@@ -64,6 +64,10 @@ typedef struct {
     // but actor_loss and actor_grad_norm those of the last policy update; the counters are
     // the trainer's totals.
     int dpg;
+    // [run] deterministic: the actors' columns (env_frames, episodes, mean_return_100,
+    // actor_version_min) are those of the trained batch's replay stats (ReplayStats.det_*:
+    // counted in the schedule's order), not of the ActorStats that came on a timer.
+    int det;
     double actor_loss, q_mean, critic_grad_norm, actor_grad_norm;
     uint64_t policy_updates, skipped_steps;
     int64_t wait_ns, train_ns, optim_ns, net_ns; // per-stage time since the last row

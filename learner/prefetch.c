@@ -388,7 +388,8 @@ static void s_fan_merge(prefetch_t *p, s_slot *s) {
         s->row_shard[j] = (uint8_t)k;
     }
     wire_replay_stats_t *t = &s->stats;
-    *t = (wire_replay_stats_t){.shards = (uint32_t)p->fan, .min_priority = pmin};
+    *t = (wire_replay_stats_t){
+        .shards = (uint32_t)p->fan, .min_priority = pmin, .det_version_min = UINT64_MAX};
     for (int k = 0; k < p->fan; k++) {
         const wire_replay_stats_t *st = &s->sub_stats[k];
         t->size += st->size;
@@ -401,6 +402,13 @@ static void s_fan_merge(prefetch_t *p, s_slot *s) {
         t->limiter_waits += st->limiter_waits;
         t->duplicate_batches += st->duplicate_batches;
         t->total_priority += st->total_priority;
+        // The actors' columns: each shard's own actors' (its last returns, its smallest
+        // version), so the sums, and the smallest version of all.
+        t->det_env_frames += st->det_env_frames;
+        t->det_episodes += st->det_episodes;
+        t->det_return_sum += st->det_return_sum;
+        t->det_return_n += st->det_return_n;
+        t->det_version_min = APEX_MIN(t->det_version_min, st->det_version_min);
     }
 }
 

@@ -14,6 +14,7 @@
 #include "store.h"
 #include "xalloc.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -195,6 +196,10 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
         if (s->sharded) {
             detsched_members(s->det, (int)cfg->replay.shard, (int)cfg->replay.shards);
         }
+        size_t na = (size_t)cfg->actor.num_actors;
+        s->det_act_frames = xcalloc(na, sizeof(uint64_t));
+        s->det_act_episodes = xcalloc(na, sizeof(uint64_t));
+        s->det_act_version = xcalloc(na, sizeof(uint64_t));
         log_info("deterministic run: inserts, samples and priority updates in a fixed order; "
                  "samples per insert exact ([replay] spi_tolerance %g not used)",
                  cfg->replay.spi_tolerance);
@@ -268,6 +273,9 @@ void replay_server_destroy(replay_server_t **self_p) {
     wire_rows_fini(&s->rows);
     free(s->pending);
     detsched_destroy(&s->det);
+    free(s->det_act_frames);
+    free(s->det_act_episodes);
+    free(s->det_act_version);
     free(s);
     *self_p = NULL;
 }
@@ -493,6 +501,53 @@ static void s_det_hold_insert(replay_server_t *s, const wire_batch_t *b, const u
     }
 }
 
+// A period's last batch, applied in its turn: its actor's totals and the returns of the
+// period's episodes, in the schedule's order (what metrics.csv's actor columns are made of in
+// a deterministic run).
+static void s_det_actor_end(replay_server_t *s, const wire_batch_t *b) {
+    uint32_t a = b->actor_id; // (below num_actors: the decoder checked)
+    s->det_act_frames[a] = b->det_frames;
+    s->det_act_episodes[a] = b->det_episodes;
+    s->det_act_version[a] = b->weights_version;
+    for (uint32_t i = 0; i < b->det_n_returns; i++) {
+        s->det_ret[s->det_ret_next] = b->det_returns[i];
+        s->det_ret_next = (s->det_ret_next + 1) % WIRE_DET_RETURNS_MAX;
+        s->det_ret_n += s->det_ret_n < WIRE_DET_RETURNS_MAX;
+    }
+}
+
+// The horizon moved: the actors' columns as of it (every member actor ended its periods
+// below it, and nothing of a later period is in the totals yet: they are taken right after
+// the batch that moved it). The returns are summed oldest first.
+static void s_det_snapshot(replay_server_t *s) {
+    uint64_t h = detsched_horizon(s->det);
+    if (h == s->det_snap_h) {
+        return;
+    }
+    s->det_snap_h = h;
+    wire_replay_stats_t *o = &s->det_snap;
+    o->det_env_frames = o->det_episodes = 0;
+    o->det_version_min = UINT64_MAX;
+    const apex_config_t *c = &s->cfg;
+    for (int a = 0; a < (int)c->actor.num_actors; a++) {
+        if (config_actor_shard(c, a) != c->replay.shard) {
+            continue;
+        }
+        o->det_env_frames += s->det_act_frames[a];
+        o->det_episodes += s->det_act_episodes[a];
+        o->det_version_min = APEX_MIN(o->det_version_min, s->det_act_version[a]);
+    }
+    o->det_env_frames = APEX_MIN(o->det_env_frames, WIRE_FRAMES_MAX); // (peers' numbers)
+    o->det_episodes = APEX_MIN(o->det_episodes, WIRE_FRAMES_MAX);
+    double sum = 0.0;
+    int first = (s->det_ret_next - s->det_ret_n + WIRE_DET_RETURNS_MAX) % WIRE_DET_RETURNS_MAX;
+    for (int i = 0; i < s->det_ret_n; i++) {
+        sum += (double)s->det_ret[(first + i) % WIRE_DET_RETURNS_MAX];
+    }
+    o->det_return_sum = isfinite(sum) ? sum : 0.0; // (100 floats near FLT_MAX: not finite)
+    o->det_return_n = (uint32_t)s->det_ret_n;
+}
+
 // Applies held batches in their turn while the next request could not be served yet: a
 // sample never lands between two inserts a timing decided.
 static int s_det_apply_inserts(replay_server_t *s) {
@@ -509,17 +564,22 @@ static int s_det_apply_inserts(replay_server_t *s) {
         if (detsched_skip_stale_turn(s->det, b)) {
             s_det_diverges(s,
                            "an actor's batch of a later period before the end of its current one");
+            s_det_snapshot(s);
             continue;
         }
         if (rc == APEX_OK) {
             s_apply_batch(s, b, raw, len);
             persist_ack(s->persist, idb, idn, b->actor_id, b->seq);
             applied++;
+            if (b->det_period_end) {
+                s_det_actor_end(s, b);
+            }
         }
         if (detsched_pop_insert(s->det, b)) {
             s_det_diverges(s, rc == APEX_OK ? "a batch out of its period's turn"
                                             : "a held batch that no longer decodes");
         }
+        s_det_snapshot(s);
     }
     return applied;
 }
@@ -723,6 +783,11 @@ void replay_server_stats(const replay_server_t *s, wire_replay_stats_t *o) {
     if (s->det) {
         o->det_horizon = detsched_horizon(s->det);
         o->det_served = (uint64_t)detsched_served_at(s->det, o->det_horizon);
+        o->det_env_frames = s->det_snap.det_env_frames;
+        o->det_episodes = s->det_snap.det_episodes;
+        o->det_return_sum = s->det_snap.det_return_sum;
+        o->det_return_n = s->det_snap.det_return_n;
+        o->det_version_min = s->det_snap_h ? s->det_snap.det_version_min : 0;
     }
 }
 

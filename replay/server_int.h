@@ -118,6 +118,14 @@ struct replay_server {
     uint32_t det_rows;
     uint64_t det_reasks; // requests asked again after they were served, dropped
     log_limiter_t det_log;
+    // The actors' metrics.csv columns in the schedule's order (TransitionBatch.det_frames
+    // ...): each actor's totals at its last period's end, the last returns in the order the
+    // periods were applied, and their values when the horizon last moved (what the stats say).
+    uint64_t *det_act_frames, *det_act_episodes, *det_act_version; // (num_actors)
+    float det_ret[WIRE_DET_RETURNS_MAX];
+    int det_ret_next, det_ret_n;
+    uint64_t det_snap_h;
+    wire_replay_stats_t det_snap; // (its det_* actor columns only)
     // Tests: every reply the server sends, as sent (NULL: none).
     void (*reply_hook)(void *arg, const wire_msg_t *m);
     void *reply_hook_arg;

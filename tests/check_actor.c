@@ -635,6 +635,107 @@ START_TEST(test_stats_carry_apex_epsilons) {
 }
 END_TEST
 
+// [run] deterministic: the period's last batch carries the actor's totals through it and the
+// returns of its episodes (TransitionBatch.det_*), for the replay to count in its schedule.
+// One period of 400 frames (4 envs x 100 steps; the stand-in learner never sends target 1, so
+// the actor stops there): the earlier batches carry none of it; the last one says 400 frames,
+// its episodes, and returns that are CartPole's (a whole number of steps each) and end as the
+// ActorStats that reached the learner's stand-in by the other socket end, in the same order.
+START_TEST(test_det_period_end_carries_actor_columns) {
+    apex_config_t cfg;
+    s_config(&cfg, 7);
+    s_set(&cfg, "run.deterministic=true");
+    s_set(&cfg, "replay.samples_per_insert=8");
+    s_set(&cfg, "actor.weight_sync_steps=400");
+    s_set(&cfg, "actor.max_steps_per_s=0");
+    void *ctx = zmq_ctx_new();
+    char ins_ep[256], weights_ep[256], stats_ep[256];
+    void *router = s_bound(ctx, ZMQ_ROUTER, ins_ep, sizeof ins_ep);
+    void *weights = check_weights_router(ctx, weights_ep, sizeof weights_ep); // silent
+    void *pull = s_bound(ctx, ZMQ_PULL, stats_ep, sizeof stats_ep);
+    s_set(&cfg, "endpoints.replay_insert=%s", ins_ep);
+    s_set(&cfg, "endpoints.learner_weights=%s", weights_ep);
+    s_set(&cfg, "endpoints.learner_stats=%s", stats_ep);
+    s_actor x;
+    s_actor_start(&x, &cfg, 0);
+    wire_decoder_t *dec = s_decoder();
+    static float want[WIRE_DET_RETURNS_MAX];
+    uint64_t episodes = 0;
+    uint32_t n_ret = 0;
+    int ended = 0, batches = 0;
+    int64_t deadline = clock_now_ms() + WAIT_MS;
+    while (!ended) {
+        ck_assert_msg(clock_now_ms() < deadline, "no period end in %d batches", batches);
+        zmq_msg_t id, msg;
+        zmq_msg_init(&id);
+        if (zmq_msg_recv(&id, router, 0) < 0) {
+            zmq_msg_close(&id);
+            continue;
+        }
+        zmq_msg_init(&msg);
+        ck_assert_int_ge(zmq_msg_recv(&msg, router, 0), 0);
+        wire_msg_t m;
+        ck_assert_int_eq(wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+        const wire_batch_t *b = &m.u.batch;
+        ck_assert_uint_eq(b->det_period, 1);
+        if (b->det_period_end) {
+            ended = 1;
+            ck_assert_uint_eq(b->det_frames, 400);
+            episodes = b->det_episodes;
+            n_ret = b->det_n_returns;
+            ck_assert_uint_ge(episodes, 1);
+            ck_assert_uint_eq(n_ret, APEX_MIN(episodes, WIRE_DET_RETURNS_MAX));
+            for (uint32_t i = 0; i < n_ret; i++) {
+                want[i] = b->det_returns[i];
+                ck_assert(want[i] >= 1.0f && want[i] <= 500.0f && want[i] == floorf(want[i]));
+            }
+        } else {
+            ck_assert_uint_eq(b->det_frames + b->det_episodes + b->det_n_returns, 0);
+        }
+        batches++;
+        zmq_msg_close(&id);
+        zmq_msg_close(&msg);
+    }
+    // The ActorStats, up to the first that counts the period's 400 frames (it carries the
+    // period's last episodes: the actor took them all at the period's end and steps no more).
+    // Stats are best effort (one sent before the connection is up is lost), so the tails are
+    // compared: the last returns the learner heard are the batch's last ones.
+    static float got[4096];
+    uint64_t n_got = 0, frames = 0;
+    deadline = clock_now_ms() + WAIT_MS;
+    while (frames < 400) {
+        ck_assert_msg(clock_now_ms() < deadline, "no ActorStats with 400 frames (%llu)",
+                      (unsigned long long)frames);
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, pull, 0) >= 0) {
+            wire_msg_t m;
+            ck_assert_int_eq(wire_decode(dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &m), APEX_OK);
+            for (uint32_t e = 0; e < m.u.actor_stats.n_episodes && n_got < 4096; e++) {
+                got[n_got++] = m.u.actor_stats.returns[e];
+            }
+            frames = m.u.actor_stats.frames;
+        }
+        zmq_msg_close(&msg);
+    }
+    ck_assert_uint_eq(frames, 400);
+    ck_assert_uint_le(n_got, episodes);
+    uint64_t k = APEX_MIN(n_got, (uint64_t)n_ret);
+    ck_assert_uint_ge(k, 1);
+    ck_assert_mem_eq(got + (n_got - k), want + (n_ret - k), k * sizeof(float));
+    printf("# actor: a deterministic period of 400 frames ended %llu episodes, returns %g .. %g\n",
+           (unsigned long long)episodes, (double)want[0], (double)want[n_ret - 1]);
+    actor_stats_t st;
+    s_actor_stop(&x, &st);
+    ck_assert_uint_eq(st.episodes, episodes);
+    wire_decoder_destroy(&dec);
+    zmq_close(router);
+    zmq_close(weights);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *actor_suite(void) {
     Suite *s = suite_create("actor");
     TCase *tc = tcase_create("zmq");
@@ -646,6 +747,7 @@ Suite *actor_suite(void) {
     tcase_add_test(tc, test_silent_learner_reconnected);
     tcase_add_test(tc, test_survives_replay_restart);
     tcase_add_test(tc, test_deterministic_batches);
+    tcase_add_test(tc, test_det_period_end_carries_actor_columns);
     tcase_add_test(tc, test_stats_carry_apex_epsilons);
     suite_add_tcase(s, tc);
     return s;

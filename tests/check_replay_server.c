@@ -1867,6 +1867,83 @@ START_TEST(test_det_shard_share_of_ratio_and_minimum) {
 }
 END_TEST
 
+// The actors' columns of a deterministic run: each period's last batch carries its actor's
+// totals and the returns of its episodes; the replay reports them as of the horizon (every
+// actor's periods below it), the returns the last 100 in the schedule's order. Two actors:
+// period 0 ends with 10 + 12 frames, 2 + 1 episodes, returns {1, 2} then {5}; in period 1
+// actor 0's 100 returns of 1 come first, and nothing moves until actor 1 ends it too (with
+// a return of 3): then the window is 99 ones and the 3. Versions: the smallest acted with.
+static void s_det_end(replay_server_t *s, uint32_t actor, uint64_t seq, uint64_t period,
+                      uint64_t frames, uint64_t episodes, const float *ret, uint32_t n,
+                      uint64_t version) {
+    float obs[OBS] = {0}, r = 0.0f, disc = 0.99f;
+    int32_t act = 0;
+    wire_msg_t m = {.type = WIRE_MSG_TRANSITION_BATCH};
+    m.u.batch = (wire_batch_t){.actor_id = actor,
+                               .epoch = 7,
+                               .seq = seq,
+                               .weights_version = version,
+                               .count = 1,
+                               .obs_dim = OBS,
+                               .obs = obs,
+                               .actions = &act,
+                               .rewards = &r,
+                               .discounts = &disc,
+                               .next_obs = obs,
+                               .det_period = period + 1,
+                               .det_period_end = 1,
+                               .det_frames = frames,
+                               .det_episodes = episodes,
+                               .det_returns = n ? ret : NULL,
+                               .det_n_returns = n};
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_encode(&m, &b);
+    char id[16];
+    snprintf(id, sizeof id, "actor-%u", actor);
+    replay_server_handle(s, REPLAY_SOCK_INSERT, id, strlen(id), b.data, b.len, 0);
+    wire_buf_fini(&b);
+}
+
+START_TEST(test_det_actor_columns_as_of_horizon) {
+    replay_server_t *s = s_det_server(1); // (2 actors; min_size_to_sample 20: nothing served)
+    wire_replay_stats_t st;
+    const float r0[2] = {1.0f, 2.0f}, r1[1] = {5.0f}, r3[1] = {3.0f};
+    float ones[WIRE_DET_RETURNS_MAX];
+    for (int i = 0; i < WIRE_DET_RETURNS_MAX; i++) {
+        ones[i] = 1.0f;
+    }
+    s_det_end(s, 1, 0, 0, 12, 1, r1, 1, (3ull << 32) | 4); // held: actor 0's turn first
+    s_det_end(s, 0, 0, 0, 10, 2, r0, 2, (3ull << 32) | 5);
+    replay_server_stats(s, &st);
+    ck_assert_uint_eq(st.det_horizon, 1);
+    ck_assert_uint_eq(st.det_env_frames, 22);
+    ck_assert_uint_eq(st.det_episodes, 3);
+    ck_assert_double_eq(st.det_return_sum, 8.0);
+    ck_assert_uint_eq(st.det_return_n, 3);
+    ck_assert_uint_eq(st.det_version_min, (3ull << 32) | 4);
+    s_det_end(s, 0, 1, 1, 20, 102, ones, WIRE_DET_RETURNS_MAX, (3ull << 32) | 6);
+    replay_server_stats(s, &st); // actor 0's period 1 is in, the horizon is not: as before
+    ck_assert_uint_eq(st.det_horizon, 1);
+    ck_assert_uint_eq(st.det_env_frames, 22);
+    ck_assert_uint_eq(st.det_return_n, 3);
+    s_det_end(s, 1, 1, 1, 24, 2, r3, 1, (3ull << 32) | 6);
+    replay_server_stats(s, &st);
+    ck_assert_uint_eq(st.det_horizon, 2);
+    ck_assert_uint_eq(st.det_env_frames, 44);
+    ck_assert_uint_eq(st.det_episodes, 104);
+    ck_assert_uint_eq(st.det_return_n, WIRE_DET_RETURNS_MAX);
+    ck_assert_double_eq(st.det_return_sum, 99.0 + 3.0);
+    ck_assert_uint_eq(st.det_version_min, (3ull << 32) | 6);
+    replay_server_destroy(&s);
+    // Off: zeros.
+    s = s_det_server(0);
+    replay_server_stats(s, &st);
+    ck_assert_uint_eq(st.det_env_frames + st.det_episodes + st.det_return_n, 0);
+    replay_server_destroy(&s);
+}
+END_TEST
+
 Suite *replay_server_suite(void) {
     Suite *s = suite_create("replay_server");
     TCase *tc = tcase_create("core");
@@ -1891,6 +1968,7 @@ Suite *replay_server_suite(void) {
     tcase_add_test(tc, test_det_off_replies_follow_arrival_order);
     tcase_add_test(tc, test_det_reask_of_served_request_dropped);
     tcase_add_test(tc, test_det_shard_share_of_ratio_and_minimum);
+    tcase_add_test(tc, test_det_actor_columns_as_of_horizon);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2003,6 +2003,152 @@ static void s_forge_det_batch(pb_t *env, uint32_t rows, uint64_t det_period, uin
     pb_envelope(env, 2, &body);
 }
 
+// A deterministic period's last batch carries its actor's totals and the returns of its last
+// (up to 100) episodes; ReplayStats the actors' columns as of the horizon. Round trips at the
+// edges; refusals: any of them on a batch that does not end a period, 101 returns, more
+// returns than episodes, a NaN or infinite return, counts past WIRE_FRAMES_MAX, bytes not a
+// whole number of floats (forged); in ReplayStats a non-finite sum, more returns than 100 per
+// shard, counts past WIRE_FRAMES_MAX.
+START_TEST(test_det_actor_columns) {
+    wire_buf_t b;
+    wire_buf_init(&b, 0);
+    wire_decoder_t *d = wire_decoder_new(&s_lim);
+    float ret[WIRE_DET_RETURNS_MAX + 1];
+    for (int i = 0; i <= WIRE_DET_RETURNS_MAX; i++) {
+        ret[i] = (float)i - 20.5f;
+    }
+    wire_msg_t m, o;
+    static const uint32_t ns[] = {0, 1, WIRE_DET_RETURNS_MAX};
+    for (size_t k = 0; k < APEX_ARRAY_LEN(ns); k++) {
+        m = s_det_batch(4, 1, k == 1 ? 0 : ROWS);
+        m.u.batch.det_frames = k == 2 ? WIRE_FRAMES_MAX : 400 * (k + 1);
+        m.u.batch.det_episodes = k == 2 ? WIRE_FRAMES_MAX : ns[k] + 3;
+        m.u.batch.det_returns = ns[k] ? ret : NULL;
+        m.u.batch.det_n_returns = ns[k];
+        wire_encode(&m, &b);
+        ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+        ck_assert_uint_eq(o.u.batch.det_frames, m.u.batch.det_frames);
+        ck_assert_uint_eq(o.u.batch.det_episodes, m.u.batch.det_episodes);
+        ck_assert_uint_eq(o.u.batch.det_n_returns, ns[k]);
+        ck_assert(ns[k] ? memcmp(o.u.batch.det_returns, ret, ns[k] * 4) == 0
+                        : o.u.batch.det_returns == NULL);
+    }
+    // Refused: each field on a batch that does not end its period (forged: the encoder
+    // asserts), then the bounds.
+    static const int fields[] = {26, 27, 28};
+    for (size_t k = 0; k < APEX_ARRAY_LEN(fields); k++) {
+        // The fixture batch's fields, then one more.
+        pb_t env, body = {.n = 0};
+        s_fill();
+        pb_uint(&body, 1, 3);
+        pb_uint(&body, 2, 77);
+        pb_uint(&body, 4, ROWS);
+        pb_uint(&body, 5, OBS);
+        pb_bytes(&body, 6, s_obs, (size_t)ROWS * OBS * 4);
+        pb_bytes(&body, 7, s_act, (size_t)ROWS * 4);
+        pb_bytes(&body, 8, s_rew, (size_t)ROWS * 4);
+        pb_bytes(&body, 9, s_disc, (size_t)ROWS * 4);
+        pb_bytes(&body, 10, s_next, (size_t)ROWS * OBS * 4);
+        pb_uint(&body, 24, 4);
+        size_t n0 = body.n;
+        if (fields[k] == 28) {
+            pb_uint(&body, 27, 5);
+            pb_bytes(&body, 28, ret, 8);
+        } else {
+            pb_uint(&body, fields[k], 5);
+        }
+        pb_envelope(&env, 2, &body);
+        s_expect_det(d, env.b, env.n, APEX_EPROTO, "without det_period_end", NULL);
+        if (fields[k] == 28) { // the same with the end: decodes; 7 bytes of returns do not
+            pb_uint(&body, 25, 1);
+            pb_envelope(&env, 2, &body);
+            s_expect_det(d, env.b, env.n, APEX_OK, NULL, NULL);
+            body.n = n0;
+            pb_uint(&body, 27, 5);
+            pb_bytes(&body, 28, ret, 7);
+            pb_uint(&body, 25, 1);
+            pb_envelope(&env, 2, &body);
+            s_expect_det(d, env.b, env.n, APEX_EPROTO, "det_returns bytes", NULL);
+        }
+    }
+    m = s_det_batch(4, 1, ROWS);
+    m.u.batch.det_episodes = 1000;
+    m.u.batch.det_returns = ret;
+    m.u.batch.det_n_returns = WIRE_DET_RETURNS_MAX;
+    // 101 returns: encoded by hand (the encoder asserts 100 at most).
+    pb_t env, body = {.n = 0};
+    pb_uint(&body, 1, 3);
+    pb_uint(&body, 2, 77);
+    pb_uint(&body, 5, OBS);
+    pb_uint(&body, 24, 4);
+    pb_uint(&body, 25, 1);
+    pb_uint(&body, 27, 1000);
+    pb_bytes(&body, 28, ret, (WIRE_DET_RETURNS_MAX + 1) * 4);
+    pb_envelope(&env, 2, &body);
+    s_expect_det(d, env.b, env.n, APEX_EPROTO, "det_returns bytes", "at most 100");
+    m.u.batch.det_episodes = WIRE_DET_RETURNS_MAX - 1; // fewer episodes than returns
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EPROTO, "det_returns bytes", "det_episodes = 99");
+    m.u.batch.det_episodes = 1000;
+    float bad[2] = {1.0f, NAN};
+    m.u.batch.det_returns = bad;
+    m.u.batch.det_n_returns = 2;
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "non-finite det_returns", NULL);
+    bad[1] = INFINITY;
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "non-finite det_returns", NULL);
+    m.u.batch.det_returns = ret;
+    m.u.batch.det_frames = WIRE_FRAMES_MAX + 1;
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "det_frames or det_episodes above", NULL);
+    m.u.batch.det_frames = 1;
+    m.u.batch.det_episodes = WIRE_FRAMES_MAX + 1;
+    wire_encode(&m, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "det_frames or det_episodes above", NULL);
+
+    // ReplayStats: the actors' columns round-trip, and their bounds.
+    m = (wire_msg_t){.type = WIRE_MSG_SAMPLE_REPLY};
+    m.u.sample_reply = (wire_sample_reply_t){.id = 5,
+                                             .status = WIRE_SAMPLE_NOT_READY,
+                                             .stats = {.size = 9,
+                                                       .shard = 1,
+                                                       .shards = 2,
+                                                       .det_horizon = 3,
+                                                       .det_env_frames = WIRE_FRAMES_MAX,
+                                                       .det_episodes = 77,
+                                                       .det_return_sum = -1234.5,
+                                                       .det_return_n = 2 * WIRE_DET_RETURNS_MAX,
+                                                       .det_version_min = (5ull << 32) | 9}};
+    wire_encode(&m, &b);
+    ck_assert_int_eq(wire_decode(d, b.data, b.len, &o), APEX_OK);
+    const wire_replay_stats_t *st = &o.u.sample_reply.stats;
+    ck_assert_uint_eq(st->det_env_frames, WIRE_FRAMES_MAX);
+    ck_assert_uint_eq(st->det_episodes, 77);
+    ck_assert_double_eq(st->det_return_sum, -1234.5);
+    ck_assert_uint_eq(st->det_return_n, 2 * WIRE_DET_RETURNS_MAX);
+    ck_assert_uint_eq(st->det_version_min, (5ull << 32) | 9);
+    wire_msg_t w = m;
+    w.u.sample_reply.stats.det_return_n = 2 * WIRE_DET_RETURNS_MAX + 1; // (2 shards: 200 at most)
+    wire_encode(&w, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "deterministic actor columns", NULL);
+    w = m;
+    w.u.sample_reply.stats.det_return_sum = NAN;
+    wire_encode(&w, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "deterministic actor columns", NULL);
+    w = m;
+    w.u.sample_reply.stats.det_episodes = WIRE_FRAMES_MAX + 1;
+    wire_encode(&w, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "deterministic actor columns", NULL);
+    w = m;
+    w.u.sample_reply.stats.det_env_frames = UINT64_MAX;
+    wire_encode(&w, &b);
+    s_expect_det(d, b.data, b.len, APEX_EINVAL, "deterministic actor columns", NULL);
+    wire_decoder_destroy(&d);
+    wire_buf_fini(&b);
+}
+END_TEST
+
 START_TEST(test_det_refusals) {
     wire_buf_t b;
     wire_buf_init(&b, 0);
@@ -2443,6 +2589,7 @@ Suite *wire_suite(void) {
     tcase_add_test(tc, test_det_batch_round_trip);
     tcase_add_test(tc, test_det_frame_batch_round_trip);
     tcase_add_test(tc, test_det_refusals);
+    tcase_add_test(tc, test_det_actor_columns);
     tcase_add_test(tc, test_det_requests_round_trip);
     tcase_add_test(tc, test_det_updates_weights_round_trip);
     tcase_add_test(tc, test_det_zero_fields_old_bytes_batch);

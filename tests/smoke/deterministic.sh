@@ -48,7 +48,8 @@ with open(os.path.join(d, "checkpoint.bin"), "rb") as f:
 for p in sorted(glob.glob(os.path.join(d, "checkpoint.bin.s*"))):
     out.append(os.path.basename(p) + " " + hashlib.sha256(open(p, "rb").read()).hexdigest())
 cols = ["updates", "loss", "replay_size", "replay_inserted", "replay_sampled", "weights_version",
-        "priority_updates", "stale_updates", "bad_messages", "duplicate_batches"]
+        "priority_updates", "stale_updates", "bad_messages", "duplicate_batches",
+        "env_frames", "episodes", "mean_return_100", "actor_version_min"]
 rows = list(csv.DictReader(open(os.path.join(d, "metrics.csv"))))
 h = hashlib.sha256()
 for r in rows:
@@ -90,6 +91,21 @@ updates=$("$PY" -c "import csv,sys; print(' '.join(r['updates'] for r in csv.Dic
 [ "$updates" = "250 500 750 1000" ] \
   && key_ok learner.metrics_every_updates "metrics.csv rows at updates $updates" \
   || bad "metrics.csv rows at updates '$updates', want 250 500 750 1000"
+# The actors' columns come from the schedule (the periods' ends as of each row's horizon):
+# counted, growing, and a mean return CartPole can have.
+"$PY" - "$RUNS/c1/metrics.csv" <<'PY' && ok "the actors' columns are counted in the schedule (frames, episodes, returns grow)" \
+  || bad "the actors' columns of a deterministic run"
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+f = [int(r["env_frames"]) for r in rows]
+e = [int(r["episodes"]) for r in rows]
+m = [float(r["mean_return_100"]) for r in rows]
+v = [int(r["actor_version_min"]) for r in rows]
+print("    env_frames %s, episodes %s, mean_return_100 %s, actor_version_min %s" % (f, e, m, v))
+ok = f[0] > 0 and e[0] > 0 and f == sorted(f) and e == sorted(e) and f[-1] > f[0]
+ok = ok and all(math.isfinite(x) and 8 <= x <= 500 for x in m) and v[-1] > v[0]
+sys.exit(0 if ok else 1)
+PY
 grep -q "deterministic run: samples, priority updates and actors' weights follow a schedule" \
   "$RUNS/c1/learner.log" && ! grep -q "diverges" "$RUNS"/c1/*.log \
   && grep -q "deterministic schedule: horizon [1-9][0-9]*, .* 0 out of turn" "$RUNS/c1/replay.log" \
