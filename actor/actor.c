@@ -34,7 +34,8 @@
 
 #define FLUSH_TICK_MS 20 // retry pending batches, rate-limit granularity
 #define STOP_CHECK_MS 50
-#define EPISODES_CAP 4096 // finished episodes buffered between two ActorStats
+#define EPISODES_CAP 4096       // finished episodes buffered between two ActorStats
+#define STOP_DRAIN_MAX_MS 10000 // the longest a stopping actor waits for acks
 #define LOG_INTERVAL_MS 5000
 #define STATUS_LOG_MS 10000
 #define MAX_DRAIN 256
@@ -1119,13 +1120,50 @@ static int s_timer_status(loop_t *loop, void *arg) {
     return 0;
 }
 
+// Asked to stop: the complete transitions not yet shipped go out, and the actor waits for the
+// replay to acknowledge what it sent (re-sending as it always does), for up to
+// ack_timeout_ms (at most STOP_DRAIN_MAX_MS: a launcher kills a daemon that takes longer).
+// Launchers stop the actors before the replay, so a stop loses no transition the replay can
+// take. Only a replay that is answering is waited for (it acknowledged a batch within the
+// last ack_timeout_ms): one that is down or never answered would only make the stop slow;
+// what stays unacknowledged is said.
+static void s_drain_at_stop(actor_t *a) {
+    if (a->det) {
+        // (a deterministic run's batches wait at the replay for their period's turn, which a
+        // run that stops does not reach: none would be acknowledged)
+        return;
+    }
+    if (a->out.count > 0) {
+        s_ship(a, a->out.count);
+    }
+    int64_t wait = APEX_MIN(a->cfg.actor.ack_timeout_ms, STOP_DRAIN_MAX_MS);
+    int64_t t0 = clock_now_ms(), deadline = t0 + wait;
+    if (a->st.batches_acked == 0 || t0 - a->last_ack_ms > a->cfg.actor.ack_timeout_ms) {
+        deadline = t0; // (not answering: nothing to wait for)
+    }
+    uint64_t acked0 = a->st.batches_acked;
+    int unacked0 = a->pending_len;
+    while (a->pending_len > 0 && clock_now_ms() < deadline) {
+        s_flush_pending(a);
+        zmq_pollitem_t it = {.socket = a->insert_sock, .events = ZMQ_POLLIN};
+        zmq_poll(&it, 1, 20);
+        s_reader_acks(a->loop, a->insert_sock, a);
+    }
+    if (unacked0 > 0) {
+        log_info("stopping: %llu of %d unacknowledged batches acknowledged in %lld ms%s",
+                 (unsigned long long)(a->st.batches_acked - acked0), unacked0,
+                 (long long)(clock_now_ms() - t0),
+                 a->pending_len ? " (the replay did not answer for the rest: they are lost)" : "");
+    }
+}
+
 int actor_run(actor_t *self, uint64_t max_vector_steps) {
     self->max_vector_steps = max_vector_steps;
     if (!self->det) {
         s_sync_weights(self);
     }
     loop_run(self->loop);
-    s_flush_pending(self);
+    s_drain_at_stop(self);
     s_publish_stats(self);
     // Every seq below `first unacked` was acknowledged (unless dropped): tests compare that
     // with the replay's exactly-once marks (apex-replay --dump) to prove no acked batch lost;
