@@ -10,8 +10,11 @@
 #       launcher start to the learner's stop, median (start-up and replay fill included)
 # Configs: cartpole (configs/cartpole.ini, the main job: actors paced at 2400 steps/s, so the
 # learner's rate is set by the replay ratio over the actors' frames) and breakout
-# (configs/minatar-breakout.ini: conv learner, unpaced actors). DET_ROUNDS (default 2),
-# DET_STEPS_CARTPOLE (default 6000), DET_STEPS_BREAKOUT (default 3000). ~4 min.
+# (configs/minatar-breakout.ini: conv learner, unpaced actors), each also with [replay]
+# shards = 2 (cartpole_shards2, breakout_shards2: both runs sharded; the deterministic one
+# asks every place of both shards and draws its rows from the two answers). DET_ROUNDS
+# (default 2), DET_STEPS_CARTPOLE (default 6000), DET_STEPS_BREAKOUT (default 3000),
+# DET_CASES (default "cartpole breakout cartpole_shards2 breakout_shards2"). ~6 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
@@ -21,11 +24,12 @@ ROUNDS=${DET_ROUNDS:-2}
 TMP=$(mktemp -d /tmp/apex_det.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
-# one CFG NAME STEPS MODE: one run; prints "updates_per_s seconds_to_budget".
+# one CFG NAME STEPS MODE [SETS...]: one run; prints "updates_per_s seconds_to_budget".
 one() {
   local cfg=$1 name=$2 steps=$3 mode=$4 t0 t1
-  local extra=()
-  [ "$mode" = det ] && extra=(--deterministic)
+  shift 4
+  local extra=("$@")
+  [ "$mode" = det ] && extra+=(--deterministic)
   t0=$(date +%s.%N)
   scripts/apex-local "$cfg" --bin "$BIN" --quiet --no-eval "${extra[@]}" \
     --set run.out_dir="$TMP" --set run.name="$name" --set run.max_seconds=600 \
@@ -51,10 +55,11 @@ PY
 
 bench_cfg() {
   local key=$1 cfg=$2 steps=$3
+  shift 3
   local a=() d=() as=() ds=() r out
   for r in $(seq 1 "$ROUNDS"); do
     for mode in async det; do
-      out=$(one "$cfg" "$key-$mode-$r" "$steps" "$mode")
+      out=$(one "$cfg" "$key-$mode-$r" "$steps" "$mode" "$@")
       echo "  $key $mode round $r: $out (updates/s, seconds to the budget)"
       if [ "$mode" = async ]; then a+=("${out% *}"); as+=("${out#* }"); else d+=("${out% *}"); ds+=("${out#* }"); fi
     done
@@ -72,5 +77,14 @@ print(f"BENCH det.{k}.det.seconds_to_budget {st.median(sd):.1f} s")
 PY
 }
 
-bench_cfg cartpole configs/cartpole.ini "${DET_STEPS_CARTPOLE:-6000}"
-bench_cfg breakout configs/minatar-breakout.ini "${DET_STEPS_BREAKOUT:-3000}"
+for c in ${DET_CASES:-cartpole breakout cartpole_shards2 breakout_shards2}; do
+  case $c in
+    cartpole) bench_cfg cartpole configs/cartpole.ini "${DET_STEPS_CARTPOLE:-6000}" ;;
+    breakout) bench_cfg breakout configs/minatar-breakout.ini "${DET_STEPS_BREAKOUT:-3000}" ;;
+    cartpole_shards2) bench_cfg cartpole_shards2 configs/cartpole.ini "${DET_STEPS_CARTPOLE:-6000}" \
+      --set replay.shards=2 ;;
+    breakout_shards2) bench_cfg breakout_shards2 configs/minatar-breakout.ini "${DET_STEPS_BREAKOUT:-3000}" \
+      --set replay.shards=2 ;;
+    *) echo "run_deterministic.sh: unknown case $c" >&2; exit 2 ;;
+  esac
+done

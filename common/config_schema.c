@@ -316,7 +316,8 @@ const config_row_t config_schema[] = {
      "when > 0: evaluate the network at every multiple of this many updates, each one (the "
      "learner writes it to <run>/evals/, apex-eval --follow evaluates and removes it), instead "
      "of the newest weights when the evaluator is free; what makes eval.csv the same in reruns "
-     "of a deterministic run"},
+     "of a deterministic run. The evaluator must see the learner's run directory (its host or a "
+     "shared file system: apex-local and apex-slurm run both on one node)"},
     {"python", "workers", T_INT, OFF(python.workers), 0, 1, 256, "1", NULL,
      "id = python: env worker processes per actor; each steps envs_per_actor / workers envs"},
     {"python", "groups", T_INT, OFF(python.groups), 0, 1, 64, "2", NULL,
