@@ -874,12 +874,17 @@ static void s_follow_close(s_follow *f) {
     evaluator_py_destroy(&f->py);
 }
 
-// [eval] every_updates: the evaluation point with the smallest update in (after, upto] in
-// dir (learner.c writes u<12 digits>.bin; anything else there is not one); 1 and *u, or 0.
-// Points at or below `after` are in eval.csv already (an evaluator killed between its row
-// and the file's removal): removed.
-static int s_next_point(const char *dir, uint64_t after, uint64_t upto, uint64_t *u) {
+// [eval] every_updates: the learner's evaluation points in dir (learner.c writes
+// u<12 digits>.bin; anything else there is not one). Sets *next to the smallest update in
+// (after, upto] (returns 1; 0 when there is none) and *last to the largest of all (0: none).
+// With remove, points at or below `after` are removed: their rows are in eval.csv already
+// (an evaluator killed between a row and the file's removal), or, numbered again by a
+// learner resumed from an older checkpoint, they name updates eval.csv has a row for; each
+// removal is counted in *removed.
+static int s_scan_points(const char *dir, uint64_t after, uint64_t upto, int remove, uint64_t *next,
+                         uint64_t *last, uint64_t *removed) {
     DIR *d = opendir(dir);
+    *last = 0;
     if (!d) {
         return 0;
     }
@@ -891,12 +896,15 @@ static int s_next_point(const char *dir, uint64_t after, uint64_t upto, uint64_t
             strcmp(tail, ".bin") != 0) {
             continue;
         }
+        *last = v > *last ? v : *last;
         if (v <= after) {
-            char path[CONFIG_STR_LEN + 160];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        } else if (v <= upto && (!found || v < *u)) {
-            *u = v;
+            if (remove) {
+                char path[CONFIG_STR_LEN + 160];
+                snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+                *removed += unlink(path) == 0;
+            }
+        } else if (v <= upto && (!found || v < *next)) {
+            *next = v;
             found = 1;
         }
     }
@@ -904,16 +912,7 @@ static int s_next_point(const char *dir, uint64_t after, uint64_t upto, uint64_t
     return found;
 }
 
-// The largest evaluation point in dir (0: none): where a stopping evaluator stops.
-static uint64_t s_last_point(const char *dir) {
-    uint64_t u = 0, last = 0;
-    while (s_next_point(dir, last, UINT64_MAX, &u)) {
-        last = u; // (each call skips the ones before: a directory of a few files)
-    }
-    return last;
-}
-
-static void s_evaluate(s_follow *f, long *evals);
+static int s_evaluate(s_follow *f, long *evals);
 
 // apex-eval --follow with [eval] every_updates: every point the learner wrote, in order of
 // update, each evaluated once and then removed. Stopping (a signal), it evaluates the points
@@ -924,16 +923,26 @@ static void s_follow_points(s_follow *f, long max_evals) {
     snprintf(dir, sizeof dir, "%s/evals", f->run_dir);
     log_info("evaluating the network at every %lld updates (the learner's files in %s/)",
              (long long)f->cfg.eval.every_updates, dir);
-    uint64_t upto = UINT64_MAX;
+    uint64_t upto = UINT64_MAX, removed = 0, skip = 0;
     long evals = 0;
+    log_limiter_t stale_log = {0};
     while (max_evals <= 0 || evals < max_evals) {
+        uint64_t u = 0, last = 0, removed0 = removed;
         if (signals_should_stop() && upto == UINT64_MAX) {
-            upto = s_last_point(dir);
+            s_scan_points(dir, 0, 0, 0, &u, &last, &removed); // (looks only)
+            upto = last;
             log_info("stopping: evaluating the points up to update %llu first",
                      (unsigned long long)upto);
         }
-        uint64_t u;
-        if (!s_next_point(dir, f->last_point, upto, &u)) {
+        int found = s_scan_points(dir, APEX_MAX(f->last_point, skip), upto, 1, &u, &last, &removed);
+        if (removed != removed0) {
+            log_every(&stale_log, 5000, LOG_WARN,
+                      "removed %llu evaluation points at or below update %llu, which eval.csv "
+                      "has rows for (a restarted evaluator, or a learner resumed from an older "
+                      "checkpoint writing those updates again)",
+                      (unsigned long long)removed, (unsigned long long)f->last_point);
+        }
+        if (!found) {
             if (upto != UINT64_MAX) {
                 break;
             }
@@ -950,28 +959,39 @@ static void s_follow_points(s_follow *f, long max_evals) {
             // points before it look evaluated)
             char bad[CONFIG_STR_LEN + 120];
             snprintf(bad, sizeof bad, "%s.bad", path);
-            log_error("cannot evaluate %s: %s; moved to %s, on to the next", path,
-                      apex_strerror(rc), bad);
-            rename(path, bad);
+            if (rename(path, bad) == 0) {
+                log_error("cannot evaluate %s: %s; moved to %s, on to the next", path,
+                          apex_strerror(rc), bad);
+            } else {
+                // Not even that (a read-only directory): passed over from now on.
+                log_error("cannot evaluate %s: %s, nor move it to %s (%s); passed over", path,
+                          apex_strerror(rc), bad, strerror(errno));
+                skip = u;
+            }
             continue;
         }
         f->last_point = u;
         f->staged_step = h.learner_step;
         f->staged_frames = h.extra.user[CKPT_USER_FRAMES];
         f->last_version = h.extra.weights_version;
-        s_evaluate(f, &evals);
-        unlink(path); // (after its row: a kill in between is what s_next_point's removal is for)
+        if (s_evaluate(f, &evals) != 0) {
+            log_error("the evaluation of update %llu failed (above): that point has no row in "
+                      "eval.csv",
+                      (unsigned long long)u);
+        }
+        unlink(path); // (after its row: a kill in between is what s_scan_points' removal is for)
     }
 }
 
 // Evaluates f->params (the version f->last_version), records it and keeps the best.
-static void s_evaluate(s_follow *f, long *evals) {
+// Returns 0, or -1 when a Python env's evaluation failed (logged; no row).
+static int s_evaluate(s_follow *f, long *evals) {
     int64_t t0 = clock_now_ns();
     eval_result_t r;
     if (f->py) {
         if (evaluator_py_run(f->py, &f->params, &f->state, &f->opts, &r) != 0) {
             f->last_eval_ms = clock_now_ms(); // skipped (logged): the next version's turn
-            return;
+            return -1;
         }
     } else {
         evaluator_run(f->spec, &f->params, &f->state, &f->opts, &r);
@@ -984,6 +1004,7 @@ static void s_evaluate(s_follow *f, long *evals) {
         s_write_best(f, &r);
     }
     (*evals)++;
+    return 0;
 }
 
 int evaluator_follow(const apex_config_t *cfg, long max_evals) {

@@ -631,6 +631,22 @@ static int s_check_deterministic(const apex_config_t *cfg, char *err, size_t err
                          "use 8)",
                          WHERE("run", "deterministic"), WHERE("replay", "samples_per_insert"));
     }
+    if (cfg->replay.shards > 1 &&
+        cfg->actor.weight_sync_steps < cfg->actor.n_step * cfg->actor.envs_per_actor) {
+        // Shards serve each place at their actors' share of its rows, so they stay within the
+        // rows an actor holds back at a period's end (its unfinished n-step windows, up to
+        // n_step x envs_per_actor) of each other; a period longer than that keeps the shard
+        // that got ahead from waiting for the other's next period (docs/architecture.md).
+        return apex_errf(err, errlen, -1,
+                         "%s: [run] deterministic with [replay] shards = %lld needs [actor] "
+                         "weight_sync_steps >= n_step x envs_per_actor (%lld < %lld x %lld): "
+                         "shorter periods can leave one shard waiting on another for ever"
+                         "\n---> HINT: raise [actor] weight_sync_steps (Ape-X: 400), or use "
+                         "one replay shard",
+                         WHERE("actor", "weight_sync_steps"), (long long)cfg->replay.shards,
+                         (long long)cfg->actor.weight_sync_steps, (long long)cfg->actor.n_step,
+                         (long long)cfg->actor.envs_per_actor);
+    }
     if (cfg->endpoints.relay[0]) {
         return apex_errf(err, errlen, -1,
                          "%s: [run] deterministic with [endpoints] relay: actors take fixed "

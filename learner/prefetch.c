@@ -26,6 +26,7 @@ typedef struct {
     wire_rows_t rows;          // batch_size x batches_per_request rows, as the replay stores them
     uint64_t det_index;        // deterministic runs: the request's place in the schedule,
     uint32_t det_attempt;      // and how many times it was asked for before (a timeout)
+    int det_fresh;             // a place taken, not asked for yet (its first ask: attempt 0)
     wire_replay_stats_t stats; // the replay's counters when it served the reply
     // [run] deterministic with K > 1 replay shards ("fan-out", prefetch.h): the place is asked
     // of every shard, and its rows are drawn from the K answers once all are in.
@@ -82,6 +83,7 @@ prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now
     prefetch_t *p = xcalloc(1, sizeof *p);
     p->shards = shards;
     p->n_slots = (int)cfg->learner.prefetch;
+    APEX_ASSERT(p->n_slots >= 1 && p->n_slots <= PREFETCH_MAX_SLOTS); // (the config's bounds)
     p->batch = (uint32_t)cfg->learner.batch_size;
     p->batches = (uint32_t)cfg->learner.batches_per_request;
     p->obs_bytes = (size_t)cfg->env.obs_dim * wire_obs_elem_bytes((uint32_t)cfg->env.obs_dtype);
@@ -200,17 +202,48 @@ static void s_det_place(prefetch_t *p, s_slot *s) {
 // Fan-out: a free slot takes the next place; every shard whose answer for a slot's place is
 // not in and not asked (a send that would block, a timeout, a refusal) is asked. A shard
 // that does not answer holds the run back until it does: skipping it would change the rows.
-static void s_fan_issue(prefetch_t *p, int64_t now_ms) {
+// The slots in the given states, in the order of their places (a slot that trained its
+// batches takes the next place, so slot order is not place order): asks go out in place
+// order, so that a replay that restarted hears the earliest place first (it starts its
+// schedule at the first place it hears of, and drops a re-ask below it as served).
+static int s_by_place(const prefetch_t *p, int free, int in_flight, int *order) {
+    int n = 0;
+    for (int i = 0; i < p->n_slots; i++) {
+        const s_slot *s = &p->slots[i];
+        if ((free && s->state == SLOT_FREE) || (in_flight && s->state == SLOT_IN_FLIGHT)) {
+            int j = n++;
+            for (; j > 0 && p->slots[order[j - 1]].det_index > s->det_index; j--) {
+                order[j] = order[j - 1];
+            }
+            order[j] = i;
+        }
+    }
+    return n;
+}
+
+// A free slot with no place takes the next one (slot order: the places come out in order).
+static void s_det_take_places(prefetch_t *p) {
     for (int i = 0; i < p->n_slots; i++) {
         s_slot *s = &p->slots[i];
-        if (s->state == SLOT_READY) {
-            continue;
+        if (s->state == SLOT_FREE && !s->det_index) {
+            s_det_place(p, s);
+            s->det_fresh = 1;
         }
+    }
+}
+
+static void s_fan_issue(prefetch_t *p, int64_t now_ms) {
+    s_det_take_places(p);
+    int order[PREFETCH_MAX_SLOTS];
+    int n = s_by_place(p, 1, 1, order);
+    for (int o = 0; o < n; o++) {
+        s_slot *s = &p->slots[order[o]];
         if (s->state == SLOT_FREE) {
             if (!s->det_index) {
                 s_det_place(p, s);
             }
             s->beta = s_det_beta(p, (s->det_index - 1) / (uint64_t)p->ranks);
+            s->det_fresh = 0;
             memset(s->sub_state, SUB_ASK, (size_t)p->fan);
             s->subs_in = 0;
             s->shard = -1; // (no single shard: s_forget_down_shards leaves it alone)
@@ -239,8 +272,13 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
         return;
     }
     uint32_t rows = self->batch * self->batches;
-    for (int i = 0; i < self->n_slots; i++) {
-        s_slot *s = &self->slots[i];
+    int order[PREFETCH_MAX_SLOTS], n = self->n_slots;
+    if (self->det) {
+        s_det_take_places(self);
+        n = s_by_place(self, 1, 0, order);
+    }
+    for (int o = 0; o < n; o++) {
+        s_slot *s = &self->slots[self->det ? order[o] : o];
         if (s->state != SLOT_FREE) {
             continue;
         }
@@ -250,12 +288,11 @@ void prefetch_issue(prefetch_t *self, float beta, int64_t now_ms) {
                                      .batches = self->batches};
         if (self->det) {
             // A slot that timed out or was not served asks again for its place in the
-            // schedule; a slot that trained its batches takes the next place.
-            if (!s->det_index) {
-                s_det_place(self, s);
-            } else if (s->det_attempt < DET_ATTEMPT_MAX) {
+            // schedule (the next ask); a slot that trained its batches took the next place.
+            if (!s->det_fresh && s->det_attempt < DET_ATTEMPT_MAX) {
                 s->det_attempt++;
             }
+            s->det_fresh = 0;
             req.det_index = s->det_index;
             req.id = WIRE_DET_ID(s->det_index, s->det_attempt);
             req.beta = s_det_beta(self, (s->det_index - 1) / (uint64_t)self->ranks);
@@ -439,11 +476,13 @@ static prefetch_result s_fan_take(prefetch_t *p, int k, const wire_sample_reply_
                       "capacity and max_batch; %llu refused)",
                       k, p->batches, p->batch, (unsigned long long)p->st.refused);
         }
-        s->sub_state[k] = SUB_ASK; // asked again at the next issue
+        s->sub_state[k] = SUB_ASK; // asked again at the next issue, as the next ask (a shard
+        s->det_attempt += s->det_attempt < DET_ATTEMPT_MAX; // that did serve it drops it)
         return PREFETCH_NOT_SERVED;
     }
     if (r->count != rows) {
         s->sub_state[k] = SUB_ASK;
+        s->det_attempt += s->det_attempt < DET_ATTEMPT_MAX;
         return s_bad(p, "not the rows asked for");
     }
     wire_rows_copy(&s->sub[k], 0, r, r->count, p->obs_bytes);

@@ -62,6 +62,8 @@ typedef struct {
     int64_t last_reply_ms;    // monotonic time of the last reply of the replay (any status)
 } prefetch_stats_t;
 
+#define PREFETCH_MAX_SLOTS 64 // [learner] prefetch's largest (config_schema.c)
+
 // Allocates the slots for cfg ([learner] prefetch, batch_size, batches_per_request; the
 // run's obs_dim and dtype) and a decoder for replies (cfg's limits). shards is borrowed.
 // Caller destroys with prefetch_destroy (before shards_destroy).

@@ -58,6 +58,7 @@ struct detsched {
     // Requests: index next is served next; ring slots by index. The updates of request i are
     // due before request i + lag is served.
     uint64_t next;
+    uint64_t base; // the first request of this schedule (1, or where it last restarted)
     s_req *reqs;
     int n_reqs;
     // Updates: those of requests up to next - 1 - lag are due before next is served; applied
@@ -82,7 +83,7 @@ detsched_t *detsched_new(int n_actors, int window, int lag, int batches) {
     for (int a = 0; a < n_actors; a++) {
         d->queues[a].ring = xcalloc((size_t)window, sizeof(s_msg));
     }
-    d->next = 1;
+    d->next = d->base = 1;
     // Requests in flight are at most lag ahead of the next; updates at most lag behind it.
     d->n_reqs = 2 * lag + 2;
     d->reqs = xcalloc((size_t)d->n_reqs, sizeof *d->reqs);
@@ -257,6 +258,7 @@ int detsched_next_request(detsched_t *self, const uint8_t **id, size_t *id_len,
 }
 
 uint64_t detsched_next_index(const detsched_t *self) { return self->next; }
+uint64_t detsched_base_index(const detsched_t *self) { return self->base; }
 
 void detsched_restart(detsched_t *self, uint64_t index) {
     for (int i = 0; i < self->n_reqs; i++) {
@@ -267,7 +269,7 @@ void detsched_restart(detsched_t *self, uint64_t index) {
         self->upds[i].n = 0;
     }
     self->diverged = 1;
-    self->next = index;
+    self->next = self->base = index;
     self->applied = index - 1; // (no update of the old schedule's requests is waited for)
     self->take_k = 0;
     // The horizons reached so far count the old schedule's requests, which the new learner

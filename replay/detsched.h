@@ -87,6 +87,9 @@ int detsched_hold_request(detsched_t *self, const uint8_t *id, size_t id_len,
 int detsched_next_request(detsched_t *self, const uint8_t **id, size_t *id_len,
                           const wire_sample_request_t **req);
 uint64_t detsched_next_index(const detsched_t *self);
+// The first request of this schedule: 1, or the index it last restarted at (requests below it
+// were never served by it).
+uint64_t detsched_base_index(const detsched_t *self);
 // The learner's schedule starts again at index (a restarted learner): held requests and
 // updates of the old one are dropped, and the horizons reached so far read as reached before
 // any request was served (the new learner's first weights).

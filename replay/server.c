@@ -103,6 +103,15 @@ static void s_send_ack(void *arg, const uint8_t *id, size_t id_len, uint32_t act
                        const uint64_t *seqs, uint32_t n);
 static void s_restore_record(void *arg, int kind, const void *payload, size_t len);
 
+// The actors that insert into this shard (config_actor_shard: index mod [replay] shards).
+static int s_det_shard_actors(const apex_config_t *cfg) {
+    int n = 0;
+    for (int a = 0; a < (int)cfg->actor.num_actors; a++) {
+        n += config_actor_shard(cfg, a) == cfg->replay.shard;
+    }
+    return n > 0 ? n : 1; // (config_shard_check: every shard has an actor)
+}
+
 replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     _Static_assert(CONFIG_REPLAY_CAPACITY_MAX == STORE_CAPACITY_MAX,
                    "the schema's capacity bound is the store's");
@@ -165,11 +174,24 @@ replay_server_t *replay_server_new(const apex_config_t *cfg, int listen) {
     // far ahead of the inserts (it is served before any further insert is applied), where an
     // asynchronous run only reaches it when its actors stall. Sharded, every place of the
     // schedule is asked of every shard and the learner trains one batch of rows drawn from
-    // the K answers (learner/prefetch.c), so each shard holds the ratio for its 1/K share:
-    // K x samples_per_insert per request's rows.
+    // the K answers (learner/prefetch.c), so each shard holds the ratio for its share of the
+    // actors, n_k of N: N / n_k x samples_per_insert per request's rows (K x with as many
+    // actors on every shard). Shares by actors keep the shards at the same period for the
+    // same place; shares of 1/K with 3 actors on 2 shards let the shard of one actor run a
+    // period a place ahead of the other, whose held batches then waited for a place the
+    // learner could not ask for yet (a deadlock; docs/architecture.md "Deterministic runs").
     double spi = cfg->replay.samples_per_insert;
     if (s->sharded) {
-        spi = cfg->run.deterministic ? spi * (double)cfg->replay.shards : 0.0;
+        spi = cfg->run.deterministic ? spi * (double)cfg->actor.num_actors / s_det_shard_actors(cfg)
+                                     : 0.0;
+    }
+    // What sampling waits for: min_size_to_sample, a shard's share of it in a deterministic
+    // run (ceil(min n_k / N)), 1 for the shard of an asynchronous run (s_can_sample).
+    s->min_size = (uint64_t)cfg->replay.min_size_to_sample;
+    if (s->sharded) {
+        uint64_t n = (uint64_t)cfg->actor.num_actors, nk = (uint64_t)s_det_shard_actors(cfg);
+        s->min_size = cfg->run.deterministic ? (s->min_size * nk + n - 1) / n : 1;
+        s->min_size = s->min_size ? s->min_size : 1;
     }
     limiter_init(&s->limiter, spi, cfg->run.deterministic ? 0.0 : cfg->replay.spi_tolerance,
                  (uint64_t)cfg->replay.max_batch);
@@ -749,16 +771,10 @@ static int s_reader_insert(loop_t *loop, void *sock, void *arg) {
 // Sampling, the rate limiter, priority updates
 
 static int s_can_sample(const replay_server_t *s, uint32_t n) {
-    const config_replay_t *r = &s->cfg.replay;
     // A shard: min_size_to_sample is the run's, checked by the learner over every shard; the
     // shard only needs something to sample. A deterministic run's shards are each asked every
-    // place (no learner-side check is tied to the schedule): each holds its 1/K share.
-    uint64_t min_size = (uint64_t)r->min_size_to_sample;
-    if (s->sharded) {
-        min_size = s->det ? (min_size + (uint64_t)r->shards - 1) / (uint64_t)r->shards : 1;
-        min_size = min_size ? min_size : 1;
-    }
-    if (store_live_size(s->store) < min_size) {
+    // place (no learner-side check is tied to the schedule): each holds its actors' share.
+    if (store_live_size(s->store) < s->min_size) {
         return 0;
     }
     return limiter_can_sample(&s->limiter, n);
@@ -993,9 +1009,12 @@ static void s_det_hold_request(replay_server_t *s, const uint8_t *id, size_t id_
         s_reply(s, id, id_len, req, WIRE_SAMPLE_REFUSED);
         return;
     }
-    if (req->det_index < detsched_next_index(s->det) && WIRE_DET_ATTEMPT(req->id) > 0) {
+    if (req->det_index < detsched_next_index(s->det) &&
+        req->det_index >= detsched_base_index(s->det) && WIRE_DET_ATTEMPT(req->id) > 0) {
         // A learner asking again for a request it timed out on, which was served meanwhile:
         // it takes that reply (learner/prefetch.c matches by place), so this one is dropped.
+        // (Below where this schedule restarted, a place was never served here: a re-ask of one
+        // of those restarts the schedule there, below.)
         s->det_reasks++;
         return;
     }

@@ -115,6 +115,7 @@ struct replay_server {
     // [run] deterministic (replay/detsched.h): the fixed schedule, the rows of one request,
     // and the log of its divergences (a restarted peer).
     detsched_t *det;
+    uint64_t min_size; // live rows before any sample (replay_server_new says which)
     uint32_t det_rows;
     uint64_t det_reasks; // requests asked again after they were served, dropped
     log_limiter_t det_log;

@@ -619,6 +619,10 @@ START_TEST(test_deterministic_needs) {
     ck_assert_int_eq(cfg.run.deterministic, 1);
     s_err_has("[run]\ndeterministic = true\n",
               ":2: [run] deterministic needs [replay] samples_per_insert > 0");
+    // Several replay shards need periods longer than an actor's held-back n-step windows.
+    s_err_has("[run]\ndeterministic = true\n[replay]\nsamples_per_insert = 8\nshards = 2\n"
+              "[actor]\nnum_actors = 2\nenvs_per_actor = 8\nn_step = 3\nweight_sync_steps = 20\n",
+              "needs [actor] weight_sync_steps >= n_step x envs_per_actor (20 < 3 x 8)");
     // Several replay shards are part of the schedule (every place asked of each shard).
     ck_assert_msg(s_load("[run]\ndeterministic = true\n[replay]\nsamples_per_insert = 8\n"
                          "shards = 2\n[actor]\nnum_actors = 2\n",

@@ -131,6 +131,19 @@ static void s_expect_requests(s_fix *f, int n, uint64_t *ids, s_got *last) {
     }
 }
 
+// The n first asks of a deterministic prefetch (places 1..n), issuing until each arrives.
+static void s_expect_requests_det(s_fix *f, int n, uint64_t *ids, s_got *last) {
+    for (int i = 0; i < n; i++) {
+        int64_t deadline = clock_now_ms() + WAIT_MS;
+        while (!s_recv(f, last, 10)) {
+            ck_assert_int_lt(clock_now_ms(), deadline);
+            prefetch_issue(f->p, 0.5f, clock_now_ms());
+        }
+        ck_assert_uint_eq(last->m.u.sample_request.det_index, (uint64_t)i + 1);
+        ids[i] = last->m.u.sample_request.id;
+    }
+}
+
 // Encodes a reply to request id with rows rows (status OK), row r's reward = base + r.
 static void s_reply_ok(s_fix *f, uint64_t id, uint32_t rows, float base) {
     static uint64_t keys[64];
@@ -669,6 +682,62 @@ START_TEST(test_det_fanout_over_shards) {
 }
 END_TEST
 
+// Asks go out in the order of their places, whichever slot holds them (slots are reused, so
+// after 10 places over 3 slots they hold 13, 11, 12): a replay that restarted starts its
+// schedule at the first place it hears of and drops a re-ask below it as served, so an ask of
+// 13 before 11 would lose 11 and 12 for good. Over 2 shards, each shard's re-asks after a
+// timeout; with one replay, the re-asks of timed-out places and a new place's first ask.
+START_TEST(test_det_asks_in_place_order) {
+    static uint32_t pat[10];
+    s_fan f;
+    s_got g;
+    s_fan_setup(&f, "60000");
+    s_fan_run(&f, 10, 0, pat); // places 11..13 in flight
+    prefetch_tick(f.p, 0.5f, clock_now_ms() + 120000);
+    for (int k = 0; k < 2; k++) {
+        uint64_t prev = 0;
+        for (int i = 0; i < SLOTS; i++) {
+            do {
+                s_fan_recv(&f, k, &g);
+            } while (g.m.u.sample_request.stats_only ||
+                     WIRE_DET_ATTEMPT(g.m.u.sample_request.id) == 0);
+            ck_assert_msg(
+                g.m.u.sample_request.det_index > prev, "shard %d: re-ask of %llu after %llu", k,
+                (unsigned long long)g.m.u.sample_request.det_index, (unsigned long long)prev);
+            prev = g.m.u.sample_request.det_index;
+        }
+        ck_assert_uint_eq(prev, 13);
+    }
+    s_fan_teardown(&f);
+
+    // One replay: places 1..3 asked; place 1 answered and trained (its slot takes place 4);
+    // every ask times out: 2, 3 asked again and 4 asked, in that order.
+    s_fix x;
+    s_setup_det(&x, "100", 1);
+    uint64_t ids[SLOTS];
+    s_got last;
+    s_expect_requests_det(&x, SLOTS, ids, &last);
+    s_reply_ok(&x, ids[0], BATCH * BATCHES, 1.0f);
+    ck_assert_int_eq(s_deliver(&x), PREFETCH_TAKEN);
+    float prio[BATCH] = {1, 1, 1, 1};
+    for (int b = 0; b < BATCHES; b++) {
+        prefetch_batch_t pb;
+        ck_assert_int_eq(prefetch_next(x.p, &pb), 1);
+        prefetch_trained(x.p, prio, 0.5f, clock_now_ms());
+        ck_assert_int_eq(s_recv(&x, &g, WAIT_MS), 1); // its update
+    }
+    ck_assert_int_eq(s_recv(&x, &g, WAIT_MS), 1); // place 4, first ask, from slot 0
+    ck_assert_uint_eq(g.m.u.sample_request.det_index, SLOTS + 1);
+    prefetch_tick(x.p, 0.5f, clock_now_ms() + 120000);
+    for (uint64_t want = 2; want <= SLOTS + 1; want++) {
+        ck_assert_int_eq(s_recv(&x, &g, WAIT_MS), 1);
+        ck_assert_uint_eq(g.m.u.sample_request.det_index, want);
+        ck_assert_uint_eq(g.m.u.sample_request.id, WIRE_DET_ID(want, 1));
+    }
+    s_teardown(&x);
+}
+END_TEST
+
 Suite *prefetch_suite(void) {
     Suite *s = suite_create("prefetch");
     TCase *tc = tcase_create("core");
@@ -679,6 +748,7 @@ Suite *prefetch_suite(void) {
     tcase_add_test(tc, test_det_places_and_late_reply);
     tcase_add_test(tc, test_bad_priorities_left_out);
     tcase_add_test(tc, test_det_fanout_over_shards);
+    tcase_add_test(tc, test_det_asks_in_place_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1681,7 +1681,8 @@ END_TEST
 // same det_index, the next attempt in the id's high bits). If the first ask was served
 // meanwhile, the second is dropped (the learner takes the first's reply): no second reply,
 // the schedule goes on. A first ask of an earlier place is a learner that started over: the
-// schedule starts again there, and the place is served again.
+// schedule starts again there, and the place is served again. Below where the schedule
+// restarted, a re-ask restarts it there (those places were never served).
 START_TEST(test_det_reask_of_served_request_dropped) {
     s_det_msgs *g = malloc(sizeof *g);
     ck_assert_ptr_nonnull(g);
@@ -1726,6 +1727,20 @@ START_TEST(test_det_reask_of_served_request_dropped) {
     ck_assert_uint_eq(run->replies[2].id, WIRE_DET_ID(1, 0));
     ck_assert_uint_eq(detsched_next_index(run->srv->det), 2);
     ck_assert_uint_eq(run->srv->det_reasks, 1);
+    // A schedule that restarted at a place far ahead (this replay restarted: the learner's
+    // asks of 30 came first) never served the places below it: a re-ask of one of them (a
+    // learner whose first ask was lost with the old process) is not dropped as served, the
+    // schedule restarts there.
+    m.u.sample_request.det_index = 30;
+    m.u.sample_request.id = WIRE_DET_ID(30, 0);
+    s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+    ck_assert_uint_eq(detsched_base_index(run->srv->det), 30);
+    m.u.sample_request.det_index = 28;
+    m.u.sample_request.id = WIRE_DET_ID(28, 2);
+    s_det_send(run->srv, REPLAY_SOCK_SAMPLE, "learner", &m);
+    ck_assert_uint_eq(run->srv->det_reasks, 1);
+    ck_assert_uint_eq(detsched_base_index(run->srv->det), 28);
+    ck_assert_uint_le(detsched_next_index(run->srv->det), 29); // 28 held or served
     replay_server_destroy(&run->srv);
     free(run);
     s_det_free(g);
@@ -1864,6 +1879,17 @@ START_TEST(test_det_shard_share_of_ratio_and_minimum) {
     ck_assert_uint_eq(s->counters.sampled_rows, 48);
     replay_server_destroy(&run->srv);
     free(run);
+    // 3 actors on 2 shards: shard 1 has actor 1 alone, a third of the actors, so 3 x 2 = 6 per
+    // row and ceil(20 / 3) = 7 rows; shard 0 (actors 0 and 2) 3/2 x 2 = 3 and ceil(40 / 3).
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(config_set(&cfg, "actor.num_actors=3", err, sizeof err), 0);
+        ck_assert_int_eq(config_select_shard(&cfg, k), 0);
+        replay_server_t *u = replay_server_new(&cfg, 0);
+        ck_assert_ptr_nonnull(u);
+        ck_assert_double_eq(u->limiter.samples_per_insert, k ? 6.0 : 3.0);
+        ck_assert_uint_eq(u->min_size, k ? 7 : 14);
+        replay_server_destroy(&u);
+    }
 }
 END_TEST
 

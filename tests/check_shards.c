@@ -210,6 +210,11 @@ typedef struct {
     float w[ITEMS];
     int w_set[ITEMS];
     uint32_t rows;
+    // Requests answered, by id (1..DRAWS): a request asked again after a lost reply (below)
+    // may be answered twice; the second answer is not counted.
+    uint8_t answered[DRAWS + 1];
+    int n_answered;
+    int k[DRAWS + 1]; // the shard each request went to
 } s_tally;
 
 static void s_count(void *arg, int k, const wire_sample_reply_t *r) {
@@ -217,6 +222,12 @@ static void s_count(void *arg, int k, const wire_sample_reply_t *r) {
     s_tally *t = arg;
     ck_assert_int_eq(r->status, WIRE_SAMPLE_OK);
     ck_assert_uint_eq(r->count, t->rows);
+    ck_assert(r->id >= 1 && r->id <= DRAWS);
+    if (t->answered[r->id]) {
+        return;
+    }
+    t->answered[r->id] = 1;
+    t->n_answered++;
     const float *obs = r->obs;
     for (uint32_t j = 0; j < r->count; j++) {
         int item = (int)obs[j * OBS];
@@ -235,10 +246,12 @@ static void s_count(void *arg, int k, const wire_sample_reply_t *r) {
 static void s_draw(s_learner *L, int requests, uint32_t rows, int round_robin, s_tally *t) {
     memset(t, 0, sizeof *t);
     t->rows = rows;
-    int sent = 0, got = 0;
-    while (got < requests) {
+    ck_assert_int_le(requests, DRAWS);
+    int sent = 0;
+    int64_t progress = clock_now_ms();
+    while (t->n_answered < requests) {
         int64_t now = clock_now_ms();
-        while (sent < requests && sent - got < INFLIGHT) {
+        while (sent < requests && sent - t->n_answered < INFLIGHT) {
             int k = round_robin ? sent % shards_count(L->sh) : shards_pick(L->sh, rows, now);
             ck_assert_int_ge(k, 0);
             wire_sample_request_t req = {
@@ -251,12 +264,26 @@ static void s_draw(s_learner *L, int requests, uint32_t rows, int round_robin, s
                 zmq_poll(NULL, 0, 10);
             }
             ck_assert_int_eq(rc, APEX_OK);
-            sent++;
+            t->k[++sent] = k;
         }
-        int n = s_learner_poll(L, WAIT_MS, s_count, t);
-        ck_assert_msg(n > 0, "no reply within %d ms (%d of %d, %d shards)", WAIT_MS, got, requests,
-                      shards_count(L->sh));
-        got += n;
+        int before = t->n_answered;
+        s_learner_poll(L, 1000, s_count, t);
+        if (t->n_answered > before) {
+            progress = clock_now_ms();
+            continue;
+        }
+        ck_assert_msg(clock_now_ms() - progress < WAIT_MS,
+                      "no reply within %d ms (%d of %d, %d shards)", WAIT_MS, t->n_answered,
+                      requests, shards_count(L->sh));
+        // A second without a reply: one was lost (a loaded machine, as a learner's request
+        // times out): the requests not answered are asked again, each of the shard it went to.
+        for (int id = 1; id <= sent; id++) {
+            if (!t->answered[id]) {
+                wire_sample_request_t req = {
+                    .id = (uint64_t)id, .batch_size = rows, .beta = BETA, .batches = 1};
+                shards_send_request(L->sh, t->k[id], &req, clock_now_ms());
+            }
+        }
     }
 }
 

@@ -134,8 +134,9 @@ run g1 configs/smoke.ini --learners 2 --set learner.max_steps=600
 run g2 configs/smoke.ini --learners 2 --set learner.max_steps=600
 same g1 g2 "CartPole, learner group of 2"
 
-# --- 2 replay shards (every place asked of both, rows drawn from the two answers by mass)
-# and a learner group of 2, twice. Each shard's endpoints on ports of their own.
+# --- 3 actors on 2 replay shards (every place asked of both, rows drawn from the two answers
+# by mass; each shard holds its actors' share of the ratio: two actors on one, one on the
+# other) and a learner group of 2, twice. Each shard's endpoints on ports of their own.
 shard_eps() {
   local i s p q
   for i in insert sample; do
@@ -147,10 +148,10 @@ shard_eps() {
 }
 SHARD_EPS=$(shard_eps)
 # shellcheck disable=SC2086
-run r1 configs/smoke.ini --learners 2 --set replay.shards=2 $SHARD_EPS --set learner.max_steps=600
+run r1 configs/smoke.ini --learners 2 --actors 3 --set replay.shards=2 $SHARD_EPS --set learner.max_steps=600
 # shellcheck disable=SC2086
-run r2 configs/smoke.ini --learners 2 --set replay.shards=2 $SHARD_EPS --set learner.max_steps=600
-same r1 r2 "CartPole, 2 replay shards, learner group of 2"
+run r2 configs/smoke.ini --learners 2 --actors 3 --set replay.shards=2 $SHARD_EPS --set learner.max_steps=600
+same r1 r2 "CartPole, 3 actors on 2 replay shards, learner group of 2"
 n_ok=$(grep -l "deterministic schedule: horizon [1-9][0-9]*, .* 0 out of turn" "$RUNS"/r1/replay0.log \
   "$RUNS"/r1/replay1.log 2>/dev/null | wc -l)
 [ "$n_ok" = 2 ] && grep -q "rank 0 sent [1-9][0-9]* sample requests: \([0-9]*\) to shard 0, \1 to shard 1" \

@@ -89,6 +89,28 @@ ups=$("$PY" -c "import csv, sys; print(' '.join(r['updates'] for r in csv.DictRe
 [ -f "$RUNS/every/evals/u000000009999.bin.bad" ] && grep -q "cannot evaluate .*u000000009999.bin: .*moved to" "$RUNS/every/eval.log" \
   && ok "a file that is not a checkpoint: set aside, said, the others evaluated" || bad "stray file: $(grep -i u000000009999 "$RUNS/every/eval.log")"
 
+# Stopped with points not evaluated yet: it evaluates them first. A run without an evaluator
+# leaves u100 .. u400 (the launcher says they pile up); an evaluator started on an empty
+# evals/ is frozen, the points are put back, and it is told to stop, then thawed.
+rc=0; scripts/apex-local configs/smoke.ini --bin "$APEX_BIN" --quiet --no-eval $(endpoint_sets) \
+  --set run.out_dir="$RUNS" --set run.name=held --set eval.every_updates=100 --set eval.episodes=5 \
+  --set learner.max_steps=400 --set run.max_seconds=120 >"$TMP/held.out" 2>&1 || rc=$?
+grep -q "every_updates > 0 without an evaluator: the learner's evaluation points pile up" "$TMP/held.out" \
+  && [ "$(ls "$RUNS/held/evals" | wc -l)" = 4 ] && ok "without an evaluator: 4 points left, and said" \
+  || bad "held run: exit $rc, $(ls "$RUNS/held/evals" 2>&1) $(tail -2 "$TMP/held.out")"
+mkdir -p "$TMP/held" && mv "$RUNS"/held/evals/*.bin "$TMP/held/"
+"$APEX_BIN/apex-eval" -c "$RUNS/held/config.ini" --follow 2>"$TMP/held_eval.log" &
+EP=$!
+PIDS+=("$EP")
+wait_for 20 grep -q "evaluating the network at every 100 updates" "$TMP/held_eval.log"
+kill -STOP "$EP"; mv "$TMP"/held/*.bin "$RUNS/held/evals/"; kill -TERM "$EP"; kill -CONT "$EP"
+rc=0; wait "$EP" || rc=$?
+ups=$("$PY" -c "import csv, sys; print(' '.join(r['updates'] for r in csv.DictReader(open(sys.argv[1]))))" "$RUNS/held/eval.csv" 2>/dev/null)
+[ "$rc" = 0 ] && [ "$ups" = "100 200 300 400" ] && [ -z "$(ls "$RUNS/held/evals")" ] \
+  && grep -q "stopping: evaluating the points up to update 400 first" "$TMP/held_eval.log" \
+  && ok "stopped with 4 points waiting: each evaluated before the exit" \
+  || bad "stop with points waiting: exit $rc, rows '$ups', left $(ls "$RUNS/held/evals"): $(tail -3 "$TMP/held_eval.log")"
+
 # --trace: the reference's own trace (gen_minatar.py --trace breakout 5 80), line for line.
 "$APEX_BIN/apex-eval" -c configs/smoke.ini --set env.id=MinAtar/Breakout-v0 --trace 5 80 >"$TMP/trace.txt" 2>"$TMP/err" \
   && cmp -s "$TMP/trace.txt" tests/fixtures/minatar_trace_breakout.txt \
