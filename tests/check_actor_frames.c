@@ -46,21 +46,13 @@ static void s_load(apex_config_t *cfg, const char *env, int k, int frames, const
     snprintf(kv[1], sizeof kv[1], "env.frame_stack=%d", k);
     snprintf(kv[2], sizeof kv[2], "replay.frame_storage=%s", frames ? "true" : "false");
     snprintf(kv[3], sizeof kv[3], "replay.compress=%s", frames ? codec : "none");
-    const char *sets[] = {kv[0],
-                          kv[1],
-                          kv[2],
-                          kv[3],
-                          "run.seed=3",
-                          "network.hidden=16",
-                          "actor.num_actors=2",
-                          "actor.envs_per_actor=4",
-                          "actor.n_step=3",
-                          "actor.send_batch=16",
-                          "actor.max_pending_batches=4096",
-                          "actor.eps_base=1",
-                          "replay.capacity=4096",
-                          "replay.max_batch=64",
-                          "learner.batch_size=32",
+    const char *sets[] = {kv[0], kv[1], kv[2], kv[3], "run.seed=3", "network.hidden=16",
+                          "actor.num_actors=2", "actor.envs_per_actor=4", "actor.n_step=3",
+                          "actor.send_batch=16", "actor.max_pending_batches=4096",
+                          // Paced, so that the window cannot fill (and drop batch 0, which
+                          // s_collect waits for) before a loaded machine connects the socket.
+                          "actor.max_steps_per_s=2000", "actor.eps_base=1", "replay.capacity=4096",
+                          "replay.max_batch=64", "learner.batch_size=32",
                           "endpoints.replay_insert_bind=tcp://127.0.0.1:*",
                           "endpoints.replay_sample_bind=tcp://127.0.0.1:*"};
     char err[CONFIG_ERR_LEN];
