@@ -71,6 +71,7 @@ struct prefetch {
     int fan;
     uint64_t seed;
     uint8_t *watch_in;      // (K)
+    uint8_t *watch_sent;    // (K) the watch\'s question reached shard k
     uint64_t *watch_served; // (K)
     uint64_t *upd_keys;     // (batch) one shard's part of a batch's update
     float *upd_prio;
@@ -123,6 +124,7 @@ prefetch_t *prefetch_new(const apex_config_t *cfg, shards_t *shards, int64_t now
             s->row_shard = xcalloc(B, 1);
         }
         p->watch_in = xcalloc((size_t)K, 1);
+        p->watch_sent = xcalloc((size_t)K, 1);
         p->watch_served = xcalloc((size_t)K, sizeof *p->watch_served);
         p->upd_keys = xmalloc(p->batch * sizeof(uint64_t));
         p->upd_prio = xmalloc(p->batch * sizeof(float));
@@ -165,6 +167,7 @@ void prefetch_destroy(prefetch_t **self_p) {
         free(s->row_shard);
     }
     free(p->watch_in);
+    free(p->watch_sent);
     free(p->watch_served);
     free(p->upd_keys);
     free(p->upd_prio);
@@ -726,24 +729,38 @@ const prefetch_stats_t *prefetch_stats(const prefetch_t *self) { return &self->s
 // ---------------------------------------------------------------------------------------
 // The horizon watch (deterministic runs)
 
+// Fan-out: the watch's question to every shard it has not reached yet (a shard not connected
+// yet refuses the send: asked at the next call, not after the timeout, which at start-up held
+// every actor for a whole request_timeout_ms).
+static void s_fan_watch_send(prefetch_t *p) {
+    wire_sample_request_t req = {.id = p->watch_id, .stats_only = 1, .det_horizon = p->watch_h};
+    for (int k = 0; k < p->fan; k++) {
+        if (!p->watch_sent[k] && shards_send_to(p->shards, k, &req) == APEX_OK) {
+            p->watch_sent[k] = 1;
+        }
+    }
+}
+
 void prefetch_det_watch(prefetch_t *self, uint64_t h, int64_t now_ms) {
-    if (self->has_answer || (self->watch_h == h && now_ms - self->watch_ms <= self->timeout_ms)) {
-        return; // an answer not taken yet, or the question in flight
+    if (self->has_answer) {
+        return; // an answer not taken yet
+    }
+    if (self->watch_h == h && now_ms - self->watch_ms <= self->timeout_ms) {
+        if (self->fan) {
+            s_fan_watch_send(self); // (the question in flight; to any shard it missed)
+        }
+        return;
     }
     wire_sample_request_t req = {
         .id = DET_WATCH_ID_BIT | ++self->watch_asks, .stats_only = 1, .det_horizon = h};
     if (self->fan) {
         // Every shard, under one id (ids are per connection); asked again together.
-        int sent = 0;
-        for (int k = 0; k < self->fan; k++) {
-            self->watch_in[k] = 0;
-            sent += shards_send_to(self->shards, k, &req) == APEX_OK;
-        }
-        if (sent) {
-            self->watch_h = h;
-            self->watch_id = req.id;
-            self->watch_ms = now_ms;
-        }
+        self->watch_h = h;
+        self->watch_id = req.id;
+        self->watch_ms = now_ms;
+        memset(self->watch_in, 0, (size_t)self->fan);
+        memset(self->watch_sent, 0, (size_t)self->fan);
+        s_fan_watch_send(self);
         return;
     }
     if (shards_send_request(self->shards, 0, &req, now_ms) == APEX_OK) {
