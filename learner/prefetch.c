@@ -377,12 +377,6 @@ static prefetch_result s_bad(prefetch_t *p, const char *why) {
     return PREFETCH_BAD;
 }
 
-// Shard k's share of the mass of a fan-out answer: its total priority (equal shares when no
-// shard reports any: a guard, a shard serves only with data).
-static double s_fan_mass(const prefetch_t *p, const s_slot *s, int k, double total) {
-    return total > 0.0 ? s->sub_stats[k].total_priority : 1.0 / (double)p->fan;
-}
-
 // The K answers of a place make its rows: row j is row j of shard k's answer with probability
 // P_k / sum P (each answer is the whole batch sampled from that shard's own priorities, so row
 // j is then transition i with probability p_i / sum P over every shard: global PER), drawn
@@ -398,8 +392,12 @@ static void s_fan_merge(prefetch_t *p, s_slot *s) {
             pmin = st->min_priority;
         }
     }
+    // Each shard's share of [0, mass) (equal shares when none reports any mass: a guard, a
+    // shard serves only with data), and its weights' rescaling.
     float scale[CONFIG_MAX_SHARDS];
+    double share[CONFIG_MAX_SHARDS];
     for (int k = 0; k < p->fan; k++) {
+        share[k] = total > 0.0 ? s->sub_stats[k].total_priority : 1.0 / (double)p->fan;
         double mk = s->sub_stats[k].min_priority;
         scale[k] = mk > 0.0 && pmin > 0.0 && s->beta > 0.0f ? powf((float)pmin / (float)mk, s->beta)
                                                             : 1.0f;
@@ -413,8 +411,8 @@ static void s_fan_merge(prefetch_t *p, s_slot *s) {
     for (uint32_t j = 0; j < rows; j++) {
         double u = rng_uniform(&r) * mass;
         int k = 0;
-        while (k < p->fan - 1 && u >= s_fan_mass(p, s, k, total)) {
-            u -= s_fan_mass(p, s, k, total);
+        while (k < p->fan - 1 && u >= share[k]) {
+            u -= share[k];
             k++;
         }
         const wire_rows_t *in = &s->sub[k];
@@ -431,24 +429,7 @@ static void s_fan_merge(prefetch_t *p, s_slot *s) {
     *t = (wire_replay_stats_t){
         .shards = (uint32_t)p->fan, .min_priority = pmin, .det_version_min = UINT64_MAX};
     for (int k = 0; k < p->fan; k++) {
-        const wire_replay_stats_t *st = &s->sub_stats[k];
-        t->size += st->size;
-        t->capacity += st->capacity;
-        t->inserted += st->inserted;
-        t->sampled += st->sampled;
-        t->updated += st->updated;
-        t->stale_updates += st->stale_updates;
-        t->bad_messages += st->bad_messages;
-        t->limiter_waits += st->limiter_waits;
-        t->duplicate_batches += st->duplicate_batches;
-        t->total_priority += st->total_priority;
-        // The actors' columns: each shard's own actors' (its last returns, its smallest
-        // version), so the sums, and the smallest version of all.
-        t->det_env_frames += st->det_env_frames;
-        t->det_episodes += st->det_episodes;
-        t->det_return_sum += st->det_return_sum;
-        t->det_return_n += st->det_return_n;
-        t->det_version_min = APEX_MIN(t->det_version_min, st->det_version_min);
+        shards_stats_add(t, &s->sub_stats[k]); // (each shard's own actors' columns: summed)
     }
 }
 

@@ -430,18 +430,26 @@ const wire_replay_stats_t *shards_stats(shards_t *self) {
     wire_replay_stats_t *t = &self->sum;
     *t = (wire_replay_stats_t){.shards = (uint32_t)self->K};
     for (int k = 0; k < self->K; k++) {
-        const wire_replay_stats_t *st = &self->sh[k].st;
-        t->size += st->size;
-        t->capacity += st->capacity;
-        t->inserted += st->inserted;
-        t->sampled += st->sampled;
-        t->updated += st->updated;
-        t->stale_updates += st->stale_updates;
-        t->bad_messages += st->bad_messages;
-        t->limiter_waits += st->limiter_waits;
-        t->duplicate_batches += st->duplicate_batches;
-        t->total_priority += st->total_priority;
+        shards_stats_add(t, &self->sh[k].st);
     }
     t->min_priority = s_min_priority(self);
     return t;
+}
+
+void shards_stats_add(wire_replay_stats_t *t, const wire_replay_stats_t *st) {
+    t->size += st->size;
+    t->capacity += st->capacity;
+    t->inserted += st->inserted;
+    t->sampled += st->sampled;
+    t->updated += st->updated;
+    t->stale_updates += st->stale_updates;
+    t->bad_messages += st->bad_messages;
+    t->limiter_waits += st->limiter_waits;
+    t->duplicate_batches += st->duplicate_batches;
+    t->total_priority += st->total_priority;
+    t->det_env_frames += st->det_env_frames;
+    t->det_episodes += st->det_episodes;
+    t->det_return_sum += st->det_return_sum;
+    t->det_return_n += st->det_return_n;
+    t->det_version_min = APEX_MIN(t->det_version_min, st->det_version_min);
 }

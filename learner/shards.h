@@ -106,6 +106,10 @@ int shards_take_down(shards_t *self);
 // The replay counters of the run: the sum over every shard's last stats (K = 1: the server's
 // own). Borrowed; valid until the next call on self.
 const wire_replay_stats_t *shards_stats(shards_t *self);
+// Adds shard stats st into t, the sum over shards: the counters, the priority mass, and the
+// deterministic actors' columns (each shard's own actors': sums; det_version_min the smaller).
+// min_priority, shard and shards are the caller's.
+void shards_stats_add(wire_replay_stats_t *t, const wire_replay_stats_t *st);
 // Shards up now (K = 1: 1).
 int shards_up(const shards_t *self);
 // Sample requests this learner sent to shard k so far (K = 1: 0, not counted).
