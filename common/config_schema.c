@@ -37,8 +37,9 @@ const config_row_t config_schema[] = {
     {"run", "blas_library", T_ENUM, OFF(run.blas_library), 0, 0, 0, "openblas", "openblas|onednn",
      "the library computing the matrix products of the learner, actors and evaluator: openblas, "
      "or onednn (oneDNN's sgemm from Debian's libdnnl2, loaded at start-up and checked against a "
-     "reference; a daemon that cannot load it refuses to start); measured ahead of OpenBLAS on "
-     "the learners (+24 % Nature on an Intel Xeon), so far on two CPUs"},
+     "reference, and its convolution primitives for conv layers at the learner's batch; a daemon "
+     "that cannot load it refuses to start); measured ahead of OpenBLAS on the learners (Nature "
+     "+40 % on an Intel Xeon with the convolutions), so far on two CPUs"},
 
     {"run", "deterministic", T_BOOL, OFF(run.deterministic), 0, 0, 1, "false", NULL,
      "bit-identical reruns for a fixed config, seed and topology: the replay applies inserts, "

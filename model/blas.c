@@ -3,6 +3,8 @@
 #define LOG_MODULE "blas"
 #include "blas.h"
 
+#include "dnnconv.h"
+
 #include "apex.h"
 #include "log.h"
 
@@ -180,6 +182,11 @@ int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     }
     log_info("oneDNN's sgemm (%s) computes the products, checked at start-up; %d thread(s)", soname,
              threads);
+    // and its convolution primitives the conv layers (model/dnnconv.h), where nn.c can
+    char why[128];
+    if (dnnconv_load(h, why, sizeof why) != 0) {
+        log_warn("%s: conv layers stay on im2col + sgemm", why);
+    }
     return 0;
 }
 

@@ -7,9 +7,12 @@
 #include "apex.h"
 #include "blas.h"
 #include "config.h"
+#include "dnnconv.h"
+#include "log.h"
 #include "xalloc.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -499,6 +502,19 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
     s->block_bytes = total * sizeof(float);
     s->block = xaligned_alloc(s->block_bytes);
     s_state_layout(s, s->block);
+    if (cfg->n_conv > 0 && dnnconv_enabled()) {
+        char why[160];
+        s->dnn = dnnconv_create(s->conv, cfg->n_conv, max_batch, why, sizeof why);
+        static atomic_int said; // the first body of the process, for the log's reader
+        if (!s->dnn) {
+            log_warn("%s: the conv layers run on im2col + sgemm", why);
+        } else if (!atomic_exchange(&said, 1)) {
+            log_info("conv layers on oneDNN's convolution primitives at batch %d (first layer %s, "
+                     "its input by %s; kernels %s)",
+                     max_batch, dnnconv_first_layer(s->dnn), dnnconv_input_path(s->dnn),
+                     dnnconv_impl(s->dnn, 0, 0));
+        }
+    }
 }
 
 void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm) {
@@ -510,6 +526,7 @@ void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm) {
 }
 
 void nn_state_fini(nn_state_t *s) {
+    dnnconv_free(s->dnn);
     xfree(s->block);
     memset(s, 0, sizeof *s);
 }
@@ -827,6 +844,26 @@ static conv_input_t s_conv_input(const nn_state_t *s, int l) {
 // the byte one 0.63-0.68 ms).
 #define NN_F32_INPUT_MAX_BYTES ((size_t)1 << 20)
 
+static void s_conv_transpose(nn_state_t *s, const void *obs, int B);
+
+// Whether a forward of B samples on s runs its conv layers on oneDNN: fp32 products (a
+// bfloat16 learner's convolutions stay conv.c's GEMMs) and the batch the body was made for.
+static int s_dnn_usable(const nn_state_t *s, int B) {
+    return s->dnn && B == dnnconv_batch(s->dnn) && (!s->gemm || s->gemm == blas_sgemm_ld);
+}
+
+// The first conv layer's input for a forward of B samples: oneDNN's body takes the rows
+// itself; conv.c reads them transposed (s_conv_transpose). Sets what nn_backward follows.
+static void s_conv_input_rows(nn_state_t *s, const void *obs, int B) {
+    s->dnn_pass = s_dnn_usable(s, B);
+    s->dnn_in_of = NULL;
+    if (s->dnn_pass) {
+        dnnconv_input(s->dnn, obs, s->cfg.in_dtype == NN_INPUT_U8, s_scale(&s->cfg));
+    } else {
+        s_conv_transpose(s, obs, B);
+    }
+}
+
 static void s_conv_transpose(nn_state_t *s, const void *obs, int B) {
     const conv_shape_t *c0 = &s->conv[0];
     s->in_t_u8 = s->cfg.in_dtype == NN_INPUT_U8 &&
@@ -847,6 +884,11 @@ static void s_forward_from(nn_state_t *s, const nn_params_t *p, const void *obs,
     // [conv2d -> ReLU] x n_conv, the ReLU applied by conv.c while each chunk is in the cache.
     for (int l = from; l < cfg->n_conv; l++) {
         const nn_linear_t *L = s_layer(p, l, 1);
+        if (s->dnn_pass) { // the activations below the top stay inside the body
+            dnnconv_forward(s->dnn, l, L->w, L->b, l == 0 ? s->dnn_in_of : NULL,
+                            l == cfg->n_conv - 1 ? s->act[l] : NULL);
+            continue;
+        }
         conv_input_t in = s_conv_input(s, l);
         conv_forward(s->act[l], &in, L->w, L->b, 1, &s->conv[l], B, s->scratch);
     }
@@ -891,7 +933,7 @@ void nn_forward(nn_state_t *s, const nn_params_t *p, const void *obs, int B, flo
     s->batch = B;
     s->obs = obs;
     if (cfg->n_conv > 0) {
-        s_conv_transpose(s, obs, B);
+        s_conv_input_rows(s, obs, B);
     }
     s_forward_from(s, p, obs, 0, B, q_out);
 }
@@ -921,6 +963,20 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
                 pa->n_layers == cfg->n_conv + cfg->n_hidden + 1 && pb->n_layers == pa->n_layers);
     sa->batch = sb->batch = B;
     sa->obs = sb->obs = obs;
+    if (s_dnn_usable(sa, B) && s_dnn_usable(sb, B)) {
+        // oneDNN: sb's first layer reads sa's input (a train sb keeps a copy of its own)
+        s_conv_input_rows(sa, obs, B);
+        if (sb->train) {
+            s_conv_input_rows(sb, obs, B);
+        } else {
+            sb->dnn_pass = 1;
+            sb->dnn_in_of = sa->dnn;
+        }
+        s_forward_from(sa, pa, obs, 0, B, qa);
+        s_forward_from(sb, pb, obs, 0, B, qb);
+        return;
+    }
+    sa->dnn_pass = sb->dnn_pass = 0;
     s_conv_transpose(sa, obs, B);
     sb->in_t_u8 = sa->in_t_u8;
     if (sb->train) { // nn_backward on sb reads its own copy
@@ -977,7 +1033,17 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
         }
         dout = din;
     }
-    for (int l = cfg->n_conv - 1; l >= 0; l--) {
+    for (int l = cfg->n_conv - 1; s->dnn_pass && l >= 0; l--) {
+        // oneDNN: the gradients below the top and their ReLU masks stay inside the body
+        const nn_linear_t *L = l > 0 ? s_layer(p, l, -1) : &p->layer[l];
+        nn_linear_t G = pc ? s_conv_piece(pc, L) : grads->layer[l];
+        dnnconv_backward(s->dnn, l, l == cfg->n_conv - 1 ? dout : NULL, l > 0 ? L->w : NULL, G.w,
+                         G.b);
+        if (pc) {
+            pc->done(pc->arg, pc->buf, p->off[l], (size_t)G.out_dim * (G.in_dim + 1));
+        }
+    }
+    for (int l = cfg->n_conv - 1; !s->dnn_pass && l >= 0; l--) {
         const conv_shape_t *cs = &s->conv[l];
         float *din = l == 0 ? NULL : s->grad[l & 1];
         // W only for dh_prev: the first layer's (no din) is not fetched, only its shape used.

@@ -183,6 +183,12 @@ typedef struct {
     size_t block_bytes;
     blas_gemm_fn gemm; // every product of the passes on this state; NULL: fp32
                        // (nn_state_set_gemm)
+    // Conv nets with [run] blas_library = onednn: the conv layers on oneDNN's primitives
+    // (model/dnnconv.h) for batches of max_batch in fp32; other batches and bfloat16 take
+    // conv.c's path. NULL: conv.c always.
+    struct dnnconv *dnn;
+    int dnn_pass;                    // the last forward ran on dnn (nn_backward follows it)
+    const struct dnnconv *dnn_in_of; // that forward's first layer read this body's input
 } nn_state_t;
 
 // The network a run's config describes ([env] shape, dtype and scale, [network]): the one

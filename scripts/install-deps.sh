@@ -15,6 +15,8 @@ PKGS=(
   libmujoco-dev                       # the MuJoCo tasks of the env library (envs/mjenv.c)
   libmujoco-samples                   # MuJoCo's own models, which tests/check_mujoco.c loads
   liblz4-dev libzstd-dev              # frame compression ([replay] compress, common/fcodec.c)
+  libdnnl-dev                         # oneDNN's header (model/dnnconv.c); the library itself is
+                                      # loaded with dlopen for [run] blas_library = onednn
   curl ca-certificates                # scripts/fetch-mujoco-models downloads Gymnasium's models
 )
 if [ "${APEX_FUZZ_DEPS:-0}" = 1 ]; then
@@ -25,7 +27,7 @@ if [ "${APEX_SLURM_DEPS:-0}" = 1 ]; then
 fi
 if [ "${APEX_BENCH_DEPS:-0}" = 1 ]; then
   PKGS+=(python3-torch)            # the PyTorch peer, only for make bench
-  PKGS+=(libblis-dev libdnnl-dev)  # the other BLAS libraries bench_gemm measures (dlopen)
+  PKGS+=(libblis-dev)              # the other BLAS library bench_gemm measures (dlopen)
 fi
 
 missing=()

@@ -88,6 +88,30 @@ if has avx; then
     || bad "no oneDNN line: $(grep -m2 'blas\|oneDNN' "$TMP/eval_dnnl.log")"
 fi
 
+# [run] blas_library = onednn on a conv net, through apex-local: the learner's conv layers run
+# on oneDNN's convolution primitives (model/dnnconv.h; the first layer, 8x8 stride 4, as space
+# to depth), it trains ONEDNN_UPDATES updates on MinAtar Breakout drawn as 84x84 frames, and
+# apex-eval evaluates the checkpoint with the same library (its batch of one: conv.c's path).
+UPD=${ONEDNN_UPDATES:-30}
+RUN="$RUNS/pixels-onednn"
+rc=0
+scripts/apex-local configs/minatar-breakout-pixels.ini --bin "$APEX_BIN" --quiet $(endpoint_sets) \
+  --set run.out_dir="$RUNS" --set run.name=pixels-onednn --set run.blas_library=onednn \
+  --set replay.min_size_to_sample=300 --set learner.batch_size=32 --set learner.max_steps="$UPD" \
+  --set run.max_seconds=300 >"$TMP/pixels.out" 2>&1 || rc=$?
+grep -q "reached \[learner\] max_steps = $UPD" "$RUN"/learner*.log \
+  && ok "MinAtar Breakout from 84x84 frames: $UPD updates with oneDNN's convolutions" \
+  || { bad "the oneDNN conv run did not train (exit $rc)"; grep -h -i -m3 "error\|refus" "$RUN"/*.log; }
+line=$(grep -m1 "conv layers on oneDNN's convolution primitives" "$RUN"/learner*.log || true)
+[[ "$line" == *"at batch 32 (first layer s2d"* ]] && ok "the learner's conv layers on oneDNN: ${line#*I apex: }" \
+  || bad "no oneDNN conv line in the learner's log: '$line'"
+grep -q "the conv layers run on im2col" "$RUN"/*.log && bad "a body fell back: $(grep -h -m1 'im2col' "$RUN"/*.log)" \
+  || ok "no conv body fell back to im2col"
+"$APEX_BIN/apex-eval" -c "$RUN/config.ini" --checkpoint "$RUN/checkpoint.bin" --episodes 2 \
+  >"$TMP/pixels_eval.out" 2>"$TMP/pixels_eval.err" && grep -q " mean " "$TMP/pixels_eval.out" \
+  && ok "apex-eval with oneDNN evaluates it: $(grep -o 'mean [-0-9.]*' "$TMP/pixels_eval.out")" \
+  || bad "apex-eval on the oneDNN checkpoint: $(cat "$TMP/pixels_eval.err" "$TMP/pixels_eval.out" | tail -3)"
+
 # A library that is not one: a config error naming the choices.
 expect_rc 2 "blas_library = bogus is a config error" "$APEX_BIN/apex-eval" -c configs/cartpole.ini \
   --set run.blas_library=bogus --checkpoint /nonexistent

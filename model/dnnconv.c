@@ -1,0 +1,702 @@
+// dnnconv.c: conv bodies on oneDNN's convolution primitives (see dnnconv.h). oneDNN is
+// Debian's libdnnl2, loaded by blas.c with dlopen (not a run-time dependency of apex); its
+// header gives the types, and every entry point is taken with dlsym into a pointer of the
+// declared function's type, so a mismatch is a compile error, not a crash.
+#include "dnnconv.h"
+
+#include "apex.h"
+#include "xalloc.h"
+
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DNN_FUNCS(X)                                                                               \
+    X(dnnl_engine_create)                                                                          \
+    X(dnnl_stream_create)                                                                          \
+    X(dnnl_stream_destroy)                                                                         \
+    X(dnnl_stream_wait)                                                                            \
+    X(dnnl_memory_desc_init_by_tag)                                                                \
+    X(dnnl_memory_desc_get_size)                                                                   \
+    X(dnnl_memory_desc_equal)                                                                      \
+    X(dnnl_memory_create)                                                                          \
+    X(dnnl_memory_destroy)                                                                         \
+    X(dnnl_memory_set_data_handle)                                                                 \
+    X(dnnl_memory_get_data_handle)                                                                 \
+    X(dnnl_memory_get_memory_desc)                                                                 \
+    X(dnnl_primitive_attr_create)                                                                  \
+    X(dnnl_primitive_attr_destroy)                                                                 \
+    X(dnnl_primitive_attr_set_post_ops)                                                            \
+    X(dnnl_post_ops_create)                                                                        \
+    X(dnnl_post_ops_destroy)                                                                       \
+    X(dnnl_post_ops_append_eltwise)                                                                \
+    X(dnnl_post_ops_append_sum)                                                                    \
+    X(dnnl_convolution_forward_desc_init)                                                          \
+    X(dnnl_convolution_backward_data_desc_init)                                                    \
+    X(dnnl_convolution_backward_weights_desc_init)                                                 \
+    X(dnnl_primitive_desc_create)                                                                  \
+    X(dnnl_primitive_desc_destroy)                                                                 \
+    X(dnnl_primitive_desc_query_md)                                                                \
+    X(dnnl_primitive_desc_query)                                                                   \
+    X(dnnl_reorder_primitive_desc_create)                                                          \
+    X(dnnl_primitive_create)                                                                       \
+    X(dnnl_primitive_destroy)                                                                      \
+    X(dnnl_primitive_execute)
+
+#define DNN_DECL(f) static __typeof__(f) *p_##f;
+DNN_FUNCS(DNN_DECL)
+#undef DNN_DECL
+#define D(f) p_##f
+
+static dnnl_engine_t s_engine;
+static atomic_int s_enabled;
+
+int dnnconv_load(void *handle, char *why, size_t n) {
+    if (s_engine) {
+        return 0;
+    }
+#define DNN_SYM(f)                                                                                 \
+    if (!(p_##f = (__typeof__(f) *)dlsym(handle, #f))) {                                           \
+        snprintf(why, n, "oneDNN has no %s", #f);                                                  \
+        return -1;                                                                                 \
+    }
+    DNN_FUNCS(DNN_SYM)
+#undef DNN_SYM
+    if (D(dnnl_engine_create)(&s_engine, dnnl_cpu, 0) != dnnl_success) {
+        snprintf(why, n, "oneDNN cannot create a CPU engine");
+        s_engine = NULL;
+        return -1;
+    }
+    atomic_store(&s_enabled, 1);
+    return 0;
+}
+
+int dnnconv_enabled(void) { return s_engine && atomic_load(&s_enabled); }
+
+void dnnconv_set_enabled(int mode) { atomic_store(&s_enabled, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
+
+// ----------------------------------------------------------------------------
+// the body
+
+// A reorder from -> to; p NULL when the two are one memory (nothing to do).
+typedef struct {
+    dnnl_primitive_t p;
+    dnnl_memory_t from, to;
+} dc_reorder_t;
+
+typedef struct {
+    conv_shape_t s; // as oneDNN runs it (layer 0 in space to depth: the s2d shape)
+    dnnl_primitive_t fwd, bwd_w, bwd_d;
+    char impl[3][48];             // the implementations oneDNN chose (dnnconv_impl)
+    dnnl_memory_t w_user, b_user; // oihw and x, over the caller's (or the s2d copy's) arrays
+    dnnl_memory_t w, w_bd;        // the weights as forward and backward data read them
+    dc_reorder_t w_to, w_to_bd;
+    dnnl_memory_t src;  // the input as every pass reads it (layer 0: owned; else the previous dst)
+    dnnl_memory_t dst;  // the output, post-ReLU (owned)
+    dnnl_memory_t ddst; // dL/d(pre-ReLU output), in dst's layout (owned)
+    dnnl_memory_t dw, db; // backward weights' outputs (owned)
+    dnnl_memory_t dw_user;
+    dc_reorder_t dw_out; // dw -> the caller's dw, added (or -> the s2d copy, replaced)
+    size_t dst_floats;   // of dst and ddst, padding included
+} dc_layer_t;
+
+struct dnnconv {
+    int n, B;
+    int s2d;           // layer 0 runs as space to depth
+    conv_shape_t net0; // layer 0 as the network has it
+    dnnl_stream_t st;
+    dc_layer_t L[DNNCONV_MAX_LAYERS];
+    float *x; // the first layer's input as plain nchw floats (space to depth applied)
+    // The input written straight into forward's layout (no reorder): element j of a sample's
+    // part of src is element gather[j] of its observation row (-1: padding, 0), when src's
+    // layout keeps each sample's elements together (dnnconv_create checks it); NULL otherwise.
+    int32_t *gather;
+    size_t per_sample; // floats of one sample in src, padding included
+    dnnl_memory_t x_mem;
+    dc_reorder_t x_to_src;
+    dnnl_memory_t top_user, dtop_user; // conv.h's (OC x OH x OW x B): chwn
+    dc_reorder_t top_out, dtop_in;
+    float *w_s2d, *dw_s2d; // layer 0's weights and gradient in the s2d shape (oihw)
+    int own_input;         // the last layer-0 forward read d's own input
+};
+
+// Every status of a pass: a failure there is a bug of apex or of the library, not bad input.
+static void s_ok(dnnl_status_t st, const char *what) {
+    if (st != dnnl_success) {
+        fprintf(stderr, "dnnconv: %s failed (oneDNN status %d)\n", what, (int)st);
+        abort();
+    }
+}
+
+static dnnl_memory_t s_mem(const dnnl_memory_desc_t *md, void *handle) {
+    dnnl_memory_t m = NULL;
+    if (D(dnnl_memory_create)(&m, md, s_engine, handle) != dnnl_success) {
+        return NULL;
+    }
+    return m;
+}
+
+static const dnnl_memory_desc_t *s_md(dnnl_memory_t m) {
+    const dnnl_memory_desc_t *md = NULL;
+    D(dnnl_memory_get_memory_desc)(m, &md);
+    return md;
+}
+
+// A reorder from -> to_md. to: the target memory, or NULL to make one (or to use from itself
+// when the layouts agree and nothing is added). sum: to += from. 0, or -1.
+static int s_reorder(dc_reorder_t *r, dnnl_memory_t from, const dnnl_memory_desc_t *to_md,
+                     dnnl_memory_t to, int sum) {
+    *r = (dc_reorder_t){NULL, from, to};
+    if (!to && D(dnnl_memory_desc_equal)(s_md(from), to_md)) {
+        r->to = from;
+        return 0;
+    }
+    if (!to && !(r->to = s_mem(to_md, DNNL_MEMORY_ALLOCATE))) {
+        return -1;
+    }
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int rc = -1;
+    if (D(dnnl_primitive_attr_create)(&attr) != dnnl_success) {
+        goto out;
+    }
+    if (sum && (D(dnnl_post_ops_create)(&po) != dnnl_success ||
+                D(dnnl_post_ops_append_sum)(po, 1.0f) != dnnl_success ||
+                D(dnnl_primitive_attr_set_post_ops)(attr, po) != dnnl_success)) {
+        goto out;
+    }
+    if (D(dnnl_reorder_primitive_desc_create)(&pd, s_md(from), s_engine, to_md, s_engine, attr) !=
+            dnnl_success ||
+        D(dnnl_primitive_create)(&r->p, pd) != dnnl_success) {
+        goto out;
+    }
+    rc = 0;
+out:
+    if (pd) {
+        D(dnnl_primitive_desc_destroy)(pd);
+    }
+    if (po) {
+        D(dnnl_post_ops_destroy)(po);
+    }
+    if (attr) {
+        D(dnnl_primitive_attr_destroy)(attr);
+    }
+    return rc;
+}
+
+static void s_run_reorder(dnnconv_t *d, const dc_reorder_t *r) {
+    if (!r->p) {
+        return;
+    }
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, r->from}, {DNNL_ARG_TO, r->to}};
+    s_ok(D(dnnl_primitive_execute)(r->p, d->st, 2, a), "a reorder");
+}
+
+static float *s_ptr(dnnl_memory_t m) {
+    void *p = NULL;
+    s_ok(D(dnnl_memory_get_data_handle)(m, &p), "dnnl_memory_get_data_handle");
+    return p;
+}
+
+static void s_set(dnnl_memory_t m, const void *p) {
+    s_ok(D(dnnl_memory_set_data_handle)(m, (void *)p), "dnnl_memory_set_data_handle");
+}
+
+static void s_dims(dnnl_dims_t d, int a, int b, int c, int e) {
+    d[0] = a, d[1] = b, d[2] = c, d[3] = e;
+}
+
+static void s_impl(char *dst, size_t n, const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    D(dnnl_primitive_desc_query)(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(dst, n, "%s", impl ? impl : "?");
+}
+
+// Layer l's primitives and memories. in: the layer's input memory (layer 0: NULL, made here
+// in the layout forward chooses). Returns NULL, or what failed.
+static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
+    dc_layer_t *L = &d->L[l];
+    const conv_shape_t *s = &L->s;
+    dnnl_dims_t sd, wd, dd, bd = {s->c_out}, strides = {s->stride, s->stride}, pad = {0, 0};
+    s_dims(sd, d->B, s->c_in, s->h, s->w);
+    s_dims(wd, s->c_out, s->c_in, s->k, s->k);
+    s_dims(dd, d->B, s->c_out, s->oh, s->ow);
+    dnnl_memory_desc_t src_any, w_any, b_md, dst_any, w_user_md;
+    const dnnl_memory_desc_t *src_md = in ? s_md(in) : &src_any;
+    if (D(dnnl_memory_desc_init_by_tag)(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any) ||
+        D(dnnl_memory_desc_init_by_tag)(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+        D(dnnl_memory_desc_init_by_tag)(&w_user_md, 4, wd, dnnl_f32, dnnl_oihw) ||
+        D(dnnl_memory_desc_init_by_tag)(&b_md, 1, bd, dnnl_f32, dnnl_x) ||
+        D(dnnl_memory_desc_init_by_tag)(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) {
+        return "memory descriptors";
+    }
+    // forward, with the bias and the ReLU fused
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t fpd = NULL, wpd = NULL, dpd = NULL;
+    const char *fail = NULL;
+    if (D(dnnl_convolution_forward_desc_init)(&cd, dnnl_forward_training, dnnl_convolution_direct,
+                                              src_md, &w_any, &b_md, &dst_any, strides, pad, pad) ||
+        D(dnnl_primitive_attr_create)(&attr) || D(dnnl_post_ops_create)(&po) ||
+        D(dnnl_post_ops_append_eltwise)(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ||
+        D(dnnl_primitive_attr_set_post_ops)(attr, po) ||
+        D(dnnl_primitive_desc_create)(&fpd, &cd, attr, s_engine, NULL) ||
+        D(dnnl_primitive_create)(&L->fwd, fpd)) {
+        fail = "the forward convolution";
+        goto out;
+    }
+    s_impl(L->impl[0], sizeof L->impl[0], fpd);
+    const dnnl_memory_desc_t *fsrc = D(dnnl_primitive_desc_query_md)(fpd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *fw = D(dnnl_primitive_desc_query_md)(fpd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *fdst = D(dnnl_primitive_desc_query_md)(fpd, dnnl_query_dst_md, 0);
+    L->src = in ? in : s_mem(fsrc, DNNL_MEMORY_ALLOCATE);
+    L->dst = s_mem(fdst, DNNL_MEMORY_ALLOCATE);
+    L->ddst = s_mem(fdst, DNNL_MEMORY_ALLOCATE);
+    L->w_user = s_mem(&w_user_md, DNNL_MEMORY_NONE);
+    L->b_user = s_mem(&b_md, DNNL_MEMORY_NONE);
+    L->db = s_mem(&b_md, DNNL_MEMORY_ALLOCATE);
+    L->dw_user = s_mem(&w_user_md, DNNL_MEMORY_NONE);
+    if (!L->src || !L->dst || !L->ddst || !L->w_user || !L->b_user || !L->db || !L->dw_user ||
+        s_reorder(&L->w_to, L->w_user, fw, NULL, 0)) {
+        fail = "the forward's memories";
+        goto out;
+    }
+    L->w = L->w_to.to;
+    L->dst_floats = D(dnnl_memory_desc_get_size)(fdst) / sizeof(float);
+    // Backward weights and data read dL/ddst in dst's layout (the ReLU's mask is applied
+    // elementwise between the two) and the input in forward's layout (no copies between the
+    // passes); backward data writes dL/din in the layout of the layer below's output.
+    if (D(dnnl_convolution_backward_weights_desc_init)(&cd, dnnl_convolution_direct, fsrc, &w_any,
+                                                       &b_md, fdst, strides, pad, pad) ||
+        D(dnnl_primitive_desc_create)(&wpd, &cd, NULL, s_engine, fpd) ||
+        D(dnnl_primitive_create)(&L->bwd_w, wpd)) {
+        fail = "the backward-weights convolution";
+        goto out;
+    }
+    s_impl(L->impl[1], sizeof L->impl[1], wpd);
+    L->dw = s_mem(D(dnnl_primitive_desc_query_md)(wpd, dnnl_query_diff_weights_md, 0),
+                  DNNL_MEMORY_ALLOCATE);
+    // Layer 0 in space to depth hands its gradient to the s2d copy (replaced, then permuted
+    // and added by dnnconv_backward); every other layer adds to the caller's dw directly.
+    if (!L->dw || s_reorder(&L->dw_out, L->dw, &w_user_md, L->dw_user, !(l == 0 && d->s2d))) {
+        fail = "the weight gradient's reorder";
+        goto out;
+    }
+    if (l > 0) {
+        if (D(dnnl_convolution_backward_data_desc_init)(&cd, dnnl_convolution_direct, fsrc, &w_any,
+                                                        fdst, strides, pad, pad) ||
+            D(dnnl_primitive_desc_create)(&dpd, &cd, NULL, s_engine, fpd) ||
+            D(dnnl_primitive_create)(&L->bwd_d, dpd) ||
+            s_reorder(&L->w_to_bd, L->w_user,
+                      D(dnnl_primitive_desc_query_md)(dpd, dnnl_query_weights_md, 0), NULL, 0)) {
+            fail = "the backward-data convolution";
+            goto out;
+        }
+        s_impl(L->impl[2], sizeof L->impl[2], dpd);
+        L->w_bd = L->w_to_bd.to;
+    }
+out:
+    if (dpd) {
+        D(dnnl_primitive_desc_destroy)(dpd);
+    }
+    if (wpd) {
+        D(dnnl_primitive_desc_destroy)(wpd);
+    }
+    if (fpd) {
+        D(dnnl_primitive_desc_destroy)(fpd);
+    }
+    if (po) {
+        D(dnnl_post_ops_destroy)(po);
+    }
+    if (attr) {
+        D(dnnl_primitive_attr_destroy)(attr);
+    }
+    return fail;
+}
+
+// The observation-row element of element i of one sample's x (nchw, C' x H' x W', space to
+// depth applied): the mapping of dnnconv_input's loops.
+static size_t s_obs_index(const dnnconv_t *d, size_t i) {
+    const conv_shape_t *o = &d->net0, *n = &d->L[0].s;
+    const size_t f = d->s2d ? (size_t)o->stride : 1, C = (size_t)o->c_in;
+    const size_t F = o->frames > 1 ? (size_t)o->frames : 1, cf = C / F;
+    const size_t HW = (size_t)o->h * o->w, pix = F > 1 ? cf : C;
+    size_t x = i % (size_t)n->w, y = i / (size_t)n->w % (size_t)n->h;
+    size_t cp = i / ((size_t)n->w * n->h), c = cp / (f * f), dy = cp / f % f, dx = cp % f;
+    size_t base = F > 1 ? (c / cf) * HW * cf + c % cf : c;
+    return base + ((y * f + dy) * (size_t)o->w + x * f + dx) * pix;
+}
+
+// Where src's layout (chosen by forward) puts each element of x: x filled with its own index
+// plus 1 (exact in a float below 2^24), reordered once; a layout that keeps every sample's
+// elements together in one run of per_sample floats, the same for every sample, gets the
+// gather table, and dnnconv_input writes src directly. Otherwise x and the reorder stay.
+static void s_gather_init(dnnconv_t *d) {
+    const size_t nx = conv_in_features(&d->L[0].s), B = (size_t)d->B;
+    const size_t total = D(dnnl_memory_desc_get_size)(s_md(d->L[0].src)) / sizeof(float);
+    if (total % B || nx * B >= ((size_t)1 << 24)) {
+        return;
+    }
+    for (size_t i = 0; i < nx * B; i++) {
+        d->x[i] = (float)(i + 1);
+    }
+    s_run_reorder(d, &d->x_to_src);
+    s_ok(D(dnnl_stream_wait)(d->st), "dnnl_stream_wait");
+    const float *src = s_ptr(d->L[0].src);
+    const size_t per = total / B;
+    int32_t *g = xaligned_alloc(per * sizeof *g);
+    for (size_t j = 0; j < per; j++) {
+        g[j] = src[j] == 0.0f ? -1 : (int32_t)s_obs_index(d, (size_t)src[j] - 1);
+    }
+    for (size_t j = 0; j < total; j++) { // every sample: the same places, shifted by its own
+        size_t b = j / per, v = (size_t)src[j];
+        int same = v == 0 ? g[j % per] < 0
+                          : (v - 1) / nx == b && s_obs_index(d, (v - 1) % nx) == (size_t)g[j % per];
+        if (!same) {
+            xfree(g);
+            return;
+        }
+    }
+    d->gather = g;
+    d->per_sample = per;
+}
+
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, char *why, size_t why_len) {
+    if (!dnnconv_enabled()) {
+        snprintf(why, why_len, "oneDNN is not loaded");
+        return NULL;
+    }
+    APEX_ASSERT(n >= 1 && n <= DNNCONV_MAX_LAYERS && B >= 1);
+    dnnconv_t *d = xcalloc(1, sizeof *d);
+    d->n = n, d->B = B;
+    d->net0 = shapes[0];
+    const char *fail = NULL;
+    for (int l = 0; l < n; l++) {
+        d->L[l].s = shapes[l];
+        d->L[l].s.gemm = NULL;
+    }
+    const conv_shape_t *o = &shapes[0];
+    const int f = o->stride;
+    if (f > 1 && o->k % f == 0 &&
+        conv_shape_init(&d->L[0].s, o->c_in * f * f, o->oh - 1 + o->k / f, o->ow - 1 + o->k / f,
+                        o->c_out, o->k / f, 1, NULL, 0) == APEX_OK) {
+        d->s2d = 1;
+        size_t nw = conv_num_params(&d->L[0].s) - (size_t)o->c_out;
+        d->w_s2d = xaligned_alloc(nw * sizeof(float));
+        d->dw_s2d = xaligned_alloc(nw * sizeof(float));
+    }
+    const conv_shape_t *s0 = &d->L[0].s;
+    if (D(dnnl_stream_create)(&d->st, s_engine, dnnl_stream_default_flags) != dnnl_success) {
+        d->st = NULL;
+        fail = "a stream";
+        goto fail;
+    }
+    for (int l = 0; l < n && !fail; l++) {
+        fail = s_layer_init(d, l, l ? d->L[l - 1].dst : NULL);
+    }
+    if (fail) {
+        goto fail;
+    }
+    // the observations, as plain nchw floats, into the layout forward chose
+    d->x = xaligned_alloc(conv_in_features(s0) * (size_t)B * sizeof(float));
+    dnnl_dims_t xd, td;
+    dnnl_memory_desc_t x_md, top_md;
+    const conv_shape_t *st = &shapes[n - 1];
+    s_dims(xd, B, s0->c_in, s0->h, s0->w);
+    s_dims(td, B, st->c_out, st->oh, st->ow);
+    if (D(dnnl_memory_desc_init_by_tag)(&x_md, 4, xd, dnnl_f32, dnnl_nchw) ||
+        D(dnnl_memory_desc_init_by_tag)(&top_md, 4, td, dnnl_f32, dnnl_chwn) ||
+        !(d->x_mem = s_mem(&x_md, d->x)) || !(d->top_user = s_mem(&top_md, DNNL_MEMORY_NONE)) ||
+        !(d->dtop_user = s_mem(&top_md, DNNL_MEMORY_NONE))) {
+        fail = "the edge memories";
+        goto fail;
+    }
+    if (D(dnnl_memory_desc_equal)(&x_md, s_md(d->L[0].src))) {
+        D(dnnl_memory_destroy)(d->L[0].src); // forward reads plain nchw: x itself
+        d->L[0].src = d->x_mem;
+        d->x_to_src = (dc_reorder_t){NULL, d->x_mem, d->x_mem};
+    } else if (s_reorder(&d->x_to_src, d->x_mem, s_md(d->L[0].src), d->L[0].src, 0)) {
+        fail = "the input's reorder";
+        goto fail;
+    }
+    if (d->x_to_src.p && atomic_load(&s_enabled) != 2) {
+        s_gather_init(d);
+    }
+    if (s_reorder(&d->top_out, d->L[n - 1].dst, &top_md, d->top_user, 0) ||
+        s_reorder(&d->dtop_in, d->dtop_user, s_md(d->L[n - 1].ddst), d->L[n - 1].ddst, 0)) {
+        fail = "the output's reorders";
+        goto fail;
+    }
+    return d;
+fail:
+    snprintf(why, why_len, "oneDNN has no %s for this body", fail);
+    dnnconv_free(d);
+    return NULL;
+}
+
+static void s_free_mem(dnnl_memory_t m) {
+    if (m) {
+        D(dnnl_memory_destroy)(m);
+    }
+}
+
+static void s_free_prim(dnnl_primitive_t p) {
+    if (p) {
+        D(dnnl_primitive_destroy)(p);
+    }
+}
+
+// The memory a reorder made for itself (its target, when it is neither the source nor one
+// the body holds elsewhere).
+static void s_free_reorder(dc_reorder_t *r, dnnl_memory_t keep) {
+    s_free_prim(r->p);
+    if (r->to && r->to != r->from && r->to != keep) {
+        D(dnnl_memory_destroy)(r->to);
+    }
+}
+
+void dnnconv_free(dnnconv_t *d) {
+    if (!d) {
+        return;
+    }
+    for (int l = 0; l < d->n; l++) {
+        dc_layer_t *L = &d->L[l];
+        s_free_prim(L->fwd);
+        s_free_prim(L->bwd_w);
+        s_free_prim(L->bwd_d);
+        s_free_reorder(&L->w_to, NULL);
+        s_free_reorder(&L->w_to_bd, NULL);
+        s_free_prim(L->dw_out.p); // its target is dw_user
+        if (l == 0 && L->src != d->x_mem) {
+            s_free_mem(L->src); // the others' src is the previous layer's dst
+        }
+        s_free_mem(L->dst);
+        s_free_mem(L->ddst);
+        s_free_mem(L->w_user);
+        s_free_mem(L->b_user);
+        s_free_mem(L->dw);
+        s_free_mem(L->db);
+        s_free_mem(L->dw_user);
+    }
+    s_free_prim(d->x_to_src.p);
+    s_free_prim(d->top_out.p);
+    s_free_prim(d->dtop_in.p);
+    s_free_mem(d->x_mem);
+    s_free_mem(d->top_user);
+    s_free_mem(d->dtop_user);
+    if (d->st) {
+        D(dnnl_stream_destroy)(d->st);
+    }
+    xfree(d->x);
+    xfree(d->gather);
+    xfree(d->w_s2d);
+    xfree(d->dw_s2d);
+    free(d);
+}
+
+int dnnconv_batch(const dnnconv_t *d) { return d->B; }
+
+const char *dnnconv_first_layer(const dnnconv_t *d) { return d->s2d ? "s2d" : "direct"; }
+
+const char *dnnconv_input_path(const dnnconv_t *d) {
+    return d->gather ? "gather" : d->x_to_src.p ? "reorder" : "plain";
+}
+
+const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
+    APEX_ASSERT(l >= 0 && l < d->n && pass >= 0 && pass < 3);
+    return d->L[l].impl[pass][0] ? d->L[l].impl[pass] : NULL;
+}
+
+// ----------------------------------------------------------------------------
+// the passes
+
+// Observation rows -> x, (B x C' x H' x W') floats times scale: with space to depth (factor
+// f = the stride, else 1) channel c' = (c f + dy) f + dx, pixel (y, x) is pixel (y f + dy,
+// x f + dx) of channel c. The rows are channels last (element (y W + x) C + c), or F frames
+// of H W (C / F) (element frame H W (C/F) + (y W + x) (C/F) + c % (C/F)).
+// The input through the gather table: src's bytes in the order they are stored.
+static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
+    const size_t O = conv_in_features(&d->net0), per = d->per_sample;
+    const int32_t *g = d->gather;
+    float *dst = s_ptr(d->L[0].src);
+    for (int b = 0; b < d->B; b++, dst += per) {
+        if (obs_u8) {
+            const uint8_t *row = (const uint8_t *)obs + (size_t)b * O;
+            for (size_t j = 0; j < per; j++) {
+                dst[j] = g[j] < 0 ? 0.0f : scale * (float)row[g[j]];
+            }
+        } else {
+            const float *row = (const float *)obs + (size_t)b * O;
+            for (size_t j = 0; j < per; j++) {
+                dst[j] = g[j] < 0 ? 0.0f : scale * row[g[j]];
+            }
+        }
+    }
+}
+
+void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
+    if (d->gather) {
+        s_input_gather(d, obs, obs_u8, scale);
+        return;
+    }
+    const conv_shape_t *o = &d->net0, *n = &d->L[0].s;
+    const int f = d->s2d ? o->stride : 1, C = o->c_in, F = o->frames > 1 ? o->frames : 1;
+    const size_t O = conv_in_features(o), HW = (size_t)o->h * o->w, cf = (size_t)C / F;
+    const size_t pix = F > 1 ? cf : (size_t)C; // elements between horizontal neighbours
+    const size_t xs = (size_t)f * pix;
+    float *dst = d->x;
+    for (int b = 0; b < d->B; b++) {
+        for (int c = 0; c < C; c++) {
+            size_t base = (size_t)b * O + (F > 1 ? (c / cf) * HW * cf + c % cf : (size_t)c);
+            for (int dy = 0; dy < f; dy++) {
+                for (int dx = 0; dx < f; dx++) {
+                    for (int y = 0; y < n->h; y++) {
+                        size_t off = base + ((size_t)(y * f + dy) * o->w + dx) * pix;
+                        if (obs_u8) {
+                            const uint8_t *src = (const uint8_t *)obs + off;
+                            for (int x = 0; x < n->w; x++) {
+                                dst[x] = scale * (float)src[(size_t)x * xs];
+                            }
+                        } else {
+                            const float *src = (const float *)obs + off;
+                            for (int x = 0; x < n->w; x++) {
+                                dst[x] = scale * src[(size_t)x * xs];
+                            }
+                        }
+                        dst += n->w;
+                    }
+                }
+            }
+        }
+    }
+    s_run_reorder(d, &d->x_to_src);
+}
+
+// Where weight (o, c, i, j) of the network's first layer (OC x C x k x k) sits in its space-
+// to-depth form (OC x C f f x k/f x k/f), f the stride.
+static size_t s_s2d_at(const conv_shape_t *o, int oc, int c, int i, int j) {
+    const size_t f = (size_t)o->stride, kk = (size_t)o->k / f, C = (size_t)o->c_in;
+    size_t cp = ((size_t)c * f + (size_t)i % f) * f + (size_t)j % f;
+    return (((size_t)oc * C * f * f + cp) * kk + (size_t)i / f) * kk + (size_t)j / f;
+}
+
+// back 0: ws = w in the s2d form; back 1: w += ws at the network's places.
+static void s_s2d_weights(const float *w, float *w_add, float *ws, const conv_shape_t *o,
+                          int back) {
+    const int k = o->k;
+    size_t a = 0;
+    for (int oc = 0; oc < o->c_out; oc++) {
+        for (int c = 0; c < o->c_in; c++) {
+            for (int i = 0; i < k; i++) {
+                for (int j = 0; j < k; j++, a++) {
+                    size_t b = s_s2d_at(o, oc, c, i, j);
+                    if (back) {
+                        w_add[a] += ws[b];
+                    } else {
+                        ws[b] = w[a];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const dnnconv_t *input_of,
+                     float *top) {
+    APEX_ASSERT(l >= 0 && l < d->n && (l == d->n - 1) == (top != NULL));
+    dc_layer_t *L = &d->L[l];
+    dnnl_memory_t src = L->src;
+    if (l == 0) {
+        d->own_input = !input_of;
+        if (input_of) {
+            APEX_ASSERT(input_of->B == d->B && input_of->s2d == d->s2d &&
+                        D(dnnl_memory_desc_equal)(s_md(input_of->L[0].src), s_md(L->src)));
+            src = input_of->L[0].src;
+        }
+        if (d->s2d) {
+            s_s2d_weights(w, NULL, d->w_s2d, &d->net0, 0);
+            w = d->w_s2d;
+        }
+    }
+    s_set(L->w_user, w);
+    s_set(L->b_user, b);
+    s_run_reorder(d, &L->w_to);
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, src},
+                            {DNNL_ARG_WEIGHTS, L->w},
+                            {DNNL_ARG_BIAS, L->b_user},
+                            {DNNL_ARG_DST, L->dst}};
+    s_ok(D(dnnl_primitive_execute)(L->fwd, d->st, 4, a), "the forward convolution");
+    if (top) {
+        s_set(d->top_user, top);
+        s_run_reorder(d, &d->top_out);
+    }
+    s_ok(D(dnnl_stream_wait)(d->st), "dnnl_stream_wait");
+}
+
+// g *= (a > 0) over n floats: the ReLU's mask (a is its output).
+// 16 floats at a time through GCC's vector extensions (gcc -O2 leaves the scalar loop a
+// branch per element); n is a multiple of 16 for blocked layouts, the tail is scalar.
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+static void s_relu_mask(float *g, const float *a, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16f gv, av;
+        memcpy(&gv, g + i, sizeof gv);
+        memcpy(&av, a + i, sizeof av);
+        v16i keep = av > (v16f){0};
+        v16i bits;
+        memcpy(&bits, &gv, sizeof bits);
+        bits &= keep;
+        memcpy(g + i, &bits, sizeof bits);
+    }
+    for (; i < n; i++) {
+        g[i] = a[i] > 0.0f ? g[i] : 0.0f;
+    }
+}
+
+void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, float *dw,
+                      float *db) {
+    APEX_ASSERT(l >= 0 && l < d->n && (l == d->n - 1) == (dtop != NULL) && (l == 0 || w) &&
+                d->own_input);
+    dc_layer_t *L = &d->L[l];
+    if (dtop) {
+        s_set(d->dtop_user, dtop);
+        s_run_reorder(d, &d->dtop_in);
+    }
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, L->src},
+                            {DNNL_ARG_DIFF_DST, L->ddst},
+                            {DNNL_ARG_DIFF_WEIGHTS, L->dw},
+                            {DNNL_ARG_DIFF_BIAS, L->db}};
+    s_ok(D(dnnl_primitive_execute)(L->bwd_w, d->st, 4, a), "the backward-weights convolution");
+    s_set(L->dw_user, l == 0 && d->s2d ? d->dw_s2d : dw);
+    s_run_reorder(d, &L->dw_out);
+    if (l > 0) {
+        s_set(L->w_user, w);
+        s_run_reorder(d, &L->w_to_bd);
+        dc_layer_t *P = &d->L[l - 1];
+        dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, L->ddst},
+                                {DNNL_ARG_WEIGHTS, L->w_bd},
+                                {DNNL_ARG_DIFF_SRC, P->ddst}};
+        s_ok(D(dnnl_primitive_execute)(L->bwd_d, d->st, 3, b), "the backward-data convolution");
+    }
+    s_ok(D(dnnl_stream_wait)(d->st), "dnnl_stream_wait");
+    if (l == 0 && d->s2d) {
+        s_s2d_weights(NULL, dw, d->dw_s2d, &d->net0, 1);
+    }
+    const float *g = s_ptr(L->db);
+    for (int o = 0; o < L->s.c_out; o++) {
+        db[o] += g[o];
+    }
+    if (l > 0) {
+        dc_layer_t *P = &d->L[l - 1];
+        s_relu_mask(s_ptr(P->ddst), s_ptr(P->dst), P->dst_floats);
+    }
+}

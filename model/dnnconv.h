@@ -1,0 +1,85 @@
+// dnnconv.h: a network's conv layers on oneDNN's convolution primitives ([run] blas_library =
+// onednn), the alternative to conv.c's im2col + sgemm for a whole body of conv2d -> ReLU
+// layers at one batch size (issue #32: PyTorch's CPU convolutions are these primitives, and
+// on AVX-512 they beat im2col + GEMM; docs/performance.md has the figures).
+//
+// What the caller sees is conv.h's contract at the body's edges and nothing inside:
+//   input   the observation rows (B rows of H W C elements, channels last, or F frames back
+//           to back: conv_shape_t.frames), uint8 or float, times a scale;
+//   output  the top layer's (OC x OH x OW x B) feature-major flatten, post-ReLU, into the
+//           caller's buffer (what nn.c's first linear layer reads);
+//   backward  the top layer's dL/dout in that layout (with the top ReLU's mask applied, as
+//           conv_backward takes it), and each layer's dw and db accumulated (+=) in PyTorch's
+//           layouts (w: OC x C x k x k).
+// Inside, the activations and their gradients stay in the layouts the primitives choose
+// (blocked nChw16c on AVX-512), owned by the body, and the ReLUs between layers are applied
+// there (forward: fused into the convolution; backward: the mask multiplied in place).
+// Weights change every update, so each pass reorders them into the primitives' layouts
+// (tens of thousands of floats: small beside the activations).
+//
+// Space to depth: a first layer whose kernel is a multiple of its stride (the Nature body's
+// 8x8 stride-4 layer on 4 channels) runs as the equal convolution of kernel k/s, stride 1, on
+// C s s channels of (OH - 1 + k/s) x (OW - 1 + k/s): channel (c s + dy) s + dx of pixel
+// (y, x) is pixel (y s + dy, x s + dx) of channel c, and weight (o, c, i, j) is weight
+// (o, (c s + i % s) s + j % s, i / s, j / s). Same products, same sums; oneDNN 2.6 has an
+// AVX-512 backward-weights kernel for 64 channels but only an AVX2 one for 4 (at 4x its
+// forward's time).
+//
+// Memory: everything (primitives, activations, gradients, reorder targets) is made by
+// dnnconv_create for one batch size; the passes allocate nothing. Thread-safety: one body per
+// thread (each has its own stream); bodies share the library's engine.
+#ifndef APEX_DNNCONV_H
+#define APEX_DNNCONV_H
+
+#include "conv.h"
+
+#include <stddef.h>
+
+#define DNNCONV_MAX_LAYERS 8
+
+typedef struct dnnconv dnnconv_t;
+
+// Takes oneDNN's convolution entry points from the library handle blas.c loaded (dlopen of
+// libdnnl.so.2) and creates the engine: 0, or -1 with the reason in why (an older library
+// without them: convolutions stay conv.c's). Called once, by blas_use_onednn_at.
+int dnnconv_load(void *handle, char *why, size_t n);
+// 1 when loaded and enabled: nn_state_init then builds bodies.
+int dnnconv_enabled(void);
+// Tests: 0 makes nn_state_init build no body (conv.c's path, in the same process); 2 builds
+// bodies without the gather table (dnnconv_input_path "reorder" where it would be "gather");
+// 1 (dnnconv_load's) is the product.
+void dnnconv_set_enabled(int mode);
+
+// A body of n conv2d -> ReLU layers (n in [1, DNNCONV_MAX_LAYERS], shapes as nn.c made them,
+// each the next one's input) for batches of exactly B. NULL, with the reason in why, when the
+// library is not loaded or has no primitive for a layer.
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, char *why, size_t why_len);
+void dnnconv_free(dnnconv_t *d);
+int dnnconv_batch(const dnnconv_t *d);
+// "s2d" when the first layer runs as space to depth, else "direct".
+const char *dnnconv_first_layer(const dnnconv_t *d);
+// How dnnconv_input writes the first layer's input: "plain" (forward reads nchw floats, which
+// the loops write), "gather" (straight into forward's blocked layout through a table of
+// where each element comes from) or "reorder" (nchw floats, then oneDNN's reorder).
+const char *dnnconv_input_path(const dnnconv_t *d);
+// The implementation oneDNN chose for layer l's pass (0 forward, 1 backward weights, 2
+// backward data; NULL where there is none), e.g. "jit:avx512_core".
+const char *dnnconv_impl(const dnnconv_t *d, int l, int pass);
+
+// The first layer's input from B = dnnconv_batch(d) observation rows (see above), times
+// scale. obs is read during the call only.
+void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale);
+// Layer l's forward (layers in order, after dnnconv_input): relu(w * in + b) from layer
+// l - 1's output, or for l = 0 from the input of d, or of input_of when not NULL (a body of
+// the same shapes that took the input: the learner's online and target networks on s'; d's
+// backward then cannot run). w (OC x C x k x k) and b are read during the call only. top:
+// the output in conv.h's layout, written when l is the last layer (NULL otherwise).
+void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const dnnconv_t *input_of,
+                     float *top);
+// Layer l's backward (layers from the top down, after the forwards): dtop, for the last layer
+// only, is dL/dout in conv.h's layout (mask applied); dw += and db += the gradient; w is the
+// layer's weights (forward's values), needed for l > 0 only (NULL for l = 0). For l > 0 it
+// leaves dL/d(layer l - 1's output), masked by its ReLU, inside the body for layer l - 1.
+void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, float *dw, float *db);
+
+#endif

@@ -1,0 +1,381 @@
+// check_dnnconv.c: conv layers on oneDNN's primitives (model/dnnconv.h, [run] blas_library =
+// onednn) through nn.c's real interface: forward against the independent double-precision
+// reference (check_nn_ref.c), gradients against conv.c's path (itself checked by central
+// differences in check_nn.c), the learner's paired forward, ZeRO's gradient pieces, batches
+// the body was not made for, frame-major observations, and layouts with padding (channels
+// not a multiple of oneDNN's block) and with space to depth (the Nature body's first layer).
+#include "check_apex.h"
+#include "check_nn_ref.h"
+
+#include "apex.h"
+#include "blas.h"
+#include "dnnconv.h"
+#include "nn.h"
+#include "rng.h"
+#include "xalloc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// oneDNN loaded (Debian's libdnnl2; install-deps.sh installs it): 1, or 0 after saying why
+// (a failure on CI, where every reference must be there).
+static int s_onednn(const char *test) {
+    char err[256];
+    if (blas_use_library("onednn", 1, err, sizeof err) != 0) {
+        check_reference_missing(test, err);
+        return 0;
+    }
+    ck_assert_msg(dnnconv_enabled(), "oneDNN loaded without its convolutions");
+    return 1;
+}
+
+// Shapes: the Nature body's first layer in small (8x8 stride 4: space to depth) with frame-
+// major or channels-last rows; stride 2 with a kernel that is not a multiple (direct);
+// channel counts that leave padding in 16-channel blocks; float and byte inputs; a single
+// conv layer (the top is the first); non-square inputs whose last rows no window reaches.
+static const nn_config_t s_shapes[] = {
+    {.obs_dim = 36 * 36 * 4,
+     .in_h = 36,
+     .in_w = 36,
+     .in_c = 4,
+     .in_dtype = NN_INPUT_U8,
+     .in_scale = 1.0f / 255.0f,
+     .n_conv = 3,
+     .conv = {{16, 8, 4}, {32, 4, 2}, {16, 3, 1}},
+     .n_actions = 6,
+     .n_hidden = 1,
+     .hidden = {24},
+     .dueling = 1},
+    {.obs_dim = 13 * 11 * 3,
+     .in_h = 13,
+     .in_w = 11,
+     .in_c = 3,
+     .in_scale = 0.5f,
+     .n_conv = 2,
+     .conv = {{5, 3, 2}, {7, 2, 1}},
+     .n_actions = 3,
+     .n_hidden = 1,
+     .hidden = {8},
+     .dueling = 0},
+    {.obs_dim = 10 * 10 * 7,
+     .in_h = 10,
+     .in_w = 10,
+     .in_c = 7,
+     .n_conv = 1,
+     .conv = {{16, 3, 1}},
+     .n_actions = 4,
+     .n_hidden = 1,
+     .hidden = {16},
+     .dueling = 1},
+    {.obs_dim = 22 * 23 * 2,
+     .in_h = 22,
+     .in_w = 23,
+     .in_c = 2,
+     .in_dtype = NN_INPUT_U8,
+     .in_scale = 1.0f / 255.0f,
+     .n_conv = 2,
+     .conv = {{20, 4, 2}, {17, 3, 2}},
+     .n_actions = 2,
+     .n_hidden = 2,
+     .hidden = {6, 5},
+     .dueling = 1},
+};
+
+static void s_fill(float *x, size_t n, rng_t *r, float scale) {
+    for (size_t i = 0; i < n; i++) {
+        x[i] = scale * (2.0f * rng_uniform_f(r) - 1.0f);
+    }
+}
+
+static void *s_obs(const nn_config_t *cfg, int B, rng_t *r) {
+    size_t n = (size_t)B * cfg->obs_dim;
+    if (cfg->in_dtype == NN_INPUT_U8) {
+        uint8_t *u = xmalloc(n);
+        for (size_t i = 0; i < n; i++) {
+            u[i] = (uint8_t)rng_below(r, 256);
+        }
+        return u;
+    }
+    float *f = xmalloc(n * sizeof(float));
+    s_fill(f, n, r, 2.0f);
+    return f;
+}
+
+// A state on oneDNN (asserted: a body that silently fell back would test conv.c twice), or
+// on conv.c (dnn 0); dnn 2: a body without the input's gather table (dnnconv_set_enabled).
+static void s_state(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train, int dnn) {
+    dnnconv_set_enabled(dnn);
+    nn_state_init(s, cfg, max_batch, train);
+    dnnconv_set_enabled(1);
+    ck_assert_msg(dnn ? s->dnn != NULL : s->dnn == NULL, "oneDNN body %s",
+                  dnn ? "missing" : "present");
+    if (dnn == 2) {
+        ck_assert_str_ne(dnnconv_input_path(s->dnn), "gather");
+    }
+}
+
+// Forward of every shape at its body's batch and at a smaller one (conv.c's path on the same
+// state), against the double-precision reference.
+START_TEST(test_forward_matches_reference) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 41, RNG_ROLE_TEST, 0);
+    for (size_t k = 0; k < APEX_ARRAY_LEN(s_shapes); k++) {
+        const nn_config_t *cfg = &s_shapes[k];
+        const int B = 5, A = cfg->n_actions;
+        nn_params_t p;
+        nn_params_init(&p, cfg);
+        nn_params_init_random(&p, &r);
+        nn_state_t st;
+        s_state(&st, cfg, B, 0, 1);
+        ck_assert_str_eq(dnnconv_first_layer(st.dnn),
+                         cfg->conv[0].kernel % cfg->conv[0].stride == 0 && cfg->conv[0].stride > 1
+                             ? "s2d"
+                             : "direct");
+        void *obs = s_obs(cfg, B, &r);
+        double *theta = xmalloc(p.num_params * sizeof(double)), want[64], got[64];
+        for (size_t i = 0; i < p.num_params; i++) {
+            theta[i] = p.data[i];
+        }
+        nnref_forward(want, cfg, theta, obs, B);
+        for (int b = B; b >= B - 2; b -= 2) { // the body's batch, then conv.c's path
+            float q[64];
+            nn_forward(&st, &p, obs, b, q);
+            ck_assert_int_eq(st.dnn_pass, b == B);
+            for (int i = 0; i < b * A; i++) {
+                got[i] = q[i];
+            }
+            char what[96];
+            snprintf(what, sizeof what, "shape %zu, batch %d", k, b);
+            ck_assert(check_close_d(got, want, (size_t)b * A, 1e-4, 1e-5, what));
+        }
+        xfree(theta);
+        free(obs);
+        nn_state_fini(&st);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
+// Gradients (accumulated into grads holding earlier values, as nn_backward's contract says)
+// against conv.c's, for every shape, channels-last and frame-major rows, with the input
+// written through the gather table and through oneDNN's reorder.
+START_TEST(test_backward_matches_conv_c) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 43, RNG_ROLE_TEST, 0);
+    for (size_t k = 0; k < APEX_ARRAY_LEN(s_shapes); k++) {
+        for (int mode = 0; mode < 4; mode++) {
+            int frames = mode % 2 ? 2 : 0, dnn = mode < 2 ? 1 : 2;
+            nn_config_t cfg = s_shapes[k];
+            if (frames && cfg.in_c % frames) {
+                continue;
+            }
+            cfg.in_frames = frames;
+            const int B = 6, A = cfg.n_actions;
+            nn_params_t p, g_dnn, g_ref;
+            nn_params_init(&p, &cfg);
+            nn_params_init(&g_dnn, &cfg);
+            nn_params_init(&g_ref, &cfg);
+            nn_params_init_random(&p, &r);
+            s_fill(g_ref.data, g_ref.num_params, &r, 0.5f);
+            memcpy(g_dnn.data, g_ref.data, g_ref.num_params * sizeof(float));
+            nn_state_t sd, sr;
+            s_state(&sd, &cfg, B, 1, dnn);
+            s_state(&sr, &cfg, B, 1, 0);
+            void *obs = s_obs(&cfg, B, &r);
+            float q_dnn[64], q_ref[64], dq[64];
+            s_fill(dq, (size_t)B * A, &r, 1.0f);
+            nn_forward(&sd, &p, obs, B, q_dnn);
+            nn_forward(&sr, &p, obs, B, q_ref);
+            ck_assert(sd.dnn_pass && !sr.dnn_pass);
+            char what[96];
+            snprintf(what, sizeof what, "shape %zu, frames %d, %s: q", k, frames,
+                     dnnconv_input_path(sd.dnn));
+            ck_assert(check_close_f(q_dnn, q_ref, (size_t)B * A, 1e-4, 1e-5, what));
+            nn_backward(&sd, &p, &g_dnn, dq, B);
+            nn_backward(&sr, &p, &g_ref, dq, B);
+            snprintf(what, sizeof what, "shape %zu, frames %d, %s: gradient", k, frames,
+                     dnnconv_input_path(sd.dnn));
+            ck_assert(check_close_f(g_dnn.data, g_ref.data, p.num_params, 1e-4, 1e-5, what));
+            free(obs);
+            nn_state_fini(&sd);
+            nn_state_fini(&sr);
+            nn_params_fini(&g_ref);
+            nn_params_fini(&g_dnn);
+            nn_params_fini(&p);
+        }
+    }
+}
+END_TEST
+
+typedef struct {
+    float *got;
+    int *seen;
+} s_collect_t;
+
+static void s_collect(void *arg, const float *piece, size_t offset, size_t n) {
+    s_collect_t *c = arg;
+    for (size_t i = 0; i < n; i++) {
+        c->got[offset + i] = piece[i];
+        c->seen[offset + i]++;
+    }
+}
+
+// The learner's paired forward (online and target on s'; the target reads the online body's
+// input, a train target keeps its own), then backward on either, and ZeRO's pieces: the same
+// values as separate forwards and a whole-array backward.
+START_TEST(test_pair_and_pieces) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 47, RNG_ROLE_TEST, 0);
+    const nn_config_t *cfg = &s_shapes[0];
+    const int B = 4, A = cfg->n_actions;
+    nn_params_t pa, pb, g_pair, g_one;
+    nn_params_init(&pa, cfg);
+    nn_params_init(&pb, cfg);
+    nn_params_init(&g_pair, cfg);
+    nn_params_init(&g_one, cfg);
+    nn_params_init_random(&pa, &r);
+    nn_params_init_random(&pb, &r);
+    const size_t n = pa.num_params;
+    void *obs = s_obs(cfg, B, &r), *other = s_obs(cfg, B, &r);
+    float qa[64], qb[64], wa[64], wb[64], dq[64];
+    s_fill(dq, (size_t)B * A, &r, 1.0f);
+    for (int b_train = 0; b_train <= 1; b_train++) {
+        nn_state_t sa, sb, one;
+        s_state(&sa, cfg, B, 1, 1);
+        s_state(&sb, cfg, B, b_train, 1);
+        s_state(&one, cfg, B, 1, 1);
+        nn_forward_pair(&sa, &pa, &sb, &pb, obs, B, qa, qb);
+        ck_assert(sa.dnn_pass && sb.dnn_pass && (sb.dnn_in_of != NULL) == !b_train);
+        nn_forward(&one, &pb, obs, B, wb);
+        ck_assert(check_close_f(qb, wb, (size_t)B * A, 1e-6, 1e-7, "pair: b"));
+        nn_forward(&one, &pa, obs, B, wa);
+        ck_assert(check_close_f(qa, wa, (size_t)B * A, 1e-6, 1e-7, "pair: a"));
+        nn_params_zero(&g_pair);
+        nn_params_zero(&g_one);
+        nn_backward(&sa, &pa, &g_pair, dq, B);
+        nn_backward(&one, &pa, &g_one, dq, B);
+        ck_assert(check_close_f(g_pair.data, g_one.data, n, 1e-6, 1e-7, "pair: backward a"));
+        if (b_train) { // sb's own input copy: its backward is its own forward's
+            nn_forward(&sa, &pa, other, B, qa); // sa's input changes; sb's must not
+            nn_params_zero(&g_pair);
+            nn_params_zero(&g_one);
+            nn_backward(&sb, &pb, &g_pair, dq, B);
+            nn_forward(&one, &pb, obs, B, wb);
+            nn_backward(&one, &pb, &g_one, dq, B);
+            ck_assert(check_close_f(g_pair.data, g_one.data, n, 1e-6, 1e-7, "pair: backward b"));
+        }
+        nn_state_fini(&sa);
+        nn_state_fini(&sb);
+        nn_state_fini(&one);
+    }
+    // pieces: the minimum capacity and a whole-array one
+    nn_state_t s;
+    s_state(&s, cfg, B, 1, 1);
+    nn_forward(&s, &pa, obs, B, qa);
+    nn_params_zero(&g_one);
+    nn_backward(&s, &pa, &g_one, dq, B);
+    size_t caps[] = {nn_piece_min(cfg), n + 7};
+    for (size_t c = 0; c < 2; c++) {
+        s_collect_t col = {xcalloc(n, sizeof(float)), xcalloc(n, sizeof(int))};
+        float *buf = xmalloc(caps[c] * sizeof(float));
+        for (size_t i = 0; i < caps[c]; i++) {
+            buf[i] = NAN; // overwritten, not accumulated into
+        }
+        nn_pieces_t pc = {buf, caps[c], s_collect, &col};
+        nn_forward(&s, &pa, obs, B, qa);
+        nn_backward_pieces(&s, &pa, &pc, dq, B);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_int_eq(col.seen[i], 1);
+        }
+        ck_assert(check_close_f(col.got, g_one.data, n, 1e-6, 1e-7, "pieces"));
+        xfree(buf);
+        xfree(col.got);
+        xfree(col.seen);
+    }
+    nn_state_fini(&s);
+    free(obs);
+    free(other);
+    nn_params_fini(&g_one);
+    nn_params_fini(&g_pair);
+    nn_params_fini(&pb);
+    nn_params_fini(&pa);
+}
+END_TEST
+
+// The Nature body itself (84x84x4 bytes, three conv layers, 3136 features): space to depth,
+// AVX-512 or AVX2 kernels where the CPU has them (not asserted: any CPU), the forward against
+// the reference and the gradient against conv.c's.
+START_TEST(test_nature_body) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 53, RNG_ROLE_TEST, 0);
+    nn_config_t cfg = nn_config_nature(6, 1);
+    const int B = 2, A = cfg.n_actions;
+    nn_params_t p, g_dnn, g_ref;
+    nn_params_init(&p, &cfg);
+    nn_params_init(&g_dnn, &cfg);
+    nn_params_init(&g_ref, &cfg);
+    nn_params_init_random(&p, &r);
+    nn_state_t sd, sr;
+    s_state(&sd, &cfg, B, 1, 1);
+    s_state(&sr, &cfg, B, 1, 0);
+    ck_assert_str_eq(dnnconv_first_layer(sd.dnn), "s2d");
+    for (int l = 0; l < 3; l++) {
+        ck_assert_ptr_nonnull(dnnconv_impl(sd.dnn, l, 0));
+        ck_assert_ptr_nonnull(dnnconv_impl(sd.dnn, l, 1));
+        ck_assert((dnnconv_impl(sd.dnn, l, 2) != NULL) == (l > 0));
+        fprintf(stderr, "check_dnnconv: Nature layer %d: %s, %s, %s\n", l,
+                dnnconv_impl(sd.dnn, l, 0), dnnconv_impl(sd.dnn, l, 1),
+                l ? dnnconv_impl(sd.dnn, l, 2) : "-");
+    }
+    uint8_t *obs = s_obs(&cfg, B, &r);
+    double *theta = xmalloc(p.num_params * sizeof(double)), want[16], got[16];
+    for (size_t i = 0; i < p.num_params; i++) {
+        theta[i] = p.data[i];
+    }
+    nnref_forward(want, &cfg, theta, obs, B);
+    float q[16], q_ref[16], dq[16];
+    nn_forward(&sd, &p, obs, B, q);
+    for (int i = 0; i < B * A; i++) {
+        got[i] = q[i];
+    }
+    ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "Nature q"));
+    nn_forward(&sr, &p, obs, B, q_ref);
+    s_fill(dq, (size_t)B * A, &r, 1.0f);
+    nn_backward(&sd, &p, &g_dnn, dq, B);
+    nn_backward(&sr, &p, &g_ref, dq, B);
+    ck_assert(check_close_f(g_dnn.data, g_ref.data, p.num_params, 1e-4, 1e-6, "Nature gradient"));
+    xfree(theta);
+    free(obs);
+    nn_state_fini(&sd);
+    nn_state_fini(&sr);
+    nn_params_fini(&g_ref);
+    nn_params_fini(&g_dnn);
+    nn_params_fini(&p);
+}
+END_TEST
+
+Suite *dnnconv_suite(void) {
+    Suite *s = suite_create("dnnconv");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_forward_matches_reference);
+    tcase_add_test(tc, test_backward_matches_conv_c);
+    tcase_add_test(tc, test_pair_and_pieces);
+    tcase_add_test(tc, test_nature_body);
+    suite_add_tcase(s, tc);
+    return s;
+}
