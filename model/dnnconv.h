@@ -49,6 +49,10 @@ int dnnconv_enabled(void);
 // bodies without the gather table (dnnconv_input_path "reorder" where it would be "gather");
 // 1 (dnnconv_load's) is the product.
 void dnnconv_set_enabled(int mode);
+// Tests: 1 lets a body run a pass on oneDNN's reference loops ("ref:any", correct for any
+// layout but ~100x slower), which dnnconv_create otherwise refuses (conv.c runs instead), so
+// that layouts only those loops take are checked too.
+void dnnconv_accept_reference(int on);
 
 // A body of n conv2d -> ReLU layers (n in [1, DNNCONV_MAX_LAYERS], shapes as nn.c made them,
 // each the next one's input) for batches of exactly B. NULL, with the reason in why, when the

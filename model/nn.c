@@ -505,9 +505,11 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
     if (cfg->n_conv > 0 && dnnconv_enabled()) {
         char why[160];
         s->dnn = dnnconv_create(s->conv, cfg->n_conv, max_batch, why, sizeof why);
-        static atomic_int said; // the first body of the process, for the log's reader
+        static atomic_int said, said_not; // once per process, for the log's reader
         if (!s->dnn) {
-            log_warn("%s: the conv layers run on im2col + sgemm", why);
+            if (!atomic_exchange(&said_not, 1)) {
+                log_info("%s: the conv layers run on im2col + sgemm", why);
+            }
         } else if (!atomic_exchange(&said, 1)) {
             log_info("conv layers on oneDNN's convolution primitives at batch %d (first layer %s, "
                      "its input by %s; kernels %s)",
