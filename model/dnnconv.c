@@ -5,9 +5,13 @@
 #include "dnnconv.h"
 
 #include "apex.h"
+#include "cpu.h"
 #include "xalloc.h"
 
 #include <dlfcn.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <oneapi/dnnl/dnnl.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -31,6 +35,7 @@
     X(dnnl_primitive_attr_create)                                                                  \
     X(dnnl_primitive_attr_destroy)                                                                 \
     X(dnnl_primitive_attr_set_post_ops)                                                            \
+    X(dnnl_primitive_attr_set_scratchpad_mode)                                                     \
     X(dnnl_post_ops_create)                                                                        \
     X(dnnl_post_ops_destroy)                                                                       \
     X(dnnl_post_ops_append_eltwise)                                                                \
@@ -105,6 +110,10 @@ typedef struct {
     dnnl_memory_t dw_user;
     dc_reorder_t dw_out; // dw -> the caller's dw, added (or -> the s2d copy, replaced)
     size_t dst_floats;   // of dst and ddst, padding included
+    // Each pass's scratchpad, over the body's one buffer (dnnl_scratchpad_mode_user: with the
+    // library's own mode oneDNN may allocate, and the kernel fault in, megabytes per call);
+    // NULL for a pass that needs none.
+    dnnl_memory_t scratch[3];
 } dc_layer_t;
 
 struct dnnconv {
@@ -119,6 +128,7 @@ struct dnnconv {
     // layout keeps each sample's elements together (dnnconv_create checks it); NULL otherwise.
     int32_t *gather;
     size_t per_sample; // floats of one sample in src, padding included
+    int gather_avx512; // the CPU has AVX-512 and the table no padding: s_gather_avx512
     dnnl_memory_t x_mem;
     dc_reorder_t x_to_src;
     dnnl_memory_t top_user, dtop_user; // conv.h's (OC x OH x OW x B): chwn
@@ -126,6 +136,8 @@ struct dnnconv {
     float *w_s2d, *dw_s2d; // layer 0's weights and gradient in the s2d shape (oihw)
     int own_input;         // the last layer-0 forward read d's own input
     char why[96];          // what dnnconv_create could not make, when it is more than a name
+    void *scratch;         // the passes' scratchpad (one pass runs at a time)
+    size_t scratch_bytes;
 };
 
 // Every status of a pass: a failure there is a bug of apex or of the library, not bad input.
@@ -221,6 +233,18 @@ static void s_impl(char *dst, size_t n, const_dnnl_primitive_desc_t pd) {
     snprintf(dst, n, "%s", impl ? impl : "?");
 }
 
+// The scratchpad memory pass i of layer l needs (its handle set once the body's buffer is
+// sized), growing the buffer's size. 0, or -1.
+static int s_scratch(dnnconv_t *d, dc_layer_t *L, int i, const_dnnl_primitive_desc_t pd) {
+    const dnnl_memory_desc_t *md = D(dnnl_primitive_desc_query_md)(pd, dnnl_query_scratchpad_md, 0);
+    size_t n = md ? D(dnnl_memory_desc_get_size)(md) : 0;
+    if (n == 0) {
+        return 0;
+    }
+    d->scratch_bytes = APEX_MAX(d->scratch_bytes, n);
+    return (L->scratch[i] = s_mem(md, DNNL_MEMORY_NONE)) ? 0 : -1;
+}
+
 // Layer l's primitives and memories. in: the layer's input memory (layer 0: NULL, made here
 // in the layout forward chooses). Returns NULL, or what failed.
 static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
@@ -241,17 +265,23 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
     }
     // forward, with the bias and the ReLU fused
     dnnl_convolution_desc_t cd;
-    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_attr_t attr = NULL, battr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t fpd = NULL, wpd = NULL, dpd = NULL;
     const char *fail = NULL;
+    if (D(dnnl_primitive_attr_create)(&battr) ||
+        D(dnnl_primitive_attr_set_scratchpad_mode)(battr, dnnl_scratchpad_mode_user)) {
+        fail = "primitive attributes";
+        goto out;
+    }
     if (D(dnnl_convolution_forward_desc_init)(&cd, dnnl_forward_training, dnnl_convolution_direct,
                                               src_md, &w_any, &b_md, &dst_any, strides, pad, pad) ||
         D(dnnl_primitive_attr_create)(&attr) || D(dnnl_post_ops_create)(&po) ||
         D(dnnl_post_ops_append_eltwise)(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ||
         D(dnnl_primitive_attr_set_post_ops)(attr, po) ||
+        D(dnnl_primitive_attr_set_scratchpad_mode)(attr, dnnl_scratchpad_mode_user) ||
         D(dnnl_primitive_desc_create)(&fpd, &cd, attr, s_engine, NULL) ||
-        D(dnnl_primitive_create)(&L->fwd, fpd)) {
+        D(dnnl_primitive_create)(&L->fwd, fpd) || s_scratch(d, L, 0, fpd)) {
         fail = "the forward convolution";
         goto out;
     }
@@ -278,8 +308,8 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
     // passes); backward data writes dL/din in the layout of the layer below's output.
     if (D(dnnl_convolution_backward_weights_desc_init)(&cd, dnnl_convolution_direct, fsrc, &w_any,
                                                        &b_md, fdst, strides, pad, pad) ||
-        D(dnnl_primitive_desc_create)(&wpd, &cd, NULL, s_engine, fpd) ||
-        D(dnnl_primitive_create)(&L->bwd_w, wpd)) {
+        D(dnnl_primitive_desc_create)(&wpd, &cd, battr, s_engine, fpd) ||
+        D(dnnl_primitive_create)(&L->bwd_w, wpd) || s_scratch(d, L, 1, wpd)) {
         fail = "the backward-weights convolution";
         goto out;
     }
@@ -295,8 +325,8 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
     if (l > 0) {
         if (D(dnnl_convolution_backward_data_desc_init)(&cd, dnnl_convolution_direct, fsrc, &w_any,
                                                         fdst, strides, pad, pad) ||
-            D(dnnl_primitive_desc_create)(&dpd, &cd, NULL, s_engine, fpd) ||
-            D(dnnl_primitive_create)(&L->bwd_d, dpd) ||
+            D(dnnl_primitive_desc_create)(&dpd, &cd, battr, s_engine, fpd) ||
+            D(dnnl_primitive_create)(&L->bwd_d, dpd) || s_scratch(d, L, 2, dpd) ||
             s_reorder(&L->w_to_bd, L->w_user,
                       D(dnnl_primitive_desc_query_md)(dpd, dnnl_query_weights_md, 0), NULL, 0)) {
             fail = "the backward-data convolution";
@@ -331,6 +361,9 @@ out:
     }
     if (attr) {
         D(dnnl_primitive_attr_destroy)(attr);
+    }
+    if (battr) {
+        D(dnnl_primitive_attr_destroy)(battr);
     }
     return fail;
 }
@@ -369,7 +402,12 @@ static void s_gather_init(dnnconv_t *d) {
     for (size_t j = 0; j < per; j++) {
         g[j] = src[j] == 0.0f ? -1 : (int32_t)s_obs_index(d, (size_t)src[j] - 1);
     }
-    for (size_t j = 0; j < total; j++) { // every sample: the same places, shifted by its own
+    // The first, second and last samples: the same places, shifted by their own (a layout
+    // whose samples are runs of equal size does not change between them)
+    for (size_t j = 0; j < total; j++) {
+        if (j == 2 * per && B > 3) {
+            j = (B - 1) * per;
+        }
         size_t b = j / per, v = (size_t)src[j];
         int same = v == 0 ? g[j % per] < 0
                           : (v - 1) / nx == b && s_obs_index(d, (v - 1) % nx) == (size_t)g[j % per];
@@ -380,6 +418,17 @@ static void s_gather_init(dnnconv_t *d) {
     }
     d->gather = g;
     d->per_sample = per;
+#if defined(__x86_64__)
+    cpu_features_t f;
+    cpu_detect(&f);
+    int padded = 0;
+    for (size_t j = 0; j < per; j++) {
+        padded |= g[j] < 0;
+    }
+    // Non-temporal stores (the input is megabytes the convolution reads once, from memory
+    // anyway: no read for ownership) need every 16 floats on a 64-byte line.
+    d->gather_avx512 = f.avx512f && !padded && per % 16 == 0 && (uintptr_t)src % 64 == 0;
+#endif
 }
 
 dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, char *why, size_t why_len) {
@@ -417,6 +466,16 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, char *why, s
     }
     if (fail) {
         goto fail;
+    }
+    if (d->scratch_bytes) {
+        d->scratch = xaligned_alloc(d->scratch_bytes);
+        for (int l = 0; l < n; l++) {
+            for (int i = 0; i < 3; i++) {
+                if (d->L[l].scratch[i]) {
+                    s_set(d->L[l].scratch[i], d->scratch);
+                }
+            }
+        }
     }
     // the observations, as plain nchw floats, into the layout forward chose
     d->x = xaligned_alloc(conv_in_features(s0) * (size_t)B * sizeof(float));
@@ -498,7 +557,11 @@ void dnnconv_free(dnnconv_t *d) {
         s_free_mem(L->dw);
         s_free_mem(L->db);
         s_free_mem(L->dw_user);
+        for (int i = 0; i < 3; i++) {
+            s_free_mem(L->scratch[i]);
+        }
     }
+    xfree(d->scratch);
     s_free_prim(d->x_to_src.p);
     s_free_prim(d->top_out.p);
     s_free_prim(d->dtop_in.p);
@@ -535,12 +598,58 @@ const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
 // f = the stride, else 1) channel c' = (c f + dy) f + dx, pixel (y, x) is pixel (y f + dy,
 // x f + dx) of channel c. The rows are channels last (element (y W + x) C + c), or F frames
 // of H W (C / F) (element frame H W (C/F) + (y W + x) (C/F) + c % (C/F)).
-// The input through the gather table: src's bytes in the order they are stored.
+#if defined(__x86_64__)
+// Samples [0, n) through the table, 16 elements per AVX-512 gather (every entry >= 0: no
+// padding), stored non-temporally (dst on 64-byte lines, per a multiple of 16). A byte gather loads the 4 bytes at each place and keeps the low one, so it reads
+// up to 3 bytes past an element: the caller leaves the last sample, whose row ends the
+// caller's array, to the scalar loop.
+__attribute__((target("avx512f"))) static void s_gather_avx512(float *dst, const void *obs,
+                                                               int obs_u8, float scale,
+                                                               const int32_t *g, size_t per,
+                                                               size_t O, int n) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    const __m512i low = _mm512_set1_epi32(0xff);
+    for (int b = 0; b < n; b++, dst += per) {
+        size_t j = 0;
+        if (obs_u8) {
+            const uint8_t *row = (const uint8_t *)obs + (size_t)b * O;
+            for (; j + 16 <= per; j += 16) {
+                __m512i at = _mm512_loadu_si512((const void *)(g + j));
+                __m512i v = _mm512_and_si512(_mm512_i32gather_epi32(at, (const void *)row, 1), low);
+                _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc));
+            }
+            for (; j < per; j++) {
+                dst[j] = scale * (float)row[g[j]];
+            }
+        } else {
+            const float *row = (const float *)obs + (size_t)b * O;
+            for (; j + 16 <= per; j += 16) {
+                __m512i at = _mm512_loadu_si512((const void *)(g + j));
+                _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_i32gather_ps(at, row, 4), sc));
+            }
+            for (; j < per; j++) {
+                dst[j] = scale * row[g[j]];
+            }
+        }
+    }
+    _mm_sfence(); // the streamed stores, before the convolution reads them
+}
+#endif
+
+// The input through the gather table: src's floats in the order they are stored.
 static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
     const size_t O = conv_in_features(&d->net0), per = d->per_sample;
     const int32_t *g = d->gather;
     float *dst = s_ptr(d->L[0].src);
-    for (int b = 0; b < d->B; b++, dst += per) {
+    int b = 0;
+#if defined(__x86_64__)
+    if (d->gather_avx512) {
+        b = obs_u8 ? d->B - 1 : d->B;
+        s_gather_avx512(dst, obs, obs_u8, scale, g, per, O, b);
+        dst += (size_t)b * per;
+    }
+#endif
+    for (; b < d->B; b++, dst += per) {
         if (obs_u8) {
             const uint8_t *row = (const uint8_t *)obs + (size_t)b * O;
             for (size_t j = 0; j < per; j++) {
@@ -642,11 +751,13 @@ void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const 
     s_set(L->w_user, w);
     s_set(L->b_user, b);
     s_run_reorder(d, &L->w_to);
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, src},
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src},
                             {DNNL_ARG_WEIGHTS, L->w},
                             {DNNL_ARG_BIAS, L->b_user},
-                            {DNNL_ARG_DST, L->dst}};
-    s_ok(D(dnnl_primitive_execute)(L->fwd, d->st, 4, a), "the forward convolution");
+                            {DNNL_ARG_DST, L->dst},
+                            {DNNL_ARG_SCRATCHPAD, L->scratch[0]}};
+    s_ok(D(dnnl_primitive_execute)(L->fwd, d->st, L->scratch[0] ? 5 : 4, a),
+         "the forward convolution");
     if (top) {
         s_set(d->top_user, top);
         s_run_reorder(d, &d->top_out);
@@ -686,21 +797,25 @@ void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, fl
         s_set(d->dtop_user, dtop);
         s_run_reorder(d, &d->dtop_in);
     }
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, L->src},
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, L->src},
                             {DNNL_ARG_DIFF_DST, L->ddst},
                             {DNNL_ARG_DIFF_WEIGHTS, L->dw},
-                            {DNNL_ARG_DIFF_BIAS, L->db}};
-    s_ok(D(dnnl_primitive_execute)(L->bwd_w, d->st, 4, a), "the backward-weights convolution");
+                            {DNNL_ARG_DIFF_BIAS, L->db},
+                            {DNNL_ARG_SCRATCHPAD, L->scratch[1]}};
+    s_ok(D(dnnl_primitive_execute)(L->bwd_w, d->st, L->scratch[1] ? 5 : 4, a),
+         "the backward-weights convolution");
     s_set(L->dw_user, l == 0 && d->s2d ? d->dw_s2d : dw);
     s_run_reorder(d, &L->dw_out);
     if (l > 0) {
         s_set(L->w_user, w);
         s_run_reorder(d, &L->w_to_bd);
         dc_layer_t *P = &d->L[l - 1];
-        dnnl_exec_arg_t b[3] = {{DNNL_ARG_DIFF_DST, L->ddst},
+        dnnl_exec_arg_t b[4] = {{DNNL_ARG_DIFF_DST, L->ddst},
                                 {DNNL_ARG_WEIGHTS, L->w_bd},
-                                {DNNL_ARG_DIFF_SRC, P->ddst}};
-        s_ok(D(dnnl_primitive_execute)(L->bwd_d, d->st, 3, b), "the backward-data convolution");
+                                {DNNL_ARG_DIFF_SRC, P->ddst},
+                                {DNNL_ARG_SCRATCHPAD, L->scratch[2]}};
+        s_ok(D(dnnl_primitive_execute)(L->bwd_d, d->st, L->scratch[2] ? 4 : 3, b),
+             "the backward-data convolution");
     }
     s_ok(D(dnnl_stream_wait)(d->st), "dnnl_stream_wait");
     if (l == 0 && d->s2d) {
