@@ -18,6 +18,9 @@
 # On a CPU with AVX512_BF16 each conv round also runs [learner] precision = bf16 (one
 # thread): BENCH learner.<net>.bf16.updates_per_s and learner.<net>.bf16.vs_fp32 (the
 # median of the rounds' bf16 / fp32).
+# Where oneDNN loads (Debian's libdnnl2), each conv round also runs [run] blas_library =
+# onednn (its sgemm, and its convolution primitives where the network has fast kernels):
+# BENCH learner.<net>.onednn.updates_per_s and learner.<net>.onednn.ratio_vs_torch.
 # Medians over timed windows; the machine is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +66,14 @@ else
   echo "# run_learner: no bf16 on this CPU ([learner] precision = bf16 refused): fp32 only"
 fi
 
+# [run] blas_library = onednn where it loads (bench_learner exits non-zero when it cannot).
+HAVE_ONEDNN=0
+if "$BENCH" --library onednn --net small --runs 1 --iters 1 >/dev/null 2>&1; then
+  HAVE_ONEDNN=1
+else
+  echo "# run_learner: oneDNN does not load here (apt-get install libdnnl2): OpenBLAS only"
+fi
+
 for t in ${LEARNER_BENCH_THREADS:-1}; do
   sfx=""; [ "$t" = 1 ] || sfx=".t$t"
   if has_net mlp; then
@@ -88,7 +99,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
     "nature|--net nature|--net nature --actions 6 --batch 128 --iters 8 --windows 3 --warmup 5|1.5"; do
     IFS='|' read -r name ours_flags peer_flags goal <<<"$spec"
     has_net "$name" || continue
-    apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=()
+        apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=() dnn_v=() dnn_ratio_v=()
     for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # the flags are words
       out=$("$BENCH" --threads "$t" $ours_flags --runs 5)
@@ -105,11 +116,20 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
         b16_v+=("$b")
         b16_ratio_v+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
       fi
+            d=""
+      if [ "$HAVE_ONEDNN" = 1 ]; then
+        # shellcheck disable=SC2086
+        out=$("$BENCH" --threads "$t" --library onednn $ours_flags --runs 5)
+        sed "s/^/# round $r onednn: /" <<<"$out"
+        d=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
+        dnn_v+=("$d")
+      fi
       if [ "$HAVE_PEER" = 1 ]; then
         # shellcheck disable=SC2086
         p=$(peer --threads "$t" $peer_flags)
         peer_v+=("$p")
         ratio_v+=("$(awk -v a="$a" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
+        [ -z "$d" ] || dnn_ratio_v+=("$(awk -v a="$d" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
         echo "# round $r: apex $a, torch $p updates/s, ratio $(awk -v a="$a" -v b="$p" 'BEGIN {printf "%.2f", a / b}')"
       fi
     done
@@ -120,6 +140,14 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
       echo "# $name: bf16 updates/s per round: ${b16_v[*]}; bf16 / fp32: ${b16_ratio_v[*]}"
       echo "BENCH learner.$name.bf16.updates_per_s $(bench_median "${b16_v[@]}") updates/s"
       printf "BENCH learner.%s.bf16.vs_fp32 %.2f x\n" "$name" "$(bench_median "${b16_ratio_v[@]}")"
+    fi
+        if [ ${#dnn_v[@]} -gt 0 ]; then
+      echo "# $name: [run] blas_library = onednn updates/s per round: ${dnn_v[*]}"
+      echo "BENCH learner.$name$sfx.onednn.updates_per_s $(bench_median "${dnn_v[@]}") updates/s"
+    fi
+    if [ ${#dnn_ratio_v[@]} -gt 0 ]; then
+      echo "# $name: onednn / torch per round: ${dnn_ratio_v[*]} (goal >= $goal)"
+      printf "BENCH learner.%s%s.onednn.ratio_vs_torch %.2f x\n" "$name" "$sfx" "$(bench_median "${dnn_ratio_v[@]}")"
     fi
     if [ ${#peer_v[@]} -gt 0 ]; then
       echo "# $name: torch updates/s per round: ${peer_v[*]}; ratios: ${ratio_v[*]} (goal >= $goal)"
