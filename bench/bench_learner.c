@@ -23,6 +23,9 @@
 //   nature   the Nature DQN body: uint8 84x84x4 frames (0..255, scale 1/255) -> conv 32 8x8
 //            s4, 64 4x4 s2, 64 3x3 s1 -> fc 512 -> dueling(6), batch 128
 //            (torch_learner.py --net nature --actions 6 --batch 128)
+//   pixels   configs/minatar-breakout-pixels.ini's network, the 2013 DQN body: uint8 84x84x1
+//            frames -> conv 16 8x8 s4, 32 4x4 s2 -> fc 256 -> dueling(6), batch 128 (no peer;
+//            not in the default set)
 // Each: Adam, clip 40, target sync every 2500; R timed windows of K full trainer_step
 // updates after a warm-up, fed from a pool of 8 random batches (as the torch peer is).
 // Also measures 1024^3 sgemm in the same process, in windows interleaved with the update
@@ -344,6 +347,21 @@ static bench_net_t s_nets[] = {
      30},
     {"minatar", {0}, 512, 30}, // net: nn_config_minatar(4, 6, 1), set by s_nets_init
     {"nature", {0}, 128, 4},   // net: nn_config_nature(6, 1), set by s_nets_init
+    {"pixels",
+     {.obs_dim = 84 * 84,
+      .in_h = 84,
+      .in_w = 84,
+      .in_c = 1,
+      .in_dtype = NN_INPUT_U8,
+      .in_scale = 1.0f / 255.0f,
+      .n_conv = 2,
+      .conv = {{16, 8, 4}, {32, 4, 2}},
+      .n_actions = 6,
+      .n_hidden = 1,
+      .hidden = {256},
+      .dueling = 1},
+     128,
+     8},
 };
 #define N_NETS ((int)(sizeof s_nets / sizeof s_nets[0]))
 
@@ -408,7 +426,7 @@ int main(int argc, char **argv) {
         s_nets[i].batch = batch;
     }
     for (int i = 0; i < N_NETS && !any; i++) {
-        want[i] = 1;
+        want[i] = strcmp(s_nets[i].name, "pixels") != 0;
     }
     char err[512];
     if (blas_use_library(library, threads, err, sizeof err) != 0) {

@@ -20,7 +20,9 @@
 # median of the rounds' bf16 / fp32).
 # Where oneDNN loads (Debian's libdnnl2), each conv round also runs [run] blas_library =
 # onednn (its sgemm, and its convolution primitives where the network has fast kernels):
-# BENCH learner.<net>.onednn.updates_per_s and learner.<net>.onednn.ratio_vs_torch.
+# BENCH learner.<net>.onednn.updates_per_s and learner.<net>.onednn.ratio_vs_torch; with
+# bf16 too, learner.<net>.onednn.bf16.updates_per_s and .onednn.bf16.vs_fp32 (against the
+# round's OpenBLAS fp32: the default build's fp32) and .onednn.bf16.vs_onednn_fp32.
 # Medians over timed windows; the machine is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,7 +101,8 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
     "nature|--net nature|--net nature --actions 6 --batch 128 --iters 8 --windows 3 --warmup 5|1.5"; do
     IFS='|' read -r name ours_flags peer_flags goal <<<"$spec"
     has_net "$name" || continue
-        apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=() dnn_v=() dnn_ratio_v=()
+            apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=() dnn_v=() dnn_ratio_v=()
+    d16_v=() d16_ratio_v=() d16_dnn_v=()
     for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # the flags are words
       out=$("$BENCH" --threads "$t" $ours_flags --runs 5)
@@ -121,8 +124,17 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
         # shellcheck disable=SC2086
         out=$("$BENCH" --threads "$t" --library onednn $ours_flags --runs 5)
         sed "s/^/# round $r onednn: /" <<<"$out"
-        d=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
+                d=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
         dnn_v+=("$d")
+        if [ "$HAVE_BF16" = 1 ] && [ "$t" = 1 ]; then
+          # shellcheck disable=SC2086
+          out=$("$BENCH" --threads 1 --library onednn --precision bf16 $ours_flags --runs 5)
+          sed "s/^/# round $r onednn: /" <<<"$out"
+          b=$(bench_field "$out" BENCH "learner.$name.bf16.updates_per_s")
+          d16_v+=("$b")
+          d16_ratio_v+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
+          d16_dnn_v+=("$(awk -v a="$d" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
+        fi
       fi
       if [ "$HAVE_PEER" = 1 ]; then
         # shellcheck disable=SC2086
@@ -144,6 +156,12 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
         if [ ${#dnn_v[@]} -gt 0 ]; then
       echo "# $name: [run] blas_library = onednn updates/s per round: ${dnn_v[*]}"
       echo "BENCH learner.$name$sfx.onednn.updates_per_s $(bench_median "${dnn_v[@]}") updates/s"
+    fi
+        if [ ${#d16_v[@]} -gt 0 ]; then
+      echo "# $name: onednn bf16 updates/s per round: ${d16_v[*]}; / OpenBLAS fp32: ${d16_ratio_v[*]}; / onednn fp32: ${d16_dnn_v[*]}"
+      echo "BENCH learner.$name.onednn.bf16.updates_per_s $(bench_median "${d16_v[@]}") updates/s"
+      printf "BENCH learner.%s.onednn.bf16.vs_fp32 %.2f x\n" "$name" "$(bench_median "${d16_ratio_v[@]}")"
+      printf "BENCH learner.%s.onednn.bf16.vs_onednn_fp32 %.2f x\n" "$name" "$(bench_median "${d16_dnn_v[@]}")"
     fi
     if [ ${#dnn_ratio_v[@]} -gt 0 ]; then
       echo "# $name: onednn / torch per round: ${dnn_ratio_v[*]} (goal >= $goal)"

@@ -59,7 +59,7 @@ DNN_FUNCS(DNN_DECL)
 
 static dnnl_engine_t s_engine;
 static atomic_int s_enabled;
-static atomic_int s_accept_ref; // tests: bodies on oneDNN's reference loops too
+static atomic_int s_accept_any; // tests: bodies below the work rule and on reference loops
 
 int dnnconv_load(void *handle, char *why, size_t n) {
     if (s_engine) {
@@ -83,7 +83,7 @@ int dnnconv_load(void *handle, char *why, size_t n) {
 
 int dnnconv_enabled(void) { return s_engine && atomic_load(&s_enabled); }
 
-void dnnconv_accept_reference(int on) { atomic_store(&s_accept_ref, on != 0); }
+void dnnconv_accept_any(int what) { atomic_store(&s_accept_any, what); }
 
 void dnnconv_set_enabled(int mode) { atomic_store(&s_enabled, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
 
@@ -109,7 +109,7 @@ typedef struct {
     dnnl_memory_t dw, db; // backward weights' outputs (owned)
     dnnl_memory_t dw_user;
     dc_reorder_t dw_out; // dw -> the caller's dw, added (or -> the s2d copy, replaced)
-    size_t dst_floats;   // of dst and ddst, padding included
+    size_t dst_elems;    // of dst and ddst, padding included
     // Each pass's scratchpad, over the body's one buffer (dnnl_scratchpad_mode_user: with the
     // library's own mode oneDNN may allocate, and the kernel fault in, megabytes per call);
     // NULL for a pass that needs none.
@@ -118,6 +118,7 @@ typedef struct {
 
 struct dnnconv {
     int n, B;
+    int bf16;          // activations, their gradients and the weights in bfloat16 (see dnnconv.h)
     int s2d;           // layer 0 runs as space to depth
     conv_shape_t net0; // layer 0 as the network has it
     dnnl_stream_t st;
@@ -256,11 +257,14 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
     s_dims(dd, d->B, s->c_out, s->oh, s->ow);
     dnnl_memory_desc_t src_any, w_any, b_md, dst_any, w_user_md;
     const dnnl_memory_desc_t *src_md = in ? s_md(in) : &src_any;
-    if (D(dnnl_memory_desc_init_by_tag)(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any) ||
-        D(dnnl_memory_desc_init_by_tag)(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+    const dnnl_data_type_t dt = d->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t dw_any; // the weight gradient: fp32 either way
+    if (D(dnnl_memory_desc_init_by_tag)(&src_any, 4, sd, dt, dnnl_format_tag_any) ||
+        D(dnnl_memory_desc_init_by_tag)(&w_any, 4, wd, dt, dnnl_format_tag_any) ||
+        D(dnnl_memory_desc_init_by_tag)(&dw_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
         D(dnnl_memory_desc_init_by_tag)(&w_user_md, 4, wd, dnnl_f32, dnnl_oihw) ||
         D(dnnl_memory_desc_init_by_tag)(&b_md, 1, bd, dnnl_f32, dnnl_x) ||
-        D(dnnl_memory_desc_init_by_tag)(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) {
+        D(dnnl_memory_desc_init_by_tag)(&dst_any, 4, dd, dt, dnnl_format_tag_any)) {
         return "memory descriptors";
     }
     // Forward, with the bias and the ReLU fused. Algorithm "auto": oneDNN may take Winograd
@@ -307,11 +311,11 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
         goto out;
     }
     L->w = L->w_to.to;
-    L->dst_floats = D(dnnl_memory_desc_get_size)(fdst) / sizeof(float);
+    L->dst_elems = D(dnnl_memory_desc_get_size)(fdst) / (d->bf16 ? 2 : sizeof(float));
     // Backward weights and data read dL/ddst in dst's layout (the ReLU's mask is applied
     // elementwise between the two) and the input in forward's layout (no copies between the
     // passes); backward data writes dL/din in the layout of the layer below's output.
-    if (D(dnnl_convolution_backward_weights_desc_init)(&cd, dnnl_convolution_auto, fsrc, &w_any,
+    if (D(dnnl_convolution_backward_weights_desc_init)(&cd, dnnl_convolution_auto, fsrc, &dw_any,
                                                        &b_md, fdst, strides, pad, pad) ||
         D(dnnl_primitive_desc_create)(&wpd, &cd, battr, s_engine, fpd) ||
         D(dnnl_primitive_create)(&L->bwd_w, wpd) || s_scratch(d, L, 1, wpd)) {
@@ -343,7 +347,7 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
     // oneDNN's reference loops ("ref:any") run any layout combination, at a hundredth of the
     // speed (626 ms for the MinAtar body's backward weights, which im2col + sgemm does in
     // under 1): such a body stays conv.c's.
-    for (int i = 0; i < 3 && !fail && !atomic_load(&s_accept_ref); i++) {
+    for (int i = 0; i < 3 && !fail && !(atomic_load(&s_accept_any) & DNNCONV_ACCEPT_REF); i++) {
         if (strncmp(L->impl[i], "ref", 3) == 0) {
             static const char *const pass[3] = {"forward", "backward-weights", "backward-data"};
             snprintf(d->why, sizeof d->why, "fast %s kernel for layer %d (only %s)", pass[i], l + 1,
@@ -373,6 +377,9 @@ out:
     return fail;
 }
 
+static void s_free_mem(dnnl_memory_t m);
+static void s_free_prim(dnnl_primitive_t p);
+
 // The observation-row element of element i of one sample's x (nchw, C' x H' x W', space to
 // depth applied): the mapping of dnnconv_input's loops.
 static size_t s_obs_index(const dnnconv_t *d, size_t i) {
@@ -392,16 +399,27 @@ static size_t s_obs_index(const dnnconv_t *d, size_t i) {
 // gather table, and dnnconv_input writes src directly. Otherwise x and the reorder stay.
 static void s_gather_init(dnnconv_t *d) {
     const size_t nx = conv_in_features(&d->L[0].s), B = (size_t)d->B;
-    const size_t total = D(dnnl_memory_desc_get_size)(s_md(d->L[0].src)) / sizeof(float);
+    // A bfloat16 src holds no index exactly: the indexes go through an fp32 twin of its
+    // layout (the same descriptor, fp32 elements: strides count elements)
+    dnnl_memory_desc_t md32 = *s_md(d->L[0].src);
+    md32.data_type = dnnl_f32;
+    const size_t total = D(dnnl_memory_desc_get_size)(&md32) / sizeof(float);
     if (total % B || nx * B >= ((size_t)1 << 24)) {
         return;
     }
     for (size_t i = 0; i < nx * B; i++) {
         d->x[i] = (float)(i + 1);
     }
-    s_run_reorder(d, &d->x_to_src);
+    dc_reorder_t r;
+    dnnl_memory_t twin = s_mem(&md32, DNNL_MEMORY_ALLOCATE);
+    if (!twin || s_reorder(&r, d->x_mem, &md32, twin, 0)) {
+        s_free_mem(twin);
+        return;
+    }
+    s_run_reorder(d, &r);
     s_ok(D(dnnl_stream_wait)(d->st), "dnnl_stream_wait");
-    const float *src = s_ptr(d->L[0].src);
+    s_free_prim(r.p);
+    const float *src = s_ptr(twin);
     const size_t per = total / B;
     int32_t *g = xaligned_alloc(per * sizeof *g);
     for (size_t j = 0; j < per; j++) {
@@ -418,9 +436,11 @@ static void s_gather_init(dnnconv_t *d) {
                           : (v - 1) / nx == b && s_obs_index(d, (v - 1) % nx) == (size_t)g[j % per];
         if (!same) {
             xfree(g);
+            s_free_mem(twin);
             return;
         }
     }
+    s_free_mem(twin);
     d->gather = g;
     d->per_sample = per;
 #if defined(__x86_64__)
@@ -432,18 +452,40 @@ static void s_gather_init(dnnconv_t *d) {
     }
     // Non-temporal stores (the input is megabytes the convolution reads once, from memory
     // anyway: no read for ownership) need every 16 floats on a 64-byte line.
-    d->gather_avx512 = f.avx512f && !padded && per % 16 == 0 && (uintptr_t)src % 64 == 0;
+    d->gather_avx512 = f.avx512f && !padded && per % 16 == 0 &&
+                       (uintptr_t)s_ptr(d->L[0].src) % 64 == 0;
 #endif
 }
 
-dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, char *why, size_t why_len) {
+// Multiply-adds of the body's forward per element crossing its edges (the input written in,
+// the top output reordered out), per sample: what the body's convolutions can gain against
+// what its edges cost (memory-bound passes that conv.c does not make).
+static double s_work_per_edge(const conv_shape_t *shapes, int n) {
+    double macs = 0;
+    for (int l = 0; l < n; l++) {
+        const conv_shape_t *s = &shapes[l];
+        macs += (double)s->oh * s->ow * s->c_out * s->c_in * s->k * s->k;
+    }
+    return macs / (double)(conv_in_features(&shapes[0]) + conv_out_features(&shapes[n - 1]));
+}
+
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
+                          size_t why_len) {
     if (!dnnconv_enabled()) {
         snprintf(why, why_len, "oneDNN is not loaded");
         return NULL;
     }
+    double work = s_work_per_edge(shapes, n);
+    if (work < DNNCONV_MIN_WORK && !(atomic_load(&s_accept_any) & DNNCONV_ACCEPT_SMALL)) {
+        snprintf(why, why_len,
+                 "the conv layers do %.0f multiply-adds per element of their input and output, "
+                 "too few (< %d) for oneDNN's body to repay its edges",
+                 work, DNNCONV_MIN_WORK);
+        return NULL;
+    }
     APEX_ASSERT(n >= 1 && n <= DNNCONV_MAX_LAYERS && B >= 1);
     dnnconv_t *d = xcalloc(1, sizeof *d);
-    d->n = n, d->B = B;
+    d->n = n, d->B = B, d->bf16 = bf16 != 0;
     d->net0 = shapes[0];
     const char *fail = NULL;
     for (int l = 0; l < n; l++) {
@@ -585,6 +627,8 @@ void dnnconv_free(dnnconv_t *d) {
 
 int dnnconv_batch(const dnnconv_t *d) { return d->B; }
 
+int dnnconv_bf16(const dnnconv_t *d) { return d->bf16; }
+
 const char *dnnconv_first_layer(const dnnconv_t *d) { return d->s2d ? "s2d" : "direct"; }
 
 const char *dnnconv_input_path(const dnnconv_t *d) {
@@ -599,41 +643,53 @@ const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
 // ----------------------------------------------------------------------------
 // the passes
 
-// Observation rows -> x, (B x C' x H' x W') floats times scale: with space to depth (factor
-// f = the stride, else 1) channel c' = (c f + dy) f + dx, pixel (y, x) is pixel (y f + dy,
-// x f + dx) of channel c. The rows are channels last (element (y W + x) C + c), or F frames
-// of H W (C / F) (element frame H W (C/F) + (y W + x) (C/F) + c % (C/F)).
+// fp32 -> bfloat16, rounded to nearest even (as oneDNN's reorders and the AVX512_BF16
+// instructions round; the inputs are finite).
+static inline uint16_t s_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 #if defined(__x86_64__)
 // Samples [0, n) through the table, 16 elements per AVX-512 gather (every entry >= 0: no
-// padding), stored non-temporally (dst on 64-byte lines, per a multiple of 16). A byte gather loads the 4 bytes at each place and keeps the low one, so it reads
-// up to 3 bytes past an element: the caller leaves the last sample, whose row ends the
-// caller's array, to the scalar loop.
-__attribute__((target("avx512f"))) static void s_gather_avx512(float *dst, const void *obs,
+// padding), stored non-temporally (dst on 64-byte lines, per a multiple of 16), as floats or
+// (bf16) rounded to bfloat16 with s_bf16's rule in integer lanes. A byte gather loads the 4
+// bytes at each place and keeps the low one, so it reads up to 3 bytes past an element: the
+// caller leaves the last sample, whose row ends the caller's array, to the scalar loop.
+__attribute__((target("avx512f"))) static void s_gather_avx512(void *dst, int bf16, const void *obs,
                                                                int obs_u8, float scale,
                                                                const int32_t *g, size_t per,
                                                                size_t O, int n) {
     const __m512 sc = _mm512_set1_ps(scale);
-    const __m512i low = _mm512_set1_epi32(0xff);
-    for (int b = 0; b < n; b++, dst += per) {
-        size_t j = 0;
-        if (obs_u8) {
-            const uint8_t *row = (const uint8_t *)obs + (size_t)b * O;
-            for (; j + 16 <= per; j += 16) {
-                __m512i at = _mm512_loadu_si512((const void *)(g + j));
-                __m512i v = _mm512_and_si512(_mm512_i32gather_epi32(at, (const void *)row, 1), low);
-                _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_cvtepi32_ps(v), sc));
+    const __m512i low = _mm512_set1_epi32(0xff), half = _mm512_set1_epi32(0x7fff),
+                  one = _mm512_set1_epi32(1);
+    for (int b = 0; b < n; b++) {
+        const uint8_t *row8 = (const uint8_t *)obs + (size_t)b * O;
+        const float *row32 = (const float *)obs + (size_t)b * O;
+        float *d32 = (float *)dst + (size_t)b * per;
+        uint16_t *d16 = (uint16_t *)dst + (size_t)b * per;
+        for (size_t j = 0; j + 16 <= per; j += 16) {
+            __m512i at = _mm512_loadu_si512((const void *)(g + j));
+            __m512 v = obs_u8 ? _mm512_cvtepi32_ps(_mm512_and_si512(
+                                    _mm512_i32gather_epi32(at, (const void *)row8, 1), low))
+                              : _mm512_i32gather_ps(at, row32, 4);
+            v = _mm512_mul_ps(v, sc);
+            if (!bf16) {
+                _mm512_stream_ps(d32 + j, v);
+                continue;
             }
-            for (; j < per; j++) {
-                dst[j] = scale * (float)row[g[j]];
-            }
-        } else {
-            const float *row = (const float *)obs + (size_t)b * O;
-            for (; j + 16 <= per; j += 16) {
-                __m512i at = _mm512_loadu_si512((const void *)(g + j));
-                _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_i32gather_ps(at, row, 4), sc));
-            }
-            for (; j < per; j++) {
-                dst[j] = scale * row[g[j]];
+            __m512i u = _mm512_castps_si512(v);
+            __m512i r = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+            u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), r), 16);
+            _mm256_stream_si256((__m256i *)(void *)(d16 + j), _mm512_cvtepi32_epi16(u));
+        }
+        for (size_t j = per / 16 * 16; j < per; j++) {
+            float v = scale * (obs_u8 ? (float)row8[g[j]] : row32[g[j]]);
+            if (bf16) {
+                d16[j] = s_bf16(v);
+            } else {
+                d32[j] = v;
             }
         }
     }
@@ -641,34 +697,40 @@ __attribute__((target("avx512f"))) static void s_gather_avx512(float *dst, const
 }
 #endif
 
-// The input through the gather table: src's floats in the order they are stored.
+// The input through the gather table: src's elements in the order they are stored.
 static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
     const size_t O = conv_in_features(&d->net0), per = d->per_sample;
     const int32_t *g = d->gather;
-    float *dst = s_ptr(d->L[0].src);
+    void *dst = s_ptr(d->L[0].src);
     int b = 0;
 #if defined(__x86_64__)
     if (d->gather_avx512) {
         b = obs_u8 ? d->B - 1 : d->B;
-        s_gather_avx512(dst, obs, obs_u8, scale, g, per, O, b);
-        dst += (size_t)b * per;
+        s_gather_avx512(dst, d->bf16, obs, obs_u8, scale, g, per, O, b);
     }
 #endif
-    for (; b < d->B; b++, dst += per) {
-        if (obs_u8) {
-            const uint8_t *row = (const uint8_t *)obs + (size_t)b * O;
-            for (size_t j = 0; j < per; j++) {
-                dst[j] = g[j] < 0 ? 0.0f : scale * (float)row[g[j]];
-            }
-        } else {
-            const float *row = (const float *)obs + (size_t)b * O;
-            for (size_t j = 0; j < per; j++) {
-                dst[j] = g[j] < 0 ? 0.0f : scale * row[g[j]];
+    for (; b < d->B; b++) {
+        const uint8_t *row8 = (const uint8_t *)obs + (size_t)b * O;
+        const float *row32 = (const float *)obs + (size_t)b * O;
+        float *d32 = (float *)dst + (size_t)b * per;
+        uint16_t *d16 = (uint16_t *)dst + (size_t)b * per;
+        for (size_t j = 0; j < per; j++) {
+            float v = g[j] < 0 ? 0.0f : scale * (obs_u8 ? (float)row8[g[j]] : row32[g[j]]);
+            if (d->bf16) {
+                d16[j] = s_bf16(v);
+            } else {
+                d32[j] = v;
             }
         }
     }
 }
 
+// Observation rows -> x, (B x C' x H' x W') floats times scale: with space to depth (factor
+// f = the stride, else 1) channel c' = (c f + dy) f + dx, pixel (y, x) is pixel (y f + dy,
+// x f + dx) of channel c. The rows are channels last (element (y W + x) C + c), or F frames
+// of H W (C / F) (element frame H W (C/F) + (y W + x) (C/F) + c % (C/F)). Then oneDNN's
+// reorder into forward's layout, unless that is x's own. (dnnconv_input's path when the
+// gather table does not apply.)
 void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
     if (d->gather) {
         s_input_gather(d, obs, obs_u8, scale);
@@ -776,6 +838,23 @@ void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const 
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 
+// The same on bfloat16 elements: a > 0 is a positive sign and not zero, (int16_t)a > 0.
+typedef int16_t v32h __attribute__((vector_size(64)));
+
+static void s_relu_mask_bf16(uint16_t *g, const uint16_t *a, size_t n) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        v32h gv, av;
+        memcpy(&gv, g + i, sizeof gv);
+        memcpy(&av, a + i, sizeof av);
+        gv &= (v32h)(av > (v32h){0});
+        memcpy(g + i, &gv, sizeof gv);
+    }
+    for (; i < n; i++) {
+        g[i] = (int16_t)a[i] > 0 ? g[i] : 0;
+    }
+}
+
 static void s_relu_mask(float *g, const float *a, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -832,6 +911,11 @@ void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, fl
     }
     if (l > 0) {
         dc_layer_t *P = &d->L[l - 1];
-        s_relu_mask(s_ptr(P->ddst), s_ptr(P->dst), P->dst_floats);
+        if (d->bf16) {
+            s_relu_mask_bf16((uint16_t *)s_ptr(P->ddst), (const uint16_t *)s_ptr(P->dst),
+                             P->dst_elems);
+        } else {
+            s_relu_mask(s_ptr(P->ddst), s_ptr(P->dst), P->dst_elems);
+        }
     }
 }

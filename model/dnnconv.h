@@ -37,6 +37,16 @@
 
 #define DNNCONV_MAX_LAYERS 8
 
+// A body is made only for conv layers doing at least this many multiply-adds per sample per
+// element of its input and output (sum over the layers of OH OW OC C k k, over C H W + the
+// top's OC OH OW): its edges are memory-bound passes (the input written into the
+// primitives' layout, the top output reordered into conv.h's) that conv.c does not make,
+// its convolutions win in proportion to their work. Measured (bench_learner, B = 128/512,
+// Intel Xeon 6/167): the MinAtar body (52) runs 62-66 updates/s on oneDNN against 137 on
+// conv.c (fp32; bf16 203 against 257); the 2013 DQN body of configs/minatar-breakout-pixels
+// (150) 50 against 36, the Nature body (494) 11.3 against 7.9.
+#define DNNCONV_MIN_WORK 100
+
 typedef struct dnnconv dnnconv_t;
 
 // Takes oneDNN's convolution entry points from the library handle blas.c loaded (dlopen of
@@ -49,17 +59,27 @@ int dnnconv_enabled(void);
 // bodies without the gather table (dnnconv_input_path "reorder" where it would be "gather");
 // 1 (dnnconv_load's) is the product.
 void dnnconv_set_enabled(int mode);
-// Tests: 1 lets a body run a pass on oneDNN's reference loops ("ref:any", correct for any
-// layout but ~100x slower), which dnnconv_create otherwise refuses (conv.c runs instead), so
-// that layouts only those loops take are checked too.
-void dnnconv_accept_reference(int on);
+// Tests: lets dnnconv_create make bodies it otherwise refuses (conv.c runs instead), so that
+// small shapes and the layouts only oneDNN's reference loops take are checked too: what is
+// an OR of DNNCONV_ACCEPT_SMALL (below DNNCONV_MIN_WORK) and DNNCONV_ACCEPT_REF (a pass on
+// the reference loops, "ref:any": correct for any layout but ~100x slower); 0: the product.
+#define DNNCONV_ACCEPT_SMALL 1
+#define DNNCONV_ACCEPT_REF 2
+void dnnconv_accept_any(int what);
 
 // A body of n conv2d -> ReLU layers (n in [1, DNNCONV_MAX_LAYERS], shapes as nn.c made them,
 // each the next one's input) for batches of exactly B. NULL, with the reason in why, when the
-// library is not loaded or has no primitive for a layer.
-dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, char *why, size_t why_len);
+// library is not loaded, the layers do too little work (DNNCONV_MIN_WORK) or oneDNN has no
+// fast primitive for a pass. bf16: the learner's [learner]
+// precision = bf16 on oneDNN: the convolutions read bfloat16 inputs and weights (rounded to
+// nearest even from the fp32 ones) and sum in fp32, as apex's bf16 GEMM does; unlike it,
+// the activations between the layers and their gradients are stored in bfloat16 too (what
+// PyTorch's autocast does), and the weight gradient is fp32. The edges stay fp32.
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
+                          size_t why_len);
 void dnnconv_free(dnnconv_t *d);
 int dnnconv_batch(const dnnconv_t *d);
+int dnnconv_bf16(const dnnconv_t *d);
 // "s2d" when the first layer runs as space to depth, else "direct".
 const char *dnnconv_first_layer(const dnnconv_t *d);
 // How dnnconv_input writes the first layer's input: "plain" (forward reads nchw floats, which

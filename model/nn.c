@@ -6,6 +6,7 @@
 
 #include "apex.h"
 #include "blas.h"
+#include "bf16.h"
 #include "config.h"
 #include "dnnconv.h"
 #include "log.h"
@@ -504,7 +505,7 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
     s_state_layout(s, s->block);
     if (cfg->n_conv > 0 && dnnconv_enabled()) {
         char why[160];
-        s->dnn = dnnconv_create(s->conv, cfg->n_conv, max_batch, why, sizeof why);
+        s->dnn = dnnconv_create(s->conv, cfg->n_conv, max_batch, 0, why, sizeof why);
         static atomic_int said, said_not; // once per process, for the log's reader
         if (!s->dnn) {
             if (!atomic_exchange(&said_not, 1)) {
@@ -521,6 +522,22 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
 
 void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm) {
     s->gemm = gemm;
+    // A oneDNN body in the precision of the products: bfloat16 bodies for bf16_gemm_ld (made
+    // here, at set-up; a network oneDNN cannot run in bfloat16 keeps conv.c's bf16 GEMMs)
+    int bf16 = gemm == bf16_gemm_ld;
+    if (s->dnn && dnnconv_bf16(s->dnn) != bf16) {
+        dnnconv_free(s->dnn);
+        char why[160];
+        s->dnn = dnnconv_create(s->conv, s->cfg.n_conv, s->max_batch, bf16, why, sizeof why);
+        static atomic_int said_bf16;
+        if (!s->dnn) {
+            log_info("%s in %s: the conv layers run on im2col + GEMM", why,
+                     bf16 ? "bfloat16" : "fp32");
+        } else if (bf16 && !atomic_exchange(&said_bf16, 1)) {
+            log_info("conv layers in bfloat16 on oneDNN's convolution primitives (kernels %s)",
+                     dnnconv_impl(s->dnn, 0, 0));
+        }
+    }
     // The conv layers take theirs from their shapes (conv.h has no state of its own).
     for (int l = 0; l < s->cfg.n_conv; l++) {
         s->conv[l].gemm = gemm;
@@ -851,7 +868,8 @@ static void s_conv_transpose(nn_state_t *s, const void *obs, int B);
 // Whether a forward of B samples on s runs its conv layers on oneDNN: fp32 products (a
 // bfloat16 learner's convolutions stay conv.c's GEMMs) and the batch the body was made for.
 static int s_dnn_usable(const nn_state_t *s, int B) {
-    return s->dnn && B == dnnconv_batch(s->dnn) && (!s->gemm || s->gemm == blas_sgemm_ld);
+    int bf16 = s->gemm == bf16_gemm_ld, fp32 = !s->gemm || s->gemm == blas_sgemm_ld;
+    return s->dnn && B == dnnconv_batch(s->dnn) && (bf16 || fp32) && dnnconv_bf16(s->dnn) == bf16;
 }
 
 // The first conv layer's input for a forward of B samples: oneDNN's body takes the rows

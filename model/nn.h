@@ -184,8 +184,9 @@ typedef struct {
     blas_gemm_fn gemm; // every product of the passes on this state; NULL: fp32
                        // (nn_state_set_gemm)
     // Conv nets with [run] blas_library = onednn: the conv layers on oneDNN's primitives
-    // (model/dnnconv.h) for batches of max_batch in fp32; other batches and bfloat16 take
-    // conv.c's path. NULL: conv.c always.
+    // (model/dnnconv.h) for batches of max_batch, in the precision of the state's GEMM
+    // (nn_state_set_gemm makes a bfloat16 body for bf16_gemm_ld); other batches take conv.c's
+    // path. NULL: conv.c always (no oneDNN, too little work, no fast kernel).
     struct dnnconv *dnn;
     int dnn_pass;                    // the last forward ran on dnn (nn_backward follows it)
     const struct dnnconv *dnn_in_of; // that forward's first layer read this body's input

@@ -8,7 +8,9 @@
 #include "check_nn_ref.h"
 
 #include "apex.h"
+#include "bf16.h"
 #include "blas.h"
+#include "cpu.h"
 #include "dnnconv.h"
 #include "nn.h"
 #include "rng.h"
@@ -105,13 +107,14 @@ static void *s_obs(const nn_config_t *cfg, int B, rng_t *r) {
 
 // A state on oneDNN (asserted: a body that silently fell back would test conv.c twice), or
 // on conv.c (dnn 0); dnn 2: a body without the input's gather table (dnnconv_set_enabled).
-// oneDNN's reference loops accepted here (dnnconv_accept_reference: the padded layouts of
-// these small shapes take them for some passes), not in test_nature_body.
+// Bodies the product would not make accepted here (dnnconv_accept_any): these shapes are small
+// (below DNNCONV_MIN_WORK), and their padded layouts take oneDNN's reference loops for some
+// passes. Not in test_nature_body and test_no_reference_loops.
 static void s_state(nn_state_t *s, const nn_config_t *cfg, int max_batch, int train, int dnn) {
     dnnconv_set_enabled(dnn);
-    dnnconv_accept_reference(1);
+    dnnconv_accept_any(DNNCONV_ACCEPT_SMALL | DNNCONV_ACCEPT_REF);
     nn_state_init(s, cfg, max_batch, train);
-    dnnconv_accept_reference(0);
+    dnnconv_accept_any(0);
     dnnconv_set_enabled(1);
     ck_assert_msg(dnn ? s->dnn != NULL : s->dnn == NULL, "oneDNN body %s",
                   dnn ? "missing" : "present");
@@ -374,27 +377,24 @@ START_TEST(test_nature_body) {
 }
 END_TEST
 
-// As the product makes them (no dnnconv_accept_reference), bodies never run oneDNN's
-// reference loops: a shape that would (which ones depends on the CPU's kernels) gets no body
-// and conv.c's path, with the same values; the MinAtar body at the learner's batch is one on
-// AVX-512 (backward weights of 4 plain channels into 16-channel blocks).
+// Small shapes accepted but not oneDNN's reference loops: a body that would run them (which
+// ones depends on the CPU's kernels) is not made, and conv.c's path gives the same values.
 START_TEST(test_no_reference_loops) {
     if (!s_onednn(__func__)) {
         return;
     }
     rng_t r;
     rng_init_stream(&r, 59, RNG_ROLE_TEST, 0);
-    nn_config_t shapes[APEX_ARRAY_LEN(s_shapes) + 1];
-    memcpy(shapes, s_shapes, sizeof s_shapes);
-    shapes[APEX_ARRAY_LEN(s_shapes)] = nn_config_minatar(4, 6, 1);
-    for (size_t k = 0; k < APEX_ARRAY_LEN(shapes); k++) {
-        const nn_config_t *cfg = &shapes[k];
-        const int B = k < APEX_ARRAY_LEN(s_shapes) ? 5 : 64, A = cfg->n_actions;
+    for (size_t k = 0; k < APEX_ARRAY_LEN(s_shapes); k++) {
+        const nn_config_t *cfg = &s_shapes[k];
+        const int B = 5, A = cfg->n_actions;
         nn_params_t p;
         nn_params_init(&p, cfg);
         nn_params_init_random(&p, &r);
         nn_state_t st;
+        dnnconv_accept_any(DNNCONV_ACCEPT_SMALL);
         nn_state_init(&st, cfg, B, 0);
+        dnnconv_accept_any(0);
         for (int l = 0; st.dnn && l < cfg->n_conv; l++) {
             for (int pass = 0; pass < 3; pass++) {
                 const char *impl = dnnconv_impl(st.dnn, l, pass);
@@ -429,6 +429,121 @@ START_TEST(test_no_reference_loops) {
 }
 END_TEST
 
+// The work rule (DNNCONV_MIN_WORK), as the product decides: no body for the MinAtar network
+// (52 multiply-adds per edge element; conv.c is 2x faster there), bodies for the Nature
+// network (494) and configs/minatar-breakout-pixels.ini's (150), in fp32 and bfloat16.
+START_TEST(test_work_rule) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    nn_config_t pixels = nn_config_nature(6, 1);
+    pixels.obs_dim = 84 * 84, pixels.in_c = 1, pixels.n_conv = 2;
+    pixels.conv[0] = (nn_conv_t){16, 8, 4}, pixels.conv[1] = (nn_conv_t){32, 4, 2};
+    pixels.hidden[0] = 256;
+    const nn_config_t nets[3] = {nn_config_minatar(4, 6, 1), nn_config_nature(6, 1), pixels};
+    cpu_features_t f;
+    cpu_detect(&f);
+    for (int k = 0; k < 3; k++) {
+        for (int bf16 = 0; bf16 <= bf16_gemm_supported(&f); bf16++) {
+            nn_state_t st;
+            nn_state_init(&st, &nets[k], 32, 1);
+            if (bf16) {
+                nn_state_set_gemm(&st, bf16_gemm_ld);
+            }
+            ck_assert_msg((st.dnn != NULL) == (k > 0), "net %d, bf16 %d", k, bf16);
+            ck_assert(!st.dnn || dnnconv_bf16(st.dnn) == bf16);
+            nn_state_fini(&st);
+        }
+    }
+}
+END_TEST
+
+// ||a - b|| / ||b|| over n values.
+static double s_rel_norm(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+// [learner] precision = bf16 on a oneDNN body (where the CPU has AVX512_BF16): bfloat16
+// activations and weights, fp32 sums and weight gradient. Against fp32 (conv.c), its error
+// is that of conv.c's own bf16 path (bf16_gemm_ld: inputs rounded, activations fp32) within
+// a factor: the Nature body's conv gradient is 8 % off fp32 either way (its random dq makes
+// sums with cancellation), its Q-values 0.16 %. A broken bf16 body (a wrong mask, a weight
+// in the wrong place) is off by far more.
+START_TEST(test_bf16_body) {
+    cpu_features_t f;
+    cpu_detect(&f);
+    if (!bf16_gemm_supported(&f)) {
+        fprintf(stderr, "%s: no AVX512_BF16 on this CPU: bf16 bodies not tested\n", __func__);
+        return;
+    }
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 61, RNG_ROLE_TEST, 0);
+    const nn_config_t nets[2] = {s_shapes[0], nn_config_nature(6, 1)};
+    for (int k = 0; k < 2; k++) {
+        const nn_config_t *cfg = &nets[k];
+        const int B = 16, A = cfg->n_actions;
+        nn_params_t p, g_b, g_f;
+        nn_params_init(&p, cfg);
+        nn_params_init(&g_b, cfg);
+        nn_params_init(&g_f, cfg);
+        nn_params_init_random(&p, &r);
+        nn_state_t sb, sf;
+        s_state(&sb, cfg, B, 1, 1);
+        dnnconv_accept_any(DNNCONV_ACCEPT_SMALL | DNNCONV_ACCEPT_REF);
+        nn_state_set_gemm(&sb, bf16_gemm_ld); // a bfloat16 body in place of the fp32 one
+        dnnconv_accept_any(0);
+        ck_assert(sb.dnn && dnnconv_bf16(sb.dnn));
+        s_state(&sf, cfg, B, 1, 0);
+        void *obs = s_obs(cfg, B, &r);
+        float qb[256], qf[256], dq[256];
+        nn_forward(&sb, &p, obs, B, qb);
+        ck_assert(sb.dnn_pass);
+        nn_forward(&sf, &p, obs, B, qf);
+        double eq = s_rel_norm(qb, qf, (size_t)B * A);
+        s_fill(dq, (size_t)B * A, &r, 1.0f);
+        nn_backward(&sb, &p, &g_b, dq, B);
+        nn_backward(&sf, &p, &g_f, dq, B);
+        // the conv layers' gradient (the head's is mostly fp32 arithmetic on bf16 inputs)
+        size_t nconv = p.off[cfg->n_conv];
+        double eg = s_rel_norm(g_b.data, g_f.data, nconv);
+        nn_state_t sc; // conv.c in bf16
+        nn_params_t g_c;
+        nn_params_init(&g_c, cfg);
+        s_state(&sc, cfg, B, 1, 0);
+        nn_state_set_gemm(&sc, bf16_gemm_ld);
+        float qc[256];
+        nn_forward(&sc, &p, obs, B, qc);
+        nn_backward(&sc, &p, &g_c, dq, B);
+        double eq_c = s_rel_norm(qc, qf, (size_t)B * A),
+               eg_c = s_rel_norm(g_c.data, g_f.data, nconv);
+        fprintf(stderr,
+                "check_dnnconv: bf16 net %d against fp32: q %.2e (conv.c's bf16 %.2e), conv "
+                "gradient %.2e (%.2e)\n",
+                k, eq, eq_c, eg, eg_c);
+        ck_assert_msg(eq <= 2 * eq_c + 1e-4 && eg <= 1.5 * eg_c + 1e-3 && eg < 0.2,
+                      "bf16 net %d: q %.3g (conv.c %.3g), gradient %.3g (%.3g)", k, eq, eq_c, eg,
+                      eg_c);
+        ck_assert_msg(eq > 0 && eg > 0, "bf16 equal to fp32: not bfloat16");
+        nn_state_fini(&sc);
+        nn_params_fini(&g_c);
+        free(obs);
+        nn_state_fini(&sb);
+        nn_state_fini(&sf);
+        nn_params_fini(&g_f);
+        nn_params_fini(&g_b);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
 Suite *dnnconv_suite(void) {
     Suite *s = suite_create("dnnconv");
     TCase *tc = tcase_create("core");
@@ -438,6 +553,8 @@ Suite *dnnconv_suite(void) {
     tcase_add_test(tc, test_pair_and_pieces);
     tcase_add_test(tc, test_nature_body);
     tcase_add_test(tc, test_no_reference_loops);
+    tcase_add_test(tc, test_work_rule);
+    tcase_add_test(tc, test_bf16_body);
     suite_add_tcase(s, tc);
     return s;
 }

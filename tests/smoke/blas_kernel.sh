@@ -112,6 +112,21 @@ grep -q "the conv layers run on im2col" "$RUN"/*.log && bad "a body fell back: $
   && ok "apex-eval with oneDNN evaluates it: $(grep -o 'mean [-0-9.]*' "$TMP/pixels_eval.out")" \
   || bad "apex-eval on the oneDNN checkpoint: $(cat "$TMP/pixels_eval.err" "$TMP/pixels_eval.out" | tail -3)"
 
+# The same in bfloat16 ([learner] precision = bf16) where the CPU has AVX512_BF16: the
+# convolutions in bfloat16 on oneDNN's primitives.
+if has avx512_bf16; then
+  RUN="$RUNS/pixels-onednn-bf16"
+  rc=0
+  scripts/apex-local configs/minatar-breakout-pixels.ini --bin "$APEX_BIN" --quiet $(endpoint_sets) \
+    --set run.out_dir="$RUNS" --set run.name=pixels-onednn-bf16 --set run.blas_library=onednn \
+    --set learner.precision=bf16 --set replay.min_size_to_sample=300 --set learner.batch_size=32 \
+    --set learner.max_steps="$UPD" --set run.max_seconds=300 >"$TMP/pixels16.out" 2>&1 || rc=$?
+  grep -q "reached \[learner\] max_steps = $UPD" "$RUN"/learner*.log \
+    && grep -q "conv layers in bfloat16 on oneDNN's convolution primitives" "$RUN"/learner*.log \
+    && ok "bf16: $UPD updates with the convolutions in bfloat16 on oneDNN" \
+    || { bad "the bf16 oneDNN conv run (exit $rc)"; grep -h -i -m3 "error\|refus\|bfloat16" "$RUN"/*.log; }
+fi
+
 # A library that is not one: a config error naming the choices.
 expect_rc 2 "blas_library = bogus is a config error" "$APEX_BIN/apex-eval" -c configs/cartpole.ini \
   --set run.blas_library=bogus --checkpoint /nonexistent
