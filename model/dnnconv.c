@@ -1,8 +1,20 @@
 // dnnconv.c: conv bodies on oneDNN's convolution primitives (see dnnconv.h). oneDNN is
 // Debian's libdnnl2, loaded by blas.c with dlopen (not a run-time dependency of apex); its
-// header gives the types, and every entry point is taken with dlsym into a pointer of the
-// declared function's type, so a mismatch is a compile error, not a crash.
+// header (libdnnl-dev, which scripts/install-deps.sh installs) gives the types, and every
+// entry point is taken with dlsym into a pointer of the declared function's type, so a
+// mismatch is a compile error, not a crash. Built without the header, dnnconv_load says so
+// and every conv layer stays conv.c's (the end of this file).
 #include "dnnconv.h"
+
+// APEX_NO_DNNL: build as if the header were missing (how the fallback is compile-checked:
+// cc -DAPEX_NO_DNNL -c model/dnnconv.c).
+#if defined(__has_include) && !defined(APEX_NO_DNNL)
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+#define APEX_HAVE_DNNL_H 1
+#endif
+#endif
+
+#ifdef APEX_HAVE_DNNL_H
 
 #include "apex.h"
 #include "cpu.h"
@@ -919,3 +931,65 @@ void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, fl
         }
     }
 }
+
+#else // built without oneDNN's header: no bodies, conv.c everywhere
+
+#include "apex.h"
+
+#include <stdio.h>
+
+int dnnconv_load(void *handle, char *why, size_t n) {
+    (void)handle;
+    snprintf(why, n,
+             "apex was built without oneDNN's header (apt-get install libdnnl-dev, then "
+             "rebuild)");
+    return -1;
+}
+int dnnconv_enabled(void) { return 0; }
+void dnnconv_set_enabled(int mode) { (void)mode; }
+void dnnconv_accept_any(int what) { (void)what; }
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
+                          size_t why_len) {
+    (void)shapes, (void)n, (void)B, (void)bf16;
+    snprintf(why, why_len, "apex was built without oneDNN's header");
+    return NULL;
+}
+void dnnconv_free(dnnconv_t *d) { APEX_ASSERT(!d); }
+// No body exists, so nothing below is ever called with one.
+int dnnconv_batch(const dnnconv_t *d) {
+    APEX_ASSERT(!d);
+    return 0;
+}
+int dnnconv_bf16(const dnnconv_t *d) {
+    APEX_ASSERT(!d);
+    return 0;
+}
+const char *dnnconv_first_layer(const dnnconv_t *d) {
+    APEX_ASSERT(!d);
+    return "";
+}
+const char *dnnconv_input_path(const dnnconv_t *d) {
+    APEX_ASSERT(!d);
+    return "";
+}
+const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
+    (void)l, (void)pass;
+    APEX_ASSERT(!d);
+    return NULL;
+}
+void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
+    (void)obs, (void)obs_u8, (void)scale;
+    APEX_ASSERT(!d);
+}
+void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const dnnconv_t *input_of,
+                     float *top) {
+    (void)l, (void)w, (void)b, (void)input_of, (void)top;
+    APEX_ASSERT(!d);
+}
+void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, float *dw,
+                      float *db) {
+    (void)l, (void)dtop, (void)w, (void)dw, (void)db;
+    APEX_ASSERT(!d);
+}
+
+#endif

@@ -42,10 +42,12 @@
 // top's OC OH OW): its edges are memory-bound passes (the input written into the
 // primitives' layout, the top output reordered into conv.h's) that conv.c does not make,
 // its convolutions win in proportion to their work. Measured (bench_learner, B = 128/512,
-// Intel Xeon 6/167): the MinAtar body (52) runs 62-66 updates/s on oneDNN against 137 on
-// conv.c (fp32; bf16 203 against 257); the 2013 DQN body of configs/minatar-breakout-pixels
-// (150) 50 against 36, the Nature body (494) 11.3 against 7.9.
-#define DNNCONV_MIN_WORK 100
+// Intel Xeon 6/167, updates/s with [run] blas_library = onednn, body against conv.c): the
+// MinAtar body (26) 62-66 against 137 in fp32, 203 against 257 in bf16; the 2013 DQN body of
+// configs/minatar-breakout-pixels.ini (111) 50 against 36 and 92 against 71; the Nature
+// body (247) 11.3 against 7.9 and 23.1 against 17.5. The bound sits between the first two
+// (their geometric mean is 54); where exactly bodies start to win in between is not known.
+#define DNNCONV_MIN_WORK 50
 
 typedef struct dnnconv dnnconv_t;
 
