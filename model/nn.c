@@ -865,8 +865,9 @@ static conv_input_t s_conv_input(const nn_state_t *s, int l) {
 
 static void s_conv_transpose(nn_state_t *s, const void *obs, int B);
 
-// Whether a forward of B samples on s runs its conv layers on oneDNN: fp32 products (a
-// bfloat16 learner's convolutions stay conv.c's GEMMs) and the batch the body was made for.
+// Whether a forward of B samples on s runs its conv layers on oneDNN: the batch the body was
+// made for, and the state's GEMM in the body's precision (fp32, or bf16_gemm_ld for a
+// bfloat16 body; any other GEMM is conv.c's).
 static int s_dnn_usable(const nn_state_t *s, int B) {
     int bf16 = s->gemm == bf16_gemm_ld, fp32 = !s->gemm || s->gemm == blas_sgemm_ld;
     return s->dnn && B == dnnconv_batch(s->dnn) && (bf16 || fp32) && dnnconv_bf16(s->dnn) == bf16;

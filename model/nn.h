@@ -14,8 +14,9 @@
 // policy's update backpropagates through the critic (dQ/da).
 //
 // forward and backward over flat float arrays, on OpenBLAS through blas.h (conv2d as
-// im2col + sgemm, model/conv.h), or with the products' inputs rounded to bfloat16 for a
-// learner that asks for it (nn_state_set_gemm). With n_conv = 0 it is the MLP apex always
+// im2col + sgemm, model/conv.h; or, with [run] blas_library = onednn, on oneDNN's
+// convolution primitives, model/dnnconv.h), or with the products' inputs rounded to bfloat16
+// for a learner that asks for it (nn_state_set_gemm). With n_conv = 0 it is the MLP apex always
 // had, with the same parameter layout, so MLP checkpoints and fixtures of earlier builds
 // still apply.
 //
@@ -298,8 +299,8 @@ void nn_forward_sa(nn_state_t *s, const nn_params_t *p, const void *obs, const f
 // Two networks with the same config (the learner's online and target parameters) on the
 // same observations: qa = Q_a(obs) on sa, qb = Q_b(obs) on sb, the values two nn_forward
 // calls give. For a conv net the first layer reads the observations once: one transpose, one
-// im2col per chunk and one GEMM with both weight matrices stacked (conv_forward2); an MLP
-// runs the two passes. Keeps in each state what nn_forward keeps. Both states must have the
+// im2col per chunk and one GEMM with both weight matrices stacked (conv_forward2), or on
+// oneDNN one input that both bodies read; an MLP runs the two passes. Keeps in each state what nn_forward keeps. Both states must have the
 // same GEMM (nn_state_set_gemm; asserted): the stacked product is one call.
 void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, const nn_params_t *pb,
                      const void *obs, int B, float *qa, float *qb);

@@ -323,6 +323,104 @@ START_TEST(test_pair_and_pieces) {
 }
 END_TEST
 
+// ZeRO stage 3's fetched parameters (nn_params_fetched): a conv layer in one block, linear
+// layers in blocks of 3 rows, two slots, the one released at each fetch poisoned with NaN
+// (a body must not read a layer's weights after the next fetch).
+typedef struct {
+    const nn_params_t *src;
+    float *slot[2];
+    size_t slot_n;
+    int turn, n_conv;
+    nn_linear_t view[2];
+} s_fetcher_t;
+
+static const nn_linear_t *s_fetch(void *arg, int l, int k, int dir, int *row0) {
+    (void)dir;
+    s_fetcher_t *f = arg;
+    int i = f->turn;
+    f->turn ^= 1;
+    for (size_t j = 0; j < f->slot_n; j++) {
+        f->slot[1 - i][j] = NAN;
+    }
+    const nn_linear_t *L = &f->src->layer[l];
+    int per = l < f->n_conv ? L->out_dim : 3, r0 = k * per, rows = APEX_MIN(per, L->out_dim - r0);
+    size_t in = (size_t)L->in_dim;
+    memcpy(f->slot[i], L->w + (size_t)r0 * in, (size_t)rows * in * sizeof(float));
+    memcpy(f->slot[i] + (size_t)rows * in, L->b + r0, (size_t)rows * sizeof(float));
+    f->view[i] = (nn_linear_t){f->slot[i], f->slot[i] + (size_t)rows * in, L->in_dim, rows};
+    *row0 = r0;
+    return &f->view[i];
+}
+
+// Fetched online and target networks through the paired forward, and the fetched network's
+// pieces: the values of the plain networks on bodies.
+START_TEST(test_fetched_network) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 67, RNG_ROLE_TEST, 0);
+    const nn_config_t *cfg = &s_shapes[0];
+    const int B = 4, A = cfg->n_actions;
+    nn_params_t pa, pb, fa, fb, g;
+    nn_params_init(&pa, cfg);
+    nn_params_init(&pb, cfg);
+    nn_params_init(&g, cfg);
+    nn_params_init_random(&pa, &r);
+    nn_params_init_random(&pb, &r);
+    size_t slot_n = 0, n = pa.num_params;
+    for (int l = 0; l < pa.n_layers; l++) {
+        slot_n = APEX_MAX(slot_n, nn_layer_floats(&pa, l));
+    }
+    s_fetcher_t f1 = {.src = &pa, .slot_n = slot_n, .n_conv = cfg->n_conv}, f2 = f1;
+    f2.src = &pb;
+    for (int i = 0; i < 2; i++) {
+        f1.slot[i] = xmalloc(slot_n * sizeof(float));
+        f2.slot[i] = xmalloc(slot_n * sizeof(float));
+    }
+    nn_params_fetched(&fa, cfg, s_fetch, &f1);
+    nn_params_fetched(&fb, cfg, s_fetch, &f2);
+    nn_state_t s, sa, sb;
+    s_state(&s, cfg, B, 1, 1);
+    s_state(&sa, cfg, B, 0, 1);
+    s_state(&sb, cfg, B, 0, 1);
+    void *obs = s_obs(cfg, B, &r);
+    float q[64], qa[64], qb[64], dq[64];
+    s_fill(dq, (size_t)B * A, &r, 1.0f);
+    nn_forward_pair(&sa, &fa, &sb, &fb, obs, B, qa, qb);
+    ck_assert(sa.dnn_pass && sb.dnn_pass);
+    nn_forward(&s, &pb, obs, B, q);
+    ck_assert(check_close_f(qb, q, (size_t)B * A, 1e-6, 1e-7, "fetched pair: target"));
+    nn_forward(&s, &pa, obs, B, q);
+    ck_assert(check_close_f(qa, q, (size_t)B * A, 1e-6, 1e-7, "fetched pair: online"));
+    nn_backward(&s, &pa, &g, dq, B);
+    s_collect_t col = {xcalloc(n, sizeof(float)), xcalloc(n, sizeof(int))};
+    size_t cap = nn_piece_min(cfg);
+    float *buf = xmalloc(cap * sizeof(float));
+    nn_pieces_t pc = {buf, cap, s_collect, &col};
+    nn_forward(&s, &fa, obs, B, q);
+    nn_backward_pieces(&s, &fa, &pc, dq, B);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(col.seen[i], 1);
+    }
+    ck_assert(check_close_f(col.got, g.data, n, 1e-6, 1e-7, "fetched pieces"));
+    xfree(buf);
+    xfree(col.got);
+    xfree(col.seen);
+    free(obs);
+    nn_state_fini(&s);
+    nn_state_fini(&sa);
+    nn_state_fini(&sb);
+    for (int i = 0; i < 2; i++) {
+        xfree(f1.slot[i]);
+        xfree(f2.slot[i]);
+    }
+    nn_params_fini(&g);
+    nn_params_fini(&pb);
+    nn_params_fini(&pa);
+}
+END_TEST
+
 // The Nature body itself (84x84x4 bytes, three conv layers, 3136 features): space to depth,
 // AVX-512 or AVX2 kernels where the CPU has them (not asserted: any CPU), the forward against
 // the reference and the gradient against conv.c's. B = 16: on AVX-512 oneDNN takes Winograd
@@ -554,6 +652,7 @@ Suite *dnnconv_suite(void) {
     tcase_add_test(tc, test_forward_matches_reference);
     tcase_add_test(tc, test_backward_matches_conv_c);
     tcase_add_test(tc, test_pair_and_pieces);
+    tcase_add_test(tc, test_fetched_network);
     tcase_add_test(tc, test_nature_body);
     tcase_add_test(tc, test_no_reference_loops);
     tcase_add_test(tc, test_work_rule);
