@@ -140,7 +140,7 @@ struct dnnconv {
     // part of src is element gather[j] of its observation row (-1: padding, 0), when src's
     // layout keeps each sample's elements together (dnnconv_create checks it); NULL otherwise.
     int32_t *gather;
-    size_t per_sample; // floats of one sample in src, padding included
+    size_t per_sample; // elements of one sample in src, padding included
     int gather_avx512; // the CPU has AVX-512 and the table no padding: s_gather_avx512
     dnnl_memory_t x_mem;
     dc_reorder_t x_to_src;
@@ -456,6 +456,13 @@ static void s_gather_init(dnnconv_t *d) {
     s_free_mem(twin);
     d->gather = g;
     d->per_sample = per;
+    // x and its reorder served the table only (the Nature body's x is 14 MB at B = 128)
+    s_free_prim(d->x_to_src.p);
+    s_free_mem(d->x_mem);
+    xfree(d->x);
+    d->x_to_src = (dc_reorder_t){NULL, NULL, NULL};
+    d->x_mem = NULL;
+    d->x = NULL;
 #if defined(__x86_64__)
     cpu_features_t f;
     cpu_detect(&f);
