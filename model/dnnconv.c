@@ -140,8 +140,12 @@ struct dnnconv {
     // part of src is element gather[j] of its observation row (-1: padding, 0), when src's
     // layout keeps each sample's elements together (dnnconv_create checks it); NULL otherwise.
     int32_t *gather;
-    size_t per_sample; // elements of one sample in src, padding included
-    int gather_avx512; // the CPU has AVX-512 and the table no padding: s_gather_avx512
+    size_t per_sample;     // elements of one sample in src, padding included
+    int gather_avx512;     // the CPU has AVX-512 and the table no padding: s_gather_avx512
+    int s2d_fast;          // byte frames of a 4x4 space to depth: s_s2d_fast (0: off, 1: each
+                           // channel a plane of bytes, 4: 4 channels last)
+    size_t s2d_cs, s2d_ps; // its destination: elements from a frame channel's 16 lanes to the
+                           // next channel's, and from a position (y', x') to the next
     dnnl_memory_t x_mem;
     dc_reorder_t x_to_src;
     dnnl_memory_t top_user, dtop_user; // conv.h's (OC x OH x OW x B): chwn
@@ -392,6 +396,7 @@ out:
 
 static void s_free_mem(dnnl_memory_t m);
 static void s_free_prim(dnnl_primitive_t p);
+static void s_s2d_fast_init(dnnconv_t *d);
 
 // The observation-row element of element i of one sample's x (nchw, C' x H' x W', space to
 // depth applied): the mapping of dnnconv_input's loops.
@@ -568,6 +573,7 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, ch
     }
     if (d->x_to_src.p && atomic_load(&s_enabled) != 2) {
         s_gather_init(d);
+        s_s2d_fast_init(d);
     }
     if (s_reorder(&d->top_out, d->L[n - 1].dst, &top_md, d->top_user, 0) ||
         s_reorder(&d->dtop_in, d->dtop_user, s_md(d->L[n - 1].ddst), d->L[n - 1].ddst, 0)) {
@@ -661,7 +667,7 @@ int dnnconv_bf16(const dnnconv_t *d) { return d->bf16; }
 const char *dnnconv_first_layer(const dnnconv_t *d) { return d->s2d ? "s2d" : "direct"; }
 
 const char *dnnconv_input_path(const dnnconv_t *d) {
-    return d->gather ? "gather" : d->x_to_src.p ? "reorder" : "plain";
+    return d->s2d_fast ? "4x4 patches" : d->gather ? "gather" : d->x_to_src.p ? "reorder" : "plain";
 }
 
 const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
@@ -726,6 +732,123 @@ __attribute__((target("avx512f"))) static void s_gather_avx512(void *dst, int bf
 }
 #endif
 
+#if defined(__x86_64__)
+// 16 bytes -> 16 floats times sc, or their bfloat16 (s_bf16's rounding), streamed to dst.
+__attribute__((target("avx512f,avx512bw"))) static inline void s_store16(void *dst, int bf16,
+                                                                         __m128i bytes, __m512 sc) {
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), sc);
+    if (!bf16) {
+        _mm512_stream_ps((float *)dst, v);
+        return;
+    }
+    __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), r), 16);
+    _mm256_stream_si256((__m256i *)dst, _mm512_cvtepi32_epi16(u));
+}
+
+// The first layer's input for a 4x4 space to depth (the Nature body's 8x8 stride 4) from
+// byte frames: channels 16 c .. 16 c + 15 at (y', x') are frame channel c's 4x4 patch, lane
+// dy 4 + dx = pixel (4 y' + dy, 4 x' + dx), 16 contiguous elements in the layouts forward
+// takes (nChw16c: a block; nhwc, bf16's on AMX: a run of the position's channels). The table
+// gather reads those 16 bytes one element per lane; here they are four loads of rows. With 4
+// channels last (d->s2d_fast 4) a row of the patch is 16 contiguous bytes holding all four
+// channels, which one byte shuffle and one dword permutation sort into the four blocks; with
+// each channel a plane (4 frames of one channel, frame_stack's layout, or a single channel)
+// it is 4 bytes per row. The same values as the table (dnnconv_create compares them).
+__attribute__((target("avx512f,avx512bw"))) static void s_s2d_fast(dnnconv_t *d, const uint8_t *obs,
+                                                                   float scale) {
+    const conv_shape_t *o = &d->net0, *n = &d->L[0].s;
+    const size_t O = conv_in_features(o), W = (size_t)o->w, HW = (size_t)o->h * o->w;
+    const size_t Hn = (size_t)n->h, Wn = (size_t)n->w, es = d->bf16 ? 2 : 4, C = (size_t)o->c_in;
+    const size_t cs = d->s2d_cs, ps = d->s2d_ps;
+    const __m512 sc = _mm512_set1_ps(scale);
+    uint8_t *dst = (uint8_t *)s_ptr(d->L[0].src);
+    const __m512i pat =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int b = 0; b < d->B; b++) {
+        const uint8_t *row = obs + (size_t)b * O;
+        uint8_t *ds = dst + (size_t)b * d->per_sample * es;
+        for (size_t y = 0; y < Hn; y++) {
+            for (size_t x = 0; x < Wn; x++) {
+                if (d->s2d_fast == 4) {
+                    const uint8_t *p = row + (4 * y * W + 4 * x) * 4;
+                    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + 4 * W)), 1);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + 8 * W)), 2);
+                    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + 12 * W)), 3);
+                    z = _mm512_permutexvar_epi32(idx, _mm512_shuffle_epi8(z, pat));
+                    __m128i q[4] = {
+                        _mm512_extracti32x4_epi32(z, 0), _mm512_extracti32x4_epi32(z, 1),
+                        _mm512_extracti32x4_epi32(z, 2), _mm512_extracti32x4_epi32(z, 3)};
+                    for (size_t c = 0; c < 4; c++) {
+                        s_store16(ds + (c * cs + (y * Wn + x) * ps) * es, d->bf16, q[c], sc);
+                    }
+                    continue;
+                }
+                for (size_t c = 0; c < C; c++) {
+                    const uint8_t *p = row + c * HW + 4 * y * W + 4 * x;
+                    int32_t r[4];
+                    for (int dy = 0; dy < 4; dy++) {
+                        memcpy(&r[dy], p + (size_t)dy * W, 4);
+                    }
+                    s_store16(ds + (c * cs + (y * Wn + x) * ps) * es, d->bf16,
+                              _mm_setr_epi32(r[0], r[1], r[2], r[3]), sc);
+                }
+            }
+        }
+    }
+    _mm_sfence();
+}
+#endif
+
+static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scale);
+
+// Whether s_s2d_fast applies to d, and then whether it writes what the table does, on a batch
+// of bytes (any values: the check is of places, not of arithmetic). Sets d->s2d_fast.
+static void s_s2d_fast_init(dnnconv_t *d) {
+#if defined(__x86_64__)
+    const conv_shape_t *o = &d->net0;
+    const int C = o->c_in, F = o->frames > 1 ? o->frames : 1;
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    dnnl_dims_t sd = {d->B, d->L[0].s.c_in, d->L[0].s.h, d->L[0].s.w};
+    dnnl_memory_desc_t blk, nhwc;
+    const dnnl_data_type_t dt = d->bf16 ? dnnl_bf16 : dnnl_f32;
+    const size_t Hn = (size_t)d->L[0].s.h, Wn = (size_t)d->L[0].s.w;
+    int mode = F == C ? 1 : (C == 1 ? 1 : (C == 4 && F == 1 ? 4 : 0));
+    if (!d->s2d || o->stride != 4 || !d->gather_avx512 || !mode || !cpu.avx512bw ||
+        D(dnnl_memory_desc_init_by_tag)(&blk, 4, sd, dt, dnnl_nChw16c) != dnnl_success ||
+        D(dnnl_memory_desc_init_by_tag)(&nhwc, 4, sd, dt, dnnl_nhwc) != dnnl_success) {
+        return;
+    }
+    if (D(dnnl_memory_desc_equal)(&blk, s_md(d->L[0].src))) {
+        d->s2d_cs = Hn * Wn * 16, d->s2d_ps = 16;
+    } else if (D(dnnl_memory_desc_equal)(&nhwc, s_md(d->L[0].src))) {
+        d->s2d_cs = 16, d->s2d_ps = 16 * (size_t)C;
+    } else {
+        return;
+    }
+    const size_t O = conv_in_features(o), bytes = d->per_sample * (size_t)d->B * (d->bf16 ? 2 : 4);
+    uint8_t *obs = xmalloc(O * (size_t)d->B), *want = xmalloc(bytes);
+    for (size_t i = 0; i < O * (size_t)d->B; i++) {
+        obs[i] = (uint8_t)(i * 131 + i / 251);
+    }
+    s_input_gather(d, obs, 1, 0.5f);
+    memcpy(want, s_ptr(d->L[0].src), bytes);
+    d->s2d_fast = mode;
+    s_s2d_fast(d, obs, 0.5f);
+    if (memcmp(want, s_ptr(d->L[0].src), bytes) != 0) {
+        d->s2d_fast = 0;
+    }
+    free(obs);
+    free(want);
+#else
+    (void)d;
+#endif
+}
+
 // The input through the gather table: src's elements in the order they are stored.
 static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
     const size_t O = conv_in_features(&d->net0), per = d->per_sample;
@@ -761,6 +884,12 @@ static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scal
 // reorder into forward's layout, unless that is x's own. (dnnconv_input's path when the
 // gather table does not apply.)
 void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
+#if defined(__x86_64__)
+    if (d->s2d_fast && obs_u8) {
+        s_s2d_fast(d, obs, scale);
+        return;
+    }
+#endif
     if (d->gather) {
         s_input_gather(d, obs, obs_u8, scale);
         return;
