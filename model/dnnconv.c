@@ -496,6 +496,7 @@ static double s_work_per_edge(const conv_shape_t *shapes, int n) {
 
 dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
                           size_t why_len) {
+    APEX_ASSERT(n >= 1 && n <= DNNCONV_MAX_LAYERS && B >= 1);
     if (!dnnconv_enabled()) {
         snprintf(why, why_len, "oneDNN is not loaded");
         return NULL;
@@ -508,7 +509,6 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, ch
                  work, DNNCONV_MIN_WORK);
         return NULL;
     }
-    APEX_ASSERT(n >= 1 && n <= DNNCONV_MAX_LAYERS && B >= 1);
     dnnconv_t *d = xcalloc(1, sizeof *d);
     d->n = n, d->B = B, d->bf16 = bf16 != 0;
     d->net0 = shapes[0];
@@ -519,9 +519,11 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, ch
     }
     const conv_shape_t *o = &shapes[0];
     const int f = o->stride;
+    conv_shape_t s2d; // conv_shape_init clears its output before it checks: not L[0].s itself
     if (f > 1 && o->k % f == 0 &&
-        conv_shape_init(&d->L[0].s, o->c_in * f * f, o->oh - 1 + o->k / f, o->ow - 1 + o->k / f,
-                        o->c_out, o->k / f, 1, NULL, 0) == APEX_OK) {
+        conv_shape_init(&s2d, o->c_in * f * f, o->oh - 1 + o->k / f, o->ow - 1 + o->k / f, o->c_out,
+                        o->k / f, 1, NULL, 0) == APEX_OK) {
+        d->L[0].s = s2d;
         d->s2d = 1;
         size_t nw = conv_num_params(&d->L[0].s) - (size_t)o->c_out;
         d->w_s2d = xaligned_alloc(nw * sizeof(float));
@@ -679,12 +681,30 @@ const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
 // the passes
 
 // fp32 -> bfloat16, rounded to nearest even (as oneDNN's reorders and the AVX512_BF16
-// instructions round; the inputs are finite).
+// instructions round); a NaN stays a NaN (quieted): the rounding add would carry it into
+// an infinity or a sign, and a corrupt float observation must stay visible.
 static inline uint16_t s_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (uint16_t)((u >> 16) | 0x40u);
+    }
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+
+#if defined(__x86_64__)
+// s_bf16 on 16 lanes: rounded halves in u's low 16 bits.
+__attribute__((target("avx512f"))) static inline __m256i s_bf16x16(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), r), 16);
+    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+}
+#endif
 
 #if defined(__x86_64__)
 // Samples [0, n) through the table, 16 elements per AVX-512 gather (every entry >= 0: no
@@ -697,8 +717,7 @@ __attribute__((target("avx512f"))) static void s_gather_avx512(void *dst, int bf
                                                                const int32_t *g, size_t per,
                                                                size_t O, int n) {
     const __m512 sc = _mm512_set1_ps(scale);
-    const __m512i low = _mm512_set1_epi32(0xff), half = _mm512_set1_epi32(0x7fff),
-                  one = _mm512_set1_epi32(1);
+    const __m512i low = _mm512_set1_epi32(0xff);
     for (int b = 0; b < n; b++) {
         const uint8_t *row8 = (const uint8_t *)obs + (size_t)b * O;
         const float *row32 = (const float *)obs + (size_t)b * O;
@@ -714,10 +733,7 @@ __attribute__((target("avx512f"))) static void s_gather_avx512(void *dst, int bf
                 _mm512_stream_ps(d32 + j, v);
                 continue;
             }
-            __m512i u = _mm512_castps_si512(v);
-            __m512i r = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-            u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), r), 16);
-            _mm256_stream_si256((__m256i *)(void *)(d16 + j), _mm512_cvtepi32_epi16(u));
+            _mm256_stream_si256((__m256i *)(void *)(d16 + j), s_bf16x16(v));
         }
         for (size_t j = per / 16 * 16; j < per; j++) {
             float v = scale * (obs_u8 ? (float)row8[g[j]] : row32[g[j]]);
@@ -741,10 +757,7 @@ __attribute__((target("avx512f,avx512bw"))) static inline void s_store16(void *d
         _mm512_stream_ps((float *)dst, v);
         return;
     }
-    __m512i u = _mm512_castps_si512(v);
-    __m512i r = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), r), 16);
-    _mm256_stream_si256((__m256i *)dst, _mm512_cvtepi32_epi16(u));
+    _mm256_stream_si256((__m256i *)dst, s_bf16x16(v));
 }
 
 // The first layer's input for a 4x4 space to depth (the Nature body's 8x8 stride 4) from
@@ -837,6 +850,7 @@ static void s_s2d_fast_init(dnnconv_t *d) {
     }
     s_input_gather(d, obs, 1, 0.5f);
     memcpy(want, s_ptr(d->L[0].src), bytes);
+    memset(s_ptr(d->L[0].src), 0xff, bytes); // an element the fast path misses shows
     d->s2d_fast = mode;
     s_s2d_fast(d, obs, 0.5f);
     if (memcmp(want, s_ptr(d->L[0].src), bytes) != 0) {

@@ -86,7 +86,9 @@ int dnnconv_bf16(const dnnconv_t *d);
 const char *dnnconv_first_layer(const dnnconv_t *d);
 // How dnnconv_input writes the first layer's input: "plain" (forward reads nchw floats, which
 // the loops write), "gather" (straight into forward's blocked layout through a table of
-// where each element comes from) or "reorder" (nchw floats, then oneDNN's reorder).
+// where each element comes from), "4x4 patches" (byte frames of a 4x4 space to depth, read a
+// patch row at a time; float rows still take the gather) or "reorder" (nchw floats, then
+// oneDNN's reorder).
 const char *dnnconv_input_path(const dnnconv_t *d);
 // The implementation oneDNN chose for layer l's pass (0 forward, 1 backward weights, 2
 // backward data; NULL where there is none), e.g. "jit:avx512_core".

@@ -525,6 +525,11 @@ void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm) {
     // A oneDNN body in the precision of the products: bfloat16 bodies for bf16_gemm_ld (made
     // here, at set-up; a network oneDNN cannot run in bfloat16 keeps conv.c's bf16 GEMMs)
     int bf16 = gemm == bf16_gemm_ld;
+    // A forward on the old GEMM is not one to backpropagate on the new (its body may be gone):
+    // nn_backward asserts a forward since (its batch).
+    s->batch = 0;
+    s->dnn_pass = 0;
+    s->dnn_in_of = NULL;
     if (s->dnn && dnnconv_bf16(s->dnn) != bf16) {
         dnnconv_free(s->dnn);
         char why[160];
