@@ -131,6 +131,7 @@ typedef struct {
 struct dnnconv {
     int n, B;
     int bf16;          // activations, their gradients and the weights in bfloat16 (see dnnconv.h)
+    int train;         // the backward passes exist (dnnconv_create's train)
     int s2d;           // layer 0 runs as space to depth
     conv_shape_t net0; // layer 0 as the network has it
     dnnl_stream_t st;
@@ -317,18 +318,25 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
     const dnnl_memory_desc_t *fdst = D(dnnl_primitive_desc_query_md)(fpd, dnnl_query_dst_md, 0);
     L->src = in ? in : s_mem(fsrc, DNNL_MEMORY_ALLOCATE);
     L->dst = s_mem(fdst, DNNL_MEMORY_ALLOCATE);
-    L->ddst = s_mem(fdst, DNNL_MEMORY_ALLOCATE);
     L->w_user = s_mem(&w_user_md, DNNL_MEMORY_NONE);
     L->b_user = s_mem(&b_md, DNNL_MEMORY_NONE);
-    L->db = s_mem(&b_md, DNNL_MEMORY_ALLOCATE);
-    L->dw_user = s_mem(&w_user_md, DNNL_MEMORY_NONE);
-    if (!L->src || !L->dst || !L->ddst || !L->w_user || !L->b_user || !L->db || !L->dw_user ||
+    if (!L->src || !L->dst || !L->w_user || !L->b_user ||
         s_reorder(&L->w_to, L->w_user, fw, NULL, 0)) {
         fail = "the forward's memories";
         goto out;
     }
     L->w = L->w_to.to;
     L->dst_elems = D(dnnl_memory_desc_get_size)(fdst) / (d->bf16 ? 2 : sizeof(float));
+    if (!d->train) { // an inference state's body: forward only
+        goto refuse_ref;
+    }
+    L->ddst = s_mem(fdst, DNNL_MEMORY_ALLOCATE);
+    L->db = s_mem(&b_md, DNNL_MEMORY_ALLOCATE);
+    L->dw_user = s_mem(&w_user_md, DNNL_MEMORY_NONE);
+    if (!L->ddst || !L->db || !L->dw_user) {
+        fail = "the backward's memories";
+        goto out;
+    }
     // Backward weights and data read dL/ddst in dst's layout (the ReLU's mask is applied
     // elementwise between the two) and the input in forward's layout (no copies between the
     // passes); backward data writes dL/din in the layout of the layer below's output.
@@ -361,6 +369,7 @@ static const char *s_layer_init(dnnconv_t *d, int l, dnnl_memory_t in) {
         s_impl(L->impl[2], sizeof L->impl[2], dpd);
         L->w_bd = L->w_to_bd.to;
     }
+refuse_ref:
     // oneDNN's reference loops ("ref:any") run any layout combination, at a hundredth of the
     // speed (626 ms for the MinAtar body's backward weights, which im2col + sgemm does in
     // under 1): such a body stays conv.c's.
@@ -494,7 +503,7 @@ static double s_work_per_edge(const conv_shape_t *shapes, int n) {
     return macs / (double)(conv_in_features(&shapes[0]) + conv_out_features(&shapes[n - 1]));
 }
 
-dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, int train, char *why,
                           size_t why_len) {
     APEX_ASSERT(n >= 1 && n <= DNNCONV_MAX_LAYERS && B >= 1);
     if (!dnnconv_enabled()) {
@@ -510,7 +519,7 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, ch
         return NULL;
     }
     dnnconv_t *d = xcalloc(1, sizeof *d);
-    d->n = n, d->B = B, d->bf16 = bf16 != 0;
+    d->n = n, d->B = B, d->bf16 = bf16 != 0, d->train = train != 0;
     d->net0 = shapes[0];
     const char *fail = NULL;
     for (int l = 0; l < n; l++) {
@@ -578,7 +587,8 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, ch
         s_s2d_fast_init(d);
     }
     if (s_reorder(&d->top_out, d->L[n - 1].dst, &top_md, d->top_user, 0) ||
-        s_reorder(&d->dtop_in, d->dtop_user, s_md(d->L[n - 1].ddst), d->L[n - 1].ddst, 0)) {
+        (d->train &&
+         s_reorder(&d->dtop_in, d->dtop_user, s_md(d->L[n - 1].ddst), d->L[n - 1].ddst, 0))) {
         fail = "the output's reorders";
         goto fail;
     }
@@ -1126,7 +1136,7 @@ static void s_relu_mask(float *g, const float *a, size_t n) {
 void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, float *dw,
                       float *db) {
     APEX_ASSERT(l >= 0 && l < d->n && (l == d->n - 1) == (dtop != NULL) && (l == 0 || w) &&
-                d->own_input);
+                d->own_input && d->train);
     dc_layer_t *L = &d->L[l];
     if (dtop && d->top_blk16) {
 #if defined(__x86_64__)
@@ -1191,9 +1201,9 @@ int dnnconv_load(void *handle, char *why, size_t n) {
 int dnnconv_enabled(void) { return 0; }
 void dnnconv_set_enabled(int mode) { (void)mode; }
 void dnnconv_accept_any(int what) { (void)what; }
-dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, int train, char *why,
                           size_t why_len) {
-    (void)shapes, (void)n, (void)B, (void)bf16;
+    (void)shapes, (void)n, (void)B, (void)bf16, (void)train;
     snprintf(why, why_len, "apex was built without oneDNN's header");
     return NULL;
 }

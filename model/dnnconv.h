@@ -76,8 +76,10 @@ void dnnconv_accept_any(int what);
 // precision = bf16 on oneDNN: the convolutions read bfloat16 inputs and weights (rounded to
 // nearest even from the fp32 ones) and sum in fp32, as apex's bf16 GEMM does; unlike it,
 // the activations between the layers and their gradients are stored in bfloat16 too (what
-// PyTorch's autocast does), and the weight gradient is fp32. The edges stay fp32.
-dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, char *why,
+// PyTorch's autocast does), and the weight gradient is fp32. The edges stay fp32. train 0
+// makes a forward-only body (an actor's, the evaluator's, the learner's target network): no
+// backward primitives or gradient memory, and its reference-loop check covers the forward.
+dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, int train, char *why,
                           size_t why_len);
 void dnnconv_free(dnnconv_t *d);
 int dnnconv_batch(const dnnconv_t *d);
@@ -104,7 +106,7 @@ void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale);
 // the output in conv.h's layout, written when l is the last layer (NULL otherwise).
 void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const dnnconv_t *input_of,
                      float *top);
-// Layer l's backward (layers from the top down, after the forwards): dtop, for the last layer
+// Layer l's backward (a train body; layers from the top down, after the forwards): dtop, for the last layer
 // only, is dL/dout in conv.h's layout (mask applied); dw += and db += the gradient; w is the
 // layer's weights (forward's values), needed for l > 0 only (NULL for l = 0). For l > 0 it
 // leaves dL/d(layer l - 1's output), masked by its ReLU, inside the body for layer l - 1.

@@ -505,7 +505,7 @@ void nn_state_init(nn_state_t *s, const nn_config_t *cfg, int max_batch, int tra
     s_state_layout(s, s->block);
     if (cfg->n_conv > 0 && dnnconv_enabled()) {
         char why[160];
-        s->dnn = dnnconv_create(s->conv, cfg->n_conv, max_batch, 0, why, sizeof why);
+        s->dnn = dnnconv_create(s->conv, cfg->n_conv, max_batch, 0, s->train, why, sizeof why);
         static atomic_int said, said_not; // once per process, for the log's reader
         if (!s->dnn) {
             if (!atomic_exchange(&said_not, 1)) {
@@ -533,7 +533,8 @@ void nn_state_set_gemm(nn_state_t *s, blas_gemm_fn gemm) {
     if (s->dnn && dnnconv_bf16(s->dnn) != bf16) {
         dnnconv_free(s->dnn);
         char why[160];
-        s->dnn = dnnconv_create(s->conv, s->cfg.n_conv, s->max_batch, bf16, why, sizeof why);
+        s->dnn = dnnconv_create(s->conv, s->cfg.n_conv, s->max_batch, bf16, s->train, why,
+                                sizeof why);
         static atomic_int said_bf16;
         if (!s->dnn) {
             log_info("%s in %s: the conv layers run on im2col + GEMM", why,

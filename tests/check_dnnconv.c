@@ -267,6 +267,8 @@ START_TEST(test_pair_and_pieces) {
         s_state(&one, cfg, B, 1, 1);
         nn_forward_pair(&sa, &pa, &sb, &pb, obs, B, qa, qb);
         ck_assert(sa.dnn_pass && sb.dnn_pass && (sb.dnn_in_of != NULL) == !b_train);
+        // a forward-only body has no backward passes (nor their memory)
+        ck_assert((dnnconv_impl(sb.dnn, 0, 1) != NULL) == b_train);
         nn_forward(&one, &pb, obs, B, wb);
         ck_assert(check_close_f(qb, wb, (size_t)B * A, 1e-6, 1e-7, "pair: b"));
         nn_forward(&one, &pa, obs, B, wa);
