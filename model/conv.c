@@ -432,6 +432,21 @@ void conv_transpose_u8(uint8_t *t, const uint8_t *obs, const conv_shape_t *s, in
     s_transpose_u8(t, 0, obs, 1.0f, s, B);
 }
 
+void conv_relu_mask(float *dx, const float *act, size_t n) {
+    const v4f zero = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f a, g;
+        memcpy(&a, act + i, sizeof a);
+        memcpy(&g, dx + i, sizeof g);
+        g = (v4f)((v4i)g & (v4i)(a > zero));
+        memcpy(dx + i, &g, sizeof g);
+    }
+    for (; i < n; i++) {
+        dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
+    }
+}
+
 void conv_transpose_f32(float *t, const void *obs, int obs_u8, float scale, const conv_shape_t *s,
                         int B) {
     if (obs_u8) {

@@ -163,6 +163,11 @@ void conv_forward2(float *out_a, float *out_b, const conv_input_t *in, const flo
 void conv_backward(float *din, float *dw, float *db, const float *dout, const conv_input_t *in,
                    const float *w, const conv_shape_t *s, int B, float *scratch);
 
+// dx *= relu'(pre) where act = relu(pre) (act > 0 exactly when pre > 0): the ReLU's backward
+// for n elements in any layout both share, branch-free. nn.c's layers and the oneDNN bodies'
+// (model/dnnconv.c) masks; a NaN act masks (as the forward's ReLU made it 0 anyway).
+void conv_relu_mask(float *dx, const float *act, size_t n);
+
 // The pieces of the above, exposed for the benchmark's time split and for tests.
 // col (K x (p1 - p0) B) for output positions [p0, p1) of in; 0 <= p0 < p1 <= OH OW.
 void conv_im2col(float *col, const conv_input_t *in, const conv_shape_t *s, int B, int p0, int p1);

@@ -17,6 +17,7 @@
 #ifdef APEX_HAVE_DNNL_H
 
 #include "apex.h"
+#include "bf16.h"
 #include "cpu.h"
 #include "xalloc.h"
 
@@ -690,20 +691,18 @@ const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
 // ----------------------------------------------------------------------------
 // the passes
 
-// fp32 -> bfloat16, rounded to nearest even (as oneDNN's reorders and the AVX512_BF16
-// instructions round); a NaN stays a NaN (quieted): the rounding add would carry it into
-// an infinity or a sign, and a corrupt float observation must stay visible.
+// fp32 -> bfloat16 bits: bf16_round's (nearest even, as oneDNN's reorders and the
+// AVX512_BF16 instructions round; a NaN stays a NaN, quieted).
 static inline uint16_t s_bf16(float x) {
+    float r = bf16_round(x);
     uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (uint16_t)((u >> 16) | 0x40u);
-    }
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
 }
 
 #if defined(__x86_64__)
-// s_bf16 on 16 lanes: rounded halves in u's low 16 bits.
+// s_bf16 on 16 lanes with AVX-512 F only (bf16.c's conversion needs AVX512_BF16, which an
+// fp32 body's CPU may lack: this runs for bf16 bodies, but keeps the one rule).
 __attribute__((target("avx512f"))) static inline __m256i s_bf16x16(__m512 v) {
     __m512i u = _mm512_castps_si512(v);
     __m512i r = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -1093,13 +1092,7 @@ void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const 
 #endif
 }
 
-// g *= (a > 0) over n floats: the ReLU's mask (a is its output).
-// 16 floats at a time through GCC's vector extensions (gcc -O2 leaves the scalar loop a
-// branch per element); n is a multiple of 16 for blocked layouts, the tail is scalar.
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-
-// The same on bfloat16 elements: a > 0 is a positive sign and not zero, (int16_t)a > 0.
+// conv_relu_mask on bfloat16 elements: a > 0 is a positive sign and not zero, (int16_t)a > 0.
 typedef int16_t v32h __attribute__((vector_size(64)));
 
 static void s_relu_mask_bf16(uint16_t *g, const uint16_t *a, size_t n) {
@@ -1113,23 +1106,6 @@ static void s_relu_mask_bf16(uint16_t *g, const uint16_t *a, size_t n) {
     }
     for (; i < n; i++) {
         g[i] = (int16_t)a[i] > 0 ? g[i] : 0;
-    }
-}
-
-static void s_relu_mask(float *g, const float *a, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        v16f gv, av;
-        memcpy(&gv, g + i, sizeof gv);
-        memcpy(&av, a + i, sizeof av);
-        v16i keep = av > (v16f){0};
-        v16i bits;
-        memcpy(&bits, &gv, sizeof bits);
-        bits &= keep;
-        memcpy(g + i, &bits, sizeof bits);
-    }
-    for (; i < n; i++) {
-        g[i] = a[i] > 0.0f ? g[i] : 0.0f;
     }
 }
 
@@ -1180,7 +1156,7 @@ void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, fl
             s_relu_mask_bf16((uint16_t *)s_ptr(P->ddst), (const uint16_t *)s_ptr(P->dst),
                              P->dst_elems);
         } else {
-            s_relu_mask(s_ptr(P->ddst), s_ptr(P->dst), P->dst_elems);
+            conv_relu_mask(s_ptr(P->ddst), s_ptr(P->dst), P->dst_elems);
         }
     }
 }

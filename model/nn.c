@@ -614,19 +614,6 @@ static void s_relu_forward(float *x, size_t n) {
     }
 }
 
-// dx *= relu'(pre) where act = relu(pre): act > 0 exactly when pre > 0.
-static void s_relu_backward(float *dx, const float *act, size_t n) {
-    const v4f zero = {0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4i keep = (v4i)(s_load4(act + i) > zero);
-        s_store4(dx + i, (v4f)((v4i)s_load4(dx + i) & keep));
-    }
-    for (; i < n; i++) {
-        dx[i] = act[i] > 0.0f ? dx[i] : 0.0f;
-    }
-}
-
 // ----------------------------------------------------------------------------
 // layer kernels (STYLE S10: outputs, inputs, parameters, dimensions)
 
@@ -1056,7 +1043,7 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
                               first);
         }
         if (din) {
-            s_relu_backward(din, s->act[l - 1], (size_t)L->in_dim * B);
+            conv_relu_mask(din, s->act[l - 1], (size_t)L->in_dim * B);
         }
         dout = din;
     }
@@ -1083,7 +1070,7 @@ static void s_backward(nn_state_t *s, const nn_params_t *p, nn_params_t *grads,
             pc->done(pc->arg, pc->buf, p->off[l], (size_t)G.out_dim * (G.in_dim + 1));
         }
         if (din) {
-            s_relu_backward(din, s->act[l - 1], conv_in_features(cs) * B);
+            conv_relu_mask(din, s->act[l - 1], conv_in_features(cs) * B);
         }
         dout = din;
     }
@@ -1119,7 +1106,7 @@ void nn_backward_input(nn_state_t *s, const nn_params_t *p, const float *dq, int
         float *dprev = s->grad[l & 1];
         blas_gemm_with(s->gemm, dprev, L->w, dout, 1.0f, 0.0f, BLAS_TRANS, BLAS_NO_TRANS, L->in_dim,
                        B, L->out_dim);
-        s_relu_backward(dprev, s->act[l - 1], (size_t)L->in_dim * B);
+        conv_relu_mask(dprev, s->act[l - 1], (size_t)L->in_dim * B);
         dout = dprev;
     }
     // din (B x n) += dout^T W0[:, col0 : col0 + n]: dout is (H1 x B), the columns of W0 (H1 x

@@ -423,66 +423,78 @@ START_TEST(test_fetched_network) {
 }
 END_TEST
 
-// The Nature body itself (84x84x4 bytes, three conv layers, 3136 features): space to depth
-// with its input in 4x4 patches (on AVX-512 BW), AVX-512 or AVX2 kernels where the CPU has
-// them (not asserted: any CPU), the forward against the reference and the gradient against
-// conv.c's. test_nature_frames: the same with frame-major rows (frame_stack's layout). B = 16: on AVX-512 oneDNN takes Winograd
-// for the third layer's forward and weight gradient there (at B = 8 it does not).
+// The Nature body itself (84x84x4 bytes, three conv layers, 3136 features), on channels-last
+// rows and on 4 frames stored frame-major (in_frames = 4, what frame_stack = 4 gives the
+// learner): space to depth with its input in 4x4 patches (on AVX-512 BW), AVX-512 or AVX2
+// kernels where the CPU has them (not asserted: any CPU); the forward against the double
+// reference (channels last: check_nn_ref reads no frames) and conv.c's, the gradient
+// against conv.c's. B = 16: on AVX-512 oneDNN takes Winograd for the third layer's forward
+// and weight gradient there (at B = 8 it does not).
 START_TEST(test_nature_body) {
     if (!s_onednn(__func__)) {
         return;
     }
     rng_t r;
     rng_init_stream(&r, 53, RNG_ROLE_TEST, 0);
-    nn_config_t cfg = nn_config_nature(6, 1);
-    const int B = 16, A = cfg.n_actions;
-    nn_params_t p, g_dnn, g_ref;
-    nn_params_init(&p, &cfg);
-    nn_params_init(&g_dnn, &cfg);
-    nn_params_init(&g_ref, &cfg);
-    nn_params_init_random(&p, &r);
-    nn_state_t sd, sr;
-    nn_state_init(&sd, &cfg, B, 1); // as the product makes it: no reference loops
-    ck_assert_msg(sd.dnn != NULL, "no oneDNN body for the Nature network");
-    s_state(&sr, &cfg, B, 1, 0);
-    ck_assert_str_eq(dnnconv_first_layer(sd.dnn), "s2d");
     cpu_features_t cpu;
     cpu_detect(&cpu);
-    if (cpu.avx512bw) { // the 4x4-patch input, which the body takes only if it equals the table's
-        ck_assert_str_eq(dnnconv_input_path(sd.dnn), "4x4 patches");
+    for (int frames = 0; frames <= 4; frames += 4) {
+        nn_config_t cfg = nn_config_nature(6, 1);
+        cfg.in_frames = frames;
+        const int B = 16, A = cfg.n_actions;
+        nn_params_t p, g_dnn, g_ref;
+        nn_params_init(&p, &cfg);
+        nn_params_init(&g_dnn, &cfg);
+        nn_params_init(&g_ref, &cfg);
+        nn_params_init_random(&p, &r);
+        nn_state_t sd, sr;
+        nn_state_init(&sd, &cfg, B, 1); // as the product makes it: no reference loops
+        ck_assert_msg(sd.dnn != NULL, "no oneDNN body for the Nature network, frames %d", frames);
+        s_state(&sr, &cfg, B, 1, 0);
+        ck_assert_str_eq(dnnconv_first_layer(sd.dnn), "s2d");
+        if (cpu.avx512bw) { // the patches, which the body takes only if they equal the table
+            ck_assert_str_eq(dnnconv_input_path(sd.dnn), "4x4 patches");
+        }
+        for (int l = 0; l < 3; l++) {
+            ck_assert_ptr_nonnull(dnnconv_impl(sd.dnn, l, 0));
+            ck_assert_ptr_nonnull(dnnconv_impl(sd.dnn, l, 1));
+            ck_assert((dnnconv_impl(sd.dnn, l, 2) != NULL) == (l > 0));
+            if (frames == 0) {
+                fprintf(stderr, "check_dnnconv: Nature layer %d: %s, %s, %s\n", l,
+                        dnnconv_impl(sd.dnn, l, 0), dnnconv_impl(sd.dnn, l, 1),
+                        l ? dnnconv_impl(sd.dnn, l, 2) : "-");
+            }
+        }
+        uint8_t *obs = s_obs(&cfg, B, &r);
+        float q[256], q_ref[256], dq[256];
+        nn_forward(&sd, &p, obs, B, q);
+        ck_assert(sd.dnn_pass);
+        if (frames == 0) {
+            double *theta = xmalloc(p.num_params * sizeof(double)), want[256], got[256];
+            for (size_t i = 0; i < p.num_params; i++) {
+                theta[i] = p.data[i];
+            }
+            nnref_forward(want, &cfg, theta, obs, B);
+            for (int i = 0; i < B * A; i++) {
+                got[i] = q[i];
+            }
+            ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "Nature q"));
+            xfree(theta);
+        }
+        nn_forward(&sr, &p, obs, B, q_ref);
+        ck_assert(check_close_f(q, q_ref, (size_t)B * A, 1e-4, 1e-5, "Nature q against conv.c"));
+        s_fill(dq, (size_t)B * A, &r, 1.0f);
+        nn_backward(&sd, &p, &g_dnn, dq, B);
+        nn_backward(&sr, &p, &g_ref, dq, B);
+        ck_assert(
+            check_close_f(g_dnn.data, g_ref.data, p.num_params, 1e-4, 1e-6, "Nature gradient"));
+        free(obs);
+        nn_state_fini(&sd);
+        nn_state_fini(&sr);
+        nn_params_fini(&g_ref);
+        nn_params_fini(&g_dnn);
+        nn_params_fini(&p);
     }
-    for (int l = 0; l < 3; l++) {
-        ck_assert_ptr_nonnull(dnnconv_impl(sd.dnn, l, 0));
-        ck_assert_ptr_nonnull(dnnconv_impl(sd.dnn, l, 1));
-        ck_assert((dnnconv_impl(sd.dnn, l, 2) != NULL) == (l > 0));
-        fprintf(stderr, "check_dnnconv: Nature layer %d: %s, %s, %s\n", l,
-                dnnconv_impl(sd.dnn, l, 0), dnnconv_impl(sd.dnn, l, 1),
-                l ? dnnconv_impl(sd.dnn, l, 2) : "-");
-    }
-    uint8_t *obs = s_obs(&cfg, B, &r);
-    double *theta = xmalloc(p.num_params * sizeof(double)), want[256], got[256];
-    for (size_t i = 0; i < p.num_params; i++) {
-        theta[i] = p.data[i];
-    }
-    nnref_forward(want, &cfg, theta, obs, B);
-    float q[256], q_ref[256], dq[256];
-    nn_forward(&sd, &p, obs, B, q);
-    for (int i = 0; i < B * A; i++) {
-        got[i] = q[i];
-    }
-    ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "Nature q"));
-    nn_forward(&sr, &p, obs, B, q_ref);
-    s_fill(dq, (size_t)B * A, &r, 1.0f);
-    nn_backward(&sd, &p, &g_dnn, dq, B);
-    nn_backward(&sr, &p, &g_ref, dq, B);
-    ck_assert(check_close_f(g_dnn.data, g_ref.data, p.num_params, 1e-4, 1e-6, "Nature gradient"));
-    xfree(theta);
-    free(obs);
-    nn_state_fini(&sd);
-    nn_state_fini(&sr);
-    nn_params_fini(&g_ref);
-    nn_params_fini(&g_dnn);
-    nn_params_fini(&p);
 }
 END_TEST
 
@@ -656,52 +668,6 @@ START_TEST(test_bf16_body) {
 }
 END_TEST
 
-// The Nature network on 4 frames stored frame-major (in_frames = 4, what frame_stack = 4
-// gives the learner): each channel a plane, its input in 4x4 patches of 4 bytes a row; the
-// values and gradient of conv.c's path.
-START_TEST(test_nature_frames) {
-    if (!s_onednn(__func__)) {
-        return;
-    }
-    rng_t r;
-    rng_init_stream(&r, 71, RNG_ROLE_TEST, 0);
-    nn_config_t cfg = nn_config_nature(6, 1);
-    cfg.in_frames = 4;
-    const int B = 16, A = cfg.n_actions;
-    nn_params_t p, g_dnn, g_ref;
-    nn_params_init(&p, &cfg);
-    nn_params_init(&g_dnn, &cfg);
-    nn_params_init(&g_ref, &cfg);
-    nn_params_init_random(&p, &r);
-    nn_state_t sd, sr;
-    nn_state_init(&sd, &cfg, B, 1);
-    ck_assert_msg(sd.dnn != NULL, "no oneDNN body for the Nature network on frames");
-    s_state(&sr, &cfg, B, 1, 0);
-    cpu_features_t cpu;
-    cpu_detect(&cpu);
-    if (cpu.avx512bw) {
-        ck_assert_str_eq(dnnconv_input_path(sd.dnn), "4x4 patches");
-    }
-    uint8_t *obs = s_obs(&cfg, B, &r);
-    float q[256], q_ref[256], dq[256];
-    nn_forward(&sd, &p, obs, B, q);
-    nn_forward(&sr, &p, obs, B, q_ref);
-    ck_assert(sd.dnn_pass);
-    ck_assert(check_close_f(q, q_ref, (size_t)B * A, 1e-4, 1e-5, "Nature frames q"));
-    s_fill(dq, (size_t)B * A, &r, 1.0f);
-    nn_backward(&sd, &p, &g_dnn, dq, B);
-    nn_backward(&sr, &p, &g_ref, dq, B);
-    ck_assert(
-        check_close_f(g_dnn.data, g_ref.data, p.num_params, 1e-4, 1e-6, "Nature frames gradient"));
-    free(obs);
-    nn_state_fini(&sd);
-    nn_state_fini(&sr);
-    nn_params_fini(&g_ref);
-    nn_params_fini(&g_dnn);
-    nn_params_fini(&p);
-}
-END_TEST
-
 Suite *dnnconv_suite(void) {
     Suite *s = suite_create("dnnconv");
     TCase *tc = tcase_create("core");
@@ -711,7 +677,6 @@ Suite *dnnconv_suite(void) {
     tcase_add_test(tc, test_pair_and_pieces);
     tcase_add_test(tc, test_fetched_network);
     tcase_add_test(tc, test_nature_body);
-    tcase_add_test(tc, test_nature_frames);
     tcase_add_test(tc, test_no_reference_loops);
     tcase_add_test(tc, test_work_rule);
     tcase_add_test(tc, test_bf16_body);
