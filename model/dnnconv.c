@@ -148,6 +148,9 @@ struct dnnconv {
                            // channel a plane of bytes, 4: 4 channels last)
     size_t s2d_cs, s2d_ps; // its destination: elements from a frame channel's 16 lanes to the
                            // next channel's, and from a position (y', x') to the next
+    int plain_fast;        // byte frames into x that is src (direct first layer, plain nchw
+                           // fp32): s_plain_fast (0: off, 1: each channel a plane, 4: 4
+                           // channels last)
     dnnl_memory_t x_mem;
     dc_reorder_t x_to_src;
     dnnl_memory_t top_user, dtop_user; // conv.h's (OC x OH x OW x B): chwn
@@ -407,6 +410,7 @@ out:
 static void s_free_mem(dnnl_memory_t m);
 static void s_free_prim(dnnl_primitive_t p);
 static void s_s2d_fast_init(dnnconv_t *d);
+static void s_plain_fast_init(dnnconv_t *d);
 
 // The observation-row element of element i of one sample's x (nchw, C' x H' x W', space to
 // depth applied): the mapping of dnnconv_input's loops.
@@ -504,6 +508,40 @@ static double s_work_per_edge(const conv_shape_t *shapes, int n) {
     return macs / (double)(conv_in_features(&shapes[0]) + conv_out_features(&shapes[n - 1]));
 }
 
+// Whether oneDNN runs the first layer as it is (no space to depth) in fp32 with a JIT kernel
+// of its own: the kernels for few input channels read plain nchw and have no backward-weights
+// counterpart at AVX-512 (see dnnconv.h), but forward they beat space to depth. Nature's first
+// layer at B = 128, one thread, input fresh from memory: 5.3 against 6.5 ms (jit:avx512_core,
+// Intel 6/167), 8.7 against 10.2 held to AVX2; in bfloat16 the other way (AMX: 2.3 against
+// 1.4), so bf16 bodies keep space to depth.
+static int s_direct_fast(const conv_shape_t *o, int B) {
+    dnnl_dims_t sd, wd, dd, bd = {o->c_out}, strides = {o->stride, o->stride}, pad = {0, 0};
+    s_dims(sd, B, o->c_in, o->h, o->w);
+    s_dims(wd, o->c_out, o->c_in, o->k, o->k);
+    s_dims(dd, B, o->c_out, o->oh, o->ow);
+    dnnl_memory_desc_t src, w, b, dst;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *impl = NULL;
+    int fast =
+        D(dnnl_memory_desc_init_by_tag)(&src, 4, sd, dnnl_f32, dnnl_format_tag_any) ==
+            dnnl_success &&
+        D(dnnl_memory_desc_init_by_tag)(&w, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+        D(dnnl_memory_desc_init_by_tag)(&b, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+        D(dnnl_memory_desc_init_by_tag)(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any) ==
+            dnnl_success &&
+        D(dnnl_convolution_forward_desc_init)(&cd, dnnl_forward_training, dnnl_convolution_auto,
+                                              &src, &w, &b, &dst, strides, pad,
+                                              pad) == dnnl_success &&
+        D(dnnl_primitive_desc_create)(&pd, &cd, NULL, s_engine, NULL) == dnnl_success &&
+        D(dnnl_primitive_desc_query)(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl && strncmp(impl, "jit:", 4) == 0;
+    if (pd) {
+        D(dnnl_primitive_desc_destroy)(pd);
+    }
+    return fast;
+}
+
 dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, int train, char *why,
                           size_t why_len) {
     APEX_ASSERT(n >= 1 && n <= DNNCONV_MAX_LAYERS && B >= 1);
@@ -530,7 +568,7 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, in
     const conv_shape_t *o = &shapes[0];
     const int f = o->stride;
     conv_shape_t s2d; // conv_shape_init clears its output before it checks: not L[0].s itself
-    if (f > 1 && o->k % f == 0 &&
+    if (f > 1 && o->k % f == 0 && (d->train || d->bf16 || !s_direct_fast(o, B)) &&
         conv_shape_init(&s2d, o->c_in * f * f, o->oh - 1 + o->k / f, o->ow - 1 + o->k / f, o->c_out,
                         o->k / f, 1, NULL, 0) == APEX_OK) {
         d->L[0].s = s2d;
@@ -586,6 +624,8 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, in
     if (d->x_to_src.p && atomic_load(&s_enabled) != 2) {
         s_gather_init(d);
         s_s2d_fast_init(d);
+    } else if (!d->x_to_src.p && atomic_load(&s_enabled) != 2) {
+        s_plain_fast_init(d);
     }
     if (s_reorder(&d->top_out, d->L[n - 1].dst, &top_md, d->top_user, 0) ||
         (d->train &&
@@ -679,8 +719,17 @@ int dnnconv_bf16(const dnnconv_t *d) { return d->bf16; }
 
 const char *dnnconv_first_layer(const dnnconv_t *d) { return d->s2d ? "s2d" : "direct"; }
 
+int dnnconv_same_input(const dnnconv_t *a, const dnnconv_t *b) {
+    return a->B == b->B && a->s2d == b->s2d && a->bf16 == b->bf16 &&
+           D(dnnl_memory_desc_equal)(s_md(a->L[0].src), s_md(b->L[0].src));
+}
+
 const char *dnnconv_input_path(const dnnconv_t *d) {
-    return d->s2d_fast ? "4x4 patches" : d->gather ? "gather" : d->x_to_src.p ? "reorder" : "plain";
+    return d->s2d_fast     ? "4x4 patches"
+           : d->gather     ? "gather"
+           : d->x_to_src.p ? "reorder"
+           : d->plain_fast ? "plain, by vectors"
+                           : "plain";
 }
 
 const char *dnnconv_impl(const dnnconv_t *d, int l, int pass) {
@@ -900,6 +949,90 @@ static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scal
     }
 }
 
+#if defined(__x86_64__)
+// Byte frames into x when x is src (a direct first layer on plain nchw fp32): with each
+// channel a plane (d->plain_fast 1) a row is x's sample already, in bytes; with 4 channels
+// last (4) 16 pixels' 64 bytes are sorted into four channels of 16 by one byte shuffle and
+// one dword permutation. The values of dnnconv_input's loops (s_plain_fast_init compares).
+__attribute__((target("avx512f,avx512bw"))) static void s_plain_fast(dnnconv_t *d,
+                                                                     const uint8_t *obs,
+                                                                     float scale) {
+    const size_t O = conv_in_features(&d->net0), HW = (size_t)d->net0.h * d->net0.w;
+    const __m512 sc = _mm512_set1_ps(scale);
+    float *x = d->x;
+    if (d->plain_fast == 1) {
+        const size_t n = O * (size_t)d->B;
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(obs + i));
+            _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), sc));
+        }
+        for (; i < n; i++) {
+            x[i] = scale * (float)obs[i];
+        }
+        return;
+    }
+    const __m512i pat =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int b = 0; b < d->B; b++) {
+        const uint8_t *row = obs + (size_t)b * O;
+        float *xb = x + (size_t)b * O;
+        size_t p = 0;
+        for (; p + 16 <= HW; p += 16) {
+            __m512i z = _mm512_loadu_si512((const void *)(row + 4 * p));
+            z = _mm512_permutexvar_epi32(idx, _mm512_shuffle_epi8(z, pat));
+            for (int c = 0; c < 4; c++) {
+                __m128i q = c == 0   ? _mm512_extracti32x4_epi32(z, 0)
+                            : c == 1 ? _mm512_extracti32x4_epi32(z, 1)
+                            : c == 2 ? _mm512_extracti32x4_epi32(z, 2)
+                                     : _mm512_extracti32x4_epi32(z, 3);
+                _mm512_storeu_ps(xb + (size_t)c * HW + p,
+                                 _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q)), sc));
+            }
+        }
+        for (; p < HW; p++) {
+            for (size_t c = 0; c < 4; c++) {
+                xb[c * HW + p] = scale * (float)row[4 * p + c];
+            }
+        }
+    }
+}
+#endif
+
+// Whether s_plain_fast applies to d, and then whether it writes what dnnconv_input's loops
+// do, on a batch of bytes. Sets d->plain_fast.
+static void s_plain_fast_init(dnnconv_t *d) {
+#if defined(__x86_64__)
+    const conv_shape_t *o = &d->net0;
+    const int C = o->c_in, F = o->frames > 1 ? o->frames : 1;
+    int mode = F == C || C == 1 ? 1 : C == 4 && F == 1 ? 4 : 0;
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    if (d->s2d || d->bf16 || d->x_to_src.p || !d->x || !mode || !cpu.avx512bw) {
+        return;
+    }
+    const size_t O = conv_in_features(o), n = O * (size_t)d->B;
+    uint8_t *obs = xmalloc(n);
+    float *want = xaligned_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        obs[i] = (uint8_t)(i * 131 + i / 251);
+    }
+    dnnconv_input(d, obs, 1, 0.5f); // plain_fast 0: the loops
+    memcpy(want, d->x, n * sizeof(float));
+    memset(d->x, 0xff, n * sizeof(float)); // an element the fast path misses shows (NaN)
+    d->plain_fast = mode;
+    s_plain_fast(d, obs, 0.5f);
+    if (memcmp(want, d->x, n * sizeof(float)) != 0) {
+        d->plain_fast = 0;
+    }
+    free(obs);
+    xfree(want);
+#else
+    (void)d;
+#endif
+}
+
 // Observation rows -> x, (B x C' x H' x W') floats times scale: with space to depth (factor
 // f = the stride, else 1) channel c' = (c f + dy) f + dx, pixel (y, x) is pixel (y f + dy,
 // x f + dx) of channel c. The rows are channels last (element (y W + x) C + c), or F frames
@@ -910,6 +1043,10 @@ void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
 #if defined(__x86_64__)
     if (d->s2d_fast && obs_u8) {
         s_s2d_fast(d, obs, scale);
+        return;
+    }
+    if (d->plain_fast && obs_u8) {
+        s_plain_fast(d, obs, scale);
         return;
     }
 #endif
@@ -1017,12 +1154,15 @@ __attribute__((target("avx512f"))) static inline void s_transpose16(__m512 r[16]
 __attribute__((target("avx512f"))) static void s_top_transpose(float *chwn, float *blk, int B,
                                                                int C, int P, int back) {
     const size_t CB = (size_t)C / 16, Bz = (size_t)B, Pz = (size_t)P;
+    const size_t rs = Pz * Bz; // from channel to channel in chwn
     for (size_t cb = 0; cb < CB; cb++) {
-        for (size_t p = 0; p < Pz; p++) {
-            float *row = chwn + (cb * 16 * Pz + p) * Bz; // channel cb 16, position p
-            const size_t rs = Pz * Bz;                   // from channel to channel
-            size_t b0 = 0;
-            for (; b0 + 16 <= Bz; b0 += 16) {
+        // By 16 samples, each tile then the next position: 16 runs through blk, where the
+        // positions outermost had the reads jump between all B samples' runs (blk comes from
+        // the convolution through memory, and 128 runs defeat the prefetchers: the Nature
+        // body's forward transpose took 0.78-0.86 ms, now 0.58; bench_learner, Intel 6/167)
+        for (size_t b0 = 0; b0 + 16 <= Bz; b0 += 16) {
+            for (size_t p = 0; p < Pz; p++) {
+                float *row = chwn + (cb * 16 * Pz + p) * Bz; // channel cb 16, position p
                 __m512 r[16];
                 for (int j = 0; j < 16; j++) {
                     r[j] = back ? _mm512_loadu_ps(row + (size_t)j * rs + b0)
@@ -1037,7 +1177,10 @@ __attribute__((target("avx512f"))) static void s_top_transpose(float *chwn, floa
                     }
                 }
             }
-            for (size_t b = b0; b < Bz; b++) {
+        }
+        for (size_t p = 0; p < Pz; p++) {
+            float *row = chwn + (cb * 16 * Pz + p) * Bz;
+            for (size_t b = Bz / 16 * 16; b < Bz; b++) {
                 for (size_t i = 0; i < 16; i++) {
                     float *x = blk + ((b * CB + cb) * Pz + p) * 16 + i, *y = row + i * rs + b;
                     if (back) {
@@ -1196,6 +1339,13 @@ int dnnconv_bf16(const dnnconv_t *d) {
 const char *dnnconv_first_layer(const dnnconv_t *d) {
     APEX_ASSERT(!d);
     return "";
+}
+
+int dnnconv_same_input(const dnnconv_t *a, const dnnconv_t *b) {
+    (void)a;
+    (void)b;
+    APEX_ASSERT(0);
+    return 0;
 }
 const char *dnnconv_input_path(const dnnconv_t *d) {
     APEX_ASSERT(!d);

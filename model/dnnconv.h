@@ -23,7 +23,9 @@
 // (y, x) is pixel (y s + dy, x s + dx) of channel c, and weight (o, c, i, j) is weight
 // (o, (c s + i % s) s + j % s, i / s, j / s). Same products, same sums; oneDNN 2.6 has an
 // AVX-512 backward-weights kernel for 64 channels but only an AVX2 one for 4 (at 4x its
-// forward's time).
+// forward's time). A forward-only fp32 body keeps such a layer direct where oneDNN has a JIT
+// kernel for it: forward, its kernel for few channels on plain nchw beats space to depth
+// (the learner's two next-state passes: see s_direct_fast).
 //
 // Memory: everything (primitives, activations, gradients, reorder targets) is made by
 // dnnconv_create for one batch size; the passes allocate nothing. Thread-safety: one body per
@@ -86,8 +88,13 @@ int dnnconv_batch(const dnnconv_t *d);
 int dnnconv_bf16(const dnnconv_t *d);
 // "s2d" when the first layer runs as space to depth, else "direct".
 const char *dnnconv_first_layer(const dnnconv_t *d);
+// Whether b's first layer can read a's input (dnnconv_forward's input_of): bodies of one
+// batch whose first layers read one layout (a train body and a forward-only one of the same
+// network may not: space to depth against direct).
+int dnnconv_same_input(const dnnconv_t *a, const dnnconv_t *b);
 // How dnnconv_input writes the first layer's input: "plain" (forward reads nchw floats, which
-// the loops write), "gather" (straight into forward's blocked layout through a table of
+// the loops write), "plain, by vectors" (the same from byte frames with each channel a plane
+// or 4 channels last, by AVX-512 conversions), "gather" (straight into forward's blocked layout through a table of
 // where each element comes from), "4x4 patches" (byte frames of a 4x4 space to depth, read a
 // patch row at a time; float rows still take the gather) or "reorder" (nchw floats, then
 // oneDNN's reorder).

@@ -978,9 +978,10 @@ void nn_forward_pair(nn_state_t *sa, const nn_params_t *pa, nn_state_t *sb, cons
     sa->batch = sb->batch = B;
     sa->obs = sb->obs = obs;
     if (s_dnn_usable(sa, B) && s_dnn_usable(sb, B)) {
-        // oneDNN: sb's first layer reads sa's input (a train sb keeps a copy of its own)
+        // oneDNN: sb's first layer reads sa's input (a train sb keeps a copy of its own, and
+        // a body whose first layer reads another layout its own)
         s_conv_input_rows(sa, obs, B);
-        if (sb->train) {
+        if (sb->train || !dnnconv_same_input(sa->dnn, sb->dnn)) {
             s_conv_input_rows(sb, obs, B);
         } else {
             sb->dnn_pass = 1;

@@ -134,18 +134,26 @@ START_TEST(test_forward_matches_reference) {
     }
     rng_t r;
     rng_init_stream(&r, 41, RNG_ROLE_TEST, 0);
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
     for (size_t k = 0; k < APEX_ARRAY_LEN(s_shapes); k++) {
         const nn_config_t *cfg = &s_shapes[k];
         const int B = 5, A = cfg->n_actions;
         nn_params_t p;
         nn_params_init(&p, cfg);
         nn_params_init_random(&p, &r);
-        nn_state_t st;
+        nn_state_t st, tr;
         s_state(&st, cfg, B, 0, 1);
-        ck_assert_str_eq(dnnconv_first_layer(st.dnn),
-                         cfg->conv[0].kernel % cfg->conv[0].stride == 0 && cfg->conv[0].stride > 1
-                             ? "s2d"
-                             : "direct");
+        s_state(&tr, cfg, B, 1, 1);
+        // Space to depth where the kernel is a multiple of the stride, in a train body; a
+        // forward-only one keeps the layer direct where oneDNN has a JIT kernel for it (on
+        // AVX-512 it has, for these channel counts)
+        int s2d = cfg->conv[0].kernel % cfg->conv[0].stride == 0 && cfg->conv[0].stride > 1;
+        ck_assert_str_eq(dnnconv_first_layer(tr.dnn), s2d ? "s2d" : "direct");
+        if (!s2d || cpu.avx512f) {
+            ck_assert_str_eq(dnnconv_first_layer(st.dnn), "direct");
+        }
+        nn_state_fini(&tr);
         void *obs = s_obs(cfg, B, &r);
         double *theta = xmalloc(p.num_params * sizeof(double)), want[64], got[64];
         for (size_t i = 0; i < p.num_params; i++) {
@@ -260,19 +268,38 @@ START_TEST(test_pair_and_pieces) {
     void *obs = s_obs(cfg, B, &r), *other = s_obs(cfg, B, &r);
     float qa[64], qb[64], wa[64], wb[64], dq[64];
     s_fill(dq, (size_t)B * A, &r, 1.0f);
-    for (int b_train = 0; b_train <= 1; b_train++) {
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    // (a train, b train): a train a and a forward-only b, whose first layers may read two
+    // layouts (space to depth, direct: b then takes its own input); both train (b keeps its
+    // own copy); both forward-only (the learner's next-state pair: b reads a's input)
+    static const int trains[3][2] = {{1, 0}, {1, 1}, {0, 0}};
+    for (int t = 0; t < 3; t++) {
+        const int a_train = trains[t][0], b_train = trains[t][1];
         nn_state_t sa, sb, one;
-        s_state(&sa, cfg, B, 1, 1);
+        s_state(&sa, cfg, B, a_train, 1);
         s_state(&sb, cfg, B, b_train, 1);
         s_state(&one, cfg, B, 1, 1);
         nn_forward_pair(&sa, &pa, &sb, &pb, obs, B, qa, qb);
-        ck_assert(sa.dnn_pass && sb.dnn_pass && (sb.dnn_in_of != NULL) == !b_train);
+        int shared = !b_train && dnnconv_same_input(sa.dnn, sb.dnn);
+        ck_assert(sa.dnn_pass && sb.dnn_pass && (sb.dnn_in_of != NULL) == shared);
+        if (!a_train) {
+            ck_assert(shared);
+        } else if (!b_train && cpu.avx512f) { // s2d against direct
+            ck_assert(!shared && strcmp(dnnconv_first_layer(sb.dnn), "direct") == 0);
+        }
         // a forward-only body has no backward passes (nor their memory)
         ck_assert((dnnconv_impl(sb.dnn, 0, 1) != NULL) == b_train);
         nn_forward(&one, &pb, obs, B, wb);
         ck_assert(check_close_f(qb, wb, (size_t)B * A, 1e-6, 1e-7, "pair: b"));
         nn_forward(&one, &pa, obs, B, wa);
         ck_assert(check_close_f(qa, wa, (size_t)B * A, 1e-6, 1e-7, "pair: a"));
+        if (!a_train) {
+            nn_state_fini(&sa);
+            nn_state_fini(&sb);
+            nn_state_fini(&one);
+            continue;
+        }
         nn_params_zero(&g_pair);
         nn_params_zero(&g_one);
         nn_backward(&sa, &pa, &g_pair, dq, B);
@@ -483,6 +510,22 @@ START_TEST(test_nature_body) {
         }
         nn_forward(&sr, &p, obs, B, q_ref);
         ck_assert(check_close_f(q, q_ref, (size_t)B * A, 1e-4, 1e-5, "Nature q against conv.c"));
+        // The forward-only body (the learner's next-state networks, the actors'): its first
+        // layer direct on AVX-512, its input converted by vectors on AVX-512 BW
+        nn_state_t sf;
+        nn_state_init(&sf, &cfg, B, 0);
+        ck_assert_msg(sf.dnn != NULL, "no forward-only oneDNN body, frames %d", frames);
+        if (cpu.avx512f) {
+            ck_assert_str_eq(dnnconv_first_layer(sf.dnn), "direct");
+        }
+        if (cpu.avx512bw) {
+            ck_assert_str_eq(dnnconv_input_path(sf.dnn), "plain, by vectors");
+        }
+        float qf[256];
+        nn_forward(&sf, &p, obs, B, qf);
+        ck_assert(sf.dnn_pass);
+        ck_assert(check_close_f(qf, q_ref, (size_t)B * A, 1e-4, 1e-5, "Nature forward-only q"));
+        nn_state_fini(&sf);
         s_fill(dq, (size_t)B * A, &r, 1.0f);
         nn_backward(&sd, &p, &g_dnn, dq, B);
         nn_backward(&sr, &p, &g_ref, dq, B);
