@@ -1,11 +1,14 @@
 // bench_learner.c: learner update throughput and GEMM efficiency (not a test: timing).
 //
 //   build/bench/bench_learner [--threads N] [--runs R] [--iters K] [--batch B]
-//                             [--precision fp32|bf16] [--library openblas|onednn] [--net NAME]...
+//                             [--precision fp32|bf16] [--library auto|openblas|onednn]
+//                             [--net NAME]...
 //
-// --library is [run] blas_library (model/blas.h): the products on oneDNN's sgemm instead of
-// OpenBLAS's (the sgemm reference windows too); the BENCH names do not change, so compare
-// two invocations.
+// --library is [run] blas_library (model/blas.h), auto as in the product by default (the
+// products on OpenBLAS, the Atari bodies' conv layers on oneDNN's primitives where libdnnl2
+// loads); openblas: everything on OpenBLAS (im2col); onednn: the products on oneDNN's sgemm
+// too (the sgemm reference windows also). The BENCH names do not change, so compare two
+// invocations.
 //
 // --precision bf16 is [learner] precision = bf16 (the products' inputs rounded to bfloat16,
 // model/bf16.h's GEMM, one thread): the update lines are named learner.<net>.bf16.*, their
@@ -43,6 +46,7 @@
 #include "bench_common.h"
 #include "blas.h"
 #include "clock.h"
+#include "dnnconv.h"
 #include "nn.h"
 #include "parse.h"
 #include "rng.h"
@@ -385,7 +389,7 @@ int main(int argc, char **argv) {
     // the benchmark again with another one.
     blas_startup(argv, "auto");
     int threads = 1, runs = 7, iters = 0, batch = 0, want[N_NETS] = {0}, any = 0;
-    const char *library = "openblas";
+    const char *library = "auto"; // the product's default ([run] blas_library)
     s_nets_init();
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc &&
@@ -410,7 +414,7 @@ int main(int argc, char **argv) {
         if (!dst || i + 1 >= argc || parse_int64(argv[i + 1], INT_MIN, INT_MAX, &v) != 0) {
             fprintf(stderr,
                     "usage: %s [--threads N] [--runs R] [--iters K] [--batch B] "
-                    "[--precision fp32|bf16] [--library openblas|onednn] "
+                    "[--precision fp32|bf16] [--library auto|openblas|onednn] "
                     "[--net small|large|minatar|nature]...\n",
                     argv[0]);
             return 2;
@@ -445,8 +449,10 @@ int main(int argc, char **argv) {
         snprintf(usuffix + strlen(usuffix), sizeof usuffix - strlen(usuffix), ".b%d", batch);
     }
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("# bench_learner: threads %d, %d windows, OPENBLAS_CORETYPE=%s, products on %s\n",
-           threads, runs, ct ? ct : "(unset)", blas_library());
+    printf("# bench_learner: threads %d, %d windows, OPENBLAS_CORETYPE=%s, products on %s, conv "
+           "layers on %s\n",
+           threads, runs, ct ? ct : "(unset)", blas_library(),
+           dnnconv_enabled() ? "oneDNN's primitives where a network qualifies" : "im2col");
     sgemm_ref_t ref;
     s_sgemm_init(&ref);
     s_sgemm_window(&ref); // warm-up, discarded

@@ -15,14 +15,16 @@
 # each BENCH value is the median over the rounds, a ratio the median of the rounds' own
 # ratios, and "#" lines keep every round (min..max is the spread). bench_learner's
 # gemm_efficiency line is the update's GEMM rate against the same run's 1024^3 sgemm.
+# bench_learner runs as the product does by default ([run] blas_library = auto: OpenBLAS's
+# products, oneDNN's convolution primitives for the Atari bodies where libdnnl2 loads).
 # On a CPU with AVX512_BF16 each conv round also runs [learner] precision = bf16 (one
 # thread): BENCH learner.<net>.bf16.updates_per_s and learner.<net>.bf16.vs_fp32 (the
 # median of the rounds' bf16 / fp32).
 # Where oneDNN loads (Debian's libdnnl2), each conv round also runs [run] blas_library =
-# onednn (its sgemm, and its convolution primitives where the network has fast kernels):
-# BENCH learner.<net>.onednn.updates_per_s and learner.<net>.onednn.ratio_vs_torch; with
-# bf16 too, learner.<net>.onednn.bf16.updates_per_s and .onednn.bf16.vs_fp32 (against the
-# round's OpenBLAS fp32: the default build's fp32) and .onednn.bf16.vs_onednn_fp32.
+# onednn (its sgemm for the products too) and openblas (everything on OpenBLAS: im2col, the
+# default before auto): BENCH learner.<net>.onednn.updates_per_s, .onednn.ratio_vs_torch,
+# learner.<net>.openblas.updates_per_s, .openblas.ratio_vs_torch, and
+# learner.<net>.bf16.vs_openblas_fp32.
 # Medians over timed windows; the machine is shared, so expect noise of +-10% between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,7 +104,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
     IFS='|' read -r name ours_flags peer_flags goal <<<"$spec"
     has_net "$name" || continue
             apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=() dnn_v=() dnn_ratio_v=()
-    d16_v=() d16_ratio_v=() d16_dnn_v=()
+    ob_v=() ob_ratio_v=() b16_ob_v=()
     for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # the flags are words
       out=$("$BENCH" --threads "$t" $ours_flags --runs 5)
@@ -111,6 +113,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
       apex_v+=("$a")
       eff_v+=("$(bench_field "$out" BENCH "learner.$name$sfx.gemm_efficiency")")
       cpu_v+=("$(awk '/updates per CPU second/ {for (i = 1; i <= NF; i++) if ($i == "updates" && $(i+1) == "per") {print $(i-1); exit}}' <<<"$out")")
+      b=""
       if [ "$HAVE_BF16" = 1 ] && [ "$t" = 1 ]; then
         # shellcheck disable=SC2086
         out=$("$BENCH" --threads 1 --precision bf16 $ours_flags --runs 5)
@@ -119,22 +122,19 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
         b16_v+=("$b")
         b16_ratio_v+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
       fi
-            d=""
+      d="" o=""
       if [ "$HAVE_ONEDNN" = 1 ]; then
         # shellcheck disable=SC2086
         out=$("$BENCH" --threads "$t" --library onednn $ours_flags --runs 5)
         sed "s/^/# round $r onednn: /" <<<"$out"
-                d=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
+        d=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
         dnn_v+=("$d")
-        if [ "$HAVE_BF16" = 1 ] && [ "$t" = 1 ]; then
-          # shellcheck disable=SC2086
-          out=$("$BENCH" --threads 1 --library onednn --precision bf16 $ours_flags --runs 5)
-          sed "s/^/# round $r onednn: /" <<<"$out"
-          b=$(bench_field "$out" BENCH "learner.$name.bf16.updates_per_s")
-          d16_v+=("$b")
-          d16_ratio_v+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
-          d16_dnn_v+=("$(awk -v a="$d" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
-        fi
+        # shellcheck disable=SC2086
+        out=$("$BENCH" --threads "$t" --library openblas $ours_flags --runs 5)
+        sed "s/^/# round $r openblas: /" <<<"$out"
+        o=$(bench_field "$out" BENCH "learner.$name$sfx.updates_per_s")
+        ob_v+=("$o")
+        [ -z "$b" ] || b16_ob_v+=("$(awk -v a="$o" -v b="$b" 'BEGIN {printf "%.4f", b / a}')")
       fi
       if [ "$HAVE_PEER" = 1 ]; then
         # shellcheck disable=SC2086
@@ -142,6 +142,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
         peer_v+=("$p")
         ratio_v+=("$(awk -v a="$a" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
         [ -z "$d" ] || dnn_ratio_v+=("$(awk -v a="$d" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
+        [ -z "$o" ] || ob_ratio_v+=("$(awk -v a="$o" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
         echo "# round $r: apex $a, torch $p updates/s, ratio $(awk -v a="$a" -v b="$p" 'BEGIN {printf "%.2f", a / b}')"
       fi
     done
@@ -153,19 +154,20 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
       echo "BENCH learner.$name.bf16.updates_per_s $(bench_median "${b16_v[@]}") updates/s"
       printf "BENCH learner.%s.bf16.vs_fp32 %.2f x\n" "$name" "$(bench_median "${b16_ratio_v[@]}")"
     fi
-        if [ ${#dnn_v[@]} -gt 0 ]; then
+    if [ ${#dnn_v[@]} -gt 0 ]; then
       echo "# $name: [run] blas_library = onednn updates/s per round: ${dnn_v[*]}"
       echo "BENCH learner.$name$sfx.onednn.updates_per_s $(bench_median "${dnn_v[@]}") updates/s"
+      echo "# $name: [run] blas_library = openblas updates/s per round: ${ob_v[*]}"
+      echo "BENCH learner.$name$sfx.openblas.updates_per_s $(bench_median "${ob_v[@]}") updates/s"
     fi
-        if [ ${#d16_v[@]} -gt 0 ]; then
-      echo "# $name: onednn bf16 updates/s per round: ${d16_v[*]}; / OpenBLAS fp32: ${d16_ratio_v[*]}; / onednn fp32: ${d16_dnn_v[*]}"
-      echo "BENCH learner.$name.onednn.bf16.updates_per_s $(bench_median "${d16_v[@]}") updates/s"
-      printf "BENCH learner.%s.onednn.bf16.vs_fp32 %.2f x\n" "$name" "$(bench_median "${d16_ratio_v[@]}")"
-      printf "BENCH learner.%s.onednn.bf16.vs_onednn_fp32 %.2f x\n" "$name" "$(bench_median "${d16_dnn_v[@]}")"
+    if [ ${#b16_ob_v[@]} -gt 0 ]; then
+      echo "# $name: bf16 / openblas fp32 per round: ${b16_ob_v[*]}"
+      printf "BENCH learner.%s.bf16.vs_openblas_fp32 %.2f x\n" "$name" "$(bench_median "${b16_ob_v[@]}")"
     fi
     if [ ${#dnn_ratio_v[@]} -gt 0 ]; then
-      echo "# $name: onednn / torch per round: ${dnn_ratio_v[*]} (goal >= $goal)"
+      echo "# $name: onednn / torch per round: ${dnn_ratio_v[*]}; openblas / torch: ${ob_ratio_v[*]} (goal >= $goal)"
       printf "BENCH learner.%s%s.onednn.ratio_vs_torch %.2f x\n" "$name" "$sfx" "$(bench_median "${dnn_ratio_v[@]}")"
+      printf "BENCH learner.%s%s.openblas.ratio_vs_torch %.2f x\n" "$name" "$sfx" "$(bench_median "${ob_ratio_v[@]}")"
     fi
     if [ ${#peer_v[@]} -gt 0 ]; then
       echo "# $name: torch updates/s per round: ${peer_v[*]}; ratios: ${ratio_v[*]} (goal >= $goal)"

@@ -55,10 +55,14 @@ typedef struct {
 } config_run_t;
 
 // [run] blas_library: the library behind the products (model/blas.h's blas_use_library).
-typedef enum { CONFIG_BLAS_OPENBLAS = 0, CONFIG_BLAS_ONEDNN = 1 } config_blas_library;
+typedef enum {
+    CONFIG_BLAS_OPENBLAS = 0,
+    CONFIG_BLAS_ONEDNN = 1,
+    CONFIG_BLAS_AUTO = 2
+} config_blas_library;
 // The name blas_use_library takes.
 static inline const char *config_blas_library_name(int v) {
-    return v == CONFIG_BLAS_ONEDNN ? "onednn" : "openblas";
+    return v == CONFIG_BLAS_ONEDNN ? "onednn" : v == CONFIG_BLAS_AUTO ? "auto" : "openblas";
 }
 
 // The OpenBLAS cores [run] blas_kernel may name (any case), besides auto and openblas: one per

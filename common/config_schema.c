@@ -34,12 +34,14 @@ const config_row_t config_schema[] = {
      "the OpenBLAS kernel the learner, actors and evaluator run: auto (the best the CPU's "
      "features allow, unless OPENBLAS_CORETYPE is set), openblas (OpenBLAS's own choice), or a "
      "core (" CONFIG_BLAS_CORES "); logged at start-up"},
-    {"run", "blas_library", T_ENUM, OFF(run.blas_library), 0, 0, 0, "openblas", "openblas|onednn",
-     "the library computing the matrix products of the learner, actors and evaluator: openblas, "
-     "or onednn (oneDNN's sgemm from Debian's libdnnl2, loaded at start-up and checked against a "
-     "reference, and its convolution primitives for conv layers at the learner's batch; a daemon "
-     "that cannot load it refuses to start); measured ahead of OpenBLAS on the learners (Nature "
-     "+40 % on an Intel Xeon with the convolutions), so far on two CPUs"},
+    {"run", "blas_library", T_ENUM, OFF(run.blas_library), 0, 0, 0, "auto", "openblas|onednn|auto",
+     "the libraries computing the learner's, actors' and evaluator's matrix products and conv "
+     "layers: auto (OpenBLAS's products, and oneDNN's convolution primitives for the conv "
+     "layers of networks that do enough work, the Atari bodies, where Debian's libdnnl2 loads; "
+     "else im2col on OpenBLAS), openblas (OpenBLAS for everything, oneDNN not loaded), or "
+     "onednn (oneDNN's sgemm for the products too, checked against a reference at start-up; a "
+     "daemon that cannot load it refuses to start). The Nature learner on an Intel Xeon: auto "
+     "1.4x openblas, onednn 1.5x"},
 
     {"run", "deterministic", T_BOOL, OFF(run.deterministic), 0, 0, 1, "false", NULL,
      "bit-identical reruns for a fixed config, seed and topology: the replay applies inserts, "

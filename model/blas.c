@@ -141,22 +141,63 @@ void blas_set_threads(int n) {
 
 const char *blas_library(void) { return s_dnnl ? "oneDNN" : "OpenBLAS"; }
 
+static void *s_dnnl_handle; // libdnnl, once loaded ([run] blas_library = onednn or auto)
+static int s_dnnl_convs;    // its convolution primitives run the conv bodies (dnnconv_load)
+
+// dlopen of oneDNN (once), its OpenMP threads starting at threads. NULL with why in err,
+// OMP_NUM_THREADS as it was.
+static void *s_dnnl_open(const char *soname, int threads, char *err, size_t n) {
+    if (s_dnnl_handle) {
+        return s_dnnl_handle;
+    }
+    // libgomp reads OMP_NUM_THREADS when it loads, and it loads with oneDNN: each thread that
+    // runs a product starts from this count, not from every core ([learner] threads rules).
+    const char *was = getenv("OMP_NUM_THREADS");
+    char old[32] = "", t[16];
+    if (was) {
+        snprintf(old, sizeof old, "%s", was);
+    }
+    snprintf(t, sizeof t, "%d", threads);
+    setenv("OMP_NUM_THREADS", t, 1);
+    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(err, n, "cannot load %s (%s)", soname, dlerror());
+        if (was) {
+            setenv("OMP_NUM_THREADS", old, 1);
+        } else {
+            unsetenv("OMP_NUM_THREADS");
+        }
+        return NULL;
+    }
+    s_dnnl_handle = h;
+    return h;
+}
+
+// oneDNN's convolution primitives for the conv bodies (model/dnnconv.h), once.
+static void s_load_convs(void *h) {
+    char why[128];
+    if (s_dnnl_convs) {
+        return;
+    }
+    if (dnnconv_load(h, why, sizeof why) != 0) {
+        log_warn("%s: conv layers stay on im2col + sgemm", why);
+        return;
+    }
+    s_dnnl_convs = 1;
+}
+
 int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     APEX_ASSERT(threads >= 1);
     if (s_dnnl) {
         return 0;
     }
-    // libgomp reads OMP_NUM_THREADS when it loads, and it loads with oneDNN: each thread that
-    // runs a product starts from this count, not from every core ([learner] threads rules).
-    char t[16];
-    snprintf(t, sizeof t, "%d", threads);
-    setenv("OMP_NUM_THREADS", t, 1);
-    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    char why[400];
+    void *h = s_dnnl_open(soname, threads, why, sizeof why);
     if (!h) {
         snprintf(err, n,
-                 "[run] blas_library = onednn: cannot load %s (%s). ---> HINT: install Debian's "
-                 "libdnnl2 (apt-get install libdnnl2), or set [run] blas_library = openblas",
-                 soname, dlerror());
+                 "[run] blas_library = onednn: %s. ---> HINT: install Debian's libdnnl2 (apt-get "
+                 "install libdnnl2), or set [run] blas_library = openblas",
+                 why);
         return -1;
     }
     s_dnnl_sgemm_fn f = (s_dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
@@ -183,9 +224,31 @@ int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     log_info("oneDNN's sgemm (%s) computes the products, checked at start-up; %d thread(s)", soname,
              threads);
     // and its convolution primitives the conv layers (model/dnnconv.h), where nn.c can
-    char why[128];
-    if (dnnconv_load(h, why, sizeof why) != 0) {
-        log_warn("%s: conv layers stay on im2col + sgemm", why);
+    s_load_convs(h);
+    return 0;
+}
+
+int blas_use_auto_at(const char *soname, int threads) {
+    APEX_ASSERT(threads >= 1);
+    char why[400];
+    void *h = s_dnnl_open(soname, threads, why, sizeof why);
+    if (!h) {
+        log_info("[run] blas_library = auto: %s; OpenBLAS computes the products and the "
+                 "conv layers (im2col). ---> HINT: apt-get install libdnnl2 for oneDNN's "
+                 "convolutions (the Atari networks' learner ~1.4x)",
+                 why);
+        return 0;
+    }
+    void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
+    if (set && !s_omp_set_num_threads) {
+        s_omp_set_num_threads = set;
+        set(threads);
+    }
+    s_load_convs(h);
+    if (s_dnnl_convs) {
+        log_info("OpenBLAS computes the products; oneDNN's convolution primitives (%s) the conv "
+                 "layers of networks that do enough work per element (the Atari bodies)",
+                 soname);
     }
     return 0;
 }
@@ -197,7 +260,10 @@ int blas_use_library(const char *name, int threads, char *err, size_t n) {
     if (strcasecmp(name, "onednn") == 0) {
         return blas_use_onednn_at("libdnnl.so.2", threads, err, n);
     }
-    snprintf(err, n, "[run] blas_library: '%s' is not openblas or onednn", name);
+    if (strcasecmp(name, "auto") == 0) {
+        return blas_use_auto_at("libdnnl.so.2", threads);
+    }
+    snprintf(err, n, "[run] blas_library: '%s' is not auto, openblas or onednn", name);
     return -1;
 }
 

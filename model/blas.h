@@ -53,17 +53,24 @@ void blas_sgemm_naive(float *c, const float *a, const float *b, float alpha, flo
 void blas_set_threads(int n);
 
 // [run] blas_library: which library computes blas_sgemm's and blas_sgemm_ld's products (the
-// N == 1 sgemv route stays OpenBLAS's). "openblas" (the default: nothing to do) or "onednn":
-// oneDNN's dnnl_sgemm, from Debian's libdnnl2 loaded with dlopen (not a build dependency),
-// checked against the naive reference (blas_verify) before it is used; its OpenMP threads
-// start at threads (OMP_NUM_THREADS is set for it) and follow blas_set_threads. On the CPUs
-// measured it was ahead of OpenBLAS's best kernel at every learner shape (bench/RESULTS.md);
-// not the default until that holds on more of them. Call once at start-up, before any
-// product. Returns 0, or -1 with why in err (n bytes: an unknown name, a library that does
-// not load or fails its check) and OpenBLAS still in use.
+// N == 1 sgemv route stays OpenBLAS's) and a conv net's layers. "auto" (the default): the
+// products on OpenBLAS, the conv layers on oneDNN's convolution primitives where Debian's
+// libdnnl2 loads (dlopen: not a run-time dependency) and a network does enough work for
+// them (model/dnnconv.h), else on im2col + OpenBLAS, said once at info level; "openblas":
+// everything on OpenBLAS, oneDNN not loaded; "onednn": oneDNN's dnnl_sgemm for the products
+// too, checked against the naive reference (blas_verify) before it is used, and a library
+// that does not load is an error. oneDNN's OpenMP threads start at threads (OMP_NUM_THREADS
+// is set for it) and follow blas_set_threads. Why the products stay OpenBLAS's by default:
+// oneDNN's sgemm was ahead at every learner shape on two CPUs but not on a third (Emerald
+// Rapids at 1024^3), while its convolutions beat im2col wherever measured
+// (docs/performance.md). Call once at start-up, before any product. Returns 0, or -1 with
+// why in err (n bytes: an unknown name, a library that does not load or fails its check)
+// and OpenBLAS still in use.
 int blas_use_library(const char *name, int threads, char *err, size_t n);
 // The same for oneDNN from soname (tests name one that does not exist).
 int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n);
+// "auto" with oneDNN from soname: 0 whether it loads or not.
+int blas_use_auto_at(const char *soname, int threads);
 // "OpenBLAS" or "oneDNN": the library computing the products.
 const char *blas_library(void);
 int blas_get_threads(void);

@@ -1,5 +1,5 @@
 // dnnconv.h: a network's conv layers on oneDNN's convolution primitives ([run] blas_library =
-// onednn), the alternative to conv.c's im2col + sgemm for a whole body of conv2d -> ReLU
+// auto or onednn), the alternative to conv.c's im2col + sgemm for a whole body of conv2d -> ReLU
 // layers at one batch size (issue #32: PyTorch's CPU convolutions are these primitives, and
 // on AVX-512 they beat im2col + GEMM; docs/performance.md has the figures).
 //

@@ -3,6 +3,7 @@
 #include "check_apex.h"
 
 #include "blas.h"
+#include "dnnconv.h"
 #include "rng.h"
 #include "xalloc.h"
 
@@ -278,7 +279,7 @@ START_TEST(test_library) {
     ck_assert_int_eq(blas_use_library("openblas", 1, err, sizeof err), 0);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
     ck_assert_int_eq(blas_use_library("mkl", 1, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "'mkl' is not openblas or onednn"));
+    ck_assert_ptr_nonnull(strstr(err, "'mkl' is not auto, openblas or onednn"));
     ck_assert_int_eq(blas_use_onednn_at("/nonexistent/libdnnl.so.2", 1, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "cannot load /nonexistent/libdnnl.so.2") &&
                       strstr(err, "apt-get install libdnnl2"),
@@ -314,6 +315,39 @@ START_TEST(test_library) {
 }
 END_TEST
 
+// [run] blas_library = auto (the default): a oneDNN that does not load is no error (OpenBLAS
+// computes everything, conv layers by im2col); one that loads runs the conv layers' primitives
+// (dnnconv_enabled: nn_state_init makes bodies) while OpenBLAS keeps the products, and
+// onednn afterwards moves the products too. openblas loads nothing.
+START_TEST(test_library_auto) {
+    char err[512];
+    ck_assert_int_eq(blas_use_library("openblas", 1, err, sizeof err), 0);
+    ck_assert(!dnnconv_enabled());
+    const char *was = getenv("OMP_NUM_THREADS");
+    char old[32] = "";
+    snprintf(old, sizeof old, "%s", was ? was : "(unset)");
+    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 1), 0);
+    ck_assert_str_eq(blas_library(), "OpenBLAS");
+    ck_assert(!dnnconv_enabled());
+    // the environment as it was (OMP_NUM_THREADS is set only for a library that loads)
+    const char *now = getenv("OMP_NUM_THREADS");
+    ck_assert_str_eq(now ? now : "(unset)", old);
+    ck_assert_int_eq(blas_use_library("auto", 1, err, sizeof err), 0);
+    ck_assert_str_eq(blas_library(), "OpenBLAS");
+    if (!dnnconv_enabled()) { // libdnnl2 missing, or a build without oneDNN's header
+        const char *ci = getenv("CI");
+        ck_assert_msg(!ci || strcmp(ci, "true") != 0, "CI without oneDNN's convolutions");
+        fprintf(stderr, "check_blas: auto without oneDNN's convolutions: not tested\n");
+        return;
+    }
+    char bad[256];
+    ck_assert_msg(blas_verify(blas_sgemm_ld, bad, sizeof bad) == 0, "%s", bad);
+    ck_assert_int_eq(blas_use_library("onednn", 1, err, sizeof err), 0);
+    ck_assert_str_eq(blas_library(), "oneDNN");
+    ck_assert(dnnconv_enabled());
+}
+END_TEST
+
 Suite *blas_suite(void) {
     Suite *s = suite_create("blas");
     TCase *tc = tcase_create("core");
@@ -326,6 +360,7 @@ Suite *blas_suite(void) {
     tcase_add_test(tc, test_verify);
     tcase_add_test(tc, test_verify_survives_sigill);
     tcase_add_test(tc, test_library);
+    tcase_add_test(tc, test_library_auto);
     suite_add_tcase(s, tc);
     return s;
 }

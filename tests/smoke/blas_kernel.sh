@@ -88,17 +88,22 @@ if has avx; then
     || bad "no oneDNN line: $(grep -m2 'blas\|oneDNN' "$TMP/eval_dnnl.log")"
 fi
 
-# [run] blas_library = onednn on a conv net, through apex-local: the learner's conv layers run
-# on oneDNN's convolution primitives (model/dnnconv.h; the first layer, 8x8 stride 4, as space
-# to depth), it trains ONEDNN_UPDATES updates on MinAtar Breakout drawn as 84x84 frames, and
-# apex-eval evaluates the checkpoint with the same library (its batch of one: conv.c's path).
+# [run] blas_library = auto (the default) on a conv net, through apex-local: OpenBLAS computes
+# the products and the learner's conv layers run on oneDNN's convolution primitives
+# (model/dnnconv.h; the first layer, 8x8 stride 4, as space to depth), it trains
+# ONEDNN_UPDATES updates on MinAtar Breakout drawn as 84x84 frames, and apex-eval evaluates
+# the checkpoint with the same library (its batch of one: conv.c's path), and with openblas
+# without loading oneDNN at all.
 UPD=${ONEDNN_UPDATES:-30}
-RUN="$RUNS/pixels-onednn"
+RUN="$RUNS/pixels-auto"
 rc=0
 scripts/apex-local configs/minatar-breakout-pixels.ini --bin "$APEX_BIN" --quiet $(endpoint_sets) \
-  --set run.out_dir="$RUNS" --set run.name=pixels-onednn --set run.blas_library=onednn \
+  --set run.out_dir="$RUNS" --set run.name=pixels-auto \
   --set replay.min_size_to_sample=300 --set learner.batch_size=32 --set learner.max_steps="$UPD" \
   --set run.max_seconds=300 >"$TMP/pixels.out" 2>&1 || rc=$?
+grep -q "OpenBLAS computes the products; oneDNN's convolution primitives (libdnnl.so.2) the conv" \
+  "$RUN"/learner*.log && key_ok run.blas_library "auto: OpenBLAS's products, oneDNN's convolutions" \
+  || bad "no auto line in the learner's log: $(grep -h -m2 'blas:' "$RUN"/learner*.log)"
 grep -q "reached \[learner\] max_steps = $UPD" "$RUN"/learner*.log \
   && ok "MinAtar Breakout from 84x84 frames: $UPD updates with oneDNN's convolutions" \
   || { bad "the oneDNN conv run did not train (exit $rc)"; grep -h -i -m3 "error\|refus" "$RUN"/*.log; }
@@ -111,9 +116,16 @@ grep -q "the conv layers run on im2col" "$RUN"/*.log && bad "a body fell back: $
   >"$TMP/pixels_eval.out" 2>"$TMP/pixels_eval.err" && grep -q " mean " "$TMP/pixels_eval.out" \
   && ok "apex-eval with oneDNN evaluates it: $(grep -o 'mean [-0-9.]*' "$TMP/pixels_eval.out")" \
   || bad "apex-eval on the oneDNN checkpoint: $(cat "$TMP/pixels_eval.err" "$TMP/pixels_eval.out" | tail -3)"
+"$APEX_BIN/apex-eval" -c "$RUN/config.ini" --set run.blas_library=openblas \
+  --checkpoint "$RUN/checkpoint.bin" --episodes 2 >"$TMP/pixels_eval_ob.out" \
+  2>"$TMP/pixels_eval_ob.err" && grep -q " mean " "$TMP/pixels_eval_ob.out" \
+  && ! grep -q "oneDNN" "$TMP/pixels_eval_ob.err" \
+  && ok "apex-eval with openblas evaluates it without oneDNN" \
+  || bad "apex-eval with openblas: $(grep -h -m2 'oneDNN\|rror' "$TMP/pixels_eval_ob.err")"
 
-# The same in bfloat16 ([learner] precision = bf16) where the CPU has AVX512_BF16: the
-# convolutions in bfloat16 on oneDNN's primitives.
+# [run] blas_library = onednn (oneDNN's sgemm for the products too) in bfloat16 ([learner]
+# precision = bf16) where the CPU has AVX512_BF16: the convolutions in bfloat16 on oneDNN's
+# primitives.
 if has avx512_bf16; then
   RUN="$RUNS/pixels-onednn-bf16"
   rc=0
@@ -123,6 +135,7 @@ if has avx512_bf16; then
     --set learner.max_steps="$UPD" --set run.max_seconds=300 >"$TMP/pixels16.out" 2>&1 || rc=$?
   grep -q "reached \[learner\] max_steps = $UPD" "$RUN"/learner*.log \
     && grep -q "conv layers in bfloat16 on oneDNN's convolution primitives" "$RUN"/learner*.log \
+    && grep -q "oneDNN's sgemm (libdnnl.so.2) computes the products" "$RUN"/learner*.log \
     && ok "bf16: $UPD updates with the convolutions in bfloat16 on oneDNN" \
     || { bad "the bf16 oneDNN conv run (exit $rc)"; grep -h -i -m3 "error\|refus\|bfloat16" "$RUN"/*.log; }
 fi
