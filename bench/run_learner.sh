@@ -103,7 +103,7 @@ for t in ${LEARNER_BENCH_THREADS:-1}; do
     "nature|--net nature|--net nature --actions 6 --batch 128 --iters 8 --windows 3 --warmup 5|1.5"; do
     IFS='|' read -r name ours_flags peer_flags goal <<<"$spec"
     has_net "$name" || continue
-            apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=() dnn_v=() dnn_ratio_v=()
+    apex_v=() eff_v=() cpu_v=() peer_v=() ratio_v=() b16_v=() b16_ratio_v=() dnn_v=() dnn_ratio_v=()
     ob_v=() ob_ratio_v=() b16_ob_v=()
     for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # the flags are words

@@ -144,8 +144,10 @@ const char *blas_library(void) { return s_dnnl ? "oneDNN" : "OpenBLAS"; }
 static void *s_dnnl_handle; // libdnnl, once loaded ([run] blas_library = onednn or auto)
 static int s_dnnl_convs;    // its convolution primitives run the conv bodies (dnnconv_load)
 
-// dlopen of oneDNN (once), its OpenMP threads starting at threads. NULL with why in err,
-// OMP_NUM_THREADS as it was.
+// dlopen of oneDNN, its OpenMP threads starting at threads. Once per process: the library
+// stays loaded (never closed: dnnconv.c and s_omp_set_num_threads hold its entry points), and
+// later calls get it whatever soname and threads they pass (blas_set_threads changes the
+// count). NULL with why in err, and OMP_NUM_THREADS as it was.
 static void *s_dnnl_open(const char *soname, int threads, char *err, size_t n) {
     if (s_dnnl_handle) {
         return s_dnnl_handle;
@@ -153,34 +155,36 @@ static void *s_dnnl_open(const char *soname, int threads, char *err, size_t n) {
     // libgomp reads OMP_NUM_THREADS when it loads, and it loads with oneDNN: each thread that
     // runs a product starts from this count, not from every core ([learner] threads rules).
     const char *was = getenv("OMP_NUM_THREADS");
-    char old[32] = "", t[16];
-    if (was) {
-        snprintf(old, sizeof old, "%s", was);
-    }
+    char *old = was ? strdup(was) : NULL, t[16];
     snprintf(t, sizeof t, "%d", threads);
     setenv("OMP_NUM_THREADS", t, 1);
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(err, n, "cannot load %s (%s)", soname, dlerror());
-        if (was) {
+        if (old) {
             setenv("OMP_NUM_THREADS", old, 1);
         } else {
             unsetenv("OMP_NUM_THREADS");
         }
-        return NULL;
     }
+    free(old);
     s_dnnl_handle = h;
     return h;
 }
 
-// oneDNN's convolution primitives for the conv bodies (model/dnnconv.h), once.
-static void s_load_convs(void *h) {
+// oneDNN's convolution primitives for the conv bodies (model/dnnconv.h), once; a library
+// without them is said at warn (onednn) or info level (auto, the default: not the user's ask).
+static void s_load_convs(void *h, int warn) {
     char why[128];
     if (s_dnnl_convs) {
         return;
     }
     if (dnnconv_load(h, why, sizeof why) != 0) {
-        log_warn("%s: conv layers stay on im2col + sgemm", why);
+        if (warn) {
+            log_warn("%s: conv layers stay on im2col + sgemm", why);
+        } else {
+            log_info("%s: conv layers stay on im2col + sgemm", why);
+        }
         return;
     }
     s_dnnl_convs = 1;
@@ -204,8 +208,7 @@ int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
     if (!f) {
         snprintf(err, n, "[run] blas_library = onednn: %s has no dnnl_sgemm", soname);
-        dlclose(h);
-        return -1;
+        return -1; // h stays open (s_dnnl_open)
     }
     s_dnnl = f; // every product from here on, the check's included
     char bad[256];
@@ -224,12 +227,17 @@ int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     log_info("oneDNN's sgemm (%s) computes the products, checked at start-up; %d thread(s)", soname,
              threads);
     // and its convolution primitives the conv layers (model/dnnconv.h), where nn.c can
-    s_load_convs(h);
+    s_load_convs(h, 1);
     return 0;
 }
 
 int blas_use_auto_at(const char *soname, int threads) {
     APEX_ASSERT(threads >= 1);
+    if (!dnnconv_built()) { // nothing here would call it: load nothing
+        log_info("[run] blas_library = auto: built without oneDNN's header (libdnnl-dev): "
+                 "OpenBLAS computes the products and the conv layers (im2col)");
+        return 0;
+    }
     char why[400];
     void *h = s_dnnl_open(soname, threads, why, sizeof why);
     if (!h) {
@@ -244,8 +252,8 @@ int blas_use_auto_at(const char *soname, int threads) {
         s_omp_set_num_threads = set;
         set(threads);
     }
-    s_load_convs(h);
-    if (s_dnnl_convs) {
+    s_load_convs(h, 0);
+    if (s_dnnl_convs && !s_dnnl) { // (after onednn in the same process its line said it all)
         log_info("OpenBLAS computes the products; oneDNN's convolution primitives (%s) the conv "
                  "layers of networks that do enough work per element (the Atari bodies)",
                  soname);

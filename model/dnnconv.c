@@ -96,6 +96,8 @@ int dnnconv_load(void *handle, char *why, size_t n) {
 
 int dnnconv_enabled(void) { return s_engine && atomic_load(&s_enabled); }
 
+int dnnconv_built(void) { return 1; }
+
 void dnnconv_accept_any(int what) { atomic_store(&s_accept_any, what); }
 
 void dnnconv_set_enabled(int mode) { atomic_store(&s_enabled, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
@@ -522,8 +524,17 @@ static int s_direct_fast(const conv_shape_t *o, int B) {
     dnnl_memory_desc_t src, w, b, dst;
     dnnl_convolution_desc_t cd;
     dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
     const char *impl = NULL;
+    // as s_layer_init's forward asks: the ReLU fused, the user's scratchpad
     int fast =
+        D(dnnl_primitive_attr_create)(&attr) == dnnl_success &&
+        D(dnnl_post_ops_create)(&po) == dnnl_success &&
+        D(dnnl_post_ops_append_eltwise)(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
+        D(dnnl_primitive_attr_set_post_ops)(attr, po) == dnnl_success &&
+        D(dnnl_primitive_attr_set_scratchpad_mode)(attr, dnnl_scratchpad_mode_user) ==
+            dnnl_success &&
         D(dnnl_memory_desc_init_by_tag)(&src, 4, sd, dnnl_f32, dnnl_format_tag_any) ==
             dnnl_success &&
         D(dnnl_memory_desc_init_by_tag)(&w, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
@@ -533,14 +544,23 @@ static int s_direct_fast(const conv_shape_t *o, int B) {
         D(dnnl_convolution_forward_desc_init)(&cd, dnnl_forward_training, dnnl_convolution_auto,
                                               &src, &w, &b, &dst, strides, pad,
                                               pad) == dnnl_success &&
-        D(dnnl_primitive_desc_create)(&pd, &cd, NULL, s_engine, NULL) == dnnl_success &&
+        D(dnnl_primitive_desc_create)(&pd, &cd, attr, s_engine, NULL) == dnnl_success &&
         D(dnnl_primitive_desc_query)(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-        impl && strncmp(impl, "jit:", 4) == 0;
+        impl && (strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0);
     if (pd) {
         D(dnnl_primitive_desc_destroy)(pd);
     }
+    if (po) {
+        D(dnnl_post_ops_destroy)(po);
+    }
+    if (attr) {
+        D(dnnl_primitive_attr_destroy)(attr);
+    }
     return fast;
 }
+
+static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, int train,
+                           int direct, char *why, size_t why_len);
 
 dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, int train, char *why,
                           size_t why_len) {
@@ -557,6 +577,17 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, in
                  work, DNNCONV_MIN_WORK);
         return NULL;
     }
+    // A forward-only fp32 body tries its first layer direct, and a body that cannot be made
+    // so (a pass on the reference loops above it, say) tries space to depth as a train one
+    const conv_shape_t *o = &shapes[0];
+    int direct = !train && !bf16 && o->stride > 1 && o->k % o->stride == 0 && s_direct_fast(o, B);
+    dnnconv_t *d = s_create(shapes, n, B, bf16, train, direct, why, why_len);
+    return d || !direct ? d : s_create(shapes, n, B, bf16, train, 0, why, why_len);
+}
+
+// dnnconv_create's body; direct: the first layer as it is even where space to depth applies.
+static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, int train,
+                           int direct, char *why, size_t why_len) {
     dnnconv_t *d = xcalloc(1, sizeof *d);
     d->n = n, d->B = B, d->bf16 = bf16 != 0, d->train = train != 0;
     d->net0 = shapes[0];
@@ -568,7 +599,7 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, in
     const conv_shape_t *o = &shapes[0];
     const int f = o->stride;
     conv_shape_t s2d; // conv_shape_init clears its output before it checks: not L[0].s itself
-    if (f > 1 && o->k % f == 0 && (d->train || d->bf16 || !s_direct_fast(o, B)) &&
+    if (f > 1 && o->k % f == 0 && !direct &&
         conv_shape_init(&s2d, o->c_in * f * f, o->oh - 1 + o->k / f, o->ow - 1 + o->k / f, o->c_out,
                         o->k / f, 1, NULL, 0) == APEX_OK) {
         d->L[0].s = s2d;
@@ -1037,8 +1068,8 @@ static void s_plain_fast_init(dnnconv_t *d) {
 // f = the stride, else 1) channel c' = (c f + dy) f + dx, pixel (y, x) is pixel (y f + dy,
 // x f + dx) of channel c. The rows are channels last (element (y W + x) C + c), or F frames
 // of H W (C / F) (element frame H W (C/F) + (y W + x) (C/F) + c % (C/F)). Then oneDNN's
-// reorder into forward's layout, unless that is x's own. (dnnconv_input's path when the
-// gather table does not apply.)
+// reorder into forward's layout, unless that is x's own. (dnnconv_input's path when neither
+// the gather table, the 4x4 patches nor the vector plain path applies.)
 void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale) {
 #if defined(__x86_64__)
     if (d->s2d_fast && obs_u8) {
@@ -1318,6 +1349,7 @@ int dnnconv_load(void *handle, char *why, size_t n) {
     return -1;
 }
 int dnnconv_enabled(void) { return 0; }
+int dnnconv_built(void) { return 0; }
 void dnnconv_set_enabled(int mode) { (void)mode; }
 void dnnconv_accept_any(int what) { (void)what; }
 dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, int train, char *why,

@@ -55,13 +55,18 @@ typedef struct dnnconv dnnconv_t;
 
 // Takes oneDNN's convolution entry points from the library handle blas.c loaded (dlopen of
 // libdnnl.so.2) and creates the engine: 0, or -1 with the reason in why (an older library
-// without them: convolutions stay conv.c's). Called once, by blas_use_onednn_at.
+// without them: convolutions stay conv.c's). Called once, by blas.c ([run] blas_library =
+// auto or onednn).
 int dnnconv_load(void *handle, char *why, size_t n);
+// 1 when built with oneDNN's header (libdnnl-dev); 0: every body is refused, and blas.c's
+// auto does not load the library at all.
+int dnnconv_built(void);
 // 1 when loaded and enabled: nn_state_init then builds bodies.
 int dnnconv_enabled(void);
 // Tests: 0 makes nn_state_init build no body (conv.c's path, in the same process); 2 builds
-// bodies without the gather table (dnnconv_input_path "reorder" where it would be "gather");
-// 1 (dnnconv_load's) is the product.
+// bodies without the gather table, the 4x4 patches, the vector plain path and the top's
+// transposes (dnnconv_input_path "reorder" where it would be "gather", "plain" where it would
+// be "plain, by vectors"); 1 (dnnconv_load's) is the product.
 void dnnconv_set_enabled(int mode);
 // Tests: lets dnnconv_create make bodies it otherwise refuses (conv.c runs instead), so that
 // small shapes and the layouts only oneDNN's reference loops take are checked too: what is
@@ -92,11 +97,11 @@ const char *dnnconv_first_layer(const dnnconv_t *d);
 // batch whose first layers read one layout (a train body and a forward-only one of the same
 // network may not: space to depth against direct).
 int dnnconv_same_input(const dnnconv_t *a, const dnnconv_t *b);
-// How dnnconv_input writes the first layer's input: "plain" (forward reads nchw floats, which
-// the loops write), "plain, by vectors" (the same from byte frames with each channel a plane
-// or 4 channels last, by AVX-512 conversions), "gather" (straight into forward's blocked layout through a table of
-// where each element comes from), "4x4 patches" (byte frames of a 4x4 space to depth, read a
-// patch row at a time; float rows still take the gather) or "reorder" (nchw floats, then
+// How dnnconv_input writes the first layer's input: "plain" (forward reads nchw floats, which the
+// loops write), "plain, by vectors" (the same from byte frames with each channel a plane or 4
+// channels last, by AVX-512 conversions), "gather" (straight into forward's blocked layout through
+// a table of where each element comes from), "4x4 patches" (byte frames of a 4x4 space to depth,
+// read a patch row at a time; float rows still take the gather) or "reorder" (nchw floats, then
 // oneDNN's reorder).
 const char *dnnconv_input_path(const dnnconv_t *d);
 // The implementation oneDNN chose for layer l's pass (0 forward, 1 backward weights, 2
@@ -106,16 +111,17 @@ const char *dnnconv_impl(const dnnconv_t *d, int l, int pass);
 // The first layer's input from B = dnnconv_batch(d) observation rows (see above), times
 // scale. obs is read during the call only.
 void dnnconv_input(dnnconv_t *d, const void *obs, int obs_u8, float scale);
-// Layer l's forward (layers in order, after dnnconv_input): relu(w * in + b) from layer
-// l - 1's output, or for l = 0 from the input of d, or of input_of when not NULL (a body of
-// the same shapes that took the input: the learner's online and target networks on s'; d's
-// backward then cannot run). w (OC x C x k x k) and b are read during the call only. top:
-// the output in conv.h's layout, written when l is the last layer (NULL otherwise).
+// Layer l's forward (layers in order, after dnnconv_input): relu(w * in + b) from layer l - 1's
+// output, or for l = 0 from the input of d, or of input_of when not NULL (a body of the same shapes
+// that took the input and reads it in d's layout, dnnconv_same_input: the learner's online and
+// target networks on s'; d's backward then cannot run). w (OC x C x k x k) and b are read during
+// the call only. top: the output in conv.h's layout, written when l is the last layer (NULL
+// otherwise).
 void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const dnnconv_t *input_of,
                      float *top);
-// Layer l's backward (a train body; layers from the top down, after the forwards): dtop, for the last layer
-// only, is dL/dout in conv.h's layout (mask applied); dw += and db += the gradient; w is the
-// layer's weights (forward's values), needed for l > 0 only (NULL for l = 0). For l > 0 it
+// Layer l's backward (a train body; layers from the top down, after the forwards): dtop, for the
+// last layer only, is dL/dout in conv.h's layout (mask applied); dw += and db += the gradient; w is
+// the layer's weights (forward's values), needed for l > 0 only (NULL for l = 0). For l > 0 it
 // leaves dL/d(layer l - 1's output), masked by its ReLU, inside the body for layer l - 1.
 void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, float *dw, float *db);
 

@@ -15,10 +15,10 @@
 //
 // forward and backward over flat float arrays, on OpenBLAS through blas.h (conv2d as
 // im2col + sgemm, model/conv.h; or, where oneDNN loads ([run] blas_library = auto or
-// onednn), on oneDNN's convolution primitives, model/dnnconv.h), or with the products' inputs rounded to bfloat16
-// for a learner that asks for it (nn_state_set_gemm). With n_conv = 0 it is the MLP apex always
-// had, with the same parameter layout, so MLP checkpoints and fixtures of earlier builds
-// still apply.
+// onednn), on oneDNN's convolution primitives, model/dnnconv.h), or with the products'
+// inputs rounded to bfloat16 for a learner that asks for it (nn_state_set_gemm). With
+// n_conv = 0 it is the MLP apex always had, with the same parameter layout, so MLP
+// checkpoints and fixtures of earlier builds still apply.
 //
 // Shapes (defined once): B = batch, O = obs_dim = in_h in_w in_c, H = a hidden width,
 // A = n_actions, P = head width (1 + A with dueling, else A), F = the flattened features.
@@ -185,9 +185,9 @@ typedef struct {
     blas_gemm_fn gemm; // every product of the passes on this state; NULL: fp32
                        // (nn_state_set_gemm)
     // Conv nets where oneDNN loads ([run] blas_library = auto or onednn): the conv layers on
-    // oneDNN's primitives (model/dnnconv.h) for batches of max_batch, in the precision of the state's GEMM
-    // (nn_state_set_gemm makes a bfloat16 body for bf16_gemm_ld); other batches take conv.c's
-    // path. NULL: conv.c always (no oneDNN, too little work, no fast kernel).
+    // oneDNN's primitives (model/dnnconv.h) for batches of max_batch, in the precision of the
+    // state's GEMM (nn_state_set_gemm makes a bfloat16 body for bf16_gemm_ld); other batches
+    // take conv.c's path. NULL: conv.c always (no oneDNN, too little work, no fast kernel).
     struct dnnconv *dnn;
     int dnn_pass;                    // the last forward ran on dnn (nn_backward follows it)
     const struct dnnconv *dnn_in_of; // that forward's first layer read this body's input

@@ -7,6 +7,7 @@
 #include "rng.h"
 #include "xalloc.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
@@ -323,15 +324,16 @@ START_TEST(test_library_auto) {
     char err[512];
     ck_assert_int_eq(blas_use_library("openblas", 1, err, sizeof err), 0);
     ck_assert(!dnnconv_enabled());
-    const char *was = getenv("OMP_NUM_THREADS");
-    char old[32] = "";
-    snprintf(old, sizeof old, "%s", was ? was : "(unset)");
-    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 1), 0);
+    ck_assert_ptr_null(dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD)); // nothing loaded
+    // the environment as it was, set or not (OMP_NUM_THREADS is set for a library that loads)
+    setenv("OMP_NUM_THREADS", "7", 1);
+    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 3), 0);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
     ck_assert(!dnnconv_enabled());
-    // the environment as it was (OMP_NUM_THREADS is set only for a library that loads)
-    const char *now = getenv("OMP_NUM_THREADS");
-    ck_assert_str_eq(now ? now : "(unset)", old);
+    ck_assert_str_eq(getenv("OMP_NUM_THREADS"), "7");
+    unsetenv("OMP_NUM_THREADS");
+    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 3), 0);
+    ck_assert_ptr_null(getenv("OMP_NUM_THREADS"));
     ck_assert_int_eq(blas_use_library("auto", 1, err, sizeof err), 0);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
     if (!dnnconv_enabled()) { // libdnnl2 missing, or a build without oneDNN's header

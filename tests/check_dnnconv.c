@@ -272,7 +272,8 @@ START_TEST(test_pair_and_pieces) {
     cpu_detect(&cpu);
     // (a train, b train): a train a and a forward-only b, whose first layers may read two
     // layouts (space to depth, direct: b then takes its own input); both train (b keeps its
-    // own copy); both forward-only (the learner's next-state pair: b reads a's input)
+    // own copy); both forward-only (the learner's next-state pair: b reads a's input; no
+    // backward to check)
     static const int trains[3][2] = {{1, 0}, {1, 1}, {0, 0}};
     for (int t = 0; t < 3; t++) {
         const int a_train = trains[t][0], b_train = trains[t][1];
@@ -290,10 +291,12 @@ START_TEST(test_pair_and_pieces) {
         }
         // a forward-only body has no backward passes (nor their memory)
         ck_assert((dnnconv_impl(sb.dnn, 0, 1) != NULL) == b_train);
+        // (a forward-only body's first layer may be direct where one's is space to depth:
+        // the same sums in another order)
         nn_forward(&one, &pb, obs, B, wb);
-        ck_assert(check_close_f(qb, wb, (size_t)B * A, 1e-6, 1e-7, "pair: b"));
+        ck_assert(check_close_f(qb, wb, (size_t)B * A, 1e-5, 1e-6, "pair: b"));
         nn_forward(&one, &pa, obs, B, wa);
-        ck_assert(check_close_f(qa, wa, (size_t)B * A, 1e-6, 1e-7, "pair: a"));
+        ck_assert(check_close_f(qa, wa, (size_t)B * A, 1e-5, 1e-6, "pair: a"));
         if (!a_train) {
             nn_state_fini(&sa);
             nn_state_fini(&sb);
@@ -541,6 +544,70 @@ START_TEST(test_nature_body) {
 }
 END_TEST
 
+// A forward-only body's byte input by vectors where the rows do not fill them: 9x9 pixels
+// (81 per channel: one past the last 16 with 4 channels last) and 4 frame planes at batch 5
+// (1620 bytes: 4 past), against the double reference and conv.c's path.
+START_TEST(test_plain_input_tails) {
+    if (!s_onednn(__func__)) {
+        return;
+    }
+    rng_t r;
+    rng_init_stream(&r, 59, RNG_ROLE_TEST, 0);
+    cpu_features_t cpu;
+    cpu_detect(&cpu);
+    for (int frames = 0; frames <= 4; frames += 4) {
+        nn_config_t cfg = {.obs_dim = 9 * 9 * 4,
+                           .in_h = 9,
+                           .in_w = 9,
+                           .in_c = 4,
+                           .in_frames = frames,
+                           .in_dtype = NN_INPUT_U8,
+                           .in_scale = 1.0f / 255.0f,
+                           .n_conv = 1,
+                           .conv = {{8, 3, 3}},
+                           .n_actions = 3,
+                           .n_hidden = 1,
+                           .hidden = {8},
+                           .dueling = 1};
+        const int B = 5, A = cfg.n_actions;
+        nn_params_t p;
+        nn_params_init(&p, &cfg);
+        nn_params_init_random(&p, &r);
+        nn_state_t sf, sr;
+        s_state(&sf, &cfg, B, 0, 1);
+        s_state(&sr, &cfg, B, 0, 0);
+        if (cpu.avx512f) {
+            ck_assert_str_eq(dnnconv_first_layer(sf.dnn), "direct");
+        }
+        if (cpu.avx512bw) {
+            ck_assert_str_eq(dnnconv_input_path(sf.dnn), "plain, by vectors");
+        }
+        uint8_t *obs = s_obs(&cfg, B, &r);
+        float q[64], q_ref[64];
+        nn_forward(&sf, &p, obs, B, q);
+        ck_assert(sf.dnn_pass);
+        nn_forward(&sr, &p, obs, B, q_ref);
+        ck_assert(check_close_f(q, q_ref, (size_t)B * A, 1e-5, 1e-6, "tails against conv.c"));
+        if (frames == 0) {
+            double *theta = xmalloc(p.num_params * sizeof(double)), want[64], got[64];
+            for (size_t i = 0; i < p.num_params; i++) {
+                theta[i] = p.data[i];
+            }
+            nnref_forward(want, &cfg, theta, obs, B);
+            for (int i = 0; i < B * A; i++) {
+                got[i] = q[i];
+            }
+            ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "tails q"));
+            xfree(theta);
+        }
+        free(obs);
+        nn_state_fini(&sf);
+        nn_state_fini(&sr);
+        nn_params_fini(&p);
+    }
+}
+END_TEST
+
 // Small shapes accepted but not oneDNN's reference loops: a body that would run them (which
 // ones depends on the CPU's kernels) is not made, and conv.c's path gives the same values.
 START_TEST(test_no_reference_loops) {
@@ -720,6 +787,7 @@ Suite *dnnconv_suite(void) {
     tcase_add_test(tc, test_pair_and_pieces);
     tcase_add_test(tc, test_fetched_network);
     tcase_add_test(tc, test_nature_body);
+    tcase_add_test(tc, test_plain_input_tails);
     tcase_add_test(tc, test_no_reference_loops);
     tcase_add_test(tc, test_work_rule);
     tcase_add_test(tc, test_bf16_body);
