@@ -34,6 +34,9 @@
 // Usage: bench_actor [--net big|small|minatar|atari|both|all] [--window s, default 1]
 //                    [--windows 3..64, 5]    (both = big and small; all = the four)
 //                    [--vsteps N vector steps per window; default 0 = calibrated to --window]
+//                    [--library auto|openblas|onednn: [run] blas_library, auto as the
+//                    product's default: the Atari body's conv layers on oneDNN's primitives
+//                    where libdnnl2 loads]
 #define LOG_MODULE "bench"
 #include "actor.h"
 #include "apex.h"
@@ -446,7 +449,7 @@ static int s_bench_net(const setup_t *su, long vsteps, double window_s, int wind
 
 // Parses "--name value" pairs; returns 0, or -1 with a message on anything unknown.
 static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, long *windows,
-                        double *window_s) {
+                        double *window_s, const char **library) {
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 >= argc) {
             fprintf(stderr, "bench_actor: %s needs a value\n", argv[i]);
@@ -455,6 +458,10 @@ static int s_parse_args(int argc, char **argv, const char **net, long *vsteps, l
         char *end = NULL;
         if (!strcmp(argv[i], "--net")) {
             *net = argv[i + 1];
+            continue;
+        }
+        if (!strcmp(argv[i], "--library")) {
+            *library = argv[i + 1];
             continue;
         }
         if (!strcmp(argv[i], "--window")) {
@@ -490,7 +497,13 @@ int main(int argc, char **argv) {
     long vsteps = 0, windows = 5;
     double window_s = 1.0;
     int big = 0, small = 0, minatar = 0, atari = 0;
-    if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s) == 0) {
+    const char *library = "auto";
+    char err[512];
+    if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s, &library) == 0) {
+        if (blas_use_library(library, 1, err, sizeof err) != 0) {
+            fprintf(stderr, "bench_actor: %s\n", err);
+            return 2;
+        }
         int all = !strcmp(net, "all");
         big = all || !strcmp(net, "big") || !strcmp(net, "both");
         small = all || !strcmp(net, "small") || !strcmp(net, "both");
@@ -500,7 +513,8 @@ int main(int argc, char **argv) {
     if (!(big || small || minatar || atari) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
         !(window_s > 0)) {
         fprintf(stderr, "usage: bench_actor [--net big|small|minatar|atari|both|all] [--window s] "
-                        "[--vsteps N per window, 0 = from --window] [--windows 3..64]\n");
+                        "[--vsteps N per window, 0 = from --window] [--windows 3..64] "
+                        "[--library auto|openblas|onednn]\n");
         return 2;
     }
     static const setup_t s_big = {"actor.cartpole64.env_steps_per_s",

@@ -157,7 +157,6 @@ struct dnnconv {
     dc_reorder_t x_to_src;
     dnnl_memory_t top_user, dtop_user; // conv.h's (OC x OH x OW x B): chwn
     dc_reorder_t top_out, dtop_in;
-    int top_blk16; // the top's dst is fp32 nChw16c on an AVX-512 CPU: s_top_transpose instead
     float *w_s2d, *dw_s2d; // layer 0's weights and gradient in the s2d shape (oihw)
     int own_input;         // the last layer-0 forward read d's own input
     char why[96];          // what dnnconv_create could not make, when it is more than a name
@@ -664,15 +663,6 @@ static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, i
         fail = "the output's reorders";
         goto fail;
     }
-#if defined(__x86_64__)
-    dnnl_memory_desc_t blk16;
-    cpu_features_t cpu;
-    cpu_detect(&cpu);
-    d->top_blk16 = cpu.avx512f && st->c_out % 16 == 0 && atomic_load(&s_enabled) != 2 &&
-                   D(dnnl_memory_desc_init_by_tag)(&blk16, 4, td, dnnl_f32, dnnl_nChw16c) ==
-                       dnnl_success &&
-                   D(dnnl_memory_desc_equal)(&blk16, s_md(d->L[n - 1].dst));
-#endif
     return d;
 fail:
     snprintf(why, why_len, "oneDNN has no %s for this body", fail);
@@ -1147,85 +1137,6 @@ static void s_s2d_weights(const float *w, float *w_add, float *ws, const conv_sh
     }
 }
 
-#if defined(__x86_64__)
-// r[i][j] <- r[j][i]: a 16x16 transpose of floats in unpacks and 128-bit lane shuffles.
-__attribute__((target("avx512f"))) static inline void s_transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
-                c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
-        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xdd);
-        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
-        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
-        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
-        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
-    }
-}
-
-// The top layer's output between oneDNN's nChw16c (sample b, channel c, position p at
-// ((b C/16 + c/16) P + p) 16 + c % 16) and conv.h's (OC x OH OW x B) ((c P + p) B + b):
-// back 0 blk -> chwn, 1 chwn -> blk. 16 samples x 16 channels at a time through
-// s_transpose16, the samples past the last 16 one by one. oneDNN's reorder did this in
-// 0.53 ms for the Nature body at B = 128 (4 times an update).
-__attribute__((target("avx512f"))) static void s_top_transpose(float *chwn, float *blk, int B,
-                                                               int C, int P, int back) {
-    const size_t CB = (size_t)C / 16, Bz = (size_t)B, Pz = (size_t)P;
-    const size_t rs = Pz * Bz; // from channel to channel in chwn
-    for (size_t cb = 0; cb < CB; cb++) {
-        // By 16 samples, each tile then the next position: 16 runs through blk, where the
-        // positions outermost had the reads jump between all B samples' runs (blk comes from
-        // the convolution through memory, and 128 runs defeat the prefetchers: the Nature
-        // body's forward transpose took 0.78-0.86 ms, now 0.58; bench_learner, Intel 6/167)
-        for (size_t b0 = 0; b0 + 16 <= Bz; b0 += 16) {
-            for (size_t p = 0; p < Pz; p++) {
-                float *row = chwn + (cb * 16 * Pz + p) * Bz; // channel cb 16, position p
-                __m512 r[16];
-                for (int j = 0; j < 16; j++) {
-                    r[j] = back ? _mm512_loadu_ps(row + (size_t)j * rs + b0)
-                                : _mm512_loadu_ps(blk + (((b0 + j) * CB + cb) * Pz + p) * 16);
-                }
-                s_transpose16(r);
-                for (int j = 0; j < 16; j++) {
-                    if (back) {
-                        _mm512_storeu_ps(blk + (((b0 + j) * CB + cb) * Pz + p) * 16, r[j]);
-                    } else {
-                        _mm512_storeu_ps(row + (size_t)j * rs + b0, r[j]);
-                    }
-                }
-            }
-        }
-        for (size_t p = 0; p < Pz; p++) {
-            float *row = chwn + (cb * 16 * Pz + p) * Bz;
-            for (size_t b = Bz / 16 * 16; b < Bz; b++) {
-                for (size_t i = 0; i < 16; i++) {
-                    float *x = blk + ((b * CB + cb) * Pz + p) * 16 + i, *y = row + i * rs + b;
-                    if (back) {
-                        *x = *y;
-                    } else {
-                        *y = *x;
-                    }
-                }
-            }
-        }
-    }
-}
-#endif
-
 void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const dnnconv_t *input_of,
                      float *top) {
     APEX_ASSERT(l >= 0 && l < d->n && (l == d->n - 1) == (top != NULL));
@@ -1253,17 +1164,11 @@ void dnnconv_forward(dnnconv_t *d, int l, const float *w, const float *b, const 
                             {DNNL_ARG_SCRATCHPAD, L->scratch[0]}};
     s_ok(D(dnnl_primitive_execute)(L->fwd, d->st, L->scratch[0] ? 5 : 4, a),
          "the forward convolution");
-    if (top && !d->top_blk16) {
+    if (top) {
         s_set(d->top_user, top);
         s_run_reorder(d, &d->top_out);
     }
     s_ok(D(dnnl_stream_wait)(d->st), "dnnl_stream_wait");
-#if defined(__x86_64__)
-    if (top && d->top_blk16) {
-        const conv_shape_t *t = &L->s;
-        s_top_transpose(top, s_ptr(L->dst), d->B, t->c_out, t->oh * t->ow, 0);
-    }
-#endif
 }
 
 // conv_relu_mask on bfloat16 elements: a > 0 is a positive sign and not zero, (int16_t)a > 0.
@@ -1288,11 +1193,7 @@ void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, fl
     APEX_ASSERT(l >= 0 && l < d->n && (l == d->n - 1) == (dtop != NULL) && (l == 0 || w) &&
                 d->own_input && d->train);
     dc_layer_t *L = &d->L[l];
-    if (dtop && d->top_blk16) {
-#if defined(__x86_64__)
-        s_top_transpose((float *)dtop, s_ptr(L->ddst), d->B, L->s.c_out, L->s.oh * L->s.ow, 1);
-#endif
-    } else if (dtop) {
+    if (dtop) {
         s_set(d->dtop_user, dtop);
         s_run_reorder(d, &d->dtop_in);
     }

@@ -64,9 +64,9 @@ int dnnconv_built(void);
 // 1 when loaded and enabled: nn_state_init then builds bodies.
 int dnnconv_enabled(void);
 // Tests: 0 makes nn_state_init build no body (conv.c's path, in the same process); 2 builds
-// bodies without the gather table, the 4x4 patches, the vector plain path and the top's
-// transposes (dnnconv_input_path "reorder" where it would be "gather", "plain" where it would
-// be "plain, by vectors"); 1 (dnnconv_load's) is the product.
+// bodies without the gather table, the 4x4 patches and the vector plain path
+// (dnnconv_input_path "reorder" where it would be "gather", "plain" where it would be "plain,
+// by vectors"); 1 (dnnconv_load's) is the product.
 void dnnconv_set_enabled(int mode);
 // Tests: lets dnnconv_create make bodies it otherwise refuses (conv.c runs instead), so that
 // small shapes and the layouts only oneDNN's reference loops take are checked too: what is
