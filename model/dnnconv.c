@@ -509,55 +509,6 @@ static double s_work_per_edge(const conv_shape_t *shapes, int n) {
     return macs / (double)(conv_in_features(&shapes[0]) + conv_out_features(&shapes[n - 1]));
 }
 
-// Whether oneDNN runs the first layer as it is (no space to depth) in fp32 with a JIT kernel
-// of its own: the kernels for few input channels read plain nchw and have no backward-weights
-// counterpart at AVX-512 (see dnnconv.h), but forward they beat space to depth. Nature's first
-// layer at B = 128, one thread, input fresh from memory: 5.3 against 6.5 ms (jit:avx512_core,
-// Intel 6/167), 8.7 against 10.2 held to AVX2; in bfloat16 the other way (AMX: 2.3 against
-// 1.4), so bf16 bodies keep space to depth.
-static int s_direct_fast(const conv_shape_t *o, int B) {
-    dnnl_dims_t sd, wd, dd, bd = {o->c_out}, strides = {o->stride, o->stride}, pad = {0, 0};
-    s_dims(sd, B, o->c_in, o->h, o->w);
-    s_dims(wd, o->c_out, o->c_in, o->k, o->k);
-    s_dims(dd, B, o->c_out, o->oh, o->ow);
-    dnnl_memory_desc_t src, w, b, dst;
-    dnnl_convolution_desc_t cd;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t po = NULL;
-    const char *impl = NULL;
-    // as s_layer_init's forward asks: the ReLU fused, the user's scratchpad
-    int fast =
-        D(dnnl_primitive_attr_create)(&attr) == dnnl_success &&
-        D(dnnl_post_ops_create)(&po) == dnnl_success &&
-        D(dnnl_post_ops_append_eltwise)(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
-        D(dnnl_primitive_attr_set_post_ops)(attr, po) == dnnl_success &&
-        D(dnnl_primitive_attr_set_scratchpad_mode)(attr, dnnl_scratchpad_mode_user) ==
-            dnnl_success &&
-        D(dnnl_memory_desc_init_by_tag)(&src, 4, sd, dnnl_f32, dnnl_format_tag_any) ==
-            dnnl_success &&
-        D(dnnl_memory_desc_init_by_tag)(&w, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-        D(dnnl_memory_desc_init_by_tag)(&b, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
-        D(dnnl_memory_desc_init_by_tag)(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any) ==
-            dnnl_success &&
-        D(dnnl_convolution_forward_desc_init)(&cd, dnnl_forward_training, dnnl_convolution_auto,
-                                              &src, &w, &b, &dst, strides, pad,
-                                              pad) == dnnl_success &&
-        D(dnnl_primitive_desc_create)(&pd, &cd, attr, s_engine, NULL) == dnnl_success &&
-        D(dnnl_primitive_desc_query)(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-        impl && (strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0);
-    if (pd) {
-        D(dnnl_primitive_desc_destroy)(pd);
-    }
-    if (po) {
-        D(dnnl_post_ops_destroy)(po);
-    }
-    if (attr) {
-        D(dnnl_primitive_attr_destroy)(attr);
-    }
-    return fast;
-}
-
 static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, int train,
                            int direct, char *why, size_t why_len);
 
@@ -576,10 +527,15 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, in
                  work, DNNCONV_MIN_WORK);
         return NULL;
     }
-    // A forward-only fp32 body tries its first layer direct, and a body that cannot be made
-    // so (a pass on the reference loops above it, say) tries space to depth as a train one
+    // A forward-only fp32 body tries its first layer direct (where space to depth would
+    // apply): oneDNN's kernels for few input channels read plain nchw and have no AVX-512
+    // backward-weights counterpart (see dnnconv.h), but forward they beat space to depth.
+    // Nature's first layer at B = 128, one thread, input fresh from memory: 5.3 against 6.5
+    // ms (jit:avx512_core, Intel 6/167), 8.7 against 10.2 held to AVX2; in bfloat16 the
+    // other way (AMX: 2.3 against 1.4), so bf16 bodies keep space to depth. A body whose
+    // direct layer gets no JIT kernel (s_create refuses it) tries space to depth instead.
     const conv_shape_t *o = &shapes[0];
-    int direct = !train && !bf16 && o->stride > 1 && o->k % o->stride == 0 && s_direct_fast(o, B);
+    int direct = !train && !bf16 && o->stride > 1 && o->k % o->stride == 0;
     dnnconv_t *d = s_create(shapes, n, B, bf16, train, direct, why, why_len);
     return d || !direct ? d : s_create(shapes, n, B, bf16, train, 0, why, why_len);
 }
@@ -615,6 +571,11 @@ static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, i
     }
     for (int l = 0; l < n && !fail; l++) {
         fail = s_layer_init(d, l, l ? d->L[l - 1].dst : NULL);
+    }
+    const char *impl0 = d->L[0].impl[0];
+    if (!fail && direct && f > 1 && o->k % f == 0 && strncmp(impl0, "jit", 3) != 0 &&
+        strncmp(impl0, "brg", 3) != 0) {
+        fail = "JIT kernel for the direct first layer";
     }
     if (fail) {
         goto fail;
@@ -897,19 +858,34 @@ __attribute__((target("avx512f,avx512bw"))) static void s_s2d_fast(dnnconv_t *d,
 
 static void s_input_gather(dnnconv_t *d, const void *obs, int obs_u8, float scale);
 
+// How byte frames are laid out for the vector input paths: 1 each channel a plane (one
+// channel per frame, or a single channel), 4 four channels last, 0 anything else.
+static int s_byte_layout(const conv_shape_t *o) {
+    const int C = o->c_in, F = o->frames > 1 ? o->frames : 1;
+    return F == C || C == 1 ? 1 : C == 4 && F == 1 ? 4 : 0;
+}
+
+// The fast paths' self-checks' bytes: each tile's 64 distinct values (131 is odd), so an
+// element written to the wrong place shows.
+static void s_pattern(uint8_t *obs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        obs[i] = (uint8_t)(i * 131 + i / 251);
+    }
+}
+
 // Whether s_s2d_fast applies to d, and then whether it writes what the table does, on a batch
 // of bytes (any values: the check is of places, not of arithmetic). Sets d->s2d_fast.
 static void s_s2d_fast_init(dnnconv_t *d) {
 #if defined(__x86_64__)
     const conv_shape_t *o = &d->net0;
-    const int C = o->c_in, F = o->frames > 1 ? o->frames : 1;
+    const int C = o->c_in;
     cpu_features_t cpu;
     cpu_detect(&cpu);
     dnnl_dims_t sd = {d->B, d->L[0].s.c_in, d->L[0].s.h, d->L[0].s.w};
     dnnl_memory_desc_t blk, nhwc;
     const dnnl_data_type_t dt = d->bf16 ? dnnl_bf16 : dnnl_f32;
     const size_t Hn = (size_t)d->L[0].s.h, Wn = (size_t)d->L[0].s.w;
-    int mode = F == C ? 1 : (C == 1 ? 1 : (C == 4 && F == 1 ? 4 : 0));
+    int mode = s_byte_layout(o);
     if (!d->s2d || o->stride != 4 || !d->gather_avx512 || !mode || !cpu.avx512bw ||
         D(dnnl_memory_desc_init_by_tag)(&blk, 4, sd, dt, dnnl_nChw16c) != dnnl_success ||
         D(dnnl_memory_desc_init_by_tag)(&nhwc, 4, sd, dt, dnnl_nhwc) != dnnl_success) {
@@ -924,9 +900,7 @@ static void s_s2d_fast_init(dnnconv_t *d) {
     }
     const size_t O = conv_in_features(o), bytes = d->per_sample * (size_t)d->B * (d->bf16 ? 2 : 4);
     uint8_t *obs = xmalloc(O * (size_t)d->B), *want = xmalloc(bytes);
-    for (size_t i = 0; i < O * (size_t)d->B; i++) {
-        obs[i] = (uint8_t)(i * 131 + i / 251);
-    }
+    s_pattern(obs, O * (size_t)d->B);
     s_input_gather(d, obs, 1, 0.5f);
     memcpy(want, s_ptr(d->L[0].src), bytes);
     memset(s_ptr(d->L[0].src), 0xff, bytes); // an element the fast path misses shows
@@ -1026,8 +1000,7 @@ __attribute__((target("avx512f,avx512bw"))) static void s_plain_fast(dnnconv_t *
 static void s_plain_fast_init(dnnconv_t *d) {
 #if defined(__x86_64__)
     const conv_shape_t *o = &d->net0;
-    const int C = o->c_in, F = o->frames > 1 ? o->frames : 1;
-    int mode = F == C || C == 1 ? 1 : C == 4 && F == 1 ? 4 : 0;
+    int mode = s_byte_layout(o);
     cpu_features_t cpu;
     cpu_detect(&cpu);
     if (d->s2d || d->bf16 || d->x_to_src.p || !d->x || !mode || !cpu.avx512bw) {
@@ -1036,9 +1009,7 @@ static void s_plain_fast_init(dnnconv_t *d) {
     const size_t O = conv_in_features(o), n = O * (size_t)d->B;
     uint8_t *obs = xmalloc(n);
     float *want = xaligned_alloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        obs[i] = (uint8_t)(i * 131 + i / 251);
-    }
+    s_pattern(obs, n);
     dnnconv_input(d, obs, 1, 0.5f); // plain_fast 0: the loops
     memcpy(want, d->x, n * sizeof(float));
     memset(d->x, 0xff, n * sizeof(float)); // an element the fast path misses shows (NaN)

@@ -108,6 +108,27 @@ static void *s_obs(const nn_config_t *cfg, int B, rng_t *r) {
     return f;
 }
 
+// q (B rows of the network's outputs) against the double-precision reference on the same
+// parameters and observations (check_nn_ref reads channels-last rows only).
+static int s_against_ref(const nn_config_t *cfg, const nn_params_t *p, const void *obs, int B,
+                         const float *q, const char *what) {
+    const size_t n = (size_t)B * cfg->n_actions;
+    double *theta = xmalloc(p->num_params * sizeof(double));
+    double *want = xmalloc(n * sizeof(double)), *got = xmalloc(n * sizeof(double));
+    for (size_t i = 0; i < p->num_params; i++) {
+        theta[i] = p->data[i];
+    }
+    nnref_forward(want, cfg, theta, obs, B);
+    for (size_t i = 0; i < n; i++) {
+        got[i] = q[i];
+    }
+    int ok = check_close_d(got, want, n, 1e-4, 1e-5, what);
+    xfree(got);
+    xfree(want);
+    xfree(theta);
+    return ok;
+}
+
 // A state on oneDNN (asserted: a body that silently fell back would test conv.c twice), or
 // on conv.c (dnn 0); dnn 2: a body without the input's gather table (dnnconv_set_enabled).
 // Bodies the product would not make accepted here (dnnconv_accept_any): these shapes are small
@@ -155,23 +176,15 @@ START_TEST(test_forward_matches_reference) {
         }
         nn_state_fini(&tr);
         void *obs = s_obs(cfg, B, &r);
-        double *theta = xmalloc(p.num_params * sizeof(double)), want[64], got[64];
-        for (size_t i = 0; i < p.num_params; i++) {
-            theta[i] = p.data[i];
-        }
-        nnref_forward(want, cfg, theta, obs, B);
         for (int b = B; b >= B - 2; b -= 2) { // the body's batch, then conv.c's path
             float q[64];
+            ck_assert_int_le(b * A, 64);
             nn_forward(&st, &p, obs, b, q);
             ck_assert_int_eq(st.dnn_pass, b == B);
-            for (int i = 0; i < b * A; i++) {
-                got[i] = q[i];
-            }
             char what[96];
             snprintf(what, sizeof what, "shape %zu, batch %d", k, b);
-            ck_assert(check_close_d(got, want, (size_t)b * A, 1e-4, 1e-5, what));
+            ck_assert(s_against_ref(cfg, &p, obs, b, q, what));
         }
-        xfree(theta);
         free(obs);
         nn_state_fini(&st);
         nn_params_fini(&p);
@@ -500,16 +513,7 @@ START_TEST(test_nature_body) {
         nn_forward(&sd, &p, obs, B, q);
         ck_assert(sd.dnn_pass);
         if (frames == 0) {
-            double *theta = xmalloc(p.num_params * sizeof(double)), want[256], got[256];
-            for (size_t i = 0; i < p.num_params; i++) {
-                theta[i] = p.data[i];
-            }
-            nnref_forward(want, &cfg, theta, obs, B);
-            for (int i = 0; i < B * A; i++) {
-                got[i] = q[i];
-            }
-            ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "Nature q"));
-            xfree(theta);
+            ck_assert(s_against_ref(&cfg, &p, obs, B, q, "Nature q"));
         }
         nn_forward(&sr, &p, obs, B, q_ref);
         ck_assert(check_close_f(q, q_ref, (size_t)B * A, 1e-4, 1e-5, "Nature q against conv.c"));
@@ -589,16 +593,7 @@ START_TEST(test_plain_input_tails) {
         nn_forward(&sr, &p, obs, B, q_ref);
         ck_assert(check_close_f(q, q_ref, (size_t)B * A, 1e-5, 1e-6, "tails against conv.c"));
         if (frames == 0) {
-            double *theta = xmalloc(p.num_params * sizeof(double)), want[64], got[64];
-            for (size_t i = 0; i < p.num_params; i++) {
-                theta[i] = p.data[i];
-            }
-            nnref_forward(want, &cfg, theta, obs, B);
-            for (int i = 0; i < B * A; i++) {
-                got[i] = q[i];
-            }
-            ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "tails q"));
-            xfree(theta);
+            ck_assert(s_against_ref(&cfg, &p, obs, B, q, "tails q"));
         }
         free(obs);
         nn_state_fini(&sf);
@@ -634,25 +629,12 @@ START_TEST(test_no_reference_loops) {
             }
         }
         void *obs = s_obs(cfg, B, &r);
-        double *theta = xmalloc(p.num_params * sizeof(double)), *want, *got;
-        want = xmalloc((size_t)B * A * sizeof(double));
-        got = xmalloc((size_t)B * A * sizeof(double));
         float *q = xmalloc((size_t)B * A * sizeof(float));
-        for (size_t i = 0; i < p.num_params; i++) {
-            theta[i] = p.data[i];
-        }
-        nnref_forward(want, cfg, theta, obs, B);
         nn_forward(&st, &p, obs, B, q);
-        for (int i = 0; i < B * A; i++) {
-            got[i] = q[i];
-        }
-        ck_assert(check_close_d(got, want, (size_t)B * A, 1e-4, 1e-5, "product body"));
+        ck_assert(s_against_ref(cfg, &p, obs, B, q, "product body"));
         fprintf(stderr, "check_dnnconv: shape %zu at batch %d: %s\n", k, B,
                 st.dnn ? "oneDNN" : "conv.c");
         xfree(q);
-        xfree(got);
-        xfree(want);
-        xfree(theta);
         free(obs);
         nn_state_fini(&st);
         nn_params_fini(&p);
