@@ -494,12 +494,15 @@ static int s_mpirun(int np, const char *out_path, const char *const args[]) {
         // LeakSanitizer (make asan): OpenMPI keeps allocations until exit. The slow unwinder
         // sees through frames without frame pointers into libmpi (the fast one stops in
         // components OpenMPI has dlclosed, which no suppression can name).
-        char supp[1200], cwd[1024];
-        const char *root = getenv("APEX_SRC_DIR");
+        // Appended to what make asan set (tests/lsan.supp): the last suppressions= wins.
+        char supp[3300], cwd[1024];
+        const char *root = getenv("APEX_SRC_DIR"), *was = getenv("LSAN_OPTIONS");
         snprintf(supp, sizeof supp,
-                 "suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0",
+                 "%.2000s%ssuppressions=%s/tests/lsan-mpi.supp:print_suppressions=0:"
+                 "fast_unwind_on_malloc=0",
+                 was ? was : "", was && *was ? ":" : "",
                  root && *root ? root : (getcwd(cwd, sizeof cwd) ? cwd : "."));
-        setenv("LSAN_OPTIONS", supp, 0);
+        setenv("LSAN_OPTIONS", supp, 1);
         s_clear_launch_env();
         execvp("mpirun", (char *const *)argv);
         _exit(127);

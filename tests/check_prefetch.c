@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "clock.h"
@@ -406,8 +407,10 @@ typedef struct {
     wire_buf_t out;
 } s_fan;
 
-// late: shard 1's stand-in is not bound yet (its endpoint a port found free and closed
-// again; s_fan_bind_late binds it): the learner's sends to it are refused until then.
+// late: shard 1's stand-in is not bound yet: its endpoint is an ipc:// path of this
+// process's that nothing listens on until the test binds it; the learner's sends to it are
+// refused until then. (It was a tcp port found free and closed again, which anything on the
+// machine could take before the test bound it: once in CI, zmq_bind failed.)
 static void s_fan_setup_late(s_fan *f, const char *timeout_ms, int late, char *late_ep) {
     memset(f, 0, sizeof *f);
     f->ctx = zmq_ctx_new();
@@ -418,6 +421,8 @@ static void s_fan_setup_late(s_fan *f, const char *timeout_ms, int late, char *l
     if (late) {
         zmq_close(f->router[1]);
         f->router[1] = NULL;
+        snprintf(ep[1], sizeof ep[1], "ipc:///tmp/apex-check-prefetch-late-%d.sock", (int)getpid());
+        unlink(ep[1] + strlen("ipc://"));
         snprintf(late_ep, 256, "%s", ep[1]);
     }
     snprintf(set_ep, sizeof set_ep, "endpoints.replay_sample=%s,%s", ep[0], ep[1]);
@@ -791,6 +796,7 @@ START_TEST(test_det_watch_reaches_late_shard) {
     }
     ck_assert_uint_eq(g.m.u.sample_request.id, id); // the same question, not a new one
     s_fan_teardown(&f);
+    unlink(late + strlen("ipc://"));
 }
 END_TEST
 

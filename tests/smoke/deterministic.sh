@@ -17,7 +17,8 @@
 # training. ~25 s.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0}
+# (Appended: make asan sets LSAN_OPTIONS for every test; the last suppressions= wins.)
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 RUNS="$TMP/runs"
 
 # run NAME CONFIG ARGS...: one deterministic run to its max_steps (EVAL=1: with the

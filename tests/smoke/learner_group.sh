@@ -11,7 +11,8 @@
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 # LeakSanitizer under make asan: OpenMPI's allocations (tests/lsan-mpi.supp, check_group.c).
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0}
+# (Appended: make asan sets LSAN_OPTIONS for every test; the last suppressions= wins.)
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 RUNS="$TMP/runs"
 RUN="$RUNS/cartpole"
 rc=0

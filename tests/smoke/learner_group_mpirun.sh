@@ -17,7 +17,8 @@
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 # LeakSanitizer under make asan: OpenMPI's allocations (tests/lsan-mpi.supp, check_group.c).
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0}
+# (Appended: make asan sets LSAN_OPTIONS for every test; the last suppressions= wins.)
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 # Nothing of the launchers' settings may reach mpirun: the point is a plain start.
 for v in $(compgen -e | grep '^OMPI_MCA_' || true); do unset "$v"; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # = --allow-run-as-root
