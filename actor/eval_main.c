@@ -13,6 +13,7 @@
 #include "env_mujoco.h"
 #include "evaluator.h"
 #include "log.h"
+#include "nn.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -136,7 +137,8 @@ int main(int argc, char **argv) {
     }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     char err[512];
-    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), 1, err, sizeof err) != 0) {
+    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), 1,
+                         nn_run_wants_conv_body(&cfg), err, sizeof err) != 0) {
         log_error("%s", err);
         return 2;
     }

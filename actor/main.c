@@ -4,6 +4,7 @@
 #include "blas.h"
 #include "cli.h"
 #include "log.h"
+#include "nn.h"
 
 int main(int argc, char **argv) {
     cli_args_t args;
@@ -17,7 +18,8 @@ int main(int argc, char **argv) {
     }
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     char err[512];
-    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), 1, err, sizeof err) != 0) {
+    if (blas_use_library(config_blas_library_name(cfg.run.blas_library), 1,
+                         nn_run_wants_conv_body(&cfg), err, sizeof err) != 0) {
         log_error("%s", err);
         return 2;
     }

@@ -500,7 +500,7 @@ int main(int argc, char **argv) {
     const char *library = "auto";
     char err[512];
     if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s, &library) == 0) {
-        if (blas_use_library(library, 1, err, sizeof err) != 0) {
+        if (blas_use_library(library, 1, 1, err, sizeof err) != 0) { // (conv nets among them)
             fprintf(stderr, "bench_actor: %s\n", err);
             return 2;
         }

@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
         want[i] = strcmp(s_nets[i].name, "pixels") != 0;
     }
     char err[512];
-    if (blas_use_library(library, threads, err, sizeof err) != 0) {
+    if (blas_use_library(library, threads, 1, err, sizeof err) != 0) { // (conv nets among them)
         fprintf(stderr, "bench_learner: %s\n", err);
         return 2;
     }

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "log.h"
 #include "learner.h"
+#include "nn.h"
 
 int main(int argc, char **argv) {
     cli_args_t args;
@@ -18,7 +19,7 @@ int main(int argc, char **argv) {
     blas_startup(argv, cfg.run.blas_kernel); // may start the process again with another kernel
     char err[512];
     if (blas_use_library(config_blas_library_name(cfg.run.blas_library), (int)cfg.learner.threads,
-                         err, sizeof err) != 0) {
+                         nn_run_wants_conv_body(&cfg), err, sizeof err) != 0) {
         log_error("%s", err);
         return 2;
     }

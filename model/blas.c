@@ -231,8 +231,14 @@ int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     return 0;
 }
 
-int blas_use_auto_at(const char *soname, int threads) {
+int blas_use_auto_at(const char *soname, int threads, int convs) {
     APEX_ASSERT(threads >= 1);
+    if (!convs) {
+        log_info("[run] blas_library = auto: OpenBLAS computes everything (this run's network "
+                 "has no conv layers that oneDNN's primitives would run faster); oneDNN not "
+                 "loaded");
+        return 0;
+    }
     if (!dnnconv_built()) { // nothing here would call it: load nothing
         log_info("[run] blas_library = auto: built without oneDNN's header (libdnnl-dev): "
                  "OpenBLAS computes the products and the conv layers (im2col)");
@@ -253,6 +259,22 @@ int blas_use_auto_at(const char *soname, int threads) {
         set(threads);
     }
     s_load_convs(h, 0);
+    if (s_dnnl_convs && !s_dnnl && threads > 1) {
+        // Two thread pools, OpenBLAS's and OpenMP's, on the same cores wait on each other
+        // between calls: the Nature learner at 2 threads ran 12.6-15.3 updates/s with
+        // OpenBLAS's products against 22.5-23.3 with oneDNN's (AMD Zen 5; 15.2 against 18.9
+        // on an Intel Xeon), below its own 1-thread rate. So oneDNN's sgemm takes the
+        // products too, checked as for onednn; one that fails leaves them OpenBLAS's.
+        char e[400];
+        if (blas_use_onednn_at(soname, threads, e, sizeof e) == 0) {
+            log_info("[run] blas_library = auto at %d threads: oneDNN's sgemm computes the "
+                     "products as well, so that one thread pool (OpenMP's) runs the whole "
+                     "update",
+                     threads);
+            return 0;
+        }
+        log_info("%s: OpenBLAS keeps the products", e);
+    }
     if (s_dnnl_convs && !s_dnnl) { // (after onednn in the same process its line said it all)
         log_info("OpenBLAS computes the products; oneDNN's convolution primitives (%s) the conv "
                  "layers of networks that do enough work per element (the Atari bodies)",
@@ -261,7 +283,7 @@ int blas_use_auto_at(const char *soname, int threads) {
     return 0;
 }
 
-int blas_use_library(const char *name, int threads, char *err, size_t n) {
+int blas_use_library(const char *name, int threads, int convs, char *err, size_t n) {
     if (strcasecmp(name, "openblas") == 0) {
         return 0;
     }
@@ -269,7 +291,7 @@ int blas_use_library(const char *name, int threads, char *err, size_t n) {
         return blas_use_onednn_at("libdnnl.so.2", threads, err, n);
     }
     if (strcasecmp(name, "auto") == 0) {
-        return blas_use_auto_at("libdnnl.so.2", threads);
+        return blas_use_auto_at("libdnnl.so.2", threads, convs);
     }
     snprintf(err, n, "[run] blas_library: '%s' is not auto, openblas or onednn", name);
     return -1;

@@ -65,12 +65,18 @@ void blas_set_threads(int n);
 // Rapids at 1024^3), while its convolutions beat im2col wherever measured
 // (docs/performance.md). Call once at start-up, before any product. Returns 0, or -1 with
 // why in err (n bytes: an unknown name, a library that does not load or fails its check)
-// and OpenBLAS still in use.
-int blas_use_library(const char *name, int threads, char *err, size_t n);
+// and OpenBLAS still in use. convs: whether this process will build a network whose conv
+// layers oneDNN's primitives would run (nn_run_wants_conv_body); under "auto", 0 loads no
+// oneDNN at all (an MLP's or MinAtar's daemons map no libdnnl or libgomp, and their children,
+// a Python env among them, inherit no OMP_NUM_THREADS); "onednn" loads it either way. Under
+// "auto" with threads > 1 and a conv body to run, oneDNN's sgemm takes the products too (as
+// "onednn"): two libraries' thread pools on the same cores cost more than OpenBLAS's
+// products gain.
+int blas_use_library(const char *name, int threads, int convs, char *err, size_t n);
 // The same for oneDNN from soname (tests name one that does not exist).
 int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n);
 // "auto" with oneDNN from soname: 0 whether it loads or not.
-int blas_use_auto_at(const char *soname, int threads);
+int blas_use_auto_at(const char *soname, int threads, int convs);
 // "OpenBLAS" or "oneDNN": the library computing the products.
 const char *blas_library(void);
 int blas_get_threads(void);

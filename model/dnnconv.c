@@ -497,18 +497,6 @@ static void s_gather_init(dnnconv_t *d) {
 #endif
 }
 
-// Multiply-adds of the body's forward per element crossing its edges (the input written in,
-// the top output reordered out), per sample: what the body's convolutions can gain against
-// what its edges cost (memory-bound passes that conv.c does not make).
-static double s_work_per_edge(const conv_shape_t *shapes, int n) {
-    double macs = 0;
-    for (int l = 0; l < n; l++) {
-        const conv_shape_t *s = &shapes[l];
-        macs += (double)s->oh * s->ow * s->c_out * s->c_in * s->k * s->k;
-    }
-    return macs / (double)(conv_in_features(&shapes[0]) + conv_out_features(&shapes[n - 1]));
-}
-
 static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, int train,
                            int direct, char *why, size_t why_len);
 
@@ -519,7 +507,7 @@ dnnconv_t *dnnconv_create(const conv_shape_t *shapes, int n, int B, int bf16, in
         snprintf(why, why_len, "oneDNN is not loaded");
         return NULL;
     }
-    double work = s_work_per_edge(shapes, n);
+    double work = dnnconv_work(shapes, n);
     if (work < DNNCONV_MIN_WORK && !(atomic_load(&s_accept_any) & DNNCONV_ACCEPT_SMALL)) {
         snprintf(why, why_len,
                  "the conv layers do %.0f multiply-adds per element of their input and output, "
@@ -1276,3 +1264,16 @@ void dnnconv_backward(dnnconv_t *d, int l, const float *dtop, const float *w, fl
 }
 
 #endif
+
+// Multiply-adds of the body's forward per element crossing its edges (the input written in,
+// the top output reordered out), per sample: what the body's convolutions can gain against
+// what its edges cost (memory-bound passes that conv.c does not make). A shape rule, the same
+// in a build without oneDNN's header: blas.c's auto decides from it whether to load oneDNN.
+double dnnconv_work(const conv_shape_t *shapes, int n) {
+    double macs = 0;
+    for (int l = 0; l < n; l++) {
+        const conv_shape_t *s = &shapes[l];
+        macs += (double)s->oh * s->ow * s->c_out * s->c_in * s->k * s->k;
+    }
+    return macs / (double)(conv_in_features(&shapes[0]) + conv_out_features(&shapes[n - 1]));
+}

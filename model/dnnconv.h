@@ -50,6 +50,8 @@
 // body (247) 11.3 against 7.9 and 23.1 against 17.5. The bound sits between the first two
 // (their geometric mean is 54); where exactly bodies start to win in between is not known.
 #define DNNCONV_MIN_WORK 50
+// That work for n layers (n >= 1): sum of OH OW OC C k k over C H W + the top's OC OH OW.
+double dnnconv_work(const conv_shape_t *shapes, int n);
 
 typedef struct dnnconv dnnconv_t;
 

@@ -199,6 +199,11 @@ typedef struct {
 // run's [env] action_low/action_high, no dueling (its critics: nn_critic_config).
 struct apex_config_s;
 void nn_config_from_run(nn_config_t *out, const struct apex_config_s *run);
+// 1 when the run's network (nn_config_from_run) has conv layers that do enough work for a
+// oneDNN body (dnnconv_work >= DNNCONV_MIN_WORK: the Atari bodies, not MinAtar's), the
+// network every daemon of the run builds (a DPG policy or critic is an MLP): blas_use_library's
+// convs, so that auto loads oneDNN only where it will run.
+int nn_run_wants_conv_body(const struct apex_config_s *run);
 // The critic Q(s, a) of a DPG policy: the same input and hidden sizes, action_inputs = the
 // policy's n_actions, one unbounded scalar output, no dueling.
 void nn_critic_config(nn_config_t *out, const nn_config_t *policy);

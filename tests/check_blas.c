@@ -277,16 +277,16 @@ END_TEST
 // check (blas_verify through blas_sgemm_ld) and blas_sgemm's dense form, and says so.
 START_TEST(test_library) {
     char err[512];
-    ck_assert_int_eq(blas_use_library("openblas", 1, err, sizeof err), 0);
+    ck_assert_int_eq(blas_use_library("openblas", 1, 1, err, sizeof err), 0);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
-    ck_assert_int_eq(blas_use_library("mkl", 1, err, sizeof err), -1);
+    ck_assert_int_eq(blas_use_library("mkl", 1, 1, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "'mkl' is not auto, openblas or onednn"));
     ck_assert_int_eq(blas_use_onednn_at("/nonexistent/libdnnl.so.2", 1, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "cannot load /nonexistent/libdnnl.so.2") &&
                       strstr(err, "apt-get install libdnnl2"),
                   "%s", err);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
-    if (blas_use_library("onednn", 1, err, sizeof err) != 0) {
+    if (blas_use_library("onednn", 1, 1, err, sizeof err) != 0) {
         const char *ci = getenv("CI");
         ck_assert_msg(!ci || strcmp(ci, "true") != 0, "CI without oneDNN: %s", err);
         fprintf(stderr, "check_blas: %s: oneDNN not tested\n", err);
@@ -319,22 +319,29 @@ END_TEST
 // [run] blas_library = auto (the default): a oneDNN that does not load is no error (OpenBLAS
 // computes everything, conv layers by im2col); one that loads runs the conv layers' primitives
 // (dnnconv_enabled: nn_state_init makes bodies) while OpenBLAS keeps the products, and
-// onednn afterwards moves the products too. openblas loads nothing.
+// onednn afterwards moves the products too. openblas loads nothing, nor does auto for a run
+// with no conv body to run (convs 0).
 START_TEST(test_library_auto) {
     char err[512];
-    ck_assert_int_eq(blas_use_library("openblas", 1, err, sizeof err), 0);
+    ck_assert_int_eq(blas_use_library("openblas", 1, 1, err, sizeof err), 0);
     ck_assert(!dnnconv_enabled());
     ck_assert_ptr_null(dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD)); // nothing loaded
     // the environment as it was, set or not (OMP_NUM_THREADS is set for a library that loads)
     setenv("OMP_NUM_THREADS", "7", 1);
-    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 3), 0);
+    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 3, 1), 0);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
     ck_assert(!dnnconv_enabled());
     ck_assert_str_eq(getenv("OMP_NUM_THREADS"), "7");
     unsetenv("OMP_NUM_THREADS");
-    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 3), 0);
+    ck_assert_int_eq(blas_use_auto_at("/nonexistent/libdnnl.so.2", 3, 1), 0);
     ck_assert_ptr_null(getenv("OMP_NUM_THREADS"));
-    ck_assert_int_eq(blas_use_library("auto", 1, err, sizeof err), 0);
+    // a run whose network has no conv layers for oneDNN (convs 0): nothing loaded, even where
+    // the library would load, and the environment untouched
+    ck_assert_int_eq(blas_use_library("auto", 1, 0, err, sizeof err), 0);
+    ck_assert(!dnnconv_enabled());
+    ck_assert_ptr_null(dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD));
+    ck_assert_ptr_null(getenv("OMP_NUM_THREADS"));
+    ck_assert_int_eq(blas_use_library("auto", 1, 1, err, sizeof err), 0);
     ck_assert_str_eq(blas_library(), "OpenBLAS");
     if (!dnnconv_enabled()) { // libdnnl2 missing, or a build without oneDNN's header
         const char *ci = getenv("CI");
@@ -344,9 +351,31 @@ START_TEST(test_library_auto) {
     }
     char bad[256];
     ck_assert_msg(blas_verify(blas_sgemm_ld, bad, sizeof bad) == 0, "%s", bad);
-    ck_assert_int_eq(blas_use_library("onednn", 1, err, sizeof err), 0);
+    ck_assert_int_eq(blas_use_library("onednn", 1, 1, err, sizeof err), 0);
     ck_assert_str_eq(blas_library(), "oneDNN");
     ck_assert(dnnconv_enabled());
+}
+END_TEST
+
+// auto at more than one thread with a conv body to run: oneDNN's sgemm computes the products
+// too (one thread pool), checked against the reference as for onednn.
+START_TEST(test_library_auto_threads) {
+#ifdef __SANITIZE_ADDRESS__
+    // (LeakSanitizer's exit check cannot stop libgomp's idle workers: see test_library.)
+    fprintf(stderr, "check_blas: auto at 2 threads: not under ASan\n");
+#else
+    char err[512];
+    ck_assert_int_eq(blas_use_library("auto", 2, 1, err, sizeof err), 0);
+    if (!dnnconv_enabled()) {
+        const char *ci = getenv("CI");
+        ck_assert_msg(!ci || strcmp(ci, "true") != 0, "CI without oneDNN's convolutions");
+        fprintf(stderr, "check_blas: auto without oneDNN's convolutions: not tested\n");
+        return;
+    }
+    ck_assert_str_eq(blas_library(), "oneDNN");
+    char bad[256];
+    ck_assert_msg(blas_verify(blas_sgemm_ld, bad, sizeof bad) == 0, "%s", bad);
+#endif
 }
 END_TEST
 
@@ -363,6 +392,7 @@ Suite *blas_suite(void) {
     tcase_add_test(tc, test_verify_survives_sigill);
     tcase_add_test(tc, test_library);
     tcase_add_test(tc, test_library_auto);
+    tcase_add_test(tc, test_library_auto_threads);
     suite_add_tcase(s, tc);
     return s;
 }

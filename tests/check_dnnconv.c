@@ -10,12 +10,14 @@
 #include "apex.h"
 #include "bf16.h"
 #include "blas.h"
+#include "config.h"
 #include "cpu.h"
 #include "dnnconv.h"
 #include "nn.h"
 #include "rng.h"
 #include "xalloc.h"
 
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@
 // (a failure on CI, where every reference must be there).
 static int s_onednn(const char *test) {
     char err[256];
-    if (blas_use_library("onednn", 1, err, sizeof err) != 0) {
+    if (blas_use_library("onednn", 1, 1, err, sizeof err) != 0) {
         check_reference_missing(test, err);
         return 0;
     }
@@ -671,6 +673,42 @@ START_TEST(test_work_rule) {
 }
 END_TEST
 
+// blas.c's auto loads oneDNN only for a run whose network will get a body
+// (nn_run_wants_conv_body): for every shipped config, the rule says what nn_state_init then
+// does (a body exactly where it says so), and it says so for the two Atari-sized configs only
+// (the 2013 DQN body on MinAtar's 84x84 frames and the Nature body on a Python Atari env), not
+// for MinAtar's own networks, the MLPs or DPG's policies.
+START_TEST(test_run_wants_body) {
+    glob_t g;
+    if (glob("configs/*.ini", 0, NULL, &g) != 0) {
+        return; // run from another directory; make test runs from the repo root
+    }
+    int onednn = s_onednn(__func__), wanted = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        apex_config_t cfg;
+        char err[CONFIG_ERR_LEN] = "";
+        ck_assert_msg(config_load(&cfg, g.gl_pathv[i], NULL, 0, err, sizeof err) == 0, "%s: %s",
+                      g.gl_pathv[i], err);
+        int w = nn_run_wants_conv_body(&cfg);
+        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+        int atari = !strcmp(base, "minatar-breakout-pixels.ini") ||
+                    !strcmp(base, "atari-python.ini");
+        ck_assert_msg(w == atari, "%s: wants a body: %d", base, w);
+        wanted += w;
+        if (onednn) {
+            nn_config_t net;
+            nn_config_from_run(&net, &cfg);
+            nn_state_t st;
+            nn_state_init(&st, &net, 32, 0);
+            ck_assert_msg((st.dnn != NULL) == w, "%s: body %d, rule %d", base, st.dnn != NULL, w);
+            nn_state_fini(&st);
+        }
+    }
+    ck_assert_int_eq(wanted, 2);
+    globfree(&g);
+}
+END_TEST
+
 // ||a - b|| / ||b|| over n values.
 static double s_rel_norm(const float *a, const float *b, size_t n) {
     double num = 0, den = 0;
@@ -772,6 +810,7 @@ Suite *dnnconv_suite(void) {
     tcase_add_test(tc, test_plain_input_tails);
     tcase_add_test(tc, test_no_reference_loops);
     tcase_add_test(tc, test_work_rule);
+    tcase_add_test(tc, test_run_wants_body);
     tcase_add_test(tc, test_bf16_body);
     suite_add_tcase(s, tc);
     return s;

@@ -63,6 +63,13 @@ if has avx; then
   line=$(blas_line "$TMP/actor.log")
   [[ "$line" == *"OpenBLAS Sandybridge (AVX), set by [run] blas_kernel"* && "$line" == *"[$apid]"* ]] \
     && ok "actor: the named core runs" || bad "actor kernel line: '$line'"
+  # auto (the default) on an MLP: no conv body to run, so oneDNN is not even mapped
+  if wait_for 60 grep -q "blas_library = auto: OpenBLAS computes everything" "$TMP/actor.log"; then
+    grep -q libdnnl "/proc/$apid/maps" && bad "the CartPole actor mapped oneDNN under auto" \
+      || key_ok run.blas_library "auto, CartPole's actor: oneDNN not loaded (not in its maps)"
+  else
+    bad "no 'oneDNN not loaded' line in the actor's log: $(grep -m2 'blas' "$TMP/actor.log")"
+  fi
   kill -TERM "$apid"
   rc=0; wait "$apid" || rc=$?
   [ "$rc" = 0 ] && ok "actor: SIGTERM, exit 0" || bad "actor exit $rc"
