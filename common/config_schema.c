@@ -38,10 +38,12 @@ const config_row_t config_schema[] = {
      "the libraries computing the learner's, actors' and evaluator's matrix products and conv "
      "layers: auto (OpenBLAS's products, and oneDNN's convolution primitives for the conv "
      "layers of networks that do enough work, the Atari bodies, where Debian's libdnnl2 loads; "
-     "else im2col on OpenBLAS), openblas (OpenBLAS for everything, oneDNN not loaded), or "
-     "onednn (oneDNN's sgemm for the products too, checked against a reference at start-up; a "
-     "daemon that cannot load it refuses to start). The Nature learner on an Intel Xeon: auto "
-     "1.47x openblas, onednn 1.54x at one thread, 1.86x and 2.31x at two"},
+     "else im2col on OpenBLAS; a run whose network gets no such body loads no oneDNN, and a "
+     "learner at [learner] threads > 1 that does takes oneDNN's sgemm for the products too: "
+     "one thread pool), openblas (OpenBLAS for everything, oneDNN not loaded), or onednn "
+     "(oneDNN's sgemm for the products too, checked against a reference at start-up; a daemon "
+     "that cannot load it refuses to start). The Nature learner on an Intel Xeon: auto 1.47x "
+     "openblas, onednn 1.54x at one thread"},
 
     {"run", "deterministic", T_BOOL, OFF(run.deterministic), 0, 0, 1, "false", NULL,
      "bit-identical reruns for a fixed config, seed and topology: the replay applies inserts, "
