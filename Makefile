@@ -207,11 +207,11 @@ asan: $(DEPS_STAMP)
 	# Under ASan freed memory sits in quarantine (a smaller one keeps the smoke tests' memory
 	# bounds meaningful) and everything runs several times slower: the hostile test's memory
 	# bound and the weights flood's are scaled for that.
-	# tests/lsan.supp: leaks that are not apex's (ASan's own thread set-up); the MPI tests
-	# append tests/lsan-mpi.supp, which has OpenMPI's too.
+	# tests/lsan.supp: leaks that are not apex's (ASan's own thread set-up), before the
+	# user's own LSAN_OPTIONS; the MPI tests append tests/lsan-mpi.supp, OpenMPI's too.
 	SMOKE_FAST=1 HOSTILE_MEM_MB=1024 WEIGHTS_FLOOD_EXTRA_KB=262144 \
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-quarantine_size_mb=64} \
-	LSAN_OPTIONS=$${LSAN_OPTIONS:-suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0} \
+	LSAN_OPTIONS="suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}" \
 	$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin \
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" test
 

@@ -500,15 +500,16 @@ int main(int argc, char **argv) {
     const char *library = "auto";
     char err[512];
     if (s_parse_args(argc, argv, &net, &vsteps, &windows, &window_s, &library) == 0) {
-        if (blas_use_library(library, 1, 1, err, sizeof err) != 0) { // (conv nets among them)
-            fprintf(stderr, "bench_actor: %s\n", err);
-            return 2;
-        }
         int all = !strcmp(net, "all");
         big = all || !strcmp(net, "big") || !strcmp(net, "both");
         small = all || !strcmp(net, "small") || !strcmp(net, "both");
         minatar = all || !strcmp(net, "minatar");
         atari = all || !strcmp(net, "atari");
+        // (as a daemon decides: the Atari network is the only one here that gets a body)
+        if (blas_use_library(library, 1, atari, err, sizeof err) != 0) {
+            fprintf(stderr, "bench_actor: %s\n", err);
+            return 2;
+        }
     }
     if (!(big || small || minatar || atari) || vsteps < 0 || windows < 3 || windows > MAX_WINDOWS ||
         !(window_s > 0)) {

@@ -432,8 +432,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_NETS && !any; i++) {
         want[i] = strcmp(s_nets[i].name, "pixels") != 0;
     }
+    // As a daemon decides: oneDNN for the conv bodies only when a network asked for gets one
+    // (so that --net small --threads 2 measures OpenBLAS's products, as an MLP run has them).
+    int convs = 0;
+    for (int i = 0; i < N_NETS; i++) {
+        convs |= want[i] && nn_wants_conv_body(&s_nets[i].net);
+    }
     char err[512];
-    if (blas_use_library(library, threads, 1, err, sizeof err) != 0) { // (conv nets among them)
+    if (blas_use_library(library, threads, convs, err, sizeof err) != 0) {
         fprintf(stderr, "bench_learner: %s\n", err);
         return 2;
     }

@@ -190,6 +190,29 @@ static void s_load_convs(void *h, int warn) {
     s_dnnl_convs = 1;
 }
 
+// oneDNN's sgemm (from h, loaded from soname) for every product from here on, checked against
+// the naive reference first. 0, or -1 with why in err and the products still OpenBLAS's.
+static int s_dnnl_products(void *h, const char *soname, int threads, char *err, size_t n) {
+    s_dnnl_sgemm_fn f = (s_dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
+    void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
+    if (!f) {
+        snprintf(err, n, "%s has no dnnl_sgemm", soname);
+        return -1;
+    }
+    s_dnnl = f; // every product from here on, the check's included
+    char bad[256];
+    if (blas_verify(blas_sgemm_ld, bad, sizeof bad) != 0) {
+        s_dnnl = NULL;
+        snprintf(err, n, "%s failed the start-up check (%s)", soname, bad);
+        return -1; // h stays open: a library that ran may have left threads behind
+    }
+    s_omp_set_num_threads = set;
+    if (set) {
+        set(threads);
+    }
+    return 0;
+}
+
 int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
     APEX_ASSERT(threads >= 1);
     if (s_dnnl) {
@@ -204,25 +227,11 @@ int blas_use_onednn_at(const char *soname, int threads, char *err, size_t n) {
                  why);
         return -1;
     }
-    s_dnnl_sgemm_fn f = (s_dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
-    void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
-    if (!f) {
-        snprintf(err, n, "[run] blas_library = onednn: %s has no dnnl_sgemm", soname);
-        return -1; // h stays open (s_dnnl_open)
-    }
-    s_dnnl = f; // every product from here on, the check's included
-    char bad[256];
-    if (blas_verify(blas_sgemm_ld, bad, sizeof bad) != 0) {
-        s_dnnl = NULL;
+    if (s_dnnl_products(h, soname, threads, why, sizeof why) != 0) {
         snprintf(err, n,
-                 "[run] blas_library = onednn: %s failed the start-up check (%s). ---> HINT: set "
-                 "[run] blas_library = openblas",
-                 soname, bad);
-        return -1; // h stays open: a library that ran may have left threads behind
-    }
-    s_omp_set_num_threads = set;
-    if (set) {
-        set(threads);
+                 "[run] blas_library = onednn: %s. ---> HINT: set [run] blas_library = openblas",
+                 why);
+        return -1; // h stays open (s_dnnl_open)
     }
     log_info("oneDNN's sgemm (%s) computes the products, checked at start-up; %d thread(s)", soname,
              threads);
@@ -262,18 +271,21 @@ int blas_use_auto_at(const char *soname, int threads, int convs) {
     if (s_dnnl_convs && !s_dnnl && threads > 1) {
         // Two thread pools, OpenBLAS's and OpenMP's, on the same cores wait on each other
         // between calls: the Nature learner at 2 threads ran 12.6-15.3 updates/s with
-        // OpenBLAS's products against 22.5-23.3 with oneDNN's (AMD Zen 5; 15.2 against 18.9
-        // on an Intel Xeon), below its own 1-thread rate. So oneDNN's sgemm takes the
+        // OpenBLAS's products against 22.5-23.3 with oneDNN's (AMD Zen 5; about its own
+        // 1-thread 15.05), 15.2 against 18.9 on an Intel Xeon. So oneDNN's sgemm takes the
         // products too, checked as for onednn; one that fails leaves them OpenBLAS's.
         char e[400];
-        if (blas_use_onednn_at(soname, threads, e, sizeof e) == 0) {
-            log_info("[run] blas_library = auto at %d threads: oneDNN's sgemm computes the "
-                     "products as well, so that one thread pool (OpenMP's) runs the whole "
-                     "update",
-                     threads);
+        if (s_dnnl_products(h, soname, threads, e, sizeof e) == 0) {
+            log_info("[run] blas_library = auto at %d threads: oneDNN computes the products "
+                     "(its sgemm, %s, checked at start-up) and the conv layers of networks that "
+                     "do enough work, one thread pool (OpenMP's) for the whole update",
+                     threads, soname);
             return 0;
         }
-        log_info("%s: OpenBLAS keeps the products", e);
+        log_warn("[run] blas_library = auto at %d threads: %s: OpenBLAS keeps the products, and "
+                 "its threads and oneDNN's share the cores (slower than one library's). ---> "
+                 "HINT: set [run] blas_library = openblas",
+                 threads, e);
     }
     if (s_dnnl_convs && !s_dnnl) { // (after onednn in the same process its line said it all)
         log_info("OpenBLAS computes the products; oneDNN's convolution primitives (%s) the conv "

@@ -68,14 +68,18 @@ void nn_critic_config(nn_config_t *out, const nn_config_t *policy) {
     memset(out->out_high, 0, sizeof out->out_high);
 }
 
+int nn_wants_conv_body(const nn_config_t *net) {
+    conv_shape_t shapes[NN_MAX_CONV];
+    if (net->n_conv == 0 || s_conv_shapes(net, shapes, NULL, 0) < 0) {
+        return 0; // (a shape the network itself refuses: its own error says so later)
+    }
+    return dnnconv_work(shapes, net->n_conv) >= DNNCONV_MIN_WORK;
+}
+
 int nn_run_wants_conv_body(const apex_config_t *run) {
     nn_config_t net;
     nn_config_from_run(&net, run);
-    conv_shape_t shapes[NN_MAX_CONV];
-    if (net.n_conv == 0 || s_conv_shapes(&net, shapes, NULL, 0) < 0) {
-        return 0; // (a shape the network itself refuses: its own error says so later)
-    }
-    return dnnconv_work(shapes, net.n_conv) >= DNNCONV_MIN_WORK;
+    return nn_wants_conv_body(&net);
 }
 
 size_t nn_run_weights_params(const apex_config_t *run) {

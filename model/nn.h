@@ -204,6 +204,8 @@ void nn_config_from_run(nn_config_t *out, const struct apex_config_s *run);
 // network every daemon of the run builds (a DPG policy or critic is an MLP): blas_use_library's
 // convs, so that auto loads oneDNN only where it will run.
 int nn_run_wants_conv_body(const struct apex_config_s *run);
+// The same rule for any network (the benchmarks').
+int nn_wants_conv_body(const nn_config_t *net);
 // The critic Q(s, a) of a DPG policy: the same input and hidden sizes, action_inputs = the
 // policy's n_actions, one unbounded scalar output, no dueling.
 void nn_critic_config(nn_config_t *out, const nn_config_t *policy);

@@ -9,6 +9,7 @@
 #include "check_apex.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -421,7 +422,9 @@ static void s_fan_setup_late(s_fan *f, const char *timeout_ms, int late, char *l
     if (late) {
         zmq_close(f->router[1]);
         f->router[1] = NULL;
-        snprintf(ep[1], sizeof ep[1], "ipc:///tmp/apex-check-prefetch-late-%d.sock", (int)getpid());
+        const char *tmp = getenv("TMPDIR");
+        snprintf(ep[1], sizeof ep[1], "ipc://%.200s/apex-check-prefetch-late-%d.sock",
+                 tmp && *tmp ? tmp : "/tmp", (int)getpid());
         unlink(ep[1] + strlen("ipc://"));
         snprintf(late_ep, 256, "%s", ep[1]);
     }
