@@ -28,6 +28,8 @@
 #     the weights with the actors' key pair; `scancel --batch --signal=USR1` stops it in
 #     order (the ranks get the SIGTERM, not mpirun: both write the final checkpoint),
 #     COMPLETED, no process left.
+#   - then jobs D1 and D2 (--deterministic, the same seed): bit-identical checkpoint payloads,
+#     metrics rows and evaluations; each ends at the learner's budget, not at target_return;
 # The cluster is stopped at the end, also when the test fails. Needs root; without Slurm it
 # is skipped (failed under CI: .ci/run installs it with APEX_SLURM_DEPS=1).
 source "$(dirname "$0")/lib.sh"
@@ -312,8 +314,53 @@ u=$(group_stop "$RUN_C") && ok "under mpirun too, both ranks stopped at update $
 [ -z "$(apex_procs "$RUN_C")" ] && wait_for 30 no_job_procs "$C" && ok "no apex process left after job C, no mpirun or orted" ||
   bad "left: $(apex_procs "$RUN_C") $(job_procs "$C")"
 
+# --- jobs D1 and D2: --deterministic, twice ---------------------------------------------
+# The same config and seed give the same checkpoint payload (parameters, optimizer state,
+# step), the same evaluations at the metrics rows' updates and the same learner and replay
+# columns of metrics.csv; each job ends when the learner has trained its budget (not on
+# target_return, which CartPole reaches before it), COMPLETED 0:0. (Slurm runs them one
+# after the other: each asks for the whole node.)
+DSETS=(--deterministic --eval-episodes 10 --set learner.max_steps=600 --set learner.metrics_every_updates=300
+  --set run.max_seconds=300 --set run.target_return=10)
+submit d1 "${DSETS[@]}" && D1=$JOB
+submit d2 "${DSETS[@]}" && D2=$JOB
+for j in "${D1:-x}" "${D2:-x}"; do
+  wait_for 300 job_ended "$j" || bad "deterministic job $j did not end within 300 s"
+done
+for d in d1:"${D1:-x}" d2:"${D2:-x}"; do
+  n=${d%%:*} j=${d#*:}
+  [ "$(job_state "$j")" = COMPLETED ] && [ "$(job_exit "$j")" = 0:0 ] &&
+    grep -q "watching .*: deterministic run, ends at \[learner\] max_steps" "$RUNS/$n/slurm-$j.out" &&
+    grep -q "stopping: the learner trained its budget (\[learner\] max_steps = 600)" "$RUNS/$n/slurm-$j.out" &&
+    ! grep -q "solved:" "$RUNS/$n/slurm-$j.out" &&
+    ok "job $n ($j): --deterministic ends at the learner's budget, not at target_return 10: COMPLETED 0:0" ||
+    bad "job $n ($j): $(job_state "$j") $(job_exit "$j"): $(tail -4 "$RUNS/$n/slurm-$j.out" 2>/dev/null)"
+done
+det_fingerprint() {
+  "$PY" - "$RUNS/$1" <<'PY'
+import csv, hashlib, os, sys
+d = sys.argv[1]
+out = ["checkpoint payload " + hashlib.sha256(open(os.path.join(d, "checkpoint.bin"), "rb").read()[240:]).hexdigest()]
+cols = ["updates", "loss", "replay_size", "replay_inserted", "replay_sampled", "weights_version", "env_frames", "episodes"]
+rows = list(csv.DictReader(open(os.path.join(d, "metrics.csv"))))
+out.append("metrics: " + "; ".join(",".join(r[c] for c in cols) for r in rows))
+ecols = ["updates", "version", "episodes", "eval_mean", "eval_std"]
+out.append("eval: " + "; ".join(",".join(r[c] for c in ecols) for r in csv.DictReader(open(os.path.join(d, "eval.csv")))))
+print("\n".join(out))
+PY
+}
+fa=$(det_fingerprint d1 2>&1); fb=$(det_fingerprint d2 2>&1)
+if [ "$fa" = "$fb" ] && [[ "$fa" == *"eval: 300,"*"; 600,"* ]]; then
+  ok "jobs d1 and d2 identical: checkpoint payload, metrics rows, evaluations at updates 300 and 600 ($(echo "$fa" | head -1 | cut -c1-40)...)"
+else
+  bad "the deterministic jobs differ (or lack their evaluations)"
+  diff <(echo "$fa") <(echo "$fb") | sed 's/^/       /'
+  echo "$fa" | sed 's/^/       d1: /' | cut -c1-200
+fi
+
 if [ "$FAIL" -gt 0 ]; then
-  for j in "$RUN_A/slurm-$A.out" "$RUN_B/slurm-${B:-x}.out" "$RUN_C/slurm-${C:-x}.out"; do
+  for j in "$RUN_A/slurm-$A.out" "$RUN_B/slurm-${B:-x}.out" "$RUN_C/slurm-${C:-x}.out" \
+    "$RUNS/d1/slurm-${D1:-x}.out" "$RUNS/d2/slurm-${D2:-x}.out"; do
     [ -f "$j" ] && { echo "--- $j"; tail -n 15 "$j"; }
   done
 fi
