@@ -561,8 +561,7 @@ static dnnconv_t *s_create(const conv_shape_t *shapes, int n, int B, int bf16, i
         fail = s_layer_init(d, l, l ? d->L[l - 1].dst : NULL);
     }
     const char *impl0 = d->L[0].impl[0];
-    if (!fail && direct && f > 1 && o->k % f == 0 && strncmp(impl0, "jit", 3) != 0 &&
-        strncmp(impl0, "brg", 3) != 0) {
+    if (!fail && direct && strncmp(impl0, "jit", 3) != 0 && strncmp(impl0, "brg", 3) != 0) {
         fail = "JIT kernel for the direct first layer";
     }
     if (fail) {
